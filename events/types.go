@@ -1,0 +1,97 @@
+// Package events is Dovetail's wire contract: the CloudEvents envelope, the event and command
+// types, and the versioned, compressed snapshot codec. It imports only the API types.
+package events
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// CloudEvents types Dovetail publishes. The version suffix changes when the payload does.
+const (
+	TypePodsPending = "dev.dovetail.pods.pending.v1"
+	TypeSnapshot    = "dev.dovetail.snapshot.v1"
+	TypeCommand     = "dev.dovetail.command.v1"
+)
+
+// SnapshotSchemaVersion is the version of the Snapshot payload; decoders refuse other versions.
+const SnapshotSchemaVersion = 1
+
+// Snapshot is everything a decision needs, as the agent saw the cluster at one revision.
+type Snapshot struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Cluster       string `json:"cluster"`
+	// Revision increases with every change the agent observes; commands carry the revision they
+	// were decided on, and the agent refuses commands whose targets changed since.
+	Revision int64 `json:"revision"`
+	// Time is the agent's clock when the snapshot was taken; the core uses it instead of a wall clock.
+	Time metav1.Time `json:"time"`
+	// PendingPods are unschedulable pods waiting for capacity (PodScheduled=False, reason Unschedulable,
+	// or simply unbound and not terminal).
+	PendingPods []corev1.Pod `json:"pendingPods,omitempty"`
+	// Nodes and the pods bound to them (non-terminal).
+	Nodes []corev1.Node `json:"nodes,omitempty"`
+	Pods  []corev1.Pod  `json:"pods,omitempty"`
+	DaemonSets  []appsv1.DaemonSet            `json:"daemonSets,omitempty"`
+	PDBs        []policyv1.PodDisruptionBudget `json:"pdbs,omitempty"`
+	NodePools   []apisv1.NodePool              `json:"nodePools,omitempty"`
+	NodeClasses []apisv1.EC2NodeClass          `json:"nodeClasses,omitempty"`
+	NodeClaims  []apisv1.NodeClaim             `json:"nodeClaims,omitempty"`
+	// UnavailableOfferings are offerings marked unavailable (ICE) and not yet expired.
+	UnavailableOfferings []UnavailableOfferingMark `json:"unavailableOfferings,omitempty"`
+}
+
+// UnavailableOfferingMark is an offering the cloud refused, remembered until Expires.
+type UnavailableOfferingMark struct {
+	InstanceType string      `json:"instanceType"`
+	Zone         string      `json:"zone"`
+	CapacityType string      `json:"capacityType"`
+	Reason       string      `json:"reason"`
+	Expires      metav1.Time `json:"expires"`
+}
+
+// CommandKind names what the agent is asked to do.
+type CommandKind string
+
+// Command kinds.
+const (
+	// CommandCreateNodeClaim records a launched NodeClaim (with its provider ID) in the cluster.
+	CommandCreateNodeClaim CommandKind = "CreateNodeClaim"
+	// CommandDeleteNodeClaim removes a NodeClaim (and its Node) after its instance is gone.
+	CommandDeleteNodeClaim CommandKind = "DeleteNodeClaim"
+	// CommandTaintNode adds a taint (e.g. karpenter.sh/disrupted:NoSchedule).
+	CommandTaintNode CommandKind = "TaintNode"
+	// CommandDrainNode evicts the node's pods through the Eviction API.
+	CommandDrainNode CommandKind = "DrainNode"
+	// CommandDeleteNode deletes the Node object.
+	CommandDeleteNode CommandKind = "DeleteNode"
+	// CommandMarkUnavailable records unavailable offerings where later decisions find them.
+	CommandMarkUnavailable CommandKind = "MarkOfferingsUnavailable"
+)
+
+// Command is one effect a function asks the agent to apply.
+type Command struct {
+	// ID is derived from the decision, so a redelivered decision yields the same ID.
+	ID      string      `json:"id"`
+	Kind    CommandKind `json:"kind"`
+	Cluster string      `json:"cluster"`
+	// SnapshotRevision is the revision of the snapshot the decision was made on.
+	SnapshotRevision int64  `json:"snapshotRevision"`
+	Reason           string `json:"reason,omitempty"`
+
+	NodeClaim   *apisv1.NodeClaim         `json:"nodeClaim,omitempty"`
+	NodeName    string                    `json:"nodeName,omitempty"`
+	Taint       *corev1.Taint             `json:"taint,omitempty"`
+	Unavailable []UnavailableOfferingMark `json:"unavailable,omitempty"`
+}
+
+// PodsPending is the payload of TypePodsPending: the batch trigger plus the snapshot.
+type PodsPending struct {
+	// Pods names the pending pods ("ns/name") that closed this batch.
+	Pods     []string  `json:"pods"`
+	Snapshot *Snapshot `json:"snapshot"`
+}

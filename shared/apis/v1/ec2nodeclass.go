@@ -1,0 +1,147 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EC2NodeClass is karpenter.k8s.aws/v1 EC2NodeClass: how an AWS node is launched (AMI, subnets,
+// security groups, user data, kubelet settings, block devices, metadata options).
+type EC2NodeClass struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              EC2NodeClassSpec   `json:"spec"`
+	Status            EC2NodeClassStatus `json:"status,omitempty"`
+}
+
+// EC2NodeClassSpec mirrors the karpenter.k8s.aws/v1 spec.
+type EC2NodeClassSpec struct {
+	SubnetSelectorTerms              []SubnetSelectorTerm              `json:"subnetSelectorTerms"`
+	SecurityGroupSelectorTerms       []SecurityGroupSelectorTerm       `json:"securityGroupSelectorTerms"`
+	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
+	AssociatePublicIPAddress         *bool                             `json:"associatePublicIPAddress,omitempty"`
+	AMISelectorTerms                 []AMISelectorTerm                 `json:"amiSelectorTerms,omitempty"`
+	// AMIFamily is AL2, AL2023, Bottlerocket, Windows2019, Windows2022 or Custom; implied by an alias.
+	AMIFamily           *string               `json:"amiFamily,omitempty"`
+	UserData            *string               `json:"userData,omitempty"`
+	Role                string                `json:"role,omitempty"`
+	InstanceProfile     *string               `json:"instanceProfile,omitempty"`
+	Tags                map[string]string     `json:"tags,omitempty"`
+	Kubelet             *KubeletConfiguration `json:"kubelet,omitempty"`
+	BlockDeviceMappings []BlockDeviceMapping  `json:"blockDeviceMappings,omitempty"`
+	InstanceStorePolicy *string               `json:"instanceStorePolicy,omitempty"`
+	DetailedMonitoring  *bool                 `json:"detailedMonitoring,omitempty"`
+	MetadataOptions     *MetadataOptions      `json:"metadataOptions,omitempty"`
+	Context             *string               `json:"context,omitempty"`
+}
+
+// SubnetSelectorTerm selects subnets by id or tags.
+type SubnetSelectorTerm struct {
+	Tags map[string]string `json:"tags,omitempty"`
+	ID   string            `json:"id,omitempty"`
+}
+
+// SecurityGroupSelectorTerm selects security groups by id, name or tags.
+type SecurityGroupSelectorTerm struct {
+	Tags map[string]string `json:"tags,omitempty"`
+	ID   string            `json:"id,omitempty"`
+	Name string            `json:"name,omitempty"`
+}
+
+// CapacityReservationSelectorTerm selects ODCRs by id, owner or tags.
+type CapacityReservationSelectorTerm struct {
+	Tags    map[string]string `json:"tags,omitempty"`
+	ID      string            `json:"id,omitempty"`
+	OwnerID string            `json:"ownerID,omitempty"`
+}
+
+// AMISelectorTerm selects AMIs: an alias ("al2023@latest", "bottlerocket@v1.20.0"), an id, a
+// name/owner pair, tags, or an SSM parameter.
+type AMISelectorTerm struct {
+	Alias        string            `json:"alias,omitempty"`
+	Tags         map[string]string `json:"tags,omitempty"`
+	ID           string            `json:"id,omitempty"`
+	Name         string            `json:"name,omitempty"`
+	Owner        string            `json:"owner,omitempty"`
+	SSMParameter string            `json:"ssmParameter,omitempty"`
+}
+
+// KubeletConfiguration is the subset of kubelet settings Karpenter exposes; they change allocatable.
+type KubeletConfiguration struct {
+	ClusterDNS                  []string                   `json:"clusterDNS,omitempty"`
+	MaxPods                     *int32                     `json:"maxPods,omitempty"`
+	PodsPerCore                 *int32                     `json:"podsPerCore,omitempty"`
+	SystemReserved              map[string]string          `json:"systemReserved,omitempty"`
+	KubeReserved                map[string]string          `json:"kubeReserved,omitempty"`
+	EvictionHard                map[string]string          `json:"evictionHard,omitempty"`
+	EvictionSoft                map[string]string          `json:"evictionSoft,omitempty"`
+	EvictionSoftGracePeriod     map[string]metav1.Duration `json:"evictionSoftGracePeriod,omitempty"`
+	EvictionMaxPodGracePeriod   *int32                     `json:"evictionMaxPodGracePeriod,omitempty"`
+	ImageGCHighThresholdPercent *int32                     `json:"imageGCHighThresholdPercent,omitempty"`
+	ImageGCLowThresholdPercent  *int32                     `json:"imageGCLowThresholdPercent,omitempty"`
+	CPUCFSQuota                 *bool                      `json:"cpuCFSQuota,omitempty"`
+}
+
+// BlockDeviceMapping is one EBS volume of the launch template.
+type BlockDeviceMapping struct {
+	DeviceName *string      `json:"deviceName,omitempty"`
+	EBS        *BlockDevice `json:"ebs,omitempty"`
+	RootVolume bool         `json:"rootVolume,omitempty"`
+}
+
+// BlockDevice is an EBS volume's settings.
+type BlockDevice struct {
+	DeleteOnTermination *bool              `json:"deleteOnTermination,omitempty"`
+	Encrypted           *bool              `json:"encrypted,omitempty"`
+	IOPS                *int64             `json:"iops,omitempty"`
+	KMSKeyID            *string            `json:"kmsKeyID,omitempty"`
+	SnapshotID          *string            `json:"snapshotID,omitempty"`
+	Throughput          *int64             `json:"throughput,omitempty"`
+	VolumeSize          *resource.Quantity `json:"volumeSize,omitempty"`
+	VolumeType          *string            `json:"volumeType,omitempty"`
+}
+
+// MetadataOptions are the instance metadata service settings (IMDSv2 required, hop limit 1 by default).
+type MetadataOptions struct {
+	HTTPEndpoint            *string `json:"httpEndpoint,omitempty"`
+	HTTPProtocolIPv6        *string `json:"httpProtocolIPv6,omitempty"`
+	HTTPPutResponseHopLimit *int64  `json:"httpPutResponseHopLimit,omitempty"`
+	HTTPTokens              *string `json:"httpTokens,omitempty"`
+}
+
+// EC2NodeClassStatus holds what the AWS provider resolved (subnets, security groups, AMIs).
+type EC2NodeClassStatus struct {
+	Subnets         []Subnet           `json:"subnets,omitempty"`
+	SecurityGroups  []SecurityGroup    `json:"securityGroups,omitempty"`
+	AMIs            []AMI              `json:"amis,omitempty"`
+	InstanceProfile string             `json:"instanceProfile,omitempty"`
+	Conditions      []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Subnet is a resolved subnet.
+type Subnet struct {
+	ID     string `json:"id"`
+	Zone   string `json:"zone"`
+	ZoneID string `json:"zoneID,omitempty"`
+}
+
+// SecurityGroup is a resolved security group.
+type SecurityGroup struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+}
+
+// AMI is a resolved image with the requirements (arch, GPU) it serves.
+type AMI struct {
+	ID           string                           `json:"id"`
+	Name         string                           `json:"name,omitempty"`
+	Requirements []corev1.NodeSelectorRequirement `json:"requirements"`
+}
+
+// EC2NodeClassList is a list of EC2NodeClasses.
+type EC2NodeClassList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EC2NodeClass `json:"items"`
+}

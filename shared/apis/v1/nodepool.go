@@ -1,0 +1,197 @@
+// Package v1 holds Dovetail's NodePool, NodeClaim and EC2NodeClass types. They are wire-compatible
+// with Karpenter's karpenter.sh/v1 and karpenter.k8s.aws/v1 APIs, so the manifests users already
+// have apply unchanged. The types are plain structs (no controller-runtime), so the pure core can
+// import them.
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// API groups and versions Dovetail reads.
+const (
+	Group           = "karpenter.sh"
+	Version         = "v1"
+	GroupVersion    = Group + "/" + Version
+	V1beta1Version  = Group + "/v1beta1"
+	AWSGroup        = "karpenter.k8s.aws"
+	AWSGroupVersion = AWSGroup + "/v1"
+)
+
+// Well-known labels, annotations and taints (the karpenter.sh and Kubernetes ones, so existing
+// selectors and tolerations keep working).
+const (
+	LabelNodePool          = "karpenter.sh/nodepool"
+	LabelCapacityType      = "karpenter.sh/capacity-type"
+	LabelNodeInitialized   = "karpenter.sh/initialized"
+	LabelNodeRegistered    = "karpenter.sh/registered"
+	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
+	AnnotationNodePoolHash = "karpenter.sh/nodepool-hash"
+	TaintKeyDisrupted      = "karpenter.sh/disrupted"
+	TaintKeyUnregistered   = "karpenter.sh/unregistered"
+
+	LabelInstanceCategory   = "karpenter.k8s.aws/instance-category"
+	LabelInstanceFamily     = "karpenter.k8s.aws/instance-family"
+	LabelInstanceGeneration = "karpenter.k8s.aws/instance-generation"
+	LabelInstanceSize       = "karpenter.k8s.aws/instance-size"
+	LabelInstanceCPU        = "karpenter.k8s.aws/instance-cpu"
+	LabelInstanceMemory     = "karpenter.k8s.aws/instance-memory"
+	LabelInstanceGPUCount   = "karpenter.k8s.aws/instance-gpu-count"
+	LabelInstanceGPUName    = "karpenter.k8s.aws/instance-gpu-name"
+	LabelInstanceHypervisor = "karpenter.k8s.aws/instance-hypervisor"
+	LabelEC2NodeClass       = "karpenter.k8s.aws/ec2nodeclass"
+
+	CapacityTypeOnDemand = "on-demand"
+	CapacityTypeSpot     = "spot"
+	CapacityTypeReserved = "reserved"
+
+	// Dovetail's own tags and labels.
+	LabelNodeClaim = "dovetail.dev/nodeclaim"
+	TagCluster     = "dovetail.dev/cluster"
+	TagNodePool    = "karpenter.sh/nodepool"
+	TagNodeClaim   = "karpenter.sh/nodeclaim"
+)
+
+// Consolidation policies. The v1beta1 name WhenUnderutilized converts to WhenEmptyOrUnderutilized.
+const (
+	ConsolidationPolicyWhenEmpty                = "WhenEmpty"
+	ConsolidationPolicyWhenEmptyOrUnderutilized = "WhenEmptyOrUnderutilized"
+	ConsolidationPolicyWhenUnderutilized        = "WhenUnderutilized" // v1beta1 only
+)
+
+// Disruption reasons, used by budgets.
+const (
+	DisruptionReasonUnderutilized = "Underutilized"
+	DisruptionReasonEmpty         = "Empty"
+	DisruptionReasonDrifted       = "Drifted"
+)
+
+// NodePool is karpenter.sh/v1 NodePool: a template for the nodes Dovetail may launch, with
+// requirements, limits, weight and disruption rules.
+type NodePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              NodePoolSpec   `json:"spec"`
+	Status            NodePoolStatus `json:"status,omitempty"`
+}
+
+// NodePoolSpec is the desired shape of a NodePool.
+type NodePoolSpec struct {
+	Template   NodeClaimTemplate `json:"template"`
+	Disruption Disruption        `json:"disruption,omitempty"`
+	// Limits caps the total capacity (cpu, memory, nvidia.com/gpu, ...) of all nodes of the pool.
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+	// Weight orders NodePools: higher weight is tried first (0-100).
+	Weight *int32 `json:"weight,omitempty"`
+	// Replicas is Karpenter's static-capacity field; accepted and preserved, not acted on.
+	Replicas *int64 `json:"replicas,omitempty"`
+}
+
+// NodeClaimTemplate is what every NodeClaim of the pool starts from.
+type NodeClaimTemplate struct {
+	ObjectMeta ObjectMeta    `json:"metadata,omitempty"`
+	Spec       NodeClaimSpec `json:"spec"`
+}
+
+// ObjectMeta is the subset of metadata a NodeClaim template may set.
+type ObjectMeta struct {
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Disruption configures consolidation and budgets.
+type Disruption struct {
+	// ConsolidateAfter is a duration ("30s") or "Never".
+	ConsolidateAfter    *NillableDuration `json:"consolidateAfter,omitempty"`
+	ConsolidationPolicy string            `json:"consolidationPolicy,omitempty"`
+	Budgets             []Budget          `json:"budgets,omitempty"`
+}
+
+// Budget limits how many nodes may be disrupted at once. Nodes is a count ("5") or a percentage
+// ("10%"); Schedule (cron) and Duration make it active only in a window; Reasons narrows it.
+type Budget struct {
+	Reasons  []string         `json:"reasons,omitempty"`
+	Nodes    string           `json:"nodes"`
+	Schedule *string          `json:"schedule,omitempty"`
+	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
+// NodePoolStatus reports the pool's provisioned resources and conditions.
+type NodePoolStatus struct {
+	Resources  corev1.ResourceList `json:"resources,omitempty"`
+	Conditions []metav1.Condition  `json:"conditions,omitempty"`
+}
+
+// NodeClaim is karpenter.sh/v1 NodeClaim: one node Dovetail asked the cloud for.
+type NodeClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              NodeClaimSpec   `json:"spec"`
+	Status            NodeClaimStatus `json:"status,omitempty"`
+}
+
+// NodeClaimSpec is shared by NodePool templates and NodeClaims.
+type NodeClaimSpec struct {
+	Taints        []corev1.Taint                         `json:"taints,omitempty"`
+	StartupTaints []corev1.Taint                         `json:"startupTaints,omitempty"`
+	Requirements  []NodeSelectorRequirementWithMinValues `json:"requirements"`
+	Resources     ResourceRequirements                   `json:"resources,omitempty"`
+	NodeClassRef  *NodeClassReference                    `json:"nodeClassRef"`
+	// ExpireAfter is a duration ("720h") or "Never".
+	ExpireAfter            NillableDuration `json:"expireAfter,omitempty"`
+	TerminationGracePeriod *metav1.Duration `json:"terminationGracePeriod,omitempty"`
+}
+
+// NodeSelectorRequirementWithMinValues is a node selector requirement with Karpenter's minValues:
+// the offering list must keep at least MinValues distinct values for the key.
+type NodeSelectorRequirementWithMinValues struct {
+	corev1.NodeSelectorRequirement `json:",inline"`
+	MinValues                      *int `json:"minValues,omitempty"`
+}
+
+// ResourceRequirements is the requests the NodeClaim was sized for.
+type ResourceRequirements struct {
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+}
+
+// NodeClassReference points at the cloud-specific NodeClass.
+type NodeClassReference struct {
+	Group string `json:"group"`
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+}
+
+// NodeClaimStatus is what the cloud and the node reported.
+type NodeClaimStatus struct {
+	NodeName         string              `json:"nodeName,omitempty"`
+	ProviderID       string              `json:"providerID,omitempty"`
+	ImageID          string              `json:"imageID,omitempty"`
+	Capacity         corev1.ResourceList `json:"capacity,omitempty"`
+	Allocatable      corev1.ResourceList `json:"allocatable,omitempty"`
+	Conditions       []metav1.Condition  `json:"conditions,omitempty"`
+	LastPodEventTime metav1.Time         `json:"lastPodEventTime,omitempty"`
+}
+
+// NodeClaim condition types.
+const (
+	ConditionLaunched    = "Launched"
+	ConditionRegistered  = "Registered"
+	ConditionInitialized = "Initialized"
+	ConditionDrifted     = "Drifted"
+	ConditionReady       = "Ready"
+)
+
+// NodePoolList and friends let manifests and informers carry lists.
+type NodePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodePool `json:"items"`
+}
+
+// NodeClaimList is a list of NodeClaims.
+type NodeClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeClaim `json:"items"`
+}

@@ -1,0 +1,81 @@
+// Package catalog holds instance types and their offerings (zone × capacity type × price), with
+// allocatable computed from the published EKS node overhead rules. The AWS us-east-1 catalog is
+// embedded for offline use (see data/README.md for provenance and licence).
+package catalog
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// PriceSource says where a price came from. Estimates are labelled as such wherever shown.
+type PriceSource string
+
+const (
+	// PriceSourceEmbedded is the on-demand list price embedded with the catalog.
+	PriceSourceEmbedded PriceSource = "embedded-list-price"
+	// PriceSourceSpotModel is a modelled spot price: an estimate, not a market price.
+	PriceSourceSpotModel PriceSource = "estimate-spot-model"
+	// PriceSourceLive is a price read from a cloud API at run time.
+	PriceSourceLive PriceSource = "live"
+)
+
+// Offering is one way to buy an instance type: a zone and a capacity type at a price.
+type Offering struct {
+	Zone         string      `json:"zone"`
+	CapacityType string      `json:"capacityType"`
+	PricePerHour float64     `json:"pricePerHour"` // USD per hour
+	PriceSource  PriceSource `json:"priceSource"`
+	Available    bool        `json:"available"`
+}
+
+// InstanceType is one instance type with its capacity, node overhead and offerings.
+type InstanceType struct {
+	Name string
+	// Labels are the well-known node labels the type carries (arch, os, instance-type and the
+	// karpenter.k8s.aws/instance-* labels); requirements are matched against them.
+	Labels map[string]string
+	// Capacity is what the kubelet reports before reservations: cpu, memory (after the VM
+	// memory overhead), pods, ephemeral-storage and extended resources (nvidia.com/gpu, ...).
+	Capacity corev1.ResourceList
+	// Overhead is kube-reserved + system-reserved + the eviction threshold.
+	Overhead Overhead
+	// Offerings are the zone × capacity type purchase options, sorted by price then zone.
+	Offerings []Offering
+}
+
+// Overhead is what the kubelet holds back from capacity.
+type Overhead struct {
+	KubeReserved      corev1.ResourceList
+	SystemReserved    corev1.ResourceList
+	EvictionThreshold corev1.ResourceList
+}
+
+// Total sums the three reservations.
+func (o Overhead) Total() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, l := range []corev1.ResourceList{o.KubeReserved, o.SystemReserved, o.EvictionThreshold} {
+		for k, v := range l {
+			q := out[k]
+			q.Add(v)
+			out[k] = q
+		}
+	}
+	return out
+}
+
+// Allocatable is Capacity minus Overhead, as the kubelet computes node.status.allocatable.
+func (it *InstanceType) Allocatable() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	total := it.Overhead.Total()
+	for k, v := range it.Capacity {
+		q := v.DeepCopy()
+		if o, ok := total[k]; ok {
+			q.Sub(o)
+		}
+		if q.Sign() < 0 {
+			q.Set(0)
+		}
+		out[k] = q
+	}
+	return out
+}

@@ -1,0 +1,113 @@
+// Package cloud defines the Provider interface every cloud (AWS, Azure, the fake) implements.
+// The core decides which offerings a NodeClaim may use; the provider turns that ranked list into
+// one running instance, idempotently, and reports which offerings turned out unavailable.
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// OfferingRef names one offering to try.
+type OfferingRef struct {
+	InstanceType string  `json:"instanceType"`
+	Zone         string  `json:"zone"`
+	CapacityType string  `json:"capacityType"`
+	PricePerHour float64 `json:"pricePerHour"` // USD per hour, as the decision saw it
+}
+
+// String renders "type/zone/capacity-type".
+func (o OfferingRef) String() string {
+	return o.InstanceType + "/" + o.Zone + "/" + o.CapacityType
+}
+
+// LaunchRequest asks for one instance for one NodeClaim.
+type LaunchRequest struct {
+	// ClientToken makes the launch idempotent: the same token returns the same instance
+	// (EC2 CreateFleet ClientToken semantics). Derived from the decision, at most 64 ASCII chars.
+	ClientToken string
+	Cluster     string
+	NodeClaim   *apisv1.NodeClaim
+	NodeClass   *apisv1.EC2NodeClass
+	// Offerings is the ranked list the fleet may choose from, cheapest first.
+	Offerings []OfferingRef
+	// Labels and Taints are what the node registers with (the NodePool template's plus the
+	// offering's well-known labels, which the provider adds).
+	Labels map[string]string
+	Taints []corev1.Taint
+	// Tags go on the instance (and volumes): cluster, NodePool, NodeClaim, Name, NodeClass tags.
+	Tags map[string]string
+}
+
+// Instance is a launched instance as the cloud reports it.
+type Instance struct {
+	ID           string            `json:"id"`
+	ProviderID   string            `json:"providerID"` // aws:///us-east-1a/i-0123...
+	InstanceType string            `json:"instanceType"`
+	Zone         string            `json:"zone"`
+	CapacityType string            `json:"capacityType"`
+	PricePerHour float64           `json:"pricePerHour"`
+	State        string            `json:"state"` // pending, running, shutting-down, terminated
+	LaunchTime   time.Time         `json:"launchTime"`
+	Tags         map[string]string `json:"tags,omitempty"`
+}
+
+// Instance states, as EC2 names them.
+const (
+	StatePending      = "pending"
+	StateRunning      = "running"
+	StateShuttingDown = "shutting-down"
+	StateTerminated   = "terminated"
+)
+
+// Provider launches and terminates instances. Implementations must be safe for concurrent use.
+type Provider interface {
+	// Name is "aws", "azure" or "fake".
+	Name() string
+	// Create launches one instance from req.Offerings (in order of preference). It returns the
+	// same instance for a repeated ClientToken. When no offering can be had it returns an
+	// *InsufficientCapacityError listing the offerings found unavailable.
+	Create(ctx context.Context, req LaunchRequest) (*Instance, error)
+	// Delete terminates the instance. Only instances tagged for this provider's cluster may be
+	// terminated; others return an error. Deleting a terminated instance is not an error.
+	Delete(ctx context.Context, providerID string) error
+	// Get returns one instance, or ErrNotFound.
+	Get(ctx context.Context, providerID string) (*Instance, error)
+	// List returns the instances tagged for the cluster that are not terminated.
+	List(ctx context.Context, cluster string) ([]Instance, error)
+}
+
+// ErrNotFound is returned when an instance does not exist.
+var ErrNotFound = errors.New("instance not found")
+
+// UnavailableOffering is an offering the cloud refused, with the cloud's error code.
+type UnavailableOffering struct {
+	Offering OfferingRef `json:"offering"`
+	Code     string      `json:"code"` // e.g. InsufficientInstanceCapacity
+}
+
+// InsufficientCapacityError says no offering of a launch could be fulfilled.
+type InsufficientCapacityError struct {
+	Unavailable []UnavailableOffering
+}
+
+func (e *InsufficientCapacityError) Error() string {
+	parts := make([]string, 0, len(e.Unavailable))
+	for _, u := range e.Unavailable {
+		parts = append(parts, fmt.Sprintf("%s (%s)", u.Offering, u.Code))
+	}
+	return "insufficient capacity for all offerings: " + strings.Join(parts, ", ")
+}
+
+// IsInsufficientCapacity reports whether err is (or wraps) an InsufficientCapacityError.
+func IsInsufficientCapacity(err error) bool {
+	var ice *InsufficientCapacityError
+	return errors.As(err, &ice)
+}

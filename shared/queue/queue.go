@@ -1,0 +1,44 @@
+// Package queue moves events and commands between the agent and the functions. Transports (NATS
+// JetStream here; SQS and Event Grid later) deliver at least once: a handler's message is
+// acknowledged only after the handler returns nil, redelivered when it fails, and moved to the
+// dead-letter subject with its reason when it keeps failing or is malformed.
+package queue
+
+import (
+	"context"
+	"errors"
+)
+
+// Message is one delivered message.
+type Message struct {
+	// ID is the publisher's message id (CloudEvents id); transports use it to drop duplicates
+	// within their deduplication window.
+	ID      string
+	Subject string
+	Data    []byte
+	// Attempt is 1 on first delivery and grows with each redelivery.
+	Attempt int
+}
+
+// Handler processes one message. Returning nil acknowledges it; returning an error asks for
+// redelivery; returning an error wrapping ErrPoison sends it to the dead-letter subject at once.
+type Handler func(ctx context.Context, msg Message) error
+
+// ErrPoison marks a message that can never succeed (malformed, wrong version). Wrap it with the
+// reason: fmt.Errorf("%w: field snapshot.revision: missing", queue.ErrPoison).
+var ErrPoison = errors.New("poison message")
+
+// Publisher publishes one message on a subject.
+type Publisher interface {
+	Publish(ctx context.Context, subject string, id string, data []byte) error
+}
+
+// Consumer delivers messages of a durable subscription to a handler until ctx ends.
+type Consumer interface {
+	Consume(ctx context.Context, handler Handler) error
+}
+
+// Subjects of one cluster. The cluster name is part of every subject so one queue serves many.
+func EventsSubject(cluster string) string     { return "dovetail." + cluster + ".events" }
+func CommandsSubject(cluster string) string   { return "dovetail." + cluster + ".commands" }
+func DeadLetterSubject(cluster string) string { return "dovetail." + cluster + ".dlq" }
