@@ -21,7 +21,9 @@ type EC2NodeClassSpec struct {
 	SecurityGroupSelectorTerms       []SecurityGroupSelectorTerm       `json:"securityGroupSelectorTerms"`
 	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
 	AssociatePublicIPAddress         *bool                             `json:"associatePublicIPAddress,omitempty"`
-	AMISelectorTerms                 []AMISelectorTerm                 `json:"amiSelectorTerms,omitempty"`
+	// IPPrefixCount is the number of IPv4 prefixes assigned to the primary network interface (>= 0).
+	IPPrefixCount    *int32            `json:"ipPrefixCount,omitempty"`
+	AMISelectorTerms []AMISelectorTerm `json:"amiSelectorTerms,omitempty"`
 	// AMIFamily is AL2, AL2023, Bottlerocket, Windows2019, Windows2022 or Custom; implied by an alias.
 	AMIFamily           *string               `json:"amiFamily,omitempty"`
 	UserData            *string               `json:"userData,omitempty"`
@@ -34,12 +36,21 @@ type EC2NodeClassSpec struct {
 	DetailedMonitoring  *bool                 `json:"detailedMonitoring,omitempty"`
 	MetadataOptions     *MetadataOptions      `json:"metadataOptions,omitempty"`
 	Context             *string               `json:"context,omitempty"`
+	// EnclaveOptions turns on AWS Nitro Enclaves.
+	EnclaveOptions *EnclaveOptions `json:"enclaveOptions,omitempty"`
+}
+
+// EnclaveOptions says whether instances are enabled for AWS Nitro Enclaves.
+type EnclaveOptions struct {
+	Enabled *bool `json:"enabled,omitempty"`
 }
 
 // SubnetSelectorTerm selects subnets by id or tags.
 type SubnetSelectorTerm struct {
 	Tags map[string]string `json:"tags,omitempty"`
 	ID   string            `json:"id,omitempty"`
+	// CIDR selects subnets by their IPv4 CIDR block.
+	CIDR string `json:"cidr,omitempty"`
 }
 
 // SecurityGroupSelectorTerm selects security groups by id, name or tags.
@@ -54,6 +65,8 @@ type CapacityReservationSelectorTerm struct {
 	Tags    map[string]string `json:"tags,omitempty"`
 	ID      string            `json:"id,omitempty"`
 	OwnerID string            `json:"ownerID,omitempty"`
+	// InstanceMatchCriteria is "open" or "targeted".
+	InstanceMatchCriteria string `json:"instanceMatchCriteria,omitempty"`
 }
 
 // AMISelectorTerm selects AMIs: an alias ("al2023@latest", "bottlerocket@v1.20.0"), an id, a
@@ -92,14 +105,16 @@ type BlockDeviceMapping struct {
 
 // BlockDevice is an EBS volume's settings.
 type BlockDevice struct {
-	DeleteOnTermination *bool              `json:"deleteOnTermination,omitempty"`
-	Encrypted           *bool              `json:"encrypted,omitempty"`
-	IOPS                *int64             `json:"iops,omitempty"`
-	KMSKeyID            *string            `json:"kmsKeyID,omitempty"`
-	SnapshotID          *string            `json:"snapshotID,omitempty"`
-	Throughput          *int64             `json:"throughput,omitempty"`
-	VolumeSize          *resource.Quantity `json:"volumeSize,omitempty"`
-	VolumeType          *string            `json:"volumeType,omitempty"`
+	DeleteOnTermination *bool   `json:"deleteOnTermination,omitempty"`
+	Encrypted           *bool   `json:"encrypted,omitempty"`
+	IOPS                *int64  `json:"iops,omitempty"`
+	KMSKeyID            *string `json:"kmsKeyID,omitempty"`
+	SnapshotID          *string `json:"snapshotID,omitempty"`
+	Throughput          *int64  `json:"throughput,omitempty"`
+	// VolumeInitializationRate is the snapshot download rate in MiB/s (100-300); needs SnapshotID.
+	VolumeInitializationRate *int32             `json:"volumeInitializationRate,omitempty"`
+	VolumeSize               *resource.Quantity `json:"volumeSize,omitempty"`
+	VolumeType               *string            `json:"volumeType,omitempty"`
 }
 
 // MetadataOptions are the instance metadata service settings (IMDSv2 required, hop limit 1 by default).
@@ -117,6 +132,22 @@ type EC2NodeClassStatus struct {
 	AMIs            []AMI              `json:"amis,omitempty"`
 	InstanceProfile string             `json:"instanceProfile,omitempty"`
 	Conditions      []metav1.Condition `json:"conditions,omitempty"`
+	// CapacityReservations are the resolved on-demand capacity reservations.
+	CapacityReservations []CapacityReservation `json:"capacityReservations,omitempty"`
+}
+
+// CapacityReservation is a resolved on-demand capacity reservation (ODCR or capacity block).
+type CapacityReservation struct {
+	AvailabilityZone      string       `json:"availabilityZone"`
+	EndTime               *metav1.Time `json:"endTime,omitempty"`
+	ID                    string       `json:"id"`
+	InstanceMatchCriteria string       `json:"instanceMatchCriteria"`
+	InstanceType          string       `json:"instanceType"`
+	OwnerID               string       `json:"ownerID"`
+	// ReservationType is "default" or "capacity-block".
+	ReservationType string `json:"reservationType,omitempty"`
+	// State is "active" or "expiring".
+	State string `json:"state,omitempty"`
 }
 
 // Subnet is a resolved subnet.
@@ -137,6 +168,8 @@ type AMI struct {
 	ID           string                           `json:"id"`
 	Name         string                           `json:"name,omitempty"`
 	Requirements []corev1.NodeSelectorRequirement `json:"requirements"`
+	// Deprecated reports an AMI that EC2 marks deprecated.
+	Deprecated bool `json:"deprecated,omitempty"`
 }
 
 // EC2NodeClassList is a list of EC2NodeClasses.

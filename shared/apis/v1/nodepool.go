@@ -106,6 +106,11 @@ type Disruption struct {
 	ConsolidateAfter    *NillableDuration `json:"consolidateAfter,omitempty"`
 	ConsolidationPolicy string            `json:"consolidationPolicy,omitempty"`
 	Budgets             []Budget          `json:"budgets,omitempty"`
+	// ConsolidateWhen is Karpenter's newer cost-aware policy (WhenEmpty, WhenEmptyOrUnderutilized,
+	// WhenCostJustifiesDisruption); accepted and preserved so such manifests decode.
+	ConsolidateWhen string `json:"consolidateWhen,omitempty"`
+	// DecisionRatioThreshold (> 0, Karpenter's default 1.0) goes with ConsolidateWhen=WhenCostJustifiesDisruption.
+	DecisionRatioThreshold *float64 `json:"decisionRatioThreshold,omitempty"`
 }
 
 // Budget limits how many nodes may be disrupted at once. Nodes is a count ("5") or a percentage
@@ -121,6 +126,10 @@ type Budget struct {
 type NodePoolStatus struct {
 	Resources  corev1.ResourceList `json:"resources,omitempty"`
 	Conditions []metav1.Condition  `json:"conditions,omitempty"`
+	// Nodes is the number of nodes of the pool.
+	Nodes *int64 `json:"nodes,omitempty"`
+	// NodeClassObservedGeneration is the generation of the NodeClass last seen.
+	NodeClassObservedGeneration int64 `json:"nodeClassObservedGeneration,omitempty"`
 }
 
 // NodeClaim is karpenter.sh/v1 NodeClaim: one node Dovetail asked the cloud for.

@@ -1,0 +1,100 @@
+package v1
+
+import (
+	"fmt"
+	"strings"
+)
+
+// AMI families of karpenter.k8s.aws/v1 EC2NodeClass spec.amiFamily (Karpenter's enum:
+// AL2, AL2023, Bottlerocket, Custom, Windows2019, Windows2022; pkg/apis/v1/ec2nodeclass.go of
+// aws/karpenter-provider-aws). Ubuntu exists only in v1beta1 and converts to AL2.
+const (
+	AMIFamilyAL2          = "AL2"
+	AMIFamilyAL2023       = "AL2023"
+	AMIFamilyBottlerocket = "Bottlerocket"
+	AMIFamilyCustom       = "Custom"
+	AMIFamilyWindows2019  = "Windows2019"
+	AMIFamilyWindows2022  = "Windows2022"
+	AMIFamilyUbuntu       = "Ubuntu" // v1beta1 only
+
+	// AliasVersionLatest is the alias version that tracks the newest EKS-optimized AMI.
+	AliasVersionLatest = "latest"
+)
+
+// AliasFamilies are the alias families Karpenter accepts ("family@version"), lower case, each
+// mapped to its spec.amiFamily value.
+var AliasFamilies = map[string]string{
+	"al2":          AMIFamilyAL2,
+	"al2023":       AMIFamilyAL2023,
+	"bottlerocket": AMIFamilyBottlerocket,
+	"windows2019":  AMIFamilyWindows2019,
+	"windows2022":  AMIFamilyWindows2022,
+}
+
+// Compatibility annotations Karpenter writes while converting v1beta1 objects to v1; Dovetail
+// writes the same keys so tools that know Karpenter's migration read them unchanged.
+const (
+	// AnnotationKubeletCompatibility holds a v1beta1 NodePool's spec.template.spec.kubelet as JSON.
+	// Karpenter: KubeletCompatibilityAnnotationKey = "compatibility.karpenter.sh/v1beta1-kubelet-conversion"
+	// (kubernetes-sigs/karpenter pkg/apis/v1/labels.go); it takes precedence over the
+	// EC2NodeClass kubelet when launching (Karpenter v1 migration guide).
+	AnnotationKubeletCompatibility = "compatibility.karpenter.sh/v1beta1-kubelet-conversion"
+	// AnnotationUbuntuCompatibility marks a v1beta1 Ubuntu EC2NodeClass converted to AL2; its value
+	// lists what was changed ("amiFamily", "blockDeviceMappings").
+	// Karpenter: AnnotationUbuntuCompatibilityKey = "compatibility.karpenter.k8s.aws/v1beta1-ubuntu".
+	AnnotationUbuntuCompatibility = "compatibility.karpenter.k8s.aws/v1beta1-ubuntu"
+)
+
+// Alias is a parsed amiSelectorTerms[].alias such as "al2023@latest".
+type Alias struct {
+	// Family is the spec.amiFamily spelling (AL2023, Bottlerocket, ...).
+	Family string
+	// Version is "latest" or a pinned release ("v20240625", "v1.20.0").
+	Version string
+}
+
+// String renders the alias back as "family@version" with a lower-case family.
+func (a Alias) String() string { return strings.ToLower(a.Family) + "@" + a.Version }
+
+// ParseAlias parses "family@version". Errors: no "@", empty version, unknown family, or a pinned
+// version for a Windows family (Karpenter allows only "latest" there).
+func ParseAlias(s string) (Alias, error) {
+	fam, ver, ok := strings.Cut(s, "@")
+	if !ok || fam == "" || ver == "" {
+		return Alias{}, fmt.Errorf("%q must have the form family@version", s)
+	}
+	family, known := AliasFamilies[fam]
+	if !known {
+		return Alias{}, fmt.Errorf("family %q is not one of al2, al2023, bottlerocket, windows2019, windows2022", fam)
+	}
+	if (family == AMIFamilyWindows2019 || family == AMIFamilyWindows2022) && ver != AliasVersionLatest {
+		return Alias{}, fmt.Errorf("windows families may only use version %q, got %q", AliasVersionLatest, ver)
+	}
+	return Alias{Family: family, Version: ver}, nil
+}
+
+// Alias returns the parsed alias of the first amiSelectorTerm that has one, or nil.
+func (in *EC2NodeClass) Alias() *Alias {
+	for _, t := range in.Spec.AMISelectorTerms {
+		if t.Alias != "" {
+			a, err := ParseAlias(t.Alias)
+			if err != nil {
+				return nil
+			}
+			return &a
+		}
+	}
+	return nil
+}
+
+// AMIFamily resolves the family: spec.amiFamily when set, else the alias family, else Custom
+// (Karpenter's EC2NodeClass.AMIFamily() precedence).
+func (in *EC2NodeClass) AMIFamily() string {
+	if in.Spec.AMIFamily != nil && *in.Spec.AMIFamily != "" {
+		return *in.Spec.AMIFamily
+	}
+	if a := in.Alias(); a != nil {
+		return a.Family
+	}
+	return AMIFamilyCustom
+}
