@@ -1,0 +1,173 @@
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// MaxDecodedPayloadBytes bounds the decompressed size of one payload (512 MiB), so a small
+// corrupt or hostile frame cannot exhaust memory. A snapshot of 1,000 nodes × 30 pods is
+// tens of MiB of JSON; this leaves an order of magnitude of headroom.
+const MaxDecodedPayloadBytes = 512 << 20
+
+// The zstd encoder and decoder are safe for concurrent EncodeAll/DecodeAll calls
+// (klauspost/compress zstd docs), so one of each serves the whole process.
+var (
+	zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+	zdec, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxDecodedPayloadBytes), zstd.WithDecoderConcurrency(0))
+)
+
+// encodePayload is JSON then zstd.
+func encodePayload(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding payload as JSON: %w", err)
+	}
+	return zenc.EncodeAll(raw, make([]byte, 0, len(raw)/4)), nil
+}
+
+// decodePayload is zstd then JSON; what names the payload in errors ("snapshot").
+func decodePayload(what string, data []byte, v any) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: %s: empty payload", ErrMalformed, what)
+	}
+	raw, err := zdec.DecodeAll(data, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %s: not a zstd frame (datacontenttype %s): %v", ErrMalformed, what, ContentTypeJSONZstd, err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%w: %s: invalid JSON: %v", ErrMalformed, what, err)
+	}
+	return nil
+}
+
+// versionError explains a schema version this build cannot read.
+func versionError(field string, got, want int) error {
+	if got == 0 {
+		return fmt.Errorf("%w: %s: required (this build reads version %d)", ErrMalformed, field, want)
+	}
+	return fmt.Errorf("%w: %w: %s: version %d is not supported, this build reads version %d",
+		ErrMalformed, ErrUnsupportedVersion, field, got, want)
+}
+
+// EncodeSnapshot validates s and returns it as zstd-compressed JSON (the ContentTypeJSONZstd
+// payload of a TypeSnapshot event). A zero SchemaVersion is written as SnapshotSchemaVersion;
+// any other version than the current one is refused. s is not modified.
+func EncodeSnapshot(s *Snapshot) ([]byte, error) {
+	if s == nil {
+		return nil, errors.New("snapshot: required")
+	}
+	c := *s // shallow copy: only SchemaVersion may change
+	if c.SchemaVersion == 0 {
+		c.SchemaVersion = SnapshotSchemaVersion
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return encodePayload(&c)
+}
+
+// DecodeSnapshot reverses EncodeSnapshot. It refuses other schema versions and invalid
+// snapshots; errors name the field path and wrap ErrMalformed.
+func DecodeSnapshot(data []byte) (*Snapshot, error) {
+	s := &Snapshot{}
+	if err := decodePayload("snapshot", data, s); err != nil {
+		return nil, err
+	}
+	if s.SchemaVersion != SnapshotSchemaVersion {
+		return nil, versionError("snapshot.schemaVersion", s.SchemaVersion, SnapshotSchemaVersion)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return s, nil
+}
+
+// EncodePodsPending validates p (its snapshot included) and returns it as zstd-compressed JSON.
+// A zero snapshot SchemaVersion is written as SnapshotSchemaVersion; p is not modified.
+func EncodePodsPending(p *PodsPending) ([]byte, error) {
+	if p == nil {
+		return nil, errors.New("podsPending: required")
+	}
+	c := *p
+	if c.Snapshot != nil && c.Snapshot.SchemaVersion == 0 {
+		s := *c.Snapshot
+		s.SchemaVersion = SnapshotSchemaVersion
+		c.Snapshot = &s
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return encodePayload(&c)
+}
+
+// DecodePodsPending reverses EncodePodsPending, refusing invalid payloads and foreign snapshot
+// versions; errors name the field path and wrap ErrMalformed.
+func DecodePodsPending(data []byte) (*PodsPending, error) {
+	p := &PodsPending{}
+	if err := decodePayload("podsPending", data, p); err != nil {
+		return nil, err
+	}
+	if p.Snapshot != nil && p.Snapshot.SchemaVersion != SnapshotSchemaVersion {
+		return nil, versionError("podsPending.snapshot.schemaVersion", p.Snapshot.SchemaVersion, SnapshotSchemaVersion)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return p, nil
+}
+
+// EncodeCommand validates c and returns it as zstd-compressed JSON.
+func EncodeCommand(c *Command) ([]byte, error) {
+	if c == nil {
+		return nil, errors.New("command: required")
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return encodePayload(c)
+}
+
+// DecodeCommand reverses EncodeCommand; errors name the field path and wrap ErrMalformed.
+func DecodeCommand(data []byte) (*Command, error) {
+	c := &Command{}
+	if err := decodePayload("command", data, c); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return c, nil
+}
+
+// encodeFor encodes payload for event type typ: a typed payload must match the type; []byte
+// is taken as already encoded.
+func encodeFor(typ string, payload any) ([]byte, error) {
+	switch p := payload.(type) {
+	case []byte:
+		if len(p) == 0 {
+			return nil, errors.New("payload: required")
+		}
+		return p, nil
+	case *Snapshot:
+		if typ != TypeSnapshot {
+			return nil, fmt.Errorf("payload: *Snapshot does not match type %q", typ)
+		}
+		return EncodeSnapshot(p)
+	case *PodsPending:
+		if typ != TypePodsPending {
+			return nil, fmt.Errorf("payload: *PodsPending does not match type %q", typ)
+		}
+		return EncodePodsPending(p)
+	case *Command:
+		if typ != TypeCommand {
+			return nil, fmt.Errorf("payload: *Command does not match type %q", typ)
+		}
+		return EncodeCommand(p)
+	default:
+		return nil, fmt.Errorf("payload: unsupported Go type %T (want *Snapshot, *PodsPending, *Command or []byte)", payload)
+	}
+}

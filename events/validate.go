@@ -1,0 +1,244 @@
+package events
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// FieldError is one invalid field: Path is the JSON path ("snapshot.nodes[3].metadata.name").
+type FieldError struct {
+	Path   string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Path + ": " + e.Reason }
+
+// fieldErrs collects FieldErrors; err() joins them (errors.Join) so callers can errors.As each.
+type fieldErrs []error
+
+func (f *fieldErrs) add(path, format string, args ...any) {
+	*f = append(*f, &FieldError{Path: path, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (f fieldErrs) err() error { return errors.Join(f...) }
+
+// Capacity types a mark may name (karpenter.sh/capacity-type values).
+var capacityTypes = map[string]bool{"on-demand": true, "spot": true, "reserved": true}
+
+// Validate checks the fields decisions rely on. Errors are FieldErrors joined with errors.Join,
+// each naming a path under "snapshot".
+func (s *Snapshot) Validate() error {
+	var errs fieldErrs
+	s.validate("snapshot", &errs)
+	return errs.err()
+}
+
+func (s *Snapshot) validate(p string, errs *fieldErrs) {
+	if s.SchemaVersion != SnapshotSchemaVersion {
+		errs.add(p+".schemaVersion", "must be %d, got %d", SnapshotSchemaVersion, s.SchemaVersion)
+	}
+	if s.Cluster == "" {
+		errs.add(p+".cluster", "required")
+	} else if !ValidName(s.Cluster) {
+		errs.add(p+".cluster", "%q is not an RFC 1123 label", s.Cluster)
+	}
+	if s.Revision < 0 {
+		errs.add(p+".revision", "must be >= 0, got %d", s.Revision)
+	}
+	if s.Time.IsZero() {
+		errs.add(p+".time", "required")
+	}
+	for i := range s.PendingPods {
+		pod := &s.PendingPods[i]
+		q := fmt.Sprintf("%s.pendingPods[%d]", p, i)
+		checkNamespaced(q, pod.Name, pod.Namespace, errs)
+		if pod.Spec.NodeName != "" {
+			errs.add(q+".spec.nodeName", "a pending pod must not be bound, got %q", pod.Spec.NodeName)
+		}
+	}
+	nodes := make(map[string]bool, len(s.Nodes))
+	for i := range s.Nodes {
+		q := fmt.Sprintf("%s.nodes[%d].metadata.name", p, i)
+		switch name := s.Nodes[i].Name; {
+		case name == "":
+			errs.add(q, "required")
+		case nodes[name]:
+			errs.add(q, "duplicate node %q", name)
+		default:
+			nodes[name] = true
+		}
+	}
+	for i := range s.Pods {
+		pod := &s.Pods[i]
+		q := fmt.Sprintf("%s.pods[%d]", p, i)
+		checkNamespaced(q, pod.Name, pod.Namespace, errs)
+		if pod.Spec.NodeName == "" {
+			errs.add(q+".spec.nodeName", "required for a bound pod (unbound pods belong in pendingPods)")
+		}
+	}
+	for i := range s.DaemonSets {
+		checkNamespaced(fmt.Sprintf("%s.daemonSets[%d]", p, i), s.DaemonSets[i].Name, s.DaemonSets[i].Namespace, errs)
+	}
+	for i := range s.PDBs {
+		checkNamespaced(fmt.Sprintf("%s.pdbs[%d]", p, i), s.PDBs[i].Name, s.PDBs[i].Namespace, errs)
+	}
+	for i := range s.NodePools {
+		if s.NodePools[i].Name == "" {
+			errs.add(fmt.Sprintf("%s.nodePools[%d].metadata.name", p, i), "required")
+		}
+	}
+	for i := range s.NodeClasses {
+		if s.NodeClasses[i].Name == "" {
+			errs.add(fmt.Sprintf("%s.nodeClasses[%d].metadata.name", p, i), "required")
+		}
+	}
+	for i := range s.NodeClaims {
+		if s.NodeClaims[i].Name == "" {
+			errs.add(fmt.Sprintf("%s.nodeClaims[%d].metadata.name", p, i), "required")
+		}
+	}
+	for i := range s.UnavailableOfferings {
+		s.UnavailableOfferings[i].validate(fmt.Sprintf("%s.unavailableOfferings[%d]", p, i), errs)
+	}
+}
+
+func checkNamespaced(p, name, namespace string, errs *fieldErrs) {
+	if name == "" {
+		errs.add(p+".metadata.name", "required")
+	}
+	if namespace == "" {
+		errs.add(p+".metadata.namespace", "required")
+	}
+}
+
+func (m *UnavailableOfferingMark) validate(p string, errs *fieldErrs) {
+	if m.InstanceType == "" {
+		errs.add(p+".instanceType", "required")
+	}
+	if m.Zone == "" {
+		errs.add(p+".zone", "required")
+	}
+	if !capacityTypes[m.CapacityType] {
+		errs.add(p+".capacityType", "%q is not one of on-demand, spot, reserved", m.CapacityType)
+	}
+}
+
+// Validate checks the batch and its snapshot: every pod named in Pods ("namespace/name") must
+// be one of the snapshot's pending pods. Errors are FieldErrors under "podsPending".
+func (pp *PodsPending) Validate() error {
+	var errs fieldErrs
+	if len(pp.Pods) == 0 {
+		errs.add("podsPending.pods", "required: at least one pending pod")
+	}
+	if pp.Snapshot == nil {
+		errs.add("podsPending.snapshot", "required")
+		return errs.err()
+	}
+	pp.Snapshot.validate("podsPending.snapshot", &errs)
+	pending := make(map[string]bool, len(pp.Snapshot.PendingPods))
+	for i := range pp.Snapshot.PendingPods {
+		pod := &pp.Snapshot.PendingPods[i]
+		pending[pod.Namespace+"/"+pod.Name] = true
+	}
+	for i, name := range pp.Pods {
+		q := fmt.Sprintf("podsPending.pods[%d]", i)
+		ns, n, ok := strings.Cut(name, "/")
+		switch {
+		case !ok || ns == "" || n == "":
+			errs.add(q, "%q is not of the form namespace/name", name)
+		case !pending[name]:
+			errs.add(q, "%q is not among snapshot.pendingPods", name)
+		}
+	}
+	return errs.err()
+}
+
+// Validate checks the command has what its Kind needs, e.g. "command.nodeClaim: required for
+// kind CreateNodeClaim". Errors are FieldErrors under "command".
+func (c *Command) Validate() error {
+	var errs fieldErrs
+	if c.ID == "" {
+		errs.add("command.id", "required")
+	}
+	if c.Cluster == "" {
+		errs.add("command.cluster", "required")
+	} else if !ValidName(c.Cluster) {
+		errs.add("command.cluster", "%q is not an RFC 1123 label", c.Cluster)
+	}
+	if c.SnapshotRevision < 0 {
+		errs.add("command.snapshotRevision", "must be >= 0, got %d", c.SnapshotRevision)
+	}
+	needNodeName := func() {
+		if c.NodeName == "" {
+			errs.add("command.nodeName", "required for kind %s", c.Kind)
+		}
+	}
+	switch c.Kind {
+	case "":
+		errs.add("command.kind", "required")
+	case CommandCreateNodeClaim, CommandDeleteNodeClaim:
+		if c.NodeClaim == nil {
+			errs.add("command.nodeClaim", "required for kind %s", c.Kind)
+			break
+		}
+		if c.NodeClaim.Name == "" {
+			errs.add("command.nodeClaim.metadata.name", "required for kind %s", c.Kind)
+		}
+		// The launch happens before the command (DESIGN: fleet API, then commands), so the
+		// created NodeClaim already knows its instance.
+		if c.Kind == CommandCreateNodeClaim && c.NodeClaim.Status.ProviderID == "" {
+			errs.add("command.nodeClaim.status.providerID", "required for kind %s", c.Kind)
+		}
+	case CommandTaintNode:
+		needNodeName()
+		if c.Taint == nil {
+			errs.add("command.taint", "required for kind %s", c.Kind)
+			break
+		}
+		if c.Taint.Key == "" {
+			errs.add("command.taint.key", "required")
+		}
+		switch c.Taint.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			errs.add("command.taint.effect", "%q is not one of NoSchedule, PreferNoSchedule, NoExecute", c.Taint.Effect)
+		}
+	case CommandDrainNode, CommandDeleteNode:
+		needNodeName()
+	case CommandMarkUnavailable:
+		if len(c.Unavailable) == 0 {
+			errs.add("command.unavailable", "required for kind %s: at least one offering", c.Kind)
+		}
+		for i := range c.Unavailable {
+			c.Unavailable[i].validate(fmt.Sprintf("command.unavailable[%d]", i), &errs)
+		}
+	default:
+		errs.add("command.kind", "%q is not a known command kind", c.Kind)
+	}
+	return errs.err()
+}
+
+// CommandIDLength is the length of a CommandID in hex characters: 128 bits of SHA-256, far
+// beyond any collision risk for the commands of one cluster.
+const CommandIDLength = 32
+
+// CommandID derives a deterministic id from the parts of a decision (cluster, snapshot revision,
+// kind, target...), so a redelivered decision yields the same id and the queue and the agent
+// drop the repeat. Each part is length-prefixed before hashing, so ("ab","c") and ("a","bc")
+// differ. The result is the first CommandIDLength hex characters of the SHA-256.
+func CommandID(parts ...string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, p := range parts {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:CommandIDLength]
+}
