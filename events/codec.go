@@ -34,7 +34,14 @@ func decodePayload(what string, data []byte, v any) error {
 	if len(data) == 0 {
 		return fmt.Errorf("%w: %s: empty payload", ErrMalformed, what)
 	}
-	raw, err := zdec.DecodeAll(data, nil)
+	// Size the output from the frame header when it declares one (EncodeAll always does), so
+	// decoding does not grow the buffer step by step.
+	var dst []byte
+	var h zstd.Header
+	if h.Decode(data) == nil && h.HasFCS && h.FrameContentSize <= MaxDecodedPayloadBytes {
+		dst = make([]byte, 0, h.FrameContentSize)
+	}
+	raw, err := zdec.DecodeAll(data, dst)
 	if err != nil {
 		return fmt.Errorf("%w: %s: not a zstd frame (datacontenttype %s): %v", ErrMalformed, what, ContentTypeJSONZstd, err)
 	}
