@@ -10,11 +10,14 @@ type Catalog struct {
 	byName map[string]*InstanceType
 }
 
-// New builds a catalog from instance types (sorted by name for determinism).
+// New builds a catalog from instance types (sorted by name for determinism). It computes each
+// type's numeric views (CapacityFast, AllocatableFast) once, so later reads are free and race-free;
+// types must not be modified after they are passed in.
 func New(region string, types []*InstanceType) *Catalog {
-	c := &Catalog{Region: region, types: append([]*InstanceType(nil), types...), byName: map[string]*InstanceType{}}
+	c := &Catalog{Region: region, types: append([]*InstanceType(nil), types...), byName: make(map[string]*InstanceType, len(types))}
 	sort.Slice(c.types, func(i, j int) bool { return c.types[i].Name < c.types[j].Name })
 	for _, t := range c.types {
+		t.prepare()
 		c.byName[t.Name] = t
 	}
 	return c

@@ -41,6 +41,14 @@ type InstanceType struct {
 	Overhead Overhead
 	// Offerings are the zone × capacity type purchase options, sorted by price then zone.
 	Offerings []Offering
+	// Spec is the hardware the capacity and overhead were computed from (vCPU, memory, ENI pod
+	// limit, devices); nil for types built by hand, which then derive overrides from Capacity and
+	// Overhead alone.
+	Spec *Spec
+
+	// Numeric views of Capacity and Allocatable(), computed once by New (see prepare).
+	capacityFast, allocatableFast Resources
+	fastReady                     bool
 }
 
 // Overhead is what the kubelet holds back from capacity.
