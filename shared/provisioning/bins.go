@@ -1,0 +1,167 @@
+package provisioning
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
+)
+
+// ephemeralTaints are set by the kubelet, the cloud controller or Dovetail while a node boots
+// and are removed once it is ready; pods are placed as if they were gone (Karpenter does the same).
+var ephemeralTaints = map[string]bool{
+	corev1.TaintNodeNotReady:                         true,
+	corev1.TaintNodeUnreachable:                      true,
+	"node.cloudprovider.kubernetes.io/uninitialized": true,
+	apisv1.TaintKeyUnregistered:                      true,
+}
+
+// buildBins turns schedulable existing nodes and in-flight NodeClaims into bins with their free
+// capacity: allocatable − requests of bound pods − DaemonSet pods that will still arrive.
+// Nodes come first (name order), then in-flight NodeClaims (name order).
+func buildBins(in *Input, daemons []daemon) []*bin {
+	podsByNode := map[string][]*corev1.Pod{}
+	for _, p := range in.BoundPods {
+		if p.Spec.NodeName != "" && !scheduling.IsTerminal(p) {
+			podsByNode[p.Spec.NodeName] = append(podsByNode[p.Spec.NodeName], p)
+		}
+	}
+	claimsByNode := map[string]*apisv1.NodeClaim{}
+	byProviderID := map[string]bool{}
+	nodeNames := map[string]bool{}
+	for _, n := range in.Nodes {
+		nodeNames[n.Name] = true
+		if n.Spec.ProviderID != "" {
+			byProviderID[n.Spec.ProviderID] = true
+		}
+	}
+	for _, nc := range in.NodeClaims {
+		if nc.Status.NodeName != "" {
+			claimsByNode[nc.Status.NodeName] = nc
+		}
+	}
+	var bins []*bin
+	for _, n := range sortedNodes(in.Nodes) {
+		if n.Spec.Unschedulable || n.DeletionTimestamp != nil || hasTaint(n.Spec.Taints, apisv1.TaintKeyDisrupted) {
+			continue
+		}
+		var startup []corev1.Taint
+		if nc := claimsByNode[n.Name]; nc != nil {
+			startup = nc.Spec.StartupTaints
+		}
+		b := &bin{name: n.Name, labels: n.Labels, taints: effectiveTaints(n.Spec.Taints, startup)}
+		free := scheduling.FromList(n.Status.Allocatable)
+		present := map[string]bool{}
+		for _, p := range podsByNode[n.Name] {
+			free = free.Sub(scheduling.PodRequests(p))
+			for _, o := range p.OwnerReferences {
+				if o.Kind == "DaemonSet" {
+					present[p.Namespace+"/"+o.Name] = true
+				}
+			}
+		}
+		for i := range daemons {
+			if !present[daemons[i].name] && daemons[i].runsOn(n.Labels, b.taints, nil) {
+				free = free.Sub(daemons[i].requests)
+			}
+		}
+		b.free = free
+		bins = append(bins, b)
+	}
+	for _, nc := range sortedClaims(in.NodeClaims) {
+		if nc.DeletionTimestamp != nil || nodeNames[nc.Status.NodeName] || (nc.Status.ProviderID != "" && byProviderID[nc.Status.ProviderID]) {
+			continue
+		}
+		alloc := nc.Status.Allocatable
+		if len(alloc) == 0 {
+			if it := in.Catalog.Get(nc.Labels[corev1.LabelInstanceTypeStable]); it != nil {
+				alloc = it.Allocatable()
+			}
+		}
+		if len(alloc) == 0 {
+			continue // nothing known about its size yet
+		}
+		b := &bin{name: nc.Name, inFlight: true, labels: nc.Labels, taints: nc.Spec.Taints}
+		free := scheduling.FromList(alloc)
+		for i := range daemons {
+			if daemons[i].runsOn(nc.Labels, nc.Spec.Taints, nil) {
+				free = free.Sub(daemons[i].requests)
+			}
+		}
+		b.free = free
+		bins = append(bins, b)
+	}
+	return bins
+}
+
+// usedByPool sums the capacity of each NodePool's nodes and in-flight NodeClaims (for limits).
+func usedByPool(in *Input) map[string]scheduling.Resources {
+	used := map[string]scheduling.Resources{}
+	counted := map[string]bool{}
+	for _, n := range in.Nodes {
+		pool := n.Labels[apisv1.LabelNodePool]
+		if pool == "" {
+			continue
+		}
+		used[pool] = used[pool].Add(scheduling.FromList(n.Status.Capacity))
+		counted[n.Name] = true
+		if n.Spec.ProviderID != "" {
+			counted[n.Spec.ProviderID] = true
+		}
+	}
+	for _, nc := range in.NodeClaims {
+		pool := nc.Labels[apisv1.LabelNodePool]
+		if pool == "" || counted[nc.Status.NodeName] || (nc.Status.ProviderID != "" && counted[nc.Status.ProviderID]) {
+			continue
+		}
+		capacity := nc.Status.Capacity
+		if len(capacity) == 0 {
+			if it := in.Catalog.Get(nc.Labels[corev1.LabelInstanceTypeStable]); it != nil {
+				capacity = it.Capacity
+			}
+		}
+		used[pool] = used[pool].Add(scheduling.FromList(capacity))
+	}
+	return used
+}
+
+func effectiveTaints(taints, startup []corev1.Taint) []corev1.Taint {
+	out := make([]corev1.Taint, 0, len(taints))
+	for _, t := range taints {
+		if ephemeralTaints[t.Key] || containsTaint(startup, t) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func containsTaint(ts []corev1.Taint, t corev1.Taint) bool {
+	for _, x := range ts {
+		if x.Key == t.Key && x.Effect == t.Effect {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTaint(ts []corev1.Taint, key string) bool {
+	for _, t := range ts {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedNodes(ns []*corev1.Node) []*corev1.Node {
+	out := append([]*corev1.Node(nil), ns...)
+	sortBy(out, func(n *corev1.Node) string { return n.Name })
+	return out
+}
+
+func sortedClaims(cs []*apisv1.NodeClaim) []*apisv1.NodeClaim {
+	out := append([]*apisv1.NodeClaim(nil), cs...)
+	sortBy(out, func(n *apisv1.NodeClaim) string { return n.Name })
+	return out
+}

@@ -1,0 +1,355 @@
+package provisioning
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
+)
+
+// offeringKeys are decided per offering, not per instance type.
+var offeringKeys = map[string]bool{
+	corev1.LabelTopologyZone:   true,
+	apisv1.LabelCapacityType:   true,
+	corev1.LabelTopologyRegion: true,
+}
+
+// poolType is one instance type a NodePool may launch, with what the pool's DaemonSets take on it.
+type poolType struct {
+	it        *catalog.InstanceType
+	alloc     scheduling.Resources // allocatable
+	capacity  scheduling.Resources
+	daemon    scheduling.Resources // DaemonSet overhead on this type under this pool
+	avail     scheduling.Resources // alloc − daemon
+	offerings []catalog.Offering   // available offerings allowed by the pool, cheapest first
+	minPrice  float64
+	special   bool // GPU, accelerator or bare metal: used only when needed or nothing else fits
+}
+
+// pool is a NodePool compiled for the solver.
+type pool struct {
+	np     *apisv1.NodePool
+	reqs   scheduling.Requirements // template requirements ∩ template labels
+	labels map[string]string
+	taints []corev1.Taint
+	types  []*poolType // sorted by minPrice, then name
+	// limits: remaining capacity (limit − in use); nil when the pool has no limits.
+	remaining *scheduling.Resources
+	limitKeys []corev1.ResourceName
+	committed scheduling.Resources // capacity of open NodeClaims' cheapest types
+	minValues []*scheduling.Requirement
+	err       error // why the pool cannot be used at all
+}
+
+// daemon is a DaemonSet's pod template compiled for overhead checks.
+type daemon struct {
+	name        string // namespace/name
+	requests    scheduling.Resources
+	alts        []scheduling.Requirements
+	tolerations []corev1.Toleration
+}
+
+func compileDaemons(dss []*appsv1.DaemonSet) []daemon {
+	out := make([]daemon, 0, len(dss))
+	for _, ds := range dss {
+		pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+		alts, err := scheduling.PodNodeRequirements(pod)
+		if err != nil || len(alts) == 0 {
+			continue // a DaemonSet that cannot run anywhere adds no overhead
+		}
+		out = append(out, daemon{name: ds.Namespace + "/" + ds.Name, requests: scheduling.PodRequests(pod), alts: alts, tolerations: pod.Spec.Tolerations})
+	}
+	return out
+}
+
+// runsOn reports whether the DaemonSet would run on a node with these labels and taints, with
+// zone and capacity type still open (checked against the pool's requirements).
+func (d *daemon) runsOn(labels map[string]string, taints []corev1.Taint, poolReqs scheduling.Requirements) bool {
+	if scheduling.UntoleratedTaint(d.tolerations, taints) != nil {
+		return false
+	}
+	for _, alt := range d.alts {
+		ok := true
+		for _, k := range alt.Keys() {
+			r := alt[k]
+			if offeringKeys[k] {
+				if pr, has := poolReqs[k]; has && pr.Intersect(r).Unsatisfiable() {
+					ok = false
+					break
+				}
+				continue
+			}
+			if err := (scheduling.Requirements{k: r}).MatchLabels(labels); err != nil {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func compilePools(in *Input, daemons []daemon, used map[string]scheduling.Resources) []*pool {
+	nps := append([]*apisv1.NodePool(nil), in.NodePools...)
+	sort.SliceStable(nps, func(i, j int) bool {
+		wi, wj := weight(nps[i]), weight(nps[j])
+		if wi != wj {
+			return wi > wj
+		}
+		return nps[i].Name < nps[j].Name
+	})
+	classes := map[string]*apisv1.EC2NodeClass{}
+	for _, nc := range in.NodeClasses {
+		classes[nc.Name] = nc
+	}
+	out := make([]*pool, 0, len(nps))
+	for _, np := range nps {
+		out = append(out, compilePool(in, np, classes, daemons, used[np.Name]))
+	}
+	return out
+}
+
+func weight(np *apisv1.NodePool) int32 {
+	if np.Spec.Weight == nil {
+		return 0
+	}
+	return *np.Spec.Weight
+}
+
+func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2NodeClass, daemons []daemon, used scheduling.Resources) *pool {
+	p := &pool{np: np, labels: map[string]string{}, taints: np.Spec.Template.Spec.Taints}
+	if np.DeletionTimestamp != nil {
+		p.err = fmt.Errorf("nodepool %q is being deleted", np.Name)
+		return p
+	}
+	nsrs := make([]corev1.NodeSelectorRequirement, 0, len(np.Spec.Template.Spec.Requirements))
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		nsrs = append(nsrs, r.NodeSelectorRequirement)
+	}
+	reqs, err := scheduling.NewRequirements(nsrs...)
+	if err != nil {
+		p.err = fmt.Errorf("nodepool %q: spec.template.spec.requirements: %w", np.Name, err)
+		return p
+	}
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		if r.MinValues != nil {
+			rq := reqs[scheduling.NormalizeLabelKey(r.Key)]
+			mv := *r.MinValues
+			rq.MinValues = &mv
+			p.minValues = append(p.minValues, rq)
+		}
+	}
+	for k, v := range np.Spec.Template.ObjectMeta.Labels {
+		p.labels[k] = v
+	}
+	p.labels[apisv1.LabelNodePool] = np.Name
+	reqs = reqs.Intersect(scheduling.FromLabels(p.labels))
+	if bad := reqs.Unsatisfiable(); bad != nil {
+		p.err = fmt.Errorf("nodepool %q: requirement %s can never be met", np.Name, bad)
+		return p
+	}
+	p.reqs = reqs
+	// Single-valued requirements become node labels, as Karpenter labels its nodes.
+	for _, k := range reqs.Keys() {
+		if v, ok := reqs[k].Single(); ok && !offeringKeys[k] {
+			p.labels[k] = v
+		}
+	}
+	var kubelet *apisv1.KubeletConfiguration
+	if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
+		if nc := classes[ref.Name]; nc != nil {
+			kubelet = nc.Spec.Kubelet
+		}
+	}
+	if len(np.Spec.Limits) > 0 {
+		rem := scheduling.FromList(np.Spec.Limits).Sub(used)
+		p.remaining = &rem
+		for k := range np.Spec.Limits {
+			p.limitKeys = append(p.limitKeys, k)
+		}
+		sort.Slice(p.limitKeys, func(i, j int) bool { return p.limitKeys[i] < p.limitKeys[j] })
+	}
+	zoneReq, ctReq := reqs[corev1.LabelTopologyZone], reqs[apisv1.LabelCapacityType]
+	regionReq := reqs[corev1.LabelTopologyRegion]
+	if regionReq != nil && in.Catalog.Region != "" && !regionReq.Has(in.Catalog.Region) {
+		p.err = fmt.Errorf("nodepool %q: requirement %s excludes region %s", np.Name, regionReq, in.Catalog.Region)
+		return p
+	}
+	for _, it := range in.Catalog.Types() {
+		if !typeMatches(reqs, it) {
+			continue
+		}
+		pt := &poolType{it: it}
+		for _, o := range it.Offerings {
+			if !o.Available || (zoneReq != nil && !zoneReq.Has(o.Zone)) || (ctReq != nil && !ctReq.Has(o.CapacityType)) {
+				continue
+			}
+			if in.Unavailable != nil && in.Unavailable(it.Name, o.Zone, o.CapacityType) {
+				continue
+			}
+			pt.offerings = append(pt.offerings, o)
+		}
+		if len(pt.offerings) == 0 {
+			continue
+		}
+		sortOfferings(pt.offerings)
+		pt.minPrice = pt.offerings[0].PricePerHour
+		pt.capacity = scheduling.FromList(it.Capacity)
+		pt.alloc = scheduling.FromList(allocatable(it, kubelet))
+		labels := mergeLabels(it.Labels, p.labels)
+		for i := range daemons {
+			if daemons[i].runsOn(labels, p.taints, reqs) {
+				pt.daemon = pt.daemon.Add(daemons[i].requests)
+			}
+		}
+		pt.avail = pt.alloc.Sub(pt.daemon)
+		pt.special = isSpecial(it)
+		p.types = append(p.types, pt)
+	}
+	sort.SliceStable(p.types, func(i, j int) bool {
+		if p.types[i].minPrice != p.types[j].minPrice {
+			return p.types[i].minPrice < p.types[j].minPrice
+		}
+		return p.types[i].it.Name < p.types[j].it.Name
+	})
+	if len(p.types) == 0 {
+		p.err = fmt.Errorf("nodepool %q: no instance type with an available offering satisfies its requirements (%s)", np.Name, reqs)
+	}
+	return p
+}
+
+// allocatable honours the NodeClass's kubelet settings when the catalog can apply them.
+func allocatable(it *catalog.InstanceType, k *apisv1.KubeletConfiguration) corev1.ResourceList {
+	if k != nil {
+		if a, ok := any(it).(interface {
+			AllocatableWith(*apisv1.KubeletConfiguration) corev1.ResourceList
+		}); ok {
+			return a.AllocatableWith(k)
+		}
+	}
+	return it.Allocatable()
+}
+
+// typeMatches checks the requirements whose keys are instance-type labels. Offering keys are
+// checked per offering; keys the type does not carry must allow absence.
+func typeMatches(reqs scheduling.Requirements, it *catalog.InstanceType) bool {
+	for k, r := range reqs {
+		if offeringKeys[k] || !isTypeKey(k) {
+			continue
+		}
+		v, ok := it.Labels[k]
+		if !ok {
+			if !r.AbsentOK() {
+				return false
+			}
+			continue
+		}
+		if !r.Has(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// isTypeKey reports whether a label key is set from the instance type (well-known labels).
+func isTypeKey(k string) bool {
+	switch k {
+	case corev1.LabelArchStable, corev1.LabelOSStable, corev1.LabelInstanceTypeStable, corev1.LabelWindowsBuild:
+		return true
+	}
+	return len(k) > len("karpenter.k8s.aws/") && k[:len("karpenter.k8s.aws/")] == "karpenter.k8s.aws/" && k != apisv1.LabelEC2NodeClass
+}
+
+func isSpecial(it *catalog.InstanceType) bool {
+	for name, q := range it.Capacity {
+		switch name {
+		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage:
+		default:
+			if !q.IsZero() {
+				return true
+			}
+		}
+	}
+	if it.Labels[apisv1.LabelInstanceSize] == "metal" || it.Labels["karpenter.k8s.aws/instance-gpu-name"] != "" ||
+		it.Labels["karpenter.k8s.aws/instance-accelerator-name"] != "" {
+		return true
+	}
+	return false
+}
+
+func mergeLabels(a, b map[string]string) map[string]string {
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// sortOfferings orders by price, then capacity type (spot first at equal price), then zone.
+func sortOfferings(os []catalog.Offering) {
+	sort.SliceStable(os, func(i, j int) bool {
+		a, b := os[i], os[j]
+		if a.PricePerHour != b.PricePerHour {
+			return a.PricePerHour < b.PricePerHour
+		}
+		if a.CapacityType != b.CapacityType {
+			return a.CapacityType == apisv1.CapacityTypeSpot
+		}
+		return a.Zone < b.Zone
+	})
+}
+
+// fitsLimits compares only the resources the NodePool's limits name.
+func (p *pool) fitsLimits(capacity, budget scheduling.Resources) bool {
+	for _, k := range p.limitKeys {
+		var c, b int64
+		switch k {
+		case corev1.ResourceCPU:
+			c, b = capacity.MilliCPU, budget.MilliCPU
+		case corev1.ResourceMemory:
+			c, b = capacity.Memory, budget.Memory
+		case corev1.ResourcePods:
+			c, b = capacity.Pods, budget.Pods
+		case corev1.ResourceEphemeralStorage:
+			c, b = capacity.EphemeralStorage, budget.EphemeralStorage
+		default:
+			c, b = capacity.Scalar[k], budget.Scalar[k]
+		}
+		if c > b {
+			return false
+		}
+	}
+	return true
+}
+
+// describeRemaining renders the remaining limit of each limited resource.
+func (p *pool) describeRemaining() string {
+	rem := p.remaining.Sub(p.committed)
+	parts := make([]string, 0, len(p.limitKeys))
+	for _, k := range p.limitKeys {
+		switch k {
+		case corev1.ResourceCPU:
+			parts = append(parts, fmt.Sprintf("cpu=%dm", rem.MilliCPU))
+		case corev1.ResourceMemory:
+			parts = append(parts, fmt.Sprintf("memory=%dMi", rem.Memory>>20))
+		case corev1.ResourcePods:
+			parts = append(parts, fmt.Sprintf("pods=%d", rem.Pods))
+		case corev1.ResourceEphemeralStorage:
+			parts = append(parts, fmt.Sprintf("ephemeral-storage=%dMi", rem.EphemeralStorage>>20))
+		default:
+			parts = append(parts, fmt.Sprintf("%s=%d", k, rem.Scalar[k]))
+		}
+	}
+	return strings.Join(parts, " ")
+}

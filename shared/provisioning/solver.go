@@ -1,0 +1,525 @@
+package provisioning
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
+)
+
+// podInfo is a pending pod compiled once.
+type podInfo struct {
+	pod      *corev1.Pod
+	key      string
+	requests scheduling.Resources
+	alts     []scheduling.Requirements
+	sig      string
+	err      error
+}
+
+// altCompat is one node-affinity alternative of a pod against one pool.
+type altCompat struct {
+	reqs   scheduling.Requirements // the pod's own requirements of this alternative
+	types  []bool                  // per pool type: labels compatible and an offering remains
+	zoneCT bool                    // the alternative constrains zone or capacity type
+	any    bool
+}
+
+// podPool is a pod signature's compatibility with one pool.
+type podPool struct {
+	alts   []altCompat
+	reason string // why the pool cannot take the pod at all
+}
+
+// claim is a NodeClaim being packed.
+type claim struct {
+	pool     *pool
+	reqs     scheduling.Requirements
+	pods     []*podInfo
+	requests scheduling.Resources
+	types    []int // candidate indices into pool.types, cheapest first
+}
+
+// bin is an existing node or in-flight NodeClaim with free capacity.
+type bin struct {
+	name     string
+	inFlight bool
+	labels   map[string]string
+	taints   []corev1.Taint
+	free     scheduling.Resources
+	pods     []*corev1.Pod
+}
+
+type solver struct {
+	in     *Input
+	pools  []*pool
+	compat []map[string]*podPool // per pool: signature → compatibility
+	claims []*claim
+	bins   []*bin
+}
+
+// Solve places the pending pods: on existing nodes' free capacity first, then in-flight
+// NodeClaims, then open NodeClaims, then new NodeClaims from the highest-weight NodePool that
+// can take them. Pods are packed first-fit in decreasing order of CPU then memory (the order
+// Karpenter uses), and each NodeClaim finally gets every offering that fits its pods, cheapest
+// first. It returns an error only for an unusable input (no catalog).
+func Solve(in Input) (*Plan, error) {
+	if in.Catalog == nil {
+		return nil, fmt.Errorf("input.catalog: required")
+	}
+	s := &solver{in: &in}
+	daemons := compileDaemons(in.DaemonSets)
+	s.bins = buildBins(&in, daemons)
+	s.pools = compilePools(&in, daemons, usedByPool(&in))
+	s.compat = make([]map[string]*podPool, len(s.pools))
+	for i := range s.compat {
+		s.compat[i] = map[string]*podPool{}
+	}
+	pods := compilePods(in.Pods)
+	plan := &Plan{}
+	for _, p := range pods {
+		if p.err != nil {
+			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: p.pod, Reason: p.err.Error()})
+			continue
+		}
+		if s.placeOnBin(p) || s.placeOnClaim(p) {
+			continue
+		}
+		if reason := s.openClaim(p); reason != "" {
+			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: p.pod, Reason: reason})
+		}
+	}
+	for _, b := range s.bins {
+		if len(b.pods) > 0 {
+			plan.ExistingNodes = append(plan.ExistingNodes, &NodePlacement{Name: b.name, InFlight: b.inFlight, Pods: b.pods})
+		}
+	}
+	for _, c := range s.claims {
+		plan.NodeClaims = append(plan.NodeClaims, s.finalize(c))
+	}
+	sort.SliceStable(plan.Unschedulable, func(i, j int) bool {
+		return podKey(plan.Unschedulable[i].Pod) < podKey(plan.Unschedulable[j].Pod)
+	})
+	return plan, nil
+}
+
+func podKey(p *corev1.Pod) string {
+	ns := p.Namespace
+	if ns == "" {
+		ns = corev1.NamespaceDefault
+	}
+	return ns + "/" + p.Name
+}
+
+func compilePods(pods []*corev1.Pod) []*podInfo {
+	out := make([]*podInfo, 0, len(pods))
+	for _, pod := range pods {
+		pi := &podInfo{pod: pod, key: podKey(pod), requests: scheduling.PodRequests(pod)}
+		alts, err := scheduling.PodNodeRequirements(pod)
+		switch {
+		case err != nil:
+			pi.err = fmt.Errorf("invalid pod %s: %w", pi.key, err)
+		case len(alts) == 0:
+			pi.err = fmt.Errorf("required node affinity has no satisfiable term")
+		}
+		pi.alts = alts
+		pi.sig = signature(pod, alts)
+		out = append(out, pi)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].requests, out[j].requests
+		if a.MilliCPU != b.MilliCPU {
+			return a.MilliCPU > b.MilliCPU
+		}
+		if a.Memory != b.Memory {
+			return a.Memory > b.Memory
+		}
+		return out[i].key < out[j].key
+	})
+	return out
+}
+
+// signature identifies pods that schedule alike (same node requirements and tolerations), so
+// their compatibility with a pool is computed once.
+func signature(pod *corev1.Pod, alts []scheduling.Requirements) string {
+	var b strings.Builder
+	for _, a := range alts {
+		b.WriteString(a.String())
+		b.WriteByte('|')
+	}
+	b.WriteByte('#')
+	for _, t := range pod.Spec.Tolerations {
+		fmt.Fprintf(&b, "%s,%s,%s,%s;", t.Key, t.Operator, t.Value, t.Effect)
+	}
+	return b.String()
+}
+
+// placeOnBin puts the pod on the first existing node or in-flight NodeClaim that takes it.
+func (s *solver) placeOnBin(p *podInfo) bool {
+	for _, b := range s.bins {
+		if !p.requests.Fits(b.free) || scheduling.UntoleratedTaint(p.pod.Spec.Tolerations, b.taints) != nil {
+			continue
+		}
+		for _, alt := range p.alts {
+			if alt.MatchLabels(b.labels) == nil {
+				b.free = b.free.Sub(p.requests)
+				b.pods = append(b.pods, p.pod)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// compatibility returns (cached per signature) how the pod fits pool i.
+func (s *solver) compatibility(i int, p *podInfo) *podPool {
+	if pp, ok := s.compat[i][p.sig]; ok {
+		return pp
+	}
+	pl := s.pools[i]
+	pp := &podPool{}
+	s.compat[i][p.sig] = pp
+	if pl.err != nil {
+		pp.reason = pl.err.Error()
+		return pp
+	}
+	if t := scheduling.UntoleratedTaint(p.pod.Spec.Tolerations, pl.taints); t != nil {
+		pp.reason = fmt.Sprintf("nodepool %q: taint %s=%s:%s is not tolerated", pl.np.Name, t.Key, t.Value, t.Effect)
+		return pp
+	}
+	var reasons []string
+	for _, alt := range p.alts {
+		ac := altCompat{reqs: alt, types: make([]bool, len(pl.types))}
+		if reason := poolAccepts(pl, alt); reason != "" {
+			reasons = append(reasons, reason)
+			pp.alts = append(pp.alts, ac)
+			continue
+		}
+		merged := pl.reqs.Intersect(alt)
+		_, ac.zoneCT = alt[corev1.LabelTopologyZone]
+		if _, ok := alt[apisv1.LabelCapacityType]; ok {
+			ac.zoneCT = true
+		}
+		for ti, t := range pl.types {
+			if typeMatches(alt, t.it) && (!ac.zoneCT || hasOffering(t, merged)) {
+				ac.types[ti] = true
+				ac.any = true
+			}
+		}
+		if !ac.any {
+			reasons = append(reasons, fmt.Sprintf("nodepool %q: no instance type satisfies %s", pl.np.Name, merged))
+		}
+		pp.alts = append(pp.alts, ac)
+	}
+	anyAlt := false
+	for _, a := range pp.alts {
+		anyAlt = anyAlt || a.any
+	}
+	if !anyAlt {
+		pp.reason = strings.Join(reasons, "; ")
+	}
+	return pp
+}
+
+// poolAccepts checks a pod alternative's keys the pool defines (labels or requirements) and
+// keys nobody defines: a custom label the pool does not set can only be required absent.
+func poolAccepts(pl *pool, alt scheduling.Requirements) string {
+	for _, k := range alt.Keys() {
+		r := alt[k]
+		if pr, ok := pl.reqs[k]; ok {
+			if pr.Intersect(r).Unsatisfiable() {
+				return fmt.Sprintf("nodepool %q: requirement %s conflicts with the pod's %s", pl.np.Name, pr, r)
+			}
+			continue
+		}
+		if offeringKeys[k] || isTypeKey(k) {
+			continue
+		}
+		if k == corev1.LabelHostname {
+			if _, finite := r.Single(); finite || (r.IsEmpty() && !r.AbsentOK()) || len(r.Values()) > 0 {
+				return fmt.Sprintf("nodepool %q: a new node's hostname cannot satisfy %s", pl.np.Name, r)
+			}
+			continue
+		}
+		if !r.AbsentOK() {
+			return fmt.Sprintf("nodepool %q: label %q is not defined by the nodepool (requirement %s)", pl.np.Name, k, r)
+		}
+	}
+	return ""
+}
+
+// hasOffering reports whether the type keeps an offering under the zone and capacity-type
+// requirements.
+func hasOffering(t *poolType, reqs scheduling.Requirements) bool {
+	zr, cr := reqs[corev1.LabelTopologyZone], reqs[apisv1.LabelCapacityType]
+	for _, o := range t.offerings {
+		if (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType)) {
+			return true
+		}
+	}
+	return false
+}
+
+// placeOnClaim adds the pod to the first open NodeClaim that can still take it.
+func (s *solver) placeOnClaim(p *podInfo) bool {
+	for _, c := range s.claims {
+		if s.tryAdd(c, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// tryAdd adds p to c when some candidate instance type still fits all of c's pods and p.
+func (s *solver) tryAdd(c *claim, p *podInfo) bool {
+	pi := s.poolIndex(c.pool)
+	pp := s.compatibility(pi, p)
+	if pp.reason != "" {
+		return false
+	}
+	total := c.requests.Add(p.requests)
+	for _, ac := range pp.alts {
+		if !ac.any {
+			continue
+		}
+		merged := c.reqs.Intersect(ac.reqs)
+		if merged.Unsatisfiable() != nil {
+			continue
+		}
+		kept := make([]int, 0, len(c.types))
+		for _, ti := range c.types {
+			t := c.pool.types[ti]
+			if !ac.types[ti] || !total.Fits(t.avail) {
+				continue
+			}
+			if ac.zoneCT && !hasOffering(t, merged) {
+				continue
+			}
+			kept = append(kept, ti)
+		}
+		kept = s.withinLimits(c.pool, c, kept)
+		if len(kept) == 0 || !meetsMinValues(c.pool, kept) {
+			continue
+		}
+		s.commit(c, kept)
+		c.reqs = merged
+		c.requests = total
+		c.pods = append(c.pods, p)
+		return true
+	}
+	return false
+}
+
+// openClaim starts a new NodeClaim for p on the first pool (by weight) that can take it, or
+// returns why none can.
+func (s *solver) openClaim(p *podInfo) string {
+	if len(s.pools) == 0 {
+		return "no NodePool exists"
+	}
+	var reasons []string
+	for i, pl := range s.pools {
+		pp := s.compatibility(i, p)
+		if pp.reason != "" {
+			reasons = append(reasons, pp.reason)
+			continue
+		}
+		c := &claim{pool: pl, reqs: pl.reqs}
+		c.types = make([]int, len(pl.types))
+		for ti := range pl.types {
+			c.types[ti] = ti
+		}
+		if s.tryAdd(c, p) {
+			s.claims = append(s.claims, c)
+			return ""
+		}
+		reasons = append(reasons, s.whyNot(pl, pp, p))
+	}
+	return strings.Join(reasons, "; ")
+}
+
+// whyNot explains why no instance type of the pool takes the pod alone.
+func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) string {
+	var largest *poolType
+	for ti, t := range pl.types {
+		ok := false
+		for _, a := range pp.alts {
+			ok = ok || a.types[ti]
+		}
+		if ok && (largest == nil || t.avail.MilliCPU > largest.avail.MilliCPU) {
+			largest = t
+		}
+	}
+	if largest == nil {
+		return fmt.Sprintf("nodepool %q: no compatible instance type", pl.np.Name)
+	}
+	if why := p.requests.Exceeding(largest.avail); why != "" {
+		return fmt.Sprintf("nodepool %q: no instance type fits the pod's requests (%s; largest compatible type %s has %s after DaemonSet overhead)",
+			pl.np.Name, p.requests, largest.it.Name, largest.avail)
+	}
+	if pl.remaining != nil {
+		return fmt.Sprintf("nodepool %q: limits exceeded (remaining %s)", pl.np.Name, pl.describeRemaining())
+	}
+	return fmt.Sprintf("nodepool %q: minValues cannot be met", pl.np.Name)
+}
+
+func (s *solver) poolIndex(pl *pool) int {
+	for i := range s.pools {
+		if s.pools[i] == pl {
+			return i
+		}
+	}
+	return -1
+}
+
+// withinLimits drops candidate types whose capacity would take the pool past its limits,
+// counting every other open NodeClaim of the pool at its cheapest type's capacity.
+func (s *solver) withinLimits(pl *pool, c *claim, kept []int) []int {
+	if pl.remaining == nil {
+		return kept
+	}
+	others := pl.committed
+	if len(c.types) > 0 && len(c.pods) > 0 {
+		others = others.Sub(pl.types[c.types[0]].capacity)
+	}
+	budget := pl.remaining.Sub(others)
+	out := kept[:0:0]
+	for _, ti := range kept {
+		if pl.fitsLimits(pl.types[ti].capacity, budget) {
+			out = append(out, ti)
+		}
+	}
+	return out
+}
+
+// commit records the claim's new cheapest type against the pool's limits.
+func (s *solver) commit(c *claim, kept []int) {
+	pl := c.pool
+	if pl.remaining != nil {
+		if len(c.pods) > 0 {
+			pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity)
+		}
+		pl.committed = pl.committed.Add(pl.types[kept[0]].capacity)
+	}
+	c.types = kept
+}
+
+// meetsMinValues checks the pool's minValues over the candidate types' label values.
+func meetsMinValues(pl *pool, kept []int) bool {
+	for _, r := range pl.minValues {
+		seen := map[string]bool{}
+		for _, ti := range kept {
+			if v, ok := pl.types[ti].it.Labels[r.Key]; ok {
+				seen[v] = true
+			} else if r.Key == apisv1.LabelCapacityType || r.Key == corev1.LabelTopologyZone {
+				for _, o := range pl.types[ti].offerings {
+					if r.Key == apisv1.LabelCapacityType {
+						seen[o.CapacityType] = true
+					} else {
+						seen[o.Zone] = true
+					}
+				}
+			}
+		}
+		if len(seen) < *r.MinValues {
+			return false
+		}
+	}
+	return true
+}
+
+// finalize ranks the claim's offerings: every offering of its candidate types that its zone and
+// capacity-type requirements allow, cheapest first, capped at MaxInstanceTypes types. GPU,
+// accelerator and bare-metal types are dropped when the pods need none of them and other
+// types remain.
+func (s *solver) finalize(c *claim) *NodeClaimPlan {
+	pl := c.pool
+	types := c.types
+	if !needsSpecial(c.requests) {
+		plain := make([]int, 0, len(types))
+		for _, ti := range types {
+			if !pl.types[ti].special {
+				plain = append(plain, ti)
+			}
+		}
+		if len(plain) > 0 && meetsMinValues(pl, plain) {
+			types = plain
+		}
+	}
+	zr, cr := c.reqs[corev1.LabelTopologyZone], c.reqs[apisv1.LabelCapacityType]
+	var offs []Offering
+	for _, ti := range types {
+		t := pl.types[ti]
+		for _, o := range t.offerings {
+			if (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType)) {
+				offs = append(offs, Offering{InstanceType: t.it, Offering: o, DaemonOverhead: t.daemon})
+			}
+		}
+	}
+	sort.SliceStable(offs, func(i, j int) bool {
+		a, b := offs[i], offs[j]
+		if a.PricePerHour != b.PricePerHour {
+			return a.PricePerHour < b.PricePerHour
+		}
+		if a.InstanceType.Name != b.InstanceType.Name {
+			return a.InstanceType.Name < b.InstanceType.Name
+		}
+		if a.CapacityType != b.CapacityType {
+			return a.CapacityType == apisv1.CapacityTypeSpot
+		}
+		return a.Zone < b.Zone
+	})
+	offs = capTypes(offs, MaxInstanceTypes)
+	labels := map[string]string{}
+	for k, v := range pl.labels {
+		labels[k] = v
+	}
+	for _, k := range c.reqs.Keys() {
+		if v, ok := c.reqs[k].Single(); ok && !offeringKeys[k] && (isTypeKey(k) || pl.reqs[k] != nil) {
+			labels[k] = v
+		}
+	}
+	pods := make([]*corev1.Pod, len(c.pods))
+	for i, p := range c.pods {
+		pods[i] = p.pod
+	}
+	return &NodeClaimPlan{
+		NodePool:      pl.np,
+		NodeClassRef:  pl.np.Spec.Template.Spec.NodeClassRef,
+		Requirements:  c.reqs,
+		Labels:        labels,
+		Taints:        pl.np.Spec.Template.Spec.Taints,
+		StartupTaints: pl.np.Spec.Template.Spec.StartupTaints,
+		Pods:          pods,
+		Requests:      c.requests,
+		Offerings:     offs,
+	}
+}
+
+func needsSpecial(r scheduling.Resources) bool {
+	for _, v := range r.Scalar {
+		if v > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// capTypes keeps the offerings of the first n distinct instance types.
+func capTypes(offs []Offering, n int) []Offering {
+	seen := map[string]bool{}
+	out := offs[:0]
+	for _, o := range offs {
+		if !seen[o.InstanceType.Name] {
+			if len(seen) == n {
+				continue
+			}
+			seen[o.InstanceType.Name] = true
+		}
+		out = append(out, o)
+	}
+	return out
+}

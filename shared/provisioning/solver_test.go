@@ -1,0 +1,322 @@
+package provisioning
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+)
+
+// Expected numbers in these tests come from the embedded us-east-1 catalog's public list prices
+// (m5.large 0.096, m5.xlarge 0.192, m5.2xlarge 0.384, m5.4xlarge 0.768 USD/h) and the EKS
+// allocatable rules: m5.large 2 vCPU → 1930m, 29 pods; m5.xlarge 4 vCPU → 3920m, 58 pods;
+// m5.2xlarge 8 vCPU → 7910m; m5.4xlarge 16 vCPU → 15890m (kube-reserved 6%/1%/0.5%/0.25% per core).
+
+func cat(t testing.TB) *catalog.Catalog {
+	t.Helper()
+	c, err := catalog.AWS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func req(key string, op corev1.NodeSelectorOperator, values ...string) apisv1.NodeSelectorRequirementWithMinValues {
+	return apisv1.NodeSelectorRequirementWithMinValues{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: key, Operator: op, Values: values}}
+}
+
+func nodePool(name string, reqs ...apisv1.NodeSelectorRequirementWithMinValues) *apisv1.NodePool {
+	return &apisv1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: apisv1.NodePoolSpec{Template: apisv1.NodeClaimTemplate{Spec: apisv1.NodeClaimSpec{
+			Requirements: reqs,
+			NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
+		}}},
+	}
+}
+
+func onDemand(types ...string) []apisv1.NodeSelectorRequirementWithMinValues {
+	return []apisv1.NodeSelectorRequirementWithMinValues{
+		req(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, types...),
+		req(apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, apisv1.CapacityTypeOnDemand),
+	}
+}
+
+func pod(name, cpu, mem string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}}}},
+	}
+}
+
+func pods(n int, cpu, mem string) []*corev1.Pod {
+	out := make([]*corev1.Pod, n)
+	for i := range out {
+		out[i] = pod(fmt.Sprintf("p-%02d", i), cpu, mem)
+	}
+	return out
+}
+
+func daemonSet(name, cpu string) *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
+		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: pod("x", cpu, "0").Spec}}}
+}
+
+func solve(t *testing.T, in Input) *Plan {
+	t.Helper()
+	if in.Catalog == nil {
+		in.Catalog = cat(t)
+	}
+	p, err := Solve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func wantClaims(t *testing.T, p *Plan, types ...string) {
+	t.Helper()
+	var got []string
+	for _, c := range p.NodeClaims {
+		got = append(got, c.Cheapest().InstanceType.Name)
+	}
+	if !reflect.DeepEqual(got, types) {
+		var reasons []string
+		for _, u := range p.Unschedulable {
+			reasons = append(reasons, u.Pod.Name+": "+u.Reason)
+		}
+		t.Fatalf("NodeClaims' first offerings = %v, want %v (unschedulable: %v)", got, types, reasons)
+	}
+}
+
+func TestCheapestFittingType(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large", "m5.xlarge", "m5.2xlarge")...)
+	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{np}})
+	wantClaims(t, p, "m5.large")
+	c := p.NodeClaims[0]
+	if got := c.Cheapest().PricePerHour; got != 0.096 {
+		t.Fatalf("price = %v, want 0.096 (m5.large on-demand list price)", got)
+	}
+	if got := c.InstanceTypeOptions(); !reflect.DeepEqual(got, []string{"m5.large", "m5.xlarge", "m5.2xlarge"}) {
+		t.Fatalf("options = %v, want every fitting type, cheapest first", got)
+	}
+	if n := len(c.Offerings); n != 15 {
+		t.Fatalf("offerings = %d, want 3 types × 5 zones (nitro types skip us-east-1e) = 15", n)
+	}
+}
+
+func TestPodLargerThanSmallTypeGetsNextSize(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large", "m5.xlarge")...)
+	// 2000m > m5.large's 1930m allocatable.
+	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "2", "1Gi")}, NodePools: []*apisv1.NodePool{np}})
+	wantClaims(t, p, "m5.xlarge")
+}
+
+func TestNineVCPUPod(t *testing.T) {
+	// Cluster Autoscaler's 8-vCPU group cannot take a 9-vCPU pod; the catalog can:
+	// m5.2xlarge has 7910m allocatable, m5.4xlarge 15890m.
+	np := nodePool("default", append(onDemand(), req(apisv1.LabelInstanceFamily, corev1.NodeSelectorOpIn, "m5"))[1:]...)
+	p := solve(t, Input{Pods: []*corev1.Pod{pod("big", "9", "8Gi")}, NodePools: []*apisv1.NodePool{np}})
+	wantClaims(t, p, "m5.4xlarge")
+	if got := p.TotalPricePerHour(); got != 0.768 {
+		t.Fatalf("$/h = %v, want 0.768", got)
+	}
+}
+
+func TestMaxPodsSplitsNodes(t *testing.T) {
+	// m5.large takes 3×(10−1)+2 = 29 pods: 30 tiny pods need two nodes.
+	np := nodePool("default", onDemand("m5.large")...)
+	p := solve(t, Input{Pods: pods(30, "10m", "10Mi"), NodePools: []*apisv1.NodePool{np}})
+	wantClaims(t, p, "m5.large", "m5.large")
+	if a, b := len(p.NodeClaims[0].Pods), len(p.NodeClaims[1].Pods); a != 29 || b != 1 {
+		t.Fatalf("pods per node = %d, %d; want 29, 1", a, b)
+	}
+}
+
+func TestDaemonSetOverhead(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large", "m5.xlarge")...)
+	// 1850m + 100m DaemonSet = 1950m > 1930m: m5.large no longer fits.
+	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "1850m", "1Gi")}, NodePools: []*apisv1.NodePool{np},
+		DaemonSets: []*appsv1.DaemonSet{daemonSet("kube-proxy", "100m")}})
+	wantClaims(t, p, "m5.xlarge")
+
+	// A DaemonSet that only runs on arm64 adds nothing to amd64 types.
+	arm := daemonSet("arm-only", "100m")
+	arm.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelArchStable: "arm64"}
+	p = solve(t, Input{Pods: []*corev1.Pod{pod("a", "1850m", "1Gi")}, NodePools: []*apisv1.NodePool{np},
+		DaemonSets: []*appsv1.DaemonSet{arm}})
+	wantClaims(t, p, "m5.large")
+}
+
+func TestTaintsAndStartupTaints(t *testing.T) {
+	np := nodePool("gpu", onDemand("m5.large")...)
+	np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{np}})
+	if len(p.NodeClaims) != 0 || len(p.Unschedulable) != 1 || !strings.Contains(p.Unschedulable[0].Reason, "dedicated=gpu:NoSchedule") {
+		t.Fatalf("an untolerated taint must leave the pod unschedulable with the taint named: %+v", p.Unschedulable)
+	}
+	np.Spec.Template.Spec.StartupTaints, np.Spec.Template.Spec.Taints = np.Spec.Template.Spec.Taints, nil
+	p = solve(t, Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{np}})
+	wantClaims(t, p, "m5.large")
+}
+
+func existingNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", corev1.LabelInstanceTypeStable: "m5.large"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1930m"),
+			corev1.ResourceMemory: resource.MustParse("6903Mi"), corev1.ResourcePods: resource.MustParse("29")}}}
+}
+
+func TestExistingCapacityFirst(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large")...)
+	bound := pod("running", "1", "1Gi")
+	bound.Spec.NodeName = "node-a"
+	// node-a has 1930 − 1000 = 930m free: a 900m pod fits there, the 1000m pod does not.
+	p := solve(t, Input{Pods: []*corev1.Pod{pod("small", "900m", "1Gi"), pod("big", "1", "1Gi")},
+		Nodes: []*corev1.Node{existingNode("node-a")}, BoundPods: []*corev1.Pod{bound}, NodePools: []*apisv1.NodePool{np}})
+	if len(p.ExistingNodes) != 1 || len(p.ExistingNodes[0].Pods) != 1 || p.ExistingNodes[0].Pods[0].Name != "small" {
+		t.Fatalf("existing placements = %+v, want small on node-a", p.ExistingNodes)
+	}
+	wantClaims(t, p, "m5.large")
+	if p.NodeClaims[0].Pods[0].Name != "big" {
+		t.Fatal("the big pod must get the new NodeClaim")
+	}
+}
+
+func TestInFlightNodeClaimAbsorbsPods(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large")...)
+	nc := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc", Labels: map[string]string{
+		apisv1.LabelNodePool: "default", corev1.LabelInstanceTypeStable: "m5.large", corev1.LabelArchStable: "amd64",
+		corev1.LabelOSStable: "linux", apisv1.LabelCapacityType: "on-demand", corev1.LabelTopologyZone: "us-east-1a"}},
+		Status: apisv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"}}
+	p := solve(t, Input{Pods: pods(2, "900m", "1Gi"), NodeClaims: []*apisv1.NodeClaim{nc}, NodePools: []*apisv1.NodePool{np}})
+	if len(p.NodeClaims) != 0 || len(p.ExistingNodes) != 1 || !p.ExistingNodes[0].InFlight || len(p.ExistingNodes[0].Pods) != 2 {
+		t.Fatalf("2×900m must land on the in-flight m5.large (1930m): %+v / %d new claims", p.ExistingNodes, len(p.NodeClaims))
+	}
+}
+
+func TestWeightOrder(t *testing.T) {
+	low := nodePool("c5", onDemand("c5.large")...)
+	high := nodePool("m5", onDemand("m5.large")...)
+	w10, w50 := int32(10), int32(50)
+	low.Spec.Weight, high.Spec.Weight = &w10, &w50
+	// c5.large (0.085) is cheaper, but the higher-weight pool is tried first.
+	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{low, high}})
+	wantClaims(t, p, "m5.large")
+	if p.NodeClaims[0].NodePool.Name != "m5" {
+		t.Fatal("want the weight-50 pool")
+	}
+}
+
+func TestLimits(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large")...)
+	np.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	// One m5.large has 2 vCPU of capacity: the limit allows one node; the second pod has no room.
+	p := solve(t, Input{Pods: pods(2, "1500m", "1Gi"), NodePools: []*apisv1.NodePool{np}})
+	wantClaims(t, p, "m5.large")
+	if len(p.Unschedulable) != 1 || !strings.Contains(p.Unschedulable[0].Reason, "limits") {
+		t.Fatalf("want one pod refused for limits, got %+v", p.Unschedulable)
+	}
+	// Existing nodes of the pool count against the limit.
+	n := existingNode("node-a")
+	n.Labels[apisv1.LabelNodePool] = "default"
+	n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	n.Spec.Taints = []corev1.Taint{{Key: "full", Effect: corev1.TaintEffectNoSchedule}}
+	p = solve(t, Input{Pods: pods(1, "1500m", "1Gi"), Nodes: []*corev1.Node{n}, NodePools: []*apisv1.NodePool{np}})
+	if len(p.NodeClaims) != 0 || len(p.Unschedulable) != 1 {
+		t.Fatalf("the pool's 2 vCPU are used by node-a; want no launch, got %d claims", len(p.NodeClaims))
+	}
+}
+
+func TestGtLtAndCategory(t *testing.T) {
+	np := nodePool("default",
+		req(apisv1.LabelInstanceCategory, corev1.NodeSelectorOpIn, "m"),
+		req(apisv1.LabelInstanceGeneration, corev1.NodeSelectorOpGt, "5"),
+		req(apisv1.LabelInstanceGeneration, corev1.NodeSelectorOpLt, "7"),
+		req(apisv1.LabelInstanceCPU, corev1.NodeSelectorOpLt, "5"))
+	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{np}})
+	if len(p.NodeClaims) != 1 {
+		t.Fatalf("want one claim, got %+v", p.Unschedulable)
+	}
+	for _, o := range p.NodeClaims[0].Offerings {
+		l := o.InstanceType.Labels
+		if l[apisv1.LabelInstanceCategory] != "m" || l[apisv1.LabelInstanceGeneration] != "6" || l[apisv1.LabelInstanceCPU] > "4" {
+			t.Fatalf("offering %s violates category m, generation 6, cpu < 5", o.InstanceType.Name)
+		}
+	}
+}
+
+func TestArchAndZoneSelectors(t *testing.T) {
+	np := nodePool("default", req(apisv1.LabelInstanceCategory, corev1.NodeSelectorOpIn, "c", "m"))
+	a := pod("a", "1", "1Gi")
+	a.Spec.NodeSelector = map[string]string{corev1.LabelArchStable: "arm64", corev1.LabelTopologyZone: "us-east-1c"}
+	p := solve(t, Input{Pods: []*corev1.Pod{a}, NodePools: []*apisv1.NodePool{np}})
+	if len(p.NodeClaims) != 1 {
+		t.Fatalf("want one claim: %+v", p.Unschedulable)
+	}
+	for _, o := range p.NodeClaims[0].Offerings {
+		if o.InstanceType.Labels[corev1.LabelArchStable] != "arm64" || o.Zone != "us-east-1c" {
+			t.Fatalf("offering %s/%s violates arm64 in us-east-1c", o.InstanceType.Name, o.Zone)
+		}
+	}
+}
+
+func TestSpotPreferredWhenCheaper(t *testing.T) {
+	np := nodePool("default", req(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large"))
+	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{np}})
+	first := p.NodeClaims[0].Cheapest()
+	// The spot model prices m5.large near 0.426 × 0.096 ≈ 0.041, below on-demand.
+	if first.CapacityType != apisv1.CapacityTypeSpot || !first.IsEstimate() || first.PricePerHour >= 0.096 {
+		t.Fatalf("first offering = %+v, want an estimated spot price below 0.096", first.Offering)
+	}
+	last := p.NodeClaims[0].Offerings[len(p.NodeClaims[0].Offerings)-1]
+	if last.CapacityType != apisv1.CapacityTypeOnDemand {
+		t.Fatal("on-demand must remain in the list as the fallback")
+	}
+}
+
+func TestCustomLabels(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large")...)
+	a := pod("a", "1", "1Gi")
+	a.Spec.NodeSelector = map[string]string{"team": "payments"}
+	p := solve(t, Input{Pods: []*corev1.Pod{a}, NodePools: []*apisv1.NodePool{np}})
+	if len(p.Unschedulable) != 1 || !strings.Contains(p.Unschedulable[0].Reason, `label "team" is not defined`) {
+		t.Fatalf("a label no pool defines must be refused: %+v", p.Unschedulable)
+	}
+	np.Spec.Template.ObjectMeta.Labels = map[string]string{"team": "payments"}
+	p = solve(t, Input{Pods: []*corev1.Pod{a}, NodePools: []*apisv1.NodePool{np}})
+	wantClaims(t, p, "m5.large")
+	if p.NodeClaims[0].Labels["team"] != "payments" {
+		t.Fatal("the template label must be on the NodeClaim")
+	}
+}
+
+func TestUnavailableOfferingsSkipped(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large", "m5.xlarge")...)
+	ice := func(it, zone, ct string) bool { return it == "m5.large" }
+	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{np}, Unavailable: ice})
+	wantClaims(t, p, "m5.xlarge")
+}
+
+func TestDeterministic(t *testing.T) {
+	np := nodePool("default", req(apisv1.LabelInstanceCategory, corev1.NodeSelectorOpIn, "c", "m", "r"))
+	in := Input{Pods: pods(40, "350m", "700Mi"), NodePools: []*apisv1.NodePool{np}}
+	a, b := solve(t, in), solve(t, in)
+	if len(a.NodeClaims) != len(b.NodeClaims) {
+		t.Fatal("plans differ")
+	}
+	for i := range a.NodeClaims {
+		if !reflect.DeepEqual(a.NodeClaims[i].InstanceTypeOptions(), b.NodeClaims[i].InstanceTypeOptions()) {
+			t.Fatal("plans differ")
+		}
+	}
+}

@@ -1,0 +1,114 @@
+// Package provisioning is Dovetail's solver: pending pods + cluster state + catalog →
+// NodeClaims, each with its ranked offerings. It is pure: no I/O, no wall clock, no map-order
+// dependence, so the same input always gives the same plan.
+package provisioning
+
+import (
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
+)
+
+// MaxInstanceTypes caps how many instance types a NodeClaim's offering list carries, as
+// Karpenter does (MaxInstanceTypes = 60 in its CreateFleet path): the cheapest 60 types keep
+// every useful fallback while keeping the fleet request small.
+const MaxInstanceTypes = 60
+
+// Input is everything one decision needs.
+type Input struct {
+	// Pods are the pending pods to place.
+	Pods []*corev1.Pod
+	// Nodes are the cluster's nodes; BoundPods the non-terminal pods bound to them.
+	Nodes     []*corev1.Node
+	BoundPods []*corev1.Pod
+	// NodeClaims are all NodeClaims. Those not yet backed by a registered Node are in flight:
+	// their capacity absorbs pods before new NodeClaims are opened.
+	NodeClaims  []*apisv1.NodeClaim
+	DaemonSets  []*appsv1.DaemonSet
+	NodePools   []*apisv1.NodePool
+	NodeClasses []*apisv1.EC2NodeClass
+	Catalog     *catalog.Catalog
+	// Unavailable reports offerings marked unavailable (ICE); nil means none are.
+	Unavailable func(instanceType, zone, capacityType string) bool
+}
+
+// Plan is the solver's decision.
+type Plan struct {
+	NodeClaims    []*NodeClaimPlan
+	ExistingNodes []*NodePlacement
+	Unschedulable []Unschedulable
+}
+
+// NodeClaimPlan is one node to launch.
+type NodeClaimPlan struct {
+	NodePool     *apisv1.NodePool
+	NodeClassRef *apisv1.NodeClassReference
+	// Requirements are the NodePool's requirements intersected with every placed pod's.
+	Requirements scheduling.Requirements
+	// Labels are what the node registers with: template labels, the pool name and the
+	// single-valued requirements.
+	Labels        map[string]string
+	Taints        []corev1.Taint
+	StartupTaints []corev1.Taint
+	Pods          []*corev1.Pod
+	// Requests is the sum of the pods' effective requests (DaemonSet overhead excluded).
+	Requests scheduling.Resources
+	// Offerings are what the fleet request may choose from, cheapest first.
+	Offerings []Offering
+}
+
+// Offering is one ranked launch option for a NodeClaim.
+type Offering struct {
+	InstanceType *catalog.InstanceType
+	catalog.Offering
+	// DaemonOverhead is the DaemonSet pods' requests on this instance type.
+	DaemonOverhead scheduling.Resources
+}
+
+// InstanceTypeOptions returns the distinct instance type names in offering order.
+func (n *NodeClaimPlan) InstanceTypeOptions() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, o := range n.Offerings {
+		if !seen[o.InstanceType.Name] {
+			seen[o.InstanceType.Name] = true
+			out = append(out, o.InstanceType.Name)
+		}
+	}
+	return out
+}
+
+// Cheapest returns the first offering (what the fleet would get first).
+func (n *NodeClaimPlan) Cheapest() Offering { return n.Offerings[0] }
+
+// NodePlacement lists pods placed on an existing node or an in-flight NodeClaim.
+type NodePlacement struct {
+	// Name is the node's name, or the NodeClaim's name when InFlight.
+	Name     string
+	InFlight bool
+	Pods     []*corev1.Pod
+}
+
+// Unschedulable is a pod no node can take, with the reason.
+type Unschedulable struct {
+	Pod    *corev1.Pod
+	Reason string
+}
+
+// TotalPricePerHour sums the first offering of every NodeClaim (USD per hour).
+func (p *Plan) TotalPricePerHour() float64 {
+	var t float64
+	for _, n := range p.NodeClaims {
+		t += n.Cheapest().PricePerHour
+	}
+	return t
+}
+
+func sortBy[T any](xs []T, key func(T) string) {
+	sort.SliceStable(xs, func(i, j int) bool { return key(xs[i]) < key(xs[j]) })
+}

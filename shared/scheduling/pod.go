@@ -1,0 +1,95 @@
+package scheduling
+
+import (
+	"fmt"
+
+	"github.com/go-logr/logr"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// PodNodeRequirements returns the node requirements a pod demands, as alternatives: the
+// nodeSelector ANDed with each term of the required node affinity (terms are ORed by
+// kube-scheduler). A pod without required node affinity has one alternative. matchFields on
+// metadata.name become a kubernetes.io/hostname requirement: Dovetail names nodes after the
+// hostname, so a new node can never satisfy it. It returns an error naming the field on a
+// malformed operator or value.
+func PodNodeRequirements(pod *corev1.Pod) ([]Requirements, error) {
+	base := FromLabels(pod.Spec.NodeSelector)
+	aff := pod.Spec.Affinity
+	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return []Requirements{base}, nil
+	}
+	terms := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) == 0 {
+		// An empty term list matches no node (kube-scheduler semantics).
+		return nil, nil
+	}
+	out := make([]Requirements, 0, len(terms))
+	for i, t := range terms {
+		rs := base.Copy()
+		for j, e := range t.MatchExpressions {
+			r, err := NewRequirement(NormalizeLabelKey(e.Key), e.Operator, e.Values...)
+			if err != nil {
+				return nil, fmt.Errorf("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[%d].matchExpressions[%d]: %w", i, j, err)
+			}
+			rs.Add(r)
+		}
+		for j, f := range t.MatchFields {
+			if f.Key != "metadata.name" {
+				return nil, fmt.Errorf("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[%d].matchFields[%d].key: %q is not supported (only metadata.name)", i, j, f.Key)
+			}
+			r, err := NewRequirement(corev1.LabelHostname, f.Operator, f.Values...)
+			if err != nil {
+				return nil, fmt.Errorf("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[%d].matchFields[%d]: %w", i, j, err)
+			}
+			rs.Add(r)
+		}
+		// An empty term matches nothing (kube-scheduler); keep it out.
+		if len(t.MatchExpressions) == 0 && len(t.MatchFields) == 0 {
+			continue
+		}
+		out = append(out, rs)
+	}
+	return out, nil
+}
+
+// UntoleratedTaint returns the first NoSchedule or NoExecute taint the tolerations do not
+// tolerate, or nil. PreferNoSchedule taints never block scheduling.
+func UntoleratedTaint(tolerations []corev1.Toleration, taints []corev1.Taint) *corev1.Taint {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		tolerated := false
+		for j := range tolerations {
+			if tolerations[j].ToleratesTaint(discard, t, false) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return t
+		}
+	}
+	return nil
+}
+
+// IsDaemonSetPod reports whether a DaemonSet owns the pod.
+func IsDaemonSetPod(pod *corev1.Pod) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "DaemonSet" && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// IsTerminal reports whether a pod has finished (Succeeded or Failed) and so holds no resources.
+func IsTerminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// discard silences the toleration matcher's logging (it only logs malformed numeric values).
+var discard = logr.Discard()
