@@ -1,0 +1,328 @@
+package manifests
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/dovetail-dev/dovetail/shared/apis"
+	apiv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// coreDecoder decodes the built-in kinds strictly (unknown and duplicate fields are errors)
+// without defaulting or conversion, as `kubectl apply --validate=strict` would refuse them.
+var coreDecoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+
+// header is what every document must carry to be routed.
+type header struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+// coreKinds are the built-in kinds Dovetail reads, with the one API version accepted for each
+// (the GA versions; older ones were removed from Kubernetes by 1.25).
+var coreKinds = map[string]string{
+	"Deployment":          "apps/v1",
+	"StatefulSet":         "apps/v1",
+	"ReplicaSet":          "apps/v1",
+	"DaemonSet":           "apps/v1",
+	"Job":                 "batch/v1",
+	"CronJob":             "batch/v1",
+	"Pod":                 "v1",
+	"Node":                "v1",
+	"Namespace":           "v1",
+	"PodDisruptionBudget": "policy/v1",
+}
+
+func (s *Set) decodeDocument(src Source, raw []byte) error {
+	var h header
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return &Error{Source: src, Reason: "not a Kubernetes object: " + err.Error()}
+	}
+	if h.APIVersion == "" && h.Kind == "" {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: no apiVersion and kind, not a Kubernetes object; skipped", src))
+		return nil
+	}
+	if h.Kind == "" {
+		return &Error{Source: src, Field: "kind", Reason: "required"}
+	}
+	if h.APIVersion == "" {
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "apiVersion", Reason: "required"}
+	}
+	if h.Kind == "List" {
+		return s.decodeList(src, h, raw)
+	}
+	group := h.APIVersion
+	if i := strings.LastIndex(group, "/"); i >= 0 {
+		group = group[:i]
+	} else {
+		group = ""
+	}
+	switch {
+	case group == apiv1.Group || group == apiv1.AWSGroup:
+		return s.decodeKarpenter(src, h, raw)
+	case coreKinds[h.Kind] != "" && (group == "" || isBuiltinGroup(group)):
+		if want := coreKinds[h.Kind]; h.APIVersion != want {
+			return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "apiVersion",
+				Reason: fmt.Sprintf("%s is not supported for %s; use %s", h.APIVersion, h.Kind, want)}
+		}
+		return s.decodeCore(src, h, raw)
+	default:
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s %s (%s) is not used by Dovetail; skipped",
+			src, h.Kind, h.Metadata.Name, h.APIVersion))
+		return nil
+	}
+}
+
+// isBuiltinGroup reports whether group is one of the built-in API groups that serve the core
+// kinds in some (older) version, so an old apiVersion is refused rather than skipped.
+func isBuiltinGroup(group string) bool {
+	switch group {
+	case "apps", "batch", "policy", "extensions":
+		return true
+	}
+	return false
+}
+
+// decodeList reads `kind: List` (what `kubectl get -o yaml` prints): each item is decoded as a
+// document of its own.
+func (s *Set) decodeList(src Source, h header, raw []byte) error {
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return &Error{Source: src, Kind: "List", Field: "items", Reason: "want a list of objects: " + err.Error()}
+	}
+	if src.Item >= 0 {
+		return &Error{Source: src, Kind: "List", Reason: "a List inside a List is not supported"}
+	}
+	for i, item := range list.Items {
+		isrc := src
+		isrc.Item = i
+		if err := s.decodeDocument(isrc, item); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jsonFieldError matches encoding/json's type errors, which name the Go type, then the JSON
+// path ("... Go struct field DeploymentSpec.spec.replicas of type int32").
+var jsonFieldError = regexp.MustCompile(`Go struct field \w+\.([\w.\[\]]+) of type (\S+)`)
+
+func (s *Set) decodeCore(src Source, h header, raw []byte) error {
+	obj, _, err := coreDecoder.Decode(raw, nil, nil)
+	if err != nil {
+		return coreError(src, h, err)
+	}
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		return s.addWorkload(src, o, h.Kind, o.Name, o.Namespace, o.Spec.Replicas, o.Spec.Template)
+	case *appsv1.StatefulSet:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		return s.addWorkload(src, o, h.Kind, o.Name, o.Namespace, o.Spec.Replicas, o.Spec.Template)
+	case *appsv1.ReplicaSet:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		return s.addWorkload(src, o, h.Kind, o.Name, o.Namespace, o.Spec.Replicas, o.Spec.Template)
+	case *batchv1.Job:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		n, err := jobActivePods(src, h, "spec", o.Spec)
+		if err != nil {
+			return err
+		}
+		return s.addWorkload(src, o, h.Kind, o.Name, o.Namespace, &n, o.Spec.Template)
+	case *batchv1.CronJob:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		n, err := jobActivePods(src, h, "spec.jobTemplate.spec", o.Spec.JobTemplate.Spec)
+		if err != nil {
+			return err
+		}
+		return s.addWorkload(src, o, h.Kind, o.Name, o.Namespace, &n, o.Spec.JobTemplate.Spec.Template)
+	case *corev1.Pod:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		if err := checkName(src, h); err != nil {
+			return err
+		}
+		if err := checkPodSpec(src, h, "spec", &o.Spec); err != nil {
+			return err
+		}
+		s.Pods = append(s.Pods, o)
+		s.remember(o)
+	case *appsv1.DaemonSet:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		if err := checkName(src, h); err != nil {
+			return err
+		}
+		if err := checkPodSpec(src, h, "spec.template.spec", &o.Spec.Template.Spec); err != nil {
+			return err
+		}
+		s.DaemonSets = append(s.DaemonSets, o)
+	case *policyv1.PodDisruptionBudget:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		if err := checkName(src, h); err != nil {
+			return err
+		}
+		if o.Spec.MinAvailable != nil && o.Spec.MaxUnavailable != nil {
+			return &Error{Source: src, Kind: h.Kind, Name: o.Name, Field: "spec",
+				Reason: "minAvailable and maxUnavailable are mutually exclusive"}
+		}
+		s.PDBs = append(s.PDBs, o)
+	case *corev1.Node:
+		if err := checkName(src, h); err != nil {
+			return err
+		}
+		s.Nodes = append(s.Nodes, o)
+	case *corev1.Namespace:
+		if err := checkName(src, h); err != nil {
+			return err
+		}
+		s.Namespaces = append(s.Namespaces, o)
+	default:
+		// Unreachable: coreKinds and this switch list the same kinds.
+		return &Error{Source: src, Kind: h.Kind, Reason: fmt.Sprintf("decoded to unexpected type %T", obj)}
+	}
+	return nil
+}
+
+// coreError turns a decoder error into an *Error with the field path when the decoder gave one.
+func coreError(src Source, h header, err error) *Error {
+	e := &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name}
+	if runtime.IsStrictDecodingError(err) {
+		// "strict decoding error: unknown field "spec.foo", duplicate field "x"": already a path.
+		e.Reason = strings.TrimPrefix(err.Error(), "strict decoding error: ")
+		return e
+	}
+	msg := err.Error()
+	if m := jsonFieldError.FindStringSubmatch(msg); m != nil {
+		e.Field = m[1]
+		e.Reason = "wrong type, want " + m[2] + " (" + msg + ")"
+		return e
+	}
+	e.Reason = msg
+	return e
+}
+
+func defaultNamespace(ns *string) {
+	if *ns == "" {
+		*ns = DefaultNamespace
+	}
+}
+
+func checkName(src Source, h header) error {
+	if h.Metadata.Name == "" {
+		return &Error{Source: src, Kind: h.Kind, Field: "metadata.name", Reason: "required"}
+	}
+	return nil
+}
+
+// checkPodSpec refuses what would make a pod meaningless to the solver; the API server's full
+// validation is not repeated here.
+func checkPodSpec(src Source, h header, field string, spec *corev1.PodSpec) error {
+	if len(spec.Containers) == 0 {
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: field + ".containers",
+			Reason: "at least one container is required"}
+	}
+	for i, c := range spec.Containers {
+		if c.Name == "" {
+			return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name,
+				Field: fmt.Sprintf("%s.containers[%d].name", field, i), Reason: "required"}
+		}
+	}
+	return nil
+}
+
+// jobActivePods is how many pods a Job runs at once: parallelism (default 1), capped by
+// completions when set (the Job controller never starts more pods than remaining completions).
+// Source: Kubernetes Job docs, "Controlling parallelism".
+func jobActivePods(src Source, h header, field string, spec batchv1.JobSpec) (int32, error) {
+	n := int32(1)
+	if spec.Parallelism != nil {
+		if *spec.Parallelism < 0 {
+			return 0, &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: field + ".parallelism",
+				Reason: fmt.Sprintf("must be >= 0, got %d", *spec.Parallelism)}
+		}
+		n = *spec.Parallelism
+	}
+	if spec.Completions != nil {
+		if *spec.Completions < 0 {
+			return 0, &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: field + ".completions",
+				Reason: fmt.Sprintf("must be >= 0, got %d", *spec.Completions)}
+		}
+		n = min(n, *spec.Completions)
+	}
+	return n, nil
+}
+
+func (s *Set) addWorkload(src Source, obj runtime.Object, kind, name, ns string, replicas *int32, tmpl corev1.PodTemplateSpec) error {
+	h := header{Kind: kind}
+	h.Metadata.Name = name
+	if err := checkName(src, h); err != nil {
+		return err
+	}
+	templateField := "spec.template.spec"
+	if kind == "CronJob" {
+		templateField = "spec.jobTemplate.spec.template.spec"
+	}
+	if err := checkPodSpec(src, h, templateField, &tmpl.Spec); err != nil {
+		return err
+	}
+	n := int32(1) // Deployment, StatefulSet and ReplicaSet default spec.replicas to 1.
+	if replicas != nil {
+		if *replicas < 0 {
+			return &Error{Source: src, Kind: kind, Name: name, Field: "spec.replicas",
+				Reason: fmt.Sprintf("must be >= 0, got %d", *replicas)}
+		}
+		n = *replicas
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	w := &Workload{
+		Kind: kind, APIVersion: gvk.GroupVersion().String(), Name: name, Namespace: ns,
+		Replicas: n, Template: tmpl, Object: obj, Source: src,
+	}
+	s.Workloads = append(s.Workloads, w)
+	s.remember(w)
+	return nil
+}
+
+// decodeKarpenter reads the karpenter.sh and karpenter.k8s.aws kinds with shared/apis (strict,
+// v1beta1 converted to v1). Any other kind of those groups (v1alpha5 Provisioner, ...) is refused
+// rather than skipped: silently dropping a pool would make every plan wrong.
+func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
+	if !apis.IsKnown(h.APIVersion, h.Kind) {
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "apiVersion",
+			Reason: fmt.Sprintf("%s %s is not supported; Dovetail reads karpenter.sh/v1 (and v1beta1) NodePool, karpenter.sh/v1 NodeClaim and karpenter.k8s.aws/v1 (and v1beta1) EC2NodeClass", h.APIVersion, h.Kind)}
+	}
+	if err := checkName(src, h); err != nil {
+		return err
+	}
+	obj, err := apis.Decode(raw)
+	if err != nil {
+		// apis errors are field-error aggregates that already start with the field path.
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Reason: err.Error()}
+	}
+	switch o := obj.(type) {
+	case *apiv1.NodePool:
+		s.NodePools = append(s.NodePools, o)
+	case *apiv1.EC2NodeClass:
+		s.NodeClasses = append(s.NodeClasses, o)
+	case *apiv1.NodeClaim:
+		s.NodeClaims = append(s.NodeClaims, o)
+	default:
+		return &Error{Source: src, Kind: h.Kind, Reason: fmt.Sprintf("decoded to unexpected type %T", obj)}
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+// Package manifests reads Kubernetes manifests (files, directories, multi-document YAML or JSON)
+// into a Set of typed objects for `dovetail plan` and local dev mode: Karpenter NodePools,
+// EC2NodeClasses and NodeClaims, and the core kinds the solver needs (workload controllers, Pods,
+// DaemonSets, PodDisruptionBudgets, Nodes, Namespaces).
+//
+// Kinds Dovetail does not use (Services, ConfigMaps, CRDs, ...) are skipped with a warning, so a
+// whole `helm template` render can be passed in. A malformed document is an error that names the
+// file, the document index (0-based, in file order) and the field path.
+package manifests
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	apiv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// DefaultNamespace is given to namespaced objects whose metadata.namespace is empty, as kubectl
+// does without --namespace.
+const DefaultNamespace = "default"
+
+// Set is everything read from a group of manifests, each slice in document order.
+type Set struct {
+	NodePools   []*apiv1.NodePool
+	NodeClasses []*apiv1.EC2NodeClass
+	NodeClaims  []*apiv1.NodeClaim
+	// Pods are the standalone Pod documents; those with spec.nodeName are bound to a Node.
+	Pods []*corev1.Pod
+	// Workloads are the pod controllers (Deployment, StatefulSet, ReplicaSet, Job, CronJob);
+	// ExpandPods turns them into pods.
+	Workloads  []*Workload
+	DaemonSets []*appsv1.DaemonSet
+	PDBs       []*policyv1.PodDisruptionBudget
+	// Nodes are existing capacity.
+	Nodes      []*corev1.Node
+	Namespaces []*corev1.Namespace
+	// Warnings lists skipped documents (unknown kinds, documents that are not Kubernetes objects).
+	Warnings []string
+
+	// order remembers the document position of pods and workloads so ExpandPods can interleave
+	// them in document order.
+	order map[any]int
+	seq   int
+}
+
+// Workload is one pod controller read from a manifest.
+type Workload struct {
+	// Kind is Deployment, StatefulSet, ReplicaSet, Job or CronJob; APIVersion is apps/v1 or batch/v1.
+	Kind       string
+	APIVersion string
+	Name       string
+	Namespace  string
+	// Replicas is the number of pods the controller runs at once: spec.replicas (default 1) for
+	// Deployment, StatefulSet and ReplicaSet; for a Job (and one run of a CronJob) the active pods,
+	// min(parallelism (default 1), completions when set), as the Job controller starts them.
+	Replicas int32
+	// Template is the pod template (labels, annotations, spec).
+	Template corev1.PodTemplateSpec
+	// Object is the decoded controller: *appsv1.Deployment, *appsv1.StatefulSet,
+	// *appsv1.ReplicaSet, *batchv1.Job or *batchv1.CronJob.
+	Object runtime.Object
+	// Source is where it was read.
+	Source Source
+}
+
+// Source locates a document: file path, 0-based document index in the file, and the 0-based
+// index in the items of a `kind: List` document (-1 when the document is not a List).
+type Source struct {
+	File string
+	Doc  int
+	Item int
+}
+
+// String is "file doc N" or "file doc N items[M]".
+func (s Source) String() string {
+	if s.Item >= 0 {
+		return fmt.Sprintf("%s doc %d items[%d]", s.File, s.Doc, s.Item)
+	}
+	return fmt.Sprintf("%s doc %d", s.File, s.Doc)
+}
+
+// Error is a malformed document: where it is, which object, the field path and the reason.
+type Error struct {
+	Source Source
+	// Kind and Name identify the object when they could be read ("" otherwise).
+	Kind, Name string
+	// Field is the field path ("spec.replicas"); empty when the reason already names it.
+	Field  string
+	Reason string
+}
+
+func (e *Error) Error() string {
+	msg := e.Source.String()
+	if e.Kind != "" {
+		msg += ": " + e.Kind
+		if e.Name != "" {
+			msg += " " + e.Name
+		}
+	}
+	if e.Field != "" {
+		return msg + ": " + e.Field + ": " + e.Reason
+	}
+	return msg + ": " + e.Reason
+}
+
+func (s *Set) remember(obj any) {
+	if s.order == nil {
+		s.order = map[any]int{}
+	}
+	s.order[obj] = s.seq
+	s.seq++
+}
