@@ -1,0 +1,96 @@
+package fake
+
+import (
+	"fmt"
+	"path"
+
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+)
+
+// EC2 fleet error codes the fake reports for refused offerings (EC2 API reference, "Error codes").
+const (
+	// CodeInsufficientInstanceCapacity: AWS has no capacity for the offering right now.
+	CodeInsufficientInstanceCapacity = "InsufficientInstanceCapacity"
+	// CodeUnsupported: the instance type is not offered in that zone (or with that capacity type).
+	CodeUnsupported = "Unsupported"
+	// CodeInsufficientFreeAddresses: the zone's subnet has no free private address left.
+	CodeInsufficientFreeAddresses = "InsufficientFreeAddressesInSubnet"
+	// CodeMaxSpotInstanceCountExceeded: the account's spot instance limit is reached.
+	CodeMaxSpotInstanceCountExceeded = "MaxSpotInstanceCountExceeded"
+)
+
+// Pattern selects offerings. Each field is a path.Match pattern ("m5.*", "us-east-1[ab]"); an
+// empty field matches anything.
+type Pattern struct {
+	InstanceType string
+	Zone         string
+	CapacityType string
+}
+
+// iceRule is an injected capacity error.
+type iceRule struct {
+	pattern Pattern
+	code    string
+}
+
+// InjectICE makes every offering matching p refuse launches with code (default
+// CodeInsufficientInstanceCapacity) until ClearICE. Rules apply in the order given; the first
+// match's code is reported. A malformed pattern returns an error naming the field.
+func (c *Cloud) InjectICE(p Pattern, code string) error {
+	for field, s := range map[string]string{"instanceType": p.InstanceType, "zone": p.Zone, "capacityType": p.CapacityType} {
+		if _, err := path.Match(s, ""); err != nil {
+			return fmt.Errorf("pattern.%s: %q: %w", field, s, err)
+		}
+	}
+	if code == "" {
+		code = CodeInsufficientInstanceCapacity
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ice = append(c.ice, iceRule{pattern: p, code: code})
+	return nil
+}
+
+// InjectOfferingICE refuses exactly the offering o (its price is ignored); an empty field of o
+// matches any value, as in Pattern.
+func (c *Cloud) InjectOfferingICE(o cloud.OfferingRef, code string) error {
+	return c.InjectICE(Pattern{InstanceType: quoteMeta(o.InstanceType), Zone: quoteMeta(o.Zone), CapacityType: quoteMeta(o.CapacityType)}, code)
+}
+
+// ClearICE removes every injected capacity error.
+func (c *Cloud) ClearICE() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ice = nil
+}
+
+// iceCode returns the code of the first rule matching o. Called with c.mu held.
+func (c *Cloud) iceCode(o cloud.OfferingRef) (string, bool) {
+	for _, r := range c.ice {
+		if match(r.pattern.InstanceType, o.InstanceType) && match(r.pattern.Zone, o.Zone) && match(r.pattern.CapacityType, o.CapacityType) {
+			return r.code, true
+		}
+	}
+	return "", false
+}
+
+func match(pattern, s string) bool {
+	if pattern == "" {
+		return true
+	}
+	ok, _ := path.Match(pattern, s) // validated in InjectICE
+	return ok
+}
+
+// quoteMeta escapes path.Match's special characters so s matches only itself.
+func quoteMeta(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			out = append(out, '\\')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
