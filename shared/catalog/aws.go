@@ -184,6 +184,10 @@ func (r *awsRecord) instanceType() *InstanceType {
 			EvictionThreshold: n.eviction.nonZeroList(),
 		},
 		Spec: spec,
+		// The numeric views come straight from the computation (New then skips prepare).
+		capacityFast:    n.capacity,
+		allocatableFast: n.allocatable(),
+		fastReady:       true,
 	}
 	if r.OnDemandUSDPerHour != nil {
 		it.Offerings = awsOfferings(r.Name, deref(r.Hypervisor), *r.OnDemandUSDPerHour)

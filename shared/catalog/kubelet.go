@@ -18,7 +18,8 @@ type NodeSettings struct {
 	// AMIFamily is the EC2NodeClass spec.amiFamily value (AL2023, AL2, Bottlerocket, Custom,
 	// Windows2019, Windows2022); "" means AL2023. It selects Karpenter's per-family flags: e.g.
 	// Bottlerocket counts maxPods (not ENI-limited pods) in kube-reserved memory and ignores
-	// podsPerCore and evictionSoft.
+	// podsPerCore and evictionSoft; Windows families get 110 pods by default. Only the overhead
+	// changes: the catalog's labels stay kubernetes.io/os=linux.
 	AMIFamily string
 	// Kubelet holds the parsed kubelet overrides; nil = defaults.
 	Kubelet *KubeletOverrides

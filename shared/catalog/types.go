@@ -39,7 +39,8 @@ type InstanceType struct {
 	Capacity corev1.ResourceList
 	// Overhead is kube-reserved + system-reserved + the eviction threshold.
 	Overhead Overhead
-	// Offerings are the zone × capacity type purchase options, sorted by price then zone.
+	// Offerings are the zone × capacity type purchase options, sorted by price, then zone, then
+	// capacity type (SortOfferings).
 	Offerings []Offering
 	// Spec is the hardware the capacity and overhead were computed from (vCPU, memory, ENI pod
 	// limit, devices); nil for types built by hand, which then derive overrides from Capacity and
