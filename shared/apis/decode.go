@@ -51,9 +51,10 @@ func IsKnown(apiVersion, kind string) bool {
 // ("spec.template.spec.foo: Forbidden: unknown field"). An unknown apiVersion/kind wraps
 // ErrUnknownKind. Decode does not default or validate; see Load for all three steps.
 func Decode(doc []byte) (runtime.Object, error) {
-	j, err := yaml.YAMLToJSON(doc)
+	// YAMLToJSONStrict refuses duplicate keys, which YAML parsers otherwise resolve silently.
+	j, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
-		return nil, fmt.Errorf("not a YAML or JSON document: %w", err)
+		return nil, fmt.Errorf("not a valid YAML or JSON document: %w", err)
 	}
 	var tm metav1.TypeMeta
 	if err := yaml.Unmarshal(j, &tm); err != nil {

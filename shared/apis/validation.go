@@ -58,7 +58,7 @@ func ValidateNodePool(np *v1.NodePool) field.ErrorList {
 	errs = append(errs, validateName(np.Name)...)
 	tmpl := spec.Child("template")
 	errs = append(errs, validateLabels(np.Spec.Template.ObjectMeta.Labels, tmpl.Child("metadata", "labels"))...)
-	errs = append(errs, validateNodeClaimSpec(&np.Spec.Template.Spec, tmpl.Child("spec"))...)
+	errs = append(errs, validateNodeClaimSpec(&np.Spec.Template.Spec, tmpl.Child("spec"), true)...)
 	if len(np.Spec.Template.Spec.Resources.Requests) > 0 {
 		errs = append(errs, field.Forbidden(tmpl.Child("spec", "resources"), "a NodePool template cannot set resources; NodeClaims are sized by their pods"))
 	}
@@ -95,7 +95,9 @@ func ValidateNodeClaim(nc *v1.NodeClaim) field.ErrorList {
 	}
 	errs := validateName(nc.Name)
 	errs = append(errs, validateLabels(nc.Labels, field.NewPath("metadata", "labels"), allowAll)...)
-	return append(errs, validateNodeClaimSpec(&nc.Spec, field.NewPath("spec"))...)
+	// A NodeClaim's requirements carry the labels Dovetail itself assigns (karpenter.sh/nodepool),
+	// so the restricted-label rule, which guards user-written NodePools, does not apply.
+	return append(errs, validateNodeClaimSpec(&nc.Spec, field.NewPath("spec"), false)...)
 }
 
 func validateName(name string) field.ErrorList {
@@ -132,14 +134,14 @@ func validateLabels(labels map[string]string, p *field.Path, skipRestricted ...b
 	return errs
 }
 
-func validateNodeClaimSpec(s *v1.NodeClaimSpec, p *field.Path) field.ErrorList {
+func validateNodeClaimSpec(s *v1.NodeClaimSpec, p *field.Path, restricted bool) field.ErrorList {
 	var errs field.ErrorList
 	rp := p.Child("requirements")
 	if len(s.Requirements) > maxRequirements {
 		errs = append(errs, field.TooMany(rp, len(s.Requirements), maxRequirements))
 	}
 	for i := range s.Requirements {
-		errs = append(errs, ValidateRequirement(s.Requirements[i], rp.Index(i))...)
+		errs = append(errs, validateRequirement(s.Requirements[i], rp.Index(i), restricted)...)
 	}
 	seen := map[string]bool{}
 	errs = append(errs, validateTaints(s.Taints, p.Child("taints"), seen)...)
@@ -176,6 +178,10 @@ func validateNodeClaimSpec(s *v1.NodeClaimSpec, p *field.Path) field.ErrorList {
 // DoesNotExist none), each value a valid label value, and minValues (1-50, at most the number
 // of In values).
 func ValidateRequirement(r v1.NodeSelectorRequirementWithMinValues, p *field.Path) field.ErrorList {
+	return validateRequirement(r, p, true)
+}
+
+func validateRequirement(r v1.NodeSelectorRequirementWithMinValues, p *field.Path, restricted bool) field.ErrorList {
 	var errs field.ErrorList
 	kp, vp := p.Child("key"), p.Child("values")
 	if r.Key == "" {
@@ -184,7 +190,7 @@ func ValidateRequirement(r v1.NodeSelectorRequirementWithMinValues, p *field.Pat
 		for _, m := range validation.IsQualifiedName(r.Key) {
 			errs = append(errs, field.Invalid(kp, r.Key, m))
 		}
-		if reason := RestrictedLabelReason(r.Key); reason != "" {
+		if reason := RestrictedLabelReason(r.Key); restricted && reason != "" {
 			errs = append(errs, field.Forbidden(kp, reason))
 		}
 	}
