@@ -58,26 +58,16 @@ type NodeSpec struct {
 	// Taints are the taints the kubelet registers with (--register-with-taints): the NodeClaim's
 	// taints and startup taints.
 	Taints []corev1.Taint
-	// Kubelet is the NodeClass kubelet configuration; it changes allocatable when the catalog's
-	// instance type can compute it (an AllocatableWith method), otherwise it is ignored.
-	Kubelet *apisv1.KubeletConfiguration
+	// Settings are the NodeClass settings that change capacity and allocatable (AMI family,
+	// kubelet maxPods / reservations / eviction, root volume size); see NodeSettingsFor. nil means
+	// the catalog's defaults (AL2023, default kubelet, 20Gi root volume).
+	Settings *catalog.NodeSettings
 	// KubeletVersion is reported in status.nodeInfo ("v1.37.2"). Optional.
 	KubeletVersion string
 	// OSImage is reported in status.nodeInfo ("Amazon Linux 2023", "Bottlerocket OS"). Optional.
 	OSImage string
 	// Now is the heartbeat and transition time of the node conditions.
 	Now time.Time
-}
-
-// allocatableWith is implemented by catalog instance types that compute allocatable under a
-// NodeClass kubelet configuration (maxPods, podsPerCore, kube/system reserved, evictionHard).
-type allocatableWith interface {
-	AllocatableWith(*apisv1.KubeletConfiguration) corev1.ResourceList
-}
-
-// allocatableWithErr is the same with an error for an invalid configuration.
-type allocatableWithErr interface {
-	AllocatableWith(*apisv1.KubeletConfiguration) (corev1.ResourceList, error)
 }
 
 // NodeFor builds the Node object a kubelet on EKS registers for inst, an instance of type it:
@@ -148,14 +138,11 @@ func NodeFor(it *catalog.InstanceType, inst Instance, spec NodeSpec) (*corev1.No
 		}
 	}
 
-	allocatable, err := allocatableFor(it, spec.Kubelet)
-	if err != nil {
-		return nil, fmt.Errorf("kubelet: %w", err)
-	}
-	capacity := it.Capacity.DeepCopy()
-	// The kubelet reports capacity.pods = allocatable.pods = its max-pods; there is no pod reservation.
-	if p, ok := allocatable[corev1.ResourcePods]; ok {
-		capacity[corev1.ResourcePods] = p.DeepCopy()
+	// The same computation the solver packs against, so the node offers what was planned.
+	capacity, allocatable := it.Capacity.DeepCopy(), it.Allocatable()
+	if spec.Settings != nil {
+		c, a := it.ResourcesWith(*spec.Settings)
+		capacity, allocatable = c.List(), a.List()
 	}
 
 	now := metav1.NewTime(spec.Now)
@@ -197,24 +184,6 @@ func NodeFor(it *catalog.InstanceType, inst Instance, spec NodeSpec) (*corev1.No
 		},
 	}
 	return node, nil
-}
-
-// allocatableFor is the type's allocatable, under the kubelet configuration when the catalog
-// can compute it.
-func allocatableFor(it *catalog.InstanceType, kubelet *apisv1.KubeletConfiguration) (corev1.ResourceList, error) {
-	if kubelet != nil {
-		switch a := any(it).(type) {
-		case allocatableWith:
-			return a.AllocatableWith(kubelet), nil
-		case allocatableWithErr:
-			return a.AllocatableWith(kubelet)
-		}
-	}
-	out := it.Allocatable()
-	if out == nil {
-		out = corev1.ResourceList{}
-	}
-	return out, nil
 }
 
 // validateLabels checks every key and value against the Kubernetes label syntax, in key order

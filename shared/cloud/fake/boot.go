@@ -104,7 +104,7 @@ func (c *Cloud) nodeOf(inst *instance, now time.Time) (*corev1.Node, error) {
 		Region:         c.region,
 		Labels:         inst.labels,
 		Taints:         inst.taints,
-		Kubelet:        inst.kubelet,
+		Settings:       &inst.settings,
 		KubeletVersion: c.kubeletVersion,
 		OSImage:        inst.osImage,
 		Now:            now,

@@ -120,7 +120,7 @@ type instance struct {
 	privateIP  netip.Addr
 	labels     map[string]string
 	taints     []corev1.Taint
-	kubelet    *apisv1.KubeletConfiguration
+	settings   catalog.NodeSettings
 	osImage    string
 	bootAt     time.Time
 	registered bool
@@ -213,7 +213,8 @@ func (c *Cloud) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Ins
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := c.validate(req); err != nil {
+	settings, err := c.validate(req)
+	if err != nil {
 		c.count(func(s *Stats) { s.CreateCalls++ })
 		return nil, err
 	}
@@ -248,7 +249,7 @@ func (c *Cloud) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Ins
 			c.stats.ICEs++
 			continue
 		}
-		inst := c.launch(req, cand, ip)
+		inst := c.launch(req, cand, ip, settings)
 		c.tokens[req.ClientToken] = tokenRecord{digest: digest, instanceID: inst.ID}
 		c.stats.Launches++
 		out := inst.snapshot()
@@ -258,58 +259,60 @@ func (c *Cloud) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Ins
 	return nil, &cloud.InsufficientCapacityError{Unavailable: refused}
 }
 
-// validate checks what EC2 would reject outright, naming the field.
-func (c *Cloud) validate(req cloud.LaunchRequest) error {
+// validate checks what EC2 would reject outright, naming the field, and parses the NodeClass
+// settings the node will boot with.
+func (c *Cloud) validate(req cloud.LaunchRequest) (catalog.NodeSettings, error) {
+	var none catalog.NodeSettings
 	switch {
 	case req.ClientToken == "":
-		return errors.New("clientToken: required (launches must be idempotent)")
+		return none, errors.New("clientToken: required (launches must be idempotent)")
 	case len(req.ClientToken) > maxClientTokenLen:
-		return fmt.Errorf("clientToken: %d characters, EC2 allows at most %d", len(req.ClientToken), maxClientTokenLen)
+		return none, fmt.Errorf("clientToken: %d characters, EC2 allows at most %d", len(req.ClientToken), maxClientTokenLen)
 	}
 	for i := 0; i < len(req.ClientToken); i++ {
 		if req.ClientToken[i] > 0x7e || req.ClientToken[i] < 0x20 {
-			return fmt.Errorf("clientToken: byte %d is not printable ASCII", i)
+			return none, fmt.Errorf("clientToken: byte %d is not printable ASCII", i)
 		}
 	}
 	tag, ok := req.Tags[apisv1.TagCluster]
 	switch {
 	case !ok || tag == "":
-		return fmt.Errorf("tags[%q]: required on every launch (only tagged instances can be found and terminated)", apisv1.TagCluster)
+		return none, fmt.Errorf("tags[%q]: required on every launch (only tagged instances can be found and terminated)", apisv1.TagCluster)
 	case tag != c.cluster:
-		return fmt.Errorf("tags[%q]: %q is not this provider's cluster %q", apisv1.TagCluster, tag, c.cluster)
+		return none, fmt.Errorf("tags[%q]: %q is not this provider's cluster %q", apisv1.TagCluster, tag, c.cluster)
 	case req.Cluster != "" && req.Cluster != tag:
-		return fmt.Errorf("cluster: %q does not match tags[%q] %q", req.Cluster, apisv1.TagCluster, tag)
+		return none, fmt.Errorf("cluster: %q does not match tags[%q] %q", req.Cluster, apisv1.TagCluster, tag)
 	}
 	if len(req.Offerings) == 0 {
-		return errors.New("offerings: empty, nothing to launch")
+		return none, errors.New("offerings: empty, nothing to launch")
 	}
 	for i, o := range req.Offerings {
 		if c.catalog.Get(o.InstanceType) == nil {
-			return fmt.Errorf("offerings[%d].instanceType: %q is not in the %s catalog", i, o.InstanceType, c.region)
+			return none, fmt.Errorf("offerings[%d].instanceType: %q is not in the %s catalog", i, o.InstanceType, c.region)
 		}
 		switch o.CapacityType {
 		case apisv1.CapacityTypeOnDemand, apisv1.CapacityTypeSpot, apisv1.CapacityTypeReserved:
 		default:
-			return fmt.Errorf("offerings[%d].capacityType: %q is not one of on-demand, spot, reserved", i, o.CapacityType)
+			return none, fmt.Errorf("offerings[%d].capacityType: %q is not one of on-demand, spot, reserved", i, o.CapacityType)
 		}
 		if o.Zone == "" {
-			return fmt.Errorf("offerings[%d].zone: required", i)
+			return none, fmt.Errorf("offerings[%d].zone: required", i)
 		}
 	}
 	// Refuse labels and taints a kubelet could not register with now, not at boot.
 	first := req.Offerings[0]
 	probe := cloud.Instance{ID: "i-00000000000000000", InstanceType: first.InstanceType, Zone: first.Zone,
 		CapacityType: first.CapacityType, ProviderID: cloud.AWSProviderID(first.Zone, "i-00000000000000000")}
-	var kubelet *apisv1.KubeletConfiguration
-	if req.NodeClass != nil {
-		kubelet = req.NodeClass.Spec.Kubelet
+	settings, err := cloud.NodeSettingsFor(req.NodeClass)
+	if err != nil {
+		return none, fmt.Errorf("nodeClass: %w", err)
 	}
 	if _, err := cloud.NodeFor(c.catalog.Get(first.InstanceType), probe, cloud.NodeSpec{
-		Name: "ip-10-0-0-4.ec2.internal", Region: c.region, Labels: req.Labels, Taints: req.Taints, Kubelet: kubelet,
+		Name: "ip-10-0-0-4.ec2.internal", Region: c.region, Labels: req.Labels, Taints: req.Taints, Settings: &settings,
 	}); err != nil {
-		return err
+		return none, err
 	}
-	return nil
+	return settings, nil
 }
 
 // candidate is an offering the catalog has, with the catalog's price.
@@ -378,7 +381,7 @@ func findOffering(it *catalog.InstanceType, zone, capacityType string) (catalog.
 }
 
 // launch records a new pending instance. Called with c.mu held.
-func (c *Cloud) launch(req cloud.LaunchRequest, cand candidate, ip netip.Addr) *instance {
+func (c *Cloud) launch(req cloud.LaunchRequest, cand candidate, ip netip.Addr, settings catalog.NodeSettings) *instance {
 	id := c.instanceID(req.ClientToken)
 	now := c.clock.Now()
 	tags := make(map[string]string, len(req.Tags))
@@ -405,10 +408,10 @@ func (c *Cloud) launch(req cloud.LaunchRequest, cand candidate, ip netip.Addr) *
 		privateIP: ip,
 		labels:    labels,
 		taints:    append([]corev1.Taint(nil), req.Taints...),
+		settings:  settings,
 		bootAt:    now.Add(c.bootDelay),
 	}
 	if req.NodeClass != nil {
-		inst.kubelet = req.NodeClass.Spec.Kubelet
 		inst.osImage = osImage(req.NodeClass)
 	}
 	c.instances[id] = inst
