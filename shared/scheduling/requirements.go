@@ -372,3 +372,35 @@ func NormalizeLabelKey(k string) string {
 	}
 	return k
 }
+
+// NodeSelectorRequirements renders the requirement back as node selector requirements
+// (ANDed): In or DoesNotExist for a finite set, NotIn/Exists for a complement, plus Gt/Lt for
+// bounds. Used to write a NodeClaim's requirements.
+func (r *Requirement) NodeSelectorRequirements() []corev1.NodeSelectorRequirement {
+	var out []corev1.NodeSelectorRequirement
+	switch {
+	case !r.complement && len(r.values) > 0:
+		return []corev1.NodeSelectorRequirement{{Key: r.Key, Operator: corev1.NodeSelectorOpIn, Values: r.Values()}}
+	case !r.complement && r.absentOK:
+		return []corev1.NodeSelectorRequirement{{Key: r.Key, Operator: corev1.NodeSelectorOpDoesNotExist}}
+	case !r.complement:
+		// Unsatisfiable: an In with no values says so.
+		return []corev1.NodeSelectorRequirement{{Key: r.Key, Operator: corev1.NodeSelectorOpIn, Values: []string{}}}
+	case len(r.values) > 0:
+		vals := make([]string, 0, len(r.values))
+		for v := range r.values {
+			vals = append(vals, v)
+		}
+		sort.Strings(vals)
+		out = append(out, corev1.NodeSelectorRequirement{Key: r.Key, Operator: corev1.NodeSelectorOpNotIn, Values: vals})
+	case r.gt == nil && r.lt == nil:
+		out = append(out, corev1.NodeSelectorRequirement{Key: r.Key, Operator: corev1.NodeSelectorOpExists})
+	}
+	if r.gt != nil {
+		out = append(out, corev1.NodeSelectorRequirement{Key: r.Key, Operator: corev1.NodeSelectorOpGt, Values: []string{strconv.FormatInt(*r.gt, 10)}})
+	}
+	if r.lt != nil {
+		out = append(out, corev1.NodeSelectorRequirement{Key: r.Key, Operator: corev1.NodeSelectorOpLt, Values: []string{strconv.FormatInt(*r.lt, 10)}})
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Resources is a numeric resource vector, fast to add and compare in the solver's hot loops.
@@ -220,4 +221,27 @@ func PodRequests(pod *corev1.Pod) Resources {
 	}
 	eff.Pods = 1
 	return eff
+}
+
+// List converts back to a ResourceList (zero components omitted).
+func (r Resources) List() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	if r.MilliCPU != 0 {
+		out[corev1.ResourceCPU] = *resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI)
+	}
+	if r.Memory != 0 {
+		out[corev1.ResourceMemory] = *resource.NewQuantity(r.Memory, resource.BinarySI)
+	}
+	if r.EphemeralStorage != 0 {
+		out[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(r.EphemeralStorage, resource.BinarySI)
+	}
+	if r.Pods != 0 {
+		out[corev1.ResourcePods] = *resource.NewQuantity(r.Pods, resource.DecimalSI)
+	}
+	for k, v := range r.Scalar {
+		if v != 0 {
+			out[k] = *resource.NewQuantity(v, resource.DecimalSI)
+		}
+	}
+	return out
 }

@@ -1,0 +1,196 @@
+// Package launch turns a planned NodeClaim into a launched instance and the NodeClaim object
+// that records it. It is the one place the provision (and later interruption, consolidation
+// and drift) functions call the cloud Provider to create capacity, so idempotency is decided once:
+// the NodeClaim name and the fleet ClientToken both derive from the decision.
+package launch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+)
+
+// Annotations Dovetail puts on the NodeClaims it launches.
+const (
+	AnnotationClientToken      = "dovetail.dev/client-token"
+	AnnotationSnapshotRevision = "dovetail.dev/snapshot-revision"
+)
+
+// UnavailableTTL is how long an offering the cloud refused stays marked unavailable (Karpenter
+// keeps insufficient-capacity offerings out of its cache for 3 minutes).
+const UnavailableTTL = 3 * time.Minute
+
+// Launcher launches planned NodeClaims through a Provider.
+type Launcher struct {
+	Cluster  string
+	Provider cloud.Provider
+	Catalog  *catalog.Catalog
+}
+
+// Decision identifies what a launch was decided from, for idempotency.
+type Decision struct {
+	// Revision is the snapshot revision the plan was made on.
+	Revision int64
+	// Time is the snapshot's time: the clock for marks and timestamps.
+	Time time.Time
+}
+
+// Result is one launch attempt.
+type Result struct {
+	NodeClaim *apisv1.NodeClaim // set when an instance was launched
+	Instance  *cloud.Instance
+	// Unavailable are offerings the cloud refused during the attempt, as marks to record.
+	Unavailable []events.UnavailableOfferingMark
+	Err         error
+}
+
+// NodeClaimName is "<nodepool>-<10 hex>" from the cluster, the snapshot revision and the
+// claim's pods, so a redelivered decision names (and launches) the same NodeClaim.
+func NodeClaimName(cluster string, d Decision, plan *provisioning.NodeClaimPlan) string {
+	keys := make([]string, 0, len(plan.Pods))
+	for _, p := range plan.Pods {
+		keys = append(keys, p.Namespace+"/"+p.Name)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%s\x00", cluster, d.Revision, plan.NodePool.Name)
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+	}
+	name := plan.NodePool.Name
+	if len(name) > 52 {
+		name = name[:52]
+	}
+	return name + "-" + hex.EncodeToString(h.Sum(nil))[:10]
+}
+
+// ClientToken is the fleet idempotency token for a NodeClaim: at most 64 ASCII characters
+// (the EC2 ClientToken limit).
+func ClientToken(cluster, nodeClaimName string) string {
+	sum := sha256.Sum256([]byte(cluster + "/" + nodeClaimName))
+	return "dovetail-" + hex.EncodeToString(sum[:])[:48]
+}
+
+// Launch asks the provider for one instance from the plan's offerings and returns the NodeClaim
+// recording it (status.providerID, capacity, allocatable, Launched condition). When every
+// offering is refused, Result.Err is a *cloud.InsufficientCapacityError and Unavailable lists
+// the marks to record.
+func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.NodeClaimPlan, nodeClass *apisv1.EC2NodeClass) Result {
+	name := NodeClaimName(l.Cluster, d, plan)
+	token := ClientToken(l.Cluster, name)
+	offs := make([]cloud.OfferingRef, 0, len(plan.Offerings))
+	for _, o := range plan.Offerings {
+		offs = append(offs, cloud.OfferingRef{InstanceType: o.InstanceType.Name, Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.PricePerHour})
+	}
+	nc := l.nodeClaim(name, token, d, plan)
+	tags := map[string]string{}
+	if nodeClass != nil {
+		for k, v := range nodeClass.Spec.Tags {
+			tags[k] = v
+		}
+	}
+	// Dovetail's own tags win over the NodeClass's: termination is scoped by them.
+	tags[apisv1.TagCluster] = l.Cluster
+	tags[apisv1.TagNodePool] = plan.NodePool.Name
+	tags[apisv1.TagNodeClaim] = name
+	tags["Name"] = name
+	inst, err := l.Provider.Create(ctx, cloud.LaunchRequest{
+		ClientToken: token, Cluster: l.Cluster, NodeClaim: nc, NodeClass: nodeClass,
+		Offerings: offs, Labels: plan.Labels, Taints: append(append([]corev1.Taint(nil), plan.Taints...), plan.StartupTaints...), Tags: tags,
+	})
+	var res Result
+	var ice *cloud.InsufficientCapacityError
+	if errors.As(err, &ice) {
+		for _, u := range ice.Unavailable {
+			res.Unavailable = append(res.Unavailable, events.UnavailableOfferingMark{
+				InstanceType: u.Offering.InstanceType, Zone: u.Offering.Zone, CapacityType: u.Offering.CapacityType,
+				Reason: u.Code, Expires: metav1.NewTime(d.Time.Add(UnavailableTTL)),
+			})
+		}
+	}
+	if err != nil {
+		res.Err = fmt.Errorf("launching nodeclaim %s: %w", name, err)
+		return res
+	}
+	l.record(nc, inst)
+	res.NodeClaim, res.Instance = nc, inst
+	return res
+}
+
+// nodeClaim builds the NodeClaim the plan describes, before launch.
+func (l *Launcher) nodeClaim(name, token string, d Decision, plan *provisioning.NodeClaimPlan) *apisv1.NodeClaim {
+	tmpl := plan.NodePool.Spec.Template
+	labels := map[string]string{}
+	for k, v := range plan.Labels {
+		labels[k] = v
+	}
+	labels[apisv1.LabelNodePool] = plan.NodePool.Name
+	annotations := map[string]string{AnnotationClientToken: token, AnnotationSnapshotRevision: strconv.FormatInt(d.Revision, 10)}
+	for k, v := range tmpl.ObjectMeta.Annotations {
+		annotations[k] = v
+	}
+	reqs := make([]apisv1.NodeSelectorRequirementWithMinValues, 0, len(plan.Requirements)+1)
+	for _, k := range plan.Requirements.Keys() {
+		if k == corev1.LabelInstanceTypeStable {
+			continue
+		}
+		r := plan.Requirements[k]
+		for _, nsr := range r.NodeSelectorRequirements() {
+			reqs = append(reqs, apisv1.NodeSelectorRequirementWithMinValues{NodeSelectorRequirement: nsr, MinValues: r.MinValues})
+		}
+	}
+	reqs = append(reqs, apisv1.NodeSelectorRequirementWithMinValues{NodeSelectorRequirement: corev1.NodeSelectorRequirement{
+		Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: plan.InstanceTypeOptions()}})
+	requests := plan.Requests.Add(plan.Cheapest().DaemonOverhead)
+	return &apisv1.NodeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: labels, Annotations: annotations,
+			CreationTimestamp: metav1.NewTime(d.Time),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: apisv1.GroupVersion, Kind: "NodePool",
+				Name: plan.NodePool.Name, UID: plan.NodePool.UID, BlockOwnerDeletion: ptr(true)}},
+		},
+		Spec: apisv1.NodeClaimSpec{
+			Taints: plan.Taints, StartupTaints: plan.StartupTaints, Requirements: reqs, NodeClassRef: plan.NodeClassRef,
+			Resources:              apisv1.ResourceRequirements{Requests: requests.List()},
+			ExpireAfter:            tmpl.Spec.ExpireAfter,
+			TerminationGracePeriod: tmpl.Spec.TerminationGracePeriod,
+		},
+	}
+}
+
+// record fills in what the launch decided: the offering's labels, provider ID and resources.
+func (l *Launcher) record(nc *apisv1.NodeClaim, inst *cloud.Instance) {
+	nc.Labels[corev1.LabelInstanceTypeStable] = inst.InstanceType
+	nc.Labels[corev1.LabelTopologyZone] = inst.Zone
+	nc.Labels[apisv1.LabelCapacityType] = inst.CapacityType
+	if l.Catalog != nil {
+		if it := l.Catalog.Get(inst.InstanceType); it != nil {
+			for k, v := range it.Labels {
+				nc.Labels[k] = v
+			}
+			nc.Status.Capacity = it.Capacity
+			nc.Status.Allocatable = it.Allocatable()
+		}
+	}
+	nc.Status.ProviderID = inst.ProviderID
+	nc.Status.Conditions = []metav1.Condition{{Type: apisv1.ConditionLaunched, Status: metav1.ConditionTrue,
+		Reason: "Launched", LastTransitionTime: nc.CreationTimestamp}}
+}
+
+func ptr[T any](v T) *T { return &v }
