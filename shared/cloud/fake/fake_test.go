@@ -600,3 +600,28 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("after deleting all: %d listed, stats %+v, %d nodes", len(list), c.Stats(), reg.count())
 	}
 }
+
+// TestRunTicksOnTheClock drives Run with the fake clock: the instance boots once the clock has
+// passed BootDelay and Run's timer has fired.
+func TestRunTicksOnTheClock(t *testing.T) {
+	c, clk, reg := newCloud(t, 5*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx, time.Second); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	mustCreate(t, c, request("t1", off("m5.large", "us-east-1a", "on-demand")))
+	deadline := time.Now().Add(5 * time.Second)
+	for reg.count() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no node after stepping the clock; stats %+v", c.Stats())
+		}
+		if clk.HasWaiters() { // Run is waiting on its timer: move time on by one interval
+			clk.Step(time.Second)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := clk.Since(t0); got < 5*time.Second {
+		t.Fatalf("registered after %v of fake time, want at least the 5s BootDelay", got)
+	}
+}

@@ -37,9 +37,9 @@ type iceRule struct {
 // CodeInsufficientInstanceCapacity) until ClearICE. Rules apply in the order given; the first
 // match's code is reported. A malformed pattern returns an error naming the field.
 func (c *Cloud) InjectICE(p Pattern, code string) error {
-	for field, s := range map[string]string{"instanceType": p.InstanceType, "zone": p.Zone, "capacityType": p.CapacityType} {
-		if _, err := path.Match(s, ""); err != nil {
-			return fmt.Errorf("pattern.%s: %q: %w", field, s, err)
+	for _, f := range [...]struct{ field, pattern string }{{"instanceType", p.InstanceType}, {"zone", p.Zone}, {"capacityType", p.CapacityType}} {
+		if _, err := path.Match(f.pattern, ""); err != nil {
+			return fmt.Errorf("pattern.%s: %q: %w", f.field, f.pattern, err)
 		}
 	}
 	if code == "" {

@@ -1,0 +1,55 @@
+package cloud
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+func bdm(device string, size string, root bool) apisv1.BlockDeviceMapping {
+	q := resource.MustParse(size)
+	return apisv1.BlockDeviceMapping{DeviceName: &device, EBS: &apisv1.BlockDevice{VolumeSize: &q}, RootVolume: root}
+}
+
+// The volume backing ephemeral storage, per Karpenter's rule (see NodeSettingsFor).
+func TestNodeSettingsForEphemeralVolume(t *testing.T) {
+	const gi = int64(1) << 30
+	cases := map[string]struct {
+		alias string
+		bdms  []apisv1.BlockDeviceMapping
+		want  int64 // bytes; 0 = the catalog default (20Gi)
+	}{
+		"none":                      {"al2023@latest", nil, 0},
+		"rootVolume wins":           {"al2023@latest", []apisv1.BlockDeviceMapping{bdm("/dev/xvda", "30Gi", false), bdm("/dev/sdf", "50Gi", true)}, 50 * gi},
+		"al2023 root device":        {"al2023@latest", []apisv1.BlockDeviceMapping{bdm("/dev/xvda", "80Gi", false)}, 80 * gi},
+		"al2023 other device":       {"al2023@latest", []apisv1.BlockDeviceMapping{bdm("/dev/xvdb", "80Gi", false)}, 0},
+		"bottlerocket data volume":  {"bottlerocket@latest", []apisv1.BlockDeviceMapping{bdm("/dev/xvda", "4Gi", false), bdm("/dev/xvdb", "60Gi", false)}, 60 * gi},
+		"custom takes the last one": {"", []apisv1.BlockDeviceMapping{bdm("/dev/xvda", "10Gi", false), bdm("/dev/xvdc", "70Gi", false)}, 70 * gi},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			nc := &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{BlockDeviceMappings: tc.bdms}}
+			if tc.alias != "" {
+				nc.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Alias: tc.alias}}
+			}
+			s, err := NodeSettingsFor(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.EphemeralStorageBytes != tc.want {
+				t.Fatalf("ephemeral %d, want %d", s.EphemeralStorageBytes, tc.want)
+			}
+		})
+	}
+}
+
+func TestNodeSettingsForRefusesBadKubelet(t *testing.T) {
+	maxPods := int32(-1)
+	_, err := NodeSettingsFor(&apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{Kubelet: &apisv1.KubeletConfiguration{MaxPods: &maxPods}}})
+	if err == nil || !strings.Contains(err.Error(), "spec.kubelet.maxPods") {
+		t.Fatalf("err %v, want spec.kubelet.maxPods", err)
+	}
+}
