@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -126,7 +128,7 @@ var jsonFieldError = regexp.MustCompile(`Go struct field \w+\.([\w.\[\]]+) of ty
 func (s *Set) decodeCore(src Source, h header, raw []byte) error {
 	obj, _, err := coreDecoder.Decode(raw, nil, nil)
 	if err != nil {
-		return coreError(src, h, err)
+		return coreError(src, h, raw, err)
 	}
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
@@ -199,7 +201,7 @@ func (s *Set) decodeCore(src Source, h header, raw []byte) error {
 }
 
 // coreError turns a decoder error into an *Error with the field path when the decoder gave one.
-func coreError(src Source, h header, err error) *Error {
+func coreError(src Source, h header, raw []byte, err error) *Error {
 	e := &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name}
 	if runtime.IsStrictDecodingError(err) {
 		// "strict decoding error: unknown field "spec.foo", duplicate field "x"": already a path.
@@ -207,6 +209,14 @@ func coreError(src Source, h header, err error) *Error {
 		return e
 	}
 	msg := err.Error()
+	if strings.Contains(msg, "quantities must match") {
+		// resource.Quantity's parse error carries no path; find the offending value ourselves.
+		if path, val, ok := findBadQuantity(raw); ok {
+			e.Field = path
+			e.Reason = fmt.Sprintf("%q is not a quantity (want e.g. 250m, 1.5, 512Mi, 2Gi)", val)
+			return e
+		}
+	}
 	if m := jsonFieldError.FindStringSubmatch(msg); m != nil {
 		e.Field = m[1]
 		e.Reason = "wrong type, want " + m[2] + " (" + msg + ")"
@@ -214,6 +224,57 @@ func coreError(src Source, h header, err error) *Error {
 	}
 	e.Reason = msg
 	return e
+}
+
+// resourceListKeys are the fields of the core kinds whose values are resource.Quantity maps.
+var resourceListKeys = map[string]bool{
+	"requests": true, "limits": true, "capacity": true, "allocatable": true, "overhead": true,
+}
+
+// findBadQuantity returns the path and value of the first entry of a resource list (requests,
+// limits, capacity, allocatable, overhead) that does not parse as a quantity, walking the
+// document in key order.
+func findBadQuantity(raw []byte) (path, value string, ok bool) {
+	var doc any
+	if json.Unmarshal(raw, &doc) != nil {
+		return "", "", false
+	}
+	var walk func(v any, path string, inList bool) (string, string, bool)
+	walk = func(v any, path string, inList bool) (string, string, bool) {
+		switch t := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(t))
+			for k := range t {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				if inList {
+					if s, isStr := t[k].(string); isStr {
+						if _, err := resource.ParseQuantity(s); err != nil {
+							return p, s, true
+						}
+					}
+					continue
+				}
+				if p, s, found := walk(t[k], p, resourceListKeys[k]); found {
+					return p, s, true
+				}
+			}
+		case []any:
+			for i, e := range t {
+				if p, s, found := walk(e, fmt.Sprintf("%s[%d]", path, i), false); found {
+					return p, s, true
+				}
+			}
+		}
+		return "", "", false
+	}
+	return walk(doc, "", false)
 }
 
 func defaultNamespace(ns *string) {
@@ -298,8 +359,8 @@ func (s *Set) addWorkload(src Source, obj runtime.Object, kind, name, ns string,
 	return nil
 }
 
-// decodeKarpenter reads the karpenter.sh and karpenter.k8s.aws kinds with shared/apis (strict,
-// v1beta1 converted to v1). Any other kind of those groups (v1alpha5 Provisioner, ...) is refused
+// decodeKarpenter reads the karpenter.sh and karpenter.k8s.aws kinds with shared/apis.Load
+// (strict decoding, v1beta1 converted to v1, defaults filled, validated). Any other kind of those groups (v1alpha5 Provisioner, ...) is refused
 // rather than skipped: silently dropping a pool would make every plan wrong.
 func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
 	if !apis.IsKnown(h.APIVersion, h.Kind) {
@@ -309,7 +370,7 @@ func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
 	if err := checkName(src, h); err != nil {
 		return err
 	}
-	obj, err := apis.Decode(raw)
+	obj, err := apis.Load(raw)
 	if err != nil {
 		// apis errors are field-error aggregates that already start with the field path.
 		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Reason: err.Error()}
