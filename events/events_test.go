@@ -333,7 +333,11 @@ func TestValidateFieldPaths(t *testing.T) {
 		{with(func(c *Command) { c.Kind = CommandCreateNodeClaim }), []string{"command.nodeClaim: required for kind CreateNodeClaim"}},
 		{with(func(c *Command) { c.Kind = CommandCreateNodeClaim; c.NodeClaim = nc }), []string{"command.nodeClaim.status.providerID: required for kind CreateNodeClaim"}},
 		{with(func(c *Command) { c.Kind = CommandDrainNode }), []string{"command.nodeName: required for kind DrainNode"}},
-		{with(func(c *Command) { c.Kind = CommandTaintNode; c.NodeName = "n"; c.Taint = &corev1.Taint{Effect: "Sometimes"} }),
+		{with(func(c *Command) {
+			c.Kind = CommandTaintNode
+			c.NodeName = "n"
+			c.Taint = &corev1.Taint{Effect: "Sometimes"}
+		}),
 			[]string{"command.taint.key: required", `command.taint.effect: "Sometimes" is not one of NoSchedule, PreferNoSchedule, NoExecute`}},
 		{with(func(c *Command) {
 			c.Kind = CommandMarkUnavailable

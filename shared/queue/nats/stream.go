@@ -1,0 +1,130 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dovetail-dev/dovetail/shared/queue"
+)
+
+// Stream layout: one stream per cluster, "dovetail-<cluster>", holding the cluster's three
+// subjects (queue.EventsSubject, CommandsSubject, DeadLetterSubject). One stream keeps a
+// cluster's traffic, limits and deletion in one place; durable consumers filter by subject.
+// Retention is by limits (age), not work-queue, so several functions can each keep their own
+// durable consumer on the events subject and dead letters stay readable until they age out.
+
+// Defaults of StreamConfig.
+const (
+	DefaultMaxAge = 24 * time.Hour
+	// DefaultDuplicateWindow is JetStream's own default (2 minutes, nats-server
+	// StreamConfig.Duplicates); a re-publish with the same Nats-Msg-Id inside it is dropped.
+	DefaultDuplicateWindow = 2 * time.Minute
+)
+
+// StreamConfig configures a cluster's stream.
+type StreamConfig struct {
+	// Cluster is an RFC 1123 label; it names the stream and the subjects.
+	Cluster string
+	// MaxAge drops messages older than this; default DefaultMaxAge.
+	MaxAge time.Duration
+	// DuplicateWindow is how long message ids are remembered; default DefaultDuplicateWindow.
+	DuplicateWindow time.Duration
+	// Memory keeps the stream in memory instead of files (tests).
+	Memory bool
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// checkName accepts RFC 1123 labels, which are valid as NATS subject tokens and stream and
+// consumer names alike (no '.', '*', '>' or spaces).
+func checkName(field, s string) error {
+	if len(s) > 63 || !nameRE.MatchString(s) {
+		return fmt.Errorf("%s %q: must be an RFC 1123 label (lowercase alphanumerics and '-', at most 63)", field, s)
+	}
+	return nil
+}
+
+// StreamName is the stream of a cluster: "dovetail-<cluster>".
+func StreamName(cluster string) string { return "dovetail-" + cluster }
+
+// EnsureStream creates the cluster's stream or updates it to cfg.
+func EnsureStream(ctx context.Context, nc *natsgo.Conn, cfg StreamConfig) (jetstream.Stream, error) {
+	if err := checkName("stream config cluster", cfg.Cluster); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	sc := jetstream.StreamConfig{
+		Name: StreamName(cfg.Cluster),
+		Subjects: []string{
+			queue.EventsSubject(cfg.Cluster),
+			queue.CommandsSubject(cfg.Cluster),
+			queue.DeadLetterSubject(cfg.Cluster),
+		},
+		Retention:  jetstream.LimitsPolicy,
+		MaxAge:     orDefault(cfg.MaxAge, DefaultMaxAge),
+		Duplicates: orDefault(cfg.DuplicateWindow, DefaultDuplicateWindow),
+		Storage:    jetstream.FileStorage,
+	}
+	if cfg.Memory {
+		sc.Storage = jetstream.MemoryStorage
+	}
+	s, err := js.CreateOrUpdateStream(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", sc.Name, err)
+	}
+	return s, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Publisher publishes on JetStream with Nats-Msg-Id set to the message id, so JetStream drops a
+// re-publish inside the stream's duplicate window. It implements queue.Publisher.
+type Publisher struct {
+	js jetstream.JetStream
+}
+
+var _ queue.Publisher = (*Publisher)(nil)
+
+// NewPublisher returns a Publisher on nc.
+func NewPublisher(nc *natsgo.Conn) (*Publisher, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Publisher{js: js}, nil
+}
+
+// Publish stores data on subject once JetStream acknowledges it. A duplicate (same id inside the
+// window) is success: the message is already stored. id is required.
+func (p *Publisher) Publish(ctx context.Context, subject, id string, data []byte) error {
+	_, err := p.PublishAck(ctx, subject, id, data)
+	return err
+}
+
+// PublishAck is Publish returning JetStream's ack (stream, sequence, and Duplicate when the id
+// was seen inside the duplicate window).
+func (p *Publisher) PublishAck(ctx context.Context, subject, id string, data []byte) (*jetstream.PubAck, error) {
+	if id == "" {
+		return nil, errors.New("publish: id: required (it is the deduplication id)")
+	}
+	ack, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(id))
+	if err != nil {
+		return nil, fmt.Errorf("publish %s id %s: %w", subject, id, err)
+	}
+	return ack, nil
+}
