@@ -207,8 +207,9 @@ func (c *Cloud) Stats() Stats {
 // The same ClientToken returns the same instance (in its current state) without launching again;
 // the same token with different parameters wraps cloud.ErrIdempotentParameterMismatch. A failed
 // request is not remembered, so a retry with the same token tries again. Invalid requests (no
-// token, no cluster tag, unknown instance type, unknown capacity type) return an error naming the
-// field.
+// token, a missing or foreign cluster tag, unknown instance type or capacity type, labels or taints
+// a kubelet could not register, an invalid NodeClass kubelet block) return an error naming the
+// field and launch nothing.
 func (c *Cloud) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Instance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
