@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -129,6 +130,15 @@ func (s *Set) decodeCore(src Source, h header, raw []byte) error {
 	obj, _, err := coreDecoder.Decode(raw, nil, nil)
 	if err != nil {
 		return coreError(src, h, raw, err)
+	}
+	if m, ok := obj.(metav1.Object); ok && m.GetName() != "" {
+		ns := m.GetNamespace()
+		if ns == "" && h.Kind != "Node" && h.Kind != "Namespace" {
+			ns = DefaultNamespace
+		}
+		if err := s.claim(src, h.Kind, ns, m.GetName()); err != nil {
+			return err
+		}
 	}
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
@@ -374,6 +384,9 @@ func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
 	if err != nil {
 		// apis errors are field-error aggregates that already start with the field path.
 		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Reason: err.Error()}
+	}
+	if err := s.claim(src, h.Kind, "", h.Metadata.Name); err != nil {
+		return err
 	}
 	switch o := obj.(type) {
 	case *apiv1.NodePool:

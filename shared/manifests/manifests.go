@@ -45,6 +45,8 @@ type Set struct {
 	// them in document order.
 	order map[any]int
 	seq   int
+	// seen maps "kind/namespace/name" to where it was first read, to refuse duplicates.
+	seen map[string]Source
 }
 
 // Workload is one pod controller read from a manifest.
@@ -105,6 +107,25 @@ func (e *Error) Error() string {
 		return msg + ": " + e.Field + ": " + e.Reason
 	}
 	return msg + ": " + e.Reason
+}
+
+// claim records kind/namespace/name as read at src; a second object with the same identity is
+// an error (kubectl apply would silently let the later one win).
+func (s *Set) claim(src Source, kind, namespace, name string) error {
+	if s.seen == nil {
+		s.seen = map[string]Source{}
+	}
+	key := kind + "/" + namespace + "/" + name
+	if first, dup := s.seen[key]; dup {
+		id := name
+		if namespace != "" {
+			id = namespace + "/" + name
+		}
+		return &Error{Source: src, Kind: kind, Name: name, Field: "metadata.name",
+			Reason: fmt.Sprintf("duplicate: %s %s is already defined at %s", kind, id, first)}
+	}
+	s.seen[key] = src
+	return nil
 }
 
 func (s *Set) remember(obj any) {

@@ -179,7 +179,10 @@ func TestErrors(t *testing.T) {
 	const dep = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
 	const pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
 	const np = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\n"
-	ok := pod + "spec: {containers: [{name: c, image: x}]}\n"
+	okPod := func(name string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + "}\nspec: {containers: [{name: c, image: x}]}\n"
+	}
+	ok := okPod("good")
 	cases := []struct {
 		name, doc string
 		want      []string
@@ -210,8 +213,10 @@ func TestErrors(t *testing.T) {
 			[]string{"bad.yaml doc 2", "spec.template.spec.requirements[0].operator"}},
 		{"Provisioner", "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: old}\n",
 			[]string{"bad.yaml doc 2", "karpenter.sh/v1alpha5 Provisioner is not supported"}},
-		{"List item", "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(ok, "\n", "\n  ") + "\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: q}\n  spec: {containers: []}\n",
+		{"List item", "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(okPod("first"), "\n", "\n  ") + "\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: q}\n  spec: {containers: []}\n",
 			[]string{"bad.yaml doc 2 items[1]", "Pod q", "spec.containers"}},
+		{"duplicate", ok,
+			[]string{"bad.yaml doc 2", "Pod good: metadata.name: duplicate: Pod default/good is already defined at bad.yaml doc 0"}},
 		{"invalid YAML", "apiVersion: v1\nkind: Pod\nmetadata: {name: [unclosed\n",
 			[]string{"bad.yaml doc 2", "not valid YAML or JSON"}},
 	}
