@@ -54,6 +54,8 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		present := map[string]bool{}
 		for _, p := range podsByNode[n.Name] {
 			free = free.Sub(scheduling.PodRequests(p))
+			terms, _ := scheduling.RequiredAntiAffinity(p) // a running pod's terms were validated by the API server
+			b.addResident(p, terms)
 			for _, o := range p.OwnerReferences {
 				if o.Kind == "DaemonSet" {
 					present[p.Namespace+"/"+o.Name] = true

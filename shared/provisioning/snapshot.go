@@ -46,4 +46,3 @@ func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog) Input {
 	}
 	return in
 }
-

@@ -18,6 +18,7 @@ type podInfo struct {
 	requests scheduling.Resources
 	alts     []scheduling.Requirements
 	sig      string
+	anti     []scheduling.AntiAffinityTerm
 	err      error
 }
 
@@ -42,6 +43,7 @@ type claim struct {
 	pods     []*podInfo
 	requests scheduling.Resources
 	types    []int // candidate indices into pool.types, cheapest first
+	anyTerms bool  // some placed pod has required anti-affinity
 }
 
 // bin is an existing node or in-flight NodeClaim with free capacity.
@@ -51,7 +53,17 @@ type bin struct {
 	labels   map[string]string
 	taints   []corev1.Taint
 	free     scheduling.Resources
-	pods     []*corev1.Pod
+	pods     []*corev1.Pod // placed by this plan
+	// residents are every pod on the node (running and placed), with their anti-affinity terms.
+	residents     []*corev1.Pod
+	residentTerms [][]scheduling.AntiAffinityTerm
+	anyTerms      bool
+}
+
+func (b *bin) addResident(p *corev1.Pod, terms []scheduling.AntiAffinityTerm) {
+	b.residents = append(b.residents, p)
+	b.residentTerms = append(b.residentTerms, terms)
+	b.anyTerms = b.anyTerms || len(terms) > 0
 }
 
 type solver struct {
@@ -128,6 +140,11 @@ func compilePods(pods []*corev1.Pod) []*podInfo {
 		}
 		pi.alts = alts
 		pi.sig = signature(pod, alts)
+		if anti, err := scheduling.RequiredAntiAffinity(pod); err != nil && pi.err == nil {
+			pi.err = fmt.Errorf("invalid pod %s: spec.affinity.podAntiAffinity: %w", pi.key, err)
+		} else {
+			pi.anti = anti
+		}
 		out = append(out, pi)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -164,10 +181,14 @@ func (s *solver) placeOnBin(p *podInfo) bool {
 		if !p.requests.Fits(b.free) || scheduling.UntoleratedTaint(p.pod.Spec.Tolerations, b.taints) != nil {
 			continue
 		}
+		if (len(p.anti) > 0 || b.anyTerms) && scheduling.HostnameAntiAffinityConflict(p.pod, p.anti, b.residents, b.residentTerms) {
+			continue
+		}
 		for _, alt := range p.alts {
 			if alt.MatchLabels(b.labels) == nil {
 				b.free = b.free.Sub(p.requests)
 				b.pods = append(b.pods, p.pod)
+				b.addResident(p.pod, p.anti)
 				return true
 			}
 		}
@@ -281,6 +302,9 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if pp.reason != "" {
 		return false
 	}
+	if (len(p.anti) > 0 || c.anyTerms) && c.antiAffinityConflict(p) {
+		return false
+	}
 	total := c.requests.Add(p.requests)
 	for _, ac := range pp.alts {
 		if !ac.any {
@@ -309,6 +333,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		c.reqs = merged
 		c.requests = total
 		c.pods = append(c.pods, p)
+		c.anyTerms = c.anyTerms || len(p.anti) > 0
 		return true
 	}
 	return false
@@ -522,4 +547,14 @@ func capTypes(offs []Offering, n int) []Offering {
 		out = append(out, o)
 	}
 	return out
+}
+
+// antiAffinityConflict checks required hostname anti-affinity between p and the claim's pods.
+func (c *claim) antiAffinityConflict(p *podInfo) bool {
+	residents := make([]*corev1.Pod, len(c.pods))
+	terms := make([][]scheduling.AntiAffinityTerm, len(c.pods))
+	for i, q := range c.pods {
+		residents[i], terms[i] = q.pod, q.anti
+	}
+	return scheduling.HostnameAntiAffinityConflict(p.pod, p.anti, residents, terms)
 }

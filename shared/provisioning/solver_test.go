@@ -320,3 +320,26 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+func TestHostnameAntiAffinity(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large")...)
+	anti := func(name string) *corev1.Pod {
+		p := pod(name, "100m", "100Mi")
+		p.Labels = map[string]string{"app": "karpenter"}
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "karpenter"}}}}}}
+		return p
+	}
+	// Two replicas that refuse each other's host need two nodes, though both would fit on one.
+	p := solve(t, Input{Pods: []*corev1.Pod{anti("k-0"), anti("k-1"), pod("other", "100m", "100Mi")}, NodePools: []*apisv1.NodePool{np}})
+	wantClaims(t, p, "m5.large", "m5.large")
+
+	// A running replica on an existing node keeps the new one off that node (symmetric check).
+	running := anti("k-running")
+	running.Spec.NodeName = "node-a"
+	p = solve(t, Input{Pods: []*corev1.Pod{anti("k-new")}, Nodes: []*corev1.Node{existingNode("node-a")},
+		BoundPods: []*corev1.Pod{running}, NodePools: []*apisv1.NodePool{np}})
+	if len(p.ExistingNodes) != 0 || len(p.NodeClaims) != 1 {
+		t.Fatalf("the new replica must not join its sibling on node-a: existing=%d claims=%d", len(p.ExistingNodes), len(p.NodeClaims))
+	}
+}

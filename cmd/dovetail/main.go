@@ -1,0 +1,39 @@
+// Command dovetail is the user's CLI: `dovetail dev` runs the whole system on one machine
+// (embedded NATS JetStream, fake cloud, in-memory cluster), `dovetail plan` prints the decision
+// for a set of manifests without launching anything.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// exitInvalidInput is the exit status for manifests that cannot be read or are invalid.
+const exitInvalidInput = 2
+
+// usageError marks errors caused by the user's input (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func main() {
+	root := &cobra.Command{
+		Use:           "dovetail",
+		Short:         "Dovetail provisions Kubernetes nodes from pending pods, as event-driven functions",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newPlanCommand(), newDevCommand())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(exitInvalidInput)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/manifests"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/spf13/cobra"
+)
+
+func newPlanCommand() *cobra.Command {
+	var files []string
+	var output string
+	cmd := &cobra.Command{
+		Use:   "plan -f PATH [-f PATH ...] [--output json|table]",
+		Short: "Print the provisioning decision for manifests, without launching anything",
+		Long: `plan reads Kubernetes manifests (files or directories, multi-document YAML or JSON):
+NodePool and EC2NodeClass (karpenter.sh/v1 and v1beta1), Deployment, StatefulSet, ReplicaSet,
+Job, CronJob, Pod, DaemonSet, PodDisruptionBudget, and Node for existing capacity. Pods of a
+controller are named <controller>-<index>. It prints the NodeClaims Dovetail would launch,
+the pods placed on existing nodes, and the pods no node can take, with the reason.
+Spot prices of the embedded catalog are estimates (see the catalog's spot-price model).
+Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid input.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return usageError{fmt.Errorf("-f: at least one manifest file or directory is required")}
+			}
+			if output != "json" && output != "table" {
+				return usageError{fmt.Errorf("--output: %q is not json or table", output)}
+			}
+			set, err := manifests.Load(files...)
+			if err != nil {
+				return usageError{err}
+			}
+			cat, err := catalog.AWS()
+			if err != nil {
+				return err
+			}
+			out, err := Plan(set, cat)
+			if err != nil {
+				return usageError{err}
+			}
+			for _, w := range set.Warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			return writeTable(cmd.OutOrStdout(), out)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file or directory (repeatable)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json or table")
+	return cmd
+}
+
+// PlanOutput is the JSON shape `dovetail plan --output json` prints.
+type PlanOutput struct {
+	NodeClaims        []NodeClaimOutput    `json:"nodeClaims"`
+	ExistingNodes     []ExistingNodeOutput `json:"existingNodes"`
+	Unschedulable     []UnschedulableOut   `json:"unschedulable"`
+	TotalPricePerHour float64              `json:"totalPricePerHour"`
+}
+
+// NodeClaimOutput is one NodeClaim: the offering the fleet call would get first, and the
+// instance types it may fall back to. PriceSource says whether the price is a list price or
+// an estimate (spot prices of the embedded catalog are modelled).
+type NodeClaimOutput struct {
+	NodePool            string   `json:"nodePool"`
+	InstanceType        string   `json:"instanceType"`
+	CapacityType        string   `json:"capacityType"`
+	Zone                string   `json:"zone"`
+	PricePerHour        float64  `json:"pricePerHour"`
+	PriceSource         string   `json:"priceSource"`
+	InstanceTypeOptions []string `json:"instanceTypeOptions"`
+	Pods                []string `json:"pods"`
+}
+
+// ExistingNodeOutput lists pods placed on an existing node.
+type ExistingNodeOutput struct {
+	Name string   `json:"name"`
+	Pods []string `json:"pods"`
+}
+
+// UnschedulableOut is a pod no node can take.
+type UnschedulableOut struct {
+	Pod    string `json:"pod"`
+	Reason string `json:"reason"`
+}
+
+// Plan solves the manifests: controllers' pods and unbound Pods are pending; Pods with
+// spec.nodeName are running on their Node.
+func Plan(set *manifests.Set, cat *catalog.Catalog) (*PlanOutput, error) {
+	in := provisioning.Input{Catalog: cat, Nodes: set.Nodes, DaemonSets: set.DaemonSets,
+		NodePools: set.NodePools, NodeClasses: set.NodeClasses, NodeClaims: set.NodeClaims}
+	nodes := map[string]bool{}
+	for _, n := range set.Nodes {
+		nodes[n.Name] = true
+	}
+	for _, p := range set.ExpandPods() {
+		if p.Spec.NodeName == "" {
+			in.Pods = append(in.Pods, p)
+			continue
+		}
+		if !nodes[p.Spec.NodeName] {
+			return nil, fmt.Errorf("pod %s/%s: spec.nodeName: node %q is not in the manifests", p.Namespace, p.Name, p.Spec.NodeName)
+		}
+		in.BoundPods = append(in.BoundPods, p)
+	}
+	plan, err := provisioning.Solve(in)
+	if err != nil {
+		return nil, err
+	}
+	out := &PlanOutput{NodeClaims: []NodeClaimOutput{}, ExistingNodes: []ExistingNodeOutput{}, Unschedulable: []UnschedulableOut{}}
+	for _, nc := range plan.NodeClaims {
+		first := nc.Cheapest()
+		out.NodeClaims = append(out.NodeClaims, NodeClaimOutput{
+			NodePool: nc.NodePool.Name, InstanceType: first.InstanceType.Name, CapacityType: first.CapacityType,
+			Zone: first.Zone, PricePerHour: first.PricePerHour, PriceSource: string(first.PriceSource),
+			InstanceTypeOptions: nc.InstanceTypeOptions(), Pods: podNames(nc.Pods),
+		})
+	}
+	for _, e := range plan.ExistingNodes {
+		out.ExistingNodes = append(out.ExistingNodes, ExistingNodeOutput{Name: e.Name, Pods: podNames(e.Pods)})
+	}
+	for _, u := range plan.Unschedulable {
+		out.Unschedulable = append(out.Unschedulable, UnschedulableOut{Pod: podName(u.Pod), Reason: u.Reason})
+	}
+	// Round to a tenth of a micro-dollar so float sums print cleanly.
+	out.TotalPricePerHour = float64(int64(plan.TotalPricePerHour()*1e7+0.5)) / 1e7
+	return out, nil
+}
+
+func podName(p *corev1.Pod) string {
+	ns := p.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	return ns + "/" + p.Name
+}
+
+func podNames(ps []*corev1.Pod) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, podName(p))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func writeTable(w io.Writer, out *PlanOutput) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODEPOOL\tINSTANCE TYPE\tCAPACITY\tZONE\t$/H\tPODS\tFALLBACK TYPES")
+	for _, nc := range out.NodeClaims {
+		price := fmt.Sprintf("%.4f", nc.PricePerHour)
+		if nc.PriceSource == string(catalog.PriceSourceSpotModel) {
+			price += " (est.)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", nc.NodePool, nc.InstanceType, nc.CapacityType, nc.Zone, price,
+			len(nc.Pods), len(nc.InstanceTypeOptions)-1)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nTotal: %d NodeClaims, %.4f USD/h (spot prices marked est. are estimates)\n", len(out.NodeClaims), out.TotalPricePerHour)
+	for _, e := range out.ExistingNodes {
+		fmt.Fprintf(w, "Existing node %s takes %d pods: %s\n", e.Name, len(e.Pods), strings.Join(e.Pods, ", "))
+	}
+	for _, u := range out.Unschedulable {
+		fmt.Fprintf(w, "Unschedulable %s: %s\n", u.Pod, u.Reason)
+	}
+	return nil
+}
