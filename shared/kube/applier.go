@@ -1,0 +1,513 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// ReasonCommandRefused is the Kubernetes Event reason recorded on the target of a refused command.
+const ReasonCommandRefused = "DovetailCommandRefused"
+
+// ErrInvalidCommand marks a command that can never be applied (missing or invalid field, or a
+// NodeClaim that already records another instance). The message names the field path.
+var ErrInvalidCommand = errors.New("invalid command")
+
+// RefusedError is returned when a command was refused because its targets changed after the
+// snapshot it was decided on. The refusal was recorded as a Kubernetes Event on the target; the
+// command must not be retried (the next snapshot leads to a new decision).
+type RefusedError struct {
+	CommandID string
+	Kind      events.CommandKind
+	// Target is "Kind/name" of the object the Event was recorded on.
+	Target string
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("command %s (%s) refused on %s: %s", e.CommandID, e.Kind, e.Target, e.Reason)
+}
+
+// DrainIncompleteError is returned by DrainNode when some pods could not be evicted yet: a PDB
+// answered 429 Too Many Requests, the per-eviction deadline passed, or the API failed. It is
+// retryable: the command should be redelivered later.
+type DrainIncompleteError struct {
+	Node    string
+	Evicted []string // "namespace/name"
+	Blocked []string // "namespace/name: reason"
+}
+
+func (e *DrainIncompleteError) Error() string {
+	return fmt.Sprintf("drain node %s incomplete: %d evicted, %d not yet: %s", e.Node, len(e.Evicted), len(e.Blocked), strings.Join(e.Blocked, "; "))
+}
+
+// ApplierOptions configures an Applier.
+type ApplierOptions struct {
+	// Namespace is the agent's namespace (the unavailable-offerings ConfigMap lives there).
+	Namespace string
+	// Clock stamps Events and defaults mark expiry (nil: real clock).
+	Clock clock.PassiveClock
+	// EvictionTimeout bounds each Eviction API call (default 10 s). client-go itself retries a
+	// 429 carrying Retry-After up to 10 times (rest.Request maxRetries), which for a PDB-blocked
+	// pod can take ~100 s; the deadline turns that into a prompt "blocked" outcome.
+	EvictionTimeout time.Duration
+	// DrainParallelism is how many evictions run at once (default 8).
+	DrainParallelism int
+	// Component is the Event source component (default "dovetail-agent").
+	Component string
+}
+
+// Applier applies commands to the cluster. It reads the Watcher's caches for staleness checks and
+// pod lists, and writes through the API clients.
+type Applier struct {
+	kube  kubernetes.Interface
+	dyn   dynamic.Interface
+	state *Watcher
+	opts  ApplierOptions
+}
+
+// NewApplier returns an Applier writing through kube and dyn, checking staleness against state.
+func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher, opts ApplierOptions) *Applier {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.EvictionTimeout <= 0 {
+		opts.EvictionTimeout = 10 * time.Second
+	}
+	if opts.DrainParallelism <= 0 {
+		opts.DrainParallelism = 8
+	}
+	if opts.Component == "" {
+		opts.Component = "dovetail-agent"
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = state.opts.Namespace
+	}
+	return &Applier{kube: kube, dyn: dyn, state: state, opts: opts}
+}
+
+// Apply applies one command. It returns nil when the effect is in place (already-done effects
+// are success: every kind is idempotent), a *RefusedError when the command is stale (an Event
+// was recorded), an error wrapping ErrInvalidCommand when it can never succeed, and any other
+// error when a retry may succeed (API unavailable, conflicts, *DrainIncompleteError).
+//
+// Staleness rules (the command's SnapshotRevision against the Watcher's revisions; a revision
+// from before this agent started has no history and counts as stale):
+//   - CreateNodeClaim and MarkOfferingsUnavailable are never refused: the instance was launched
+//     or the cloud refused an offering, and recording that is what prevents orphans and retries.
+//   - TaintNode and DrainNode are refused when a pod (not DaemonSet, mirror or terminal) was
+//     bound to the node after the revision, the node was (re)created after it, or the node is
+//     being deleted.
+//   - DeleteNode is refused when a pod was bound to the node, or the node was (re)created, after
+//     the revision.
+//   - DeleteNodeClaim is refused when a pod was bound to its node after the revision.
+func (a *Applier) Apply(ctx context.Context, cmd *events.Command) error {
+	if cmd == nil {
+		return fmt.Errorf("%w: command: missing", ErrInvalidCommand)
+	}
+	if cmd.ID == "" {
+		return fmt.Errorf("%w: command.id: must not be empty", ErrInvalidCommand)
+	}
+	switch cmd.Kind {
+	case events.CommandCreateNodeClaim:
+		return a.createNodeClaim(ctx, cmd)
+	case events.CommandDeleteNodeClaim:
+		return a.deleteNodeClaim(ctx, cmd)
+	case events.CommandTaintNode:
+		return a.taintNode(ctx, cmd)
+	case events.CommandDrainNode:
+		return a.drainNode(ctx, cmd)
+	case events.CommandDeleteNode:
+		return a.deleteNode(ctx, cmd)
+	case events.CommandMarkUnavailable:
+		return a.markUnavailable(ctx, cmd)
+	default:
+		return fmt.Errorf("%w: command.kind: unknown kind %q", ErrInvalidCommand, cmd.Kind)
+	}
+}
+
+// --- NodeClaims ---
+
+func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) error {
+	nc := cmd.NodeClaim
+	switch {
+	case nc == nil:
+		return fmt.Errorf("%w: command.nodeClaim: missing", ErrInvalidCommand)
+	case nc.Name == "":
+		return fmt.Errorf("%w: command.nodeClaim.metadata.name: must not be empty", ErrInvalidCommand)
+	case nc.Status.ProviderID == "":
+		return fmt.Errorf("%w: command.nodeClaim.status.providerID: must name the launched instance", ErrInvalidCommand)
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(nc.Name) {
+		return fmt.Errorf("%w: command.nodeClaim.metadata.name: %q: %s", ErrInvalidCommand, nc.Name, msg)
+	}
+	spec := nc.DeepCopy()
+	spec.Status = apisv1.NodeClaimStatus{}
+	spec.ResourceVersion, spec.UID, spec.Namespace = "", "", ""
+	u, err := ToUnstructured(spec, apisv1.GroupVersion, "NodeClaim")
+	if err != nil {
+		return fmt.Errorf("%w: command.nodeClaim: %v", ErrInvalidCommand, err)
+	}
+	unstructuredDropNulls(u.Object)
+	res := a.dyn.Resource(NodeClaimGVR)
+	if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: a.opts.Component}); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create NodeClaim %s: %w", nc.Name, err)
+		}
+		// Already there (redelivered command): success once its status records this instance.
+		existing, err := res.Get(ctx, nc.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get NodeClaim %s: %w", nc.Name, err)
+		}
+		got := &apisv1.NodeClaim{}
+		if err := FromUnstructured(existing, got); err != nil {
+			return fmt.Errorf("NodeClaim %s in cluster: %w", nc.Name, err)
+		}
+		switch got.Status.ProviderID {
+		case nc.Status.ProviderID:
+			return nil
+		case "":
+		default:
+			return fmt.Errorf("%w: command.nodeClaim.status.providerID: NodeClaim %s already records instance %q, command has %q",
+				ErrInvalidCommand, nc.Name, got.Status.ProviderID, nc.Status.ProviderID)
+		}
+	}
+	// The API server ignores status on create when the CRD has a status subresource, so the
+	// provider ID goes in through /status. A merge patch needs no resourceVersion.
+	status, err := json.Marshal(map[string]any{"status": nc.Status})
+	if err != nil {
+		return fmt.Errorf("%w: command.nodeClaim.status: %v", ErrInvalidCommand, err)
+	}
+	if _, err := res.Patch(ctx, nc.Name, types.MergePatchType, status, metav1.PatchOptions{FieldManager: a.opts.Component}, "status"); err != nil {
+		return fmt.Errorf("set NodeClaim %s status: %w", nc.Name, err)
+	}
+	return nil
+}
+
+// unstructuredDropNulls removes null values (zero metav1.Time, nil pointers the converter kept)
+// so the created object carries only what the command set.
+func unstructuredDropNulls(m map[string]any) {
+	for k, v := range m {
+		switch t := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			unstructuredDropNulls(t)
+		}
+	}
+}
+
+func (a *Applier) deleteNodeClaim(ctx context.Context, cmd *events.Command) error {
+	if cmd.NodeClaim == nil || cmd.NodeClaim.Name == "" {
+		return fmt.Errorf("%w: command.nodeClaim.metadata.name: must not be empty", ErrInvalidCommand)
+	}
+	name := cmd.NodeClaim.Name
+	cached, err := a.state.NodeClaim(name)
+	if err != nil {
+		return err
+	}
+	if cached != nil && cached.Status.NodeName != "" && a.state.NodePodsChangedSince(cached.Status.NodeName, cmd.SnapshotRevision) {
+		ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: name, UID: cached.UID}
+		return a.refuse(ctx, cmd, ref, fmt.Sprintf("a pod was bound to its node %s after snapshot revision %d", cached.Status.NodeName, cmd.SnapshotRevision))
+	}
+	err = a.dyn.Resource(NodeClaimGVR).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete NodeClaim %s: %w", name, err)
+	}
+	return nil
+}
+
+// --- Nodes ---
+
+// checkNode applies the node staleness rules; it returns the cached node (nil when absent).
+func (a *Applier) checkNode(ctx context.Context, cmd *events.Command, refuseDeleting bool) (*corev1.Node, error) {
+	if cmd.NodeName == "" {
+		return nil, fmt.Errorf("%w: command.nodeName: must not be empty", ErrInvalidCommand)
+	}
+	node := a.state.Node(cmd.NodeName)
+	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: cmd.NodeName}
+	if node != nil {
+		ref.UID = node.UID
+	}
+	rev := cmd.SnapshotRevision
+	switch {
+	case a.state.CreatedSince(KindNode, cmd.NodeName, rev):
+		return nil, a.refuse(ctx, cmd, ref, fmt.Sprintf("node was created after snapshot revision %d (or the revision predates this agent)", rev))
+	case a.state.NodePodsChangedSince(cmd.NodeName, rev):
+		return nil, a.refuse(ctx, cmd, ref, fmt.Sprintf("a pod was bound to the node after snapshot revision %d", rev))
+	case refuseDeleting && node != nil && node.DeletionTimestamp != nil:
+		return nil, a.refuse(ctx, cmd, ref, "node is being deleted")
+	}
+	return node, nil
+}
+
+func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
+	if err := validateTaint(cmd.Taint); err != nil {
+		return err
+	}
+	cached, err := a.checkNode(ctx, cmd, true)
+	if err != nil {
+		return err
+	}
+	if cached == nil {
+		klog.InfoS("TaintNode: node gone, nothing to taint", "command", cmd.ID, "node", cmd.NodeName)
+		return nil
+	}
+	// Read-modify-write with the resourceVersion in the merge patch: the API server answers 409
+	// if the node changed in between, and RetryOnConflict reads again. (The fake clientset does
+	// not check resourceVersion; the real-control-plane e2e does.)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := a.kube.CoreV1().Nodes().Get(ctx, cmd.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, t := range node.Spec.Taints {
+			if t.Key == cmd.Taint.Key && t.Effect == cmd.Taint.Effect {
+				return nil // already tainted
+			}
+		}
+		taints := append(append([]corev1.Taint(nil), node.Spec.Taints...), *cmd.Taint)
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
+			"spec":     map[string]any{"taints": taints},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = a.kube.CoreV1().Nodes().Patch(ctx, cmd.NodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: a.opts.Component})
+		return err
+	})
+}
+
+func validateTaint(t *corev1.Taint) error {
+	if t == nil {
+		return fmt.Errorf("%w: command.taint: missing", ErrInvalidCommand)
+	}
+	for _, msg := range validation.IsQualifiedName(t.Key) {
+		return fmt.Errorf("%w: command.taint.key: %q: %s", ErrInvalidCommand, t.Key, msg)
+	}
+	for _, msg := range validation.IsValidLabelValue(t.Value) {
+		return fmt.Errorf("%w: command.taint.value: %q: %s", ErrInvalidCommand, t.Value, msg)
+	}
+	switch t.Effect {
+	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		return nil
+	default:
+		return fmt.Errorf("%w: command.taint.effect: %q is not NoSchedule, PreferNoSchedule or NoExecute", ErrInvalidCommand, t.Effect)
+	}
+}
+
+func (a *Applier) drainNode(ctx context.Context, cmd *events.Command) error {
+	if _, err := a.checkNode(ctx, cmd, true); err != nil {
+		return err
+	}
+	var pods []*corev1.Pod
+	for _, p := range a.state.PodsOnNode(cmd.NodeName) {
+		// DaemonSet pods would be recreated on the node (and tolerate its taints); mirror pods
+		// cannot be evicted; terminal and terminating pods hold nothing to move.
+		if IsDaemonSetPod(p) || IsMirrorPod(p) || IsTerminal(p) || p.DeletionTimestamp != nil {
+			continue
+		}
+		pods = append(pods, p)
+	}
+	var (
+		mu      sync.Mutex
+		evicted = make([]string, 0, len(pods))
+		blocked []string
+	)
+	workqueue.ParallelizeUntil(ctx, a.opts.DrainParallelism, len(pods), func(i int) {
+		p := pods[i]
+		err := a.evict(ctx, p)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			evicted = append(evicted, podKey(p))
+		case apierrors.IsTooManyRequests(err):
+			blocked = append(blocked, podKey(p)+": eviction refused (429, a PodDisruptionBudget holds it)")
+		case errors.Is(err, context.DeadlineExceeded):
+			blocked = append(blocked, podKey(p)+fmt.Sprintf(": eviction not accepted within %s", a.opts.EvictionTimeout))
+		default:
+			blocked = append(blocked, podKey(p)+": "+err.Error())
+		}
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if len(blocked) > 0 {
+		return &DrainIncompleteError{Node: cmd.NodeName, Evicted: evicted, Blocked: blocked}
+	}
+	return nil
+}
+
+// evict asks the Eviction API (policy/v1) to evict the pod, with a UID precondition so a pod
+// re-created under the same name is left alone.
+func (a *Applier) evict(ctx context.Context, p *corev1.Pod) error {
+	ctx, cancel := context.WithTimeout(ctx, a.opts.EvictionTimeout)
+	defer cancel()
+	uid := p.UID
+	ev := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+	}
+	if uid == "" {
+		ev.DeleteOptions = nil
+	}
+	return a.kube.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
+}
+
+func (a *Applier) deleteNode(ctx context.Context, cmd *events.Command) error {
+	node, err := a.checkNode(ctx, cmd, false)
+	if err != nil {
+		return err
+	}
+	opts := metav1.DeleteOptions{}
+	if node != nil && node.UID != "" {
+		uid := node.UID
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err = a.kube.CoreV1().Nodes().Delete(ctx, cmd.NodeName, opts)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete node %s: %w", cmd.NodeName, err)
+	}
+	return nil
+}
+
+// --- unavailable offerings ---
+
+func (a *Applier) markUnavailable(ctx context.Context, cmd *events.Command) error {
+	if len(cmd.Unavailable) == 0 {
+		return fmt.Errorf("%w: command.unavailable: must list at least one offering", ErrInvalidCommand)
+	}
+	now := a.opts.Clock.Now()
+	marks := map[string]events.UnavailableOfferingMark{}
+	for i, m := range cmd.Unavailable {
+		key, err := OfferingMarkKey(m)
+		if err != nil {
+			return fmt.Errorf("%w: command.%s", ErrInvalidCommand, strings.Replace(err.Error(), "unavailable", fmt.Sprintf("unavailable[%d]", i), 1))
+		}
+		if m.Expires.IsZero() {
+			m.Expires = metav1.NewTime(now.Add(DefaultUnavailableOfferingTTL))
+		}
+		if prev, ok := marks[key]; !ok || m.Expires.After(prev.Expires.Time) {
+			marks[key] = m
+		}
+	}
+	cms := a.kube.CoreV1().ConfigMaps(a.opts.Namespace)
+	return retry.OnError(retry.DefaultRetry, apierrors.IsAlreadyExists, func() error {
+		cm, err := cms.Get(ctx, UnavailableOfferingsConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: UnavailableOfferingsConfigMap, Namespace: a.opts.Namespace}, Data: map[string]string{}}
+			for k, m := range marks {
+				b, _ := json.Marshal(m)
+				cm.Data[k] = string(b)
+			}
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: a.opts.Component})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		// One key per offering: a merge patch touches only these keys, so concurrent writers
+		// of other offerings never conflict. A later expiry already stored wins; expired
+		// entries are pruned (null deletes a key in a JSON merge patch, RFC 7386).
+		data := map[string]any{}
+		stored, _ := decodeOfferingMarks(cm, time.Time{})
+		storedByKey := map[string]events.UnavailableOfferingMark{}
+		for _, s := range stored {
+			k, _ := OfferingMarkKey(s)
+			storedByKey[k] = s
+		}
+		for k, m := range marks {
+			if s, ok := storedByKey[k]; ok && !m.Expires.After(s.Expires.Time) {
+				continue
+			}
+			b, _ := json.Marshal(m)
+			data[k] = string(b)
+		}
+		for k := range cm.Data {
+			if _, writing := data[k]; writing {
+				continue
+			}
+			if s, ok := storedByKey[k]; ok && !s.Expires.After(now) {
+				data[k] = nil
+			}
+		}
+		if len(data) == 0 {
+			return nil
+		}
+		patch, err := json.Marshal(map[string]any{"data": data})
+		if err != nil {
+			return err
+		}
+		_, err = cms.Patch(ctx, UnavailableOfferingsConfigMap, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: a.opts.Component})
+		return err
+	})
+}
+
+// --- refusals ---
+
+// refuse records a Warning Event (reason DovetailCommandRefused) on ref and returns a
+// *RefusedError. The Event is written synchronously, named after the command so a redelivered
+// refusal finds it already there; if it cannot be written, a plain error asks for redelivery,
+// so a refusal is never silent.
+func (a *Applier) refuse(ctx context.Context, cmd *events.Command, ref corev1.ObjectReference, reason string) error {
+	ns := ref.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault // where kubectl looks for events of cluster-scoped objects
+	}
+	sum := sha256.Sum256([]byte(cmd.ID + "\x00" + string(cmd.Kind) + "\x00" + ref.Kind + "/" + ref.Name))
+	suffix := "." + hex.EncodeToString(sum[:8])
+	base := ref.Name
+	if max := validation.DNS1123SubdomainMaxLength - len(suffix); len(base) > max {
+		base = base[:max]
+	}
+	now := metav1.NewTime(a.opts.Clock.Now())
+	msg := fmt.Sprintf("command %s (%s, snapshot revision %d) refused: %s", cmd.ID, cmd.Kind, cmd.SnapshotRevision, reason)
+	if cmd.Reason != "" {
+		msg += "; command reason: " + cmd.Reason
+	}
+	ev := &corev1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: base + suffix, Namespace: ns},
+		InvolvedObject:      ref,
+		Reason:              ReasonCommandRefused,
+		Message:             msg,
+		Type:                corev1.EventTypeWarning,
+		Source:              corev1.EventSource{Component: a.opts.Component},
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		ReportingController: "dovetail.dev/agent",
+		ReportingInstance:   a.opts.Component,
+	}
+	if _, err := a.kube.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("record refusal of command %s on %s/%s: %w", cmd.ID, ref.Kind, ref.Name, err)
+	}
+	klog.InfoS("command refused", "command", cmd.ID, "kind", cmd.Kind, "target", ref.Kind+"/"+ref.Name, "reason", reason)
+	return &RefusedError{CommandID: cmd.ID, Kind: cmd.Kind, Target: ref.Kind + "/" + ref.Name, Reason: reason}
+}

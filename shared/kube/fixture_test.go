@@ -1,0 +1,162 @@
+package kube
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// The fixtures run the real informers against client-go's fake clientset and dynamic fake
+// client (nothing else runs a Kubernetes API offline). The fakes ignore field selectors, PDBs on
+// eviction and resourceVersion conflicts; those behaviours are checked in the real-control-plane
+// e2e, and the code here does not rely on them (it filters by name and node in code).
+
+const testNamespace = "dovetail-system"
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	kube    *fake.Clientset
+	dyn     *dynamicfake.FakeDynamicClient
+	clock   *testingclock.FakeClock
+	watcher *Watcher
+	applier *Applier
+	builder *SnapshotBuilder
+	ctx     context.Context
+}
+
+func newFixture(t *testing.T, kubeObjs []runtime.Object, dynObjs ...runtime.Object) *fixture {
+	t.Helper()
+	f := &fixture{
+		kube:  fake.NewClientset(kubeObjs...),
+		dyn:   dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), ListKinds, dynObjs...),
+		clock: testingclock.NewFakeClock(t0),
+	}
+	w, err := NewWatcher(f.kube, f.dyn, WatcherOptions{Namespace: testNamespace, Clock: f.clock, SyncTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); w.Shutdown() })
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.ctx = ctx
+	f.watcher = w
+	f.applier = NewApplier(f.kube, f.dyn, w, ApplierOptions{Namespace: testNamespace, Clock: f.clock, EvictionTimeout: 200 * time.Millisecond})
+	f.builder = NewSnapshotBuilder(w, "test", f.clock)
+	return f
+}
+
+// eventually polls cond every 5 ms for up to 5 s (informer delivery is asynchronous).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 5*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func node(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{corev1.LabelInstanceTypeStable: "m5.large"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("1930m"), corev1.ResourceMemory: resource.MustParse("7220Mi"),
+		}},
+	}
+}
+
+func pod(ns, name, nodeName string, mods ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + ns + "-" + name)},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{
+			Name: "app", Image: "nginx",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
+		}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	if nodeName != "" {
+		p.Status.Phase = corev1.PodRunning
+	}
+	for _, m := range mods {
+		m(p)
+	}
+	return p
+}
+
+func ownedByDaemonSet(p *corev1.Pod) {
+	ctrl := true
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "uid-ds", Controller: &ctrl}}
+}
+
+func daemonSet(ns, name string) *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+}
+
+func nodePoolObj(t *testing.T, name string) runtime.Object {
+	t.Helper()
+	np := &apisv1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: apisv1.NodePoolSpec{Template: apisv1.NodeClaimTemplate{Spec: apisv1.NodeClaimSpec{
+			Requirements: []apisv1.NodeSelectorRequirementWithMinValues{{NodeSelectorRequirement: corev1.NodeSelectorRequirement{
+				Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot", "on-demand"},
+			}}},
+			NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
+			ExpireAfter:  apisv1.MustParseNillableDuration("720h"),
+		}}},
+	}
+	u, err := ToUnstructured(np, apisv1.GroupVersion, "NodePool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func nodeClassObj(t *testing.T, name string) runtime.Object {
+	t.Helper()
+	alias := "bottlerocket@latest"
+	nc := &apisv1.EC2NodeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: apisv1.EC2NodeClassSpec{
+			Role:                       "KarpenterNodeRole-test",
+			AMISelectorTerms:           []apisv1.AMISelectorTerm{{Alias: alias}},
+			SubnetSelectorTerms:        []apisv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "test"}}},
+			SecurityGroupSelectorTerms: []apisv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "test"}}},
+		},
+	}
+	u, err := ToUnstructured(nc, apisv1.AWSGroupVersion, "EC2NodeClass")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func nodeClaimObj(t *testing.T, name, nodeName string) runtime.Object {
+	t.Helper()
+	nc := &apisv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{apisv1.LabelNodePool: "default"}},
+		Spec: apisv1.NodeClaimSpec{
+			NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
+		},
+		Status: apisv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0", NodeName: nodeName},
+	}
+	u, err := ToUnstructured(nc, apisv1.GroupVersion, "NodeClaim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

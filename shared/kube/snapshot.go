@@ -1,0 +1,134 @@
+package kube
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// SnapshotBuilder turns the Watcher's caches into an events.Snapshot.
+type SnapshotBuilder struct {
+	watcher   *Watcher
+	cluster   string
+	namespace string
+	clock     clock.PassiveClock
+}
+
+// NewSnapshotBuilder returns a builder for the cluster's snapshots; clk stamps Snapshot.Time and
+// expires unavailable-offering marks (nil: real clock).
+func NewSnapshotBuilder(w *Watcher, cluster string, clk clock.PassiveClock) *SnapshotBuilder {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &SnapshotBuilder{watcher: w, cluster: cluster, namespace: w.opts.Namespace, clock: clk}
+}
+
+// Build copies the caches into a new Snapshot: pending pods (IsProvisionable), all nodes, bound
+// non-terminal pods (IsBoundActive), DaemonSets, PDBs, NodePools, EC2NodeClasses, NodeClaims and
+// unexpired unavailable-offering marks, each list sorted by namespace/name (marks by instance type,
+// zone, capacity type) so equal cluster states give equal snapshots.
+//
+// The revision is read before the caches, so a change racing with Build is counted as after the
+// snapshot: a command made from it will see that change as newer and be checked against it
+// (conservative, never the other way round).
+//
+// An error means a NodeClaim could not be converted to its Dovetail type (field path and reason).
+// A malformed NodePool, EC2NodeClass or unavailable-offering mark is skipped and logged.
+func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
+	rev := b.watcher.Revision()
+	now := b.clock.Now()
+	st := b.watcher.stores()
+	snap := &events.Snapshot{
+		SchemaVersion: events.SnapshotSchemaVersion,
+		Cluster:       b.cluster,
+		Revision:      rev,
+		Time:          metav1.NewTime(now),
+	}
+	for _, p := range listTyped[corev1.Pod](st.pods) {
+		switch {
+		case IsProvisionable(p):
+			snap.PendingPods = append(snap.PendingPods, *p.DeepCopy())
+		case IsBoundActive(p):
+			snap.Pods = append(snap.Pods, *p.DeepCopy())
+		}
+	}
+	for _, n := range listTyped[corev1.Node](st.nodes) {
+		snap.Nodes = append(snap.Nodes, *n.DeepCopy())
+	}
+	for _, d := range listTyped[appsv1.DaemonSet](st.daemonSets) {
+		snap.DaemonSets = append(snap.DaemonSets, *d.DeepCopy())
+	}
+	for _, p := range listTyped[policyv1.PodDisruptionBudget](st.pdbs) {
+		snap.PDBs = append(snap.PDBs, *p.DeepCopy())
+	}
+	var err error
+	// A NodePool or NodeClass that does not convert is left out (and logged): it cannot be used,
+	// and the others still can. A NodeClaim that does not convert fails the build: leaving
+	// in-flight capacity out would make the next decision launch it again.
+	snap.NodePools, _ = convertAll[apisv1.NodePool](st.nodePools, KindNodePool, true)
+	snap.NodeClasses, _ = convertAll[apisv1.EC2NodeClass](st.nodeClasses, KindEC2NodeClass, true)
+	if snap.NodeClaims, err = convertAll[apisv1.NodeClaim](st.nodeClaims, KindNodeClaim, false); err != nil {
+		return nil, err
+	}
+	if obj, ok, _ := st.configMaps.GetByKey(b.namespace + "/" + UnavailableOfferingsConfigMap); ok {
+		cm, _ := obj.(*corev1.ConfigMap)
+		marks, errs := decodeOfferingMarks(cm, now)
+		for _, e := range errs {
+			klog.ErrorS(e, "skipping malformed unavailable-offering mark")
+		}
+		snap.UnavailableOfferings = marks
+	}
+	return snap, nil
+}
+
+// convertAll converts the store's unstructured objects (sorted by name) into T. With skipBad, an
+// object that fails is logged and left out; otherwise the first failure is returned.
+func convertAll[T any](store cache.Store, kind string, skipBad bool) ([]T, error) {
+	objs := listTyped[unstructured.Unstructured](store)
+	out := make([]T, 0, len(objs))
+	for _, u := range objs {
+		var t T
+		if err := FromUnstructured(u, &t); err != nil {
+			err = fmt.Errorf("%s %s: %w", kind, u.GetName(), err)
+			if !skipBad {
+				return nil, err
+			}
+			klog.ErrorS(err, "leaving object out of the snapshot")
+			continue
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// FromUnstructured converts a dynamic-client object into a typed struct (NodePool, NodeClaim,
+// EC2NodeClass) with runtime.DefaultUnstructuredConverter; the error names the failing field.
+func FromUnstructured(u *unstructured.Unstructured, into any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), into)
+}
+
+// ToUnstructured converts a typed object into a dynamic-client object with apiVersion and kind set.
+func ToUnstructured(obj any, apiVersion, kind string) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	return u, nil
+}

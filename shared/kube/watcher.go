@@ -1,0 +1,328 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// UnavailableOfferingsConfigMap is the ConfigMap, in the agent's namespace, that stores
+// unavailable-offering marks so stateless functions find them in the next snapshot.
+const UnavailableOfferingsConfigMap = "dovetail-unavailable-offerings"
+
+// indexPodsByNode indexes the pod cache by spec.nodeName. The fake clientset ignores field
+// selectors, and a drain must not list every pod of the cluster, so pods of a node are read
+// from this index instead of a spec.nodeName field selector.
+const indexPodsByNode = "spec.nodeName"
+
+// PendingPodFunc is called (from an informer goroutine) with "namespace/name" whenever a pod is
+// added or updated and IsProvisionable holds for it. It must not block for long.
+type PendingPodFunc func(key string)
+
+// WatcherOptions configures a Watcher.
+type WatcherOptions struct {
+	// Namespace is the agent's namespace, where the unavailable-offerings ConfigMap lives.
+	Namespace string
+	// Clock gives the revision base at construction (Unix nanoseconds); defaults to the real clock.
+	Clock clock.PassiveClock
+	// OnPendingPod, if set, is called for every event of a provisionable pod.
+	OnPendingPod PendingPodFunc
+	// SyncTimeout bounds Start's wait for the initial lists (default 2 minutes).
+	SyncTimeout time.Duration
+}
+
+// Watcher runs the informers Dovetail's decisions need: Pods, Nodes, DaemonSets,
+// PodDisruptionBudgets, the agent's ConfigMap, and the Karpenter CRDs NodePool, NodeClaim and
+// EC2NodeClass through the dynamic client. Every informer event bumps its Revisions.
+type Watcher struct {
+	opts      WatcherOptions
+	revisions *Revisions
+
+	factory   informers.SharedInformerFactory
+	cmFactory informers.SharedInformerFactory
+	dynamic   dynamicinformer.DynamicSharedInformerFactory
+
+	pods, nodes, daemonSets, pdbs, configMaps cache.SharedIndexInformer
+	nodePools, nodeClaims, nodeClasses        cache.SharedIndexInformer
+}
+
+// NewWatcher builds the informers (not started). kube and dyn are typically a real clientset and
+// dynamic client, or client-go's fakes in tests.
+func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOptions) (*Watcher, error) {
+	if opts.Namespace == "" {
+		return nil, fmt.Errorf("WatcherOptions.Namespace: must name the agent's namespace")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = 2 * time.Minute
+	}
+	w := &Watcher{opts: opts, revisions: NewRevisions(opts.Clock.Now().UnixNano())}
+	// Resync 0: no periodic re-delivery, so every event is a real change.
+	w.factory = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(stripManagedFields))
+	w.cmFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTransform(stripManagedFields),
+		// Only our ConfigMap (RBAC grants no more); filtered again in code, since fakes ignore it.
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", UnavailableOfferingsConfigMap).String()
+		}))
+	w.dynamic = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+
+	w.pods = w.factory.Core().V1().Pods().Informer()
+	w.nodes = w.factory.Core().V1().Nodes().Informer()
+	w.daemonSets = w.factory.Apps().V1().DaemonSets().Informer()
+	w.pdbs = w.factory.Policy().V1().PodDisruptionBudgets().Informer()
+	w.configMaps = w.cmFactory.Core().V1().ConfigMaps().Informer()
+	w.nodePools = w.dynamic.ForResource(NodePoolGVR).Informer()
+	w.nodeClaims = w.dynamic.ForResource(NodeClaimGVR).Informer()
+	w.nodeClasses = w.dynamic.ForResource(EC2NodeClassGVR).Informer()
+	for _, inf := range []cache.SharedIndexInformer{w.nodePools, w.nodeClaims, w.nodeClasses} {
+		if err := inf.SetTransform(stripManagedFields); err != nil {
+			return nil, fmt.Errorf("set informer transform: %w", err)
+		}
+	}
+
+	if err := w.pods.AddIndexers(cache.Indexers{indexPodsByNode: func(obj any) ([]string, error) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.Spec.NodeName == "" {
+			return nil, nil
+		}
+		return []string{pod.Spec.NodeName}, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("add pod index: %w", err)
+	}
+
+	if _, err := w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.onPod(nil, obj) },
+		UpdateFunc: func(old, obj any) { w.onPod(old, obj) },
+		DeleteFunc: func(obj any) { w.onDelete(KindPod, obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("add pod handler: %w", err)
+	}
+	for kind, inf := range map[string]cache.SharedIndexInformer{
+		KindNode: w.nodes, KindDaemonSet: w.daemonSets, KindPodDisruptionBudget: w.pdbs,
+		KindConfigMap: w.configMaps, KindNodePool: w.nodePools, KindNodeClaim: w.nodeClaims,
+		KindEC2NodeClass: w.nodeClasses,
+	} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.onChange(kind, obj, OpAdd) },
+			UpdateFunc: func(_, obj any) { w.onChange(kind, obj, OpUpdate) },
+			DeleteFunc: func(obj any) { w.onDelete(kind, obj) },
+		}); err != nil {
+			return nil, fmt.Errorf("add %s handler: %w", kind, err)
+		}
+	}
+	return w, nil
+}
+
+// stripManagedFields drops metadata.managedFields: large, never needed by a decision, and it
+// would bloat every snapshot.
+func stripManagedFields(obj any) (any, error) {
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Start starts every informer, running until ctx ends, and waits until their caches are synced
+// (at most SyncTimeout). An error names the informers that did not sync (typically a missing CRD
+// or missing RBAC).
+func (w *Watcher) Start(ctx context.Context) error {
+	w.factory.Start(ctx.Done())
+	w.cmFactory.Start(ctx.Done())
+	w.dynamic.Start(ctx.Done())
+	ctx, cancel := context.WithTimeout(ctx, w.opts.SyncTimeout)
+	defer cancel()
+
+	var unsynced []string
+	for typ, ok := range w.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			unsynced = append(unsynced, typ.String())
+		}
+	}
+	for typ, ok := range w.cmFactory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			unsynced = append(unsynced, "configmap "+typ.String())
+		}
+	}
+	for gvr, ok := range w.dynamic.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			unsynced = append(unsynced, gvr.String())
+		}
+	}
+	if len(unsynced) > 0 {
+		sort.Strings(unsynced)
+		return fmt.Errorf("informer caches not synced (CRDs installed? RBAC?): %s", strings.Join(unsynced, ", "))
+	}
+	return nil
+}
+
+// Shutdown stops the informers and waits for their goroutines; call after ctx of Start ended.
+func (w *Watcher) Shutdown() {
+	w.factory.Shutdown()
+	w.cmFactory.Shutdown()
+	w.dynamic.Shutdown()
+}
+
+// Revisions returns the watcher's change tracker.
+func (w *Watcher) Revisions() *Revisions { return w.revisions }
+
+// Revision returns the current revision.
+func (w *Watcher) Revision() int64 { return w.revisions.Current() }
+
+// ChangedSince reports whether the object (a Kind* constant and "namespace/name" or "name") was
+// added, updated or deleted after revision rev. See Revisions.ChangedSince.
+func (w *Watcher) ChangedSince(kind, key string, rev int64) bool {
+	return w.revisions.ChangedSince(kind, key, rev)
+}
+
+// CreatedSince reports whether the object was (re)created after revision rev.
+func (w *Watcher) CreatedSince(kind, key string, rev int64) bool {
+	return w.revisions.CreatedSince(kind, key, rev)
+}
+
+// NodePodsChangedSince reports whether a pod (not DaemonSet, mirror or terminal) became bound to
+// the node after revision rev.
+func (w *Watcher) NodePodsChangedSince(node string, rev int64) bool {
+	return w.revisions.NodePodsChangedSince(node, rev)
+}
+
+// Node returns the cached Node (shared: do not modify) or nil.
+func (w *Watcher) Node(name string) *corev1.Node {
+	obj, ok, err := w.nodes.GetStore().GetByKey(name)
+	if err != nil || !ok {
+		return nil
+	}
+	n, _ := obj.(*corev1.Node)
+	return n
+}
+
+// NodeClaim returns the cached NodeClaim converted to its Dovetail type, or nil when absent.
+func (w *Watcher) NodeClaim(name string) (*apisv1.NodeClaim, error) {
+	obj, ok, err := w.nodeClaims.GetStore().GetByKey(name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("NodeClaim %s: cache holds %T", name, obj)
+	}
+	nc := &apisv1.NodeClaim{}
+	if err := FromUnstructured(u, nc); err != nil {
+		return nil, fmt.Errorf("NodeClaim %s: %w", name, err)
+	}
+	return nc, nil
+}
+
+// PodsOnNode returns the cached pods bound to the node, sorted by namespace/name (shared: do not
+// modify).
+func (w *Watcher) PodsOnNode(node string) []*corev1.Pod {
+	objs, err := w.pods.GetIndexer().ByIndex(indexPodsByNode, node)
+	if err != nil {
+		return nil
+	}
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return podKey(out[i]) < podKey(out[j]) })
+	return out
+}
+
+func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+func (w *Watcher) onPod(oldObj, obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	op := OpUpdate
+	if oldObj == nil {
+		op = OpAdd
+	}
+	rev := w.revisions.Bump(KindPod, podKey(pod), op)
+	if countsAsNewOnNode(pod) {
+		old, _ := oldObj.(*corev1.Pod)
+		if old == nil || old.Spec.NodeName != pod.Spec.NodeName {
+			w.revisions.PodBound(pod.Spec.NodeName, rev)
+		}
+	}
+	if w.opts.OnPendingPod != nil && IsProvisionable(pod) {
+		w.opts.OnPendingPod(podKey(pod))
+	}
+}
+
+func (w *Watcher) onChange(kind string, obj any, op Op) {
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		w.revisions.Bump(kind, key, op)
+	}
+}
+
+func (w *Watcher) onDelete(kind string, obj any) {
+	// DeletionHandlingMetaNamespaceKeyFunc unwraps DeletedFinalStateUnknown tombstones.
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		w.revisions.Bump(kind, key, OpDelete)
+	}
+}
+
+// listTyped returns the store's objects of type T sorted by namespace/name.
+func listTyped[T any](store cache.Store) []*T {
+	items := store.List()
+	type keyed struct {
+		key string
+		obj *T
+	}
+	ks := make([]keyed, 0, len(items))
+	for _, o := range items {
+		t, ok := o.(*T)
+		if !ok {
+			continue
+		}
+		key, err := cache.MetaNamespaceKeyFunc(o)
+		if err != nil {
+			continue
+		}
+		ks = append(ks, keyed{key, t})
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].key < ks[j].key })
+	out := make([]*T, len(ks))
+	for i, k := range ks {
+		out[i] = k.obj
+	}
+	return out
+}
+
+// typed groups the informers' stores for the snapshot builder.
+type stores struct {
+	pods, nodes, daemonSets, pdbs, configMaps cache.Store
+	nodePools, nodeClaims, nodeClasses        cache.Store
+}
+
+func (w *Watcher) stores() stores {
+	return stores{
+		pods: w.pods.GetStore(), nodes: w.nodes.GetStore(), daemonSets: w.daemonSets.GetStore(),
+		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(),
+		nodePools: w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(),
+	}
+}
+
