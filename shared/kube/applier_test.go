@@ -1,0 +1,382 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+func createCmd(name, providerID string, rev int64) *events.Command {
+	return &events.Command{
+		ID: events.CommandID("test", "create", name), Kind: events.CommandCreateNodeClaim, Cluster: "test", SnapshotRevision: rev,
+		NodeClaim: &apisv1.NodeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{apisv1.LabelNodePool: "default"}},
+			Spec: apisv1.NodeClaimSpec{
+				NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
+				Requirements: []apisv1.NodeSelectorRequirementWithMinValues{{NodeSelectorRequirement: corev1.NodeSelectorRequirement{
+					Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"},
+				}}},
+			},
+			Status: apisv1.NodeClaimStatus{ProviderID: providerID, Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}},
+		},
+	}
+}
+
+func countActions(actions []k8stesting.Action, verb, resource, subresource string) int {
+	n := 0
+	for _, a := range actions {
+		if a.GetVerb() == verb && a.GetResource().Resource == resource && a.GetSubresource() == subresource {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCreateNodeClaimIdempotent(t *testing.T) {
+	f := newFixture(t, nil)
+	const pid = "aws:///us-east-1a/i-0aaaaaaaaaaaaaaa1"
+	// Revision 0 predates the agent: CreateNodeClaim is still applied, never refused.
+	cmd := createCmd("default-abc12", pid, 0)
+	for i := 0; i < 2; i++ {
+		if err := f.applier.Apply(f.ctx, cmd); err != nil {
+			t.Fatalf("apply #%d: %v", i+1, err)
+		}
+	}
+	list, err := f.dyn.Resource(NodeClaimGVR).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d NodeClaims after applying twice, want 1", len(list.Items))
+	}
+	got := &apisv1.NodeClaim{}
+	if err := FromUnstructured(&list.Items[0], got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ProviderID != pid || got.Spec.NodeClassRef == nil || got.Spec.NodeClassRef.Name != "default" || got.Labels[apisv1.LabelNodePool] != "default" {
+		t.Fatalf("stored NodeClaim = %+v", got)
+	}
+	acts := f.dyn.Actions()
+	// Two creates (the second answered AlreadyExists), one status patch: the second apply saw
+	// the provider ID already recorded.
+	if c, p := countActions(acts, "create", "nodeclaims", ""), countActions(acts, "patch", "nodeclaims", "status"); c != 2 || p != 1 {
+		t.Fatalf("creates %d, status patches %d; want 2 and 1", c, p)
+	}
+
+	// Killed between create and status: the NodeClaim exists without a provider ID; the
+	// redelivered command completes it.
+	bare := createCmd("default-def34", "aws:///us-east-1b/i-0bbbbbbbbbbbbbbb2", 0)
+	u, _ := ToUnstructured(&apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-def34"}}, apisv1.GroupVersion, "NodeClaim")
+	if _, err := f.dyn.Resource(NodeClaimGVR).Create(f.ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.applier.Apply(f.ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	got2, _ := f.dyn.Resource(NodeClaimGVR).Get(f.ctx, "default-def34", metav1.GetOptions{})
+	if pid2, _, _ := unstructuredString(got2.Object, "status", "providerID"); pid2 != "aws:///us-east-1b/i-0bbbbbbbbbbbbbbb2" {
+		t.Fatalf("providerID after completion = %q", pid2)
+	}
+
+	// A different instance for the same NodeClaim can never be right.
+	err = f.applier.Apply(f.ctx, createCmd("default-abc12", "aws:///us-east-1a/i-0ccccccccccccccc3", 0))
+	if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "status.providerID") {
+		t.Fatalf("conflicting providerID: err = %v, want ErrInvalidCommand naming status.providerID", err)
+	}
+}
+
+func unstructuredString(m map[string]any, path ...string) (string, bool, error) {
+	cur := any(m)
+	for _, p := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return "", false, nil
+		}
+		cur = mm[p]
+	}
+	s, ok := cur.(string)
+	return s, ok, nil
+}
+
+func refusalEvents(t *testing.T, f *fixture) []corev1.Event {
+	t.Helper()
+	list, err := f.kube.CoreV1().Events(metav1.NamespaceDefault).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Event
+	for _, e := range list.Items {
+		if e.Reason == ReasonCommandRefused {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestStaleNodeCommandsRefusedWithEvent(t *testing.T) {
+	f := newFixture(t, []runtime.Object{node("n1"), node("n2"), node("n3"), pod("default", "old", "n1")})
+	eventually(t, "initial sync events", func() bool { return f.watcher.Revision() == f.watcher.Revisions().Base()+4 })
+	rev := f.watcher.Revision() // the revision a function decided on
+
+	// After the decision, a pod lands on n1.
+	if _, err := f.kube.CoreV1().Pods("default").Create(f.ctx, pod("default", "new", "n1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod bound to n1 observed", func() bool { return f.watcher.NodePodsChangedSince("n1", rev) })
+
+	taint := &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}
+	cmd := &events.Command{ID: "cmd-taint-n1", Kind: events.CommandTaintNode, Cluster: "test", SnapshotRevision: rev, NodeName: "n1", Taint: taint, Reason: "Underutilized"}
+	for i := 0; i < 2; i++ { // a redelivered refusal records no second Event
+		var refused *RefusedError
+		if err := f.applier.Apply(f.ctx, cmd); !errors.As(err, &refused) {
+			t.Fatalf("apply #%d: err = %v, want *RefusedError", i+1, err)
+		}
+	}
+	evs := refusalEvents(t, f)
+	if len(evs) != 1 {
+		t.Fatalf("%d refusal events, want 1: %+v", len(evs), evs)
+	}
+	ev := evs[0]
+	if ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != "n1" || ev.InvolvedObject.UID != "uid-n1" || ev.Type != corev1.EventTypeWarning ||
+		!strings.Contains(ev.Message, "cmd-taint-n1") || !ev.LastTimestamp.Time.Equal(t0) {
+		t.Fatalf("event = %+v", ev)
+	}
+	if n, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n1", metav1.GetOptions{}); len(n.Spec.Taints) != 0 {
+		t.Fatalf("refused command tainted n1: %+v", n.Spec.Taints)
+	}
+
+	// n2 got no pod: applied, and applying again adds no second taint.
+	cmd2 := *cmd
+	cmd2.ID, cmd2.NodeName = "cmd-taint-n2", "n2"
+	for i := 0; i < 2; i++ {
+		if err := f.applier.Apply(f.ctx, &cmd2); err != nil {
+			t.Fatalf("taint n2 #%d: %v", i+1, err)
+		}
+	}
+	if n, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n2", metav1.GetOptions{}); len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != apisv1.TaintKeyDisrupted {
+		t.Fatalf("n2 taints = %+v, want exactly the disrupted taint", n.Spec.Taints)
+	}
+	// The taint updated n2, but adds no pod: a DeleteNode of the same decision still applies.
+	eventually(t, "taint observed", func() bool { return f.watcher.ChangedSince(KindNode, "n2", rev) })
+	del := &events.Command{ID: "cmd-del-n2", Kind: events.CommandDeleteNode, Cluster: "test", SnapshotRevision: rev, NodeName: "n2"}
+	if err := f.applier.Apply(f.ctx, del); err != nil {
+		t.Fatalf("delete n2: %v", err)
+	}
+	if err := f.applier.Apply(f.ctx, del); err != nil { // already gone: success
+		t.Fatalf("delete n2 again: %v", err)
+	}
+
+	// n3 is being deleted: taint refused.
+	n3, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n3", metav1.GetOptions{})
+	now := metav1.NewTime(t0)
+	n3.DeletionTimestamp = &now
+	if _, err := f.kube.CoreV1().Nodes().Update(f.ctx, n3, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "n3 deletion observed", func() bool { n := f.watcher.Node("n3"); return n != nil && n.DeletionTimestamp != nil })
+	cmd3 := *cmd
+	cmd3.ID, cmd3.NodeName = "cmd-taint-n3", "n3"
+	var refused *RefusedError
+	if err := f.applier.Apply(f.ctx, &cmd3); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "being deleted") {
+		t.Fatalf("taint n3: err = %v, want refusal 'being deleted'", err)
+	}
+
+	// A revision from before this agent started has no history: refused.
+	old := *cmd
+	old.ID, old.NodeName, old.SnapshotRevision = "cmd-old", "n2", f.watcher.Revisions().Base()-1
+	if err := f.applier.Apply(f.ctx, &old); !errors.As(err, &refused) {
+		t.Fatalf("pre-start revision: err = %v, want refusal", err)
+	}
+	if got := len(refusalEvents(t, f)); got != 3 {
+		t.Fatalf("%d refusal events, want 3 (n1, n3, pre-start)", got)
+	}
+}
+
+func TestDeleteNodeClaimStaleness(t *testing.T) {
+	f := newFixture(t, []runtime.Object{node("n1")}, nodeClaimObj(t, "nc-a", "n1"), nodeClaimObj(t, "nc-b", "n1"))
+	eventually(t, "sync", func() bool { return f.watcher.Revision() == f.watcher.Revisions().Base()+3 })
+	rev := f.watcher.Revision()
+	fresh := &events.Command{ID: "del-nc-b", Kind: events.CommandDeleteNodeClaim, Cluster: "test", SnapshotRevision: rev, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-b"}}}
+	if err := f.applier.Apply(f.ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.dyn.Resource(NodeClaimGVR).Get(f.ctx, "nc-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("nc-b still there: %v", err)
+	}
+	if err := f.applier.Apply(f.ctx, fresh); err != nil { // gone already: success
+		t.Fatal(err)
+	}
+
+	if _, err := f.kube.CoreV1().Pods("default").Create(f.ctx, pod("default", "late", "n1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod bound", func() bool { return f.watcher.NodePodsChangedSince("n1", rev) })
+	stale := &events.Command{ID: "del-nc-a", Kind: events.CommandDeleteNodeClaim, Cluster: "test", SnapshotRevision: rev, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-a"}}}
+	var refused *RefusedError
+	if err := f.applier.Apply(f.ctx, stale); !errors.As(err, &refused) {
+		t.Fatalf("err = %v, want refusal", err)
+	}
+	evs := refusalEvents(t, f)
+	if len(evs) != 1 || evs[0].InvolvedObject.Kind != "NodeClaim" || evs[0].InvolvedObject.APIVersion != apisv1.GroupVersion || evs[0].InvolvedObject.Name != "nc-a" {
+		t.Fatalf("events = %+v, want one on NodeClaim nc-a", evs)
+	}
+	if _, err := f.dyn.Resource(NodeClaimGVR).Get(f.ctx, "nc-a", metav1.GetOptions{}); err != nil {
+		t.Fatalf("refused delete removed nc-a: %v", err)
+	}
+}
+
+func TestDrainNodeEvictsThroughEvictionAPI(t *testing.T) {
+	mirror := func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationMirrorPod: "hash"} }
+	done := func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }
+	f := newFixture(t, []runtime.Object{
+		node("n1"), node("n2"),
+		pod("default", "app-1", "n1"), pod("default", "app-2", "n1"), pod("default", "app-3", "n1"),
+		pod("kube-system", "ds-1", "n1", ownedByDaemonSet), pod("kube-system", "static-1", "n1", mirror),
+		pod("default", "job-1", "n1", done), pod("default", "other", "n2"),
+	})
+	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 6 })
+	rev := f.watcher.Revision()
+
+	// The fake clientset does not implement the Eviction API (it neither deletes the pod nor
+	// checks PDBs), so this reactor stands in for the API server: app-2 is held by a PDB (429,
+	// as policy/v1 eviction answers), app-3's call runs past its deadline, others are deleted.
+	var mu sync.Mutex
+	var evicted []string
+	pdbHolds := true
+	f.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case ev.Name == "app-2" && pdbHolds:
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+		case ev.Name == "app-3" && pdbHolds:
+			return true, nil, fmt.Errorf("waiting for retry: %w", context.DeadlineExceeded)
+		}
+		if ev.DeleteOptions == nil || ev.DeleteOptions.Preconditions == nil || string(*ev.DeleteOptions.Preconditions.UID) != "uid-"+ev.Namespace+"-"+ev.Name {
+			return true, nil, fmt.Errorf("eviction of %s without the pod's UID precondition", ev.Name)
+		}
+		evicted = append(evicted, ev.Namespace+"/"+ev.Name)
+		return true, nil, f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ev.Namespace, ev.Name)
+	})
+
+	cmd := &events.Command{ID: "drain-n1", Kind: events.CommandDrainNode, Cluster: "test", SnapshotRevision: rev, NodeName: "n1"}
+	err := f.applier.Apply(f.ctx, cmd)
+	var inc *DrainIncompleteError
+	if !errors.As(err, &inc) {
+		t.Fatalf("err = %v, want *DrainIncompleteError", err)
+	}
+	sort.Strings(inc.Blocked)
+	if len(inc.Evicted) != 1 || inc.Evicted[0] != "default/app-1" || len(inc.Blocked) != 2 ||
+		!strings.Contains(inc.Blocked[0], "default/app-2: eviction refused (429") || !strings.Contains(inc.Blocked[1], "default/app-3: eviction not accepted within 200ms") {
+		t.Fatalf("drain = evicted %v blocked %v", inc.Evicted, inc.Blocked)
+	}
+	// DaemonSet, mirror and finished pods are never evicted.
+	if got := strings.Join(evicted, ","); got != "default/app-1" {
+		t.Fatalf("evicted %s", got)
+	}
+
+	// The PDB allows it now; the redelivered command finishes the drain.
+	mu.Lock()
+	pdbHolds = false
+	mu.Unlock()
+	if err := f.applier.Apply(f.ctx, cmd); err != nil {
+		t.Fatalf("second drain: %v", err)
+	}
+	sort.Strings(evicted)
+	if got := strings.Join(evicted, ","); got != "default/app-1,default/app-2,default/app-3" && got != "default/app-1,default/app-1,default/app-2,default/app-3" {
+		t.Fatalf("evicted %s", got)
+	}
+}
+
+func TestMarkOfferingsUnavailable(t *testing.T) {
+	f := newFixture(t, nil)
+	mark := func(it string, expires time.Time) events.UnavailableOfferingMark {
+		m := events.UnavailableOfferingMark{InstanceType: it, Zone: "us-east-1a", CapacityType: "spot", Reason: "InsufficientInstanceCapacity"}
+		if !expires.IsZero() {
+			m.Expires = metav1.NewTime(expires)
+		}
+		return m
+	}
+	apply := func(id string, ms ...events.UnavailableOfferingMark) {
+		t.Helper()
+		if err := f.applier.Apply(f.ctx, &events.Command{ID: id, Kind: events.CommandMarkUnavailable, Cluster: "test", Unavailable: ms}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapMarks := func() []events.UnavailableOfferingMark {
+		s, err := f.builder.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.UnavailableOfferings
+	}
+	// No expiry given: DefaultUnavailableOfferingTTL (3 min) from the agent's clock.
+	apply("m1", mark("m5.large", time.Time{}))
+	eventually(t, "ConfigMap in the cache", func() bool { return len(snapMarks()) == 1 })
+	if got := snapMarks()[0].Expires.Time; !got.Equal(t0.Add(3 * time.Minute)) {
+		t.Fatalf("expires %v, want t0+3m", got)
+	}
+	// An earlier expiry does not shorten a stored mark.
+	apply("m2", mark("m5.large", t0.Add(time.Minute)))
+	cm, _ := f.kube.CoreV1().ConfigMaps(testNamespace).Get(f.ctx, UnavailableOfferingsConfigMap, metav1.GetOptions{})
+	if !strings.Contains(cm.Data["spot_us-east-1a_m5.large"], "12:03:00") {
+		t.Fatalf("stored mark %s, want expiry 12:03:00", cm.Data["spot_us-east-1a_m5.large"])
+	}
+	// Four minutes later the m5 mark has expired: the next write prunes it.
+	f.clock.Step(4 * time.Minute)
+	apply("m3", mark("c5.large", t0.Add(10*time.Minute)))
+	cm, _ = f.kube.CoreV1().ConfigMaps(testNamespace).Get(f.ctx, UnavailableOfferingsConfigMap, metav1.GetOptions{})
+	if _, ok := cm.Data["spot_us-east-1a_m5.large"]; ok || len(cm.Data) != 1 {
+		t.Fatalf("ConfigMap data = %v, want only the c5.large mark", cm.Data)
+	}
+	eventually(t, "pruned ConfigMap in the cache", func() bool {
+		ms := snapMarks()
+		return len(ms) == 1 && ms[0].InstanceType == "c5.large"
+	})
+
+	err := f.applier.Apply(f.ctx, &events.Command{ID: "bad", Kind: events.CommandMarkUnavailable, Cluster: "test",
+		Unavailable: []events.UnavailableOfferingMark{{InstanceType: "m5.large", CapacityType: "spot"}}})
+	if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "unavailable[0].zone") {
+		t.Fatalf("err = %v, want ErrInvalidCommand naming unavailable[0].zone", err)
+	}
+}
+
+func TestInvalidCommands(t *testing.T) {
+	f := newFixture(t, nil)
+	cases := []struct {
+		cmd  *events.Command
+		want string
+	}{
+		{&events.Command{ID: "x", Kind: "Reboot"}, "command.kind"},
+		{&events.Command{ID: "x", Kind: events.CommandDrainNode}, "command.nodeName"},
+		{&events.Command{ID: "x", Kind: events.CommandTaintNode, NodeName: "n1", Taint: &corev1.Taint{Key: "k", Effect: "Sometimes"}}, "command.taint.effect"},
+		{&events.Command{ID: "x", Kind: events.CommandCreateNodeClaim, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "a"}}}, "status.providerID"},
+		{&events.Command{Kind: events.CommandDeleteNode, NodeName: "n1"}, "command.id"},
+	}
+	for _, c := range cases {
+		err := f.applier.Apply(f.ctx, c.cmd)
+		if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want ErrInvalidCommand naming %s", c.cmd.Kind, err, c.want)
+		}
+	}
+}
