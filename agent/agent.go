@@ -1,0 +1,308 @@
+// Package agent is Dovetail's in-cluster agent. It watches the cluster (shared/kube informers),
+// publishes batched pending-pod events and periodic snapshots to the queue, and applies the
+// commands the functions send back. It decides nothing: every decision is made by a function
+// from the snapshot the agent published.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/kube"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+)
+
+// DefaultSnapshotInterval is how often a TypeSnapshot event is published: the clock the
+// consolidation, drift and expiry functions run on.
+const DefaultSnapshotInterval = 30 * time.Second
+
+// Component is the agent's CloudEvents source component: "dovetail/<cluster>/agent".
+const Component = "agent"
+
+// Config is what Run needs. Kube, Dynamic, Publisher, Cluster and Namespace are required.
+type Config struct {
+	// Cluster names the cluster in subjects and event sources (an RFC 1123 label).
+	Cluster string
+	// Namespace is the agent's own namespace (its ConfigMap of unavailable offerings).
+	Namespace string
+	Kube      kubernetes.Interface
+	Dynamic   dynamic.Interface
+	// Publisher receives events on queue.EventsSubject(Cluster).
+	Publisher queue.Publisher
+	// Commands, if set, delivers commands from queue.CommandsSubject(Cluster).
+	Commands queue.Consumer
+	// Blobs claim-checks payloads larger than an event may carry (nil: such events fail).
+	Blobs events.BlobStore
+	// Clock drives batching, the snapshot timer and timestamps (nil: real clock).
+	Clock clock.WithTicker
+	// BatchIdle and BatchMax bound a pending-pod window (defaults 1 s and 10 s).
+	BatchIdle, BatchMax time.Duration
+	// SnapshotInterval is the period of TypeSnapshot events (default 30 s; negative disables).
+	SnapshotInterval time.Duration
+	// EvictionTimeout bounds each Eviction API call of a drain (default 10 s).
+	EvictionTimeout time.Duration
+	// SyncTimeout bounds the initial cache sync (default 2 minutes).
+	SyncTimeout time.Duration
+}
+
+func (c *Config) validate() error {
+	var errs []string
+	if !events.ValidName(c.Cluster) {
+		errs = append(errs, fmt.Sprintf("cluster %q: must be an RFC 1123 label (lowercase alphanumerics and '-', at most 63)", c.Cluster))
+	}
+	if c.Namespace == "" {
+		errs = append(errs, "namespace: required (the agent's own namespace)")
+	}
+	if c.Kube == nil {
+		errs = append(errs, "kube: required")
+	}
+	if c.Dynamic == nil {
+		errs = append(errs, "dynamic: required")
+	}
+	if c.Publisher == nil {
+		errs = append(errs, "publisher: required")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("agent config: %s", strings.Join(errs, "; "))
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = DefaultSnapshotInterval
+	}
+	return nil
+}
+
+// Agent is a running agent's parts; Run builds and runs one.
+type Agent struct {
+	cfg     Config
+	watcher *kube.Watcher
+	builder *kube.SnapshotBuilder
+	applier *kube.Applier
+	batcher *Batcher
+	codec   events.Codec
+	synced  chan struct{}
+}
+
+// New builds an agent (nothing runs until Run).
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg:     cfg,
+		batcher: NewBatcher(cfg.BatchIdle, cfg.BatchMax, cfg.Clock),
+		codec:   events.Codec{Blobs: cfg.Blobs, Now: cfg.Clock.Now},
+		synced:  make(chan struct{}),
+	}
+	w, err := kube.NewWatcher(cfg.Kube, cfg.Dynamic, kube.WatcherOptions{
+		Namespace:    cfg.Namespace,
+		Clock:        cfg.Clock,
+		SyncTimeout:  cfg.SyncTimeout,
+		OnPendingPod: a.batcher.Trigger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.watcher = w
+	a.builder = kube.NewSnapshotBuilder(w, cfg.Cluster, cfg.Clock)
+	a.applier = kube.NewApplier(cfg.Kube, cfg.Dynamic, w, kube.ApplierOptions{
+		Namespace: cfg.Namespace, Clock: cfg.Clock, EvictionTimeout: cfg.EvictionTimeout,
+		Component: "dovetail-agent",
+	})
+	return a, nil
+}
+
+// Synced is closed once the informer caches are synced and the agent publishes and applies.
+func (a *Agent) Synced() <-chan struct{} { return a.synced }
+
+// Watcher returns the agent's informers (for revision checks and tests).
+func (a *Agent) Watcher() *kube.Watcher { return a.watcher }
+
+// Run starts the informers, the batcher, the snapshot timer and the command consumer, and runs
+// until ctx ends (returning nil) or a part fails (returning its error).
+func Run(ctx context.Context, cfg Config) error {
+	a, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// Run runs a built agent (once); see the package Run.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	defer func() {
+		cancel()
+		wg.Wait()
+		a.watcher.Shutdown()
+	}()
+	// The batcher runs before the informers start: the initial list already triggers it, and
+	// its flushes wait for the sync so no partial snapshot is published.
+	wg.Add(1)
+	go func() { defer wg.Done(); a.batcher.Run(ctx, a.publishPending) }()
+
+	if err := a.watcher.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while syncing
+		}
+		return err
+	}
+	close(a.synced)
+	klog.InfoS("agent caches synced", "cluster", a.cfg.Cluster, "revision", a.watcher.Revision())
+
+	if a.cfg.SnapshotInterval > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.snapshotLoop(ctx) }()
+	}
+	if a.cfg.Commands != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.cfg.Commands.Consume(ctx, a.HandleCommand); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("command consumer: %w", err)
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+// publishPending is the batcher's flush: it publishes a TypePodsPending event naming the pods of
+// the window that are still pending, with a fresh snapshot. An error makes the batcher retry.
+func (a *Agent) publishPending(ctx context.Context, keys []string) error {
+	select {
+	case <-a.synced:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	snap, err := a.builder.Build()
+	if err != nil {
+		klog.ErrorS(err, "building snapshot for pending pods")
+		return err
+	}
+	pending := make(map[string]bool, len(snap.PendingPods))
+	for i := range snap.PendingPods {
+		pending[snap.PendingPods[i].Namespace+"/"+snap.PendingPods[i].Name] = true
+	}
+	var pods []string
+	for _, k := range keys {
+		if pending[k] { // bound or deleted since it triggered: not part of this batch
+			pods = append(pods, k)
+		}
+	}
+	if len(pods) == 0 {
+		return nil
+	}
+	// Same revision means same cluster state and same triggers, so the id doubles as the
+	// queue's deduplication key.
+	id := "pods-pending-" + strconv.FormatInt(snap.Revision, 10)
+	return a.publish(ctx, events.TypePodsPending, id, &events.PodsPending{Pods: pods, Snapshot: snap})
+}
+
+func (a *Agent) snapshotLoop(ctx context.Context) {
+	t := a.cfg.Clock.NewTicker(a.cfg.SnapshotInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			if err := a.PublishSnapshot(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "publishing periodic snapshot")
+			}
+		}
+	}
+}
+
+// PublishSnapshot builds a snapshot and publishes it as a TypeSnapshot event. Its id carries the
+// revision and the clock's second, so an unchanged cluster still ticks (the clock of consolidation
+// and expiry) while a repeat within the same second is deduplicated.
+func (a *Agent) PublishSnapshot(ctx context.Context) error {
+	snap, err := a.builder.Build()
+	if err != nil {
+		return err
+	}
+	id := fmt.Sprintf("snapshot-%d-%d", snap.Revision, snap.Time.Unix())
+	return a.publish(ctx, events.TypeSnapshot, id, snap)
+}
+
+// publish encodes and publishes with a short exponential backoff (5 tries from 100 ms) for
+// transient queue errors; an encoding error is returned at once.
+func (a *Agent) publish(ctx context.Context, typ, id string, payload any) error {
+	data, err := a.codec.NewEvent(ctx, a.cfg.Cluster, Component, typ, id, payload)
+	if err != nil {
+		return fmt.Errorf("encode %s event %s: %w", typ, id, err)
+	}
+	subject := queue.EventsSubject(a.cfg.Cluster)
+	var last error
+	err = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 5},
+		func(ctx context.Context) (bool, error) {
+			last = a.cfg.Publisher.Publish(ctx, subject, id, data)
+			return last == nil, nil
+		})
+	if err != nil {
+		if last != nil {
+			err = last
+		}
+		return fmt.Errorf("publish %s event %s on %s: %w", typ, id, subject, err)
+	}
+	klog.V(2).InfoS("published", "type", typ, "id", id, "bytes", len(data))
+	return nil
+}
+
+// HandleCommand is the command consumer's handler. A message that is not a valid command event
+// for this cluster, or a command that can never apply, is poison (dead-lettered with the reason);
+// a refused stale command is acknowledged (its Event is recorded); any other failure asks for
+// redelivery.
+func (a *Agent) HandleCommand(ctx context.Context, msg queue.Message) error {
+	env, err := events.Decode(msg.Data)
+	if err != nil {
+		return fmt.Errorf("%w: %v", queue.ErrPoison, err)
+	}
+	cmd, err := a.codec.Command(ctx, env)
+	if err != nil {
+		if errors.Is(err, events.ErrMalformed) {
+			return fmt.Errorf("%w: %v", queue.ErrPoison, err)
+		}
+		return err
+	}
+	if cmd.Cluster != a.cfg.Cluster || env.Cluster != a.cfg.Cluster {
+		return fmt.Errorf("%w: command.cluster: %q (event source cluster %q) is not this agent's cluster %q",
+			queue.ErrPoison, cmd.Cluster, env.Cluster, a.cfg.Cluster)
+	}
+	err = a.applier.Apply(ctx, cmd)
+	var refused *kube.RefusedError
+	switch {
+	case err == nil:
+		klog.V(1).InfoS("command applied", "id", cmd.ID, "kind", cmd.Kind)
+		return nil
+	case errors.As(err, &refused):
+		return nil
+	case errors.Is(err, kube.ErrInvalidCommand):
+		return fmt.Errorf("%w: %v", queue.ErrPoison, err)
+	default:
+		return fmt.Errorf("apply command %s (%s): %w", cmd.ID, cmd.Kind, err)
+	}
+}

@@ -1,0 +1,307 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/kube"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+)
+
+// These tests run the agent against a real embedded NATS JetStream server and client-go's fake
+// clientset and dynamic fake (no Kubernetes API runs offline). The fakes ignore field selectors,
+// PDBs on eviction and resourceVersion conflicts; the real-control-plane e2e covers those.
+
+const cluster = "test"
+
+type env struct {
+	kube      *fake.Clientset
+	dyn       *dynamicfake.FakeDynamicClient
+	publisher *qnats.Publisher
+	stream    jetstream.Stream
+	events    chan queue.Message // what a "provision" function would receive
+	agent     *Agent
+	ctx       context.Context
+}
+
+func newEnv(t *testing.T, clk clock.WithTicker, idle, max, snapEvery time.Duration, objs ...runtime.Object) *env {
+	t.Helper()
+	srv, url, err := qnats.RunEmbedded(qnats.EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := qnats.Connect(url, "agent-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e := &env{ctx: ctx, events: make(chan queue.Message, 16)}
+	if e.stream, err = qnats.EnsureStream(ctx, nc, qnats.StreamConfig{Cluster: cluster, Memory: true}); err != nil {
+		t.Fatal(err)
+	}
+	if e.publisher, err = qnats.NewPublisher(nc); err != nil {
+		t.Fatal(err)
+	}
+	fast := []time.Duration{20 * time.Millisecond}
+	cmds, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{Cluster: cluster, Durable: "agent", Subject: queue.CommandsSubject(cluster), Backoff: fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{Cluster: cluster, Durable: "provision", Subject: queue.EventsSubject(cluster), Backoff: fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go evs.Consume(ctx, func(_ context.Context, m queue.Message) error { e.events <- m; return nil })
+
+	e.kube = fake.NewClientset(objs...)
+	e.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kube.ListKinds)
+	e.agent, err = New(Config{
+		Cluster: cluster, Namespace: "dovetail-system", Kube: e.kube, Dynamic: e.dyn,
+		Publisher: e.publisher, Commands: cmds, Clock: clk,
+		BatchIdle: idle, BatchMax: max, SnapshotInterval: snapEvery, SyncTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.agent.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent.Run: %v", err)
+		}
+	})
+	return e
+}
+
+func (e *env) waitSynced(t *testing.T) {
+	t.Helper()
+	select {
+	case <-e.agent.Synced():
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent caches not synced")
+	}
+}
+
+func (e *env) nextEvent(t *testing.T) events.Envelope {
+	t.Helper()
+	select {
+	case m := <-e.events:
+		env, err := events.Decode(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event on the events subject")
+		return events.Envelope{}
+	}
+}
+
+func (e *env) publishCommand(t *testing.T, msgID string, cmd *events.Command) {
+	t.Helper()
+	data, err := events.NewEvent(cluster, "provision", events.TypeCommand, msgID, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.publisher.Publish(e.ctx, queue.CommandsSubject(cluster), msgID, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func testNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}
+}
+
+func testPod(name, nodeName string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: "nginx",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	if nodeName != "" {
+		p.Status.Phase = corev1.PodRunning
+	}
+	return p
+}
+
+func TestAgentPendingBatchAndCommands(t *testing.T) {
+	// Real clock, short windows: 200 ms idle, 2 s max.
+	e := newEnv(t, clock.RealClock{}, 200*time.Millisecond, 2*time.Second, -1, testNode("n1"), testPod("running", "n1"))
+	e.waitSynced(t)
+
+	for _, name := range []string{"web-2", "web-0", "web-1"} {
+		if _, err := e.kube.CoreV1().Pods("default").Create(e.ctx, testPod(name, ""), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := e.nextEvent(t)
+	if env.Type != events.TypePodsPending || env.Cluster != cluster || env.Component != Component {
+		t.Fatalf("event %s from %s/%s, want %s from %s/%s", env.Type, env.Cluster, env.Component, events.TypePodsPending, cluster, Component)
+	}
+	pp, err := events.Codec{}.PodsPending(e.ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three pods created well inside one 200 ms idle window: one batch naming all three, and
+	// the snapshot's pending pods are exactly them (the running pod is in Pods, on n1).
+	if got := strings.Join(pp.Pods, ","); got != "default/web-0,default/web-1,default/web-2" {
+		t.Fatalf("batch pods %s", got)
+	}
+	var pending []string
+	for _, p := range pp.Snapshot.PendingPods {
+		pending = append(pending, p.Namespace+"/"+p.Name)
+	}
+	if got := strings.Join(pending, ","); got != "default/web-0,default/web-1,default/web-2" ||
+		len(pp.Snapshot.Pods) != 1 || pp.Snapshot.Pods[0].Name != "running" || len(pp.Snapshot.Nodes) != 1 {
+		t.Fatalf("snapshot pending %s, pods %d, nodes %d", got, len(pp.Snapshot.Pods), len(pp.Snapshot.Nodes))
+	}
+	rev := pp.Snapshot.Revision
+
+	// The function launched an instance and sends CreateNodeClaim; the queue redelivers it
+	// under another message id (a retried function): still one NodeClaim.
+	create := &events.Command{
+		ID: events.CommandID(cluster, "create", "default-x1"), Kind: events.CommandCreateNodeClaim, Cluster: cluster, SnapshotRevision: rev,
+		NodeClaim: &apisv1.NodeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "default-x1", Labels: map[string]string{apisv1.LabelNodePool: "default"}},
+			Spec:       apisv1.NodeClaimSpec{NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"}},
+			Status:     apisv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"},
+		},
+	}
+	e.publishCommand(t, "cmd-1", create)
+	e.publishCommand(t, "cmd-1-retry", create)
+	eventually(t, "NodeClaim in the agent's cache", func() bool {
+		nc, _ := e.agent.Watcher().NodeClaim("default-x1")
+		return nc != nil && nc.Status.ProviderID == "aws:///us-east-1a/i-0123456789abcdef0"
+	})
+
+	// A stale drain (a pod bound to n1 after rev) is refused with an Event and acknowledged.
+	if _, err := e.kube.CoreV1().Pods("default").Create(e.ctx, testPod("late", "n1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "late pod observed", func() bool { return e.agent.Watcher().NodePodsChangedSince("n1", rev) })
+	e.publishCommand(t, "cmd-2", &events.Command{ID: "drain-n1", Kind: events.CommandDrainNode, Cluster: cluster, SnapshotRevision: rev, NodeName: "n1"})
+	eventually(t, "refusal Event", func() bool {
+		l, _ := e.kube.CoreV1().Events("default").List(e.ctx, metav1.ListOptions{})
+		return len(l.Items) == 1 && l.Items[0].Reason == kube.ReasonCommandRefused && l.Items[0].InvolvedObject.Name == "n1"
+	})
+
+	// A message that is not a command event goes to the dead-letter subject with its reason.
+	if err := e.publisher.Publish(e.ctx, queue.CommandsSubject(cluster), "junk-1", []byte(`{"hello":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	var dlq *jetstream.RawStreamMsg
+	eventually(t, "dead-lettered message", func() bool {
+		m, err := e.stream.GetLastMsgForSubject(e.ctx, queue.DeadLetterSubject(cluster))
+		dlq = m
+		return err == nil
+	})
+	if reason := dlq.Header.Get(qnats.HeaderDLQReason); !strings.Contains(reason, "poison") || !strings.Contains(reason, "specversion") {
+		t.Fatalf("DLQ reason %q, want the poison reason naming specversion", reason)
+	}
+	list, err := e.dyn.Resource(kube.NodeClaimGVR).List(e.ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("%d NodeClaims (%v), want 1", len(list.Items), err)
+	}
+	// Only the stale drain was refused; only the junk was dead-lettered.
+	info, _ := e.stream.Info(e.ctx, jetstream.WithSubjectFilter(queue.DeadLetterSubject(cluster)))
+	if n := info.State.Subjects[queue.DeadLetterSubject(cluster)]; n != 1 {
+		t.Fatalf("%d dead-lettered messages, want 1", n)
+	}
+}
+
+func TestAgentSnapshotTimer(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEnv(t, clk, 0, 0, 0, testNode("n1")) // SnapshotInterval 0: the 30 s default
+	e.waitSynced(t)
+	// The ticker is the only timer while no pod is pending.
+	eventually(t, "snapshot ticker armed", clk.HasWaiters)
+	clk.Step(29 * time.Second)
+	select {
+	case m := <-e.events:
+		t.Fatalf("event before 30 s: %s", m.ID)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clk.Step(time.Second)
+	env := e.nextEvent(t)
+	if env.Type != events.TypeSnapshot {
+		t.Fatalf("event type %s, want %s", env.Type, events.TypeSnapshot)
+	}
+	snap, err := events.Codec{}.Snapshot(e.ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !snap.Time.Time.Equal(clk.Now()) || len(snap.Nodes) != 1 || snap.Revision != e.agent.Watcher().Revision() {
+		t.Fatalf("snapshot time %v nodes %d revision %d", snap.Time, len(snap.Nodes), snap.Revision)
+	}
+}
+
+func TestHandleCommandOutcomes(t *testing.T) {
+	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"))
+	e.waitSynced(t)
+	encode := func(cluster string, cmd *events.Command) []byte {
+		data, err := events.NewEvent(cluster, "provision", events.TypeCommand, "m", cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	other := encode("other", &events.Command{ID: "a", Kind: events.CommandDeleteNode, Cluster: "other", NodeName: "n1"})
+	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: other}); !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "command.cluster") {
+		t.Fatalf("foreign cluster: %v, want poison naming command.cluster", err)
+	}
+	bad := encode(cluster, &events.Command{ID: "b", Kind: events.CommandTaintNode, Cluster: cluster, NodeName: "n1",
+		Taint: &corev1.Taint{Key: "bad key!", Effect: corev1.TaintEffectNoSchedule}})
+	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: bad}); !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "command.taint.key") {
+		t.Fatalf("invalid taint: %v, want poison naming command.taint.key", err)
+	}
+	// A transient API failure asks for redelivery (not poison).
+	var once sync.Once
+	e.kube.PrependReactor("delete", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		fail := false
+		once.Do(func() { fail = true })
+		if fail {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	del := encode(cluster, &events.Command{ID: "c", Kind: events.CommandDeleteNode, Cluster: cluster, SnapshotRevision: e.agent.Watcher().Revision(), NodeName: "n1"})
+	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: del}); err == nil || errors.Is(err, queue.ErrPoison) {
+		t.Fatalf("transient failure: %v, want a retryable error", err)
+	}
+	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: del}); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+}
