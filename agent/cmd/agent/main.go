@@ -1,0 +1,128 @@
+// Command agent runs Dovetail's in-cluster agent against a cluster (in-cluster config, or
+// --kubeconfig) and a NATS JetStream queue.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dovetail-dev/dovetail/agent"
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+)
+
+// serviceAccountNamespace is where Kubernetes mounts the pod's namespace for in-cluster clients.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+type options struct {
+	kubeconfig, cluster, namespace, natsURL, blobDir string
+	batchIdle, batchMax, snapshotInterval            time.Duration
+	evictionTimeout, syncTimeout                     time.Duration
+	ensureStream                                     bool
+}
+
+func main() {
+	if err := newCommand().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func newCommand() *cobra.Command {
+	o := options{}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Dovetail's in-cluster agent: watches the cluster, publishes events, applies commands",
+		Long: "The agent watches Pods, Nodes, DaemonSets, PDBs, NodePools, NodeClaims and EC2NodeClasses,\n" +
+			"publishes batched pending-pod events and periodic snapshots to NATS JetStream, and applies\n" +
+			"the commands Dovetail's functions send back. It decides nothing.",
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty: in-cluster config")
+	f.StringVar(&o.cluster, "cluster", "", "cluster name (RFC 1123 label) used in queue subjects and event sources (required)")
+	f.StringVar(&o.namespace, "namespace", "", "the agent's namespace (its ConfigMap); default: the service account's namespace")
+	f.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	f.BoolVar(&o.ensureStream, "ensure-stream", true, "create or update the cluster's JetStream stream at start")
+	f.StringVar(&o.blobDir, "blob-dir", "", "directory for claim-checked payloads too large for an event; empty: refuse them")
+	f.DurationVar(&o.batchIdle, "batch-idle", agent.DefaultBatchIdle, "close a pending-pod batch after this long without a new pending pod")
+	f.DurationVar(&o.batchMax, "batch-max", agent.DefaultBatchMax, "close a pending-pod batch after this long at most")
+	f.DurationVar(&o.snapshotInterval, "snapshot-interval", agent.DefaultSnapshotInterval, "period of snapshot events; negative disables")
+	f.DurationVar(&o.evictionTimeout, "eviction-timeout", 10*time.Second, "deadline of each Eviction API call during a drain")
+	f.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute, "deadline for the initial informer sync")
+	_ = cmd.MarkFlagRequired("cluster")
+	return cmd
+}
+
+func run(ctx context.Context, o options) error {
+	if !events.ValidName(o.cluster) {
+		return fmt.Errorf("--cluster %q: must be an RFC 1123 label", o.cluster)
+	}
+	if o.namespace == "" {
+		b, err := os.ReadFile(serviceAccountNamespace)
+		if err != nil {
+			return errors.New("--namespace: required outside a pod (no service account namespace mounted)")
+		}
+		o.namespace = strings.TrimSpace(string(b))
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	restCfg.UserAgent = "dovetail-agent"
+	kc, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	dc, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	nc, err := qnats.Connect(o.natsURL, "dovetail-agent-"+o.cluster)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if o.ensureStream {
+		if _, err := qnats.EnsureStream(ctx, nc, qnats.StreamConfig{Cluster: o.cluster}); err != nil {
+			return err
+		}
+	}
+	pub, err := qnats.NewPublisher(nc)
+	if err != nil {
+		return err
+	}
+	cons, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{
+		Cluster: o.cluster, Durable: "agent", Subject: queue.CommandsSubject(o.cluster),
+	})
+	if err != nil {
+		return err
+	}
+	var blobs events.BlobStore
+	if o.blobDir != "" {
+		blobs = events.FileBlobStore{Dir: o.blobDir}
+	}
+	return agent.Run(ctx, agent.Config{
+		Cluster: o.cluster, Namespace: o.namespace, Kube: kc, Dynamic: dc,
+		Publisher: pub, Commands: cons, Blobs: blobs,
+		BatchIdle: o.batchIdle, BatchMax: o.batchMax, SnapshotInterval: o.snapshotInterval,
+		EvictionTimeout: o.evictionTimeout, SyncTimeout: o.syncTimeout,
+	})
+}

@@ -1,0 +1,223 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+)
+
+// boundRules are the rules of rbac.yaml that reach the agent's service account, each with the
+// namespace it is limited to ("" for a ClusterRole).
+type boundRule struct {
+	namespace string
+	rule      rbacv1.PolicyRule
+}
+
+func loadRBAC(t *testing.T) []boundRule {
+	t.Helper()
+	raw, err := os.ReadFile("rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	var clusterRoles []rbacv1.ClusterRole
+	var roles []rbacv1.Role
+	bound := map[string]bool{} // "ClusterRole/name" or "Role/ns/name" bound to the agent
+	for {
+		var head metav1.TypeMeta
+		var doc runtime.RawExtension
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("rbac.yaml: %v", err)
+		}
+		if err := utilyaml.Unmarshal(doc.Raw, &head); err != nil {
+			t.Fatal(err)
+		}
+		switch head.Kind {
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			mustUnmarshal(t, doc.Raw, &r)
+			clusterRoles = append(clusterRoles, r)
+		case "Role":
+			var r rbacv1.Role
+			mustUnmarshal(t, doc.Raw, &r)
+			roles = append(roles, r)
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			mustUnmarshal(t, doc.Raw, &b)
+			if bindsAgent(b.Subjects) {
+				bound["ClusterRole/"+b.RoleRef.Name] = true
+			}
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			mustUnmarshal(t, doc.Raw, &b)
+			if bindsAgent(b.Subjects) {
+				bound[b.RoleRef.Kind+"/"+b.Namespace+"/"+b.RoleRef.Name] = true
+			}
+		case "ServiceAccount":
+		default:
+			t.Fatalf("rbac.yaml: unexpected kind %q", head.Kind)
+		}
+	}
+	var out []boundRule
+	for _, r := range clusterRoles {
+		if bound["ClusterRole/"+r.Name] {
+			for _, rule := range r.Rules {
+				out = append(out, boundRule{"", rule})
+			}
+		}
+	}
+	for _, r := range roles {
+		if bound["Role/"+r.Namespace+"/"+r.Name] {
+			for _, rule := range r.Rules {
+				out = append(out, boundRule{r.Namespace, rule})
+			}
+		}
+	}
+	return out
+}
+
+func mustUnmarshal(t *testing.T, raw []byte, into any) {
+	t.Helper()
+	if err := utilyaml.Unmarshal(raw, into); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func bindsAgent(subjects []rbacv1.Subject) bool {
+	for _, s := range subjects {
+		if s.Kind == "ServiceAccount" && s.Name == "dovetail-agent" && s.Namespace == "dovetail-system" {
+			return true
+		}
+	}
+	return false
+}
+
+// allowed applies RBAC's matching (Kubernetes docs, "Using RBAC Authorization": a rule matches
+// when the API group, the resource ("resource/subresource"), the verb and, if given, the
+// resource name all match; Role rules only in their namespace). A list or watch with a
+// metadata.name field selector counts as a request for that name.
+func allowed(rules []boundRule, verb, group, resource, namespace, name string) bool {
+	has := func(list []string, v string) bool {
+		for _, x := range list {
+			if x == v || x == "*" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, br := range rules {
+		r := br.rule
+		if br.namespace != "" && br.namespace != namespace {
+			continue
+		}
+		if !has(r.Verbs, verb) || !has(r.APIGroups, group) || !has(r.Resources, resource) {
+			continue
+		}
+		if len(r.ResourceNames) > 0 && (name == "" || !has(r.ResourceNames, name)) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+func actionName(a k8stesting.Action) string {
+	switch x := a.(type) {
+	case k8stesting.GetAction:
+		return x.GetName()
+	case k8stesting.DeleteAction:
+		return x.GetName()
+	case k8stesting.PatchAction:
+		return x.GetName()
+	case k8stesting.ListAction:
+		if v, ok := x.GetListRestrictions().Fields.RequiresExactMatch("metadata.name"); ok {
+			return v
+		}
+	case k8stesting.WatchAction:
+		if v, ok := x.GetWatchRestrictions().Fields.RequiresExactMatch("metadata.name"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestRBACCoversEveryCall runs every command kind through the agent and checks each API call the
+// agent made (recorded by the fake clients) against rbac.yaml.
+func TestRBACCoversEveryCall(t *testing.T) {
+	rules := loadRBAC(t)
+	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"), testNode("n2"), testPod("app", "n1"))
+	e.waitSynced(t)
+	rev := e.agent.Watcher().Revision()
+	if _, err := e.kube.CoreV1().Pods("default").Create(e.ctx, testPod("late", "n2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "late pod", func() bool { return e.agent.Watcher().NodePodsChangedSince("n2", rev) })
+	nc := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1"}, Status: apisv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"}}
+	cmds := []*events.Command{
+		{ID: "1", Kind: events.CommandCreateNodeClaim, NodeClaim: nc},
+		{ID: "2", Kind: events.CommandTaintNode, NodeName: "n1", Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}},
+		{ID: "3", Kind: events.CommandDrainNode, NodeName: "n1"},
+		{ID: "4", Kind: events.CommandDeleteNode, NodeName: "n1"},
+		{ID: "5", Kind: events.CommandDeleteNodeClaim, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1"}}},
+		{ID: "6", Kind: events.CommandMarkUnavailable, Unavailable: []events.UnavailableOfferingMark{{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}}},
+		{ID: "7", Kind: events.CommandMarkUnavailable, Unavailable: []events.UnavailableOfferingMark{{InstanceType: "c5.large", Zone: "us-east-1a", CapacityType: "spot"}}},
+		{ID: "8", Kind: events.CommandDrainNode, NodeName: "n2"}, // stale: refused with an Event
+	}
+	for _, c := range cmds {
+		c.Cluster, c.SnapshotRevision = cluster, rev
+		data, err := events.NewEvent(cluster, "provision", events.TypeCommand, c.ID, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+		err = e.agent.HandleCommand(ctx, queue.Message{Data: data})
+		cancel()
+		if err != nil {
+			t.Fatalf("command %s (%s): %v", c.ID, c.Kind, err)
+		}
+	}
+	var calls []k8stesting.Action
+	calls = append(calls, e.kube.Actions()...)
+	calls = append(calls, e.dyn.Actions()...)
+	seen := map[string]bool{}
+	for _, a := range calls {
+		res := a.GetResource().Resource
+		if a.GetSubresource() != "" {
+			res += "/" + a.GetSubresource()
+		}
+		// The test itself created the "late" pod; every other call is the agent's.
+		if a.GetVerb() == "create" && res == "pods" {
+			continue
+		}
+		key := a.GetVerb() + " " + a.GetResource().Group + "/" + res
+		seen[key] = true
+		if !allowed(rules, a.GetVerb(), a.GetResource().Group, res, a.GetNamespace(), actionName(a)) {
+			t.Errorf("rbac.yaml does not allow: %s in namespace %q name %q", key, a.GetNamespace(), actionName(a))
+		}
+	}
+	// The run must have exercised every write the agent can make.
+	for _, k := range []string{"create karpenter.sh/nodeclaims", "patch karpenter.sh/nodeclaims/status", "delete karpenter.sh/nodeclaims",
+		"patch /nodes", "delete /nodes", "create /pods/eviction", "create /events", "create /configmaps", "patch /configmaps"} {
+		if !seen[k] {
+			t.Errorf("scenario did not exercise %s", k)
+		}
+	}
+}
