@@ -218,7 +218,14 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	// Same revision means same cluster state and same triggers, so the id doubles as the
 	// queue's deduplication key.
 	id := "pods-pending-" + strconv.FormatInt(snap.Revision, 10)
-	return a.publish(ctx, events.TypePodsPending, id, &events.PodsPending{Pods: pods, Snapshot: snap})
+	if err := a.publish(ctx, events.TypePodsPending, id, &events.PodsPending{Pods: pods, Snapshot: snap}); err != nil {
+		// ErrTooLarge needs a BlobStore (--blob-dir); other errors are the queue's. Either way
+		// the batch is retried after the idle time.
+		klog.ErrorS(err, "publishing pending pods; batch will be retried", "pods", len(pods))
+		return err
+	}
+	klog.InfoS("pending pods published", "id", id, "pods", len(pods), "revision", snap.Revision)
+	return nil
 }
 
 func (a *Agent) snapshotLoop(ctx context.Context) {

@@ -38,7 +38,7 @@ type fixture struct {
 	ctx     context.Context
 }
 
-func newFixture(t *testing.T, kubeObjs []runtime.Object, dynObjs ...runtime.Object) *fixture {
+func newFixture(t testing.TB, kubeObjs []runtime.Object, dynObjs ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{
 		kube:  fake.NewClientset(kubeObjs...),

@@ -312,7 +312,7 @@ func listTyped[T any](store cache.Store) []*T {
 	return out
 }
 
-// typed groups the informers' stores for the snapshot builder.
+// stores groups the informers' stores for the snapshot builder.
 type stores struct {
 	pods, nodes, daemonSets, pdbs, configMaps cache.Store
 	nodePools, nodeClaims, nodeClasses        cache.Store
