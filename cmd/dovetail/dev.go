@@ -1,7 +1,40 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dovetail-dev/dovetail/localdev"
+)
 
 func newDevCommand() *cobra.Command {
-	return &cobra.Command{Use: "dev", Short: "Run Dovetail locally"}
+	var o localdev.Options
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "dev [-f PATH ...] [--kubeconfig PATH]",
+		Short: "Run all of Dovetail on this machine: embedded NATS, fake cloud, in-memory cluster, agent and functions",
+		Long: `dev starts an embedded NATS JetStream server, the fake cloud over the real AWS us-east-1
+catalog, an in-memory cluster (or the cluster of --kubeconfig), the agent and the provision
+function, applies a scenario (by default the seed NodePool and EC2NodeClass, an EKS-like system
+node group and the workloads of the shared workload specs) and shows pods pending → nodes
+launching → pods bound, then a summary with the cost against a static m5.2xlarge node group.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Out = cmd.OutOrStdout()
+			if verbose {
+				o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			}
+			_, err := localdev.Run(cmd.Context(), o)
+			return err
+		},
+	}
+	cmd.Flags().StringArrayVarP(&o.Manifests, "filename", "f", nil, "scenario manifest file or directory (default: the embedded seed scenario)")
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "use this cluster instead of the in-memory one")
+	cmd.Flags().StringVar(&o.Cluster, "cluster", "dev", "cluster name (event sources, queue subjects, instance tags)")
+	cmd.Flags().DurationVar(&o.BootDelay, "boot-delay", 3*time.Second, "how long a fake instance takes to join as a Ready node")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 2*time.Minute, "give up if not every pod is bound by then")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component to stderr")
+	return cmd
 }

@@ -32,15 +32,18 @@ func BenchmarkSolve(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.ReportAllocs()
 			var nodes int
+			var cost float64
 			for b.Loop() {
 				p, err := Solve(in)
 				if err != nil {
 					b.Fatal(err)
 				}
 				nodes = len(p.NodeClaims)
+				cost = p.TotalPricePerHour()
 			}
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "pods/s")
 			b.ReportMetric(float64(nodes), "nodes")
+			b.ReportMetric(cost, "$/h")
 		})
 	}
 }

@@ -44,6 +44,30 @@ type claim struct {
 	requests scheduling.Resources
 	types    []int // candidate indices into pool.types, cheapest first
 	anyTerms bool  // some placed pod has required anti-affinity
+	// head is the most room any candidate type has left (per component), so pods that cannot
+	// fit are rejected without touching the candidate list.
+	head scheduling.Resources
+}
+
+// updateHead recomputes the claim's headroom over its candidate types.
+func (c *claim) updateHead() {
+	var h scheduling.Resources
+	for i, ti := range c.types {
+		a := c.pool.types[ti].avail
+		if i == 0 || a.MilliCPU > h.MilliCPU {
+			h.MilliCPU = a.MilliCPU
+		}
+		if i == 0 || a.Memory > h.Memory {
+			h.Memory = a.Memory
+		}
+		if i == 0 || a.Pods > h.Pods {
+			h.Pods = a.Pods
+		}
+	}
+	h.MilliCPU -= c.requests.MilliCPU
+	h.Memory -= c.requests.Memory
+	h.Pods -= c.requests.Pods
+	c.head = h
 }
 
 // bin is an existing node or in-flight NodeClaim with free capacity.
@@ -105,6 +129,7 @@ func Solve(in Input) (*Plan, error) {
 			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: p.pod, Reason: reason})
 		}
 	}
+	s.refine()
 	for _, b := range s.bins {
 		if len(b.pods) > 0 {
 			plan.ExistingNodes = append(plan.ExistingNodes, &NodePlacement{Name: b.name, InFlight: b.inFlight, Pods: b.pods})
@@ -297,6 +322,9 @@ func (s *solver) placeOnClaim(p *podInfo) bool {
 
 // tryAdd adds p to c when some candidate instance type still fits all of c's pods and p.
 func (s *solver) tryAdd(c *claim, p *podInfo) bool {
+	if len(c.pods) > 0 && (p.requests.MilliCPU > c.head.MilliCPU || p.requests.Memory > c.head.Memory || p.requests.Pods > c.head.Pods) {
+		return false
+	}
 	pi := s.poolIndex(c.pool)
 	pp := s.compatibility(pi, p)
 	if pp.reason != "" {
@@ -310,9 +338,12 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		if !ac.any {
 			continue
 		}
-		merged := c.reqs.Intersect(ac.reqs)
-		if merged.Unsatisfiable() != nil {
-			continue
+		merged := c.reqs
+		if len(ac.reqs) > 0 {
+			merged = c.reqs.Intersect(ac.reqs)
+			if merged.Unsatisfiable() != nil {
+				continue
+			}
 		}
 		kept := make([]int, 0, len(c.types))
 		for _, ti := range c.types {
@@ -334,6 +365,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		c.requests = total
 		c.pods = append(c.pods, p)
 		c.anyTerms = c.anyTerms || len(p.anti) > 0
+		c.updateHead()
 		return true
 	}
 	return false
@@ -557,4 +589,120 @@ func (c *claim) antiAffinityConflict(p *podInfo) bool {
 		residents[i], terms[i] = q.pod, q.anti
 	}
 	return scheduling.HostnameAntiAffinityConflict(p.pod, p.anti, residents, terms)
+}
+
+// refine re-packs each NodeClaim's pods onto smaller instance types when that is cheaper.
+// First-fit-decreasing fills a claim up to the largest type that fits, which costs nothing while
+// prices are linear in size but leaves the last claim (and any claim cut short by a constraint)
+// on a type far larger than its pods: 4.3 vCPU of pods on an 8-vCPU type instead of a 4-vCPU
+// and a 1-vCPU one. For each claim, caps of 1/2, 1/4, ... of its type's vCPUs are tried (never
+// below 1 vCPU), re-packing its pods first-fit under the cap, and the cheapest result is kept.
+// Pools with limits are left as packed, so the limit accounting stays exact.
+func (s *solver) refine() {
+	out := make([]*claim, 0, len(s.claims))
+	for _, c := range s.claims {
+		if len(c.pods) < 2 {
+			out = append(out, c)
+			continue
+		}
+		pl := c.pool
+		own := pl.types[c.types[0]].capacity
+		best, bestCost := []*claim{c}, claimCost(c)
+		for limit := own.MilliCPU / 2; limit >= 1000; limit /= 2 {
+			alt := s.repack(c, limit)
+			if alt == nil {
+				break // a pod no longer fits under the cap; smaller caps cannot help
+			}
+			cost := plansCost(alt)
+			if cost >= bestCost-1e-9 {
+				continue
+			}
+			if pl.remaining != nil {
+				// The replacement must fit the limit in place of the claim it replaces.
+				var sum scheduling.Resources
+				for _, a := range alt {
+					sum = sum.Add(pl.types[a.types[0]].capacity)
+				}
+				if !pl.fitsLimits(sum, pl.remaining.Sub(pl.committed).Add(own)) {
+					continue
+				}
+			}
+			best, bestCost = alt, cost
+		}
+		if pl.remaining != nil && best[0] != c {
+			pl.committed = pl.committed.Sub(own)
+			for _, a := range best {
+				pl.committed = pl.committed.Add(pl.types[a.types[0]].capacity)
+			}
+		}
+		out = append(out, best...)
+	}
+	s.claims = out
+}
+
+// repack places c's pods (in their packing order) on new claims of c's pool whose types have at
+// most maxMilliCPU of CPU capacity, or returns nil when some pod fits none.
+func (s *solver) repack(c *claim, maxMilliCPU int64) []*claim {
+	pl := c.pool
+	var base []int
+	for ti, t := range pl.types {
+		if t.capacity.MilliCPU <= maxMilliCPU {
+			base = append(base, ti)
+		}
+	}
+	if len(base) == 0 {
+		return nil
+	}
+	// Limits are checked by refine for the whole replacement; repacking must not move them.
+	saved := pl.remaining
+	pl.remaining = nil
+	defer func() { pl.remaining = saved }()
+	var out []*claim
+	for _, p := range c.pods {
+		placed := false
+		for _, a := range out {
+			if s.tryAdd(a, p) {
+				placed = true
+				break
+			}
+		}
+		if placed {
+			continue
+		}
+		a := &claim{pool: pl, reqs: pl.reqs, types: append([]int(nil), base...)}
+		if !s.tryAdd(a, p) {
+			return nil
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// claimCost is the price of the cheapest offering the claim's requirements allow (USD/h).
+func claimCost(c *claim) float64 {
+	zr, cr := c.reqs[corev1.LabelTopologyZone], c.reqs[apisv1.LabelCapacityType]
+	best := -1.0
+	for _, ti := range c.types {
+		t := c.pool.types[ti]
+		if best >= 0 && t.minPrice >= best {
+			break // types are sorted by their cheapest offering; none later can beat best
+		}
+		for _, o := range t.offerings {
+			if (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType)) {
+				if best < 0 || o.PricePerHour < best {
+					best = o.PricePerHour
+				}
+				break // offerings are sorted by price
+			}
+		}
+	}
+	return best
+}
+
+func plansCost(cs []*claim) float64 {
+	var t float64
+	for _, c := range cs {
+		t += claimCost(c)
+	}
+	return t
 }

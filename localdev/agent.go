@@ -1,0 +1,39 @@
+package localdev
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/dovetail-dev/dovetail/agent"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+)
+
+// startAgent runs the agent against the cluster: its informers feed pending-pod batches to the
+// queue, and it applies the commands the functions publish.
+func (e *Env) startAgent(ctx context.Context, nc *natsgo.Conn, pub queue.Publisher) error {
+	cmds, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: e.Options.Cluster, Durable: "agent",
+		Subject: queue.CommandsSubject(e.Options.Cluster), Logger: e.Options.Log})
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(agent.Config{Cluster: e.Options.Cluster, Namespace: e.Options.Namespace,
+		Kube: e.Cluster.Kube, Dynamic: e.Cluster.Dynamic, Publisher: pub, Commands: cmds, Blobs: e.blobs})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	e.goRun(func() error { return a.Run(ctx) })
+	select {
+	case <-a.Synced():
+		e.Progress.Printf("agent: informers synced, watching pending pods (batch window 1 s idle / 10 s max)")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// blobDir is where claim-checked payloads go in local dev (a temporary directory).
+func newBlobDir() (string, error) { return os.MkdirTemp("", "dovetail-blobs-*") }

@@ -1,0 +1,301 @@
+// Package localdev runs all of Dovetail on one machine: an embedded NATS JetStream server, the
+// fake cloud over the real catalog, an in-memory cluster (or a real one from a kubeconfig), the
+// agent and the provision function, connected exactly as in production: agent → queue →
+// function → cloud → commands → agent.
+package localdev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/provision"
+	seed "github.com/dovetail-dev/dovetail/localdev/manifests"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/manifests"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+)
+
+// Options configures a local run. The zero value runs the seed scenario in memory.
+type Options struct {
+	// Cluster names the cluster in events, subjects and instance tags (default "dev").
+	Cluster string
+	// Kubeconfig selects a real cluster instead of the in-memory one.
+	Kubeconfig string
+	// Manifests are scenario files or directories; empty means the embedded seed scenario.
+	Manifests []string
+	// BootDelay is how long a fake instance takes to become a Ready node (default 3 s).
+	BootDelay time.Duration
+	// Timeout bounds the run (default 2 minutes).
+	Timeout time.Duration
+	// Out receives the progress lines and the summary (default os.Stdout).
+	Out io.Writer
+	// Log receives component logs (default: discarded, the progress lines say what matters).
+	Log *slog.Logger
+	// Namespace is the agent's namespace (default "kube-system").
+	Namespace string
+}
+
+func (o *Options) defaults() {
+	if o.Cluster == "" {
+		o.Cluster = "dev"
+	}
+	if o.BootDelay == 0 {
+		o.BootDelay = 3 * time.Second
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Namespace == "" {
+		o.Namespace = "kube-system"
+	}
+}
+
+// Env is a running local environment; tests drive it directly.
+type Env struct {
+	Options  Options
+	Set      *manifests.Set
+	Catalog  *catalog.Catalog
+	Cluster  *Cluster
+	Cloud    *fake.Cloud
+	NATSURL  string
+	Progress *Progress
+
+	blobs events.BlobStore
+	stop  func()
+	wg    sync.WaitGroup
+	errs chan error
+}
+
+// Run starts everything, applies the scenario, waits until every workload pod is bound (or the
+// timeout), prints the summary and stops.
+func Run(ctx context.Context, o Options) (*Summary, error) {
+	o.defaults()
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	env, err := Start(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Stop()
+	if err := env.WaitAllBound(ctx); err != nil {
+		return nil, err
+	}
+	s, err := Summarize(context.Background(), env.Cluster, env.Cloud, o.Cluster, env.Catalog, env.Set)
+	if err != nil {
+		return nil, err
+	}
+	s.Print(o.Out)
+	return s, nil
+}
+
+// Start brings the environment up and applies the scenario.
+func Start(ctx context.Context, o Options) (*Env, error) {
+	o.defaults()
+	set, err := loadScenario(o.Manifests)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := catalog.AWS()
+	if err != nil {
+		return nil, err
+	}
+	env := &Env{Options: o, Set: set, Catalog: cat, errs: make(chan error, 16), Progress: NewProgress(o.Out)}
+	ctx, cancel := context.WithCancel(ctx)
+	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	env.NATSURL = url
+	blobDir, err := newBlobDir()
+	if err != nil {
+		cancel()
+		srv.Shutdown()
+		return nil, err
+	}
+	env.blobs = events.FileBlobStore{Dir: blobDir}
+	env.stop = func() {
+		cancel()
+		env.wg.Wait()
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		os.RemoveAll(blobDir)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			env.stop()
+		}
+	}()
+	env.Progress.Printf("embedded NATS JetStream at %s", url)
+
+	if o.Kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
+		}
+		kc, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		dc, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		env.Cluster = &Cluster{Kube: kc, Dynamic: dc}
+		env.Progress.Printf("using the cluster of %s", o.Kubeconfig)
+	} else {
+		env.Cluster = NewInMemoryCluster()
+		env.Progress.Printf("in-memory cluster (local stand-ins for kube-scheduler and the workload controllers)")
+	}
+
+	env.Cloud = fake.New(fake.Options{Catalog: cat, Cluster: o.Cluster, BootDelay: o.BootDelay,
+		Registrar: &registrar{kube: env.Cluster.Kube, progress: env.Progress}, Logger: o.Log})
+	env.goRun(func() error { env.Cloud.Run(ctx, 100*time.Millisecond); return nil })
+
+	nc, err := dnats.Connect(url, "dovetail-dev")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dnats.EnsureStream(ctx, nc, dnats.StreamConfig{Cluster: o.Cluster}); err != nil {
+		return nil, err
+	}
+	pub, err := dnats.NewPublisher(nc)
+	if err != nil {
+		return nil, err
+	}
+
+	pending, err := env.Cluster.Apply(ctx, set)
+	if err != nil {
+		return nil, fmt.Errorf("applying the scenario: %w", err)
+	}
+	env.Progress.Printf("applied the scenario: %d NodePool(s), %d existing node(s), %d DaemonSet(s), %d pods pending",
+		len(set.NodePools), len(set.Nodes), len(set.DaemonSets), pending)
+
+	// The provision function, as a NATS worker.
+	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, Provider: env.Cloud, Publisher: pub,
+		Codec: events.Codec{Blobs: env.blobs}, Log: o.Log, OnDecision: env.Progress.Decision}
+	cons, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: provision.Component,
+		Subject: queue.EventsSubject(o.Cluster), Logger: o.Log})
+	if err != nil {
+		return nil, err
+	}
+	env.goRun(func() error { return cons.Consume(ctx, fn.Handle) })
+
+	if err := env.startAgent(ctx, nc, pub); err != nil {
+		return nil, err
+	}
+	if env.Cluster.InMemory {
+		env.goRun(func() error { return env.runStandIns(ctx) })
+	}
+	ok = true
+	return env, nil
+}
+
+// Stop shuts everything down and waits for it.
+func (e *Env) Stop() { e.stop() }
+
+func (e *Env) goRun(f func() error) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := f(); err != nil && !errors.Is(err, context.Canceled) {
+			select {
+			case e.errs <- err:
+			default:
+			}
+		}
+	}()
+}
+
+// runStandIns runs the DaemonSet controller and scheduler stand-ins every 100 ms.
+func (e *Env) runStandIns(ctx context.Context) error {
+	ds := &daemonSets{kube: e.Cluster.Kube}
+	b := &binder{kube: e.Cluster.Kube, marked: map[string]bool{}, onBind: e.Progress.Bound}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if err := ds.pass(ctx); err != nil && ctx.Err() == nil {
+			return err
+		}
+		if _, err := b.pass(ctx); err != nil && ctx.Err() == nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// WaitAllBound waits until every workload pod is bound and the cluster is quiet.
+func (e *Env) WaitAllBound(ctx context.Context) error {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-e.errs:
+			return err
+		case <-ctx.Done():
+			bound, total, _ := e.count(context.Background())
+			return fmt.Errorf("timed out with %d of %d workload pods bound: %w", bound, total, ctx.Err())
+		case <-t.C:
+		}
+		bound, total, err := e.count(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			return err
+		}
+		if total > 0 && bound == total {
+			e.Progress.Printf("all %d workload pods are bound", total)
+			return nil
+		}
+	}
+}
+
+func (e *Env) count(ctx context.Context) (bound, total int, err error) {
+	pods, err := e.Cluster.Kube.CoreV1().Pods("").List(ctx, listAll)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if isWorkloadPod(p) {
+			total++
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+	}
+	return bound, total, nil
+}
+
+func loadScenario(paths []string) (*manifests.Set, error) {
+	if len(paths) == 0 {
+		return manifests.LoadFS(seed.FS, ".")
+	}
+	return manifests.Load(paths...)
+}
+
