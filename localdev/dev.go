@@ -82,7 +82,7 @@ type Env struct {
 	blobs events.BlobStore
 	stop  func()
 	wg    sync.WaitGroup
-	errs chan error
+	errs  chan error
 }
 
 // Run starts everything, applies the scenario, waits until every workload pod is bound (or the
@@ -298,4 +298,3 @@ func loadScenario(paths []string) (*manifests.Set, error) {
 	}
 	return manifests.Load(paths...)
 }
-

@@ -147,4 +147,3 @@ func qty(l corev1.ResourceList, n corev1.ResourceName) string {
 	q := l[n]
 	return q.String()
 }
-
