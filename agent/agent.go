@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -55,6 +55,8 @@ type Config struct {
 	EvictionTimeout time.Duration
 	// SyncTimeout bounds the initial cache sync (default 2 minutes).
 	SyncTimeout time.Duration
+	// Logger receives the agent's logs (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 func (c *Config) validate() error {
@@ -119,7 +121,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.watcher = w
 	a.builder = kube.NewSnapshotBuilder(w, cfg.Cluster, cfg.Clock)
+	a.builder.Logger = cfg.Logger
 	a.applier = kube.NewApplier(cfg.Kube, cfg.Dynamic, w, kube.ApplierOptions{
+		Logger:    cfg.Logger,
 		Namespace: cfg.Namespace, Clock: cfg.Clock, EvictionTimeout: cfg.EvictionTimeout,
 		Component: "dovetail-agent",
 	})
@@ -166,7 +170,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	close(a.synced)
-	klog.InfoS("agent caches synced", "cluster", a.cfg.Cluster, "revision", a.watcher.Revision())
+	a.log().Info("agent caches synced", "cluster", a.cfg.Cluster, "revision", a.watcher.Revision())
 
 	if a.cfg.SnapshotInterval > 0 {
 		wg.Add(1)
@@ -199,7 +203,7 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	}
 	snap, err := a.builder.Build()
 	if err != nil {
-		klog.ErrorS(err, "building snapshot for pending pods")
+		a.log().Error("building snapshot for pending pods", "err", err)
 		return err
 	}
 	pending := make(map[string]bool, len(snap.PendingPods))
@@ -221,10 +225,10 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	if err := a.publish(ctx, events.TypePodsPending, id, &events.PodsPending{Pods: pods, Snapshot: snap}); err != nil {
 		// ErrTooLarge needs a BlobStore (--blob-dir); other errors are the queue's. Either way
 		// the batch is retried after the idle time.
-		klog.ErrorS(err, "publishing pending pods; batch will be retried", "pods", len(pods))
+		a.log().Error("publishing pending pods; batch will be retried", "err", err, "pods", len(pods))
 		return err
 	}
-	klog.InfoS("pending pods published", "id", id, "pods", len(pods), "revision", snap.Revision)
+	a.log().Info("pending pods published", "id", id, "pods", len(pods), "revision", snap.Revision)
 	return nil
 }
 
@@ -237,7 +241,7 @@ func (a *Agent) snapshotLoop(ctx context.Context) {
 			return
 		case <-t.C():
 			if err := a.PublishSnapshot(ctx); err != nil && ctx.Err() == nil {
-				klog.ErrorS(err, "publishing periodic snapshot")
+				a.log().Error("publishing periodic snapshot", "err", err)
 			}
 		}
 	}
@@ -275,7 +279,7 @@ func (a *Agent) publish(ctx context.Context, typ, id string, payload any) error 
 		}
 		return fmt.Errorf("publish %s event %s on %s: %w", typ, id, subject, err)
 	}
-	klog.V(2).InfoS("published", "type", typ, "id", id, "bytes", len(data))
+	a.log().Debug("published", "type", typ, "id", id, "bytes", len(data))
 	return nil
 }
 
@@ -303,7 +307,7 @@ func (a *Agent) HandleCommand(ctx context.Context, msg queue.Message) error {
 	var refused *kube.RefusedError
 	switch {
 	case err == nil:
-		klog.V(1).InfoS("command applied", "id", cmd.ID, "kind", cmd.Kind)
+		a.log().Debug("command applied", "id", cmd.ID, "kind", cmd.Kind)
 		return nil
 	case errors.As(err, &refused):
 		return nil
@@ -312,4 +316,11 @@ func (a *Agent) HandleCommand(ctx context.Context, msg queue.Message) error {
 	default:
 		return fmt.Errorf("apply command %s (%s): %w", cmd.ID, cmd.Kind, err)
 	}
+}
+
+func (a *Agent) log() *slog.Logger {
+	if a.cfg.Logger != nil {
+		return a.cfg.Logger
+	}
+	return slog.Default()
 }

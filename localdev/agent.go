@@ -21,7 +21,7 @@ func (e *Env) startAgent(ctx context.Context, nc *natsgo.Conn, pub queue.Publish
 		return err
 	}
 	a, err := agent.New(agent.Config{Cluster: e.Options.Cluster, Namespace: e.Options.Namespace,
-		Kube: e.Cluster.Kube, Dynamic: e.Cluster.Dynamic, Publisher: pub, Commands: cmds, Blobs: e.blobs})
+		Kube: e.Cluster.Kube, Dynamic: e.Cluster.Dynamic, Publisher: pub, Commands: cmds, Blobs: e.blobs, Logger: e.Options.Log})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

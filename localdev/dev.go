@@ -46,6 +46,11 @@ type Options struct {
 	Log *slog.Logger
 	// Namespace is the agent's namespace (default "kube-system").
 	Namespace string
+
+	// Test hooks: wrap what the provision function publishes with, and how it handles messages
+	// (to inject a crash between launch and command, or a duplicate delivery).
+	wrapPublisher func(queue.Publisher) queue.Publisher
+	wrapHandler   func(queue.Handler) queue.Handler
 }
 
 func (o *Options) defaults() {
@@ -192,14 +197,22 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		len(set.NodePools), len(set.Nodes), len(set.DaemonSets), pending)
 
 	// The provision function, as a NATS worker.
-	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, Provider: env.Cloud, Publisher: pub,
+	var fnPub queue.Publisher = pub
+	if o.wrapPublisher != nil {
+		fnPub = o.wrapPublisher(pub)
+	}
+	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, Provider: env.Cloud, Publisher: fnPub,
 		Codec: events.Codec{Blobs: env.blobs}, Log: o.Log, OnDecision: env.Progress.Decision}
 	cons, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: provision.Component,
 		Subject: queue.EventsSubject(o.Cluster), Logger: o.Log})
 	if err != nil {
 		return nil, err
 	}
-	env.goRun(func() error { return cons.Consume(ctx, fn.Handle) })
+	handle := queue.Handler(fn.Handle)
+	if o.wrapHandler != nil {
+		handle = o.wrapHandler(handle)
+	}
+	env.goRun(func() error { return cons.Consume(ctx, handle) })
 
 	if err := env.startAgent(ctx, nc, pub); err != nil {
 		return nil, err

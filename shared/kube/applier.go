@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -21,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -77,6 +77,8 @@ type ApplierOptions struct {
 	DrainParallelism int
 	// Component is the Event source component (default "dovetail-agent").
 	Component string
+	// Logger receives refusals and notices (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // Applier applies commands to the cluster. It reads the Watcher's caches for staleness checks and
@@ -98,6 +100,9 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 	}
 	if opts.DrainParallelism <= 0 {
 		opts.DrainParallelism = 8
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	if opts.Component == "" {
 		opts.Component = "dovetail-agent"
@@ -272,7 +277,7 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 		return err
 	}
 	if cached == nil {
-		klog.InfoS("TaintNode: node gone, nothing to taint", "command", cmd.ID, "node", cmd.NodeName)
+		a.opts.Logger.Info("TaintNode: node gone, nothing to taint", "command", cmd.ID, "node", cmd.NodeName)
 		return nil
 	}
 	// Read-modify-write with the resourceVersion in the merge patch: the API server answers 409
@@ -508,6 +513,6 @@ func (a *Applier) refuse(ctx context.Context, cmd *events.Command, ref corev1.Ob
 	if _, err := a.kube.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("record refusal of command %s on %s/%s: %w", cmd.ID, ref.Kind, ref.Name, err)
 	}
-	klog.InfoS("command refused", "command", cmd.ID, "kind", cmd.Kind, "target", ref.Kind+"/"+ref.Name, "reason", reason)
+	a.opts.Logger.Info("command refused", "command", cmd.ID, "kind", cmd.Kind, "target", ref.Kind+"/"+ref.Name, "reason", reason)
 	return &RefusedError{CommandID: cmd.ID, Kind: cmd.Kind, Target: ref.Kind + "/" + ref.Name, Reason: reason}
 }

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"log/slog"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -23,6 +23,8 @@ type SnapshotBuilder struct {
 	cluster   string
 	namespace string
 	clock     clock.PassiveClock
+	// Logger receives objects left out of a snapshot (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // NewSnapshotBuilder returns a builder for the cluster's snapshots; clk stamps Snapshot.Time and
@@ -76,16 +78,16 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 	// A NodePool or NodeClass that does not convert is left out (and logged): it cannot be used,
 	// and the others still can. A NodeClaim that does not convert fails the build: leaving
 	// in-flight capacity out would make the next decision launch it again.
-	snap.NodePools, _ = convertAll[apisv1.NodePool](st.nodePools, KindNodePool, true)
-	snap.NodeClasses, _ = convertAll[apisv1.EC2NodeClass](st.nodeClasses, KindEC2NodeClass, true)
-	if snap.NodeClaims, err = convertAll[apisv1.NodeClaim](st.nodeClaims, KindNodeClaim, false); err != nil {
+	snap.NodePools, _ = convertAll[apisv1.NodePool](b.log(), st.nodePools, KindNodePool, true)
+	snap.NodeClasses, _ = convertAll[apisv1.EC2NodeClass](b.log(), st.nodeClasses, KindEC2NodeClass, true)
+	if snap.NodeClaims, err = convertAll[apisv1.NodeClaim](b.log(), st.nodeClaims, KindNodeClaim, false); err != nil {
 		return nil, err
 	}
 	if obj, ok, _ := st.configMaps.GetByKey(b.namespace + "/" + UnavailableOfferingsConfigMap); ok {
 		cm, _ := obj.(*corev1.ConfigMap)
 		marks, errs := decodeOfferingMarks(cm, now)
 		for _, e := range errs {
-			klog.ErrorS(e, "skipping malformed unavailable-offering mark")
+			b.log().Error("skipping malformed unavailable-offering mark", "err", e)
 		}
 		snap.UnavailableOfferings = marks
 	}
@@ -94,7 +96,7 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 
 // convertAll converts the store's unstructured objects (sorted by name) into T. With skipBad, an
 // object that fails is logged and left out; otherwise the first failure is returned.
-func convertAll[T any](store cache.Store, kind string, skipBad bool) ([]T, error) {
+func convertAll[T any](log *slog.Logger, store cache.Store, kind string, skipBad bool) ([]T, error) {
 	objs := listTyped[unstructured.Unstructured](store)
 	out := make([]T, 0, len(objs))
 	for _, u := range objs {
@@ -104,7 +106,7 @@ func convertAll[T any](store cache.Store, kind string, skipBad bool) ([]T, error
 			if !skipBad {
 				return nil, err
 			}
-			klog.ErrorS(err, "leaving object out of the snapshot")
+			log.Error("leaving object out of the snapshot", "err", err)
 			continue
 		}
 		out = append(out, t)
@@ -131,4 +133,11 @@ func ToUnstructured(obj any, apiVersion, kind string) (*unstructured.Unstructure
 	u.SetAPIVersion(apiVersion)
 	u.SetKind(kind)
 	return u, nil
+}
+
+func (b *SnapshotBuilder) log() *slog.Logger {
+	if b.Logger != nil {
+		return b.Logger
+	}
+	return slog.Default()
 }
