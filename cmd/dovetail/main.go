@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -20,7 +21,10 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-func main() {
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run executes the CLI and returns the process exit status.
+func run(args []string, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:           "dovetail",
 		Short:         "Dovetail provisions Kubernetes nodes from pending pods, as event-driven functions",
@@ -28,12 +32,16 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newPlanCommand(), newDevCommand())
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(stderr, "error:", err)
 		var ue usageError
 		if errors.As(err, &ue) {
-			os.Exit(exitInvalidInput)
+			return exitInvalidInput
 		}
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

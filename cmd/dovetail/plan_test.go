@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var seed = []string{"-f", "../../localdev/manifests/nodepool.yaml", "-f", "../../localdev/manifests/system-nodes.yaml", "-f", "../../localdev/manifests/workloads.yaml"}
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestPlanJSONSeed(t *testing.T) {
+	code, out, stderr := runCLI(t, append([]string{"plan", "--output", "json"}, seed...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	// Exactly one JSON object with exactly the documented keys.
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if dec.More() {
+		t.Fatal("more than one JSON value printed")
+	}
+	for _, k := range []string{"nodeClaims", "existingNodes", "unschedulable", "totalPricePerHour"} {
+		if _, ok := raw[k]; !ok {
+			t.Fatalf("key %q missing", k)
+		}
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	// The seed's 40 workload pods: the 4 Karpenter controllers (which require a node without
+	// karpenter.sh/nodepool and tolerate CriticalAddonsOnly) go to the two system nodes, two each
+	// with no two replicas of one deployment together (hostname anti-affinity); the 36 others get
+	// NodeClaims.
+	if len(plan.Unschedulable) != 0 {
+		t.Fatalf("unschedulable: %+v", plan.Unschedulable)
+	}
+	placed := 0
+	for _, n := range plan.NodeClaims {
+		placed += len(n.Pods)
+		if n.PricePerHour <= 0 || n.Zone == "" || len(n.InstanceTypeOptions) == 0 || n.InstanceTypeOptions[0] != n.InstanceType {
+			t.Fatalf("nodeClaim %+v: first option must be the offering's type, with a price and zone", n)
+		}
+		if n.CapacityType == "spot" && n.PriceSource != "estimate-spot-model" {
+			t.Fatalf("spot price not labelled as an estimate: %+v", n)
+		}
+	}
+	if placed != 36 {
+		t.Fatalf("pods on new NodeClaims = %d, want 36", placed)
+	}
+	if len(plan.ExistingNodes) != 2 {
+		t.Fatalf("existing nodes used = %d, want 2", len(plan.ExistingNodes))
+	}
+	for _, e := range plan.ExistingNodes {
+		if len(e.Pods) != 2 || !strings.HasPrefix(e.Pods[0], "kube-system/karpenter") || e.Pods[0][:len(e.Pods[0])-2] == e.Pods[1][:len(e.Pods[1])-2] {
+			t.Fatalf("node %s got %v; want one replica of each Karpenter deployment", e.Name, e.Pods)
+		}
+	}
+	var sum float64
+	for _, n := range plan.NodeClaims {
+		sum += n.PricePerHour
+	}
+	if math.Abs(sum-plan.TotalPricePerHour) > 1e-6 {
+		t.Fatalf("total %v != sum of NodeClaims %v", plan.TotalPricePerHour, sum)
+	}
+	name := regexp.MustCompile(`^[a-z0-9-]+/[a-z0-9-]+-[0-9]+$`)
+	for _, n := range plan.NodeClaims {
+		for _, p := range n.Pods {
+			if !name.MatchString(p) {
+				t.Fatalf("pod %q is not named <namespace>/<controller>-<index>", p)
+			}
+		}
+	}
+}
+
+func TestPlanInvalidInputExits2(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(`apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: bad}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ["five"]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "plan", "-f", bad, "--output", "json")
+	if code != 2 || out != "" {
+		t.Fatalf("exit %d, stdout %q; want 2 and nothing on stdout", code, out)
+	}
+	if !strings.Contains(stderr, "requirements[0]") || !strings.Contains(stderr, "bad.yaml") {
+		t.Fatalf("the error must name the file and the field: %s", stderr)
+	}
+	if code, _, _ := runCLI(t, "plan", "--output", "yaml", "-f", bad); code != 2 {
+		t.Fatalf("an unknown --output must exit 2, got %d", code)
+	}
+}
+
+func TestPlanUnschedulableStillExits0(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "pods.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: huge}
+spec:
+  containers:
+  - name: c
+    image: registry.k8s.io/pause:3.10
+    resources: {requests: {cpu: "1000"}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "plan", "-o", "json", "-f", "../../localdev/manifests/nodepool.yaml", "-f", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	// 1000 vCPU exceeds every instance type (the largest in c/m/r generation > 5 have 192 vCPU).
+	if len(plan.Unschedulable) != 1 || plan.Unschedulable[0].Pod != "default/huge" || len(plan.NodeClaims) != 0 {
+		t.Fatalf("want default/huge unschedulable and no launch, got %+v", plan)
+	}
+}
