@@ -1,0 +1,197 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+)
+
+// The handler publishes through a real embedded NATS JetStream server; commands are read back
+// from the stream. The cloud is the fake over the real catalog.
+
+const cluster = "test"
+
+var snapTime = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	h     *Handler
+	cloud *fake.Cloud
+	mu    sync.Mutex
+	cmds  []events.Command
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := dnats.Connect(url, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if _, err := dnats.EnsureStream(ctx, nc, dnats.StreamConfig{Cluster: cluster, Memory: true}); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := dnats.NewPublisher(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := catalog.MustAWS()
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: cluster, Clock: clocktesting.NewFakeClock(snapTime)})
+	e := &env{cloud: fc, h: &Handler{Cluster: cluster, Catalog: cat, Provider: fc, Publisher: pub}}
+	cons, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: cluster, Durable: "reader", Subject: queue.CommandsSubject(cluster), MaxAckPending: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go cons.Consume(ctx, func(ctx context.Context, m queue.Message) error {
+		env, err := events.Decode(m.Data)
+		if err != nil {
+			return err
+		}
+		c, err := events.Codec{}.Command(ctx, env)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.cmds = append(e.cmds, *c)
+		e.mu.Unlock()
+		return nil
+	})
+	return e
+}
+
+func (e *env) waitCommands(t *testing.T, n int) []events.Command {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		e.mu.Lock()
+		got := append([]events.Command(nil), e.cmds...)
+		e.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("fewer than %d commands arrived", n)
+	return nil
+}
+
+func pool(name string, weight int32, types ...string) apisv1.NodePool {
+	return apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: apisv1.NodePoolSpec{Weight: &weight,
+		Template: apisv1.NodeClaimTemplate{Spec: apisv1.NodeClaimSpec{
+			NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: types}},
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+			}}}}}
+}
+
+func pendingEvent(t *testing.T, pools ...apisv1.NodePool) []byte {
+	t.Helper()
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default", UID: "u1"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}
+	snap := &events.Snapshot{Cluster: cluster, Revision: 7, Time: metav1.NewTime(snapTime), PendingPods: []corev1.Pod{p}, NodePools: pools}
+	data, err := events.NewEvent(cluster, "agent", events.TypePodsPending, "pods-pending-7", &events.PodsPending{Pods: []string{"default/web-0"}, Snapshot: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestMalformedEventIsPoison(t *testing.T) {
+	e := newEnv(t)
+	err := e.h.Handle(context.Background(), queue.Message{Data: []byte(`{"specversion":"1.0"}`)})
+	if !errors.Is(err, queue.ErrPoison) {
+		t.Fatalf("want a poison error, got %v", err)
+	}
+	// Another cluster's event is refused the same way, naming the field.
+	other := *e.h
+	other.Cluster = "elsewhere"
+	err = other.Handle(context.Background(), queue.Message{Data: pendingEvent(t, pool("a", 10, "m5.large"))})
+	if !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "snapshot.cluster") {
+		t.Fatalf("want a poison error naming snapshot.cluster, got %v", err)
+	}
+}
+
+func TestCapacityErrorReplansOntoAnotherPool(t *testing.T) {
+	e := newEnv(t)
+	// Every m5.large offering refuses: the weight-50 pool cannot launch; the invocation marks
+	// the offerings unavailable, re-plans, and the weight-10 pool launches c5.large.
+	if err := e.cloud.InjectICE(fake.Pattern{InstanceType: "m5.large", Zone: "*", CapacityType: "*"}, "InsufficientInstanceCapacity"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.Handle(context.Background(), queue.Message{Data: pendingEvent(t, pool("preferred", 50, "m5.large"), pool("fallback", 10, "c5.large"))}); err != nil {
+		t.Fatal(err)
+	}
+	insts, _ := e.cloud.List(context.Background(), cluster)
+	if len(insts) != 1 || insts[0].InstanceType != "c5.large" {
+		t.Fatalf("instances = %+v, want one c5.large", insts)
+	}
+	cmds := e.waitCommands(t, 2)
+	var create, mark *events.Command
+	for i := range cmds {
+		switch cmds[i].Kind {
+		case events.CommandCreateNodeClaim:
+			create = &cmds[i]
+		case events.CommandMarkUnavailable:
+			mark = &cmds[i]
+		}
+	}
+	if create == nil || create.NodeClaim.Status.ProviderID != insts[0].ProviderID || create.SnapshotRevision != 7 {
+		t.Fatalf("create command = %+v", create)
+	}
+	// m5.large is offered on demand in the 5 Nitro zones (us-east-1a,b,c,d,f): 5 marks, each
+	// expiring 3 minutes after the snapshot's time.
+	if mark == nil || len(mark.Unavailable) != 5 {
+		t.Fatalf("mark command = %+v, want 5 marks", mark)
+	}
+	for _, m := range mark.Unavailable {
+		if m.InstanceType != "m5.large" || !m.Expires.Time.Equal(snapTime.Add(3*time.Minute)) || m.Reason != "InsufficientInstanceCapacity" {
+			t.Fatalf("mark %+v", m)
+		}
+	}
+}
+
+func TestOrphansPastGraceAreTerminated(t *testing.T) {
+	e := newEnv(t)
+	tags := map[string]string{apisv1.TagCluster: cluster, apisv1.TagNodeClaim: "gone"}
+	old := cloud.Instance{ID: "i-0aaaaaaaaaaaaaaaa", Zone: "us-east-1a", InstanceType: "m5.large", Tags: tags, LaunchTime: snapTime.Add(-11 * time.Minute)}
+	young := cloud.Instance{ID: "i-0bbbbbbbbbbbbbbbb", Zone: "us-east-1a", InstanceType: "m5.large", Tags: tags, LaunchTime: snapTime.Add(-9 * time.Minute)}
+	for _, i := range []cloud.Instance{old, young} {
+		if err := e.cloud.AddInstance(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := &events.Snapshot{Cluster: cluster, Revision: 8, Time: metav1.NewTime(snapTime)}
+	d, err := e.h.Decide(context.Background(), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Grace period 10 minutes: the 11-minute-old orphan goes, the 9-minute-old one stays.
+	if len(d.Orphans) != 1 || d.Orphans[0] != cloud.AWSProviderID("us-east-1a", old.ID) {
+		t.Fatalf("orphans = %v", d.Orphans)
+	}
+}
+
