@@ -161,7 +161,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 			keys = append(keys, markKey(m))
 		}
 		if err := h.publish(ctx, snap, events.Command{
-			ID: events.CommandID(append([]string{h.Cluster, "unavailable", fmt.Sprint(snap.Revision)}, keys...)...),
+			ID:   events.CommandID(append([]string{h.Cluster, "unavailable", fmt.Sprint(snap.Revision)}, keys...)...),
 			Kind: events.CommandMarkUnavailable, Cluster: h.Cluster, SnapshotRevision: snap.Revision,
 			Unavailable: marks, Reason: "insufficient capacity",
 		}); err != nil {

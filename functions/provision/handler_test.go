@@ -194,4 +194,3 @@ func TestOrphansPastGraceAreTerminated(t *testing.T) {
 		t.Fatalf("orphans = %v", d.Orphans)
 	}
 }
-
