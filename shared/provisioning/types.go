@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
@@ -35,6 +36,11 @@ type Input struct {
 	Catalog     *catalog.Catalog
 	// Unavailable reports offerings marked unavailable (ICE); nil means none are.
 	Unavailable func(instanceType, zone, capacityType string) bool
+	// Volumes: claims, volumes and classes the pods' volumes refer to. A bound PVC pins its PV's
+	// node affinity; an unbound WaitForFirstConsumer PVC its class's allowedTopologies.
+	PVCs           []*corev1.PersistentVolumeClaim
+	PVs            []*corev1.PersistentVolume
+	StorageClasses []*storagev1.StorageClass
 }
 
 // Plan is the solver's decision.
