@@ -169,7 +169,7 @@ func TestAzureEventGridBothSchemas(t *testing.T) {
 		{"eventgrid_health_resource_annotated_spot_preempted", Notice{Kind: KindPreemption, Cloud: CloudAzure,
 			ID: "00000000-0000-4000-8000-000000000062", Type: EventGridResourceAnnotated, Time: utc("2026-03-02T19:52:39.1234567Z"),
 			Deadline: utc("2026-03-02T19:52:39.1234567Z"), ResourceIDs: []string{vmss}, InstanceIDs: []string{"aks-nodepool1-12345678-vmss_0"},
-			Action: AnnotationVMPreempted,
+			Action:      AnnotationVMPreempted,
 			Description: "If you're running a Spot/Low Priority Virtual Machine, it has been preempted either due to capacity recall by the platform or due to billing-based eviction where cost exceeded user defined thresholds. No other action is required at this time."}},
 	}
 	for _, c := range cases {
