@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,6 +49,11 @@ var coreKinds = map[string]string{
 	"Node":                "v1",
 	"Namespace":           "v1",
 	"PodDisruptionBudget": "policy/v1",
+	// Volumes: the solver honours their topology (PV node affinity, StorageClass
+	// allowedTopologies and volumeBindingMode).
+	"PersistentVolumeClaim": "v1",
+	"PersistentVolume":      "v1",
+	"StorageClass":          "storage.k8s.io/v1",
 }
 
 func (s *Set) decodeDocument(src Source, raw []byte) error {
@@ -94,7 +100,7 @@ func (s *Set) decodeDocument(src Source, raw []byte) error {
 // kinds in some (older) version, so an old apiVersion is refused rather than skipped.
 func isBuiltinGroup(group string) bool {
 	switch group {
-	case "apps", "batch", "policy", "extensions":
+	case "apps", "batch", "policy", "extensions", "storage.k8s.io":
 		return true
 	}
 	return false
@@ -133,7 +139,7 @@ func (s *Set) decodeCore(src Source, h header, raw []byte) error {
 	}
 	if m, ok := obj.(metav1.Object); ok && m.GetName() != "" {
 		ns := m.GetNamespace()
-		if ns == "" && h.Kind != "Node" && h.Kind != "Namespace" {
+		if ns == "" && !clusterScoped[h.Kind] {
 			ns = DefaultNamespace
 		}
 		if err := s.claim(src, h.Kind, ns, m.GetName()); err != nil {
@@ -203,6 +209,29 @@ func (s *Set) decodeCore(src Source, h header, raw []byte) error {
 			return err
 		}
 		s.Namespaces = append(s.Namespaces, o)
+	case *corev1.PersistentVolumeClaim:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		if err := checkName(src, h); err != nil {
+			return err
+		}
+		s.PVCs = append(s.PVCs, o)
+	case *corev1.PersistentVolume:
+		if err := checkName(src, h); err != nil {
+			return err
+		}
+		s.PVs = append(s.PVs, o)
+	case *storagev1.StorageClass:
+		if err := checkName(src, h); err != nil {
+			return err
+		}
+		if o.Provisioner == "" {
+			return &Error{Source: src, Kind: h.Kind, Name: o.Name, Field: "provisioner", Reason: "required"}
+		}
+		if m := o.VolumeBindingMode; m != nil && *m != storagev1.VolumeBindingImmediate && *m != storagev1.VolumeBindingWaitForFirstConsumer {
+			return &Error{Source: src, Kind: h.Kind, Name: o.Name, Field: "volumeBindingMode",
+				Reason: fmt.Sprintf("%q is not Immediate or WaitForFirstConsumer", *m)}
+		}
+		s.StorageClasses = append(s.StorageClasses, o)
 	default:
 		// Unreachable: coreKinds and this switch list the same kinds.
 		return &Error{Source: src, Kind: h.Kind, Reason: fmt.Sprintf("decoded to unexpected type %T", obj)}
@@ -286,6 +315,9 @@ func findBadQuantity(raw []byte) (path, value string, ok bool) {
 	}
 	return walk(doc, "", false)
 }
+
+// clusterScoped are the core kinds without a namespace.
+var clusterScoped = map[string]bool{"Node": true, "Namespace": true, "PersistentVolume": true, "StorageClass": true}
 
 func defaultNamespace(ns *string) {
 	if *ns == "" {

@@ -1,7 +1,8 @@
 // Package manifests reads Kubernetes manifests (files, directories, multi-document YAML or JSON)
 // into a Set of typed objects for `dovetail plan` and local dev mode: Karpenter NodePools,
 // EC2NodeClasses and NodeClaims, and the core kinds the solver needs (workload controllers, Pods,
-// DaemonSets, PodDisruptionBudgets, Nodes, Namespaces).
+// DaemonSets, PodDisruptionBudgets, Nodes, Namespaces, and the volume kinds
+// PersistentVolumeClaim, PersistentVolume and StorageClass).
 //
 // Kinds Dovetail does not use (Services, ConfigMaps, CRDs, ...) are skipped with a warning, so a
 // whole `helm template` render can be passed in. A malformed document is an error that names the
@@ -14,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	apiv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -38,6 +40,12 @@ type Set struct {
 	// Nodes are existing capacity.
 	Nodes      []*corev1.Node
 	Namespaces []*corev1.Namespace
+	// PVCs are the PersistentVolumeClaim documents as written; ExpandPVCs adds the claims of
+	// StatefulSets' volumeClaimTemplates and the default StorageClass.
+	PVCs []*corev1.PersistentVolumeClaim
+	// PVs and StorageClasses are cluster-scoped (no namespace).
+	PVs            []*corev1.PersistentVolume
+	StorageClasses []*storagev1.StorageClass
 	// Warnings lists skipped documents (unknown kinds, documents that are not Kubernetes objects).
 	Warnings []string
 
