@@ -128,6 +128,7 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 		return res
 	}
 	l.record(nc, inst)
+	recordNodeClass(nc, nodeClass)
 	res.NodeClaim, res.Instance = nc, inst
 	return res
 }
@@ -140,7 +141,9 @@ func (l *Launcher) nodeClaim(name, token string, d Decision, plan *provisioning.
 		labels[k] = v
 	}
 	labels[apisv1.LabelNodePool] = plan.NodePool.Name
-	annotations := map[string]string{AnnotationClientToken: token, AnnotationSnapshotRevision: strconv.FormatInt(d.Revision, 10)}
+	annotations := map[string]string{AnnotationClientToken: token, AnnotationSnapshotRevision: strconv.FormatInt(d.Revision, 10),
+		// Drift compares these with the NodePool's hash at decision time (shared/apis/v1/drift.go).
+		apisv1.AnnotationNodePoolHash: apisv1.NodePoolHash(plan.NodePool), apisv1.AnnotationNodePoolHashVersion: apisv1.NodePoolHashVersion}
 	for k, v := range tmpl.ObjectMeta.Annotations {
 		annotations[k] = v
 	}
