@@ -213,9 +213,12 @@ func TestRBACCoversEveryCall(t *testing.T) {
 			t.Errorf("rbac.yaml does not allow: %s in namespace %q name %q", key, a.GetNamespace(), actionName(a))
 		}
 	}
-	// The run must have exercised every write the agent can make.
+	// The run must have exercised every write the agent can make, and the informers' reads of
+	// the volume kinds (list and watch of PVCs, PVs and StorageClasses).
 	for _, k := range []string{"create karpenter.sh/nodeclaims", "patch karpenter.sh/nodeclaims/status", "delete karpenter.sh/nodeclaims",
-		"patch /nodes", "delete /nodes", "create /pods/eviction", "create /events", "create /configmaps", "patch /configmaps"} {
+		"patch /nodes", "delete /nodes", "create /pods/eviction", "create /events", "create /configmaps", "patch /configmaps",
+		"list /persistentvolumeclaims", "watch /persistentvolumeclaims", "list /persistentvolumes", "watch /persistentvolumes",
+		"list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses"} {
 		if !seen[k] {
 			t.Errorf("scenario did not exercise %s", k)
 		}

@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -41,6 +42,13 @@ type Snapshot struct {
 	NodePools   []apisv1.NodePool              `json:"nodePools,omitempty"`
 	NodeClasses []apisv1.EC2NodeClass          `json:"nodeClasses,omitempty"`
 	NodeClaims  []apisv1.NodeClaim             `json:"nodeClaims,omitempty"`
+	// PVCs are the claims the snapshot's pods (pending and bound) refer to; PVs the volumes
+	// bound to them plus the unbound Available ones (candidates for static binding);
+	// StorageClasses all classes. The solver reads their topology (PV node affinity, class
+	// allowedTopologies and volumeBindingMode) and counts attached volumes per node.
+	PVCs           []corev1.PersistentVolumeClaim `json:"pvcs,omitempty"`
+	PVs            []corev1.PersistentVolume      `json:"pvs,omitempty"`
+	StorageClasses []storagev1.StorageClass       `json:"storageClasses,omitempty"`
 	// UnavailableOfferings are offerings marked unavailable (ICE) and not yet expired.
 	UnavailableOfferings []UnavailableOfferingMark `json:"unavailableOfferings,omitempty"`
 }

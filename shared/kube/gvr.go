@@ -30,4 +30,7 @@ const (
 	KindNodeClaim           = "NodeClaim"
 	KindEC2NodeClass        = "EC2NodeClass"
 	KindConfigMap           = "ConfigMap"
+	KindPVC                 = "PersistentVolumeClaim"
+	KindPV                  = "PersistentVolume"
+	KindStorageClass        = "StorageClass"
 )

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,8 +38,9 @@ func NewSnapshotBuilder(w *Watcher, cluster string, clk clock.PassiveClock) *Sna
 }
 
 // Build copies the caches into a new Snapshot: pending pods (IsProvisionable), all nodes, bound
-// non-terminal pods (IsBoundActive), DaemonSets, PDBs, NodePools, EC2NodeClasses, NodeClaims and
-// unexpired unavailable-offering marks, each list sorted by namespace/name (marks by instance type,
+// non-terminal pods (IsBoundActive), DaemonSets, PDBs, the volumes of those pods (see
+// volumesFor), every StorageClass, NodePools, EC2NodeClasses, NodeClaims and unexpired
+// unavailable-offering marks, each list sorted by namespace/name (marks by instance type,
 // zone, capacity type) so equal cluster states give equal snapshots.
 //
 // The revision is read before the caches, so a change racing with Build is counted as after the
@@ -73,6 +75,10 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 	}
 	for _, p := range listTyped[policyv1.PodDisruptionBudget](st.pdbs) {
 		snap.PDBs = append(snap.PDBs, *p.DeepCopy())
+	}
+	snap.PVCs, snap.PVs = volumesFor(st, snap.PendingPods, snap.Pods)
+	for _, sc := range listTyped[storagev1.StorageClass](st.storageClasses) {
+		snap.StorageClasses = append(snap.StorageClasses, *sc.DeepCopy())
 	}
 	var err error
 	// A NodePool or NodeClass that does not convert is left out (and logged): it cannot be used,
@@ -140,4 +146,47 @@ func (b *SnapshotBuilder) log() *slog.Logger {
 		return b.Logger
 	}
 	return slog.Default()
+}
+
+// volumesFor returns the PersistentVolumeClaims the pods refer to (persistentVolumeClaim volumes,
+// and generic ephemeral volumes through their "<pod>-<volume>" claim), and the PersistentVolumes
+// bound or pre-bound (claimRef) to those claims plus every unbound Available PV (kube-scheduler may bind a
+// WaitForFirstConsumer claim to one of them, so its topology matters). Claims and volumes that
+// no snapshot pod can use are left out: they only make the snapshot bigger. Both lists are
+// sorted by namespace/name; a missing claim is simply absent (the solver reports the pod).
+func volumesFor(st stores, podLists ...[]corev1.Pod) ([]corev1.PersistentVolumeClaim, []corev1.PersistentVolume) {
+	wanted := map[string]bool{}
+	for _, pods := range podLists {
+		for i := range pods {
+			p := &pods[i]
+			for _, v := range p.Spec.Volumes {
+				switch {
+				case v.PersistentVolumeClaim != nil:
+					wanted[p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName] = true
+				case v.Ephemeral != nil:
+					wanted[p.Namespace+"/"+p.Name+"-"+v.Name] = true
+				}
+			}
+		}
+	}
+	var pvcs []corev1.PersistentVolumeClaim
+	boundPV := map[string]bool{}
+	if len(wanted) > 0 {
+		for _, c := range listTyped[corev1.PersistentVolumeClaim](st.pvcs) {
+			if wanted[c.Namespace+"/"+c.Name] {
+				pvcs = append(pvcs, *c.DeepCopy())
+				if c.Spec.VolumeName != "" {
+					boundPV[c.Spec.VolumeName] = true
+				}
+			}
+		}
+	}
+	var pvs []corev1.PersistentVolume
+	for _, v := range listTyped[corev1.PersistentVolume](st.pvs) {
+		preBound := v.Spec.ClaimRef != nil && wanted[v.Spec.ClaimRef.Namespace+"/"+v.Spec.ClaimRef.Name]
+		if boundPV[v.Name] || preBound || (v.Spec.ClaimRef == nil && v.Status.Phase == corev1.VolumeAvailable) {
+			pvs = append(pvs, *v.DeepCopy())
+		}
+	}
+	return pvcs, pvs
 }

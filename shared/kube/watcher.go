@@ -48,7 +48,8 @@ type WatcherOptions struct {
 }
 
 // Watcher runs the informers Dovetail's decisions need: Pods, Nodes, DaemonSets,
-// PodDisruptionBudgets, the agent's ConfigMap, and the Karpenter CRDs NodePool, NodeClaim and
+// PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses, the agent's
+// ConfigMap, and the Karpenter CRDs NodePool, NodeClaim and
 // EC2NodeClass through the dynamic client. Every informer event bumps its Revisions.
 type Watcher struct {
 	opts      WatcherOptions
@@ -59,6 +60,7 @@ type Watcher struct {
 	dynamic   dynamicinformer.DynamicSharedInformerFactory
 
 	pods, nodes, daemonSets, pdbs, configMaps cache.SharedIndexInformer
+	pvcs, pvs, storageClasses                 cache.SharedIndexInformer
 	nodePools, nodeClaims, nodeClasses        cache.SharedIndexInformer
 }
 
@@ -91,6 +93,9 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	w.daemonSets = w.factory.Apps().V1().DaemonSets().Informer()
 	w.pdbs = w.factory.Policy().V1().PodDisruptionBudgets().Informer()
 	w.configMaps = w.cmFactory.Core().V1().ConfigMaps().Informer()
+	w.pvcs = w.factory.Core().V1().PersistentVolumeClaims().Informer()
+	w.pvs = w.factory.Core().V1().PersistentVolumes().Informer()
+	w.storageClasses = w.factory.Storage().V1().StorageClasses().Informer()
 	w.nodePools = w.dynamic.ForResource(NodePoolGVR).Informer()
 	w.nodeClaims = w.dynamic.ForResource(NodeClaimGVR).Informer()
 	w.nodeClasses = w.dynamic.ForResource(EC2NodeClassGVR).Informer()
@@ -120,7 +125,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	for kind, inf := range map[string]cache.SharedIndexInformer{
 		KindNode: w.nodes, KindDaemonSet: w.daemonSets, KindPodDisruptionBudget: w.pdbs,
 		KindConfigMap: w.configMaps, KindNodePool: w.nodePools, KindNodeClaim: w.nodeClaims,
-		KindEC2NodeClass: w.nodeClasses,
+		KindEC2NodeClass: w.nodeClasses, KindPVC: w.pvcs, KindPV: w.pvs, KindStorageClass: w.storageClasses,
 	} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.onChange(kind, obj, OpAdd) },
@@ -315,6 +320,7 @@ func listTyped[T any](store cache.Store) []*T {
 // stores groups the informers' stores for the snapshot builder.
 type stores struct {
 	pods, nodes, daemonSets, pdbs, configMaps cache.Store
+	pvcs, pvs, storageClasses                 cache.Store
 	nodePools, nodeClaims, nodeClasses        cache.Store
 }
 
@@ -322,6 +328,7 @@ func (w *Watcher) stores() stores {
 	return stores{
 		pods: w.pods.GetStore(), nodes: w.nodes.GetStore(), daemonSets: w.daemonSets.GetStore(),
 		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(),
+		pvcs: w.pvcs.GetStore(), pvs: w.pvs.GetStore(), storageClasses: w.storageClasses.GetStore(),
 		nodePools: w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(),
 	}
 }
