@@ -33,6 +33,15 @@ func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog) Input {
 	for i := range s.NodeClasses {
 		in.NodeClasses = append(in.NodeClasses, &s.NodeClasses[i])
 	}
+	for i := range s.PVCs {
+		in.PVCs = append(in.PVCs, &s.PVCs[i])
+	}
+	for i := range s.PVs {
+		in.PVs = append(in.PVs, &s.PVs[i])
+	}
+	for i := range s.StorageClasses {
+		in.StorageClasses = append(in.StorageClasses, &s.StorageClasses[i])
+	}
 	if len(s.UnavailableOfferings) > 0 {
 		now := s.Time.Time
 		marks := map[[3]string]time.Time{}
