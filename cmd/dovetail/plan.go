@@ -12,7 +12,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
-	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/spf13/cobra"
 )
 
@@ -24,8 +24,10 @@ func newPlanCommand() *cobra.Command {
 		Short: "Print the provisioning decision for manifests, without launching anything",
 		Long: `plan reads Kubernetes manifests (files or directories, multi-document YAML or JSON):
 NodePool and EC2NodeClass (karpenter.sh/v1 and v1beta1), Deployment, StatefulSet, ReplicaSet,
-Job, CronJob, Pod, DaemonSet, PodDisruptionBudget, and Node for existing capacity. Pods of a
-controller are named <controller>-<index>. It prints the NodeClaims Dovetail would launch,
+Job, CronJob, Pod, DaemonSet, PodDisruptionBudget, Node for existing capacity, and
+PersistentVolumeClaim, PersistentVolume and StorageClass for volume topology. Pods of a
+controller are named <controller>-<index>; a StatefulSet's volumeClaimTemplates become claims
+named <template>-<statefulset>-<index>. It prints the NodeClaims Dovetail would launch,
 the pods placed on existing nodes, and the pods no node can take, with the reason.
 Spot prices of the embedded catalog are estimates (see the catalog's spot-price model).
 Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid input.`,
@@ -98,26 +100,12 @@ type UnschedulableOut struct {
 	Reason string `json:"reason"`
 }
 
-// Plan solves the manifests: controllers' pods and unbound Pods are pending; Pods with
-// spec.nodeName are running on their Node.
+// Plan solves the manifests (planner.Plan): controllers' pods and unbound Pods are pending;
+// Pods with spec.nodeName are running on their Node; PersistentVolumeClaims (with those of
+// StatefulSets' volumeClaimTemplates), PersistentVolumes and StorageClasses constrain where
+// pods with volumes can go.
 func Plan(set *manifests.Set, cat *catalog.Catalog) (*PlanOutput, error) {
-	in := provisioning.Input{Catalog: cat, Nodes: set.Nodes, DaemonSets: set.DaemonSets,
-		NodePools: set.NodePools, NodeClasses: set.NodeClasses, NodeClaims: set.NodeClaims}
-	nodes := map[string]bool{}
-	for _, n := range set.Nodes {
-		nodes[n.Name] = true
-	}
-	for _, p := range set.ExpandPods() {
-		if p.Spec.NodeName == "" {
-			in.Pods = append(in.Pods, p)
-			continue
-		}
-		if !nodes[p.Spec.NodeName] {
-			return nil, fmt.Errorf("pod %s/%s: spec.nodeName: node %q is not in the manifests", p.Namespace, p.Name, p.Spec.NodeName)
-		}
-		in.BoundPods = append(in.BoundPods, p)
-	}
-	plan, err := provisioning.Solve(in)
+	plan, _, err := planner.Plan(set, cat)
 	if err != nil {
 		return nil, err
 	}
