@@ -11,8 +11,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
@@ -56,13 +58,22 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 func checkNoOrphans(t *testing.T, env *Env) {
 	t.Helper()
 	ctx := context.Background()
-	insts, err := env.Cloud.List(ctx, env.Options.Cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, err := env.Cluster.Dynamic.Resource(kube.NodeClaimGVR).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// Pods may be bound before a redelivered decision has recorded its NodeClaim (the node
+	// registers as soon as the instance boots): wait for the records to settle, bounded.
+	var insts []cloud.Instance
+	var claims *unstructured.UnstructuredList
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		var err error
+		if insts, err = env.Cloud.List(ctx, env.Options.Cluster); err != nil {
+			t.Fatal(err)
+		}
+		if claims, err = env.Cluster.Dynamic.Resource(kube.NodeClaimGVR).List(ctx, metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(insts) == len(claims.Items) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	byProvider := map[string]int{}
 	for _, u := range claims.Items {

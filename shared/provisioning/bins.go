@@ -52,8 +52,15 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		b := &bin{name: n.Name, labels: n.Labels, taints: effectiveTaints(n.Spec.Taints, startup)}
 		free := scheduling.FromList(n.Status.Allocatable)
 		present := map[string]bool{}
+		if _, ok := n.Status.Allocatable[ResourceAttachableVolumes]; !ok {
+			free = free.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: attachLimit(nodeTypeLabels(in, n.Labels))}})
+		}
 		for _, p := range podsByNode[n.Name] {
 			free = free.Sub(scheduling.PodRequests(p))
+			if v := attachedVolumes(p); v > 0 {
+				free = free.Sub(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: v}})
+			}
+			b.ports = append(b.ports, scheduling.PodHostPorts(p)...)
 			terms, _ := scheduling.RequiredAntiAffinity(p) // a running pod's terms were validated by the API server
 			b.addResident(p, terms)
 			for _, o := range p.OwnerReferences {
@@ -65,6 +72,7 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		for i := range daemons {
 			if !present[daemons[i].name] && daemons[i].runsOn(n.Labels, b.taints, nil) {
 				free = free.Sub(daemons[i].requests)
+				b.ports = append(b.ports, daemons[i].ports...)
 			}
 		}
 		b.free = free
@@ -85,9 +93,13 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		}
 		b := &bin{name: nc.Name, inFlight: true, labels: nc.Labels, taints: nc.Spec.Taints}
 		free := scheduling.FromList(alloc)
+		if _, ok := alloc[ResourceAttachableVolumes]; !ok {
+			free = free.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: attachLimit(nodeTypeLabels(in, nc.Labels))}})
+		}
 		for i := range daemons {
 			if daemons[i].runsOn(nc.Labels, nc.Spec.Taints, nil) {
 				free = free.Sub(daemons[i].requests)
+				b.ports = append(b.ports, daemons[i].ports...)
 			}
 		}
 		b.free = free
@@ -166,4 +178,23 @@ func sortedClaims(cs []*apisv1.NodeClaim) []*apisv1.NodeClaim {
 	out := append([]*apisv1.NodeClaim(nil), cs...)
 	sortBy(out, func(n *apisv1.NodeClaim) string { return n.Name })
 	return out
+}
+
+// nodeTypeLabels returns the catalog labels of the node's instance type, or the node's labels.
+func nodeTypeLabels(in *Input, labels map[string]string) map[string]string {
+	if it := in.Catalog.Get(labels[corev1.LabelInstanceTypeStable]); it != nil {
+		return it.Labels
+	}
+	return labels
+}
+
+// attachedVolumes counts a pod's persistent (PVC and generic ephemeral) volumes.
+func attachedVolumes(p *corev1.Pod) int64 {
+	var n int64
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || (v.Ephemeral != nil && v.Ephemeral.VolumeClaimTemplate != nil) {
+			n++
+		}
+	}
+	return n
 }

@@ -44,7 +44,10 @@ type pool struct {
 	limitKeys []corev1.ResourceName
 	committed scheduling.Resources // capacity of open NodeClaims' cheapest types
 	minValues []*scheduling.Requirement
-	err       error // why the pool cannot be used at all
+	// daemonPorts are the host ports of DaemonSets that run on some type of the pool: a pod
+	// needing one of them cannot share a new node with that DaemonSet.
+	daemonPorts []scheduling.HostPort
+	err         error // why the pool cannot be used at all
 }
 
 // daemon is a DaemonSet's pod template compiled for overhead checks.
@@ -53,6 +56,7 @@ type daemon struct {
 	requests    scheduling.Resources
 	alts        []scheduling.Requirements
 	tolerations []corev1.Toleration
+	ports       []scheduling.HostPort
 }
 
 func compileDaemons(dss []*appsv1.DaemonSet) []daemon {
@@ -63,7 +67,7 @@ func compileDaemons(dss []*appsv1.DaemonSet) []daemon {
 		if err != nil || len(alts) == 0 {
 			continue // a DaemonSet that cannot run anywhere adds no overhead
 		}
-		out = append(out, daemon{name: ds.Namespace + "/" + ds.Name, requests: scheduling.PodRequests(pod), alts: alts, tolerations: pod.Spec.Tolerations})
+		out = append(out, daemon{name: ds.Namespace + "/" + ds.Name, requests: scheduling.PodRequests(pod), alts: alts, tolerations: pod.Spec.Tolerations, ports: scheduling.PodHostPorts(pod)})
 	}
 	return out
 }
@@ -183,6 +187,7 @@ func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2N
 		p.err = fmt.Errorf("nodepool %q: requirement %s excludes region %s", np.Name, regionReq, in.Catalog.Region)
 		return p
 	}
+	portsSeen := map[int]bool{}
 	for _, it := range in.Catalog.Types() {
 		if !typeMatches(reqs, it) {
 			continue
@@ -208,7 +213,14 @@ func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2N
 		for i := range daemons {
 			if daemons[i].runsOn(labels, p.taints, reqs) {
 				pt.daemon = pt.daemon.Add(daemons[i].requests)
+				if len(daemons[i].ports) > 0 && !portsSeen[i] {
+					portsSeen[i] = true
+					p.daemonPorts = append(p.daemonPorts, daemons[i].ports...)
+				}
 			}
+		}
+		if _, ok := pt.alloc.Scalar[ResourceAttachableVolumes]; !ok {
+			pt.alloc = pt.alloc.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: attachLimit(it.Labels)}})
 		}
 		pt.avail = pt.alloc.Sub(pt.daemon)
 		pt.special = isSpecial(it)
@@ -352,4 +364,13 @@ func (p *pool) describeRemaining() string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// attachLimit is the default EBS attach limit for a node with these labels (see
+// AttachLimitNitro); Xen is recognised by the instance-hypervisor label.
+func attachLimit(labels map[string]string) int64 {
+	if labels[apisv1.LabelInstanceHypervisor] == "xen" {
+		return AttachLimitXen
+	}
+	return AttachLimitNitro
 }

@@ -11,17 +11,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
-// podInfo is a pending pod compiled once.
-type podInfo struct {
-	pod      *corev1.Pod
-	key      string
-	requests scheduling.Resources
-	alts     []scheduling.Requirements
-	sig      string
-	anti     []scheduling.AntiAffinityTerm
-	err      error
-}
-
 // altCompat is one node-affinity alternative of a pod against one pool.
 type altCompat struct {
 	reqs   scheduling.Requirements // the pod's own requirements of this alternative
@@ -47,6 +36,19 @@ type claim struct {
 	// head is the most room any candidate type has left (per component), so pods that cannot
 	// fit are rejected without touching the candidate list.
 	head scheduling.Resources
+	// topo is set once a pod that topology counts is on the claim: refine must not move it.
+	topo  bool
+	ports []scheduling.HostPort
+}
+
+// domainOf is the claim's value for a topology key: its requirement's single value, or "".
+func (c *claim) domainOf(key string) string {
+	if r := c.reqs[key]; r != nil {
+		if v, ok := r.Single(); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // updateHead recomputes the claim's headroom over its candidate types.
@@ -82,7 +84,11 @@ type bin struct {
 	residents     []*corev1.Pod
 	residentTerms [][]scheduling.AntiAffinityTerm
 	anyTerms      bool
+	ports         []scheduling.HostPort
 }
+
+// domainOf is the bin's value for a topology key ("" when the node lacks the label).
+func (b *bin) domainOf(key string) string { return b.labels[key] }
 
 func (b *bin) addResident(p *corev1.Pod, terms []scheduling.AntiAffinityTerm) {
 	b.residents = append(b.residents, p)
@@ -96,6 +102,9 @@ type solver struct {
 	compat []map[string]*podPool // per pool: signature → compatibility
 	claims []*claim
 	bins   []*bin
+	topo   *topology
+	// eligible caches spread domains per (pod signature, key, policies).
+	eligible map[string][]string
 }
 
 // Solve places the pending pods: on existing nodes' free capacity first, then in-flight
@@ -107,7 +116,7 @@ func Solve(in Input) (*Plan, error) {
 	if in.Catalog == nil {
 		return nil, fmt.Errorf("input.catalog: required")
 	}
-	s := &solver{in: &in}
+	s := &solver{in: &in, topo: newTopology(), eligible: map[string][]string{}}
 	daemons := compileDaemons(in.DaemonSets)
 	s.bins = buildBins(&in, daemons)
 	s.pools = compilePools(&in, daemons, usedByPool(&in))
@@ -115,18 +124,32 @@ func Solve(in Input) (*Plan, error) {
 	for i := range s.compat {
 		s.compat[i] = map[string]*podPool{}
 	}
-	pods := compilePods(in.Pods)
+	vols := newVolumeIndex(&in)
+	pods := make([]*podInfo, 0, len(in.Pods))
+	for _, pod := range in.Pods {
+		pods = append(pods, compilePod(pod, s.topo, vols))
+	}
+	sortPods(pods)
+	s.seedTopology()
 	plan := &Plan{}
 	for _, p := range pods {
 		if p.err != nil {
 			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: p.pod, Reason: p.err.Error()})
 			continue
 		}
-		if s.placeOnBin(p) || s.placeOnClaim(p) {
-			continue
-		}
-		if reason := s.openClaim(p); reason != "" {
-			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: p.pod, Reason: reason})
+		for {
+			if s.placeOnBin(p) || s.placeOnClaim(p) {
+				break
+			}
+			reason := s.openClaim(p)
+			if reason == "" {
+				break
+			}
+			if !p.canRelax() {
+				plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: p.pod, Reason: reason})
+				break
+			}
+			p.relax()
 		}
 	}
 	s.refine()
@@ -152,26 +175,8 @@ func podKey(p *corev1.Pod) string {
 	return ns + "/" + p.Name
 }
 
-func compilePods(pods []*corev1.Pod) []*podInfo {
-	out := make([]*podInfo, 0, len(pods))
-	for _, pod := range pods {
-		pi := &podInfo{pod: pod, key: podKey(pod), requests: scheduling.PodRequests(pod)}
-		alts, err := scheduling.PodNodeRequirements(pod)
-		switch {
-		case err != nil:
-			pi.err = fmt.Errorf("invalid pod %s: %w", pi.key, err)
-		case len(alts) == 0:
-			pi.err = fmt.Errorf("required node affinity has no satisfiable term")
-		}
-		pi.alts = alts
-		pi.sig = signature(pod, alts)
-		if anti, err := scheduling.RequiredAntiAffinity(pod); err != nil && pi.err == nil {
-			pi.err = fmt.Errorf("invalid pod %s: spec.affinity.podAntiAffinity: %w", pi.key, err)
-		} else {
-			pi.anti = anti
-		}
-		out = append(out, pi)
-	}
+// sortPods orders pods for first-fit-decreasing: CPU, then memory, descending; then name.
+func sortPods(out []*podInfo) {
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i].requests, out[j].requests
 		if a.MilliCPU != b.MilliCPU {
@@ -182,31 +187,21 @@ func compilePods(pods []*corev1.Pod) []*podInfo {
 		}
 		return out[i].key < out[j].key
 	})
-	return out
-}
-
-// signature identifies pods that schedule alike (same node requirements and tolerations), so
-// their compatibility with a pool is computed once.
-func signature(pod *corev1.Pod, alts []scheduling.Requirements) string {
-	var b strings.Builder
-	for _, a := range alts {
-		b.WriteString(a.String())
-		b.WriteByte('|')
-	}
-	b.WriteByte('#')
-	for _, t := range pod.Spec.Tolerations {
-		fmt.Fprintf(&b, "%s,%s,%s,%s;", t.Key, t.Operator, t.Value, t.Effect)
-	}
-	return b.String()
 }
 
 // placeOnBin puts the pod on the first existing node or in-flight NodeClaim that takes it.
 func (s *solver) placeOnBin(p *podInfo) bool {
 	for _, b := range s.bins {
-		if !p.requests.Fits(b.free) || scheduling.UntoleratedTaint(p.pod.Spec.Tolerations, b.taints) != nil {
+		if !p.requests.Fits(b.free) || p.untolerated(b.taints) != nil {
 			continue
 		}
 		if (len(p.anti) > 0 || b.anyTerms) && scheduling.HostnameAntiAffinityConflict(p.pod, p.anti, b.residents, b.residentTerms) {
+			continue
+		}
+		if len(p.ports) > 0 && scheduling.PortsConflict(p.ports, b.ports) {
+			continue
+		}
+		if !s.topologyAllowsBin(p, b) {
 			continue
 		}
 		for _, alt := range p.alts {
@@ -214,6 +209,8 @@ func (s *solver) placeOnBin(p *podInfo) bool {
 				b.free = b.free.Sub(p.requests)
 				b.pods = append(b.pods, p.pod)
 				b.addResident(p.pod, p.anti)
+				b.ports = append(b.ports, p.ports...)
+				s.topo.record(p.pod, p.active, b, b.domainOf)
 				return true
 			}
 		}
@@ -233,7 +230,7 @@ func (s *solver) compatibility(i int, p *podInfo) *podPool {
 		pp.reason = pl.err.Error()
 		return pp
 	}
-	if t := scheduling.UntoleratedTaint(p.pod.Spec.Tolerations, pl.taints); t != nil {
+	if t := p.untolerated(pl.taints); t != nil {
 		pp.reason = fmt.Sprintf("nodepool %q: taint %s=%s:%s is not tolerated", pl.np.Name, t.Key, t.Value, t.Effect)
 		return pp
 	}
@@ -320,7 +317,8 @@ func (s *solver) placeOnClaim(p *podInfo) bool {
 	return false
 }
 
-// tryAdd adds p to c when some candidate instance type still fits all of c's pods and p.
+// tryAdd adds p to c when some candidate instance type still fits all of c's pods and p, and
+// the pod's topology constraints allow one of the claim's domains.
 func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if len(c.pods) > 0 && (p.requests.MilliCPU > c.head.MilliCPU || p.requests.Memory > c.head.Memory || p.requests.Pods > c.head.Pods) {
 		return false
@@ -331,6 +329,16 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		return false
 	}
 	if (len(p.anti) > 0 || c.anyTerms) && c.antiAffinityConflict(p) {
+		return false
+	}
+	if len(p.ports) > 0 && (scheduling.PortsConflict(p.ports, c.ports) || scheduling.PortsConflict(p.ports, c.pool.daemonPorts)) {
+		return false
+	}
+	if !hostCheck(p.pod, p.active, c) {
+		return false
+	}
+	topoReqs, ok := s.topologyRequirements(p, c)
+	if !ok {
 		return false
 	}
 	total := c.requests.Add(p.requests)
@@ -345,13 +353,31 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 				continue
 			}
 		}
+		zoneCT := ac.zoneCT
+		checkTypes := false
+		if len(topoReqs) > 0 {
+			merged = merged.Intersect(topoReqs)
+			if merged.Unsatisfiable() != nil {
+				continue
+			}
+			for k := range topoReqs {
+				if offeringKeys[k] {
+					zoneCT = true
+				} else if isTypeKey(k) {
+					checkTypes = true
+				}
+			}
+		}
 		kept := make([]int, 0, len(c.types))
 		for _, ti := range c.types {
 			t := c.pool.types[ti]
 			if !ac.types[ti] || !total.Fits(t.avail) {
 				continue
 			}
-			if ac.zoneCT && !hasOffering(t, merged) {
+			if zoneCT && !hasOffering(t, merged) {
+				continue
+			}
+			if checkTypes && !typeMatches(topoReqs, t.it) {
 				continue
 			}
 			kept = append(kept, ti)
@@ -365,6 +391,12 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		c.requests = total
 		c.pods = append(c.pods, p)
 		c.anyTerms = c.anyTerms || len(p.anti) > 0
+		c.ports = append(c.ports, p.ports...)
+		if len(p.active) > 0 || s.topo.matchesAny(p.pod) {
+			c.topo = true
+			s.pin(c, s.topo.countedKeys(p.pod, p.active))
+		}
+		s.topo.record(p.pod, p.active, c, c.domainOf)
 		c.updateHead()
 		return true
 	}
@@ -557,8 +589,8 @@ func (s *solver) finalize(c *claim) *NodeClaimPlan {
 }
 
 func needsSpecial(r scheduling.Resources) bool {
-	for _, v := range r.Scalar {
-		if v > 0 {
+	for k, v := range r.Scalar {
+		if v > 0 && k != ResourceAttachableVolumes {
 			return true
 		}
 	}
@@ -601,7 +633,7 @@ func (c *claim) antiAffinityConflict(p *podInfo) bool {
 func (s *solver) refine() {
 	out := make([]*claim, 0, len(s.claims))
 	for _, c := range s.claims {
-		if len(c.pods) < 2 {
+		if len(c.pods) < 2 || c.topo {
 			out = append(out, c)
 			continue
 		}

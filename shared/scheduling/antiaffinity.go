@@ -93,3 +93,11 @@ func namespaceOf(p *corev1.Pod) string {
 	}
 	return p.Namespace
 }
+
+// AntiAffinityTerms compiles pod anti-affinity terms (required, or preferred ones being honoured)
+// of a pod; see RequiredAntiAffinity for the namespace rules.
+func AntiAffinityTerms(pod *corev1.Pod, terms []corev1.PodAffinityTerm) ([]AntiAffinityTerm, error) {
+	cp := pod.DeepCopy()
+	cp.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: terms}}
+	return RequiredAntiAffinity(cp)
+}

@@ -93,3 +93,80 @@ func IsTerminal(pod *corev1.Pod) bool {
 
 // discard silences the toleration matcher's logging (it only logs malformed numeric values).
 var discard = logr.Discard()
+
+// UntoleratedTaintStrict is UntoleratedTaint that, when preferNoSchedule is true, also treats
+// untolerated PreferNoSchedule taints as blocking: the solver honours them as a preference and
+// relaxes that last.
+func UntoleratedTaintStrict(tolerations []corev1.Toleration, taints []corev1.Taint, preferNoSchedule bool) *corev1.Taint {
+	if t := UntoleratedTaint(tolerations, taints); t != nil || !preferNoSchedule {
+		return t
+	}
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect != corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		tolerated := false
+		for j := range tolerations {
+			if tolerations[j].ToleratesTaint(discard, t, false) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return t
+		}
+	}
+	return nil
+}
+
+// HostPort is one host port a pod binds.
+type HostPort struct {
+	Protocol corev1.Protocol
+	IP       string
+	Port     int32
+}
+
+// PodHostPorts lists the host ports of a pod's containers and init containers (protocol
+// defaulting to TCP, host IP to 0.0.0.0), as kube-scheduler's NodePorts filter reads them.
+func PodHostPorts(pod *corev1.Pod) []HostPort {
+	var out []HostPort
+	add := func(cs []corev1.Container) {
+		for _, c := range cs {
+			for _, p := range c.Ports {
+				if p.HostPort <= 0 {
+					continue
+				}
+				hp := HostPort{Protocol: p.Protocol, IP: p.HostIP, Port: p.HostPort}
+				if hp.Protocol == "" {
+					hp.Protocol = corev1.ProtocolTCP
+				}
+				if hp.IP == "" {
+					hp.IP = "0.0.0.0"
+				}
+				out = append(out, hp)
+			}
+		}
+	}
+	add(pod.Spec.InitContainers)
+	add(pod.Spec.Containers)
+	return out
+}
+
+// Conflicts reports whether two host ports cannot share a node: same protocol and port, and the
+// same host IP or either bound to every address (0.0.0.0).
+func (h HostPort) Conflicts(o HostPort) bool {
+	return h.Protocol == o.Protocol && h.Port == o.Port && (h.IP == o.IP || h.IP == "0.0.0.0" || o.IP == "0.0.0.0")
+}
+
+// PortsConflict reports whether any of a conflicts with any of b.
+func PortsConflict(a, b []HostPort) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.Conflicts(y) {
+				return true
+			}
+		}
+	}
+	return false
+}

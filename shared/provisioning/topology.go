@@ -1,0 +1,418 @@
+package provisioning
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
+)
+
+// Topology: pod affinity, pod anti-affinity and topology spread on any topology key.
+//
+// A group counts the pods matching one label selector (in some namespaces) per domain of one
+// topology key: per node for kubernetes.io/hostname, per label value otherwise (zone, capacity
+// type, custom labels). Counts include pods running on existing nodes and pods this plan has
+// placed so far. A NodeClaim's domain for a key is its requirement's single value; a claim whose
+// requirement still allows several values is pinned to one as soon as a pod that a group counts
+// (or that carries a constraint on the key) is placed on it, so every count stays exact.
+//
+// Required anti-affinity on kubernetes.io/hostname is also checked pod against pod through the
+// targets' residents (scheduling.HostnameAntiAffinityConflict); other keys go through groups.
+
+type constraintKind int
+
+const (
+	kindSpread constraintKind = iota
+	kindAffinity
+	kindAnti
+)
+
+// group counts matching pods per domain of one key.
+type group struct {
+	key     string
+	sel     labels.Selector
+	allNS   bool
+	ns      map[string]bool
+	domains map[string]int // non-hostname keys: value → count
+	hosts   map[any]int    // hostname: target (*bin or *claim) → count
+	// antiDomains/antiHosts count pods that carry a required anti-affinity term equal to this
+	// group's (key, selector, namespaces): an incoming pod the selector matches must avoid them.
+	antiDomains map[string]int
+	antiHosts   map[any]int
+	hasAnti     bool
+}
+
+func (g *group) matches(p *corev1.Pod) bool {
+	if !g.allNS && !g.ns[namespaceOf(p)] {
+		return false
+	}
+	return g.sel.Matches(labels.Set(p.Labels))
+}
+
+// constraint is one of a pod's topology rules, pointing at the group that counts for it.
+type constraint struct {
+	kind       constraintKind
+	g          *group
+	maxSkew    int32
+	minDomains int32
+	// honorAffinity/honorTaints are the spread's nodeAffinityPolicy (default Honor) and
+	// nodeTaintsPolicy (default Ignore): which nodes' domains are eligible.
+	honorAffinity, honorTaints bool
+	preferred                  bool
+	weight                     int32
+	term                       *corev1.PodAffinityTerm // for pod (anti-)affinity
+}
+
+// topology holds every group of one solve.
+type topology struct {
+	groups  map[string]*group
+	list    []*group
+	keys    map[string]bool // topology keys used by any group
+	anyAnti bool            // some group carries required anti-affinity on a non-hostname key
+}
+
+// matchesAny reports whether some group counts the pod.
+func (t *topology) matchesAny(p *corev1.Pod) bool {
+	for _, g := range t.list {
+		if g.matches(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func newTopology() *topology {
+	return &topology{groups: map[string]*group{}, keys: map[string]bool{}}
+}
+
+// groupFor returns the group for (key, selector, namespaces), creating it.
+func (t *topology) groupFor(key string, sel *metav1.LabelSelector, extra map[string]string, owner *corev1.Pod, namespaces []string, nsSelector *metav1.LabelSelector) (*group, error) {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return nil, err
+	}
+	if len(extra) > 0 {
+		keys := make([]string, 0, len(extra))
+		for k := range extra {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			r, err := labels.NewRequirement(k, selection.In, []string{extra[k]})
+			if err != nil {
+				return nil, err
+			}
+			s = s.Add(*r)
+		}
+	}
+	g := &group{key: key, sel: s}
+	switch {
+	case nsSelector != nil:
+		// Namespace labels are not in the snapshot: a namespaceSelector counts every namespace,
+		// the conservative reading for both affinity and spread.
+		g.allNS = true
+	case len(namespaces) > 0:
+		g.ns = map[string]bool{}
+		for _, n := range namespaces {
+			g.ns[n] = true
+		}
+	default:
+		g.ns = map[string]bool{namespaceOf(owner): true}
+	}
+	id := key + "|" + s.String() + "|" + nsKey(g)
+	if cur, ok := t.groups[id]; ok {
+		return cur, nil
+	}
+	g.domains, g.hosts = map[string]int{}, map[any]int{}
+	g.antiDomains, g.antiHosts = map[string]int{}, map[any]int{}
+	t.groups[id] = g
+	t.list = append(t.list, g)
+	t.keys[key] = true
+	return g, nil
+}
+
+func nsKey(g *group) string {
+	if g.allNS {
+		return "*"
+	}
+	ns := make([]string, 0, len(g.ns))
+	for n := range g.ns {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return strings.Join(ns, ",")
+}
+
+func namespaceOf(p *corev1.Pod) string {
+	if p.Namespace == "" {
+		return corev1.NamespaceDefault
+	}
+	return p.Namespace
+}
+
+// compileConstraints turns a pod's spread constraints and pod (anti-)affinity terms into
+// constraints. Preferred terms and ScheduleAnyway spreads are returned as preferred
+// constraints (relaxed later if needed). Hostname anti-affinity is left to the residents check
+// but still registered so the pods it selects are counted.
+func (t *topology) compileConstraints(p *corev1.Pod) ([]constraint, error) {
+	var out []constraint
+	for i, tsc := range p.Spec.TopologySpreadConstraints {
+		extra := map[string]string{}
+		for _, k := range tsc.MatchLabelKeys {
+			if v, ok := p.Labels[k]; ok {
+				extra[k] = v
+			}
+		}
+		sel := tsc.LabelSelector
+		if sel == nil {
+			sel = &metav1.LabelSelector{MatchLabels: map[string]string{"dovetail.dev/no-match": "\x00"}}
+		}
+		g, err := t.groupFor(tsc.TopologyKey, sel, extra, p, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("spec.topologySpreadConstraints[%d]: %w", i, err)
+		}
+		c := constraint{kind: kindSpread, g: g, maxSkew: tsc.MaxSkew, honorAffinity: true,
+			preferred: tsc.WhenUnsatisfiable == corev1.ScheduleAnyway}
+		if tsc.MinDomains != nil {
+			c.minDomains = *tsc.MinDomains
+		}
+		if tsc.NodeAffinityPolicy != nil && *tsc.NodeAffinityPolicy == corev1.NodeInclusionPolicyIgnore {
+			c.honorAffinity = false
+		}
+		if tsc.NodeTaintsPolicy != nil && *tsc.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor {
+			c.honorTaints = true
+		}
+		out = append(out, c)
+	}
+	aff := p.Spec.Affinity
+	if aff == nil {
+		return out, nil
+	}
+	add := func(kind constraintKind, term corev1.PodAffinityTerm, preferred bool, weight int32, path string) error {
+		if term.LabelSelector == nil {
+			return nil // a nil selector matches no pod
+		}
+		extra := map[string]string{}
+		for _, k := range term.MatchLabelKeys {
+			if v, ok := p.Labels[k]; ok {
+				extra[k] = v
+			}
+		}
+		g, err := t.groupFor(term.TopologyKey, term.LabelSelector, extra, p, term.Namespaces, term.NamespaceSelector)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if kind == kindAnti && !preferred {
+			g.hasAnti = true
+			if g.key != corev1.LabelHostname {
+				t.anyAnti = true
+			}
+		}
+		tc := term
+		out = append(out, constraint{kind: kind, g: g, preferred: preferred, weight: weight, term: &tc})
+		return nil
+	}
+	if pa := aff.PodAffinity; pa != nil {
+		for i, term := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+			if err := add(kindAffinity, term, false, 0, fmt.Sprintf("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[%d]", i)); err != nil {
+				return nil, err
+			}
+		}
+		for i, w := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+			if err := add(kindAffinity, w.PodAffinityTerm, true, w.Weight, fmt.Sprintf("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d]", i)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if pa := aff.PodAntiAffinity; pa != nil {
+		for i, term := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+			if err := add(kindAnti, term, false, 0, fmt.Sprintf("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[%d]", i)); err != nil {
+				return nil, err
+			}
+		}
+		for i, w := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+			if err := add(kindAnti, w.PodAffinityTerm, true, w.Weight, fmt.Sprintf("spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d]", i)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// record counts a pod placed on a target (a *bin or *claim) in every group that selects it, and
+// its anti-affinity terms against the target's domain. domainOf gives the target's value for a
+// key ("" when it has none).
+func (t *topology) record(p *corev1.Pod, cons []constraint, target any, domainOf func(string) string) {
+	for _, g := range t.list {
+		if !g.matches(p) {
+			continue
+		}
+		if g.key == corev1.LabelHostname {
+			g.hosts[target]++
+		} else if d := domainOf(g.key); d != "" {
+			g.domains[d]++
+		}
+	}
+	for _, c := range cons {
+		if c.kind != kindAnti || c.preferred {
+			continue
+		}
+		if c.g.key == corev1.LabelHostname {
+			c.g.antiHosts[target]++
+		} else if d := domainOf(c.g.key); d != "" {
+			c.g.antiDomains[d]++
+		}
+	}
+}
+
+// countedKeys returns the non-hostname keys under which some group counts this pod (the keys a
+// claim must be pinned on when the pod is placed on it).
+func (t *topology) countedKeys(p *corev1.Pod, cons []constraint) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range t.list {
+		if g.key != corev1.LabelHostname && !seen[g.key] && g.matches(p) {
+			seen[g.key] = true
+			out = append(out, g.key)
+		}
+	}
+	for _, c := range cons {
+		if c.g.key != corev1.LabelHostname && !seen[c.g.key] {
+			seen[c.g.key] = true
+			out = append(out, c.g.key)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// allowedDomains returns which values of the constraint's key a target may take for this pod:
+// for spread, the eligible domains where one more matching pod keeps the skew within maxSkew
+// (with the global minimum over eligible domains, 0 when fewer than minDomains are eligible);
+// for affinity, the domains holding a matching pod (any, when none exists anywhere and the pod
+// matches its own term — kube-scheduler's rule for the first pod of a group); for
+// anti-affinity, every domain except those holding a matching pod. all=true means unrestricted.
+func (c *constraint) allowedDomains(p *corev1.Pod, eligible []string) (vals map[string]bool, exclude map[string]bool, all bool) {
+	g := c.g
+	switch c.kind {
+	case kindSpread:
+		min := -1
+		for _, d := range eligible {
+			if n := g.domains[d]; min < 0 || n < min {
+				min = n
+			}
+		}
+		if min < 0 || int32(len(eligible)) < c.minDomains {
+			min = 0
+		}
+		vals = map[string]bool{}
+		for _, d := range eligible {
+			if int32(g.domains[d]+1-min) <= c.maxSkew {
+				vals[d] = true
+			}
+		}
+		return vals, nil, false
+	case kindAffinity:
+		if len(g.domains) == 0 {
+			if g.matches(p) {
+				return nil, nil, true
+			}
+			return map[string]bool{}, nil, false
+		}
+		vals = map[string]bool{}
+		for d, n := range g.domains {
+			if n > 0 {
+				vals[d] = true
+			}
+		}
+		return vals, nil, false
+	default:
+		exclude = map[string]bool{}
+		for d, n := range g.domains {
+			if n > 0 {
+				exclude[d] = true
+			}
+		}
+		return nil, exclude, false
+	}
+}
+
+// inverseAnti returns the domains of key where pods with a required anti-affinity term selecting
+// p run (kube-scheduler checks existing pods' anti-affinity against the incoming pod).
+func (t *topology) inverseAnti(p *corev1.Pod) map[string]map[string]bool {
+	var out map[string]map[string]bool
+	for _, g := range t.list {
+		if !g.hasAnti || g.key == corev1.LabelHostname || len(g.antiDomains) == 0 || !g.matches(p) {
+			continue
+		}
+		if out == nil {
+			out = map[string]map[string]bool{}
+		}
+		if out[g.key] == nil {
+			out[g.key] = map[string]bool{}
+		}
+		for d, n := range g.antiDomains {
+			if n > 0 {
+				out[g.key][d] = true
+			}
+		}
+	}
+	return out
+}
+
+// hostCheck checks hostname-keyed spread and affinity for a target (anti-affinity on hostname
+// goes through the residents check).
+func hostCheck(p *corev1.Pod, cons []constraint, target any) bool {
+	for _, c := range cons {
+		if c.g.key != corev1.LabelHostname {
+			continue
+		}
+		switch c.kind {
+		case kindSpread:
+			// A new node is always an empty domain, so the minimum is 0: at most maxSkew
+			// matching pods per node.
+			if int32(c.g.hosts[target]+1) > c.maxSkew {
+				return false
+			}
+		case kindAffinity:
+			total := 0
+			for _, n := range c.g.hosts {
+				total += n
+			}
+			if total == 0 {
+				if !c.g.matches(p) {
+					return false
+				}
+				continue
+			}
+			if c.g.hosts[target] == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// requirementFor turns allowed/excluded domains into a node requirement on key.
+func requirementFor(key string, vals, exclude map[string]bool) *scheduling.Requirement {
+	if vals != nil {
+		list := make([]string, 0, len(vals))
+		for v := range vals {
+			list = append(list, v)
+		}
+		sort.Strings(list)
+		return scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, list...)
+	}
+	list := make([]string, 0, len(exclude))
+	for v := range exclude {
+		list = append(list, v)
+	}
+	sort.Strings(list)
+	return scheduling.MustRequirement(key, corev1.NodeSelectorOpNotIn, list...)
+}

@@ -1,0 +1,282 @@
+package provisioning
+
+import (
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
+)
+
+// seedTopology registers running pods' required anti-affinity and counts every running pod in
+// the groups that select it. Pending pods' groups exist already (compilePod creates them).
+func (s *solver) seedTopology() {
+	anti := make([][][]constraint, len(s.bins))
+	for i, b := range s.bins {
+		anti[i] = make([][]constraint, len(b.residents))
+		for j, r := range b.residents {
+			if r.Spec.Affinity == nil || r.Spec.Affinity.PodAntiAffinity == nil || len(r.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 {
+				continue
+			}
+			only := r.DeepCopy()
+			only.Spec.TopologySpreadConstraints = nil
+			only.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: r.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
+			cons, err := s.topo.compileConstraints(only)
+			if err == nil {
+				anti[i][j] = cons
+			}
+		}
+	}
+	for i, b := range s.bins {
+		for j, r := range b.residents {
+			s.topo.record(r, anti[i][j], b, b.domainOf)
+		}
+	}
+}
+
+// eligibleDomains are the values of the constraint's key a pod could land in: the labels of
+// existing nodes (those matching the pod's node affinity when the spread honours it, and whose
+// taints it tolerates when it honours those), and every value the NodePools that can take the
+// pod could launch into — so empty domains count, as kube-scheduler counts empty zones that
+// have nodes, and Karpenter counts zones it could create nodes in.
+func (s *solver) eligibleDomains(p *podInfo, c *constraint) []string {
+	id := p.sig + "\x00" + c.g.key + "\x00" + strconv.FormatBool(c.honorAffinity) + strconv.FormatBool(c.honorTaints)
+	if d, ok := s.eligible[id]; ok {
+		return d
+	}
+	key := c.g.key
+	set := map[string]bool{}
+	for _, b := range s.bins {
+		v := b.labels[key]
+		if v == "" {
+			continue
+		}
+		if c.honorAffinity && !matchesAnyAlt(p.alts, b.labels) {
+			continue
+		}
+		if c.honorTaints && p.untolerated(b.taints) != nil {
+			continue
+		}
+		set[v] = true
+	}
+	for i, pl := range s.pools {
+		if pl.err != nil {
+			continue
+		}
+		pp := s.compatibility(i, p)
+		if pp.reason != "" {
+			continue
+		}
+		for _, ac := range pp.alts {
+			if !ac.any {
+				continue
+			}
+			reqs := pl.reqs
+			if c.honorAffinity {
+				reqs = pl.reqs.Intersect(ac.reqs)
+			}
+			r := reqs[key]
+			switch {
+			case offeringKeys[key]:
+				for ti, t := range pl.types {
+					if c.honorAffinity && !ac.types[ti] {
+						continue
+					}
+					for _, o := range t.offerings {
+						v := o.Zone
+						if key == apisv1.LabelCapacityType {
+							v = o.CapacityType
+						} else if key == corev1.LabelTopologyRegion {
+							v = s.in.Catalog.Region
+						}
+						if r == nil || r.Has(v) {
+							set[v] = true
+						}
+					}
+				}
+			case isTypeKey(key):
+				for ti, t := range pl.types {
+					if (!c.honorAffinity || ac.types[ti]) && t.it.Labels[key] != "" {
+						set[t.it.Labels[key]] = true
+					}
+				}
+			case r != nil:
+				for _, v := range r.Values() {
+					set[v] = true
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	s.eligible[id] = out
+	return out
+}
+
+func matchesAnyAlt(alts []scheduling.Requirements, labels map[string]string) bool {
+	for _, a := range alts {
+		if a.MatchLabels(labels) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// topologyAllowsBin checks the pod's topology constraints against an existing node's domains.
+func (s *solver) topologyAllowsBin(p *podInfo, b *bin) bool {
+	if len(p.active) == 0 && !s.topo.anyAnti {
+		return true
+	}
+	if !hostCheck(p.pod, p.active, b) {
+		return false
+	}
+	for i := range p.active {
+		c := &p.active[i]
+		if c.g.key == corev1.LabelHostname {
+			continue
+		}
+		d := b.labels[c.g.key]
+		vals, exclude, all := c.allowedDomains(p.pod, s.eligibleFor(p, c))
+		switch {
+		case all:
+		case vals != nil:
+			if d == "" || !vals[d] {
+				return false
+			}
+		case d != "" && exclude[d]:
+			return false
+		}
+	}
+	for key, ds := range s.topo.inverseAnti(p.pod) {
+		if d := b.labels[key]; d != "" && ds[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// eligibleFor returns eligible domains for spread constraints (others do not need them).
+func (s *solver) eligibleFor(p *podInfo, c *constraint) []string {
+	if c.kind != kindSpread {
+		return nil
+	}
+	return s.eligibleDomains(p, c)
+}
+
+// topologyRequirements turns the pod's non-hostname topology constraints into requirements on
+// the claim: a spread picks the domains with the fewest matching pods among those the claim can
+// still take; affinity keeps the domains holding matching pods; anti-affinity excludes them (and
+// the domains of running pods whose anti-affinity selects this pod).
+func (s *solver) topologyRequirements(p *podInfo, c *claim) (scheduling.Requirements, bool) {
+	var out scheduling.Requirements
+	add := func(r *scheduling.Requirement) {
+		if out == nil {
+			out = scheduling.Requirements{}
+		}
+		out.Add(r)
+	}
+	for i := range p.active {
+		con := &p.active[i]
+		key := con.g.key
+		if key == corev1.LabelHostname {
+			continue
+		}
+		vals, exclude, all := con.allowedDomains(p.pod, s.eligibleFor(p, con))
+		switch {
+		case all:
+		case con.kind == kindSpread:
+			cur := c.reqs[key]
+			best := -1
+			var pick []string
+			for d := range vals {
+				if cur != nil && !cur.Has(d) {
+					continue
+				}
+				n := con.g.domains[d]
+				switch {
+				case best < 0 || n < best:
+					best, pick = n, []string{d}
+				case n == best:
+					pick = append(pick, d)
+				}
+			}
+			if len(pick) == 0 {
+				return nil, false
+			}
+			add(scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, pick...))
+		case vals != nil:
+			if len(vals) == 0 {
+				return nil, false
+			}
+			add(requirementFor(key, vals, nil))
+		case len(exclude) > 0:
+			add(requirementFor(key, nil, exclude))
+		}
+	}
+	for key, ds := range s.topo.inverseAnti(p.pod) {
+		add(requirementFor(key, nil, ds))
+	}
+	return out, true
+}
+
+// pin fixes the claim's domain for each key, so the pods on it are counted in one domain: the
+// zone and capacity type of its cheapest offering, or the first value a finite requirement allows.
+func (s *solver) pin(c *claim, keys []string) {
+	pl := c.pool
+	for _, key := range keys {
+		if c.domainOf(key) != "" {
+			continue
+		}
+		var v string
+		switch {
+		case offeringKeys[key]:
+			zr, cr := c.reqs[corev1.LabelTopologyZone], c.reqs[apisv1.LabelCapacityType]
+			best := -1.0
+			for _, ti := range c.types {
+				for _, o := range pl.types[ti].offerings {
+					if (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType)) && (best < 0 || o.PricePerHour < best) {
+						best = o.PricePerHour
+						switch key {
+						case corev1.LabelTopologyZone:
+							v = o.Zone
+						case apisv1.LabelCapacityType:
+							v = o.CapacityType
+						default:
+							v = s.in.Catalog.Region
+						}
+					}
+				}
+			}
+		default:
+			if r := c.reqs[key]; r != nil {
+				if vals := r.Values(); len(vals) > 0 {
+					v = vals[0]
+				}
+			}
+		}
+		if v == "" {
+			continue // a complement requirement cannot be pinned; the key stays uncounted
+		}
+		c.reqs = c.reqs.Intersect(scheduling.Requirements{key: scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, v)})
+		if !offeringKeys[key] && !isTypeKey(key) {
+			continue
+		}
+		kept := c.types[:0:0]
+		for _, ti := range c.types {
+			t := pl.types[ti]
+			if (offeringKeys[key] && hasOffering(t, c.reqs)) || (!offeringKeys[key] && typeMatches(c.reqs, t.it)) {
+				kept = append(kept, ti)
+			}
+		}
+		if pl.remaining != nil && len(kept) > 0 && kept[0] != c.types[0] {
+			pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity).Add(pl.types[kept[0]].capacity)
+		}
+		c.types = kept
+	}
+}
