@@ -65,6 +65,18 @@ type podInfo struct {
 	strictPNS bool
 	sig       string
 	err       error
+
+	// Per placement attempt (prepare): what the topology allows, computed once because counts
+	// only change when a pod is placed.
+	views []domainView
+	inv   map[string]map[string]bool
+}
+
+// domainView is one active non-hostname constraint's allowed domains for the current attempt.
+type domainView struct {
+	c             *constraint
+	vals, exclude map[string]bool
+	all           bool
 }
 
 // volumeIndex resolves a pod's PVCs.

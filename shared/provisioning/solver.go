@@ -138,6 +138,7 @@ func Solve(in Input) (*Plan, error) {
 			continue
 		}
 		for {
+			s.prepare(p)
 			if s.placeOnBin(p) || s.placeOnClaim(p) {
 				break
 			}

@@ -128,32 +128,44 @@ func matchesAnyAlt(alts []scheduling.Requirements, labels map[string]string) boo
 	return false
 }
 
-// topologyAllowsBin checks the pod's topology constraints against an existing node's domains.
-func (s *solver) topologyAllowsBin(p *podInfo, b *bin) bool {
-	if len(p.active) == 0 && !s.topo.anyAnti {
-		return true
-	}
-	if !hostCheck(p.pod, p.active, b) {
-		return false
-	}
+// prepare computes the pod's topology views for one placement attempt.
+func (s *solver) prepare(p *podInfo) {
+	p.views = p.views[:0]
 	for i := range p.active {
 		c := &p.active[i]
 		if c.g.key == corev1.LabelHostname {
 			continue
 		}
-		d := b.labels[c.g.key]
 		vals, exclude, all := c.allowedDomains(p.pod, s.eligibleFor(p, c))
+		p.views = append(p.views, domainView{c: c, vals: vals, exclude: exclude, all: all})
+	}
+	p.inv = nil
+	if s.topo.anyAnti {
+		p.inv = s.topo.inverseAnti(p.pod)
+	}
+}
+
+// topologyAllowsBin checks the pod's topology constraints against an existing node's domains.
+func (s *solver) topologyAllowsBin(p *podInfo, b *bin) bool {
+	if len(p.active) == 0 && p.inv == nil {
+		return true
+	}
+	if !hostCheck(p.pod, p.active, b) {
+		return false
+	}
+	for _, v := range p.views {
+		d := b.labels[v.c.g.key]
 		switch {
-		case all:
-		case vals != nil:
-			if d == "" || !vals[d] {
+		case v.all:
+		case v.vals != nil:
+			if d == "" || !v.vals[d] {
 				return false
 			}
-		case d != "" && exclude[d]:
+		case d != "" && v.exclude[d]:
 			return false
 		}
 	}
-	for key, ds := range s.topo.inverseAnti(p.pod) {
+	for key, ds := range p.inv {
 		if d := b.labels[key]; d != "" && ds[d] {
 			return false
 		}
@@ -181,13 +193,9 @@ func (s *solver) topologyRequirements(p *podInfo, c *claim) (scheduling.Requirem
 		}
 		out.Add(r)
 	}
-	for i := range p.active {
-		con := &p.active[i]
+	for _, v := range p.views {
+		con, vals, exclude, all := v.c, v.vals, v.exclude, v.all
 		key := con.g.key
-		if key == corev1.LabelHostname {
-			continue
-		}
-		vals, exclude, all := con.allowedDomains(p.pod, s.eligibleFor(p, con))
 		switch {
 		case all:
 		case con.kind == kindSpread:
@@ -219,7 +227,7 @@ func (s *solver) topologyRequirements(p *podInfo, c *claim) (scheduling.Requirem
 			add(requirementFor(key, nil, exclude))
 		}
 	}
-	for key, ds := range s.topo.inverseAnti(p.pod) {
+	for key, ds := range p.inv {
 		add(requirementFor(key, nil, ds))
 	}
 	return out, true
