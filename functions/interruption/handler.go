@@ -1,0 +1,419 @@
+// Package interruption is the interruption function: cloud notices (EC2 spot interruption,
+// rebalance recommendation, state change, capacity-reservation interruption, AWS Health
+// scheduled change; Azure Scheduled Events and Event Grid HealthResources) in; replacement
+// capacity, offering marks and taint/drain/delete commands out.
+//
+// For a notice that takes a node away (spot or capacity-reservation interruption, scheduled
+// change, Azure Preempt/Terminate/Reboot/Redeploy), one invocation, on the latest snapshot:
+//  1. marks the interrupted offering unavailable (spot, capacity reservation, preemption), so
+//     neither this replacement nor the next decisions pick it;
+//  2. plans the node's evacuable pods as pending with the node left out (shared/provisioning.Solve
+//     through disruption.EvacuationInput) and launches the NodeClaims the plan needs at once
+//     (shared/launch), before the reclaim, instead of waiting for the pods to go pending;
+//  3. taints the node karpenter.sh/disrupted=interrupted:NoSchedule;
+//  4. drains it when every pod has a place on ready capacity, or at the latest drain start of
+//     disruption.PlanDrain (deadline − margin − longest pod grace), whichever comes first. Until
+//     then it returns ErrAwaitingReplacement: the notice stays in the queue and is redelivered,
+//     and each delivery re-decides on the newest snapshot (idempotent: same command IDs, launches
+//     already in flight absorb the pods, nothing launches twice).
+//
+// The function keeps no state; see SnapshotSource for where the snapshot comes from.
+package interruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/events/notices"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/launch"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+)
+
+// Component is the function's name in event sources and consumer names.
+const Component = "interruption"
+
+// NoticesSubject is the subject cloud notices are delivered on for a cluster (EventBridge → SQS
+// on AWS, Event Grid on Azure, a plain subject locally).
+func NoticesSubject(cluster string) string { return "dovetail." + cluster + ".notices" }
+
+// RebalancePolicy says what a rebalance recommendation does.
+type RebalancePolicy string
+
+const (
+	// RebalanceRecord only records the recommendation (the default: the instance may run for
+	// hours, and replacing every recommended node doubles spot churn).
+	RebalanceRecord RebalancePolicy = "Record"
+	// RebalanceReplace replaces the node proactively: replacement first, drain when it is ready,
+	// no deadline, the offering not marked (it is not reclaimed).
+	RebalanceReplace RebalancePolicy = "Replace"
+)
+
+// ErrAwaitingSnapshot and ErrAwaitingReplacement are retryable: the notice is redelivered.
+var (
+	ErrAwaitingSnapshot    = errors.New("awaiting a snapshot that shows the instance")
+	ErrAwaitingReplacement = errors.New("awaiting replacement capacity before draining")
+)
+
+// Handler handles one notice message. Its fields are its dependencies; it holds no state.
+type Handler struct {
+	Cluster   string
+	Catalog   *catalog.Catalog
+	Provider  cloud.Provider
+	Publisher queue.Publisher
+	Codec     events.Codec
+	Snapshots SnapshotSource
+	Log       *slog.Logger
+	// Rebalance is the rebalance-recommendation policy (default RebalanceRecord).
+	Rebalance RebalancePolicy
+	// DrainMargin overrides disruption.DefaultDrainMargin.
+	DrainMargin time.Duration
+	// Now is the function's clock (default time.Now): drain timing is about the real deadline,
+	// not the snapshot's age.
+	Now func() time.Time
+	// MaxAttempts is the transport's delivery limit: on that attempt the handler drains rather
+	// than wait, so a notice is never dead-lettered for waiting (0: never force).
+	MaxAttempts int
+	// OnDecision, when set, receives every decision (local dev prints them).
+	OnDecision func(Decision)
+}
+
+// Decision is what one notice led to, for logs, audit and local dev.
+type Decision struct {
+	Notice   notices.Notice
+	Revision int64
+	// Action is "replace", "cleanup", "record" or "wait".
+	Action    string
+	Nodes     []string
+	Launched  []*apisv1.NodeClaim
+	OnNodes   map[string]string // pod → existing node or in-flight NodeClaim
+	OnClaims  map[string]string // pod → NodeClaim launched now
+	Unplaced  []string          // pods with no place (reason)
+	Marked    []events.UnavailableOfferingMark
+	Drain     disruption.DrainSchedule
+	Drained   bool
+	Why       string
+	Terminate []string // provider IDs terminated (stopped instances)
+}
+
+// Handle decodes the notices of a message and acts on each. A malformed or unknown notice wraps
+// queue.ErrPoison (dead-lettered with its reason); ErrAwaitingSnapshot / ErrAwaitingReplacement
+// and transport or cloud errors ask for redelivery; nil acknowledges.
+func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
+	ns, err := notices.Decode(msg.Data)
+	if err != nil {
+		return fmt.Errorf("%w: %w", queue.ErrPoison, err)
+	}
+	var retry error
+	for _, n := range ns {
+		d, err := h.Decide(ctx, n, msg.Attempt)
+		if h.OnDecision != nil {
+			h.OnDecision(d)
+		}
+		h.log().Info("interruption decision", "notice", n.ID, "kind", n.Kind, "action", d.Action, "nodes", d.Nodes,
+			"launched", len(d.Launched), "drained", d.Drained, "why", d.Why, "err", err)
+		if err != nil && retry == nil {
+			retry = err
+		}
+	}
+	return retry
+}
+
+// Decide acts on one notice (attempt is the delivery count, 1 first).
+func (h *Handler) Decide(ctx context.Context, n notices.Notice, attempt int) (Decision, error) {
+	d := Decision{Notice: n}
+	switch n.Kind {
+	case notices.KindSpotInterruption, notices.KindCapacityReservationInterruption, notices.KindPreemption, notices.KindTermination:
+		return h.replace(ctx, d, n.Deadline, true, attempt)
+	case notices.KindScheduledChange:
+		if n.Action == notices.ScheduledEventFreeze {
+			d.Action, d.Why = "record", "a Freeze pauses the VM for seconds; nothing to move"
+			return d, nil
+		}
+		return h.replace(ctx, d, n.Deadline, false, attempt)
+	case notices.KindRebalance:
+		if h.Rebalance != RebalanceReplace {
+			d.Action, d.Why = "record", "rebalance recommendation recorded (policy Record)"
+			return d, nil
+		}
+		return h.replace(ctx, d, time.Time{}, false, attempt)
+	case notices.KindStateChange:
+		switch n.State {
+		case "stopping", "stopped", "shutting-down", "terminated", notices.StateDeallocating:
+			return h.cleanup(ctx, d)
+		}
+		d.Action, d.Why = "record", "instance is "+n.State
+		return d, nil
+	default:
+		d.Action, d.Why = "record", string(n.Kind)+" is informational"
+		return d, nil
+	}
+}
+
+func (h *Handler) latest(ctx context.Context, n notices.Notice) (*events.Snapshot, []disruption.Target, error) {
+	snap, err := h.Snapshots.Latest(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the latest snapshot: %w", err)
+	}
+	if snap == nil {
+		return nil, nil, ErrAwaitingSnapshot
+	}
+	targets := disruption.FindTargets(snap, n.MatchesProviderID)
+	if len(targets) == 0 && snap.Time.Time.Before(n.Time) && (n.Deadline.IsZero() || h.now().Before(n.Deadline)) {
+		// The instance may have been launched after this snapshot: wait for the next one.
+		return snap, nil, ErrAwaitingSnapshot
+	}
+	return snap, targets, nil
+}
+
+func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, mark bool, attempt int) (Decision, error) {
+	n := d.Notice
+	snap, targets, err := h.latest(ctx, n)
+	if err != nil {
+		d.Action, d.Why = "wait", err.Error()
+		return d, err
+	}
+	d.Revision = snap.Revision
+	if len(targets) == 0 {
+		d.Action, d.Why = "record", "no node or NodeClaim of this cluster has the instance"
+		return d, nil
+	}
+	now := h.now()
+	d.Action = "replace"
+	var leaving []string
+	var pods []*corev1.Pod
+	for _, t := range targets {
+		d.Nodes = append(d.Nodes, t.Name())
+		if t.Node != nil {
+			leaving = append(leaving, t.Node.Name)
+			pods = append(pods, t.Pods...)
+		}
+		if mark && t.Offering.InstanceType != "" && t.Offering.Zone != "" && t.Offering.CapacityType != "" {
+			d.Marked = append(d.Marked, events.UnavailableOfferingMark{InstanceType: t.Offering.InstanceType, Zone: t.Offering.Zone,
+				CapacityType: t.Offering.CapacityType, Reason: string(n.Kind), Expires: metav1.NewTime(now.Add(launch.UnavailableTTL))})
+		}
+	}
+	// 1. Mark the interrupted offering first: even if the rest fails, later decisions avoid it.
+	if len(d.Marked) > 0 {
+		keys := []string{h.Cluster, "unavailable", n.ID}
+		for _, m := range d.Marked {
+			keys = append(keys, m.InstanceType+"/"+m.Zone+"/"+m.CapacityType)
+		}
+		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
+			Cluster: h.Cluster, SnapshotRevision: snap.Revision, Unavailable: d.Marked, Reason: string(n.Kind) + " " + n.ID}); err != nil {
+			return d, err
+		}
+	}
+	// 2. Replacement capacity for the pods, at once.
+	plan, err := h.launchReplacements(ctx, snap, leaving, d.Marked, &d)
+	if err != nil {
+		return d, err
+	}
+	// 3. Taint, so nothing new lands on the node.
+	taintTime := metav1.NewTime(now)
+	for _, t := range targets {
+		if t.Node == nil || t.Disrupting {
+			continue
+		}
+		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "taint", t.Node.Name, n.ID),
+			Kind: events.CommandTaintNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name,
+			Taint:  &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValueInterrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &taintTime},
+			Reason: fmt.Sprintf("%s %s", n.Kind, n.ID)}); err != nil {
+			return d, err
+		}
+	}
+	// 4. Drain when every pod has a ready place, or when the deadline rule says so.
+	margin := h.DrainMargin
+	if margin == 0 {
+		margin = disruption.DefaultDrainMargin
+	}
+	d.Drain = disruption.PlanDrain(pods, deadline, now, margin)
+	ready := disruption.ReadyPlacement(plan)
+	forced := h.MaxAttempts > 0 && attempt >= h.MaxAttempts
+	switch {
+	case len(leaving) == 0:
+		d.Why = "the instance has not registered a node: nothing to drain"
+		return d, nil
+	case ready:
+		d.Why = "every pod has a place on ready capacity"
+	case d.Drain.MustDrainBy(now):
+		d.Why = fmt.Sprintf("drain must start by %s (deadline %s − margin %s − longest grace %s)",
+			d.Drain.Start.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), margin, d.Drain.LongestGrace)
+	case forced:
+		d.Why = fmt.Sprintf("delivery %d is the last: draining rather than waiting", attempt)
+	default:
+		d.Why = fmt.Sprintf("replacement not ready; waiting until %s at the latest", d.Drain.Start.UTC().Format(time.RFC3339))
+		if d.Drain.Deadline.IsZero() {
+			d.Why = "replacement not ready; no deadline, waiting for it"
+		}
+		return d, ErrAwaitingReplacement
+	}
+	for _, node := range leaving {
+		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drain", node, n.ID),
+			Kind: events.CommandDrainNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: node,
+			Reason: fmt.Sprintf("%s %s: %s", n.Kind, n.ID, d.Why)}); err != nil {
+			return d, err
+		}
+	}
+	d.Drained = true
+	return d, nil
+}
+
+// launchReplacements plans the leaving nodes' pods elsewhere and launches what the plan needs;
+// refused offerings are marked and the pods of failed launches re-planned (provision.MaxRounds
+// rounds, as the provision function does).
+func (h *Handler) launchReplacements(ctx context.Context, snap *events.Snapshot, leaving []string, marks []events.UnavailableOfferingMark, d *Decision) (*provisioning.Plan, error) {
+	d.OnNodes, d.OnClaims = map[string]string{}, map[string]string{}
+	if len(leaving) == 0 {
+		return &provisioning.Plan{}, nil
+	}
+	classes := map[string]*apisv1.EC2NodeClass{}
+	for i := range snap.NodeClasses {
+		classes[snap.NodeClasses[i].Name] = &snap.NodeClasses[i]
+	}
+	l := &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog}
+	ld := launch.Decision{Revision: snap.Revision, Time: snap.Time.Time}
+	work := *snap
+	work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...)
+	var plan *provisioning.Plan
+	var refused []events.UnavailableOfferingMark
+	for round := 0; round < 3; round++ {
+		in, _ := disruption.EvacuationInput(&work, h.Catalog, leaving, nil)
+		var err error
+		if plan, err = provisioning.Solve(in); err != nil {
+			return nil, err
+		}
+		failed := false
+		for _, nc := range plan.NodeClaims {
+			var class *apisv1.EC2NodeClass
+			if nc.NodeClassRef != nil {
+				class = classes[nc.NodeClassRef.Name]
+			}
+			res := l.Launch(ctx, ld, nc, class)
+			refused = append(refused, res.Unavailable...)
+			work.UnavailableOfferings = append(work.UnavailableOfferings, res.Unavailable...)
+			if res.Err != nil {
+				if !cloud.IsInsufficientCapacity(res.Err) {
+					return nil, res.Err
+				}
+				failed = true
+				continue
+			}
+			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "create", res.NodeClaim.Name),
+				Kind: events.CommandCreateNodeClaim, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeClaim: res.NodeClaim,
+				Reason: fmt.Sprintf("replacement for %s (%d pods)", strings.Join(leaving, ","), len(nc.Pods))}); err != nil {
+				return nil, err
+			}
+			work.NodeClaims = append(work.NodeClaims, *res.NodeClaim)
+			d.Launched = append(d.Launched, res.NodeClaim)
+			for _, p := range nc.Pods {
+				d.OnClaims[p.Namespace+"/"+p.Name] = res.NodeClaim.Name
+			}
+		}
+		if !failed {
+			break
+		}
+	}
+	for _, e := range plan.ExistingNodes {
+		for _, p := range e.Pods {
+			if _, ok := d.OnClaims[p.Namespace+"/"+p.Name]; !ok {
+				d.OnNodes[p.Namespace+"/"+p.Name] = e.Name
+			}
+		}
+	}
+	for _, u := range plan.Unschedulable {
+		d.Unplaced = append(d.Unplaced, u.Pod.Namespace+"/"+u.Pod.Name+": "+u.Reason)
+	}
+	sort.Strings(d.Unplaced)
+	if len(refused) > 0 {
+		keys := []string{h.Cluster, "unavailable", fmt.Sprint(snap.Revision)}
+		for _, m := range refused {
+			keys = append(keys, m.InstanceType+"/"+m.Zone+"/"+m.CapacityType)
+		}
+		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
+			Cluster: h.Cluster, SnapshotRevision: snap.Revision, Unavailable: refused, Reason: "insufficient capacity"}); err != nil {
+			return nil, err
+		}
+		d.Marked = append(d.Marked, refused...)
+	}
+	return plan, nil
+}
+
+// cleanup removes the Node and NodeClaim of an instance that stopped or terminated; a stopped
+// (or stopping) instance is also terminated, since the NodeClaim that owned it is gone.
+func (h *Handler) cleanup(ctx context.Context, d Decision) (Decision, error) {
+	n := d.Notice
+	snap, targets, err := h.latest(ctx, n)
+	if err != nil {
+		d.Action, d.Why = "wait", err.Error()
+		return d, err
+	}
+	d.Revision = snap.Revision
+	if len(targets) == 0 {
+		d.Action, d.Why = "record", "no node or NodeClaim of this cluster has the instance"
+		return d, nil
+	}
+	d.Action, d.Why = "cleanup", "instance is "+n.State
+	for _, t := range targets {
+		d.Nodes = append(d.Nodes, t.Name())
+		if n.State == "stopping" || n.State == "stopped" || n.State == notices.StateDeallocating {
+			if err := h.Provider.Delete(ctx, t.ProviderID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+				return d, fmt.Errorf("terminating stopped instance %s: %w", t.ProviderID, err)
+			}
+			d.Terminate = append(d.Terminate, t.ProviderID)
+		}
+		if t.Node != nil {
+			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "delete-node", t.Node.Name, n.ID),
+				Kind: events.CommandDeleteNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name,
+				Reason: d.Why}); err != nil {
+				return d, err
+			}
+		}
+		if t.NodeClaim != nil {
+			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "delete-nodeclaim", t.NodeClaim.Name, n.ID),
+				Kind: events.CommandDeleteNodeClaim, Cluster: h.Cluster, SnapshotRevision: snap.Revision,
+				NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: t.NodeClaim.Name}}, Reason: d.Why}); err != nil {
+				return d, err
+			}
+		}
+	}
+	return d, nil
+}
+
+func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {
+	data, err := h.Codec.NewEvent(ctx, h.Cluster, Component, events.TypeCommand, c.ID, &c, events.WithTime(h.now()))
+	if err != nil {
+		return fmt.Errorf("encoding command %s: %w", c.ID, err)
+	}
+	if err := h.Publisher.Publish(ctx, queue.CommandsSubject(h.Cluster), c.ID, data); err != nil {
+		return fmt.Errorf("publishing command %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return slog.Default()
+}

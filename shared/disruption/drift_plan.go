@@ -1,0 +1,166 @@
+package disruption
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// ReasonExpired is the reason recorded on commands for expired nodes. Budgets count expired and
+// drifted nodes together under apisv1.DisruptionReasonDrifted (the rule).
+const ReasonExpired = "Expired"
+
+// DriftCandidate is a node to replace because it drifted or expired.
+type DriftCandidate struct {
+	Target
+	// Reason is apisv1.DisruptionReasonDrifted or ReasonExpired; Drift says what drifted.
+	Reason string
+	Drift  Drift
+	// ExpiredAt is creation + expireAfter for an expired node.
+	ExpiredAt time.Time
+}
+
+// Why renders the candidate's reason for logs and commands.
+func (c *DriftCandidate) Why() string {
+	if c.Reason == ReasonExpired {
+		return fmt.Sprintf("expired at %s (expireAfter)", c.ExpiredAt.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("%s: %s", c.Drift.Kind, c.Drift.Detail)
+}
+
+// DriftSkip is a drifted or expired node not disrupted now, with why.
+type DriftSkip struct {
+	Node   string
+	Reason string
+}
+
+// DriftPlan is what the drift function acts on in one snapshot.
+type DriftPlan struct {
+	// Selected start a replacement now: empty nodes first, then oldest first (NodeClaim
+	// creation time), then by name; at most the pool's budget minus its nodes already disrupting.
+	Selected []DriftCandidate
+	// InProgress are nodes already tainted karpenter.sh/disrupted by an earlier decision: their
+	// replacement, drain and deletion continue.
+	InProgress []DriftCandidate
+	// Blocked carry karpenter.sh/do-not-disrupt (node or pod); OverBudget wait for budget.
+	Blocked    []DriftSkip
+	OverBudget []DriftSkip
+}
+
+// PlanDrift finds the snapshot's drifted and expired nodes and chooses which to replace now.
+// Budgets are per NodePool with reason Drifted: AllowedDisruptions over CountPoolNodes (the
+// most restrictive active budget minus the pool's nodes already disrupting, for any reason);
+// a budget that cannot be evaluated allows nothing. Nodes tainted karpenter.sh/disrupted by
+// drift (TaintValueDrifted) are InProgress; nodes another function is disrupting are left
+// alone. Nodes without a NodeClaim or NodePool are not Dovetail's to replace. The snapshot's
+// time is the clock.
+func PlanDrift(snap *events.Snapshot) DriftPlan {
+	now := snap.Time.Time
+	var plan DriftPlan
+	nodes := append([]corev1.Node(nil), snap.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	classes := map[string]*apisv1.EC2NodeClass{}
+	for i := range snap.NodeClasses {
+		classes[snap.NodeClasses[i].Name] = &snap.NodeClasses[i]
+	}
+	counts := CountPoolNodes(snap)
+	var cands []DriftCandidate
+	for i := range nodes {
+		n := &nodes[i]
+		t := TargetFor(snap, n)
+		if t.NodeClaim == nil || t.NodePool == nil {
+			continue
+		}
+		if t.Disrupting && t.TaintValue != TaintValueDrifted {
+			continue // consolidation's or interruption's node
+		}
+		if n.DeletionTimestamp != nil || t.NodeClaim.DeletionTimestamp != nil {
+			continue
+		}
+		c := DriftCandidate{Target: t}
+		var class *apisv1.EC2NodeClass
+		if ref := t.NodeClaim.Spec.NodeClassRef; ref != nil {
+			class = classes[ref.Name]
+		}
+		if d := Drifted(t.NodeClaim, n, t.NodePool, class); d.Kind != "" {
+			c.Reason, c.Drift = apisv1.DisruptionReasonDrifted, d
+		} else if Expired(t.NodeClaim, now) {
+			c.Reason = ReasonExpired
+			c.ExpiredAt, _ = ExpiresAt(t.NodeClaim)
+		} else if !t.Disrupting {
+			continue
+		}
+		if t.Disrupting {
+			// Continue what an earlier decision started, whatever the reason was.
+			plan.InProgress = append(plan.InProgress, c)
+			continue
+		}
+		if why := doNotDisrupt(n, t.Pods); why != "" {
+			plan.Blocked = append(plan.Blocked, DriftSkip{Node: n.Name, Reason: why})
+			continue
+		}
+		cands = append(cands, c)
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if (len(a.Pods) == 0) != (len(b.Pods) == 0) {
+			return len(a.Pods) == 0
+		}
+		ta, tb := a.NodeClaim.CreationTimestamp.Time, b.NodeClaim.CreationTimestamp.Time
+		if !ta.Equal(tb) {
+			return ta.Before(tb)
+		}
+		return a.Name() < b.Name()
+	})
+	allowed, budgetErr := map[string]int{}, map[string]string{}
+	for _, c := range cands {
+		pool := c.NodePool.Name
+		if _, ok := allowed[pool]; !ok {
+			n, err := AllowedDisruptions(c.NodePool, apisv1.DisruptionReasonDrifted, counts[pool].Nodes, counts[pool].Disrupting, now)
+			allowed[pool] = n
+			if err != nil {
+				budgetErr[pool] = err.Error()
+			}
+		}
+		if allowed[pool] <= 0 {
+			why := fmt.Sprintf("NodePool %s: disruption budget for %s allows no more nodes now (%d of %d already disrupting)",
+				pool, apisv1.DisruptionReasonDrifted, counts[pool].Disrupting, counts[pool].Nodes)
+			if e := budgetErr[pool]; e != "" {
+				why = e
+			}
+			plan.OverBudget = append(plan.OverBudget, DriftSkip{Node: c.Name(), Reason: why})
+			continue
+		}
+		allowed[pool]--
+		plan.Selected = append(plan.Selected, c)
+	}
+	return plan
+}
+
+// doNotDisrupt returns why the node may not be voluntarily disrupted, or "".
+func doNotDisrupt(n *corev1.Node, pods []*corev1.Pod) string {
+	if n.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
+		return "node has " + apisv1.AnnotationDoNotDisrupt
+	}
+	for _, p := range pods {
+		if p.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
+			return fmt.Sprintf("pod %s/%s has %s", p.Namespace, p.Name, apisv1.AnnotationDoNotDisrupt)
+		}
+	}
+	return ""
+}
+
+// GraceExceeded reports whether a node disrupting since tainted has waited out its NodeClaim's
+// terminationGracePeriod at now: a drain still blocked then (a PDB, a do-not-disrupt pod) stops
+// waiting and the node is deleted. No terminationGracePeriod (or no taint time) means wait forever.
+func GraceExceeded(nc *apisv1.NodeClaim, tainted *time.Time, now time.Time) bool {
+	if nc == nil || nc.Spec.TerminationGracePeriod == nil || tainted == nil {
+		return false
+	}
+	return !now.Before(tainted.Add(nc.Spec.TerminationGracePeriod.Duration))
+}
