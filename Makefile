@@ -46,3 +46,17 @@ tidy:
 
 clean:
 	rm -rf $(BIN)
+
+## controlplane: kube-apiserver, kube-controller-manager, kube-scheduler v1.34.2 (one binary, built from
+## the separate module e2e/controlplane), kwok, and Debian's etcd-server (apt) for the e2e suite.
+CONTROLPLANE_BIN ?= build/controlplane/bin
+KWOK_VERSION     ?= v0.8.0
+.PHONY: controlplane e2e
+controlplane:
+	@command -v etcd >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server; }
+	cd e2e/controlplane && $(GO) build -o $(CURDIR)/$(CONTROLPLANE_BIN)/controlplane .
+	test -x $(CONTROLPLANE_BIN)/kwok || GOBIN=$(CURDIR)/$(CONTROLPLANE_BIN) $(GO) install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+
+## e2e: the whole path against the real control plane (agent, queue, provision, fake cloud, kwok nodes)
+e2e: controlplane
+	DOVETAIL_CONTROLPLANE_BIN=$(CURDIR)/$(CONTROLPLANE_BIN) $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/...

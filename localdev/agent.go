@@ -20,11 +20,16 @@ func (e *Env) startAgent(ctx context.Context, nc *natsgo.Conn, pub queue.Publish
 	if err != nil {
 		return err
 	}
+	kc, dc := e.Cluster.Kube, e.Cluster.Dynamic
+	if e.Cluster.AgentKube != nil {
+		kc, dc = e.Cluster.AgentKube, e.Cluster.AgentDynamic
+	}
 	a, err := agent.New(agent.Config{Cluster: e.Options.Cluster, Namespace: e.Options.Namespace,
-		Kube: e.Cluster.Kube, Dynamic: e.Cluster.Dynamic, Publisher: pub, Commands: cmds, Blobs: e.blobs, Logger: e.Options.Log})
+		Kube: kc, Dynamic: dc, Publisher: pub, Commands: cmds, Blobs: e.blobs, Logger: e.Options.Log})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	e.Agent = a
 	e.goRun(func() error { return a.Run(ctx) })
 	select {
 	case <-a.Synced():

@@ -29,6 +29,10 @@ type Cluster struct {
 	// InMemory is true for the fake clientset: the stand-ins must run, as nothing else creates
 	// controllers' pods, runs DaemonSets or binds pods.
 	InMemory bool
+	// AgentKube and AgentDynamic, when set, are the agent's own clients (its service account's
+	// credentials in a real control plane); nil means the agent uses Kube and Dynamic.
+	AgentKube    kubernetes.Interface
+	AgentDynamic dynamic.Interface
 }
 
 // NewInMemoryCluster returns an empty in-memory cluster. Mind what client-go's fake clientset

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/dovetail-dev/dovetail/agent"
+	"github.com/dovetail-dev/dovetail/e2e/realcluster"
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/provision"
 	seed "github.com/dovetail-dev/dovetail/localdev/manifests"
@@ -44,8 +46,13 @@ type Options struct {
 	Out io.Writer
 	// Log receives component logs (default: discarded, the progress lines say what matters).
 	Log *slog.Logger
-	// Namespace is the agent's namespace (default "kube-system").
+	// Namespace is the agent's namespace (default "kube-system"; "dovetail-system" with a real
+	// control plane, where agent/rbac.yaml grants it).
 	Namespace string
+	// ControlPlane is ControlPlaneMemory (default) or ControlPlaneReal; real conflicts with Kubeconfig.
+	ControlPlane string
+	// RealControlPlane configures the real control plane (binaries, working directory).
+	RealControlPlane realcluster.Options
 
 	// Test hooks: wrap what the provision function publishes with, and how it handles messages
 	// (to inject a crash between launch and command, or a duplicate delivery).
@@ -62,6 +69,9 @@ func (o *Options) defaults() {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute
+		if o.ControlPlane == ControlPlaneReal {
+			o.Timeout = 5 * time.Minute // the control plane itself takes up to a minute to start
+		}
 	}
 	if o.Out == nil {
 		o.Out = os.Stdout
@@ -71,6 +81,9 @@ func (o *Options) defaults() {
 	}
 	if o.Namespace == "" {
 		o.Namespace = "kube-system"
+		if o.ControlPlane == ControlPlaneReal {
+			o.Namespace = AgentNamespace
+		}
 	}
 }
 
@@ -83,6 +96,10 @@ type Env struct {
 	Cloud    *fake.Cloud
 	NATSURL  string
 	Progress *Progress
+	// ControlPlane is the real control plane (nil in memory or with a kubeconfig).
+	ControlPlane *realcluster.ControlPlane
+	// Agent is the running agent.
+	Agent *agent.Agent
 
 	blobs events.BlobStore
 	stop  func()
@@ -115,6 +132,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 // Start brings the environment up and applies the scenario.
 func Start(ctx context.Context, o Options) (*Env, error) {
 	o.defaults()
+	switch {
+	case o.ControlPlane != "" && o.ControlPlane != ControlPlaneMemory && o.ControlPlane != ControlPlaneReal:
+		return nil, fmt.Errorf("--control-plane: %q is not %q or %q", o.ControlPlane, ControlPlaneMemory, ControlPlaneReal)
+	case o.ControlPlane == ControlPlaneReal && o.Kubeconfig != "":
+		return nil, fmt.Errorf("--control-plane real starts its own cluster: it cannot be combined with --kubeconfig %s", o.Kubeconfig)
+	}
 	set, err := loadScenario(o.Manifests)
 	if err != nil {
 		return nil, err
@@ -153,7 +176,15 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	}()
 	env.Progress.Printf("embedded NATS JetStream at %s", url)
 
-	if o.Kubeconfig != "" {
+	if o.ControlPlane == ControlPlaneReal {
+		cp, c, err := startRealControlPlane(ctx, o, env.Progress)
+		if err != nil {
+			return nil, err
+		}
+		env.ControlPlane, env.Cluster = cp, c
+		stopRest := env.stop
+		env.stop = func() { stopRest(); cp.Stop() }
+	} else if o.Kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
