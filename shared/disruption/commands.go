@@ -1,0 +1,71 @@
+package disruption
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// The order of a consolidation's effects (the function performs them in this order, across
+// snapshots; see the package documentation):
+//
+//  1. launch the replacements (the function, through shared/launch), record them
+//     (CreateNodeClaim, annotated with AnnotationDecision and AnnotationReplaces);
+//  2. TaintCommands: taint each candidate karpenter.sh/disrupted=<TaintValue>:NoSchedule;
+//  3. on a later snapshot, once InFlight lists the candidates under Drain: DrainCommands;
+//  4. once InFlight lists a candidate under Finish: terminate its instance (the function,
+//     through cloud.Provider.Delete), then FinishCommands (DeleteNode, DeleteNodeClaim).
+//
+// Every command carries the snapshot revision it was decided (or validated) on, so the agent
+// refuses it when a pod was bound to the node since.
+
+// TaintCommands taints the decision's candidates.
+func (d *Decision) TaintCommands(cluster string, revision int64) []events.Command {
+	out := make([]events.Command, 0, len(d.Candidates))
+	taint := corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: d.TaintValue(), Effect: corev1.TaintEffectNoSchedule}
+	for _, c := range d.Candidates {
+		t := taint
+		out = append(out, events.Command{
+			ID: events.CommandID(cluster, "consolidate-taint", d.ID, c.Node), Kind: events.CommandTaintNode,
+			Cluster: cluster, SnapshotRevision: revision, NodeName: c.Node, Taint: &t,
+			Reason: fmt.Sprintf("consolidation %s (%s): %s", d.ID, d.Reason, d.Why),
+		})
+	}
+	return out
+}
+
+// DrainCommands asks for the Drain nodes' pods to be evicted. The revision is part of the ID:
+// a drain blocked by a PDB is asked for again on a later snapshot.
+func (p *Progress) DrainCommands(cluster string, revision int64) []events.Command {
+	out := make([]events.Command, 0, len(p.Drain))
+	for _, n := range p.Drain {
+		out = append(out, events.Command{
+			ID: events.CommandID(cluster, "consolidate-drain", p.ID, n.Name(), strconv.FormatInt(revision, 10)), Kind: events.CommandDrainNode,
+			Cluster: cluster, SnapshotRevision: revision, NodeName: n.Name(),
+			Reason: fmt.Sprintf("consolidation %s: replacements ready, every pod has a place", p.ID),
+		})
+	}
+	return out
+}
+
+// FinishCommands deletes the Node and the NodeClaim of a drained candidate whose instance the
+// function has terminated.
+func FinishCommands(cluster, id string, n *Node, revision int64) []events.Command {
+	out := []events.Command{{
+		ID: events.CommandID(cluster, "consolidate-delete-node", id, n.Name()), Kind: events.CommandDeleteNode,
+		Cluster: cluster, SnapshotRevision: revision, NodeName: n.Name(),
+		Reason: fmt.Sprintf("consolidation %s: drained, instance terminated", id),
+	}}
+	if n.Claim != nil {
+		out = append(out, events.Command{
+			ID: events.CommandID(cluster, "consolidate-delete-nodeclaim", id, n.Claim.Name), Kind: events.CommandDeleteNodeClaim,
+			Cluster: cluster, SnapshotRevision: revision, NodeClaim: &apisv1.NodeClaim{ObjectMeta: n.Claim.ObjectMeta},
+			Reason: fmt.Sprintf("consolidation %s: drained, instance terminated", id),
+		})
+	}
+	return out
+}

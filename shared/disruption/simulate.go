@@ -1,0 +1,91 @@
+package disruption
+
+import (
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
+)
+
+// simInputs are the parts of every simulation's input that do not depend on what is removed.
+type simInputs struct {
+	daemonSets  []*appsv1.DaemonSet
+	nodePools   []*apisv1.NodePool
+	nodeClasses []*apisv1.EC2NodeClass
+	unavailable func(instanceType, zone, capacityType string) bool
+}
+
+func (s *State) simBase() simInputs {
+	var b simInputs
+	snap := s.Snapshot
+	for i := range snap.DaemonSets {
+		b.daemonSets = append(b.daemonSets, &snap.DaemonSets[i])
+	}
+	for i := range snap.NodePools {
+		b.nodePools = append(b.nodePools, &snap.NodePools[i])
+	}
+	for i := range snap.NodeClasses {
+		b.nodeClasses = append(b.nodeClasses, &snap.NodeClasses[i])
+	}
+	if len(snap.UnavailableOfferings) > 0 {
+		now := s.Now
+		marks := map[[3]string]time.Time{}
+		for _, m := range snap.UnavailableOfferings {
+			marks[[3]string{m.InstanceType, m.Zone, m.CapacityType}] = m.Expires.Time
+		}
+		b.unavailable = func(it, zone, ct string) bool {
+			exp, ok := marks[[3]string{it, zone, ct}]
+			return ok && now.Before(exp)
+		}
+	}
+	return b
+}
+
+// Simulate asks the bin-packing core (provisioning.Solve) where pods would go if the removed
+// nodes were gone: the other nodes' free capacity and in-flight NodeClaims first, then new
+// NodeClaims from the NodePools. Nodes that cannot take even the smallest pod are left out of
+// the input (they could not receive any pod, so the result is the same), which keeps a
+// simulation cheap on large clusters; with NodePool limits every node stays in, as the limits
+// count every node's capacity.
+func (s *State) Simulate(remove map[string]bool, pods []*corev1.Pod) (*provisioning.Plan, error) {
+	if s.base == nil {
+		b := s.simBase()
+		s.base = &b
+	}
+	in := provisioning.Input{Pods: pods, Catalog: s.Catalog, DaemonSets: s.base.daemonSets,
+		NodePools: s.base.nodePools, NodeClasses: s.base.nodeClasses, Unavailable: s.base.unavailable}
+	var least scheduling.Resources
+	for i, p := range pods {
+		r := scheduling.PodRequests(p)
+		if i == 0 || r.MilliCPU < least.MilliCPU {
+			least.MilliCPU = r.MilliCPU
+		}
+		if i == 0 || r.Memory < least.Memory {
+			least.Memory = r.Memory
+		}
+	}
+	for _, n := range s.Nodes {
+		if remove[n.Name()] {
+			continue
+		}
+		if !s.poolLimits {
+			if !n.binnable || n.free.MilliCPU < least.MilliCPU || n.free.Memory < least.Memory || n.free.Pods < 1 {
+				continue
+			}
+		}
+		in.Nodes = append(in.Nodes, n.view)
+		in.BoundPods = append(in.BoundPods, n.viewPods...)
+	}
+	for _, nc := range s.claims {
+		if remove[nc.Status.NodeName] {
+			continue
+		}
+		in.NodeClaims = append(in.NodeClaims, nc)
+	}
+	s.sims.Add(1)
+	return provisioning.Solve(in)
+}

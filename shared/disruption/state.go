@@ -1,0 +1,277 @@
+package disruption
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
+)
+
+// AnnotationMirror marks a static pod's mirror; it belongs to the node and is never evicted.
+const AnnotationMirror = "kubernetes.io/config.mirror"
+
+// Node is one cluster node as the disruption core sees it.
+type Node struct {
+	Node  *corev1.Node
+	Claim *apisv1.NodeClaim // nil when no NodeClaim records the node
+	Pool  *apisv1.NodePool  // nil when not labelled with an existing NodePool
+	// Pods are every non-terminal pod bound to the node; Movable those that must be placed
+	// elsewhere when it goes (not DaemonSet pods, not mirror pods).
+	Pods    []*corev1.Pod
+	Movable []*corev1.Pod
+	// InstanceType, Zone and CapacityType identify the offering; Price is its USD per hour in
+	// the catalog (PriceKnown false when the offering is not in the catalog).
+	InstanceType, Zone, CapacityType string
+	Price                            float64
+	PriceKnown                       bool
+	Initialized                      bool
+	// Disrupting: being deleted, its NodeClaim being deleted, or tainted karpenter.sh/disrupted.
+	Disrupting bool
+	// TaintValue is the value of its karpenter.sh/disrupted taint ("" when untainted).
+	TaintValue string
+	// Requests sums all its pods' requests; Allocatable is the node's.
+	Requests, Allocatable scheduling.Resources
+
+	// For simulations: the node with only the residents that matter and the allocatable the
+	// others leave (see State.binView).
+	view      *corev1.Node
+	viewPods  []*corev1.Pod
+	free      scheduling.Resources
+	binnable  bool
+	hasAnti   bool
+	requested scheduling.Resources // movable pods' requests
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.Node.Name }
+
+// ProviderID is the node's provider ID, or its NodeClaim's.
+func (n *Node) ProviderID() string {
+	if n.Node.Spec.ProviderID != "" {
+		return n.Node.Spec.ProviderID
+	}
+	if n.Claim != nil {
+		return n.Claim.Status.ProviderID
+	}
+	return ""
+}
+
+// State is a snapshot compiled for disruption decisions. Build it with NewState; it is
+// read-only afterwards and safe to share between goroutines.
+type State struct {
+	Snapshot *events.Snapshot
+	Catalog  *catalog.Catalog
+	// Now is the snapshot's time: the only clock the core reads.
+	Now   time.Time
+	Nodes []*Node // sorted by name
+	Pools map[string]*apisv1.NodePool
+	PDBs  *PDBs
+	// Counts are the pools' budget counts (CountPoolNodes).
+	Counts map[string]PoolCount
+
+	byName     map[string]*Node
+	pending    []*corev1.Pod
+	claims     []*apisv1.NodeClaim
+	anyAnti    bool
+	poolLimits bool
+	base       *simInputs
+	// sims counts simulations (for reports and benchmarks).
+	sims atomic.Int64
+}
+
+// Simulations is how many scheduling simulations this state has run.
+func (s *State) Simulations() int64 { return s.sims.Load() }
+
+// NewState compiles a snapshot. It returns an error only for an unusable input (no snapshot or
+// no catalog).
+func NewState(snap *events.Snapshot, cat *catalog.Catalog) (*State, error) {
+	if snap == nil {
+		return nil, fmt.Errorf("snapshot: required")
+	}
+	if cat == nil {
+		return nil, fmt.Errorf("catalog: required")
+	}
+	s := &State{Snapshot: snap, Catalog: cat, Now: snap.Time.Time, Pools: map[string]*apisv1.NodePool{},
+		byName: map[string]*Node{}, Counts: CountPoolNodes(snap)}
+	for i := range snap.NodePools {
+		np := &snap.NodePools[i]
+		s.Pools[np.Name] = np
+		if len(np.Spec.Limits) > 0 {
+			s.poolLimits = true
+		}
+	}
+	claims := claimsByNode(snap)
+	for i := range snap.NodeClaims {
+		s.claims = append(s.claims, &snap.NodeClaims[i])
+	}
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		nc := claims[n.Name]
+		node := &Node{Node: n, Claim: nc, Initialized: Initialized(n, nc), Disrupting: MarkedForDeletion(n, nc),
+			Allocatable: scheduling.FromList(n.Status.Allocatable)}
+		node.TaintValue, _ = disruptedTaint(n)
+		if p := n.Labels[apisv1.LabelNodePool]; p != "" {
+			node.Pool = s.Pools[p]
+		}
+		node.InstanceType = n.Labels[corev1.LabelInstanceTypeStable]
+		node.Zone = n.Labels[corev1.LabelTopologyZone]
+		node.CapacityType = n.Labels[apisv1.LabelCapacityType]
+		if nc != nil {
+			node.InstanceType = firstNonEmpty(node.InstanceType, nc.Labels[corev1.LabelInstanceTypeStable])
+			node.Zone = firstNonEmpty(node.Zone, nc.Labels[corev1.LabelTopologyZone])
+			node.CapacityType = firstNonEmpty(node.CapacityType, nc.Labels[apisv1.LabelCapacityType])
+		}
+		node.Price, node.PriceKnown = offeringPrice(cat, node.InstanceType, node.Zone, node.CapacityType)
+		s.byName[n.Name] = node
+		s.Nodes = append(s.Nodes, node)
+	}
+	sort.Slice(s.Nodes, func(i, j int) bool { return s.Nodes[i].Node.Name < s.Nodes[j].Node.Name })
+	var all []*corev1.Pod
+	for i := range snap.Pods {
+		p := &snap.Pods[i]
+		all = append(all, p)
+		n := s.byName[p.Spec.NodeName]
+		if n == nil || scheduling.IsTerminal(p) {
+			continue
+		}
+		req := scheduling.PodRequests(p)
+		n.Pods = append(n.Pods, p)
+		n.Requests = n.Requests.Add(req)
+		if !scheduling.IsDaemonSetPod(p) && p.Annotations[AnnotationMirror] == "" {
+			n.Movable = append(n.Movable, p)
+			n.requested = n.requested.Add(req)
+		}
+		if p.Spec.Affinity != nil && p.Spec.Affinity.PodAntiAffinity != nil && len(p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			s.anyAnti = true
+			n.hasAnti = true
+		}
+	}
+	for i := range snap.PendingPods {
+		p := &snap.PendingPods[i]
+		s.pending = append(s.pending, p)
+		all = append(all, p)
+		if p.Spec.Affinity != nil && p.Spec.Affinity.PodAntiAffinity != nil && len(p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			s.anyAnti = true
+		}
+	}
+	s.PDBs = NewPDBs(snap.PDBs, all)
+	b := s.simBase()
+	s.base = &b
+	for _, n := range s.Nodes {
+		s.prepareView(n)
+	}
+	return s, nil
+}
+
+// Node returns the named node, or nil.
+func (s *State) Node(name string) *Node { return s.byName[name] }
+
+// prepareView builds the node as simulations see it. When no pod anywhere has required
+// anti-affinity, a resident pod matters to placement only through its requests, so only
+// DaemonSet pods (which the solver counts to know which DaemonSets still have to arrive) stay as
+// residents and the others are folded into a lower allocatable: exact, and each simulation
+// then costs O(nodes) instead of O(pods).
+func (s *State) prepareView(n *Node) {
+	n.binnable = !n.Disrupting && !n.Node.Spec.Unschedulable
+	n.free = n.Allocatable.Sub(n.Requests)
+	if s.anyAnti {
+		n.view, n.viewPods = n.Node, n.Pods
+		return
+	}
+	var folded scheduling.Resources
+	for _, p := range n.Pods {
+		if scheduling.IsDaemonSetPod(p) {
+			n.viewPods = append(n.viewPods, p)
+			continue
+		}
+		folded = folded.Add(scheduling.PodRequests(p))
+	}
+	v := *n.Node
+	v.Status.Allocatable = n.Allocatable.Sub(folded).List()
+	n.view = &v
+}
+
+// offeringPrice finds the offering's price (USD per hour).
+func offeringPrice(cat *catalog.Catalog, it, zone, ct string) (float64, bool) {
+	t := cat.Get(it)
+	if t == nil {
+		return 0, false
+	}
+	for _, o := range t.Offerings {
+		if o.Zone == zone && o.CapacityType == ct {
+			return o.PricePerHour, true
+		}
+	}
+	return 0, false
+}
+
+// EvictionCost is the cost of evicting one pod, after Karpenter's disruption cost
+// (kubernetes-sigs/karpenter pkg/utils/disruption EvictionCost): 1, plus
+// controller.kubernetes.io/pod-deletion-cost / 2^27, plus priority / 2^25, clamped to [-10, 10].
+func EvictionCost(p *corev1.Pod) float64 {
+	cost := 1.0
+	if v, ok := p.Annotations[corev1.PodDeletionCost]; ok {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			cost += f / math.Pow(2, 27)
+		}
+	}
+	if p.Spec.Priority != nil {
+		cost += float64(*p.Spec.Priority) / math.Pow(2, 25)
+	}
+	return math.Max(-10, math.Min(10, cost))
+}
+
+// DisruptionCost sums the movable pods' eviction costs, scaled by the share of the NodeClaim's
+// lifetime left before expireAfter (a node about to expire is cheap to disrupt), as Karpenter
+// orders its consolidation candidates.
+func (s *State) DisruptionCost(n *Node) float64 {
+	var c float64
+	for _, p := range n.Movable {
+		c += EvictionCost(p)
+	}
+	if n.Claim != nil && n.Claim.Spec.ExpireAfter.Duration != nil && *n.Claim.Spec.ExpireAfter.Duration > 0 {
+		total := n.Claim.Spec.ExpireAfter.Duration.Seconds()
+		age := s.Now.Sub(n.Claim.CreationTimestamp.Time).Seconds()
+		c *= math.Max(0, math.Min(1, (total-age)/total))
+	}
+	return c
+}
+
+// LastPodEvent is when the node's pods last changed: the NodeClaim's status.lastPodEventTime or
+// the latest start (or creation) of a pod on it, whichever is later; with neither, when the
+// node was created.
+func (n *Node) LastPodEvent() time.Time {
+	var t time.Time
+	if n.Claim != nil {
+		t = n.Claim.Status.LastPodEventTime.Time
+	}
+	for _, p := range n.Movable {
+		pt := p.CreationTimestamp.Time
+		if p.Status.StartTime != nil && p.Status.StartTime.After(pt) {
+			pt = p.Status.StartTime.Time
+		}
+		if pt.After(t) {
+			t = pt
+		}
+	}
+	if t.IsZero() {
+		t = n.Node.CreationTimestamp.Time
+	}
+	return t
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,235 @@
+package disruption
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// Validate re-checks a decision against a fresh state (a later snapshot) before anything
+// irreversible is done, and returns the decision re-made on the fresh state for the same
+// candidates: every candidate still exists with the same NodeClaim and is still a candidate
+// (initialized, not disrupting, no do-not-disrupt, consolidateAfter passed, pods movable and
+// PDBs allowing), the candidates' pools still have budget for them, and the set still
+// consolidates with a saving on the fresh state (its pods all placed, replacements cheaper). It
+// returns an error naming the first rule that no longer holds.
+func Validate(d *Decision, fresh *State) (*Decision, error) {
+	if d == nil || len(d.Candidates) == 0 {
+		return nil, fmt.Errorf("decision: no candidates")
+	}
+	if len(fresh.pending) > 0 {
+		return nil, fmt.Errorf("%d pod(s) are pending", len(fresh.pending))
+	}
+	set := make([]*Candidate, 0, len(d.Candidates))
+	perPool := map[string]int{}
+	for _, ref := range d.Candidates {
+		n := fresh.Node(ref.Node)
+		switch {
+		case n == nil:
+			return nil, fmt.Errorf("node %s is gone", ref.Node)
+		case n.Claim == nil || n.Claim.Name != ref.NodeClaim || string(n.Claim.UID) != ref.NodeClaimUID:
+			return nil, fmt.Errorf("node %s is no longer recorded by NodeClaim %s", ref.Node, ref.NodeClaim)
+		}
+		if why := fresh.whyNot(n); why != "" {
+			return nil, fmt.Errorf("node %s: %s", ref.Node, why)
+		}
+		c := &Candidate{Node: n, Empty: len(n.Movable) == 0, DisruptionCost: fresh.DisruptionCost(n)}
+		if d.Reason == apisv1.DisruptionReasonEmpty && !c.Empty {
+			return nil, fmt.Errorf("node %s is no longer empty: %s", ref.Node, podsOf(n.Movable))
+		}
+		if d.Reason == apisv1.DisruptionReasonUnderutilized && policy(n.Pool) != apisv1.ConsolidationPolicyWhenEmptyOrUnderutilized {
+			return nil, fmt.Errorf("nodepool %q no longer consolidates underutilized nodes", n.Pool.Name)
+		}
+		set = append(set, c)
+		perPool[n.Pool.Name]++
+	}
+	budget := fresh.budgets(d.Reason, nil)
+	for _, pool := range sortedKeysInt(perPool) {
+		if perPool[pool] > budget[pool] {
+			return nil, fmt.Errorf("nodepool %q: budget for %s allows %d disruption(s) now, the decision needs %d", pool, d.Reason, budget[pool], perPool[pool])
+		}
+	}
+	if d.Reason == apisv1.DisruptionReasonEmpty {
+		nd := fresh.decision(set, d.Reason, d.Strategy, nil, nil)
+		nd.Why = d.Why
+		return nd, nil
+	}
+	nd, why := fresh.evaluate(set, -1, d.Strategy)
+	if nd == nil {
+		return nil, fmt.Errorf("no longer consolidates: %s", why)
+	}
+	return nd, nil
+}
+
+func sortedKeysInt(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sortStrings(out)
+	return out
+}
+
+// ReplacementLock is how long a replacement NodeClaim launched by a decision whose candidates
+// are not (yet) tainted holds back new decisions: the taint commands were published with the
+// launch and normally land within seconds; past this, the decision is taken as abandoned (its
+// taints refused as stale) and the replacement is ordinary capacity.
+const ReplacementLock = 2 * time.Minute
+
+// Progress is one consolidation in flight, found from the cluster: nodes tainted
+// karpenter.sh/disrupted with a consolidation taint value, and the replacement NodeClaims
+// annotated with the decision's ID.
+type Progress struct {
+	ID string
+	// Expected is how many replacements the decision launched (from the taint value).
+	Expected     int
+	Candidates   []*Node
+	Replacements []*apisv1.NodeClaim
+	// Drain are candidates whose pods may be evicted now: replacements initialized and every pod
+	// of the candidates placed on the other nodes in a fresh simulation.
+	Drain []*Node
+	// Finish are candidates with no movable pod left: terminate the instance, then delete the
+	// Node and the NodeClaim.
+	Finish []*Node
+	// Waiting says why the rest waits ("" when nothing waits).
+	Waiting string
+}
+
+// InFlight returns the consolidations in progress, by ID, with what to do next for each.
+func InFlight(s *State) []*Progress {
+	byID := map[string]*Progress{}
+	var ids []string
+	for _, n := range s.Nodes {
+		id, k, ok := ParseTaintValue(n.TaintValue)
+		if !ok || n.Node.DeletionTimestamp != nil {
+			continue
+		}
+		p := byID[id]
+		if p == nil {
+			p = &Progress{ID: id, Expected: k}
+			byID[id] = p
+			ids = append(ids, id)
+		}
+		p.Candidates = append(p.Candidates, n)
+	}
+	for _, nc := range s.claims {
+		if p := byID[nc.Annotations[AnnotationDecision]]; p != nil {
+			p.Replacements = append(p.Replacements, nc)
+		}
+	}
+	sortStrings(ids)
+	out := make([]*Progress, 0, len(ids)+1)
+	for _, id := range ids {
+		p := byID[id]
+		var busy []*Node
+		for _, n := range p.Candidates {
+			if len(n.Movable) == 0 {
+				p.Finish = append(p.Finish, n)
+			} else {
+				busy = append(busy, n)
+			}
+		}
+		if len(busy) > 0 {
+			if why := s.replacementsReady(p); why != "" {
+				p.Waiting = why
+			} else if err := ValidateDrain(s, busy); err != nil {
+				p.Waiting = err.Error()
+			} else {
+				p.Drain = busy
+			}
+		}
+		out = append(out, p)
+	}
+	if lock := s.launchLock(byID); lock != nil {
+		out = append(out, lock)
+	}
+	return out
+}
+
+// replacementsReady returns why the decision's replacements are not all initialized yet.
+func (s *State) replacementsReady(p *Progress) string {
+	if len(p.Replacements) < p.Expected {
+		return fmt.Sprintf("%d of %d replacement NodeClaim(s) recorded", len(p.Replacements), p.Expected)
+	}
+	for _, nc := range p.Replacements {
+		var node *Node
+		if nc.Status.NodeName != "" {
+			node = s.Node(nc.Status.NodeName)
+		}
+		if node == nil {
+			for _, n := range s.Nodes {
+				if nc.Status.ProviderID != "" && n.Node.Spec.ProviderID == nc.Status.ProviderID {
+					node = n
+					break
+				}
+			}
+		}
+		if node == nil {
+			return fmt.Sprintf("replacement %s has not registered a node yet", nc.Name)
+		}
+		if !node.Initialized {
+			return fmt.Sprintf("replacement %s (node %s) is not initialized yet", nc.Name, node.Name())
+		}
+	}
+	return ""
+}
+
+// launchLock reports a decision whose replacements were launched but whose candidates carry no
+// taint yet (the taint commands have not landed): no new decision may start meanwhile, or it
+// could pick the same nodes and launch twice. Nil when there is none.
+func (s *State) launchLock(tainted map[string]*Progress) *Progress {
+	for _, nc := range s.claims {
+		id := nc.Annotations[AnnotationDecision]
+		if id == "" || tainted[id] != nil || s.Now.Sub(nc.CreationTimestamp.Time) >= ReplacementLock {
+			continue
+		}
+		for _, name := range strings.Split(nc.Annotations[AnnotationReplaces], ",") {
+			if n := s.Node(name); n != nil && n.TaintValue == "" {
+				return &Progress{ID: id, Replacements: []*apisv1.NodeClaim{nc},
+					Waiting: fmt.Sprintf("replacement %s was launched at %s; waiting for its candidates' taints", nc.Name, nc.CreationTimestamp.UTC().Format(time.RFC3339))}
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateDrain checks, on a fresh state, that the nodes may be drained now: no pod on them is
+// annotated do-not-disrupt or lacks a controller, their PDBs allow evicting all of them, and
+// the bin-packing core places every one of their pods on the other nodes (with the snapshot's
+// pending pods placed too) without any new NodeClaim. This is the "every evicted pod has a
+// place before its node is drained" rule.
+func ValidateDrain(s *State, nodes []*Node) error {
+	var pods []*corev1.Pod
+	remove := map[string]bool{}
+	for _, n := range nodes {
+		pods = append(pods, n.Movable...)
+		remove[n.Name()] = true
+	}
+	if why := PodsBlock(pods); why != "" {
+		return fmt.Errorf("drain blocked: %s", why)
+	}
+	if err := s.PDBs.Check(pods); err != nil {
+		return fmt.Errorf("drain blocked: %w", err)
+	}
+	own := map[*corev1.Pod]bool{}
+	for _, p := range pods {
+		own[p] = true
+	}
+	plan, err := s.Simulate(remove, append(append([]*corev1.Pod(nil), pods...), s.pending...))
+	if err != nil {
+		return err
+	}
+	for _, u := range plan.Unschedulable {
+		if own[u.Pod] {
+			return fmt.Errorf("drain waits: pod %s would have no place: %s", podRef(u.Pod), u.Reason)
+		}
+	}
+	if len(plan.NodeClaims) > 0 {
+		return fmt.Errorf("drain waits: the pods need %d more NodeClaim(s) than exist", len(plan.NodeClaims))
+	}
+	return nil
+}
