@@ -1,0 +1,328 @@
+// Package drift is the drift function: on every snapshot (the agent's timer, or a pending-pods
+// batch) it replaces nodes that drifted from their NodePool or NodeClass, or expired
+// (disruption.PlanDrift), gracefully and within the NodePools' disruption budgets (reason
+// Drifted), empty nodes first, then oldest first.
+//
+// Each node goes through three steps, one or more snapshots apart; the cluster holds the state
+// between them (the karpenter.sh/disrupted=drifted taint and its timeAdded), so the function
+// stays stateless:
+//  1. Start (node selected within budget): plan its evacuable pods elsewhere with the node left
+//     out, launch the replacement NodeClaims the plan needs, then taint the node. A node whose
+//     pods would have no place is skipped (reported), never tainted.
+//  2. Drain (every later snapshot while pods remain): when every pod has a place on ready
+//     capacity (the replacements have registered), ask for the drain; the Eviction API keeps
+//     PDBs. A replacement that vanished is launched again.
+//  3. Delete (no evacuable pod left, or the NodeClaim's terminationGracePeriod has passed since
+//     the taint while the drain is still blocked): terminate the instance, delete the Node and the
+//     NodeClaim.
+package drift
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/launch"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+)
+
+// Component is the function's name in event sources and consumer names.
+const Component = "drift"
+
+// Steps a node can be at in a Decision.
+const (
+	StepStart       = "start"        // replacement launched (if needed) and node tainted
+	StepWait        = "wait"         // replacement not ready yet
+	StepDrain       = "drain"        // drain asked for
+	StepDelete      = "delete"       // node empty: instance terminated, Node and NodeClaim deleted
+	StepForceDelete = "force-delete" // terminationGracePeriod passed with the drain blocked
+	StepSkip        = "skip"         // pods would have no place, or a launch failed
+)
+
+// Handler handles one event. Its fields are its dependencies; it holds no state.
+type Handler struct {
+	Cluster   string
+	Catalog   *catalog.Catalog
+	Provider  cloud.Provider
+	Publisher queue.Publisher
+	Codec     events.Codec
+	Log       *slog.Logger
+	// OnDecision, when set, receives every decision (local dev prints them).
+	OnDecision func(Decision)
+}
+
+// Decision is what one snapshot led to.
+type Decision struct {
+	Revision   int64
+	Steps      []Step
+	Blocked    []disruption.DriftSkip
+	OverBudget []disruption.DriftSkip
+}
+
+// Step is one node's progress in this decision.
+type Step struct {
+	Node     string
+	Step     string
+	Why      string // the drift or expiry reason
+	Detail   string // what was done or why not
+	Launched []string
+}
+
+// String renders the decision for people, one line per node.
+func (d Decision) String() string {
+	var b strings.Builder
+	for _, s := range d.Steps {
+		fmt.Fprintf(&b, "%-12s %s — %s; %s", s.Step, s.Node, s.Why, s.Detail)
+		if len(s.Launched) > 0 {
+			fmt.Fprintf(&b, " (launched %s)", strings.Join(s.Launched, ", "))
+		}
+		b.WriteByte('\n')
+	}
+	for _, s := range d.OverBudget {
+		fmt.Fprintf(&b, "%-12s %s — %s\n", "over-budget", s.Node, s.Reason)
+	}
+	for _, s := range d.Blocked {
+		fmt.Fprintf(&b, "%-12s %s — %s\n", "blocked", s.Node, s.Reason)
+	}
+	return b.String()
+}
+
+// Handle processes a snapshot or pods-pending event. Malformed events wrap queue.ErrPoison;
+// transport and cloud errors ask for redelivery; nil acknowledges.
+func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
+	env, err := events.Decode(msg.Data)
+	if err != nil {
+		return fmt.Errorf("%w: %w", queue.ErrPoison, err)
+	}
+	var snap *events.Snapshot
+	switch env.Type {
+	case events.TypeSnapshot:
+		snap, err = h.Codec.Snapshot(ctx, env)
+	case events.TypePodsPending:
+		var pp *events.PodsPending
+		if pp, err = h.Codec.PodsPending(ctx, env); err == nil {
+			snap = pp.Snapshot
+		}
+	default:
+		return nil // commands and other events are not for this function
+	}
+	if err != nil {
+		if errors.Is(err, events.ErrMalformed) {
+			return fmt.Errorf("%w: %w", queue.ErrPoison, err)
+		}
+		return err
+	}
+	if snap.Cluster != h.Cluster {
+		return fmt.Errorf("%w: snapshot.cluster: %q is not this function's cluster %q", queue.ErrPoison, snap.Cluster, h.Cluster)
+	}
+	d, err := h.Decide(ctx, snap)
+	if h.OnDecision != nil && (len(d.Steps) > 0 || len(d.Blocked) > 0 || len(d.OverBudget) > 0) {
+		h.OnDecision(d)
+	}
+	return err
+}
+
+// Decide runs one drift decision on snap.
+func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, error) {
+	plan := disruption.PlanDrift(snap)
+	d := Decision{Revision: snap.Revision, Blocked: plan.Blocked, OverBudget: plan.OverBudget}
+	now := snap.Time.Time
+	for _, c := range plan.InProgress {
+		s := Step{Node: c.Name(), Why: c.Why()}
+		var tainted *metav1.Time = c.Tainted
+		switch {
+		case len(c.Pods) == 0:
+			s.Step, s.Detail = StepDelete, "no pod left to move"
+		case tainted != nil && disruption.GraceExceeded(c.NodeClaim, &tainted.Time, now):
+			s.Step = StepForceDelete
+			s.Detail = fmt.Sprintf("terminationGracePeriod %s since the taint at %s has passed with %d pods still on the node",
+				c.NodeClaim.Spec.TerminationGracePeriod.Duration, tainted.UTC().Format("15:04:05"), len(c.Pods))
+		}
+		if s.Step == StepDelete || s.Step == StepForceDelete {
+			if err := h.remove(ctx, snap, c.Target, s.Detail); err != nil {
+				return d, err
+			}
+			d.Steps = append(d.Steps, s)
+			continue
+		}
+		evac, err := h.evacuate(ctx, snap, c.Target, &s)
+		if err != nil {
+			return d, err
+		}
+		switch {
+		case evac == nil:
+		case disruption.ReadyPlacement(evac):
+			s.Step, s.Detail = StepDrain, fmt.Sprintf("all %d pods have a place on ready nodes", len(c.Pods))
+			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-drain", c.Name(), fmt.Sprint(snap.Revision)),
+				Kind: events.CommandDrainNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: c.Name(),
+				Reason: apisv1.DisruptionReasonDrifted + ": " + c.Why()}); err != nil {
+				return d, err
+			}
+		default:
+			s.Step = StepWait
+			s.Detail = "replacement not ready yet"
+		}
+		d.Steps = append(d.Steps, s)
+	}
+	for _, c := range plan.Selected {
+		s := Step{Node: c.Name(), Why: c.Why()}
+		if len(c.Pods) == 0 {
+			// An empty node needs no replacement: taint (so nothing lands while it goes) and delete.
+			s.Step, s.Detail = StepDelete, "empty node"
+			if err := h.taint(ctx, snap, c.Target); err != nil {
+				return d, err
+			}
+			if err := h.remove(ctx, snap, c.Target, s.Detail); err != nil {
+				return d, err
+			}
+			d.Steps = append(d.Steps, s)
+			continue
+		}
+		evac, err := h.evacuate(ctx, snap, c.Target, &s)
+		if err != nil {
+			return d, err
+		}
+		if evac == nil {
+			d.Steps = append(d.Steps, s)
+			continue
+		}
+		if err := h.taint(ctx, snap, c.Target); err != nil {
+			return d, err
+		}
+		s.Step = StepStart
+		if disruption.ReadyPlacement(evac) {
+			s.Detail = fmt.Sprintf("tainted; all %d pods fit on ready nodes, draining", len(c.Pods))
+			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-drain", c.Name(), fmt.Sprint(snap.Revision)),
+				Kind: events.CommandDrainNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: c.Name(),
+				Reason: apisv1.DisruptionReasonDrifted + ": " + c.Why()}); err != nil {
+				return d, err
+			}
+		} else {
+			s.Detail = fmt.Sprintf("tainted; %d pods wait for the replacement before the drain", len(c.Pods))
+		}
+		d.Steps = append(d.Steps, s)
+	}
+	h.log().Info("drift decision", "revision", snap.Revision, "steps", len(d.Steps), "blocked", len(d.Blocked), "overBudget", len(d.OverBudget))
+	return d, nil
+}
+
+// evacuate plans the node's pods elsewhere and launches the NodeClaims the plan needs. It
+// returns nil (with s set to StepSkip) when some pod would have no place or a launch failed
+// for capacity: the node is then left as it is and retried on a later snapshot.
+func (h *Handler) evacuate(ctx context.Context, snap *events.Snapshot, t disruption.Target, s *Step) (*provisioning.Plan, error) {
+	in, _ := disruption.EvacuationInput(snap, h.Catalog, []string{t.Name()}, nil)
+	plan, err := provisioning.Solve(in)
+	if err != nil {
+		return nil, err
+	}
+	if len(plan.Unschedulable) > 0 {
+		reasons := make([]string, 0, len(plan.Unschedulable))
+		for _, u := range plan.Unschedulable {
+			reasons = append(reasons, u.Pod.Namespace+"/"+u.Pod.Name+": "+u.Reason)
+		}
+		sort.Strings(reasons)
+		s.Step, s.Detail = StepSkip, "pods would have no place: "+strings.Join(reasons, "; ")
+		return nil, nil
+	}
+	classes := map[string]*apisv1.EC2NodeClass{}
+	for i := range snap.NodeClasses {
+		classes[snap.NodeClasses[i].Name] = &snap.NodeClasses[i]
+	}
+	l := &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog}
+	ld := launch.Decision{Revision: snap.Revision, Time: snap.Time.Time}
+	for _, nc := range plan.NodeClaims {
+		var class *apisv1.EC2NodeClass
+		if nc.NodeClassRef != nil {
+			class = classes[nc.NodeClassRef.Name]
+		}
+		res := l.Launch(ctx, ld, nc, class)
+		if len(res.Unavailable) > 0 {
+			keys := []string{h.Cluster, "unavailable", fmt.Sprint(snap.Revision), t.Name()}
+			for _, m := range res.Unavailable {
+				keys = append(keys, m.InstanceType+"/"+m.Zone+"/"+m.CapacityType)
+			}
+			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
+				Cluster: h.Cluster, SnapshotRevision: snap.Revision, Unavailable: res.Unavailable, Reason: "insufficient capacity"}); err != nil {
+				return nil, err
+			}
+		}
+		if res.Err != nil {
+			if !cloud.IsInsufficientCapacity(res.Err) {
+				return nil, res.Err
+			}
+			s.Step, s.Detail = StepSkip, "replacement launch failed: "+res.Err.Error()
+			return nil, nil
+		}
+		res.NodeClaim.Annotations[disruption.AnnotationReplaces] = t.Name()
+		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "create", res.NodeClaim.Name),
+			Kind: events.CommandCreateNodeClaim, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeClaim: res.NodeClaim,
+			Reason: fmt.Sprintf("replacement for drifted node %s (%d pods)", t.Name(), len(nc.Pods))}); err != nil {
+			return nil, err
+		}
+		s.Launched = append(s.Launched, res.NodeClaim.Name+" ("+res.Instance.InstanceType+"/"+res.Instance.Zone+"/"+res.Instance.CapacityType+")")
+	}
+	return plan, nil
+}
+
+func (h *Handler) taint(ctx context.Context, snap *events.Snapshot, t disruption.Target) error {
+	if t.Node == nil {
+		return nil
+	}
+	at := metav1.NewTime(snap.Time.Time)
+	return h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-taint", t.Node.Name, string(t.Node.UID)),
+		Kind: events.CommandTaintNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name,
+		Taint:  &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValueDrifted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at},
+		Reason: apisv1.DisruptionReasonDrifted})
+}
+
+// remove terminates the instance (only this cluster's: the provider refuses others) and
+// deletes the Node and the NodeClaim.
+func (h *Handler) remove(ctx context.Context, snap *events.Snapshot, t disruption.Target, why string) error {
+	if t.ProviderID != "" {
+		if err := h.Provider.Delete(ctx, t.ProviderID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+			return fmt.Errorf("terminating %s: %w", t.ProviderID, err)
+		}
+	}
+	if t.Node != nil {
+		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-delete-node", t.Node.Name, string(t.Node.UID)),
+			Kind: events.CommandDeleteNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name, Reason: why}); err != nil {
+			return err
+		}
+	}
+	if t.NodeClaim != nil {
+		return h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-delete-nodeclaim", t.NodeClaim.Name),
+			Kind: events.CommandDeleteNodeClaim, Cluster: h.Cluster, SnapshotRevision: snap.Revision,
+			NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: t.NodeClaim.Name}}, Reason: why})
+	}
+	return nil
+}
+
+func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {
+	data, err := h.Codec.NewEvent(ctx, h.Cluster, Component, events.TypeCommand, c.ID, &c, events.WithTime(snap.Time.Time))
+	if err != nil {
+		return fmt.Errorf("encoding command %s: %w", c.ID, err)
+	}
+	if err := h.Publisher.Publish(ctx, queue.CommandsSubject(h.Cluster), c.ID, data); err != nil {
+		return fmt.Errorf("publishing command %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return slog.Default()
+}
