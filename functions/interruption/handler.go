@@ -192,6 +192,12 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		return d, nil
 	}
 	now := h.now()
+	// Marks expire launch.UnavailableTTL after the notice (not after this delivery), so every
+	// redelivery publishes the same command, which the queue's deduplication drops.
+	markFrom := n.Time
+	if markFrom.IsZero() {
+		markFrom = now
+	}
 	d.Action = "replace"
 	var leaving []string
 	var pods []*corev1.Pod
@@ -203,7 +209,7 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		}
 		if mark && t.Offering.InstanceType != "" && t.Offering.Zone != "" && t.Offering.CapacityType != "" {
 			d.Marked = append(d.Marked, events.UnavailableOfferingMark{InstanceType: t.Offering.InstanceType, Zone: t.Offering.Zone,
-				CapacityType: t.Offering.CapacityType, Reason: string(n.Kind), Expires: metav1.NewTime(now.Add(launch.UnavailableTTL))})
+				CapacityType: t.Offering.CapacityType, Reason: string(n.Kind), Expires: metav1.NewTime(markFrom.Add(launch.UnavailableTTL))})
 		}
 	}
 	// 1. Mark the interrupted offering first: even if the rest fails, later decisions avoid it.

@@ -1,0 +1,313 @@
+// Package scenarios runs the disruption scenarios of local dev mode — a spot interruption and an
+// AMI roll-out — on one machine, deterministically: the fake cloud over the real catalog on a fake
+// clock, the real provision, interruption and drift handlers, and a small in-memory cluster (World)
+// that stands in for the agent (it applies the functions' commands) and for kube-scheduler and
+// the workload controllers (evicted pods come back pending and are bound to nodes with room).
+// Each scenario prints what was decided and why, and returns figures a test can check.
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/provision"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+)
+
+// Cluster is the scenarios' cluster name.
+const Cluster = "dev"
+
+// World is an in-memory cluster: nodes, pods, NodeClaims, NodePools, NodeClasses and offering
+// marks, with a revision that grows on every change. It implements queue.Publisher (commands
+// published to it are applied at once, as the agent would) and the fake cloud's registrar.
+type World struct {
+	Catalog *catalog.Catalog
+	Cloud   *fake.Cloud
+	Clock   *clocktesting.FakeClock
+	Out     io.Writer
+
+	mu      sync.Mutex
+	rev     int64
+	nodes   map[string]*corev1.Node
+	pods    map[string]*corev1.Pod // by namespace/name
+	claims  map[string]*apisv1.NodeClaim
+	pools   []apisv1.NodePool
+	classes []apisv1.EC2NodeClass
+	marks   []events.UnavailableOfferingMark
+
+	// Registered is when each node registered.
+	Registered map[string]time.Time
+	// Lost counts pods still on a node when its instance went away (not drained first).
+	Lost []string
+	// Evictions counts pods evicted by drains; Commands every command applied, in order.
+	Evictions int
+	Commands  []events.Command
+}
+
+// NewWorld returns an empty world at start with a fake cloud booting instances after bootDelay.
+func NewWorld(start time.Time, bootDelay time.Duration, out io.Writer) *World {
+	cat := catalog.MustAWS()
+	w := &World{Catalog: cat, Clock: clocktesting.NewFakeClock(start), Out: out,
+		nodes: map[string]*corev1.Node{}, pods: map[string]*corev1.Pod{}, claims: map[string]*apisv1.NodeClaim{}, Registered: map[string]time.Time{}}
+	w.Cloud = fake.New(fake.Options{Catalog: cat, Cluster: Cluster, Clock: w.Clock, BootDelay: bootDelay, Registrar: w})
+	return w
+}
+
+func (w *World) printf(format string, args ...any) {
+	if w.Out != nil {
+		fmt.Fprintf(w.Out, "[%s] %s\n", w.Clock.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+}
+
+// AddPools adds NodePools and NodeClasses.
+func (w *World) AddPools(pools []apisv1.NodePool, classes []apisv1.EC2NodeClass) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pools = append(w.pools, pools...)
+	w.classes = append(w.classes, classes...)
+	w.rev++
+}
+
+// SetNodeClassAMIs replaces a NodeClass's resolved AMIs (a new AMI published behind its alias).
+func (w *World) SetNodeClassAMIs(class string, amis []apisv1.AMI) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.classes {
+		if w.classes[i].Name == class {
+			w.classes[i].Status.AMIs = amis
+		}
+	}
+	w.rev++
+}
+
+// AddPods adds pending pods.
+func (w *World) AddPods(pods ...corev1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range pods {
+		p := pods[i]
+		w.pods[p.Namespace+"/"+p.Name] = &p
+	}
+	w.rev++
+}
+
+// Snapshot returns the world as the agent would publish it, at the clock's time.
+func (w *World) Snapshot() *events.Snapshot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: Cluster, Revision: w.rev, Time: metav1.NewTime(w.Clock.Now()),
+		NodePools: append([]apisv1.NodePool(nil), w.pools...), NodeClasses: append([]apisv1.EC2NodeClass(nil), w.classes...)}
+	for _, k := range sortedKeys(w.nodes) {
+		s.Nodes = append(s.Nodes, *w.nodes[k].DeepCopy())
+	}
+	for _, k := range sortedKeys(w.pods) {
+		p := w.pods[k].DeepCopy()
+		if p.Spec.NodeName == "" {
+			s.PendingPods = append(s.PendingPods, *p)
+		} else {
+			s.Pods = append(s.Pods, *p)
+		}
+	}
+	for _, k := range sortedKeys(w.claims) {
+		s.NodeClaims = append(s.NodeClaims, *w.claims[k].DeepCopy())
+	}
+	for _, m := range w.marks {
+		if s.Time.Before(&m.Expires) {
+			s.UnavailableOfferings = append(s.UnavailableOfferings, m)
+		}
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Publish applies a published command event (queue.Publisher).
+func (w *World) Publish(ctx context.Context, subject, id string, data []byte) error {
+	env, err := events.Decode(data)
+	if err != nil {
+		return err
+	}
+	c, err := events.Codec{}.Command(ctx, env)
+	if err != nil {
+		return err
+	}
+	w.apply(c)
+	return nil
+}
+
+func (w *World) apply(c *events.Command) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.Commands = append(w.Commands, *c)
+	w.rev++
+	switch c.Kind {
+	case events.CommandCreateNodeClaim:
+		nc := c.NodeClaim.DeepCopy()
+		for _, n := range w.nodes {
+			if n.Spec.ProviderID == nc.Status.ProviderID {
+				nc.Status.NodeName = n.Name
+			}
+		}
+		w.claims[nc.Name] = nc
+	case events.CommandDeleteNodeClaim:
+		delete(w.claims, c.NodeClaim.Name)
+	case events.CommandTaintNode:
+		if n := w.nodes[c.NodeName]; n != nil {
+			for _, t := range n.Spec.Taints {
+				if t.Key == c.Taint.Key && t.Effect == c.Taint.Effect {
+					return
+				}
+			}
+			n.Spec.Taints = append(n.Spec.Taints, *c.Taint)
+		}
+	case events.CommandDrainNode:
+		// The Eviction API deletes the pods; their controllers recreate them pending.
+		for _, k := range sortedKeys(w.pods) {
+			p := w.pods[k]
+			if p.Spec.NodeName == c.NodeName && disruption.Evacuable(p) {
+				p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
+				w.Evictions++
+			}
+		}
+	case events.CommandDeleteNode:
+		w.dropNode(c.NodeName)
+	case events.CommandMarkUnavailable:
+		w.marks = append(w.marks, c.Unavailable...)
+	}
+}
+
+// dropNode removes a node; pods still on it are lost (they go pending, recreated). Locked.
+func (w *World) dropNode(name string) {
+	if _, ok := w.nodes[name]; !ok {
+		return
+	}
+	delete(w.nodes, name)
+	for _, k := range sortedKeys(w.pods) {
+		if p := w.pods[k]; p.Spec.NodeName == name {
+			if disruption.Evacuable(p) {
+				w.Lost = append(w.Lost, k)
+			}
+			p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
+		}
+	}
+}
+
+// RegisterNode records a booted instance's Node (fake.NodeRegistrar).
+func (w *World) RegisterNode(_ context.Context, n *corev1.Node) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.nodes[n.Name] = n.DeepCopy()
+	w.Registered[n.Name] = w.Clock.Now()
+	for _, nc := range w.claims {
+		if nc.Status.ProviderID == n.Spec.ProviderID {
+			nc.Status.NodeName = n.Name
+		}
+	}
+	w.rev++
+	w.printf("node %s registered (%s)", n.Name, n.Labels[corev1.LabelInstanceTypeStable]+"/"+n.Labels[corev1.LabelTopologyZone]+"/"+n.Labels[apisv1.LabelCapacityType])
+	return nil
+}
+
+// DeregisterNode removes the Node of a terminated instance (fake.NodeDeregistrar).
+func (w *World) DeregisterNode(_ context.Context, name string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.nodes[name]; ok {
+		w.printf("instance of node %s terminated", name)
+	}
+	w.dropNode(name)
+	w.rev++
+	return nil
+}
+
+// Schedule binds pending pods to nodes with room, as kube-scheduler would (the solver's
+// placements on existing, untainted nodes). It returns how many it bound.
+func (w *World) Schedule() int {
+	snap := w.Snapshot()
+	if len(snap.PendingPods) == 0 {
+		return 0
+	}
+	in := provisioning.InputFromSnapshot(snap, w.Catalog)
+	in.NodeClaims = nil // only registered nodes can run pods
+	plan, err := provisioning.Solve(in)
+	if err != nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, e := range plan.ExistingNodes {
+		if e.InFlight {
+			continue
+		}
+		for _, p := range e.Pods {
+			if q := w.pods[p.Namespace+"/"+p.Name]; q != nil && q.Spec.NodeName == "" {
+				q.Spec.NodeName, q.Status.Phase = e.Name, corev1.PodRunning
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		w.rev++
+	}
+	return n
+}
+
+// Provision runs the provision function's decision on the current snapshot.
+func (w *World) Provision(ctx context.Context) (provision.Decision, error) {
+	h := &provision.Handler{Cluster: Cluster, Catalog: w.Catalog, Provider: w.Cloud, Publisher: w}
+	return h.Decide(ctx, w.Snapshot())
+}
+
+// Step advances the clock by d, lets the cloud act (boots, reclaims), and schedules.
+func (w *World) Step(ctx context.Context, d time.Duration) error {
+	w.Clock.Step(d)
+	if err := w.Cloud.Tick(ctx); err != nil {
+		return err
+	}
+	w.Schedule()
+	return nil
+}
+
+// PodsBound counts bound and total pods.
+func (w *World) PodsBound() (bound, total int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.pods {
+		total++
+		if p.Spec.NodeName != "" {
+			bound++
+		}
+	}
+	return bound, total
+}
+
+// Node returns a copy of a node, or nil.
+func (w *World) Node(name string) *corev1.Node {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := w.nodes[name]; n != nil {
+		return n.DeepCopy()
+	}
+	return nil
+}
