@@ -38,5 +38,6 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 	cmd.Flags().DurationVar(&o.BootDelay, "boot-delay", 3*time.Second, "how long a fake instance takes to join as a Ready node")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up if not every pod is bound by then (default 2m; 5m with --control-plane real, which starts a control plane first)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component to stderr")
+	addScenarioFlag(cmd)
 	return cmd
 }

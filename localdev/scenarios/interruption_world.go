@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -275,7 +276,7 @@ func (w *World) Schedule() int {
 
 // Provision runs the provision function's decision on the current snapshot.
 func (w *World) Provision(ctx context.Context) (provision.Decision, error) {
-	h := &provision.Handler{Cluster: Cluster, Catalog: w.Catalog, Provider: w.Cloud, Publisher: w}
+	h := &provision.Handler{Cluster: Cluster, Catalog: w.Catalog, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return h.Decide(ctx, w.Snapshot())
 }
 

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dovetail-dev/dovetail/localdev/scenarios"
+)
+
+// addScenarioFlag adds --scenario to the dev command: "interruption" runs the spot-interruption
+// scenario and "drift" the AMI roll-out (localdev/scenarios), printing what was decided and why;
+// without the flag the command runs as before.
+func addScenarioFlag(cmd *cobra.Command) {
+	var name string
+	cmd.Flags().StringVar(&name, "scenario", "", "run a disruption scenario instead: interruption (spot notice → replacement before the reclaim) or drift (new AMI → nodes roll within budget)")
+	run := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		out := cmd.OutOrStdout()
+		switch name {
+		case "":
+			return run(cmd, args)
+		case "interruption":
+			res, err := scenarios.Interruption(cmd.Context(), out)
+			if err == nil && (res.Lost > 0 || res.Bound != res.Total) {
+				err = fmt.Errorf("interruption scenario lost %d pods (%d/%d bound)", res.Lost, res.Bound, res.Total)
+			}
+			return err
+		case "drift":
+			res, err := scenarios.Drift(cmd.Context(), out)
+			if err == nil && (res.Lost > 0 || res.MaxDisrupting > res.Budget) {
+				err = fmt.Errorf("drift scenario lost %d pods, %d disrupting at once (budget %d)", res.Lost, res.MaxDisrupting, res.Budget)
+			}
+			return err
+		default:
+			return fmt.Errorf("--scenario: %q is not interruption or drift", name)
+		}
+	}
+}
