@@ -1,0 +1,275 @@
+package aws
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+)
+
+// MaxOverrides is the most overrides one CreateFleet carries: the cheapest 60 offerings, as
+// Karpenter caps a launch at 60 instance types (its MaxInstanceTypes) to keep fleet requests
+// small and fast.
+const MaxOverrides = 60
+
+// maxClientToken is EC2's ClientToken limit: 64 ASCII characters.
+const maxClientToken = 64
+
+// Codes that mean "this offering cannot be had now" (EC2 API reference, "Error codes" and
+// CreateFleet errors); each refusal becomes an unavailable-offering mark. Others are errors.
+var unavailableCodes = map[string]bool{
+	"InsufficientInstanceCapacity":         true,
+	"InsufficientFreeAddressesInSubnet":    true,
+	"MaxSpotInstanceCountExceeded":         true,
+	"UnfulfillableCapacity":                true,
+	"SpotMaxPriceTooLow":                   true,
+	"VcpuLimitExceeded":                    true,
+	"Unsupported":                          true,
+	"InsufficientCapacity":                 true,
+	"InsufficientHostCapacity":             true,
+	"InsufficientReservedInstanceCapacity": true,
+	"InsufficientCapacityOnHost":           true,
+	"ReservationCapacityExceeded":          true,
+}
+
+// Codes the provider gives offerings it could not even put in a fleet request.
+const (
+	CodeNoSubnetInZone = "NoSubnetInZone"         // no subnet of the NodeClass in the offering's zone
+	CodeNoImageForArch = "NoImageForArchitecture" // no AMI of the NodeClass for the type's architecture
+	CodeUnknownType    = "Unsupported"            // the catalog does not know the type
+)
+
+// candidate is an offering ready for a fleet override.
+type candidate struct {
+	ref      cloud.OfferingRef
+	template string
+	subnet   string
+	index    int
+}
+
+// Create launches one instance for the request with CreateFleet (type instant, target capacity
+// 1). Offerings are tried cheapest first, at most MaxOverrides per fleet: spot offerings in one
+// fleet with the price-capacity-optimized strategy, then, if no spot instance launched, the
+// on-demand offerings in a second fleet with lowest-price. The first fleet carries
+// req.ClientToken, so a redelivered request is answered with the instance of the first delivery;
+// the on-demand fallback carries a token derived from it. When nothing launches the error is a
+// *cloud.InsufficientCapacityError listing every offering refused, with EC2's code.
+func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Instance, error) {
+	if err := p.validate(req); err != nil {
+		return nil, err
+	}
+	var refused []cloud.UnavailableOffering
+	archOf := map[string]string{}
+	var arches []string
+	for _, o := range req.Offerings {
+		it := p.o.Catalog.Get(o.InstanceType)
+		if it == nil {
+			continue
+		}
+		a := it.Labels[corev1.LabelArchStable]
+		if _, seen := archOf[o.InstanceType]; !seen && !contains(arches, a) {
+			arches = append(arches, a)
+		}
+		archOf[o.InstanceType] = a
+	}
+	sort.Strings(arches)
+	res, err := p.resolve(ctx, req.NodeClass, arches)
+	if err != nil {
+		return nil, err
+	}
+	templates := map[string]string{} // arch → launch template name
+	for _, a := range arches {
+		ami, ok := res.amis[a]
+		if !ok {
+			continue
+		}
+		d, err := p.TemplateData(req, res.family, ami, res.groups)
+		if err != nil {
+			return nil, err
+		}
+		if templates[a], err = p.ensureTemplate(ctx, req, d); err != nil {
+			return nil, err
+		}
+	}
+	var spot, onDemand []candidate
+	for i, o := range req.Offerings {
+		a, known := archOf[o.InstanceType]
+		subnets := res.subnetsByZone[o.Zone]
+		switch {
+		case !known:
+			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeUnknownType})
+			continue
+		case templates[a] == "":
+			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeNoImageForArch})
+			continue
+		case len(subnets) == 0:
+			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeNoSubnetInZone})
+			continue
+		}
+		c := candidate{ref: o, template: templates[a], subnet: aws.ToString(subnets[0].SubnetId), index: i}
+		switch o.CapacityType {
+		case apisv1.CapacityTypeSpot:
+			spot = append(spot, c)
+		case apisv1.CapacityTypeOnDemand:
+			onDemand = append(onDemand, c)
+		default:
+			// Reserved offerings need a capacity-reservation target, which Dovetail does not build yet.
+			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeUnknownType})
+		}
+	}
+	token := req.ClientToken
+	for _, batch := range []struct {
+		ct    string
+		cands []candidate
+	}{{apisv1.CapacityTypeSpot, spot}, {apisv1.CapacityTypeOnDemand, onDemand}} {
+		if len(batch.cands) == 0 {
+			continue
+		}
+		inst, unavailable, err := p.fleet(ctx, req, batch.ct, batch.cands, token)
+		if err != nil {
+			return nil, err
+		}
+		if inst != nil {
+			return inst, nil
+		}
+		refused = append(refused, unavailable...)
+		token = FallbackToken(req.ClientToken)
+	}
+	return nil, &cloud.InsufficientCapacityError{Unavailable: refused}
+}
+
+// FallbackToken derives the ClientToken of the on-demand fallback fleet from the request's:
+// "od-" and 48 hex digits of sha256(token), within EC2's 64 characters.
+func FallbackToken(token string) string {
+	sum := sha256.Sum256([]byte("on-demand/" + token))
+	return "od-" + hex.EncodeToString(sum[:24])
+}
+
+func (p *Provider) validate(req cloud.LaunchRequest) error {
+	switch {
+	case req.ClientToken == "":
+		return errors.New("clientToken: required (launches must be idempotent)")
+	case len(req.ClientToken) > maxClientToken:
+		return fmt.Errorf("clientToken: %d characters, EC2 allows at most %d", len(req.ClientToken), maxClientToken)
+	case req.NodeClass == nil:
+		return errors.New("nodeClass: required to launch on AWS (AMI, subnets, security groups)")
+	case len(req.Offerings) == 0:
+		return errors.New("offerings: empty, nothing to launch")
+	case req.Tags[apisv1.TagCluster] != p.o.Cluster:
+		return fmt.Errorf("tags[%q]: %q is not this provider's cluster %q (only tagged instances can be found and terminated)",
+			apisv1.TagCluster, req.Tags[apisv1.TagCluster], p.o.Cluster)
+	}
+	return nil
+}
+
+// fleet sends one instant fleet for one capacity type.
+func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string, cands []candidate, token string) (*cloud.Instance, []cloud.UnavailableOffering, error) {
+	sort.SliceStable(cands, func(a, b int) bool { return cands[a].ref.PricePerHour < cands[b].ref.PricePerHour })
+	if len(cands) > MaxOverrides {
+		cands = cands[:MaxOverrides]
+	}
+	var configs []ec2types.FleetLaunchTemplateConfigRequest
+	at := map[string]int{}
+	for _, c := range cands {
+		i, ok := at[c.template]
+		if !ok {
+			i = len(configs)
+			at[c.template] = i
+			configs = append(configs, ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
+				LaunchTemplateName: aws.String(c.template), Version: aws.String("$Latest")}})
+		}
+		configs[i].Overrides = append(configs[i].Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
+			InstanceType: ec2types.InstanceType(c.ref.InstanceType), SubnetId: aws.String(c.subnet), AvailabilityZone: aws.String(c.ref.Zone)})
+	}
+	tags := ec2Tags(req.Tags)
+	in := &ec2.CreateFleetInput{
+		Type: ec2types.FleetTypeInstant, ClientToken: aws.String(token), LaunchTemplateConfigs: configs,
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(1)},
+		TagSpecifications: []ec2types.TagSpecification{
+			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
+		},
+	}
+	if ct == apisv1.CapacityTypeSpot {
+		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeSpot
+		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
+	} else {
+		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeOnDemand
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+	}
+	out, err := p.o.EC2.CreateFleet(ctx, in)
+	if err != nil {
+		return nil, nil, fmt.Errorf("CreateFleet (%s, %d overrides): %w", ct, len(cands), err)
+	}
+	zoneOf := map[string]string{}
+	for _, c := range cands {
+		zoneOf[c.subnet] = c.ref.Zone
+	}
+	for _, fi := range out.Instances {
+		if len(fi.InstanceIds) == 0 {
+			continue
+		}
+		id := fi.InstanceIds[0]
+		inst, err := p.describe(ctx, id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("CreateFleet launched %s: %w", id, err)
+		}
+		return inst, nil, nil
+	}
+	var unavailable []cloud.UnavailableOffering
+	var other []string
+	seen := map[cloud.OfferingRef]bool{}
+	for _, fe := range out.Errors {
+		code := aws.ToString(fe.ErrorCode)
+		if !unavailableCodes[code] {
+			other = append(other, code+": "+aws.ToString(fe.ErrorMessage))
+			continue
+		}
+		ref := cloud.OfferingRef{CapacityType: ct}
+		if lo := fe.LaunchTemplateAndOverrides; lo != nil && lo.Overrides != nil {
+			ref.InstanceType = string(lo.Overrides.InstanceType)
+			ref.Zone = aws.ToString(lo.Overrides.AvailabilityZone)
+			if ref.Zone == "" {
+				ref.Zone = zoneOf[aws.ToString(lo.Overrides.SubnetId)]
+			}
+		}
+		for _, c := range cands {
+			if c.ref.InstanceType == ref.InstanceType && c.ref.Zone == ref.Zone {
+				ref.PricePerHour = c.ref.PricePerHour
+			}
+		}
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		unavailable = append(unavailable, cloud.UnavailableOffering{Offering: ref, Code: code})
+	}
+	if len(unavailable) == 0 {
+		if len(other) == 0 {
+			other = append(other, "no instance and no error")
+		}
+		return nil, nil, fmt.Errorf("CreateFleet (%s) launched nothing: %s", ct, strings.Join(other, "; "))
+	}
+	return nil, unavailable, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,102 @@
+// Package aws is the cloud.Provider for Amazon EC2, over aws-sdk-go-v2: one CreateFleet of type
+// instant per NodeClaim, launch templates per NodeClass × AMI, AMIs from amiSelectorTerms (aliases
+// through the public SSM parameters), subnets and security groups from their selector terms, and
+// termination only of instances tagged for this cluster.
+//
+// Throttling is retried by the SDK's adaptive retryer (NewConfig), never by a loop here.
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+)
+
+// EC2API is the part of the EC2 client the provider calls (satisfied by *ec2.Client).
+type EC2API interface {
+	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
+	CreateLaunchTemplate(context.Context, *ec2.CreateLaunchTemplateInput, ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateOutput, error)
+	DescribeLaunchTemplates(context.Context, *ec2.DescribeLaunchTemplatesInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error)
+	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	DescribeSubnets(context.Context, *ec2.DescribeSubnetsInput, ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
+	DescribeSecurityGroups(context.Context, *ec2.DescribeSecurityGroupsInput, ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
+	DescribeImages(context.Context, *ec2.DescribeImagesInput, ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
+}
+
+// SSMAPI is the part of the SSM client the provider calls (satisfied by *ssm.Client).
+type SSMAPI interface {
+	GetParameter(context.Context, *ssm.GetParameterInput, ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
+}
+
+// DefaultServiceCIDR is the service CIDR nodeadm is told when Options.ServiceCIDR is empty: the
+// block EKS picks when none is given and the VPC is in 10.0.0.0/8 (EKS User Guide, "Create a
+// cluster": 10.100.0.0/16 or 172.20.0.0/16).
+const DefaultServiceCIDR = "10.100.0.0/16"
+
+// Options configure the provider.
+type Options struct {
+	// Cluster is the value of the apisv1.TagCluster tag this provider launches with and may
+	// terminate. Required.
+	Cluster string
+	// ClusterName, ClusterEndpoint (https URL) and ClusterCA (base64) are what nodes join with
+	// (EKS DescribeCluster). Required for the AL2023, AL2 and Bottlerocket families.
+	ClusterName     string
+	ClusterEndpoint string
+	ClusterCA       string
+	// ServiceCIDR defaults to DefaultServiceCIDR.
+	ServiceCIDR string
+	// KubernetesVersion ("1.31") selects the EKS-optimized AMIs of aliases. Required for aliases.
+	KubernetesVersion string
+	// Catalog gives each instance type's architecture (to pick the AMI) and the prices reported
+	// on instances. Required.
+	Catalog *catalog.Catalog
+	// EC2 and SSM are the clients (ec2.NewFromConfig / ssm.NewFromConfig of NewConfig). Required.
+	EC2 EC2API
+	SSM SSMAPI
+}
+
+// Provider launches and terminates EC2 instances. It keeps no state between calls, so it is
+// safe for concurrent use and for use from stateless functions.
+type Provider struct {
+	o Options
+}
+
+var _ cloud.Provider = (*Provider)(nil)
+
+// New checks the options and returns a provider.
+func New(o Options) (*Provider, error) {
+	switch {
+	case o.Cluster == "":
+		return nil, errors.New("aws provider: Options.Cluster is required")
+	case o.Catalog == nil:
+		return nil, errors.New("aws provider: Options.Catalog is required")
+	case o.EC2 == nil:
+		return nil, errors.New("aws provider: Options.EC2 is required")
+	case o.SSM == nil:
+		return nil, errors.New("aws provider: Options.SSM is required")
+	}
+	if o.ServiceCIDR == "" {
+		o.ServiceCIDR = DefaultServiceCIDR
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = o.Cluster
+	}
+	return &Provider{o: o}, nil
+}
+
+// Name is "aws".
+func (p *Provider) Name() string { return "aws" }
+
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

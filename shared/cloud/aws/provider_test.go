@@ -1,0 +1,601 @@
+package aws_test
+
+// These tests drive the provider through the real aws-sdk-go-v2 EC2 and SSM clients against the
+// fake cloud's EC2 Query / SSM JSON endpoint (shared/cloud/fake/ec2api) on loopback: every call
+// crosses the real wire protocol, and errors arrive as smithy.APIError with EC2's codes.
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
+)
+
+const (
+	cluster  = "test"
+	k8s      = "1.37"
+	endpoint = "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com"
+)
+
+var clusterCA = base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n"))
+
+type nodes struct {
+	mu  sync.Mutex
+	got []*corev1.Node
+}
+
+func (n *nodes) RegisterNode(_ context.Context, node *corev1.Node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.got = append(n.got, node)
+	return nil
+}
+
+type env struct {
+	p      *dvaws.Provider
+	srv    *ec2api.Server
+	cloud  *fake.Cloud
+	ec2    *ec2.Client
+	nodes  *nodes
+	cat    *catalog.Catalog
+	counts *counter
+}
+
+// counter counts requests per EC2 Action / JSON target as they arrive on the wire, throttled
+// ones included.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) get(action string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[action]
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	cat := catalog.MustAWS()
+	reg := &nodes{}
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: cluster, Registrar: reg})
+	srv, err := ec2api.New(ec2api.Options{Cloud: fc, KubernetesVersion: k8s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := &counter{n: map[string]int{}}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		action := r.Header.Get("X-Amz-Target")
+		if action == "" {
+			_ = r.ParseForm()
+			action = r.Form.Get("Action")
+		}
+		cnt.mu.Lock()
+		cnt.n[action]++
+		cnt.mu.Unlock()
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	cfg, err := dvaws.NewConfig(context.Background(), dvaws.ConfigOptions{Endpoint: hs.URL, Region: "us-east-1", MaxBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, s := dvaws.Clients(cfg)
+	p, err := dvaws.New(dvaws.Options{Cluster: cluster, ClusterEndpoint: endpoint, ClusterCA: clusterCA, KubernetesVersion: k8s,
+		Catalog: cat, EC2: e, SSM: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{p: p, srv: srv, cloud: fc, ec2: e, nodes: reg, cat: cat, counts: cnt}
+}
+
+func nodeClass(alias string) *apisv1.EC2NodeClass {
+	return &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.EC2NodeClassSpec{
+		AMISelectorTerms:           []apisv1.AMISelectorTerm{{Alias: alias}},
+		SubnetSelectorTerms:        []apisv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": cluster}}},
+		SecurityGroupSelectorTerms: []apisv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": cluster}}},
+		Tags:                       map[string]string{"team": "platform"},
+	}}
+}
+
+// offering returns the catalog's offering as a ref (with the catalog price).
+func (e *env) offering(t *testing.T, typ, zone, ct string) cloud.OfferingRef {
+	t.Helper()
+	for _, o := range e.cat.Get(typ).Offerings {
+		if o.Zone == zone && o.CapacityType == ct {
+			return cloud.OfferingRef{InstanceType: typ, Zone: zone, CapacityType: ct, PricePerHour: o.PricePerHour}
+		}
+	}
+	t.Fatalf("catalog has no %s/%s/%s", typ, zone, ct)
+	return cloud.OfferingRef{}
+}
+
+func request(token string, nc *apisv1.EC2NodeClass, offs ...cloud.OfferingRef) cloud.LaunchRequest {
+	return cloud.LaunchRequest{
+		ClientToken: token, Cluster: cluster, NodeClass: nc, Offerings: offs,
+		Labels: map[string]string{"karpenter.sh/nodepool": "default", "team": "platform"},
+		Taints: []corev1.Taint{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}},
+		Tags: map[string]string{apisv1.TagCluster: cluster, apisv1.TagNodePool: "default", apisv1.TagNodeClaim: "default-abc",
+			"Name": "default-abc", apisv1.LabelEC2NodeClass: "default", "team": "platform"},
+	}
+}
+
+func fleetInputs(e *env) []*ec2.CreateFleetInput {
+	var out []*ec2.CreateFleetInput
+	for _, in := range e.srv.RequestsOf("CreateFleet") {
+		out = append(out, in.(*ec2.CreateFleetInput))
+	}
+	return out
+}
+
+func TestSpotFallsBackToOnDemandAfterInsufficientCapacity(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	if err := e.cloud.InjectICE(fake.Pattern{CapacityType: apisv1.CapacityTypeSpot}, "InsufficientInstanceCapacity"); err != nil {
+		t.Fatal(err)
+	}
+	req := request("tok-fallback", nodeClass("al2023@latest"),
+		e.offering(t, "m5.large", "us-east-1a", "spot"), e.offering(t, "m5.large", "us-east-1b", "spot"),
+		e.offering(t, "m5.large", "us-east-1a", "on-demand"), e.offering(t, "m5.large", "us-east-1b", "on-demand"))
+	inst, err := e.p.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both spot offerings were refused, so the on-demand fleet launched; on-demand m5.large costs
+	// the same in every zone, so lowest-price keeps the request order: us-east-1a.
+	if inst.CapacityType != "on-demand" || inst.InstanceType != "m5.large" || inst.Zone != "us-east-1a" {
+		t.Fatalf("launched %s/%s/%s, want m5.large/us-east-1a/on-demand", inst.InstanceType, inst.Zone, inst.CapacityType)
+	}
+	if inst.PricePerHour != 0.096 { // m5.large us-east-1 on-demand list price
+		t.Errorf("price %g, want 0.096", inst.PricePerHour)
+	}
+	fleets := fleetInputs(e)
+	if len(fleets) != 2 {
+		t.Fatalf("%d CreateFleet calls, want 2 (spot, then on-demand)", len(fleets))
+	}
+	spot, od := fleets[0], fleets[1]
+	if spot.TargetCapacitySpecification.DefaultTargetCapacityType != ec2types.DefaultTargetCapacityTypeSpot ||
+		spot.SpotOptions.AllocationStrategy != ec2types.SpotAllocationStrategyPriceCapacityOptimized || aws.ToString(spot.ClientToken) != "tok-fallback" {
+		t.Errorf("first fleet: %+v %+v token %q; want spot, price-capacity-optimized, the request's token",
+			spot.TargetCapacitySpecification, spot.SpotOptions, aws.ToString(spot.ClientToken))
+	}
+	if od.TargetCapacitySpecification.DefaultTargetCapacityType != ec2types.DefaultTargetCapacityTypeOnDemand ||
+		od.OnDemandOptions.AllocationStrategy != ec2types.FleetOnDemandAllocationStrategyLowestPrice || aws.ToString(od.ClientToken) != dvaws.FallbackToken("tok-fallback") {
+		t.Errorf("second fleet: %+v %+v token %q; want on-demand, lowest-price, the fallback token",
+			od.TargetCapacitySpecification, od.OnDemandOptions, aws.ToString(od.ClientToken))
+	}
+	for i, f := range fleets {
+		if f.Type != ec2types.FleetTypeInstant || aws.ToInt32(f.TargetCapacitySpecification.TotalTargetCapacity) != 1 {
+			t.Errorf("fleet %d: type %s capacity %d, want instant 1", i, f.Type, aws.ToInt32(f.TargetCapacitySpecification.TotalTargetCapacity))
+		}
+		var kinds []string
+		for _, ts := range f.TagSpecifications {
+			kinds = append(kinds, string(ts.ResourceType))
+			tags := map[string]string{}
+			for _, tg := range ts.Tags {
+				tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+			}
+			for _, k := range []string{apisv1.TagCluster, apisv1.TagNodePool, apisv1.TagNodeClaim, "Name", "team"} {
+				if tags[k] != req.Tags[k] {
+					t.Errorf("fleet %d %s tag %s = %q, want %q", i, ts.ResourceType, k, tags[k], req.Tags[k])
+				}
+			}
+		}
+		if strings.Join(kinds, ",") != "instance,volume,fleet" {
+			t.Errorf("fleet %d tags %v, want instance,volume,fleet", i, kinds)
+		}
+	}
+	// The launched instance carries the tags (read back with DescribeInstances).
+	got, err := e.p.Get(ctx, inst.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Tags[apisv1.TagNodeClaim] != "default-abc" || got.Tags[apisv1.TagCluster] != cluster || got.State != "pending" {
+		t.Errorf("instance %+v", got)
+	}
+}
+
+func TestInsufficientCapacityEverywhereListsEveryOffering(t *testing.T) {
+	e := setup(t)
+	if err := e.cloud.InjectICE(fake.Pattern{}, "InsufficientInstanceCapacity"); err != nil {
+		t.Fatal(err)
+	}
+	offs := []cloud.OfferingRef{e.offering(t, "m5.large", "us-east-1a", "spot"), e.offering(t, "m5.large", "us-east-1a", "on-demand")}
+	_, err := e.p.Create(context.Background(), request("tok-ice", nodeClass("al2023@latest"), offs...))
+	var ice *cloud.InsufficientCapacityError
+	if !errors.As(err, &ice) {
+		t.Fatalf("err %v, want *cloud.InsufficientCapacityError", err)
+	}
+	if len(ice.Unavailable) != 2 {
+		t.Fatalf("unavailable %v, want both offerings", ice.Unavailable)
+	}
+	for i, u := range ice.Unavailable {
+		want := offs[i]
+		if u.Offering != want || u.Code != "InsufficientInstanceCapacity" {
+			t.Errorf("unavailable[%d] = %+v, want %+v InsufficientInstanceCapacity", i, u, want)
+		}
+	}
+}
+
+func TestFleetErrorCodesMapToUnavailableOfferings(t *testing.T) {
+	for _, code := range []string{"InsufficientFreeAddressesInSubnet", "MaxSpotInstanceCountExceeded", "UnfulfillableCapacity",
+		"SpotMaxPriceTooLow", "VcpuLimitExceeded", "Unsupported"} {
+		t.Run(code, func(t *testing.T) {
+			e := setup(t)
+			if err := e.cloud.InjectICE(fake.Pattern{}, code); err != nil {
+				t.Fatal(err)
+			}
+			off := e.offering(t, "c6g.large", "us-east-1c", "spot")
+			_, err := e.p.Create(context.Background(), request("tok-"+code, nodeClass("al2023@latest"), off))
+			var ice *cloud.InsufficientCapacityError
+			if !errors.As(err, &ice) || len(ice.Unavailable) != 1 || ice.Unavailable[0].Code != code || ice.Unavailable[0].Offering != off {
+				t.Fatalf("err %v, want one unavailable %v with code %s", err, off, code)
+			}
+		})
+	}
+	// A fleet error that is not about capacity is an error, not a mark.
+	e := setup(t)
+	if err := e.cloud.InjectICE(fake.Pattern{}, "InvalidLaunchTemplateId.Malformed"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.p.Create(context.Background(), request("tok-other", nodeClass("al2023@latest"), e.offering(t, "m5.large", "us-east-1a", "spot")))
+	if err == nil || cloud.IsInsufficientCapacity(err) || !strings.Contains(err.Error(), "InvalidLaunchTemplateId.Malformed") {
+		t.Fatalf("err %v, want a plain error naming the code", err)
+	}
+}
+
+func TestDuplicateDeliveryLaunchesOneInstance(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	req := request("tok-dup", nodeClass("bottlerocket@latest"), e.offering(t, "m6g.large", "us-east-1b", "on-demand"))
+	first, err := e.p.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := e.p.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ID != second.ID {
+		t.Fatalf("second delivery launched %s, first %s", second.ID, first.ID)
+	}
+	if s := e.cloud.Stats(); s.Launches != 1 {
+		t.Fatalf("%d launches, want 1", s.Launches)
+	}
+	list, err := e.p.List(ctx, cluster)
+	if err != nil || len(list) != 1 || list[0].ID != first.ID {
+		t.Fatalf("List = %v, %v; want just %s", list, err, first.ID)
+	}
+}
+
+func TestDuplicateDeliveryAfterFallbackReplaysTheFallback(t *testing.T) {
+	// EC2 answers a repeated ClientToken with the first response, failures included: once the spot
+	// fleet failed and on-demand launched, a redelivery must get the same on-demand instance even if
+	// spot capacity came back in between.
+	e := setup(t)
+	ctx := context.Background()
+	if err := e.cloud.InjectICE(fake.Pattern{CapacityType: "spot"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	req := request("tok-dup-fallback", nodeClass("al2023@latest"), e.offering(t, "m5.large", "us-east-1a", "spot"), e.offering(t, "m5.large", "us-east-1a", "on-demand"))
+	first, err := e.p.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cloud.ClearICE()
+	second, err := e.p.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ID != second.ID || second.CapacityType != "on-demand" || e.cloud.Stats().Launches != 1 {
+		t.Fatalf("first %s (%s), second %s (%s), launches %d; want one on-demand instance", first.ID, first.CapacityType, second.ID, second.CapacityType, e.cloud.Stats().Launches)
+	}
+}
+
+func TestAtMostSixtyCheapestOverrides(t *testing.T) {
+	e := setup(t)
+	// 16 on-demand types with distinct list prices × 5 zones = 80 offerings, given most expensive
+	// first. The fleet must carry exactly the 60 cheapest: the 12 cheapest types in every zone.
+	types := []string{"c6i.large", "c6i.xlarge", "c6i.2xlarge", "c6i.4xlarge", "c6i.8xlarge", "c6i.12xlarge", "c6i.16xlarge", "c6i.24xlarge",
+		"m6i.large", "m6i.xlarge", "m6i.2xlarge", "m6i.4xlarge", "m6i.8xlarge", "m6i.12xlarge", "m6i.16xlarge", "m6i.24xlarge"}
+	zones := []string{"us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"}
+	var offs []cloud.OfferingRef
+	for _, typ := range types {
+		for _, z := range zones {
+			offs = append(offs, e.offering(t, typ, z, "on-demand"))
+		}
+	}
+	sort.SliceStable(offs, func(a, b int) bool { return offs[a].PricePerHour > offs[b].PricePerHour })
+	byPrice := append([]cloud.OfferingRef(nil), offs...)
+	sort.SliceStable(byPrice, func(a, b int) bool { return byPrice[a].PricePerHour < byPrice[b].PricePerHour })
+	if byPrice[59].PricePerHour == byPrice[60].PricePerHour {
+		t.Fatal("test data: the 60th and 61st offerings tie on price")
+	}
+	want := map[string]bool{}
+	for _, o := range byPrice[:60] {
+		want[o.InstanceType+"/"+o.Zone] = true
+	}
+	if _, err := e.p.Create(context.Background(), request("tok-cap", nodeClass("al2023@latest"), offs...)); err != nil {
+		t.Fatal(err)
+	}
+	fleets := fleetInputs(e)
+	if len(fleets) != 1 {
+		t.Fatalf("%d fleets, want 1", len(fleets))
+	}
+	got := map[string]bool{}
+	n := 0
+	for _, c := range fleets[0].LaunchTemplateConfigs {
+		for _, o := range c.Overrides {
+			n++
+			got[string(o.InstanceType)+"/"+aws.ToString(o.AvailabilityZone)] = true
+		}
+	}
+	if n != 60 {
+		t.Fatalf("%d overrides, want 60", n)
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("override %s (among the 60 cheapest) missing", k)
+		}
+	}
+}
+
+func TestTerminationRefusedForUntaggedInstance(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	// Instance IDs are the placeholders AWS uses in its documentation.
+	if err := e.cloud.AddInstance(cloud.Instance{ID: "i-1234567890abcdef0", Zone: "us-east-1a", InstanceType: "m5.large", CapacityType: "on-demand"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cloud.AddInstance(cloud.Instance{ID: "i-0fedcba0987654321", Zone: "us-east-1b", InstanceType: "m5.large", CapacityType: "on-demand",
+		Tags: map[string]string{apisv1.TagCluster: "someone-else"}}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.p.Delete(ctx, cloud.AWSProviderID("us-east-1a", "i-1234567890abcdef0"))
+	if err == nil || !strings.Contains(err.Error(), "i-1234567890abcdef0") || !strings.Contains(err.Error(), apisv1.TagCluster) {
+		t.Fatalf("err %v, want a refusal naming the instance and the %s tag", err, apisv1.TagCluster)
+	}
+	err = e.p.Delete(ctx, cloud.AWSProviderID("us-east-1b", "i-0fedcba0987654321"))
+	if err == nil || !strings.Contains(err.Error(), "i-0fedcba0987654321") || !strings.Contains(err.Error(), "someone-else") {
+		t.Fatalf("err %v, want a refusal naming the instance and the foreign cluster", err)
+	}
+	if n := e.counts.get("TerminateInstances"); n != 0 {
+		t.Fatalf("%d TerminateInstances calls, want 0", n)
+	}
+	for _, r := range e.cloud.Records() {
+		if r.State != cloud.StateRunning {
+			t.Errorf("%s is %s, want running", r.ID, r.State)
+		}
+	}
+	// Our own instance is terminated, and a second delete is not an error.
+	inst, err := e.p.Create(ctx, request("tok-own", nodeClass("al2023@latest"), e.offering(t, "m5.large", "us-east-1a", "on-demand")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.p.Delete(ctx, inst.ProviderID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.p.Delete(ctx, inst.ProviderID); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	got, _ := e.p.Get(ctx, inst.ProviderID)
+	if got.State != cloud.StateShuttingDown || e.counts.get("TerminateInstances") != 1 {
+		t.Fatalf("state %s after %d TerminateInstances, want shutting-down after 1", got.State, e.counts.get("TerminateInstances"))
+	}
+	list, err := e.p.List(ctx, cluster)
+	if err != nil || len(list) != 1 || list[0].ID != inst.ID {
+		t.Fatalf("List = %v, %v; want only %s (the untagged and foreign instances are not ours)", list, err, inst.ID)
+	}
+	if _, err := e.p.Get(ctx, cloud.AWSProviderID("us-east-1a", "i-0aaaaaaaaaaaaaaaa")); !errors.Is(err, cloud.ErrNotFound) {
+		t.Fatalf("Get unknown: %v, want cloud.ErrNotFound", err)
+	}
+}
+
+// template reads the launch template a fleet used, through DescribeLaunchTemplateVersions.
+func template(t *testing.T, e *env, fleet *ec2.CreateFleetInput) *ec2types.ResponseLaunchTemplateData {
+	t.Helper()
+	name := aws.ToString(fleet.LaunchTemplateConfigs[0].LaunchTemplateSpecification.LaunchTemplateName)
+	out, err := e.ec2.DescribeLaunchTemplateVersions(context.Background(), &ec2.DescribeLaunchTemplateVersionsInput{
+		LaunchTemplateName: aws.String(name), Versions: []string{"$Latest"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.LaunchTemplateVersions[0].LaunchTemplateData
+}
+
+func TestLaunchTemplateAL2023(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	inst, err := e.p.Create(ctx, request("tok-lt", nodeClass("al2023@latest"), e.offering(t, "m5.large", "us-east-1a", "on-demand")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := template(t, e, fleetInputs(e)[0])
+	m := d.MetadataOptions
+	if m.HttpTokens != ec2types.LaunchTemplateHttpTokensStateRequired || aws.ToInt32(m.HttpPutResponseHopLimit) != 1 ||
+		m.HttpEndpoint != ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled {
+		t.Errorf("metadata options %+v, want IMDSv2 required, hop limit 1, endpoint enabled", m)
+	}
+	ud, err := base64.StdEncoding.DecodeString(aws.ToString(d.UserData))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Content-Type: application/node.eks.aws",
+		"apiVersion: node.eks.aws/v1alpha1",
+		"name: " + cluster,
+		"apiServerEndpoint: " + endpoint,
+		// Labels sorted by key, comma-separated (kubelet --node-labels); taints key=value:Effect.
+		"--node-labels=karpenter.sh/nodepool=default,team=platform",
+		"--register-with-taints=dedicated=batch:NoSchedule",
+	} {
+		if !strings.Contains(string(ud), want) {
+			t.Errorf("user data lacks %q:\n%s", want, ud)
+		}
+	}
+	if len(d.BlockDeviceMappings) != 1 || aws.ToString(d.BlockDeviceMappings[0].DeviceName) != "/dev/xvda" ||
+		aws.ToInt32(d.BlockDeviceMappings[0].Ebs.VolumeSize) != 20 || !aws.ToBool(d.BlockDeviceMappings[0].Ebs.Encrypted) {
+		t.Errorf("block devices %+v, want one encrypted 20 GiB /dev/xvda", d.BlockDeviceMappings)
+	}
+	if len(d.SecurityGroupIds) != 1 || !strings.HasPrefix(d.SecurityGroupIds[0], "sg-") {
+		t.Errorf("security groups %v, want the one tagged karpenter.sh/discovery=%s", d.SecurityGroupIds, cluster)
+	}
+	// The node boots from that user data: the fake's kubelet registers the labels and taints.
+	if err := e.cloud.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.nodes.got) != 1 {
+		t.Fatalf("%d nodes registered, want 1", len(e.nodes.got))
+	}
+	n := e.nodes.got[0]
+	if n.Labels["team"] != "platform" || n.Labels["karpenter.sh/nodepool"] != "default" || n.Spec.ProviderID != inst.ProviderID {
+		t.Errorf("node labels %v providerID %s", n.Labels, n.Spec.ProviderID)
+	}
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0] != (corev1.Taint{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}) {
+		t.Errorf("node taints %v", n.Spec.Taints)
+	}
+	if n.Status.NodeInfo.OSImage != "Amazon Linux 2023" {
+		t.Errorf("os image %q, want Amazon Linux 2023 (the AMI family of the SSM alias)", n.Status.NodeInfo.OSImage)
+	}
+}
+
+func TestLaunchTemplateBottlerocketWithNodeClassSettings(t *testing.T) {
+	e := setup(t)
+	nc := nodeClass("bottlerocket@latest")
+	hop := int64(2)
+	maxPods := int32(20)
+	nc.Spec.MetadataOptions = &apisv1.MetadataOptions{HTTPPutResponseHopLimit: &hop}
+	nc.Spec.Kubelet = &apisv1.KubeletConfiguration{MaxPods: &maxPods}
+	if _, err := e.p.Create(context.Background(), request("tok-br", nc, e.offering(t, "m6g.large", "us-east-1a", "on-demand"))); err != nil {
+		t.Fatal(err)
+	}
+	d := template(t, e, fleetInputs(e)[0])
+	if aws.ToInt32(d.MetadataOptions.HttpPutResponseHopLimit) != 2 || d.MetadataOptions.HttpTokens != ec2types.LaunchTemplateHttpTokensStateRequired {
+		t.Errorf("metadata %+v, want hop limit 2 from the NodeClass, tokens still required", d.MetadataOptions)
+	}
+	ud, _ := base64.StdEncoding.DecodeString(aws.ToString(d.UserData))
+	for _, want := range []string{"cluster-name = '" + cluster + "'", "api-server = '" + endpoint + "'", "max-pods = 20",
+		"[settings.kubernetes.node-labels]", "team = 'platform'", "[settings.kubernetes.node-taints]", "dedicated = ['batch:NoSchedule']"} {
+		if !strings.Contains(string(ud), want) {
+			t.Errorf("bottlerocket settings lack %q:\n%s", want, ud)
+		}
+	}
+	// Bottlerocket's defaults: a 4 GiB OS volume and a 20 GiB data volume.
+	if len(d.BlockDeviceMappings) != 2 || aws.ToInt32(d.BlockDeviceMappings[1].Ebs.VolumeSize) != 20 || aws.ToString(d.BlockDeviceMappings[1].DeviceName) != "/dev/xvdb" {
+		t.Errorf("block devices %+v", d.BlockDeviceMappings)
+	}
+	if err := e.cloud.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// maxPods 20 from the user data reached the kubelet.
+	if got := e.nodes.got[0].Status.Capacity.Pods().Value(); got != 20 {
+		t.Errorf("node pods capacity %d, want 20", got)
+	}
+}
+
+func TestAliasResolvedThroughSSM(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	// The parameter paths are the ones the EKS User Guide documents for AL2023 standard images.
+	amdParam := "/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/x86_64/standard/recommended/image_id"
+	armParam := "/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/arm64/standard/recommended/image_id"
+	custom := e.srv.AddImage(ec2types.Image{Name: aws.String("amazon-eks-node-al2023-x86_64-standard-1.37-v20261201"),
+		Architecture: ec2types.ArchitectureValuesX8664, CreationDate: aws.String("2026-12-01T00:00:00.000Z"), OwnerId: aws.String("123456789012")})
+	e.srv.PutParameter(amdParam, aws.ToString(custom.ImageId))
+	armImage, ok := e.srv.Parameter(armParam)
+	if !ok {
+		t.Fatal("no arm64 parameter")
+	}
+	amis, err := e.p.AMIs(ctx, nodeClass("al2023@latest"), []string{"amd64", "arm64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if amis["amd64"].ID != aws.ToString(custom.ImageId) || amis["arm64"].ID != armImage {
+		t.Fatalf("amis %+v, want amd64 %s (the parameter's new value) and arm64 %s", amis, aws.ToString(custom.ImageId), armImage)
+	}
+	var names []string
+	for _, r := range e.srv.RequestsOf("AmazonSSM.GetParameter") {
+		names = append(names, r.(string))
+	}
+	if len(names) != 2 || !strings.Contains(names[0], amdParam) || !strings.Contains(names[1], armParam) {
+		t.Errorf("GetParameter bodies %v, want the two documented paths", names)
+	}
+	// Bottlerocket's path.
+	br, err := dvaws.AliasParameter(apisv1.Alias{Family: apisv1.AMIFamilyBottlerocket, Version: "latest"}, "arm64", "1.37")
+	if err != nil || br != "/aws/service/bottlerocket/aws-k8s-1.37/arm64/latest/image_id" {
+		t.Errorf("bottlerocket parameter %q %v", br, err)
+	}
+	// An id term and a name/owner term go through DescribeImages.
+	byID := nodeClass("")
+	byID.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{ID: aws.ToString(custom.ImageId)}}
+	if amis, err := e.p.AMIs(ctx, byID, []string{"amd64"}); err != nil || amis["amd64"].ID != aws.ToString(custom.ImageId) {
+		t.Errorf("by id: %+v %v", amis, err)
+	}
+	byName := nodeClass("")
+	byName.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Name: "amazon-eks-node-al2023-x86_64-standard-1.37-*", Owner: "123456789012"}}
+	if amis, err := e.p.AMIs(ctx, byName, []string{"amd64"}); err != nil || amis["amd64"].ID != aws.ToString(custom.ImageId) {
+		t.Errorf("by name (newest wins): %+v %v", amis, err)
+	}
+}
+
+func TestThrottlingRetriedByTheSDK(t *testing.T) {
+	e := setup(t)
+	e.srv.InjectThrottle("CreateFleet", 2)
+	if _, err := e.p.Create(context.Background(), request("tok-throttle", nodeClass("al2023@latest"), e.offering(t, "m5.large", "us-east-1a", "on-demand"))); err != nil {
+		t.Fatal(err)
+	}
+	// Two RequestLimitExceeded answers, then success: three attempts, the SDK's default maximum.
+	if n := e.counts.get("CreateFleet"); n != 3 {
+		t.Fatalf("%d CreateFleet attempts, want 3", n)
+	}
+}
+
+func TestCreateRefusesBadRequests(t *testing.T) {
+	e := setup(t)
+	off := e.offering(t, "m5.large", "us-east-1a", "on-demand")
+	for name, c := range map[string]struct {
+		req  cloud.LaunchRequest
+		want string
+	}{
+		"no token":     {request("", nodeClass("al2023@latest"), off), "clientToken"},
+		"no nodeclass": {request("t", nil, off), "nodeClass"},
+		"foreign": {func() cloud.LaunchRequest {
+			r := request("t", nodeClass("al2023@latest"), off)
+			r.Tags[apisv1.TagCluster] = "x"
+			return r
+		}(), "tags"},
+		"no subnets": {func() cloud.LaunchRequest {
+			r := request("t", nodeClass("al2023@latest"), off)
+			r.NodeClass.Spec.SubnetSelectorTerms[0].Tags = map[string]string{"nope": "x"}
+			return r
+		}(), "spec.subnetSelectorTerms"},
+		"windows":      {request("t", nodeClass("windows2022@latest"), off), "spec.amiSelectorTerms[0].alias"},
+		"no offerings": {request("t", nodeClass("al2023@latest")), "offerings"},
+	} {
+		if _, err := e.p.Create(context.Background(), c.req); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want one naming %s", name, err, c.want)
+		}
+	}
+	if n := e.counts.get("CreateFleet"); n != 0 {
+		t.Errorf("%d CreateFleet calls for refused requests", n)
+	}
+}

@@ -1,0 +1,861 @@
+package ec2api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/aws/userdata"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+)
+
+type handler func(ctx context.Context, form url.Values, reqID string) ([]byte, *apiError)
+
+func (s *Server) handlers() map[string]handler {
+	return map[string]handler{
+		"CreateFleet":                    s.createFleet,
+		"CreateLaunchTemplate":           s.createLaunchTemplate,
+		"DescribeLaunchTemplates":        s.describeLaunchTemplates,
+		"DescribeLaunchTemplateVersions": s.describeLaunchTemplateVersions,
+		"DescribeInstances":              s.describeInstances,
+		"TerminateInstances":             s.terminateInstances,
+		"DescribeSubnets":                s.describeSubnets,
+		"DescribeSecurityGroups":         s.describeSecurityGroups,
+		"DescribeImages":                 s.describeImages,
+		"DescribeInstanceTypes":          s.describeInstanceTypes,
+		"DescribeInstanceTypeOfferings":  s.describeInstanceTypeOfferings,
+		"DescribeSpotPriceHistory":       s.describeSpotPriceHistory,
+	}
+}
+
+func dryRun(dry *bool) *apiError {
+	if aws.ToBool(dry) {
+		return &apiError{status: http.StatusPreconditionFailed, code: CodeDryRunOperation, message: "Request would have succeeded, but DryRun flag is set."}
+	}
+	return nil
+}
+
+func respond(action, reqID string, members ...member) ([]byte, *apiError) {
+	b, err := encodeResponse(action, reqID, members...)
+	if err != nil {
+		return nil, &apiError{status: http.StatusInternalServerError, code: "InternalError", message: err.Error()}
+	}
+	return b, nil
+}
+
+// ---- launch templates ----
+
+// launchTemplateName is EC2's rule for launch template names: 3 to 128 characters of
+// letters, digits, ( ) . / _ and - (CreateLaunchTemplate reference).
+var launchTemplateName = regexp.MustCompile(`^[a-zA-Z0-9().\-/_]{3,128}$`)
+
+func (s *Server) createLaunchTemplate(_ context.Context, form url.Values, reqID string) ([]byte, *apiError) {
+	in, aerr := decode[ec2.CreateLaunchTemplateInput](s, "CreateLaunchTemplate", form)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := dryRun(in.DryRun); aerr != nil {
+		return nil, aerr
+	}
+	name := aws.ToString(in.LaunchTemplateName)
+	if !launchTemplateName.MatchString(name) {
+		return nil, badRequest(CodeInvalidParameterValue, "Launch template name %q must be 3-128 characters of letters, digits and ( ) . / _ -", name)
+	}
+	if in.LaunchTemplateData == nil {
+		return nil, badRequest(CodeMissingParameter, "The request must contain the parameter LaunchTemplateData")
+	}
+	data := responseData(in.LaunchTemplateData)
+	if ud := aws.ToString(data.UserData); ud != "" {
+		if _, err := base64.StdEncoding.DecodeString(ud); err != nil {
+			return nil, badRequest(CodeInvalidParameterValue, "Invalid BASE64 encoding of user data.")
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.templates {
+		if aws.ToString(t.LaunchTemplateName) == name {
+			return nil, badRequest(CodeLaunchTemplateNameExists, "Launch template name already in use.")
+		}
+	}
+	var tags []types.Tag
+	for _, ts := range in.TagSpecifications {
+		if ts.ResourceType == types.ResourceTypeLaunchTemplate {
+			tags = append(tags, ts.Tags...)
+		}
+	}
+	now := s.now().UTC()
+	t := &template{LaunchTemplate: types.LaunchTemplate{
+		LaunchTemplateId: aws.String(resourceID("lt", name)), LaunchTemplateName: aws.String(name),
+		CreateTime: &now, CreatedBy: aws.String("arn:aws:iam::" + s.account + ":root"),
+		DefaultVersionNumber: aws.Int64(1), LatestVersionNumber: aws.Int64(1), Tags: tags,
+	}, data: data}
+	s.templates = append(s.templates, t)
+	return respond("CreateLaunchTemplate", reqID, member{"launchTemplate", t.LaunchTemplate})
+}
+
+// responseData converts the request shape of launch template data into the response shape for
+// the members the provider sets.
+func responseData(d *types.RequestLaunchTemplateData) types.ResponseLaunchTemplateData {
+	out := types.ResponseLaunchTemplateData{
+		ImageId: d.ImageId, UserData: d.UserData, InstanceType: d.InstanceType, KeyName: d.KeyName,
+		SecurityGroupIds: d.SecurityGroupIds, SecurityGroups: d.SecurityGroups, EbsOptimized: d.EbsOptimized,
+	}
+	if m := d.MetadataOptions; m != nil {
+		out.MetadataOptions = &types.LaunchTemplateInstanceMetadataOptions{
+			HttpEndpoint: m.HttpEndpoint, HttpProtocolIpv6: m.HttpProtocolIpv6, HttpPutResponseHopLimit: m.HttpPutResponseHopLimit,
+			HttpTokens: m.HttpTokens, InstanceMetadataTags: m.InstanceMetadataTags, State: types.LaunchTemplateInstanceMetadataOptionsStateApplied,
+		}
+	}
+	if p := d.IamInstanceProfile; p != nil {
+		out.IamInstanceProfile = &types.LaunchTemplateIamInstanceProfileSpecification{Arn: p.Arn, Name: p.Name}
+	}
+	if m := d.Monitoring; m != nil {
+		out.Monitoring = &types.LaunchTemplatesMonitoring{Enabled: m.Enabled}
+	}
+	if e := d.EnclaveOptions; e != nil {
+		out.EnclaveOptions = &types.LaunchTemplateEnclaveOptions{Enabled: e.Enabled}
+	}
+	for _, b := range d.BlockDeviceMappings {
+		m := types.LaunchTemplateBlockDeviceMapping{DeviceName: b.DeviceName, NoDevice: b.NoDevice, VirtualName: b.VirtualName}
+		if e := b.Ebs; e != nil {
+			m.Ebs = &types.LaunchTemplateEbsBlockDevice{DeleteOnTermination: e.DeleteOnTermination, Encrypted: e.Encrypted, Iops: e.Iops,
+				KmsKeyId: e.KmsKeyId, SnapshotId: e.SnapshotId, Throughput: e.Throughput, VolumeSize: e.VolumeSize, VolumeType: e.VolumeType,
+				VolumeInitializationRate: e.VolumeInitializationRate}
+		}
+		out.BlockDeviceMappings = append(out.BlockDeviceMappings, m)
+	}
+	for _, n := range d.NetworkInterfaces {
+		out.NetworkInterfaces = append(out.NetworkInterfaces, types.LaunchTemplateInstanceNetworkInterfaceSpecification{
+			AssociatePublicIpAddress: n.AssociatePublicIpAddress, DeviceIndex: n.DeviceIndex, Groups: n.Groups,
+			Ipv4PrefixCount: n.Ipv4PrefixCount, NetworkCardIndex: n.NetworkCardIndex, InterfaceType: n.InterfaceType,
+		})
+	}
+	for _, ts := range d.TagSpecifications {
+		out.TagSpecifications = append(out.TagSpecifications, types.LaunchTemplateTagSpecification{ResourceType: ts.ResourceType, Tags: ts.Tags})
+	}
+	return out
+}
+
+// findTemplate resolves a template by ID or name. Called with s.mu held.
+func (s *Server) findTemplate(id, name string) (*template, *apiError) {
+	for _, t := range s.templates {
+		if (id != "" && aws.ToString(t.LaunchTemplateId) == id) || (id == "" && aws.ToString(t.LaunchTemplateName) == name) {
+			return t, nil
+		}
+	}
+	if id != "" {
+		return nil, badRequest(CodeLaunchTemplateIDNotFound, "The specified launch template, with template ID %s, does not exist.", id)
+	}
+	return nil, badRequest(CodeLaunchTemplateNameNotFound, "The specified launch template, with template name %s, does not exist.", name)
+}
+
+func (s *Server) describeLaunchTemplates(_ context.Context, form url.Values, reqID string) ([]byte, *apiError) {
+	in, aerr := decode[ec2.DescribeLaunchTemplatesInput](s, "DescribeLaunchTemplates", form)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []types.LaunchTemplate
+	switch {
+	case len(in.LaunchTemplateIds) > 0 || len(in.LaunchTemplateNames) > 0:
+		for _, id := range in.LaunchTemplateIds {
+			t, aerr := s.findTemplate(id, "")
+			if aerr != nil {
+				return nil, aerr
+			}
+			out = append(out, t.LaunchTemplate)
+		}
+		for _, n := range in.LaunchTemplateNames {
+			t, aerr := s.findTemplate("", n)
+			if aerr != nil {
+				return nil, aerr
+			}
+			out = append(out, t.LaunchTemplate)
+		}
+	default:
+		for _, t := range s.templates {
+			ok, aerr := matches(in.Filters, func(name string) ([]string, bool) {
+				switch name {
+				case "launch-template-name":
+					return []string{aws.ToString(t.LaunchTemplateName)}, true
+				}
+				return tagValues(name, t.Tags)
+			})
+			if aerr != nil {
+				return nil, aerr
+			}
+			if ok {
+				out = append(out, t.LaunchTemplate)
+			}
+		}
+	}
+	items, next, aerr := page(out, in.MaxResults, in.NextToken, 200)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return respond("DescribeLaunchTemplates", reqID, member{"launchTemplates", nonNil(items)}, member{"nextToken", next})
+}
+
+func (s *Server) describeLaunchTemplateVersions(_ context.Context, form url.Values, reqID string) ([]byte, *apiError) {
+	in, aerr := decode[ec2.DescribeLaunchTemplateVersionsInput](s, "DescribeLaunchTemplateVersions", form)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, aerr := s.findTemplate(aws.ToString(in.LaunchTemplateId), aws.ToString(in.LaunchTemplateName))
+	if aerr != nil {
+		return nil, aerr
+	}
+	for _, v := range in.Versions {
+		if v != "$Latest" && v != "$Default" && v != "1" {
+			return nil, badRequest("InvalidLaunchTemplateId.VersionNotFound", "Could not find launch template version %s", v)
+		}
+	}
+	data := t.data
+	v := types.LaunchTemplateVersion{LaunchTemplateId: t.LaunchTemplateId, LaunchTemplateName: t.LaunchTemplateName,
+		VersionNumber: aws.Int64(1), DefaultVersion: aws.Bool(true), CreateTime: t.CreateTime, CreatedBy: t.CreatedBy, LaunchTemplateData: &data}
+	return respond("DescribeLaunchTemplateVersions", reqID, member{"launchTemplateVersionSet", []types.LaunchTemplateVersion{v}})
+}
+
+// ---- fleets ----
+
+// offeringSource is where an offering of a fleet request came from.
+type offeringSource struct {
+	template  *template
+	spec      types.FleetLaunchTemplateSpecification
+	overrides types.FleetLaunchTemplateOverrides
+	subnet    types.Subnet
+}
+
+// createFleet serves an instant fleet of one instance through the fake cloud's Create, which
+// picks the cheapest offering with capacity among the overrides (the price-capacity-optimized,
+// capacity-optimized and lowest-price strategies all come down to that in the fake, whose
+// capacity is either there or not); prioritized strategies are refused rather than imitated.
+func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string) ([]byte, *apiError) {
+	in, aerr := decode[ec2.CreateFleetInput](s, "CreateFleet", form)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := dryRun(in.DryRun); aerr != nil {
+		return nil, aerr
+	}
+	token := aws.ToString(in.ClientToken)
+	if token == "" {
+		return nil, badRequest(CodeMissingParameter, "ClientToken: this endpoint requires every fleet to be idempotent")
+	}
+	digest := formDigest(form)
+	s.mu.Lock()
+	if rec, ok := s.fleets[token]; ok {
+		s.mu.Unlock()
+		if rec.digest != digest {
+			return nil, badRequest(CodeIdempotentParameterMismatch, "The client token %s was used by an earlier request with different parameters.", token)
+		}
+		return rec.body, nil
+	}
+	s.mu.Unlock()
+
+	if in.Type != types.FleetTypeInstant {
+		return nil, badRequest(CodeInvalidParameterValue, "Type %q: this endpoint serves instant fleets only", in.Type)
+	}
+	tcs := in.TargetCapacitySpecification
+	if tcs == nil || aws.ToInt32(tcs.TotalTargetCapacity) != 1 {
+		return nil, badRequest(CodeInvalidParameterValue, "TargetCapacitySpecification.TotalTargetCapacity: this endpoint launches exactly 1 instance per fleet")
+	}
+	var capacityType, lifecycle string
+	switch tcs.DefaultTargetCapacityType {
+	case types.DefaultTargetCapacityTypeSpot:
+		capacityType, lifecycle = apisv1.CapacityTypeSpot, "spot"
+		if o := in.SpotOptions; o != nil && strings.Contains(string(o.AllocationStrategy), "prioritized") {
+			return nil, badRequest(CodeInvalidParameterValue, "SpotOptions.AllocationStrategy %q is not served by this endpoint", o.AllocationStrategy)
+		}
+	case types.DefaultTargetCapacityTypeOnDemand:
+		capacityType, lifecycle = apisv1.CapacityTypeOnDemand, "on-demand"
+		if o := in.OnDemandOptions; o != nil && o.AllocationStrategy == types.FleetOnDemandAllocationStrategyPrioritized {
+			return nil, badRequest(CodeInvalidParameterValue, "OnDemandOptions.AllocationStrategy %q is not served by this endpoint", o.AllocationStrategy)
+		}
+	default:
+		return nil, badRequest(CodeInvalidParameterValue, "TargetCapacitySpecification.DefaultTargetCapacityType %q is not spot or on-demand", tcs.DefaultTargetCapacityType)
+	}
+	if len(in.LaunchTemplateConfigs) == 0 {
+		return nil, badRequest(CodeMissingParameter, "The request must contain the parameter LaunchTemplateConfigs")
+	}
+
+	s.mu.Lock()
+	var offerings []cloud.OfferingRef
+	sources := map[cloud.OfferingRef]offeringSource{}
+	var node *userdata.Node
+	var family string
+	var tmplTags []types.Tag
+	for i, cfg := range in.LaunchTemplateConfigs {
+		spec := cfg.LaunchTemplateSpecification
+		if spec == nil {
+			s.mu.Unlock()
+			return nil, badRequest(CodeMissingParameter, "LaunchTemplateConfigs.%d.LaunchTemplateSpecification is required", i+1)
+		}
+		t, aerr := s.findTemplate(aws.ToString(spec.LaunchTemplateId), aws.ToString(spec.LaunchTemplateName))
+		if aerr != nil {
+			s.mu.Unlock()
+			return nil, aerr
+		}
+		n, fam, aerr := s.bootConfig(t)
+		if aerr != nil {
+			s.mu.Unlock()
+			return nil, aerr
+		}
+		if node == nil {
+			node, family = n, fam
+			for _, ts := range t.data.TagSpecifications {
+				if ts.ResourceType == types.ResourceTypeInstance {
+					tmplTags = append(tmplTags, ts.Tags...)
+				}
+			}
+		} else if fmt.Sprint(n) != fmt.Sprint(node) || fam != family {
+			s.mu.Unlock()
+			return nil, badRequest(CodeInvalidParameterValue, "LaunchTemplateConfigs.%d: every launch template of one fleet must boot the same node configuration on this endpoint", i+1)
+		}
+		for j, o := range cfg.Overrides {
+			if o.InstanceType == "" {
+				s.mu.Unlock()
+				return nil, badRequest(CodeInvalidParameterValue, "LaunchTemplateConfigs.%d.Overrides.%d.InstanceType: required on this endpoint (InstanceRequirements are not served)", i+1, j+1)
+			}
+			sn, aerr := s.subnetFor(o)
+			if aerr != nil {
+				s.mu.Unlock()
+				return nil, aerr
+			}
+			ref := cloud.OfferingRef{InstanceType: string(o.InstanceType), Zone: aws.ToString(sn.AvailabilityZone), CapacityType: capacityType}
+			if _, dup := sources[ref]; dup {
+				continue
+			}
+			resp := types.FleetLaunchTemplateOverrides{InstanceType: o.InstanceType, AvailabilityZone: sn.AvailabilityZone,
+				SubnetId: sn.SubnetId, Priority: o.Priority, MaxPrice: o.MaxPrice, WeightedCapacity: o.WeightedCapacity, ImageId: o.ImageId}
+			sources[ref] = offeringSource{template: t, spec: types.FleetLaunchTemplateSpecification{LaunchTemplateId: t.LaunchTemplateId,
+				LaunchTemplateName: spec.LaunchTemplateName, Version: spec.Version}, overrides: resp, subnet: sn}
+			offerings = append(offerings, ref)
+		}
+	}
+	s.mu.Unlock()
+	if len(offerings) == 0 {
+		return nil, badRequest(CodeInvalidParameterValue, "LaunchTemplateConfigs: no overrides")
+	}
+
+	tags := tagMap(tmplTags)
+	for _, ts := range in.TagSpecifications {
+		if ts.ResourceType == types.ResourceTypeInstance {
+			for k, v := range tagMap(ts.Tags) {
+				tags[k] = v
+			}
+		}
+	}
+	first := sources[offerings[0]]
+	nodeClass := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: tags[apisv1.LabelEC2NodeClass]},
+		Spec: apisv1.EC2NodeClassSpec{AMIFamily: aws.String(family), Kubelet: node.Kubelet, BlockDeviceMappings: nodeClassBDMs(first.template.data.BlockDeviceMappings)}}
+	inst, err := s.cloud.Create(ctx, cloud.LaunchRequest{
+		ClientToken: token, Cluster: tags[apisv1.TagCluster], NodeClass: nodeClass, Offerings: offerings,
+		Labels: node.Labels, Taints: node.Taints, Tags: tags,
+	})
+	var members []member
+	var ice *cloud.InsufficientCapacityError
+	switch {
+	case errors.As(err, &ice):
+		var errs []types.CreateFleetError
+		for _, u := range ice.Unavailable {
+			src := sources[cloud.OfferingRef{InstanceType: u.Offering.InstanceType, Zone: u.Offering.Zone, CapacityType: u.Offering.CapacityType}]
+			spec, ov := src.spec, src.overrides
+			errs = append(errs, types.CreateFleetError{ErrorCode: aws.String(u.Code), ErrorMessage: aws.String(iceMessage(u)),
+				Lifecycle: types.InstanceLifecycle(lifecycle), LaunchTemplateAndOverrides: &types.LaunchTemplateAndOverridesResponse{
+					LaunchTemplateSpecification: &spec, Overrides: &ov}})
+		}
+		members = []member{{"fleetId", aws.String(fleetID(token))}, {"errorSet", errs}, {"fleetInstanceSet", []types.CreateFleetInstance{}}}
+	case errors.Is(err, cloud.ErrIdempotentParameterMismatch):
+		return nil, badRequest(CodeIdempotentParameterMismatch, "%v", err)
+	case err != nil:
+		return nil, badRequest(CodeInvalidParameterValue, "%v", err)
+	default:
+		src := sources[cloud.OfferingRef{InstanceType: inst.InstanceType, Zone: inst.Zone, CapacityType: inst.CapacityType}]
+		spec, ov := src.spec, src.overrides
+		imageID := aws.ToString(src.template.data.ImageId)
+		if ov.ImageId != nil {
+			imageID = aws.ToString(ov.ImageId)
+		}
+		s.mu.Lock()
+		var groups []types.GroupIdentifier
+		for _, id := range src.template.data.SecurityGroupIds {
+			groups = append(groups, s.groupIdentifier(id))
+		}
+		s.instances[inst.ID] = instanceMeta{imageID: imageID, subnetID: aws.ToString(src.subnet.SubnetId),
+			templateID: aws.ToString(src.template.LaunchTemplateId), templateName: aws.ToString(src.template.LaunchTemplateName),
+			clientToken: token, groups: groups, metadata: src.template.data.MetadataOptions}
+		s.mu.Unlock()
+		members = []member{{"fleetId", aws.String(fleetID(token))}, {"errorSet", []types.CreateFleetError{}},
+			{"fleetInstanceSet", []types.CreateFleetInstance{{InstanceIds: []string{inst.ID}, InstanceType: types.InstanceType(inst.InstanceType),
+				Lifecycle: types.InstanceLifecycle(lifecycle), LaunchTemplateAndOverrides: &types.LaunchTemplateAndOverridesResponse{
+					LaunchTemplateSpecification: &spec, Overrides: &ov}}}}}
+	}
+	body, aerr := respond("CreateFleet", reqID, members...)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	s.fleets[token] = fleetRecord{digest: digest, body: body}
+	s.mu.Unlock()
+	return body, nil
+}
+
+// iceMessage is the message EC2 gives with each fleet error code (wording after EC2's own).
+func iceMessage(u cloud.UnavailableOffering) string {
+	switch u.Code {
+	case "InsufficientInstanceCapacity":
+		return fmt.Sprintf("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s).", u.Offering.InstanceType, u.Offering.Zone)
+	case "Unsupported":
+		return fmt.Sprintf("Your requested instance type (%s) is not supported in your requested Availability Zone (%s).", u.Offering.InstanceType, u.Offering.Zone)
+	case "InsufficientFreeAddressesInSubnet":
+		return "There are not enough free addresses in the subnet to satisfy the request."
+	case "MaxSpotInstanceCountExceeded":
+		return "Max spot instance count exceeded"
+	}
+	return u.Code
+}
+
+func fleetID(token string) string {
+	sum := sha256.Sum256([]byte("fleet/" + token))
+	h := hex.EncodeToString(sum[:16])
+	return "fleet-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// formDigest fingerprints a request's parameters (url.Values.Encode sorts by key).
+func formDigest(form url.Values) string {
+	sum := sha256.Sum256([]byte(form.Encode()))
+	return hex.EncodeToString(sum[:])
+}
+
+// bootConfig reads the node configuration a template's instances boot with. Called with s.mu held.
+func (s *Server) bootConfig(t *template) (*userdata.Node, string, *apiError) {
+	imageID := aws.ToString(t.data.ImageId)
+	family := ""
+	for _, img := range s.images {
+		if aws.ToString(img.ImageId) == imageID {
+			family = img.family
+		}
+	}
+	if family == "" {
+		return nil, "", badRequest(CodeInvalidAMIIDNotFound, "The image id '[%s]' does not exist (launch template %s)", imageID, aws.ToString(t.LaunchTemplateName))
+	}
+	raw, err := base64.StdEncoding.DecodeString(aws.ToString(t.data.UserData))
+	if err != nil {
+		return nil, "", badRequest(CodeInvalidParameterValue, "launch template %s: user data is not base64", aws.ToString(t.LaunchTemplateName))
+	}
+	n, err := userdata.Parse(family, string(raw))
+	if err != nil {
+		return nil, "", badRequest(CodeInvalidParameterValue, "launch template %s: the node could not read its %s user data: %v", aws.ToString(t.LaunchTemplateName), family, err)
+	}
+	return n, family, nil
+}
+
+// subnetFor resolves an override's subnet (or the zone's first subnet). Called with s.mu held.
+func (s *Server) subnetFor(o types.FleetLaunchTemplateOverridesRequest) (types.Subnet, *apiError) {
+	if id := aws.ToString(o.SubnetId); id != "" {
+		for _, sn := range s.subnets {
+			if aws.ToString(sn.SubnetId) == id {
+				if az := aws.ToString(o.AvailabilityZone); az != "" && az != aws.ToString(sn.AvailabilityZone) {
+					return types.Subnet{}, badRequest(CodeInvalidParameterValue, "Subnet %s is in %s, not %s", id, aws.ToString(sn.AvailabilityZone), az)
+				}
+				return sn, nil
+			}
+		}
+		return types.Subnet{}, badRequest(CodeInvalidSubnetIDNotFound, "The subnet ID '%s' does not exist", id)
+	}
+	az := aws.ToString(o.AvailabilityZone)
+	for _, sn := range s.subnets {
+		if aws.ToString(sn.AvailabilityZone) == az {
+			return sn, nil
+		}
+	}
+	return types.Subnet{}, badRequest(CodeInvalidParameterValue, "override for %s names neither a subnet nor a zone with one (%q)", o.InstanceType, az)
+}
+
+// nodeClassBDMs turns launch template block devices into NodeClass ones (for the node's
+// ephemeral-storage capacity).
+func nodeClassBDMs(bdms []types.LaunchTemplateBlockDeviceMapping) []apisv1.BlockDeviceMapping {
+	var out []apisv1.BlockDeviceMapping
+	for _, b := range bdms {
+		m := apisv1.BlockDeviceMapping{DeviceName: b.DeviceName}
+		if b.Ebs != nil && b.Ebs.VolumeSize != nil {
+			q := resource.MustParse(strconv.Itoa(int(*b.Ebs.VolumeSize)) + "Gi")
+			m.EBS = &apisv1.BlockDevice{VolumeSize: &q}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// groupIdentifier names a security group. Called with s.mu held.
+func (s *Server) groupIdentifier(id string) types.GroupIdentifier {
+	for _, g := range s.groups {
+		if aws.ToString(g.GroupId) == id {
+			return types.GroupIdentifier{GroupId: g.GroupId, GroupName: g.GroupName}
+		}
+	}
+	return types.GroupIdentifier{GroupId: aws.String(id)}
+}
+
+// ---- instances ----
+
+// stateCodes are EC2's instance state codes (InstanceState reference).
+var stateCodes = map[string]int32{"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80}
+
+func (s *Server) ec2Instance(r fake.InstanceRecord) types.Instance {
+	s.mu.Lock()
+	meta := s.instances[r.ID]
+	s.mu.Unlock()
+	lt := r.LaunchTime.UTC()
+	inst := types.Instance{
+		InstanceId: aws.String(r.ID), InstanceType: types.InstanceType(r.InstanceType), LaunchTime: &lt,
+		Placement: &types.Placement{AvailabilityZone: aws.String(r.Zone), Tenancy: types.TenancyDefault},
+		State:     &types.InstanceState{Code: aws.Int32(stateCodes[r.State]), Name: types.InstanceStateName(r.State)},
+		Tags:      tagList(r.Tags), Architecture: types.ArchitectureValuesX8664,
+		Hypervisor: types.HypervisorTypeXen, RootDeviceType: types.DeviceTypeEbs, VirtualizationType: types.VirtualizationTypeHvm,
+	}
+	if it := s.cat.Get(r.InstanceType); it != nil && it.Labels[corev1.LabelArchStable] == "arm64" {
+		inst.Architecture = types.ArchitectureValuesArm64
+	}
+	if r.CapacityType == apisv1.CapacityTypeSpot {
+		inst.InstanceLifecycle = types.InstanceLifecycleTypeSpot
+	}
+	if r.PrivateIP != "" && r.State != "terminated" {
+		inst.PrivateIpAddress = aws.String(r.PrivateIP)
+		inst.PrivateDnsName = aws.String(r.PrivateDNSName)
+	}
+	if meta.imageID != "" {
+		inst.ImageId = aws.String(meta.imageID)
+		inst.SubnetId = aws.String(meta.subnetID)
+		inst.VpcId = aws.String(s.vpcID)
+		inst.ClientToken = aws.String(meta.clientToken)
+		inst.SecurityGroups = meta.groups
+		if m := meta.metadata; m != nil {
+			inst.MetadataOptions = &types.InstanceMetadataOptionsResponse{HttpEndpoint: types.InstanceMetadataEndpointState(m.HttpEndpoint),
+				HttpPutResponseHopLimit: m.HttpPutResponseHopLimit, HttpTokens: types.HttpTokensState(m.HttpTokens), State: types.InstanceMetadataOptionsStateApplied}
+		}
+	}
+	return inst
+}
+
+func (s *Server) describeInstances(_ context.Context, form url.Values, reqID string) ([]byte, *apiError) {
+	in, aerr := decode[ec2.DescribeInstancesInput](s, "DescribeInstances", form)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := dryRun(in.DryRun); aerr != nil {
+		return nil, aerr
+	}
+	recs := s.cloud.Records()
+	byID := map[string]fake.InstanceRecord{}
+	for _, r := range recs {
+		byID[r.ID] = r
+	}
+	if len(in.InstanceIds) > 0 {
+		var missing []string
+		var picked []fake.InstanceRecord
+		for _, id := range in.InstanceIds {
+			r, ok := byID[id]
+			if !ok {
+				missing = append(missing, id)
+				continue
+			}
+			picked = append(picked, r)
+		}
+		if len(missing) > 0 {
+			return nil, badRequest(CodeInvalidInstanceIDNotFound, "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
+		}
+		recs = picked
+	}
+	var reservations []types.Reservation
+	for _, r := range recs {
+		inst := s.ec2Instance(r)
+		ok, aerr := matches(in.Filters, func(name string) ([]string, bool) {
+			switch name {
+			case "instance-state-name":
+				return []string{r.State}, true
+			case "instance-state-code":
+				return []string{strconv.Itoa(int(stateCodes[r.State]))}, true
+			case "instance-id":
+				return []string{r.ID}, true
+			case "instance-type":
+				return []string{r.InstanceType}, true
+			case "availability-zone":
+				return []string{r.Zone}, true
+			case "instance-lifecycle":
+				return []string{string(inst.InstanceLifecycle)}, true
+			case "client-token":
+				return []string{aws.ToString(inst.ClientToken)}, true
+			}
+			return tagValues(name, inst.Tags)
+		})
+		if aerr != nil {
+			return nil, aerr
+		}
+		if ok {
+			reservations = append(reservations, types.Reservation{ReservationId: aws.String(resourceID("r", r.ID)),
+				OwnerId: aws.String(s.account), Instances: []types.Instance{inst}})
+		}
+	}
+	items, next, aerr := page(reservations, in.MaxResults, in.NextToken, 1000)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return respond("DescribeInstances", reqID, member{"reservationSet", nonNil(items)}, member{"nextToken", next})
+}
+
+func (s *Server) terminateInstances(ctx context.Context, form url.Values, reqID string) ([]byte, *apiError) {
+	in, aerr := decode[ec2.TerminateInstancesInput](s, "TerminateInstances", form)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := dryRun(in.DryRun); aerr != nil {
+		return nil, aerr
+	}
+	if len(in.InstanceIds) == 0 {
+		return nil, badRequest(CodeMissingParameter, "The request must contain the parameter InstanceId")
+	}
+	zones := map[string]string{}
+	for _, r := range s.cloud.Records() {
+		zones[r.ID] = r.Zone
+	}
+	var missing []string
+	for _, id := range in.InstanceIds {
+		if _, ok := zones[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, badRequest(CodeInvalidInstanceIDNotFound, "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
+	}
+	var changes []types.InstanceStateChange
+	for _, id := range in.InstanceIds {
+		prev, err := s.cloud.Terminate(ctx, cloud.AWSProviderID(zones[id], id))
+		if err != nil {
+			return nil, badRequest(CodeInvalidParameterValue, "%v", err)
+		}
+		cur := "shutting-down"
+		if prev == "terminated" {
+			cur = prev
+		}
+		changes = append(changes, types.InstanceStateChange{InstanceId: aws.String(id),
+			PreviousState: &types.InstanceState{Code: aws.Int32(stateCodes[prev]), Name: types.InstanceStateName(prev)},
+			CurrentState:  &types.InstanceState{Code: aws.Int32(stateCodes[cur]), Name: types.InstanceStateName(cur)}})
+	}
+	return respond("TerminateInstances", reqID, member{"instancesSet", changes})
+}
+
+// ---- network and images ----
+
+func (s *Server) describeSubnets(_ context.Context, form url.Values, reqID string) ([]byte, *apiError) {
+	in, aerr := decode[ec2.DescribeSubnetsInput](s, "DescribeSubnets", form)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	all := append([]types.Subnet(nil), s.subnets...)
+	s.mu.Unlock()
+	if aerr := requireIDs(in.SubnetIds, all, func(sn types.Subnet) string { return aws.ToString(sn.SubnetId) }, CodeInvalidSubnetIDNotFound, "subnet ID"); aerr != nil {
+		return nil, aerr
+	}
+	var out []types.Subnet
+	for _, sn := range all {
+		if len(in.SubnetIds) > 0 && !contains(in.SubnetIds, aws.ToString(sn.SubnetId)) {
+			continue
+		}
+		ok, aerr := matches(in.Filters, func(name string) ([]string, bool) {
+			switch name {
+			case "subnet-id":
+				return []string{aws.ToString(sn.SubnetId)}, true
+			case "vpc-id":
+				return []string{aws.ToString(sn.VpcId)}, true
+			case "availability-zone":
+				return []string{aws.ToString(sn.AvailabilityZone)}, true
+			case "cidr-block", "cidr", "cidrBlock":
+				return []string{aws.ToString(sn.CidrBlock)}, true
+			case "state":
+				return []string{string(sn.State)}, true
+			}
+			return tagValues(name, sn.Tags)
+		})
+		if aerr != nil {
+			return nil, aerr
+		}
+		if ok {
+			out = append(out, sn)
+		}
+	}
+	items, next, aerr := page(out, in.MaxResults, in.NextToken, 1000)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return respond("DescribeSubnets", reqID, member{"subnetSet", nonNil(items)}, member{"nextToken", next})
+}
+
+func (s *Server) describeSecurityGroups(_ context.Context, form url.Values, reqID string) ([]byte, *apiError) {
+	in, aerr := decode[ec2.DescribeSecurityGroupsInput](s, "DescribeSecurityGroups", form)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	all := append([]types.SecurityGroup(nil), s.groups...)
+	s.mu.Unlock()
+	if aerr := requireIDs(in.GroupIds, all, func(g types.SecurityGroup) string { return aws.ToString(g.GroupId) }, CodeInvalidGroupNotFound, "security group"); aerr != nil {
+		return nil, aerr
+	}
+	var out []types.SecurityGroup
+	for _, g := range all {
+		if len(in.GroupIds) > 0 && !contains(in.GroupIds, aws.ToString(g.GroupId)) {
+			continue
+		}
+		if len(in.GroupNames) > 0 && !contains(in.GroupNames, aws.ToString(g.GroupName)) {
+			continue
+		}
+		ok, aerr := matches(in.Filters, func(name string) ([]string, bool) {
+			switch name {
+			case "group-id":
+				return []string{aws.ToString(g.GroupId)}, true
+			case "group-name":
+				return []string{aws.ToString(g.GroupName)}, true
+			case "vpc-id":
+				return []string{aws.ToString(g.VpcId)}, true
+			}
+			return tagValues(name, g.Tags)
+		})
+		if aerr != nil {
+			return nil, aerr
+		}
+		if ok {
+			out = append(out, g)
+		}
+	}
+	items, next, aerr := page(out, in.MaxResults, in.NextToken, 1000)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return respond("DescribeSecurityGroups", reqID, member{"securityGroupInfo", nonNil(items)}, member{"nextToken", next})
+}
+
+func (s *Server) describeImages(_ context.Context, form url.Values, reqID string) ([]byte, *apiError) {
+	in, aerr := decode[ec2.DescribeImagesInput](s, "DescribeImages", form)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	all := make([]types.Image, 0, len(s.images))
+	for _, img := range s.images {
+		all = append(all, img.Image)
+	}
+	s.mu.Unlock()
+	if aerr := requireIDs(in.ImageIds, all, func(i types.Image) string { return aws.ToString(i.ImageId) }, CodeInvalidAMIIDNotFound, "image id"); aerr != nil {
+		return nil, aerr
+	}
+	var out []types.Image
+	for _, img := range all {
+		if len(in.ImageIds) > 0 && !contains(in.ImageIds, aws.ToString(img.ImageId)) {
+			continue
+		}
+		if len(in.Owners) > 0 && !ownedBy(img, in.Owners, s.account) {
+			continue
+		}
+		ok, aerr := matches(in.Filters, func(name string) ([]string, bool) {
+			switch name {
+			case "image-id":
+				return []string{aws.ToString(img.ImageId)}, true
+			case "name":
+				return []string{aws.ToString(img.Name)}, true
+			case "architecture":
+				return []string{string(img.Architecture)}, true
+			case "owner-id":
+				return []string{aws.ToString(img.OwnerId)}, true
+			case "owner-alias":
+				return []string{aws.ToString(img.ImageOwnerAlias)}, true
+			case "state":
+				return []string{string(img.State)}, true
+			}
+			return tagValues(name, img.Tags)
+		})
+		if aerr != nil {
+			return nil, aerr
+		}
+		if ok {
+			out = append(out, img)
+		}
+	}
+	items, next, aerr := page(out, in.MaxResults, in.NextToken, 1000)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return respond("DescribeImages", reqID, member{"imagesSet", nonNil(items)}, member{"nextToken", next})
+}
+
+// ownedBy applies DescribeImages Owners: account IDs, the alias "amazon", or "self".
+func ownedBy(img types.Image, owners []string, self string) bool {
+	for _, o := range owners {
+		switch {
+		case o == "self" && aws.ToString(img.OwnerId) == self,
+			o == aws.ToString(img.OwnerId),
+			o == aws.ToString(img.ImageOwnerAlias):
+			return true
+		}
+	}
+	return false
+}
+
+// requireIDs refuses IDs that do not exist, as EC2 does for an explicit ID list.
+func requireIDs[T any](ids []string, all []T, idOf func(T) string, code, what string) *apiError {
+	have := map[string]bool{}
+	for _, x := range all {
+		have[idOf(x)] = true
+	}
+	var missing []string
+	for _, id := range ids {
+		if !have[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return badRequest(code, "The %s '%s' does not exist", what, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// nonNil makes an empty result an empty list element rather than none.
+func nonNil[T any](items []T) []T {
+	if items == nil {
+		return []T{}
+	}
+	return items
+}
