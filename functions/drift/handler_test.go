@@ -1,0 +1,104 @@
+package drift_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/drift"
+	"github.com/dovetail-dev/dovetail/localdev/scenarios"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+)
+
+// The commands go to the scenarios' in-memory World, which applies them as the agent would
+// (no NATS here: the transport is covered by the interruption and provision tests).
+
+func setup(t *testing.T) (*scenarios.World, *drift.Handler) {
+	t.Helper()
+	w := scenarios.NewWorld(scenarios.Start, 30*time.Second, nil)
+	pool := apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.NodePoolSpec{Template: apisv1.NodeClaimTemplate{
+		Spec: apisv1.NodeClaimSpec{
+			NodeClassRef:           &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
+			TerminationGracePeriod: &metav1.Duration{Duration: time.Hour},
+			Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}},
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+			}}}}}
+	class := apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Status: apisv1.EC2NodeClassStatus{AMIs: []apisv1.AMI{{ID: "ami-1"}}}}
+	w.AddPools([]apisv1.NodePool{pool}, []apisv1.EC2NodeClass{class})
+	w.AddPods(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", Controller: ptr(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}})
+	ctx := context.Background()
+	if _, err := w.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Step(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return w, &drift.Handler{Cluster: scenarios.Cluster, Catalog: w.Catalog, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestPoisonAndOtherEvents(t *testing.T) {
+	_, h := setup(t)
+	if err := h.Handle(context.Background(), queue.Message{Data: []byte("{}")}); !errors.Is(err, queue.ErrPoison) {
+		t.Fatalf("want poison, got %v", err)
+	}
+	cmd := &events.Command{ID: "c1", Kind: events.CommandDeleteNode, Cluster: scenarios.Cluster, NodeName: "x"}
+	data, err := events.NewEvent(scenarios.Cluster, "agent", events.TypeCommand, "c1", cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(context.Background(), queue.Message{Data: data}); err != nil {
+		t.Fatalf("a command event is not for drift: want ack, got %v", err)
+	}
+}
+
+// A node launched with ami-1 drifts when the class resolves ami-2. Step 1 launches the
+// replacement and taints; the replacement is not registered, so no drain. If the drain then
+// stays blocked for the NodeClaim's terminationGracePeriod (1 h) after the taint, the node is
+// deleted anyway: at taint + 59 min it still waits, at taint + 60 min it is force-deleted.
+func TestDriftStepsAndTerminationGracePeriod(t *testing.T) {
+	w, h := setup(t)
+	ctx := context.Background()
+	snap := w.Snapshot()
+	if len(snap.Nodes) != 1 || snap.NodeClaims[0].Status.ImageID != "ami-1" {
+		t.Fatalf("want one node launched on ami-1 (launch records status.imageID), got %d nodes, image %q", len(snap.Nodes), snap.NodeClaims[0].Status.ImageID)
+	}
+	if d, _ := h.Decide(ctx, snap); len(d.Steps) != 0 {
+		t.Fatalf("nothing drifted yet, got %v", d)
+	}
+	w.SetNodeClassAMIs("default", []apisv1.AMI{{ID: "ami-2"}})
+	d, err := h.Decide(ctx, w.Snapshot())
+	if err != nil || len(d.Steps) != 1 || d.Steps[0].Step != drift.StepStart || len(d.Steps[0].Launched) != 1 {
+		t.Fatalf("want start with one replacement, got %v %v", d, err)
+	}
+	node := w.Node(snap.Nodes[0].Name)
+	if len(node.Spec.Taints) == 0 || node.Spec.Taints[0].TimeAdded == nil || !node.Spec.Taints[0].TimeAdded.Time.Equal(w.Clock.Now()) {
+		t.Fatalf("want the drifted taint with timeAdded = snapshot time, got %+v", node.Spec.Taints)
+	}
+	// The replacement never registers (its boot is not stepped): the drain cannot start.
+	w.Clock.Step(59 * time.Minute)
+	if d, _ = h.Decide(ctx, w.Snapshot()); d.Steps[0].Step != drift.StepWait {
+		t.Fatalf("59 min after the taint: want wait, got %v", d)
+	}
+	w.Clock.Step(time.Minute)
+	if d, _ = h.Decide(ctx, w.Snapshot()); d.Steps[0].Step != drift.StepForceDelete {
+		t.Fatalf("60 min after the taint: want force-delete, got %v", d)
+	}
+	if w.Node(node.Name) != nil {
+		t.Fatal("the node must be deleted")
+	}
+}
