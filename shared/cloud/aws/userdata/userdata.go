@@ -115,6 +115,9 @@ func TaintsFlag(taints []corev1.Taint) string {
 }
 
 func taintString(t corev1.Taint) string {
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
 	return t.Key + "=" + t.Value + ":" + string(t.Effect)
 }
 

@@ -355,7 +355,11 @@ func (s *Server) getProducts(body []byte) (any, string, string) {
 			"vcpu": it.Labels[apisv1.LabelInstanceCPU]}
 		match := true
 		for _, f := range in.Filters {
-			if f.Type != "TERM_MATCH" || attrs[f.Field] != f.Value {
+			v := attrs[f.Field]
+			if f.Field == "productFamily" {
+				v = "Compute Instance"
+			}
+			if f.Type != "TERM_MATCH" || v != f.Value {
 				match = false
 			}
 		}

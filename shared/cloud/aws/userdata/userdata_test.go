@@ -1,0 +1,107 @@
+package userdata
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+func spec(family string) Spec {
+	mp := int32(58)
+	return Spec{Family: family, ClusterName: "prod", APIServerEndpoint: "https://api.example", CertificateAuthority: "Q0E=",
+		ServiceCIDR: "10.100.0.0/16",
+		Labels:      map[string]string{"b": "2", "a": "1"},
+		Taints: []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "team", Value: "ml", Effect: corev1.TaintEffectNoExecute}},
+		Kubelet: &apisv1.KubeletConfiguration{MaxPods: &mp, KubeReserved: map[string]string{"cpu": "100m"}}}
+}
+
+// Each family's user data is read back by its parser into exactly what was rendered.
+func TestRenderParseRoundTrip(t *testing.T) {
+	for _, family := range []string{apisv1.AMIFamilyAL2023, apisv1.AMIFamilyBottlerocket, apisv1.AMIFamilyAL2} {
+		s := spec(family)
+		data, err := Render(s)
+		if err != nil {
+			t.Fatalf("%s: %v", family, err)
+		}
+		n, err := Parse(family, data)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", family, err, data)
+		}
+		if n.ClusterName != "prod" || !reflect.DeepEqual(n.Labels, s.Labels) || !reflect.DeepEqual(n.Taints, s.Taints) {
+			t.Errorf("%s: parsed %+v\n%s", family, n, data)
+		}
+		if n.Kubelet == nil || *n.Kubelet.MaxPods != 58 {
+			t.Errorf("%s: kubelet %+v", family, n.Kubelet)
+		}
+		again, _ := Render(s)
+		if again != data {
+			t.Errorf("%s: rendering is not deterministic", family)
+		}
+	}
+}
+
+func TestAL2023Shape(t *testing.T) {
+	data, err := Render(spec(apisv1.AMIFamilyAL2023))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The nodeadm documentation's MIME layout and NodeConfig fields.
+	for _, want := range []string{"MIME-Version: 1.0", `Content-Type: multipart/mixed; boundary="//dovetail//"`,
+		"Content-Type: application/node.eks.aws", "kind: NodeConfig", "cidr: 10.100.0.0/16", "certificateAuthority: Q0E=",
+		"- --node-labels=a=1,b=2", "- --register-with-taints=gpu:NoSchedule,team=ml:NoExecute", "maxPods: 58"} {
+		if !strings.Contains(data, want) {
+			t.Errorf("lacks %q:\n%s", want, data)
+		}
+	}
+}
+
+// A NodeClass's own user data comes first, as its own part (AL2023) or merged TOML (Bottlerocket,
+// where Dovetail's cluster settings win).
+func TestCustomUserDataMerged(t *testing.T) {
+	s := spec(apisv1.AMIFamilyAL2023)
+	s.Custom = "#!/bin/bash\necho hello\n"
+	data, err := Render(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i, j := strings.Index(data, "echo hello"), strings.Index(data, "kind: NodeConfig"); i < 0 || j < i {
+		t.Errorf("custom script missing or after the NodeConfig:\n%s", data)
+	}
+	b := spec(apisv1.AMIFamilyBottlerocket)
+	b.Custom = "[settings.kubernetes]\ncluster-name = 'wrong'\n[settings.host-containers.admin]\nenabled = true\n"
+	data, err = Render(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Parse(apisv1.AMIFamilyBottlerocket, data)
+	if err != nil || n.ClusterName != "prod" || !strings.Contains(data, "[settings.host-containers.admin]") {
+		t.Errorf("merged settings (err %v, cluster %q):\n%s", err, n.ClusterName, data)
+	}
+	b.Custom = "not = toml = at all"
+	if _, err := Render(b); err == nil || !strings.Contains(err.Error(), "spec.userData") {
+		t.Errorf("bad TOML: err %v, want one naming spec.userData", err)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	if _, err := Render(Spec{Family: apisv1.AMIFamilyWindows2022}); err == nil {
+		t.Error("windows user data must be refused")
+	}
+	if _, err := Render(Spec{Family: apisv1.AMIFamilyAL2023, ClusterName: "x"}); err == nil || !strings.Contains(err.Error(), "endpoint") {
+		t.Errorf("missing endpoint: %v", err)
+	}
+	if _, err := ParseTaint("k=v:Sometimes"); err == nil {
+		t.Error("bad effect accepted")
+	}
+	if _, err := Parse(apisv1.AMIFamilyAL2023, "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec: {}\n"); err == nil {
+		t.Error("a NodeConfig without a cluster name cannot join")
+	}
+	if got, _ := Render(Spec{Family: apisv1.AMIFamilyCustom, Custom: "raw"}); got != "raw" {
+		t.Errorf("custom user data changed: %q", got)
+	}
+}
