@@ -271,7 +271,7 @@ func (e *engine) single(under []*Candidate) *Decision {
 
 // search is Dovetail's multi-node search. Candidates are ranked by estimated saving per unit
 // of disruption cost (price × unrequested share of the node, over 1 + disruption cost), the
-// first MaxCandidates kept. A greedy pass adds each candidate to the set when the set still
+// first MaxCandidates kept. A greedy pass adds candidates (one, or a galloping run of them) to the set when the set still
 // consolidates (any number of cheaper replacements, PDBs and budgets holding) and saves more
 // than before; a pruning pass then drops members whose removal saves more (a member that forced
 // a costly replacement). Unlike the prefix rule, a candidate that cannot go does not stop the
@@ -298,29 +298,48 @@ func (e *engine) search(under []*Candidate) *Decision {
 	for k, v := range e.budget {
 		left[k] = v
 	}
+	// Galloping: after each accepted step the next step tries twice as many candidates at
+	// once, after a refused step half as many; a single refused candidate is skipped. Long runs
+	// of consolidatable nodes then cost O(log n) simulations instead of n.
 	var set []*Candidate
 	var best *Decision
 	var last string
-	for _, x := range rs {
-		if e.exhausted() {
+	for i, step := 0, 1; i < len(rs) && !e.exhausted(); {
+		var add []*Candidate
+		used := map[string]int{}
+		j := i
+		for ; j < len(rs) && len(add) < step; j++ {
+			c := rs[j].c
+			if left[c.Pool.Name]-used[c.Pool.Name] > 0 {
+				add = append(add, c)
+				used[c.Pool.Name]++
+			}
+		}
+		if len(add) == 0 {
 			break
 		}
-		c := x.c
-		if left[c.Pool.Name] <= 0 {
-			continue
-		}
-		try := append(append([]*Candidate(nil), set...), c)
+		try := append(append([]*Candidate(nil), set...), add...)
 		d, why := e.s.evaluate(try, -1, StrategySearch)
-		if d == nil {
-			last = why
-			continue
-		}
-		if best == nil || d.Savings > best.Savings+savingsEpsilon {
+		switch {
+		case d != nil && (best == nil || d.Savings > best.Savings+savingsEpsilon):
 			set, best = try, d
-			left[c.Pool.Name]--
+			for p, k := range used {
+				left[p] -= k
+			}
+			i, step = j, step*2
+		case step > 1:
+			step /= 2
+		default:
+			if d == nil {
+				last = why
+			}
+			i = j
 		}
 	}
-	for i := len(set) - 1; i >= 0 && len(set) > 1 && !e.exhausted(); i-- {
+	// Pruning looks at the last members added (the lowest-ranked), at most maxPrune of them:
+	// each try re-simulates the whole set.
+	const maxPrune = 4
+	for i := len(set) - 1; i >= 0 && i >= len(set)-maxPrune && len(set) > 1 && !e.exhausted(); i-- {
 		try := append(append([]*Candidate(nil), set[:i]...), set[i+1:]...)
 		if d, _ := e.s.evaluate(try, -1, StrategySearch); d != nil && d.Savings > best.Savings+savingsEpsilon {
 			set, best = try, d

@@ -26,10 +26,10 @@ var (
 
 type csCluster struct {
 	snap *events.Snapshot
-	t    testing.TB
+	t    csTB
 }
 
-func csNewCluster(t testing.TB, now time.Time) *csCluster {
+func csNewCluster(t csTB, now time.Time) *csCluster {
 	return &csCluster{t: t, snap: &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: "test", Revision: 7, Time: metav1.NewTime(now)}}
 }
 
@@ -55,11 +55,14 @@ func (c *csCluster) pool(name string, reqs ...apisv1.NodeSelectorRequirementWith
 
 // node adds a Ready, initialized node of the pool with its NodeClaim, created an hour ago.
 func (c *csCluster) node(name, pool, instanceType, capacityType string) *corev1.Node {
+	return c.nodeIn(name, pool, instanceType, capacityType, "us-east-1a")
+}
+
+func (c *csCluster) nodeIn(name, pool, instanceType, capacityType, zone string) *corev1.Node {
 	it := csCat.Get(instanceType)
 	if it == nil {
 		c.t.Fatalf("no instance type %s", instanceType)
 	}
-	zone := "us-east-1a"
 	pid := "aws:///" + zone + "/i-" + name
 	labels := map[string]string{}
 	for k, v := range it.Labels {
@@ -129,7 +132,7 @@ func (c *csCluster) state() *State {
 func csPtr[T any](v T) *T { return &v }
 
 // price is the catalog's price of an offering in us-east-1a (USD per hour).
-func csPrice(t testing.TB, it, ct string) float64 {
+func csPrice(t csTB, it, ct string) float64 {
 	p, ok := offeringPrice(csCat, it, "us-east-1a", ct)
 	if !ok {
 		t.Fatalf("no price for %s %s", it, ct)
@@ -149,3 +152,12 @@ func csM5OnDemand() []apisv1.NodeSelectorRequirementWithMinValues {
 		csReq(apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, apisv1.CapacityTypeOnDemand),
 	}
 }
+
+// csTB is what fixtures need of *testing.T, *testing.B and *rapid.T.
+type csTB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+var _ csTB = (testing.TB)(nil)

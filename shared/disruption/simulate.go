@@ -68,6 +68,7 @@ func (s *State) Simulate(remove map[string]bool, pods []*corev1.Pod) (*provision
 			least.Memory = r.Memory
 		}
 	}
+	passed := map[*apisv1.NodeClaim]bool{}
 	for _, n := range s.Nodes {
 		if remove[n.Name()] {
 			continue
@@ -79,12 +80,16 @@ func (s *State) Simulate(remove map[string]bool, pods []*corev1.Pod) (*provision
 		}
 		in.Nodes = append(in.Nodes, n.view)
 		in.BoundPods = append(in.BoundPods, n.viewPods...)
-	}
-	for _, nc := range s.claims {
-		if remove[nc.Status.NodeName] {
-			continue
+		if n.Claim != nil {
+			passed[n.Claim] = true
 		}
-		in.NodeClaims = append(in.NodeClaims, nc)
+	}
+	// A NodeClaim whose node is left out would look in flight to the solver (capacity counted
+	// twice): pass only the NodeClaims of passed nodes and those with no node at all.
+	for _, nc := range s.claims {
+		if passed[nc] || !s.registered[nc] {
+			in.NodeClaims = append(in.NodeClaims, nc)
+		}
 	}
 	s.sims.Add(1)
 	return provisioning.Solve(in)

@@ -84,6 +84,7 @@ type State struct {
 	anyAnti    bool
 	poolLimits bool
 	base       *simInputs
+	registered map[*apisv1.NodeClaim]bool // NodeClaims whose node is in the snapshot
 	// sims counts simulations (for reports and benchmarks).
 	sims atomic.Int64
 }
@@ -101,7 +102,7 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog) (*State, error) {
 		return nil, fmt.Errorf("catalog: required")
 	}
 	s := &State{Snapshot: snap, Catalog: cat, Now: snap.Time.Time, Pools: map[string]*apisv1.NodePool{},
-		byName: map[string]*Node{}, Counts: CountPoolNodes(snap)}
+		byName: map[string]*Node{}, Counts: CountPoolNodes(snap), registered: map[*apisv1.NodeClaim]bool{}}
 	for i := range snap.NodePools {
 		np := &snap.NodePools[i]
 		s.Pools[np.Name] = np
@@ -119,6 +120,9 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog) (*State, error) {
 		node := &Node{Node: n, Claim: nc, Initialized: Initialized(n, nc), Disrupting: MarkedForDeletion(n, nc),
 			Allocatable: scheduling.FromList(n.Status.Allocatable)}
 		node.TaintValue, _ = disruptedTaint(n)
+		if nc != nil {
+			s.registered[nc] = true
+		}
 		if p := n.Labels[apisv1.LabelNodePool]; p != "" {
 			node.Pool = s.Pools[p]
 		}
