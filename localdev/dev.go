@@ -24,7 +24,9 @@ import (
 	"github.com/dovetail-dev/dovetail/functions/provision"
 	seed "github.com/dovetail-dev/dovetail/localdev/manifests"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
@@ -53,6 +55,10 @@ type Options struct {
 	ControlPlane string
 	// RealControlPlane configures the real control plane (binaries, working directory).
 	RealControlPlane realcluster.Options
+	// CloudProvider is CloudFake (default) or CloudAWS: the provider the provision function uses.
+	CloudProvider string
+	// AWSEndpoint is the EC2/SSM endpoint of CloudAWS; empty starts the fake cloud's own on loopback.
+	AWSEndpoint string
 
 	// Test hooks: wrap what the provision function publishes with, and how it handles messages
 	// (to inject a crash between launch and command, or a duplicate delivery).
@@ -100,6 +106,11 @@ type Env struct {
 	ControlPlane *realcluster.ControlPlane
 	// Agent is the running agent.
 	Agent *agent.Agent
+	// Provider is what the provision function launches through: Cloud itself, or the AWS provider
+	// against EC2API (Options.CloudProvider).
+	Provider cloud.Provider
+	// EC2API is the fake cloud's in-process EC2/SSM endpoint (CloudAWS without an AWSEndpoint).
+	EC2API *ec2api.Server
 
 	blobs events.BlobStore
 	stop  func()
@@ -121,7 +132,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := env.WaitAllBound(ctx); err != nil {
 		return nil, err
 	}
-	s, err := Summarize(context.Background(), env.Cluster, env.Cloud, o.Cluster, env.Catalog, env.Set)
+	s, err := Summarize(context.Background(), env.Cluster, env.Provider, o.Cluster, env.Catalog, env.Set)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +218,9 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	env.Cloud = fake.New(fake.Options{Catalog: cat, Cluster: o.Cluster, BootDelay: o.BootDelay,
 		Registrar: &registrar{kube: env.Cluster.Kube, progress: env.Progress}, Logger: o.Log})
 	env.goRun(func() error { env.Cloud.Run(ctx, 100*time.Millisecond); return nil })
+	if env.Provider, err = env.provider(ctx); err != nil {
+		return nil, err
+	}
 
 	nc, err := dnats.Connect(url, "dovetail-dev")
 	if err != nil {
@@ -232,7 +246,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if o.wrapPublisher != nil {
 		fnPub = o.wrapPublisher(pub)
 	}
-	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, Provider: env.Cloud, Publisher: fnPub,
+	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, Provider: env.Provider, Publisher: fnPub,
 		Codec: events.Codec{Blobs: env.blobs}, Log: o.Log, OnDecision: env.Progress.Decision}
 	cons, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: provision.Component,
 		Subject: queue.EventsSubject(o.Cluster), Logger: o.Log})

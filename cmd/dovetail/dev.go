@@ -38,6 +38,10 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 	cmd.Flags().DurationVar(&o.BootDelay, "boot-delay", 3*time.Second, "how long a fake instance takes to join as a Ready node")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up if not every pod is bound by then (default 2m; 5m with --control-plane real, which starts a control plane first)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component to stderr")
+	cmd.Flags().StringVar(&o.CloudProvider, "cloud", localdev.CloudFake,
+		"cloud provider of the provision function: fake (the fake cloud's Go interface) or aws (aws-sdk-go-v2 against an EC2/SSM endpoint)")
+	cmd.Flags().StringVar(&o.AWSEndpoint, "aws-endpoint", "",
+		"EC2/SSM endpoint URL for --cloud aws (default: the fake cloud's own, started on 127.0.0.1)")
 	addScenarioFlag(cmd)
 	return cmd
 }

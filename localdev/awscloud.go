@@ -1,0 +1,105 @@
+package localdev
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
+)
+
+// Cloud providers the provision function can use in local dev mode.
+const (
+	// CloudFake calls the fake cloud through its Go interface (the default).
+	CloudFake = "fake"
+	// CloudAWS uses the real AWS provider (aws-sdk-go-v2 EC2 and SSM clients) against an EC2/SSM
+	// endpoint: Options.AWSEndpoint, or the fake cloud's own EC2 Query / SSM JSON face
+	// (shared/cloud/fake/ec2api) started in-process on loopback when no endpoint is given.
+	CloudAWS = "aws"
+)
+
+// localClusterEndpoint and localClusterCA are what local nodes are told to join: the fake's
+// kubelets only read the cluster name, so these are placeholders, never contacted.
+const localClusterEndpoint = "https://kubernetes.default.svc"
+
+var localClusterCA = base64.StdEncoding.EncodeToString([]byte("dovetail dev: placeholder cluster CA"))
+
+// provider returns the cloud.Provider the provision function launches through.
+func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
+	switch e.Options.CloudProvider {
+	case "", CloudFake:
+		if e.Options.AWSEndpoint != "" {
+			return nil, fmt.Errorf("--aws-endpoint %s: needs --cloud %s", e.Options.AWSEndpoint, CloudAWS)
+		}
+		return e.Cloud, nil
+	case CloudAWS:
+	default:
+		return nil, fmt.Errorf("--cloud %q: want %s or %s", e.Options.CloudProvider, CloudFake, CloudAWS)
+	}
+	endpoint := e.Options.AWSEndpoint
+	if endpoint == "" {
+		srv, err := ec2api.New(ec2api.Options{Cloud: e.Cloud, DiscoveryTags: discoveryTags(e), Log: e.Options.Log})
+		if err != nil {
+			return nil, err
+		}
+		url, stop, err := srv.ListenLoopback()
+		if err != nil {
+			return nil, fmt.Errorf("starting the EC2/SSM endpoint: %w", err)
+		}
+		prev := e.stop
+		e.stop = func() { prev(); stop() }
+		e.EC2API, endpoint = srv, url
+		e.Progress.Printf("EC2/SSM endpoint of the fake cloud at %s (aws provider)", url)
+	} else {
+		e.Progress.Printf("aws provider against the EC2/SSM endpoint %s", endpoint)
+	}
+	cfg, err := dvaws.NewConfig(ctx, dvaws.ConfigOptions{Endpoint: endpoint, Region: e.Catalog.Region})
+	if err != nil {
+		return nil, err
+	}
+	ec2c, ssmc := dvaws.Clients(cfg)
+	return dvaws.New(dvaws.Options{Cluster: e.Options.Cluster, ClusterEndpoint: localClusterEndpoint, ClusterCA: localClusterCA,
+		KubernetesVersion: majorMinor(fake.DefaultKubeletVersion), Catalog: e.Catalog, EC2: ec2c, SSM: ssmc})
+}
+
+// discoveryTags are the tags the fake VPC's subnets and security group carry so that the
+// scenario's EC2NodeClass selector terms find them: every key=value of their tag selectors
+// (wildcard "*" values excepted), the first value in sorted order where two terms disagree.
+func discoveryTags(e *Env) map[string]string {
+	values := map[string][]string{}
+	add := func(tags map[string]string) {
+		for k, v := range tags {
+			if v != "*" {
+				values[k] = append(values[k], v)
+			}
+		}
+	}
+	for _, nc := range e.Set.NodeClasses {
+		for _, t := range nc.Spec.SubnetSelectorTerms {
+			add(t.Tags)
+		}
+		for _, t := range nc.Spec.SecurityGroupSelectorTerms {
+			add(t.Tags)
+		}
+	}
+	out := map[string]string{"karpenter.sh/discovery": e.Options.Cluster}
+	for k, vs := range values {
+		sort.Strings(vs)
+		out[k] = vs[0]
+	}
+	return out
+}
+
+// majorMinor turns "v1.37.2" into "1.37".
+func majorMinor(v string) string {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
+}
