@@ -1,0 +1,249 @@
+// Package consolidate is the consolidation function: a cluster snapshot in; replacement
+// instances launched and taint, drain and delete commands out, so the cluster keeps its pods on
+// fewer or cheaper nodes. It keeps no state between messages: a consolidation in progress is
+// recorded in the cluster (the karpenter.sh/disrupted taint value on its candidates and an
+// annotation on its replacement NodeClaims), and every snapshot moves it one step on
+// (see shared/disruption).
+package consolidate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/launch"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+)
+
+// Component is the function's name in event sources and consumer names.
+const Component = "consolidate"
+
+// Handler handles one message. Its fields are its dependencies; it holds no state.
+type Handler struct {
+	Cluster   string
+	Catalog   *catalog.Catalog
+	Provider  cloud.Provider
+	Publisher queue.Publisher
+	Codec     events.Codec
+	Log       *slog.Logger
+	Options   disruption.Options
+	// Latest, when set, returns the freshest snapshot available (local dev: the agent's
+	// snapshot builder; a deployment: the last snapshot event on the stream). A new decision
+	// made on the message's snapshot is re-validated against it (disruption.Validate) before
+	// anything is launched, and its commands carry its revision. Nil: the decision is made and
+	// validated on the message's snapshot, and the irreversible steps (drain, terminate) are
+	// validated again on later snapshots in any case.
+	Latest func(ctx context.Context) (*events.Snapshot, error)
+	// OnOutcome, when set, receives what every message led to (local dev prints it).
+	OnOutcome func(Outcome)
+}
+
+// Outcome is what one message led to, for logs, audit and local dev.
+type Outcome struct {
+	Revision int64
+	// Decision is a new consolidation started by this message (nil when none).
+	Decision *disruption.Decision
+	Report   *disruption.Report
+	// Launched are the replacement NodeClaims launched for Decision.
+	Launched []*apisv1.NodeClaim
+	// Progress are the consolidations in flight found on the snapshot and what was done.
+	Progress []*disruption.Progress
+	// Terminated are the provider IDs of the instances terminated.
+	Terminated []string
+	// Abandoned says why a decision was not carried out ("" otherwise).
+	Abandoned string
+}
+
+// Handle processes a snapshot event. It returns an error wrapping queue.ErrPoison for a
+// malformed event or another cluster's (dead-lettered with the reason), another error for a
+// transient failure (redelivered: every effect is idempotent), nil otherwise. Pods-pending
+// events are acknowledged and ignored: while pods are pending, capacity is being added, not
+// consolidated.
+func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
+	env, err := events.Decode(msg.Data)
+	if err != nil {
+		return poison(err)
+	}
+	switch env.Type {
+	case events.TypeSnapshot:
+	case events.TypePodsPending:
+		return nil
+	default:
+		return fmt.Errorf("%w: type: %q is not handled by the consolidate function", queue.ErrPoison, env.Type)
+	}
+	snap, err := h.Codec.Snapshot(ctx, env)
+	if err != nil {
+		if errors.Is(err, events.ErrMalformed) || errors.Is(err, events.ErrUnsupportedVersion) {
+			return poison(err)
+		}
+		return err
+	}
+	if snap.Cluster != h.Cluster {
+		return fmt.Errorf("%w: snapshot.cluster: %q is not this function's cluster %q", queue.ErrPoison, snap.Cluster, h.Cluster)
+	}
+	out, err := h.Process(ctx, snap)
+	if h.OnOutcome != nil {
+		h.OnOutcome(out)
+	}
+	return err
+}
+
+// Process moves consolidations in flight one step on, or, when none is in flight, decides a
+// new one, launches its replacements and taints its candidates.
+func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, error) {
+	out := Outcome{Revision: snap.Revision}
+	st, err := disruption.NewState(snap, h.Catalog)
+	if err != nil {
+		return out, fmt.Errorf("%w: %w", queue.ErrPoison, err)
+	}
+	if out.Progress = disruption.InFlight(st); len(out.Progress) > 0 {
+		return out, h.advance(ctx, snap, &out)
+	}
+	d, rep := disruption.Consolidate(st, h.Options)
+	out.Decision, out.Report = d, rep
+	if d == nil {
+		h.log().Info("consolidation: nothing to do", "revision", snap.Revision, "candidates", rep.Candidates, "tried", strings.Join(rep.Tried, "; "))
+		return out, nil
+	}
+	rev := snap.Revision
+	if h.Latest != nil {
+		fresh, err := h.Latest(ctx)
+		if err != nil {
+			return out, fmt.Errorf("fetching a fresh snapshot to validate consolidation %s: %w", d.ID, err)
+		}
+		if fresh != nil && fresh.Revision != snap.Revision {
+			fs, err := disruption.NewState(fresh, h.Catalog)
+			if err != nil {
+				return out, err
+			}
+			if p := disruption.InFlight(fs); len(p) > 0 {
+				out.Abandoned = "another consolidation is in flight on the fresh snapshot"
+				return out, nil
+			}
+			nd, err := disruption.Validate(d, fs)
+			if err != nil {
+				out.Abandoned = fmt.Sprintf("not valid on revision %d: %v", fresh.Revision, err)
+				h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
+				return out, nil
+			}
+			d, rev, out.Decision = nd, fresh.Revision, nd
+		}
+	}
+	return out, h.execute(ctx, snap, d, rev, &out)
+}
+
+// execute launches the replacements (first: nothing is disrupted until they exist), records
+// them, then taints the candidates.
+func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, d *disruption.Decision, rev int64, out *Outcome) error {
+	l := &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog}
+	ld := launch.Decision{Revision: rev, Time: snap.Time.Time}
+	classes := map[string]*apisv1.EC2NodeClass{}
+	for i := range snap.NodeClasses {
+		classes[snap.NodeClasses[i].Name] = &snap.NodeClasses[i]
+	}
+	for _, plan := range d.Replacements {
+		var class *apisv1.EC2NodeClass
+		if plan.NodeClassRef != nil {
+			class = classes[plan.NodeClassRef.Name]
+		}
+		res := l.Launch(ctx, ld, plan, class)
+		if len(res.Unavailable) > 0 {
+			if err := h.publish(ctx, snap, events.Command{
+				ID:   events.CommandID(h.Cluster, "consolidate-unavailable", d.ID, fmt.Sprint(rev)),
+				Kind: events.CommandMarkUnavailable, Cluster: h.Cluster, SnapshotRevision: rev,
+				Unavailable: res.Unavailable, Reason: "insufficient capacity for a consolidation replacement",
+			}); err != nil {
+				return err
+			}
+		}
+		if res.Err != nil {
+			if cloud.IsInsufficientCapacity(res.Err) {
+				// Nothing is tainted yet: the candidates keep running; replacements already
+				// launched are ordinary capacity once the lock (disruption.ReplacementLock) ends.
+				out.Abandoned = res.Err.Error()
+				h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
+				return nil
+			}
+			return res.Err
+		}
+		nc := res.NodeClaim
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		nc.Annotations[disruption.AnnotationDecision] = d.ID
+		nc.Annotations[disruption.AnnotationReplaces] = strings.Join(d.NodeNames(), ",")
+		if err := h.publish(ctx, snap, events.Command{
+			ID: events.CommandID(h.Cluster, "create", nc.Name), Kind: events.CommandCreateNodeClaim,
+			Cluster: h.Cluster, SnapshotRevision: rev, NodeClaim: nc,
+			Reason: fmt.Sprintf("consolidation %s replaces %s", d.ID, strings.Join(d.NodeNames(), ",")),
+		}); err != nil {
+			return err
+		}
+		out.Launched = append(out.Launched, nc)
+	}
+	for _, c := range d.TaintCommands(h.Cluster, rev) {
+		if err := h.publish(ctx, snap, c); err != nil {
+			return err
+		}
+	}
+	h.log().Info("consolidation decided", "decision", d.ID, "revision", rev, "summary", d.String(), "why", d.Why)
+	return nil
+}
+
+// advance carries each consolidation in flight one step on: drained candidates have their
+// instance terminated (only instances tagged for this cluster can be) and then their Node and
+// NodeClaim deleted; candidates whose drain is validated are drained.
+func (h *Handler) advance(ctx context.Context, snap *events.Snapshot, out *Outcome) error {
+	for _, p := range out.Progress {
+		sort.Slice(p.Finish, func(i, j int) bool { return p.Finish[i].Name() < p.Finish[j].Name() })
+		for _, n := range p.Finish {
+			if pid := n.ProviderID(); pid != "" {
+				if err := h.Provider.Delete(ctx, pid); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+					return fmt.Errorf("terminating %s of node %s: %w", pid, n.Name(), err)
+				}
+				out.Terminated = append(out.Terminated, pid)
+			}
+			for _, c := range disruption.FinishCommands(h.Cluster, p.ID, n, snap.Revision) {
+				if err := h.publish(ctx, snap, c); err != nil {
+					return err
+				}
+			}
+		}
+		for _, c := range p.DrainCommands(h.Cluster, snap.Revision) {
+			if err := h.publish(ctx, snap, c); err != nil {
+				return err
+			}
+		}
+		h.log().Info("consolidation in flight", "decision", p.ID, "candidates", len(p.Candidates), "drain", len(p.Drain),
+			"finished", len(p.Finish), "waiting", p.Waiting)
+	}
+	return nil
+}
+
+func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {
+	data, err := h.Codec.NewEvent(ctx, h.Cluster, Component, events.TypeCommand, c.ID, &c, events.WithTime(snap.Time.Time))
+	if err != nil {
+		return fmt.Errorf("encoding command %s: %w", c.ID, err)
+	}
+	if err := h.Publisher.Publish(ctx, queue.CommandsSubject(h.Cluster), c.ID, data); err != nil {
+		return fmt.Errorf("publishing command %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return slog.Default()
+}
+
+func poison(err error) error { return fmt.Errorf("%w: %w", queue.ErrPoison, err) }

@@ -1,0 +1,257 @@
+package consolidate
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+)
+
+// The function runs against real parts: an embedded NATS JetStream server carries its commands,
+// the fake cloud (in-memory, over the real catalog) launches and terminates instances.
+
+const cluster = "test"
+
+var now = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	t     *testing.T
+	h     *Handler
+	cloud *fake.Cloud
+	cons  jetstream.Consumer
+}
+
+func newEnv(t *testing.T) *env {
+	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := dnats.Connect(url, t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx := context.Background()
+	stream, err := dnats.EnsureStream(ctx, nc, dnats.StreamConfig{Cluster: cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := dnats.NewPublisher(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "reader", FilterSubject: queue.CommandsSubject(cluster), AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fake.New(fake.Options{Catalog: catalog.MustAWS(), Cluster: cluster, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h := &Handler{Cluster: cluster, Catalog: catalog.MustAWS(), Provider: c, Publisher: pub,
+		Codec: events.Codec{Blobs: &events.MemoryBlobStore{}}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return &env{t: t, h: h, cloud: c, cons: cons}
+}
+
+// commands reads the commands published since the last call.
+func (e *env) commands() []events.Command {
+	e.t.Helper()
+	var out []events.Command
+	for {
+		batch, err := e.cons.Fetch(100, jetstream.FetchMaxWait(300*time.Millisecond))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			env, err := events.Decode(m.Data())
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			c, err := e.h.Codec.Command(context.Background(), env)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			out = append(out, *c)
+			_ = m.Ack()
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+func (e *env) handle(s *events.Snapshot) Outcome {
+	e.t.Helper()
+	data, err := e.h.Codec.NewEvent(context.Background(), cluster, "agent", events.TypeSnapshot, "snap-"+time.Now().String(), s)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out Outcome
+	e.h.OnOutcome = func(o Outcome) { out = o }
+	if err := e.h.Handle(context.Background(), queue.Message{Data: data, Attempt: 1}); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func pool() apisv1.NodePool {
+	after := apisv1.MustParseNillableDuration("0s")
+	np := apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "np"}}
+	np.Spec.Template.Spec.Requirements = []apisv1.NodeSelectorRequirementWithMinValues{
+		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
+		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelInstanceFamily, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5"}}},
+		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+	}
+	np.Spec.Disruption = apisv1.Disruption{ConsolidationPolicy: apisv1.ConsolidationPolicyWhenEmptyOrUnderutilized, ConsolidateAfter: &after, Budgets: []apisv1.Budget{{Nodes: "10%"}}}
+	return np
+}
+
+func node(name, it, pid string) (corev1.Node, apisv1.NodeClaim) {
+	t := catalog.MustAWS().Get(it)
+	labels := map[string]string{apisv1.LabelNodePool: "default", corev1.LabelInstanceTypeStable: it, corev1.LabelTopologyZone: "us-east-1a",
+		apisv1.LabelCapacityType: "on-demand", corev1.LabelHostname: name}
+	for k, v := range t.Labels {
+		labels[k] = v
+	}
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
+		Spec: corev1.NodeSpec{ProviderID: pid},
+		Status: corev1.NodeStatus{Allocatable: t.Allocatable(), Capacity: t.Capacity,
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	nc := apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-" + name, UID: types.UID("uid-" + name), Labels: map[string]string{apisv1.LabelNodePool: "default"}},
+		Status: apisv1.NodeClaimStatus{NodeName: name, ProviderID: pid}}
+	return n, nc
+}
+
+func pod(name, nodeName string) corev1.Pod {
+	ctrl := true
+	st := metav1.NewTime(now.Add(-time.Hour))
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", CreationTimestamp: st,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "rs", Controller: &ctrl}}},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &st}}
+}
+
+// TestReplaceThenDrainThenTerminate walks one consolidation through three snapshots: an
+// m5.2xlarge (0.384 $/h) holding 2 × 500m is replaced by an m5.large (0.096 $/h, 1930m
+// allocatable): launch + record + taint; then, the replacement Ready, drain; then, the node
+// empty, terminate the instance and delete the Node and NodeClaim.
+func TestReplaceThenDrainThenTerminate(t *testing.T) {
+	e := newEnv(t)
+	const oldID = "i-0123456789abcdef0"
+	if err := e.cloud.AddInstance(cloud.Instance{ID: oldID, Zone: "us-east-1a", InstanceType: "m5.2xlarge", CapacityType: "on-demand",
+		Tags: map[string]string{apisv1.TagCluster: cluster}}); err != nil {
+		t.Fatal(err)
+	}
+	oldPID := cloud.AWSProviderID("us-east-1a", oldID)
+	n, nc := node("old", "m5.2xlarge", oldPID)
+	snap := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: 10, Time: metav1.NewTime(now),
+		NodePools: []apisv1.NodePool{pool()}, Nodes: []corev1.Node{n}, NodeClaims: []apisv1.NodeClaim{nc},
+		Pods: []corev1.Pod{pod("p1", "old"), pod("p2", "old")}}
+
+	// 1. Decide: launch the replacement, record it, taint the node.
+	out := e.handle(snap)
+	if out.Decision == nil || len(out.Launched) != 1 {
+		t.Fatalf("outcome %+v (report %+v)", out, out.Report)
+	}
+	if got := out.Launched[0].Labels[corev1.LabelInstanceTypeStable]; got != "m5.large" {
+		t.Errorf("replacement is %s, want m5.large", got)
+	}
+	cmds := e.commands()
+	if len(cmds) != 2 || cmds[0].Kind != events.CommandCreateNodeClaim || cmds[1].Kind != events.CommandTaintNode {
+		t.Fatalf("commands %v, want CreateNodeClaim then TaintNode", kinds(cmds))
+	}
+	repl := *cmds[0].NodeClaim
+	if repl.Annotations[disruption.AnnotationDecision] != out.Decision.ID || repl.Annotations[disruption.AnnotationReplaces] != "old" {
+		t.Errorf("replacement annotations %v", repl.Annotations)
+	}
+	taint := cmds[1].Taint
+	if cmds[1].NodeName != "old" || taint.Key != apisv1.TaintKeyDisrupted || taint.Effect != corev1.TaintEffectNoSchedule || cmds[1].SnapshotRevision != 10 {
+		t.Errorf("taint command %+v", cmds[1])
+	}
+
+	// 2. The taint landed and the replacement registered Ready: drain.
+	snap.Revision, snap.Time = 11, metav1.NewTime(now.Add(time.Minute))
+	snap.Nodes[0].Spec.Taints = []corev1.Taint{*taint}
+	rn, _ := node("new", "m5.large", repl.Status.ProviderID)
+	repl.Status.NodeName = "new"
+	snap.Nodes = append(snap.Nodes, rn)
+	snap.NodeClaims = append(snap.NodeClaims, repl)
+	out = e.handle(snap)
+	if cmds = e.commands(); len(cmds) != 1 || cmds[0].Kind != events.CommandDrainNode || cmds[0].NodeName != "old" || cmds[0].SnapshotRevision != 11 {
+		t.Fatalf("commands %v (progress %+v), want DrainNode old", kinds(cmds), out.Progress[0])
+	}
+
+	// 3. Drained (the pods were recreated on the replacement): terminate, delete.
+	snap.Revision, snap.Time = 12, metav1.NewTime(now.Add(2*time.Minute))
+	for i := range snap.Pods {
+		snap.Pods[i].Spec.NodeName = "new"
+	}
+	out = e.handle(snap)
+	cmds = e.commands()
+	if len(cmds) != 2 || cmds[0].Kind != events.CommandDeleteNode || cmds[1].Kind != events.CommandDeleteNodeClaim || cmds[1].NodeClaim.Name != "nc-old" {
+		t.Fatalf("commands %v, want DeleteNode, DeleteNodeClaim", kinds(cmds))
+	}
+	inst, err := e.cloud.Get(context.Background(), oldPID)
+	if err != nil || (inst.State != cloud.StateShuttingDown && inst.State != cloud.StateTerminated) {
+		t.Errorf("old instance %+v (%v), want terminating", inst, err)
+	}
+	if len(out.Terminated) != 1 || out.Terminated[0] != oldPID {
+		t.Errorf("terminated %v", out.Terminated)
+	}
+}
+
+// TestDrainWaitsForReplacement: tainted, but the replacement has not registered: no drain.
+func TestDrainWaitsForReplacement(t *testing.T) {
+	e := newEnv(t)
+	n, nc := node("old", "m5.2xlarge", "aws:///us-east-1a/i-0123456789abcdef0")
+	n.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValuePrefix + "abc.1", Effect: corev1.TaintEffectNoSchedule}}
+	snap := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: 3, Time: metav1.NewTime(now),
+		NodePools: []apisv1.NodePool{pool()}, Nodes: []corev1.Node{n}, NodeClaims: []apisv1.NodeClaim{nc}, Pods: []corev1.Pod{pod("p1", "old")}}
+	out := e.handle(snap)
+	if cmds := e.commands(); len(cmds) != 0 {
+		t.Fatalf("commands %v, want none", kinds(cmds))
+	}
+	if len(out.Progress) != 1 || !strings.Contains(out.Progress[0].Waiting, "0 of 1 replacement") {
+		t.Errorf("progress %+v", out.Progress)
+	}
+}
+
+func TestPoison(t *testing.T) {
+	e := newEnv(t)
+	err := e.h.Handle(context.Background(), queue.Message{Data: []byte("{not json")})
+	if !errors.Is(err, queue.ErrPoison) {
+		t.Errorf("malformed message: %v, want ErrPoison", err)
+	}
+	other := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: "other", Revision: 1, Time: metav1.NewTime(now)}
+	data, _ := e.h.Codec.NewEvent(context.Background(), "other", "agent", events.TypeSnapshot, "x", other)
+	if err := e.h.Handle(context.Background(), queue.Message{Data: data}); !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "snapshot.cluster") {
+		t.Errorf("other cluster's snapshot: %v", err)
+	}
+}
+
+func kinds(cs []events.Command) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = string(c.Kind) + ":" + c.NodeName
+	}
+	return out
+}
