@@ -223,6 +223,11 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 		}
 		id := fi.InstanceIds[0]
 		inst, err := p.describe(ctx, id)
+		if errors.Is(err, cloud.ErrNotFound) {
+			// EC2 is eventually consistent: a just-launched instance may not be described yet.
+			// The fleet's answer says enough to record it; its state is pending by definition.
+			return p.fromFleet(req, ct, id, fi, zoneOf), nil, nil
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("CreateFleet launched %s: %w", id, err)
 		}
@@ -263,6 +268,27 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 		return nil, nil, fmt.Errorf("CreateFleet (%s) launched nothing: %s", ct, strings.Join(other, "; "))
 	}
 	return nil, unavailable, nil
+}
+
+// fromFleet records an instance from the CreateFleet answer alone.
+func (p *Provider) fromFleet(req cloud.LaunchRequest, ct, id string, fi ec2types.CreateFleetInstance, zoneOf map[string]string) *cloud.Instance {
+	inst := &cloud.Instance{ID: id, InstanceType: string(fi.InstanceType), CapacityType: ct, State: cloud.StatePending, Tags: map[string]string{}}
+	if lo := fi.LaunchTemplateAndOverrides; lo != nil && lo.Overrides != nil {
+		inst.Zone = aws.ToString(lo.Overrides.AvailabilityZone)
+		if inst.Zone == "" {
+			inst.Zone = zoneOf[aws.ToString(lo.Overrides.SubnetId)]
+		}
+	}
+	inst.ProviderID = cloud.AWSProviderID(inst.Zone, id)
+	for k, v := range req.Tags {
+		inst.Tags[k] = v
+	}
+	for _, o := range req.Offerings {
+		if o.InstanceType == inst.InstanceType && o.Zone == inst.Zone && o.CapacityType == ct {
+			inst.PricePerHour = o.PricePerHour
+		}
+	}
+	return inst
 }
 
 func contains(list []string, s string) bool {

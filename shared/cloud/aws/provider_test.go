@@ -599,3 +599,31 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 		t.Errorf("%d CreateFleet calls for refused requests", n)
 	}
 }
+
+func TestOneFleetAcrossArchitectures(t *testing.T) {
+	e := setup(t)
+	nc := nodeClass("bottlerocket@latest")
+	maxPods := int32(30)
+	nc.Spec.Kubelet = &apisv1.KubeletConfiguration{MaxPods: &maxPods}
+	// m6g.large (arm64) and m5.large (amd64) need one launch template each (one AMI per
+	// architecture), both in the same fleet.
+	inst, err := e.p.Create(context.Background(), request("tok-arch", nc,
+		e.offering(t, "m6g.large", "us-east-1a", "on-demand"), e.offering(t, "m5.large", "us-east-1a", "on-demand")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fleetInputs(e)[0]
+	if len(f.LaunchTemplateConfigs) != 2 {
+		t.Fatalf("%d launch template configs, want 2 (amd64 and arm64)", len(f.LaunchTemplateConfigs))
+	}
+	first := template(t, e, f)
+	f.LaunchTemplateConfigs = f.LaunchTemplateConfigs[1:]
+	second := template(t, e, f)
+	if aws.ToString(first.ImageId) == aws.ToString(second.ImageId) {
+		t.Fatalf("both templates use %s", aws.ToString(first.ImageId))
+	}
+	// m6g.large lists at 0.077 USD/h on demand, m5.large at 0.096: lowest-price takes m6g.
+	if inst.InstanceType != "m6g.large" {
+		t.Fatalf("launched %s, want m6g.large", inst.InstanceType)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -329,7 +330,7 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 					tmplTags = append(tmplTags, ts.Tags...)
 				}
 			}
-		} else if fmt.Sprint(n) != fmt.Sprint(node) || fam != family {
+		} else if !reflect.DeepEqual(n, node) || fam != family {
 			s.mu.Unlock()
 			return nil, badRequest(CodeInvalidParameterValue, "LaunchTemplateConfigs.%d: every launch template of one fleet must boot the same node configuration on this endpoint", i+1)
 		}
