@@ -1,0 +1,220 @@
+package main
+
+// The provision bootstrap, built as for Lambda (-tags lambda.norpc), runs under the Lambda
+// Runtime Interface Emulator (aws-lambda-rie) on loopback; an SQS event is POSTed to it as Lambda
+// would invoke it, and the partial batch response is checked. The dead-letter queue is fauxqs,
+// reached with the real SDK from inside the bootstrap.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
+	"github.com/dovetail-dev/dovetail/shared/queue/sqs/sqstest"
+)
+
+const cluster = "rie-test"
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	sqstest.StopShared()
+	if bootstrapDir != "" {
+		os.RemoveAll(bootstrapDir)
+	}
+	os.Exit(code)
+}
+
+// buildBootstrap builds this command as Lambda's "bootstrap" with the lambda.norpc tag (the
+// provided.al2023 runtime speaks only the Runtime API). It keeps the test's GOOS/GOARCH/CGO so
+// the build cache of the test binary is reused.
+func buildBootstrap(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dovetail-bootstrap-*")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		bootstrapDir = dir
+		out := filepath.Join(dir, "bootstrap")
+		if b, err := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", out, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build bootstrap: %v\n%s", err, b)
+			return
+		}
+		bootstrap = out
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return bootstrap
+}
+
+var (
+	buildOnce               sync.Once
+	bootstrap, bootstrapDir string
+	buildErr                error
+)
+
+// rie runs the bootstrap under aws-lambda-rie with env and returns the invoke URL.
+func rie(t *testing.T, bootstrap string, env []string) string {
+	t.Helper()
+	bin := sqstest.RIE(t)
+	apiPort, err := sqstest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtPort, err := sqstest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--runtime-interface-emulator-address", "127.0.0.1:"+strconv.Itoa(apiPort),
+		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(rtPort), bootstrap)
+	cmd.Env = append(os.Environ(), env...)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("aws-lambda-rie and bootstrap output:\n%s", logs.String())
+		}
+	})
+	return "http://127.0.0.1:" + strconv.Itoa(apiPort) + "/2015-03-31/functions/function/invocations"
+}
+
+// invoke POSTs an event, retrying while the emulator is not yet listening (at most 20 s).
+func invoke(t *testing.T, url string, ev any) lambdaevents.SQSEventResponse {
+	t.Helper()
+	body, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("invoke: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("invoke: HTTP %d: %s", resp.StatusCode, b)
+		}
+		var out lambdaevents.SQSEventResponse
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("response %s: %v", b, err)
+		}
+		return out
+	}
+}
+
+// snapshotEvent is a valid snapshot event with nothing pending: provision decides "no launch"
+// and succeeds without publishing.
+func snapshotEvent(t *testing.T, rev int64) string {
+	t.Helper()
+	snap := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: rev,
+		Time: metav1.NewTime(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))}
+	b, err := events.NewEvent(cluster, "agent", events.TypeSnapshot, fmt.Sprintf("snapshot-%d", rev), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// sqsEvent is an SQS event as Lambda delivers a FIFO batch: one group (the cluster), first receive.
+func sqsEvent(t *testing.T) (lambdaevents.SQSEvent, string) {
+	bodies := []string{snapshotEvent(t, 1), snapshotEvent(t, 2), "this is not a CloudEvent", snapshotEvent(t, 3)}
+	var ev lambdaevents.SQSEvent
+	for i, b := range bodies {
+		id := fmt.Sprintf("00000000-0000-4000-8000-00000000000%d", i+1)
+		ev.Records = append(ev.Records, lambdaevents.SQSMessage{
+			MessageId: id, ReceiptHandle: "rh-" + id, Body: b, EventSource: "aws:sqs", AWSRegion: sqstest.Region,
+			EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:dovetail-events.fifo",
+			Attributes: map[string]string{"ApproximateReceiveCount": "1", "MessageGroupId": cluster,
+				"MessageDeduplicationId": fmt.Sprintf("dedup-%d", i)},
+			MessageAttributes: map[string]lambdaevents.SQSMessageAttribute{
+				sqs.AttrSubject: {DataType: "String", StringValue: aws.String(queue.EventsSubject(cluster))}},
+		})
+	}
+	return ev, ev.Records[2].MessageId
+}
+
+func TestLambdaPartialBatchReportsOnlyThePoisonMessage(t *testing.T) {
+	sqstest.RIE(t) // fail or skip before the build when the emulator is missing
+	url := rie(t, buildBootstrap(t), []string{
+		"DOVETAIL_CLUSTER=" + cluster,
+		// Commands would go here; this batch decides no launch, so nothing is sent.
+		"DOVETAIL_COMMAND_QUEUE_URL=http://127.0.0.1:1/000000000000/unused.fifo",
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+	})
+	ev, poisonID := sqsEvent(t)
+	resp := invoke(t, url, ev)
+	// No DLQ URL configured: the poison record is reported, for the redrive policy to move after
+	// maxReceiveCount; the three valid snapshots (before and after it) succeed.
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != poisonID {
+		t.Fatalf("batchItemFailures = %+v, want exactly [%s]", resp.BatchItemFailures, poisonID)
+	}
+}
+
+func TestLambdaSendsPoisonToDLQWithReason(t *testing.T) {
+	sqstest.RIE(t)
+	f := sqstest.Shared(t)
+	ctx := context.Background()
+	dlq := f.CreateFIFO(ctx, t, "provision-events-dlq", nil)
+	url := rie(t, buildBootstrap(t), append(f.Env(),
+		"DOVETAIL_CLUSTER="+cluster,
+		"DOVETAIL_COMMAND_QUEUE_URL="+f.CreateFIFO(ctx, t, "provision-commands", nil),
+		"DOVETAIL_DLQ_URL="+dlq,
+	))
+	ev, poisonID := sqsEvent(t)
+	resp := invoke(t, url, ev)
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batchItemFailures = %+v, want none (poison moved to the DLQ directly)", resp.BatchItemFailures)
+	}
+	out, err := f.SQS().ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(dlq), WaitTimeSeconds: 2,
+		MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) != 1 {
+		t.Fatalf("dlq holds %d messages, want 1", len(out.Messages))
+	}
+	m := out.Messages[0]
+	attr := func(n string) string { return aws.ToString(m.MessageAttributes[n].StringValue) }
+	if aws.ToString(m.Body) != "this is not a CloudEvent" || attr(sqs.AttrDLQMessageID) != poisonID ||
+		attr(sqs.AttrDLQSource) != ev.Records[2].EventSourceARN || m.Attributes["MessageGroupId"] != cluster {
+		t.Errorf("dead letter = body %q attrs %v system %v", aws.ToString(m.Body), m.MessageAttributes, m.Attributes)
+	}
+	if r := attr(sqs.AttrDLQReason); len(r) < len("poison message: ") || r[:len("poison message: ")] != "poison message: " {
+		t.Errorf("reason = %q, want the handler's poison error", r)
+	}
+}

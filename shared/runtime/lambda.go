@@ -1,0 +1,142 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
+)
+
+// EnvLambdaRuntimeAPI is set by Lambda (and by the Runtime Interface Emulator) for the runtime
+// it starts: the host:port of the Lambda Runtime API (AWS Lambda Developer Guide, "Defined
+// runtime environment variables").
+const EnvLambdaRuntimeAPI = "AWS_LAMBDA_RUNTIME_API"
+
+// InLambda reports whether the process was started by Lambda.
+func InLambda() bool { return os.Getenv(EnvLambdaRuntimeAPI) != "" }
+
+// LambdaOptions configures LambdaHandler.
+type LambdaOptions struct {
+	// SQS and DeadLetterURL, when both set, receive poison records directly (see LambdaHandler).
+	SQS           sqs.API
+	DeadLetterURL string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// LambdaHandler adapts a queue.Handler to an SQS-triggered Lambda function whose event source
+// mapping has FunctionResponseTypes [ReportBatchItemFailures]. It runs h on each record in order
+// and returns the records that must come back in BatchItemFailures (by messageId); Lambda deletes
+// the others (AWS Lambda Developer Guide, "Handling errors for an SQS event source": partial
+// batch responses). It never returns an error, so one bad record neither blocks nor loses the
+// others.
+//
+// Per record: nil → done. A transient error (or a panic) → reported; on a FIFO queue the later
+// records of the same message group are reported too without running, so the group's order
+// holds. A poison record (queue.ErrPoison) is logged with its reason and then:
+//
+//   - sent straight to the dead-letter queue (DeadLetterURL) with the reason as the
+//     "dovetail-dlq-reason" message attribute, and reported done, so Lambda deletes it; or
+//   - when no DeadLetterURL is configured or that send fails, reported as a failure, so SQS's
+//     redrive policy moves it to the same dead-letter queue after maxReceiveCount receives.
+//
+// Why the direct send is the primary path: the event queue is FIFO with the cluster as message
+// group, and SQS holds back a group while its head message is failing, so a poison message left
+// to the redrive would stall every decision for the cluster for maxReceiveCount × the visibility
+// timeout (5 × 6 × the function timeout with the infra defaults); it would also reach the DLQ
+// without its reason. The redrive stays as the net for workers that die and for a failed send,
+// so nothing is ever dropped. A poison record does not hold back later records of its group:
+// it will never be processed, and skipping it is what the dead-letter move does anyway.
+func LambdaHandler(h queue.Handler, o LambdaOptions) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+		fail := func(r events.SQSMessage) {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+		}
+		blocked := map[string]bool{}
+		for _, r := range ev.Records {
+			group := r.Attributes["MessageGroupId"]
+			if ctx.Err() != nil || (group != "" && blocked[group]) {
+				fail(r) // not run: out of time, or behind a failed record of its group
+				continue
+			}
+			msg := recordMessage(r)
+			rlog := log.With("messageId", r.MessageId, "id", msg.ID, "attempt", msg.Attempt, "source", r.EventSourceARN)
+			err := runRecord(ctx, h, msg, rlog)
+			switch {
+			case err == nil:
+			case errors.Is(err, queue.ErrPoison):
+				rlog.Error("poison message", "reason", err.Error())
+				if o.SQS == nil || o.DeadLetterURL == "" {
+					rlog.Warn("no dead-letter URL configured; reporting the failure so the redrive policy moves it after maxReceiveCount")
+					fail(r)
+					continue
+				}
+				if err := sqs.SendDeadLetter(ctx, o.SQS, o.DeadLetterURL, deadLetter(r, msg, err.Error())); err != nil {
+					rlog.Error("dead-letter send failed; reporting the failure so the redrive policy moves it", "err", err)
+					fail(r)
+					continue
+				}
+				rlog.Info("poison message sent to the dead-letter queue", "dlq", o.DeadLetterURL)
+			default:
+				rlog.Warn("handler failed; the record will be redelivered", "err", err)
+				fail(r)
+				if group != "" {
+					blocked[group] = true
+				}
+			}
+		}
+		return resp, nil
+	}
+}
+
+func runRecord(ctx context.Context, h queue.Handler, msg queue.Message, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v", r)
+			log.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	return h(ctx, msg)
+}
+
+// recordMessage converts a Lambda SQS record like sqs.Message converts a received message.
+func recordMessage(r events.SQSMessage) queue.Message {
+	attr := func(name string) string {
+		if v, ok := r.MessageAttributes[name]; ok && v.StringValue != nil {
+			return *v.StringValue
+		}
+		return ""
+	}
+	id := attr(sqs.AttrID)
+	if id == "" {
+		id = r.Attributes["MessageDeduplicationId"]
+	}
+	if id == "" {
+		id = r.MessageId
+	}
+	return queue.Message{ID: id, Subject: attr(sqs.AttrSubject), Data: []byte(r.Body),
+		Attempt: sqs.ReceiveCount(r.Attributes["ApproximateReceiveCount"])}
+}
+
+func deadLetter(r events.SQSMessage, msg queue.Message, reason string) sqs.DeadLetter {
+	attrs := make(map[string]types.MessageAttributeValue, len(r.MessageAttributes))
+	for k, v := range r.MessageAttributes {
+		attrs[k] = types.MessageAttributeValue{DataType: aws.String(v.DataType), StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+	}
+	return sqs.DeadLetter{MessageID: r.MessageId, Body: r.Body, GroupID: r.Attributes["MessageGroupId"],
+		Attributes: attrs, Reason: reason, Source: r.EventSourceARN, ReceiveCount: msg.Attempt}
+}

@@ -1,0 +1,243 @@
+// Package runtime starts a Dovetail function the way its environment asks: under AWS Lambda
+// (aws-lambda-go, SQS batches with partial batch responses) when Lambda started the process,
+// otherwise as a long-running NATS JetStream worker. Flags (cobra) configure either; every flag
+// also reads an environment variable (DOVETAIL_<FLAG>), which is how Lambda passes settings.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
+	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
+)
+
+// Mode is how a function runs.
+type Mode string
+
+const (
+	ModeLambda Mode = "lambda"
+	ModeNATS   Mode = "nats"
+)
+
+// Transport is what a function's Build gets: where to publish and where claim-checked payloads live.
+type Transport struct {
+	Mode    Mode
+	Cluster string
+	// Publisher publishes commands (queue.CommandsSubject) and events (queue.EventsSubject).
+	// Under Lambda it is an SQS Publisher routed by --command-queue-url and --event-queue-url.
+	Publisher queue.Publisher
+	// Blobs is the claim-check store: S3 under Lambda (--blob-bucket), a directory for NATS
+	// (--blob-dir), or nil (oversize payloads refused).
+	Blobs events.BlobStore
+	// AWS is the SDK config of the SQS and S3 clients (Lambda mode; nil for NATS).
+	AWS    *aws.Config
+	Logger *slog.Logger
+}
+
+// Function describes one function binary.
+type Function struct {
+	// Name is the function (an RFC 1123 label): the NATS durable consumer and the log's "function".
+	Name  string
+	Short string
+	// Subject is what the function consumes in NATS mode; default queue.EventsSubject. (Under
+	// Lambda the event source mapping decides.)
+	Subject func(cluster string) string
+	// Flags adds the function's own flags (bind their env defaults with EnvDefault).
+	Flags func(fs *pflag.FlagSet)
+	// Build makes the handler once the transport is ready. It runs once per process (once per
+	// Lambda execution environment, before the first invocation).
+	Build func(ctx context.Context, t Transport) (queue.Handler, error)
+}
+
+// Options are the common flags, filled by Command.
+type Options struct {
+	Cluster string
+	// NATS mode.
+	NATSURL      string
+	EnsureStream bool
+	BlobDir      string
+	// Lambda mode.
+	CommandQueueURL, EventQueueURL, DeadLetterURL string
+	BlobBucket, BlobPrefix                        string
+	S3PathStyle                                   bool
+	LogLevel                                      string
+}
+
+// EnvName is the environment variable of a flag: "command-queue-url" → DOVETAIL_COMMAND_QUEUE_URL.
+func EnvName(flag string) string {
+	return "DOVETAIL_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// EnvDefault returns the flag's environment variable if set, else def.
+func EnvDefault(flag, def string) string {
+	if v, ok := os.LookupEnv(EnvName(flag)); ok {
+		return v
+	}
+	return def
+}
+
+// EnvBool is EnvDefault for a boolean flag; an unparsable value keeps def.
+func EnvBool(flag string, def bool) bool {
+	if v, ok := os.LookupEnv(EnvName(flag)); ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+	}
+	return def
+}
+
+// Main runs Command(f) and exits 1 on error.
+func Main(f Function) {
+	if err := Command(f).Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+// Command is the function's cobra command: it builds the transport for the mode, calls f.Build
+// and runs the handler until SIGTERM/SIGINT (NATS) or for the life of the execution
+// environment (Lambda).
+func Command(f Function) *cobra.Command {
+	o := &Options{}
+	cmd := &cobra.Command{
+		Use:          f.Name,
+		Short:        f.Short,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Run(ctx, f, *o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.Cluster, "cluster", EnvDefault("cluster", ""), "cluster name (RFC 1123 label); env "+EnvName("cluster"))
+	fs.StringVar(&o.NATSURL, "nats-url", EnvDefault("nats-url", "nats://127.0.0.1:4222"), "NATS mode: server URL")
+	fs.BoolVar(&o.EnsureStream, "ensure-stream", EnvBool("ensure-stream", true), "NATS mode: create or update the cluster's stream at start")
+	fs.StringVar(&o.BlobDir, "blob-dir", EnvDefault("blob-dir", ""), "NATS mode: claim-check directory; empty: refuse oversize payloads")
+	fs.StringVar(&o.CommandQueueURL, "command-queue-url", EnvDefault("command-queue-url", ""), "Lambda mode: SQS queue URL commands are published to (required)")
+	fs.StringVar(&o.EventQueueURL, "event-queue-url", EnvDefault("event-queue-url", ""), "Lambda mode: SQS queue URL for events the function publishes (optional)")
+	fs.StringVar(&o.DeadLetterURL, "dlq-url", EnvDefault("dlq-url", ""), "Lambda mode: dead-letter queue URL for poison records; empty: left to the redrive policy")
+	fs.StringVar(&o.BlobBucket, "blob-bucket", EnvDefault("blob-bucket", ""), "Lambda mode: S3 bucket of claim-checked payloads; empty: refuse oversize payloads")
+	fs.StringVar(&o.BlobPrefix, "blob-prefix", EnvDefault("blob-prefix", s3blob.DefaultPrefix), "Lambda mode: key prefix of claim-checked payloads (the lifecycle rule expires it)")
+	fs.BoolVar(&o.S3PathStyle, "s3-path-style", EnvBool("s3-path-style", false), "Lambda mode: path-style S3 addressing (local endpoints)")
+	fs.StringVar(&o.LogLevel, "log-level", EnvDefault("log-level", "info"), "debug, info, warn or error")
+	if f.Flags != nil {
+		f.Flags(fs)
+	}
+	return cmd
+}
+
+// Run builds the transport of the mode InLambda chooses, builds the handler and runs it.
+func Run(ctx context.Context, f Function, o Options) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: %w", o.LogLevel, err)
+	}
+	// JSON lines on stderr: CloudWatch Logs under Lambda, any collector elsewhere.
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("function", f.Name)
+	slog.SetDefault(log)
+	if !events.ValidName(o.Cluster) {
+		return fmt.Errorf("--cluster (%s) %q: must be an RFC 1123 label", EnvName("cluster"), o.Cluster)
+	}
+	if !events.ValidName(f.Name) || f.Build == nil {
+		return fmt.Errorf("function %q: needs an RFC 1123 name and a Build", f.Name)
+	}
+	if InLambda() {
+		return runLambda(ctx, f, o, log)
+	}
+	return runNATS(ctx, f, o, log)
+}
+
+func runLambda(ctx context.Context, f Function, o Options, log *slog.Logger) error {
+	if o.CommandQueueURL == "" {
+		return fmt.Errorf("--command-queue-url (%s): required under Lambda", EnvName("command-queue-url"))
+	}
+	// The SDK's default chain: the execution role's credentials, AWS_REGION, and
+	// AWS_ENDPOINT_URL(_SQS/_S3) for local endpoints.
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("aws config: %w", err)
+	}
+	sqsClient := awssqs.NewFromConfig(cfg)
+	routes := map[string]string{queue.CommandsSubject(o.Cluster): o.CommandQueueURL}
+	if o.EventQueueURL != "" {
+		routes[queue.EventsSubject(o.Cluster)] = o.EventQueueURL
+	}
+	t := Transport{Mode: ModeLambda, Cluster: o.Cluster, AWS: &cfg, Logger: log,
+		Publisher: &sqs.Publisher{Client: sqsClient, Routes: routes}}
+	if o.BlobBucket != "" {
+		s3c := s3.NewFromConfig(cfg, func(so *s3.Options) { so.UsePathStyle = o.S3PathStyle })
+		t.Blobs = &s3blob.Store{Client: s3c, Bucket: o.BlobBucket, Prefix: o.BlobPrefix}
+	}
+	h, err := f.Build(ctx, t)
+	if err != nil {
+		return fmt.Errorf("building the %s handler: %w", f.Name, err)
+	}
+	log.Info("starting under Lambda", "cluster", o.Cluster, "dlq", o.DeadLetterURL != "")
+	lambda.StartWithOptions(LambdaHandler(h, LambdaOptions{SQS: sqsClient, DeadLetterURL: o.DeadLetterURL, Logger: log}),
+		lambda.WithContext(ctx))
+	return nil // not reached: the Lambda loop exits the process
+}
+
+func runNATS(ctx context.Context, f Function, o Options, log *slog.Logger) error {
+	nc, err := qnats.Connect(o.NATSURL, "dovetail-"+f.Name+"-"+o.Cluster)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return RunNATS(ctx, f, nc, o, log)
+}
+
+// RunNATS runs f as a NATS JetStream worker on an open connection until ctx ends.
+func RunNATS(ctx context.Context, f Function, nc *natsgo.Conn, o Options, log *slog.Logger) error {
+	if o.EnsureStream {
+		if _, err := qnats.EnsureStream(ctx, nc, qnats.StreamConfig{Cluster: o.Cluster}); err != nil {
+			return err
+		}
+	}
+	pub, err := qnats.NewPublisher(nc)
+	if err != nil {
+		return err
+	}
+	t := Transport{Mode: ModeNATS, Cluster: o.Cluster, Publisher: pub, Logger: log}
+	if o.BlobDir != "" {
+		t.Blobs = events.FileBlobStore{Dir: o.BlobDir}
+	}
+	h, err := f.Build(ctx, t)
+	if err != nil {
+		return fmt.Errorf("building the %s handler: %w", f.Name, err)
+	}
+	subject := queue.EventsSubject(o.Cluster)
+	if f.Subject != nil {
+		subject = f.Subject(o.Cluster)
+	}
+	cons, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{Cluster: o.Cluster, Durable: f.Name, Subject: subject, Logger: log})
+	if err != nil {
+		return err
+	}
+	log.Info("starting as a NATS worker", "cluster", o.Cluster, "subject", subject)
+	if err := cons.Consume(ctx, h); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
