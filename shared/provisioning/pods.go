@@ -62,6 +62,7 @@ type podInfo struct {
 	alts      []scheduling.Requirements
 	active    []constraint
 	anti      []scheduling.AntiAffinityTerm // hostname anti-affinity checked against residents
+	reqAnti   []scheduling.AntiAffinityTerm // the required ones only: what binds later pods
 	strictPNS bool
 	sig       string
 	err       error
@@ -306,6 +307,7 @@ func (p *podInfo) activate() {
 			}
 		}
 	}
+	nRequired := len(hostAnti)
 	for i, c := range p.cons {
 		if droppedCons[i] {
 			continue
@@ -316,13 +318,17 @@ func (p *podInfo) activate() {
 			hostAnti = append(hostAnti, *c.term)
 		}
 	}
-	p.anti = nil
+	p.anti, p.reqAnti = nil, nil
 	if len(hostAnti) > 0 {
 		anti, err := scheduling.AntiAffinityTerms(p.pod, hostAnti)
 		if err != nil && p.err == nil {
 			p.err = fmt.Errorf("invalid pod %s: spec.affinity.podAntiAffinity: %w", p.key, err)
 		}
 		p.anti = anti
+		if len(anti) >= nRequired {
+			// Terms with a nil selector are dropped by compilation; required ones come first.
+			p.reqAnti = anti[:min(nRequired, len(anti))]
+		}
 	}
 	p.sig = signature(p.pod, p.alts, p.strictPNS)
 }

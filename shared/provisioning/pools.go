@@ -30,6 +30,8 @@ type poolType struct {
 	offerings []catalog.Offering   // available offerings allowed by the pool, cheapest first
 	minPrice  float64
 	special   bool // GPU, accelerator or bare metal: used only when needed or nothing else fits
+	// daemonPorts are the host ports of the DaemonSets that run on this type under the pool.
+	daemonPorts []scheduling.HostPort
 }
 
 // pool is a NodePool compiled for the solver.
@@ -44,10 +46,7 @@ type pool struct {
 	limitKeys []corev1.ResourceName
 	committed scheduling.Resources // capacity of open NodeClaims' cheapest types
 	minValues []*scheduling.Requirement
-	// daemonPorts are the host ports of DaemonSets that run on some type of the pool: a pod
-	// needing one of them cannot share a new node with that DaemonSet.
-	daemonPorts []scheduling.HostPort
-	err         error // why the pool cannot be used at all
+	err error // why the pool cannot be used at all
 }
 
 // daemon is a DaemonSet's pod template compiled for overhead checks.
@@ -187,7 +186,6 @@ func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2N
 		p.err = fmt.Errorf("nodepool %q: requirement %s excludes region %s", np.Name, regionReq, in.Catalog.Region)
 		return p
 	}
-	portsSeen := map[int]bool{}
 	for _, it := range in.Catalog.Types() {
 		if !typeMatches(reqs, it) {
 			continue
@@ -213,10 +211,7 @@ func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2N
 		for i := range daemons {
 			if daemons[i].runsOn(labels, p.taints, reqs) {
 				pt.daemon = pt.daemon.Add(daemons[i].requests)
-				if len(daemons[i].ports) > 0 && !portsSeen[i] {
-					portsSeen[i] = true
-					p.daemonPorts = append(p.daemonPorts, daemons[i].ports...)
-				}
+				pt.daemonPorts = append(pt.daemonPorts, daemons[i].ports...)
 			}
 		}
 		if _, ok := pt.alloc.Scalar[ResourceAttachableVolumes]; !ok {
@@ -280,14 +275,17 @@ func isTypeKey(k string) bool {
 	return len(k) > len("karpenter.k8s.aws/") && k[:len("karpenter.k8s.aws/")] == "karpenter.k8s.aws/" && k != apisv1.LabelEC2NodeClass
 }
 
+// acceleratorResources are the extended resources that make an instance type special: GPUs and
+// AWS ML accelerators. Network extras (pod ENIs, EFA) do not.
+var acceleratorResources = map[corev1.ResourceName]bool{
+	"nvidia.com/gpu": true, "amd.com/gpu": true, "aws.amazon.com/neuron": true,
+	"aws.amazon.com/neuroncore": true, "aws.amazon.com/neurondevice": true, "habana.ai/gaudi": true,
+}
+
 func isSpecial(it *catalog.InstanceType) bool {
 	for name, q := range it.Capacity {
-		switch name {
-		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage:
-		default:
-			if !q.IsZero() {
-				return true
-			}
+		if acceleratorResources[name] && !q.IsZero() {
+			return true
 		}
 	}
 	if it.Labels[apisv1.LabelInstanceSize] == "metal" || it.Labels["karpenter.k8s.aws/instance-gpu-name"] != "" ||

@@ -23,6 +23,8 @@ type altCompat struct {
 type podPool struct {
 	alts   []altCompat
 	reason string // why the pool cannot take the pod at all
+	// taintOnly: the pool's taints are the only obstacle (the alternatives are still valid).
+	taintOnly bool
 }
 
 // claim is a NodeClaim being packed.
@@ -209,7 +211,7 @@ func (s *solver) placeOnBin(p *podInfo) bool {
 			if alt.MatchLabels(b.labels) == nil {
 				b.free = b.free.Sub(p.requests)
 				b.pods = append(b.pods, p.pod)
-				b.addResident(p.pod, p.anti)
+				b.addResident(p.pod, p.reqAnti)
 				b.ports = append(b.ports, p.ports...)
 				s.topo.record(p.pod, p.active, b, b.domainOf)
 				return true
@@ -231,11 +233,15 @@ func (s *solver) compatibility(i int, p *podInfo) *podPool {
 		pp.reason = pl.err.Error()
 		return pp
 	}
-	if t := p.untolerated(pl.taints); t != nil {
-		pp.reason = fmt.Sprintf("nodepool %q: taint %s=%s:%s is not tolerated", pl.np.Name, t.Key, t.Value, t.Effect)
-		return pp
-	}
 	var reasons []string
+	defer func() {
+		// Taints are checked last so the alternatives exist for spread domains that ignore
+		// taints (nodeTaintsPolicy Ignore).
+		if t := p.untolerated(pl.taints); t != nil {
+			pp.reason = fmt.Sprintf("nodepool %q: taint %s=%s:%s is not tolerated", pl.np.Name, t.Key, t.Value, t.Effect)
+			pp.taintOnly = true
+		}
+	}()
 	for _, alt := range p.alts {
 		ac := altCompat{reqs: alt, types: make([]bool, len(pl.types))}
 		if reason := poolAccepts(pl, alt); reason != "" {
@@ -332,7 +338,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if (len(p.anti) > 0 || c.anyTerms) && c.antiAffinityConflict(p) {
 		return false
 	}
-	if len(p.ports) > 0 && (scheduling.PortsConflict(p.ports, c.ports) || scheduling.PortsConflict(p.ports, c.pool.daemonPorts)) {
+	if len(p.ports) > 0 && scheduling.PortsConflict(p.ports, c.ports) {
 		return false
 	}
 	if !hostCheck(p.pod, p.active, c) {
@@ -381,6 +387,9 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 			if checkTypes && !typeMatches(topoReqs, t.it) {
 				continue
 			}
+			if len(p.ports) > 0 && scheduling.PortsConflict(p.ports, t.daemonPorts) {
+				continue // a DaemonSet running on this type binds the same host port
+			}
 			kept = append(kept, ti)
 		}
 		kept = s.withinLimits(c.pool, c, kept)
@@ -391,7 +400,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		c.reqs = merged
 		c.requests = total
 		c.pods = append(c.pods, p)
-		c.anyTerms = c.anyTerms || len(p.anti) > 0
+		c.anyTerms = c.anyTerms || len(p.reqAnti) > 0
 		c.ports = append(c.ports, p.ports...)
 		if len(p.active) > 0 || s.topo.matchesAny(p.pod) {
 			c.topo = true
@@ -450,12 +459,61 @@ func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) string {
 		return fmt.Sprintf("nodepool %q: no instance type fits the pod's requests (%s; largest compatible type %s has %s after DaemonSet overhead)",
 			pl.np.Name, p.requests, largest.it.Name, largest.avail)
 	}
+	if len(p.ports) > 0 {
+		free := false
+		for _, t := range pl.types {
+			if !scheduling.PortsConflict(p.ports, t.daemonPorts) {
+				free = true
+				break
+			}
+		}
+		if !free {
+			return fmt.Sprintf("nodepool %q: a host port of the pod is taken by a DaemonSet on every instance type", pl.np.Name)
+		}
+	}
+	if why := s.topologyWhyNot(p); why != "" {
+		return fmt.Sprintf("nodepool %q: %s", pl.np.Name, why)
+	}
 	if pl.remaining != nil {
 		return fmt.Sprintf("nodepool %q: limits exceeded (remaining %s)", pl.np.Name, pl.describeRemaining())
 	}
-	return fmt.Sprintf("nodepool %q: minValues cannot be met", pl.np.Name)
+	if len(pl.minValues) > 0 {
+		return fmt.Sprintf("nodepool %q: minValues cannot be met by the instance types that fit the pod", pl.np.Name)
+	}
+	return fmt.Sprintf("nodepool %q: no instance type satisfies the pod's requirements together with its topology constraints", pl.np.Name)
 }
 
+// topologyWhyNot names the topology constraint that leaves a new node no domain, if any.
+func (s *solver) topologyWhyNot(p *podInfo) string {
+	names := map[constraintKind]string{kindSpread: "topology spread", kindAffinity: "pod affinity", kindAnti: "pod anti-affinity"}
+	for _, v := range p.views {
+		if v.vals != nil && len(v.vals) == 0 {
+			return fmt.Sprintf("%s constraint on %s cannot be met: no eligible domain keeps it", names[v.c.kind], v.c.g.key)
+		}
+		if v.exclude != nil {
+			// Anti-affinity excluding every eligible domain.
+			elig := s.eligibleDomainsAny(p, v.c)
+			left := 0
+			for _, d := range elig {
+				if !v.exclude[d] {
+					left++
+				}
+			}
+			if len(elig) > 0 && left == 0 {
+				return fmt.Sprintf("pod anti-affinity on %s cannot be met: every domain (%d) already runs a matching pod", v.c.g.key, len(elig))
+			}
+		}
+		if v.c.kind == kindSpread && v.vals != nil {
+			return fmt.Sprintf("topology spread constraint on %s (maxSkew %d) cannot be met together with the pod's other requirements", v.c.g.key, v.c.maxSkew)
+		}
+	}
+	for _, c := range p.active {
+		if c.g.key == corev1.LabelHostname && c.kind == kindAffinity {
+			return "pod affinity on kubernetes.io/hostname: no node runs a matching pod and a new node would not"
+		}
+	}
+	return ""
+}
 func (s *solver) poolIndex(pl *pool) int {
 	for i := range s.pools {
 		if s.pools[i] == pl {
@@ -591,7 +649,7 @@ func (s *solver) finalize(c *claim) *NodeClaimPlan {
 
 func needsSpecial(r scheduling.Resources) bool {
 	for k, v := range r.Scalar {
-		if v > 0 && k != ResourceAttachableVolumes {
+		if v > 0 && acceleratorResources[k] {
 			return true
 		}
 	}
@@ -619,7 +677,9 @@ func (c *claim) antiAffinityConflict(p *podInfo) bool {
 	residents := make([]*corev1.Pod, len(c.pods))
 	terms := make([][]scheduling.AntiAffinityTerm, len(c.pods))
 	for i, q := range c.pods {
-		residents[i], terms[i] = q.pod, q.anti
+		// Only residents' required terms bind the newcomer (kube-scheduler ignores the
+		// preferred terms of pods already placed).
+		residents[i], terms[i] = q.pod, q.reqAnti
 	}
 	return scheduling.HostnameAntiAffinityConflict(p.pod, p.anti, residents, terms)
 }

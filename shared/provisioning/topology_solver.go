@@ -67,8 +67,8 @@ func (s *solver) eligibleDomains(p *podInfo, c *constraint) []string {
 			continue
 		}
 		pp := s.compatibility(i, p)
-		if pp.reason != "" {
-			continue
+		if pp.reason != "" && !(pp.taintOnly && !c.honorTaints) {
+			continue // nodeTaintsPolicy Ignore still counts the domains of tainted pools
 		}
 		for _, ac := range pp.alts {
 			if !ac.any {
@@ -171,6 +171,14 @@ func (s *solver) topologyAllowsBin(p *podInfo, b *bin) bool {
 		}
 	}
 	return true
+}
+
+// eligibleDomainsAny returns the eligible domains of any constraint's key (spread semantics:
+// node affinity honoured), for explanations.
+func (s *solver) eligibleDomainsAny(p *podInfo, c *constraint) []string {
+	cc := *c
+	cc.honorAffinity, cc.honorTaints = true, false
+	return s.eligibleDomains(p, &cc)
 }
 
 // eligibleFor returns eligible domains for spread constraints (others do not need them).
