@@ -46,7 +46,7 @@ type pool struct {
 	limitKeys []corev1.ResourceName
 	committed scheduling.Resources // capacity of open NodeClaims' cheapest types
 	minValues []*scheduling.Requirement
-	err error // why the pool cannot be used at all
+	err       error // why the pool cannot be used at all
 }
 
 // daemon is a DaemonSet's pod template compiled for overhead checks.
