@@ -14,18 +14,21 @@
 //	subject to Σ_t a_{t,r}·x_t ≥ Σ_pods request_r          for every resource r (cpu, memory,
 //	                                                       pods, ephemeral-storage, extended)
 //	           Σ_t k_t(r,s)·x_t ≥ n(r,s)                   for a few thresholds s per resource r
+//	           Σ_t x_t ≥ N                                 (the node-count row)
 //	           x ≥ 0
 //
-// where n(r,s) is the number of pods requesting at least s of r, and k_t(r,s) = min(⌊a_{t,r}/s⌋,
-// a_{t,pods}) is the most such pods one node of type t can hold (the "count cuts").
+// where n(r,s) is the number of pods requesting at least s of r, k_t(r,s) = min(⌊a_{t,r}/s⌋,
+// a_{t,pods}) is the most such pods one node of type t can hold (the "count cuts"), and N is the
+// largest ⌈right-hand side / largest coefficient⌉ over the other rows.
 //
 // Why it is a lower bound: take any feasible plan, with x_t the number of its new nodes of type
 // t. On each node the pods' requests fit the allocatable, Σ_{p on n} request_{p,r} ≤ a_{t(n),r};
 // summing over the nodes gives the resource rows, because every pod is on some node. A node of
 // type t holds at most k_t(r,s) pods that each request at least s of r (together they request
 // at least their count times s, and each takes a pod slot); summing over the nodes gives the
-// count cuts. So the plan's x satisfies every constraint, and the LP minimum is at most Σ p_t·x_t,
-// which is at most the plan's cost (each node pays at least its type's cheapest offering). The
+// count cuts. No node offers more than a row's largest coefficient, so the plan has at least N
+// nodes (N rounds up because node counts are whole). So the plan's x satisfies every
+// constraint, and the LP minimum is at most Σ p_t·x_t, which is at most the plan's cost (each node pays at least its type's cheapest offering). The
 // LP drops integrality, the placement of single pods and all scheduling constraints; that only
 // enlarges the feasible set, so the bound stays below the cost of every plan, including the
 // optimal one. Anything that makes a_t larger or p_t smaller than reality (ignoring a DaemonSet
@@ -86,7 +89,7 @@ type Bound struct {
 	// Mix is the primal LP solution with cuts, largest first (empty if the primal solve failed;
 	// the bound does not depend on it).
 	Mix []Use
-	// Cuts is the number of count-cut rows used.
+	// Cuts is the number of count-cut rows used (the node-count row included).
 	Cuts int
 }
 
@@ -141,13 +144,16 @@ func Compute(requests []scheduling.Resources, options []Option) (*Bound, error) 
 		return nil, fmt.Errorf("aggregate LP: %w", err)
 	}
 	all := append(append([]row(nil), resRows...), cutRows...)
+	if nr, ok := nodeCountRow(all, len(opts)); ok {
+		all = append(all, nr)
+	}
 	full, mix, err := solve(all, opts, true)
 	if err != nil {
 		return nil, fmt.Errorf("LP with count cuts: %w", err)
 	}
 	// Both values are certified lower bounds; the cuts can only raise the optimum, so keep the
 	// larger one should floating point say otherwise.
-	return &Bound{PricePerHour: math.Max(full, agg), Aggregate: agg, Mix: mix, Cuts: len(cutRows)}, nil
+	return &Bound{PricePerHour: math.Max(full, agg), Aggregate: agg, Mix: mix, Cuts: len(all) - len(resRows)}, nil
 }
 
 func clamp(r scheduling.Resources) scheduling.Resources {
@@ -245,6 +251,32 @@ func buildRows(requests []scheduling.Resources, opts []Option, dims []dim) (res,
 		}
 	}
 	return res, cuts
+}
+
+// nodeCountRow is Σ_t x_t ≥ N, where N is the most, over the rows, of ⌈rhs / largest
+// coefficient⌉: no node offers more than the largest coefficient of a row, so a plan needs at
+// least that many nodes (x counts nodes, so the rounding up is valid). It matters for small
+// batches, where the LP would otherwise buy a sliver of a large node.
+func nodeCountRow(rows []row, n int) (row, bool) {
+	var need float64
+	for _, r := range rows {
+		var most float64
+		for _, c := range r.coef {
+			most = math.Max(most, c)
+		}
+		if most > 0 {
+			// The 1e-9 keeps an exact quotient (3.0000000001 from rounding) from rounding up.
+			need = math.Max(need, math.Ceil(r.rhs/most-1e-9))
+		}
+	}
+	if need < 1 {
+		return row{}, false
+	}
+	coef := make([]float64, n)
+	for j := range coef {
+		coef[j] = 1
+	}
+	return row{name: "nodes", coef: coef, rhs: need}, true
 }
 
 // thresholds picks up to MaxCutsPerResource of the distinct sizes, evenly spread over the

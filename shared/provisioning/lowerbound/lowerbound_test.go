@@ -42,16 +42,17 @@ func mustCompute(t *testing.T, reqs []scheduling.Resources, opts []Option) *Boun
 }
 
 // 10 pods of 1 CPU / 1 GiB; A = 2 CPU, 4 GiB, 10 pods at $1; B = 4 CPU, 8 GiB, 20 pods at $1.5.
-// CPU binds: B costs 1.5/4 = 0.375 per CPU against A's 0.5, so the LP takes 10/4 = 2.5 B nodes:
-// 2.5 × 1.5 = $3.75. (The best integer plan, 2 B + 1 A, costs $4.)
+// Resource rows alone: CPU binds, B costs 1.5/4 = 0.375 per CPU against A's 0.5, so 10/4 = 2.5 B
+// nodes: $3.75 (Aggregate). The node-count row adds x_A + x_B ≥ ⌈10/4⌉ = 3; with 2x_A + 4x_B ≥ 10
+// the optimum moves to x_A = 1, x_B = 2: $4, which is also the best integer plan.
 func TestCheapestPerBindingResource(t *testing.T) {
 	opts := []Option{{Name: "A", Allocatable: res(2000, 4, 10), PricePerHour: 1}, {Name: "B", Allocatable: res(4000, 8, 20), PricePerHour: 1.5}}
 	b := mustCompute(t, podsOf(10, 1000, 1), opts)
-	if !near(b.PricePerHour, 3.75) || !near(b.Aggregate, 3.75) {
-		t.Fatalf("bound = %v (aggregate %v), want 3.75", b.PricePerHour, b.Aggregate)
+	if !near(b.PricePerHour, 4) || !near(b.Aggregate, 3.75) {
+		t.Fatalf("bound = %v (aggregate %v), want 4 (aggregate 3.75)", b.PricePerHour, b.Aggregate)
 	}
-	if len(b.Mix) != 1 || b.Mix[0].Name != "B" || !near(b.Mix[0].Nodes, 2.5) {
-		t.Fatalf("mix = %+v, want 2.5 × B", b.Mix)
+	if len(b.Mix) != 2 || b.Mix[0].Name != "B" || !near(b.Mix[0].Nodes, 2) || b.Mix[1].Name != "A" || !near(b.Mix[1].Nodes, 1) {
+		t.Fatalf("mix = %+v, want 2 × B and 1 × A", b.Mix)
 	}
 }
 
@@ -80,6 +81,16 @@ func TestCountCutForBigPods(t *testing.T) {
 	}
 	if !near(b.PricePerHour, 3) {
 		t.Fatalf("bound = %v, want 3 (one 2100m pod per 4000m node)", b.PricePerHour)
+	}
+}
+
+// The node-count row: one 500m pod, Big = 10 CPU at $1, Small = 1 CPU at $0.12. Without it the
+// LP buys 0.05 of Big ($0.05); a plan needs at least one node, and the cheapest is Small: $0.12.
+func TestAtLeastOneNode(t *testing.T) {
+	opts := []Option{{Name: "Big", Allocatable: res(10000, 40, 110), PricePerHour: 1}, {Name: "Small", Allocatable: res(1000, 4, 110), PricePerHour: 0.12}}
+	b := mustCompute(t, podsOf(1, 500, 0), opts)
+	if !near(b.Aggregate, 0.05) || !near(b.PricePerHour, 0.12) {
+		t.Fatalf("bound = %v (aggregate %v), want 0.12 (aggregate 0.05)", b.PricePerHour, b.Aggregate)
 	}
 }
 
