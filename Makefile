@@ -24,9 +24,11 @@ test: vet fmt-check
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-## bench: the solver and codec benchmarks with memory figures
+## bench: the solver and codec benchmarks with memory figures (BenchmarkKarpenterShape: pods/s,
+## nodes, B/op; BenchmarkCostQuality: plan $/h vs the LP lower bound), then the cost table
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./shared/provisioning/ ./shared/catalog/ ./events/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x -timeout 30m ./shared/provisioning/ ./shared/catalog/ ./events/
+	$(GO) test -count=1 -run '^TestCostQuality$$' -v ./shared/provisioning/
 
 vet:
 	$(GO) vet $(PKGS)
