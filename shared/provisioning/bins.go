@@ -61,8 +61,7 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 				free = free.Sub(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: v}})
 			}
 			b.ports = append(b.ports, scheduling.PodHostPorts(p)...)
-			terms, _ := scheduling.RequiredAntiAffinity(p) // a running pod's terms were validated by the API server
-			b.addResident(p, terms)
+			b.addResident(p)
 			for _, o := range p.OwnerReferences {
 				if o.Kind == "DaemonSet" {
 					present[p.Namespace+"/"+o.Name] = true

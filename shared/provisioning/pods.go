@@ -61,16 +61,15 @@ type podInfo struct {
 	// Derived by activate from the above and relaxed.
 	alts      []scheduling.Requirements
 	active    []constraint
-	anti      []scheduling.AntiAffinityTerm // hostname anti-affinity checked against residents
-	reqAnti   []scheduling.AntiAffinityTerm // the required ones only: what binds later pods
 	strictPNS bool
 	sig       string
 	err       error
 
 	// Per placement attempt (prepare): what the topology allows, computed once because counts
 	// only change when a pod is placed.
-	views []domainView
-	inv   map[string]map[string]bool
+	views   []domainView
+	inv     map[string]map[string]bool
+	invHost []*group // hostname groups whose required anti-affinity selects this pod
 }
 
 // domainView is one active non-hostname constraint's allowed domains for the current attempt.
@@ -299,35 +298,9 @@ func (p *podInfo) activate() {
 			droppedCons[pr.index] = true
 		}
 	}
-	var hostAnti []corev1.PodAffinityTerm
-	if aff := p.pod.Spec.Affinity; aff != nil && aff.PodAntiAffinity != nil {
-		for _, t := range aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-			if t.TopologyKey == corev1.LabelHostname {
-				hostAnti = append(hostAnti, t)
-			}
-		}
-	}
-	nRequired := len(hostAnti)
 	for i, c := range p.cons {
-		if droppedCons[i] {
-			continue
-		}
-		p.active = append(p.active, c)
-		if c.kind == kindAnti && c.preferred && c.g.key == corev1.LabelHostname {
-			// Preferred hostname anti-affinity being honoured: check it pod against pod too.
-			hostAnti = append(hostAnti, *c.term)
-		}
-	}
-	p.anti, p.reqAnti = nil, nil
-	if len(hostAnti) > 0 {
-		anti, err := scheduling.AntiAffinityTerms(p.pod, hostAnti)
-		if err != nil && p.err == nil {
-			p.err = fmt.Errorf("invalid pod %s: spec.affinity.podAntiAffinity: %w", p.key, err)
-		}
-		p.anti = anti
-		if len(anti) >= nRequired {
-			// Terms with a nil selector are dropped by compilation; required ones come first.
-			p.reqAnti = anti[:min(nRequired, len(anti))]
+		if !droppedCons[i] {
+			p.active = append(p.active, c)
 		}
 	}
 	p.sig = signature(p.pod, p.alts, p.strictPNS)

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -34,7 +35,6 @@ type claim struct {
 	pods     []*podInfo
 	requests scheduling.Resources
 	types    []int // candidate indices into pool.types, cheapest first
-	anyTerms bool  // some placed pod has required anti-affinity
 	// head is the most room any candidate type has left (per component), so pods that cannot
 	// fit are rejected without touching the candidate list.
 	head scheduling.Resources
@@ -82,21 +82,15 @@ type bin struct {
 	taints   []corev1.Taint
 	free     scheduling.Resources
 	pods     []*corev1.Pod // placed by this plan
-	// residents are every pod on the node (running and placed), with their anti-affinity terms.
-	residents     []*corev1.Pod
-	residentTerms [][]scheduling.AntiAffinityTerm
-	anyTerms      bool
+	// residents are the pods running on the node (seeded into the topology counts).
+	residents []*corev1.Pod
 	ports         []scheduling.HostPort
 }
 
 // domainOf is the bin's value for a topology key ("" when the node lacks the label).
 func (b *bin) domainOf(key string) string { return b.labels[key] }
 
-func (b *bin) addResident(p *corev1.Pod, terms []scheduling.AntiAffinityTerm) {
-	b.residents = append(b.residents, p)
-	b.residentTerms = append(b.residentTerms, terms)
-	b.anyTerms = b.anyTerms || len(terms) > 0
-}
+func (b *bin) addResident(p *corev1.Pod) { b.residents = append(b.residents, p) }
 
 type solver struct {
 	in     *Input
@@ -198,9 +192,6 @@ func (s *solver) placeOnBin(p *podInfo) bool {
 		if !p.requests.Fits(b.free) || p.untolerated(b.taints) != nil {
 			continue
 		}
-		if (len(p.anti) > 0 || b.anyTerms) && scheduling.HostnameAntiAffinityConflict(p.pod, p.anti, b.residents, b.residentTerms) {
-			continue
-		}
 		if len(p.ports) > 0 && scheduling.PortsConflict(p.ports, b.ports) {
 			continue
 		}
@@ -211,7 +202,6 @@ func (s *solver) placeOnBin(p *podInfo) bool {
 			if alt.MatchLabels(b.labels) == nil {
 				b.free = b.free.Sub(p.requests)
 				b.pods = append(b.pods, p.pod)
-				b.addResident(p.pod, p.reqAnti)
 				b.ports = append(b.ports, p.ports...)
 				s.topo.record(p.pod, p.active, b, b.domainOf)
 				return true
@@ -335,13 +325,10 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if pp.reason != "" {
 		return false
 	}
-	if (len(p.anti) > 0 || c.anyTerms) && c.antiAffinityConflict(p) {
-		return false
-	}
 	if len(p.ports) > 0 && scheduling.PortsConflict(p.ports, c.ports) {
 		return false
 	}
-	if !hostCheck(p.pod, p.active, c) {
+	if !hostCheck(p.pod, p.active, p.invHost, c) {
 		return false
 	}
 	topoReqs, ok := s.topologyRequirements(p, c)
@@ -400,7 +387,6 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		c.reqs = merged
 		c.requests = total
 		c.pods = append(c.pods, p)
-		c.anyTerms = c.anyTerms || len(p.reqAnti) > 0
 		c.ports = append(c.ports, p.ports...)
 		if len(p.active) > 0 || s.topo.matchesAny(p.pod) {
 			c.topo = true
@@ -598,11 +584,38 @@ func (s *solver) finalize(c *claim) *NodeClaimPlan {
 		}
 	}
 	zr, cr := c.reqs[corev1.LabelTopologyZone], c.reqs[apisv1.LabelCapacityType]
-	var offs []Offering
+	allowed := func(o catalog.Offering) bool {
+		return (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType))
+	}
+	// Keep the MaxInstanceTypes types whose cheapest allowed offering is cheapest (ties by name)
+	// before building offerings, so a claim with hundreds of candidate types stays cheap.
+	type ranked struct {
+		ti    int
+		price float64
+	}
+	rs := make([]ranked, 0, len(types))
 	for _, ti := range types {
-		t := pl.types[ti]
+		for _, o := range pl.types[ti].offerings { // sorted by price
+			if allowed(o) {
+				rs = append(rs, ranked{ti, o.PricePerHour})
+				break
+			}
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].price != rs[j].price {
+			return rs[i].price < rs[j].price
+		}
+		return pl.types[rs[i].ti].it.Name < pl.types[rs[j].ti].it.Name
+	})
+	if len(rs) > MaxInstanceTypes {
+		rs = rs[:MaxInstanceTypes]
+	}
+	var offs []Offering
+	for _, r := range rs {
+		t := pl.types[r.ti]
 		for _, o := range t.offerings {
-			if (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType)) {
+			if allowed(o) {
 				offs = append(offs, Offering{InstanceType: t.it, Offering: o, DaemonOverhead: t.daemon})
 			}
 		}
@@ -620,7 +633,6 @@ func (s *solver) finalize(c *claim) *NodeClaimPlan {
 		}
 		return a.Zone < b.Zone
 	})
-	offs = capTypes(offs, MaxInstanceTypes)
 	labels := map[string]string{}
 	for k, v := range pl.labels {
 		labels[k] = v
@@ -656,33 +668,7 @@ func needsSpecial(r scheduling.Resources) bool {
 	return false
 }
 
-// capTypes keeps the offerings of the first n distinct instance types.
-func capTypes(offs []Offering, n int) []Offering {
-	seen := map[string]bool{}
-	out := offs[:0]
-	for _, o := range offs {
-		if !seen[o.InstanceType.Name] {
-			if len(seen) == n {
-				continue
-			}
-			seen[o.InstanceType.Name] = true
-		}
-		out = append(out, o)
-	}
-	return out
-}
 
-// antiAffinityConflict checks required hostname anti-affinity between p and the claim's pods.
-func (c *claim) antiAffinityConflict(p *podInfo) bool {
-	residents := make([]*corev1.Pod, len(c.pods))
-	terms := make([][]scheduling.AntiAffinityTerm, len(c.pods))
-	for i, q := range c.pods {
-		// Only residents' required terms bind the newcomer (kube-scheduler ignores the
-		// preferred terms of pods already placed).
-		residents[i], terms[i] = q.pod, q.reqAnti
-	}
-	return scheduling.HostnameAntiAffinityConflict(p.pod, p.anti, residents, terms)
-}
 
 // refine re-packs each NodeClaim's pods onto smaller instance types when that is cheaper.
 // First-fit-decreasing fills a claim up to the largest type that fits, which costs nothing while

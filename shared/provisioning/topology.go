@@ -22,8 +22,10 @@ import (
 // requirement still allows several values is pinned to one as soon as a pod that a group counts
 // (or that carries a constraint on the key) is placed on it, so every count stays exact.
 //
-// Required anti-affinity on kubernetes.io/hostname is also checked pod against pod through the
-// targets' residents (scheduling.HostnameAntiAffinityConflict); other keys go through groups.
+// On kubernetes.io/hostname every target (node or NodeClaim) is its own domain, so all
+// constraints there are count lookups: a pod's anti-affinity fails where its group counts a
+// matching pod, and a running or placed pod's required anti-affinity (antiHosts) keeps every
+// pod its selector matches off that target.
 
 type constraintKind int
 
@@ -41,6 +43,8 @@ type group struct {
 	ns      map[string]bool
 	domains map[string]int // non-hostname keys: value → count
 	hosts   map[any]int    // hostname: target (*bin or *claim) → count
+	// hostTotal is the sum of hosts: whether any matching pod is placed on any node.
+	hostTotal int
 	// antiDomains/antiHosts count pods that carry a required anti-affinity term equal to this
 	// group's (key, selector, namespaces): an incoming pod the selector matches must avoid them.
 	antiDomains map[string]int
@@ -75,6 +79,8 @@ type topology struct {
 	list    []*group
 	keys    map[string]bool // topology keys used by any group
 	anyAnti bool            // some group carries required anti-affinity on a non-hostname key
+	// hostAnti are the hostname groups carrying required anti-affinity.
+	hostAnti []*group
 }
 
 // matchesAny reports whether some group counts the pod.
@@ -158,8 +164,7 @@ func namespaceOf(p *corev1.Pod) string {
 
 // compileConstraints turns a pod's spread constraints and pod (anti-)affinity terms into
 // constraints. Preferred terms and ScheduleAnyway spreads are returned as preferred
-// constraints (relaxed later if needed). Hostname anti-affinity is left to the residents check
-// but still registered so the pods it selects are counted.
+// constraints (relaxed later if needed).
 func (t *topology) compileConstraints(p *corev1.Pod) ([]constraint, error) {
 	var out []constraint
 	for i, tsc := range p.Spec.TopologySpreadConstraints {
@@ -208,10 +213,12 @@ func (t *topology) compileConstraints(p *corev1.Pod) ([]constraint, error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if kind == kindAnti && !preferred {
+		if kind == kindAnti && !preferred && !g.hasAnti {
 			g.hasAnti = true
 			if g.key != corev1.LabelHostname {
 				t.anyAnti = true
+			} else {
+				t.hostAnti = append(t.hostAnti, g)
 			}
 		}
 		tc := term
@@ -255,6 +262,7 @@ func (t *topology) record(p *corev1.Pod, cons []constraint, target any, domainOf
 		}
 		if g.key == corev1.LabelHostname {
 			g.hosts[target]++
+			g.hostTotal++
 		} else if d := domainOf(g.key); d != "" {
 			g.domains[d]++
 		}
@@ -366,9 +374,14 @@ func (t *topology) inverseAnti(p *corev1.Pod) map[string]map[string]bool {
 	return out
 }
 
-// hostCheck checks hostname-keyed spread and affinity for a target (anti-affinity on hostname
-// goes through the residents check).
-func hostCheck(p *corev1.Pod, cons []constraint, target any) bool {
+// hostCheck checks hostname-keyed constraints for a target: spread, affinity, the pod's own
+// anti-affinity, and the required anti-affinity of pods already there that selects it.
+func hostCheck(p *corev1.Pod, cons []constraint, invHost []*group, target any) bool {
+	for _, g := range invHost {
+		if g.antiHosts[target] > 0 {
+			return false
+		}
+	}
 	for _, c := range cons {
 		if c.g.key != corev1.LabelHostname {
 			continue
@@ -381,17 +394,17 @@ func hostCheck(p *corev1.Pod, cons []constraint, target any) bool {
 				return false
 			}
 		case kindAffinity:
-			total := 0
-			for _, n := range c.g.hosts {
-				total += n
-			}
-			if total == 0 {
+			if c.g.hostTotal == 0 {
 				if !c.g.matches(p) {
 					return false
 				}
 				continue
 			}
 			if c.g.hosts[target] == 0 {
+				return false
+			}
+		case kindAnti:
+			if c.g.hosts[target] > 0 {
 				return false
 			}
 		}

@@ -143,14 +143,20 @@ func (s *solver) prepare(p *podInfo) {
 	if s.topo.anyAnti {
 		p.inv = s.topo.inverseAnti(p.pod)
 	}
+	p.invHost = p.invHost[:0]
+	for _, g := range s.topo.hostAnti {
+		if g.matches(p.pod) {
+			p.invHost = append(p.invHost, g)
+		}
+	}
 }
 
 // topologyAllowsBin checks the pod's topology constraints against an existing node's domains.
 func (s *solver) topologyAllowsBin(p *podInfo, b *bin) bool {
-	if len(p.active) == 0 && p.inv == nil {
+	if len(p.active) == 0 && p.inv == nil && len(p.invHost) == 0 {
 		return true
 	}
-	if !hostCheck(p.pod, p.active, b) {
+	if !hostCheck(p.pod, p.active, p.invHost, b) {
 		return false
 	}
 	for _, v := range p.views {
