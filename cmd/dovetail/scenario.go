@@ -8,12 +8,13 @@ import (
 	"github.com/dovetail-dev/dovetail/localdev/scenarios"
 )
 
-// addScenarioFlag adds --scenario to the dev command: "interruption" runs the spot-interruption
-// scenario and "drift" the AMI roll-out (localdev/scenarios), printing what was decided and why;
-// without the flag the command runs as before.
+// addScenarioFlag adds --scenario to the dev command: "consolidation" scales a workload down and
+// consolidates, "interruption" runs the spot-interruption scenario and "drift" the AMI roll-out
+// (localdev/scenarios), printing what was decided and why; without the flag the command runs as
+// before.
 func addScenarioFlag(cmd *cobra.Command) {
 	var name string
-	cmd.Flags().StringVar(&name, "scenario", "", "run a disruption scenario instead: interruption (spot notice → replacement before the reclaim) or drift (new AMI → nodes roll within budget)")
+	cmd.Flags().StringVar(&name, "scenario", "", "run a disruption scenario instead: consolidation (scale down → fewer, cheaper nodes), interruption (spot notice → replacement before the reclaim) or drift (new AMI → nodes roll within budget)")
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		out := cmd.OutOrStdout()
@@ -32,8 +33,15 @@ func addScenarioFlag(cmd *cobra.Command) {
 				err = fmt.Errorf("drift scenario lost %d pods, %d disrupting at once (budget %d)", res.Lost, res.MaxDisrupting, res.Budget)
 			}
 			return err
+		case "consolidation":
+			res, err := scenarios.Consolidation(cmd.Context(), out)
+			// Scaling down leaves PodsAfter replicas; each must still run, at a lower $/h.
+			if err == nil && (res.After > res.Before) {
+				err = fmt.Errorf("consolidation raised $/h from %.4f to %.4f", res.Before, res.After)
+			}
+			return err
 		default:
-			return fmt.Errorf("--scenario: %q is not interruption or drift", name)
+			return fmt.Errorf("--scenario: %q is not consolidation, interruption or drift", name)
 		}
 	}
 }
