@@ -49,13 +49,12 @@ tidy:
 clean:
 	rm -rf $(BIN)
 
-## controlplane: kube-apiserver, kube-controller-manager, kube-scheduler v1.34.2 (one binary, built from
-## the separate module e2e/controlplane), kwok, and Debian's etcd-server (apt) for the e2e suite.
+## controlplane: kube-apiserver, kube-controller-manager, kube-scheduler v1.34.2 and etcd v3.6.4 (one
+## binary, built from the separate module e2e/controlplane) and kwok, for the e2e suite.
 CONTROLPLANE_BIN ?= build/controlplane/bin
 KWOK_VERSION     ?= v0.8.0
 .PHONY: controlplane e2e
 controlplane:
-	@command -v etcd >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server; }
 	cd e2e/controlplane && $(GO) build -o $(CURDIR)/$(CONTROLPLANE_BIN)/controlplane .
 	test -x $(CONTROLPLANE_BIN)/kwok || GOBIN=$(CURDIR)/$(CONTROLPLANE_BIN) $(GO) install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
 

@@ -59,6 +59,9 @@ type Options struct {
 	CloudProvider string
 	// AWSEndpoint is the EC2/SSM endpoint of CloudAWS; empty starts the fake cloud's own on loopback.
 	AWSEndpoint string
+	// OnDecision, if set, is told every provision decision (after the progress line), e.g. the
+	// e2e suite's record of where the plan put each pod.
+	OnDecision func(provision.Decision)
 
 	// Test hooks: wrap what the provision function publishes with, and how it handles messages
 	// (to inject a crash between launch and command, or a duplicate delivery).
@@ -246,8 +249,12 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if o.wrapPublisher != nil {
 		fnPub = o.wrapPublisher(pub)
 	}
+	onDecision := env.Progress.Decision
+	if o.OnDecision != nil {
+		onDecision = func(d provision.Decision) { env.Progress.Decision(d); o.OnDecision(d) }
+	}
 	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, Provider: env.Provider, Publisher: fnPub,
-		Codec: events.Codec{Blobs: env.blobs}, Log: o.Log, OnDecision: env.Progress.Decision}
+		Codec: events.Codec{Blobs: env.blobs}, Log: o.Log, OnDecision: onDecision}
 	cons, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: provision.Component,
 		Subject: queue.EventsSubject(o.Cluster), Logger: o.Log})
 	if err != nil {

@@ -4,10 +4,13 @@
 //	controlplane kube-apiserver [flags]
 //	controlplane kube-controller-manager [flags]
 //	controlplane kube-scheduler [flags]
+//	controlplane etcd [flags]
 //
 // Each subcommand is exactly the upstream command (same flags, same defaults): the blank imports
 // are the ones the upstream main packages carry (time zones for CronJob, JSON logs, client-go and
-// version metrics).
+// version metrics). etcd is v3.6.4, the version k8s.io/kubernetes v1.34.2 requires (go.mod): unlike
+// Debian's etcd 3.4.23 it answers watch progress requests, which kube-apiserver needs to serve the
+// streaming lists client-go >= v0.35 asks for by default.
 package main
 
 import (
@@ -16,6 +19,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/spf13/cobra"
+	"go.etcd.io/etcd/server/v3/etcdmain"
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
@@ -32,8 +36,12 @@ var components = map[string]func() *cobra.Command{
 }
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "etcd" {
+		etcdmain.Main(os.Args[1:]) // etcd parses its flags from args[1:]
+		return
+	}
 	if len(os.Args) < 2 || components[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: controlplane kube-apiserver|kube-controller-manager|kube-scheduler [flags]")
+		fmt.Fprintln(os.Stderr, "usage: controlplane kube-apiserver|kube-controller-manager|kube-scheduler|etcd [flags]")
 		os.Exit(2)
 	}
 	cmd := components[os.Args[1]]()

@@ -1,6 +1,8 @@
 package realcluster
 
 import (
+	"os"
+
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -22,7 +24,16 @@ func kubeconfig(server string, caPEM []byte, user string, kp *keyPair, token str
 	return clientcmd.Write(cfg)
 }
 
-// restConfig is the client configuration of a rendered kubeconfig.
+// restConfig is the admin client configuration of a rendered kubeconfig. Its client-side rate
+// limit is raised from client-go's 5 QPS (burst 10): applying a scenario of a few hundred objects
+// to a private loopback API server should not wait on it. API warnings (deprecated fields in the
+// scenario) are printed once each to stderr instead of on every request.
 func restConfig(data []byte) (*rest.Config, error) {
-	return clientcmd.RESTConfigFromKubeConfig(data)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	cfg.WarningHandler = rest.NewWarningWriter(os.Stderr, rest.WarningWriterOptions{Deduplicate: true})
+	return cfg, nil
 }

@@ -1,6 +1,6 @@
 // Package realcluster starts and stops a real Kubernetes control plane on loopback for the e2e
-// suite and `dovetail dev --control-plane real`: etcd, kube-apiserver, kube-controller-manager and
-// kube-scheduler (v1.34.2, built by `make controlplane` from e2e/controlplane), and a kwok
+// suite and `dovetail dev --control-plane real`: etcd v3.6.4, kube-apiserver, kube-controller-manager
+// and kube-scheduler v1.34.2 (one binary built by `make controlplane` from e2e/controlplane), and a kwok
 // controller that plays the kubelet of every Node (keeps it Ready, runs the pods bound to it).
 // No container runtime, no network beyond 127.0.0.1.
 //
@@ -56,7 +56,11 @@ type Options struct {
 	// BinDir holds `controlplane` and `kwok` (default: $DOVETAIL_CONTROLPLANE_BIN, else
 	// build/controlplane/bin under the repository root found from the working directory).
 	BinDir string
-	// Etcd is the etcd binary (default: "etcd" on PATH; Debian's etcd-server package).
+	// Etcd is an external etcd binary to use instead of `controlplane etcd` (v3.6.4). It must answer
+	// watch progress requests (etcd >= 3.4.31 or >= 3.5.13): without them kube-apiserver refuses
+	// the streaming lists client-go >= v0.35 opens by default ("RequestWatchProgress feature is not
+	// supported" in its log), and informers (kwok's, the agent's) fall behind. Debian 12's
+	// etcd-server 3.4.23 is too old.
 	Etcd string
 	// Dir is the working directory for data, certificates, kubeconfigs and logs (default: a new
 	// temporary directory, removed by Stop).
@@ -96,8 +100,10 @@ type process struct {
 	err  error
 }
 
-// Binaries resolves where the binaries are and checks they exist; the error says how to build them.
-func (o *Options) Binaries() (controlplane, kwok, etcd string, err error) {
+// Binaries resolves where the binaries are and checks they exist; the error says how to build
+// them. etcd is the command line that starts etcd (the controlplane binary's etcd subcommand
+// unless Options.Etcd is set).
+func (o *Options) Binaries() (controlplane, kwok string, etcd []string, err error) {
 	dir := o.BinDir
 	if dir == "" {
 		dir = os.Getenv(EnvBinDir)
@@ -105,24 +111,24 @@ func (o *Options) Binaries() (controlplane, kwok, etcd string, err error) {
 	if dir == "" {
 		root, rerr := RepoRoot()
 		if rerr != nil {
-			return "", "", "", fmt.Errorf("finding %s: %w (set %s)", DefaultBinDir, rerr, EnvBinDir)
+			return "", "", nil, fmt.Errorf("finding %s: %w (set %s)", DefaultBinDir, rerr, EnvBinDir)
 		}
 		dir = filepath.Join(root, DefaultBinDir)
 	}
 	controlplane, kwok = filepath.Join(dir, "controlplane"), filepath.Join(dir, "kwok")
 	for _, p := range []string{controlplane, kwok} {
 		if _, serr := os.Stat(p); serr != nil {
-			return "", "", "", fmt.Errorf("control-plane binary %s is missing: run `make controlplane` (or set %s): %w", p, EnvBinDir, serr)
+			return "", "", nil, fmt.Errorf("control-plane binary %s is missing: run `make controlplane` (or set %s): %w", p, EnvBinDir, serr)
 		}
 	}
-	etcd = o.Etcd
-	if etcd == "" {
-		etcd = "etcd"
+	if o.Etcd == "" {
+		return controlplane, kwok, []string{controlplane, "etcd"}, nil
 	}
-	if etcd, err = exec.LookPath(etcd); err != nil {
-		return "", "", "", fmt.Errorf("etcd is missing: run `make controlplane` (it installs Debian's etcd-server with apt): %w", err)
+	bin, err := exec.LookPath(o.Etcd)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("etcd %s: %w", o.Etcd, err)
 	}
-	return controlplane, kwok, etcd, nil
+	return controlplane, kwok, []string{bin}, nil
 }
 
 // RepoRoot returns the root of the dovetail checkout containing the working directory (the first
@@ -235,10 +241,10 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
 	logf("starting etcd on %s", etcdURL)
-	if err := cp.start("etcd", etcdBin, "--name=default", "--data-dir="+path("etcd"),
+	if err := cp.start("etcd", etcdBin[0], append(etcdBin[1:], "--name=default", "--data-dir="+path("etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=default="+peerURL, "--log-level=warn"); err != nil {
+		"--initial-cluster=default="+peerURL, "--log-level=warn")...); err != nil {
 		return nil, err
 	}
 	if err := cp.waitHTTP(ctx, "etcd", etcdURL+"/health", nil); err != nil {
