@@ -4,7 +4,7 @@ BIN       ?= bin
 PKGS      ?= ./...
 # Go's own caches stay where go env puts them; bin/ is git-ignored.
 
-.PHONY: all build run test test-short bench vet fmt lint staticcheck clean tidy
+.PHONY: all build run package tools test test-short bench vet fmt lint staticcheck clean tidy
 
 all: build
 
@@ -61,3 +61,11 @@ controlplane:
 ## e2e: the whole path against the real control plane (agent, queue, provision, fake cloud, kwok nodes)
 e2e: controlplane
 	DOVETAIL_CONTROLPLANE_BIN=$(CURDIR)/$(CONTROLPLANE_BIN) $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/...
+
+## tools: fauxqs (SQS+S3 emulator) on Node 22 and aws-lambda-rie under .cache/tools, for the AWS transport tests
+tools:
+	bash hack/tools.sh
+
+## package: Lambda zips of every function (bootstrap, provided.al2023, arm64 and amd64) and static agent binaries in dist/
+package:
+	GO=$(GO) bash hack/package.sh
