@@ -1,0 +1,352 @@
+// Package awsinfra holds the tests of infra/aws: the SAM template and the Terraform (JSON syntax)
+// stack are parsed (sigs.k8s.io/yaml; long-form intrinsics keep the template plain YAML), their
+// IAM statements reduced to one canonical form, and checked for least privilege and for granting
+// exactly the same thing in both.
+package awsinfra
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
+	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
+)
+
+type doc = map[string]any
+
+func load(t *testing.T, path string) doc {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d doc
+	if err := yaml.Unmarshal(b, &d); err != nil { // YAML is a superset of JSON: one parser for both
+		t.Fatalf("%s: %v", path, err)
+	}
+	return d
+}
+
+// get walks nested maps (string keys) and lists (int keys).
+func get(t *testing.T, v any, path ...any) any {
+	t.Helper()
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("path %v: %v is not a map at %q", path, v, k)
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				t.Fatalf("path %v: no item %d", path, k)
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// statement is an IAM statement in one canonical form, for both sources.
+type statement struct {
+	Sid, Effect string
+	Actions     []string
+	Resources   []string
+	Conditions  []string // "Operator|key|value1,value2"
+}
+
+func (s statement) String() string {
+	return fmt.Sprintf("%s %s %v on %v if %v", s.Sid, s.Effect, s.Actions, s.Resources, s.Conditions)
+}
+
+func sorted(s []string) []string { s = slices.Clone(s); sort.Strings(s); return s }
+
+// Placeholders both sources reduce to.
+var samSubs = strings.NewReplacer(
+	"${AWS::Partition}", "{partition}", "${AWS::Region}", "{region}", "${AWS::AccountId}", "{account}",
+	"${ClusterName}", "{cluster}", "${ClaimCheckBucket.Arn}", "{bucket}")
+
+var tfSubs = strings.NewReplacer(
+	"${local.ec2_arn}", "arn:{partition}:ec2:{region}:{account}",
+	"${data.aws_partition.current.partition}", "{partition}", "${data.aws_region.current.region}", "{region}",
+	"${data.aws_caller_identity.current.account_id}", "{account}", "${var.cluster_name}", "{cluster}",
+	"${aws_s3_bucket.claim_check.arn}", "{bucket}", "${var.node_role_arn}", "{NodeRoleArn}",
+	"${aws_sqs_queue.events.arn}", "{EventQueue}", "${aws_sqs_queue.events_dlq.arn}", "{EventDLQ}",
+	"${aws_sqs_queue.commands.arn}", "{CommandQueue}", "${aws_sqs_queue.commands_dlq.arn}", "{CommandDLQ}",
+	"${aws_cloudwatch_log_group.provision.arn}", "arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/dovetail-{cluster}-provision")
+
+// samValue reduces a CloudFormation value (string, Fn::Sub, Fn::GetAtt X.Arn, Ref) to strings.
+func samValue(t *testing.T, v any) []string {
+	t.Helper()
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			out = append(out, samValue(t, e)...)
+		}
+		return out
+	case map[string]any:
+		if s, ok := x["Fn::Sub"].(string); ok {
+			return []string{samSubs.Replace(s)}
+		}
+		if g, ok := x["Fn::GetAtt"].([]any); ok && len(g) == 2 && g[1] == "Arn" {
+			return []string{"{" + g[0].(string) + "}"}
+		}
+		if r, ok := x["Ref"].(string); ok {
+			switch r {
+			case "ClusterName":
+				return []string{"{cluster}"}
+			case "AWS::Region":
+				return []string{"{region}"}
+			}
+			return []string{"{" + r + "}"}
+		}
+	}
+	t.Fatalf("unsupported CloudFormation value %v", v)
+	return nil
+}
+
+func samStatements(t *testing.T, tmpl doc, role string) []statement {
+	t.Helper()
+	var out []statement
+	for _, p := range get(t, tmpl, "Resources", role, "Properties", "Policies").([]any) {
+		for _, raw := range get(t, p, "PolicyDocument", "Statement").([]any) {
+			s := raw.(map[string]any)
+			st := statement{Sid: s["Sid"].(string), Effect: s["Effect"].(string),
+				Actions: sorted(samValue(t, s["Action"])), Resources: sorted(samValue(t, s["Resource"]))}
+			if c, ok := s["Condition"].(map[string]any); ok {
+				for op, kv := range c {
+					for k, v := range kv.(map[string]any) {
+						st.Conditions = append(st.Conditions, op+"|"+k+"|"+strings.Join(sorted(samValue(t, v)), ","))
+					}
+				}
+			}
+			st.Conditions = sorted(st.Conditions)
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func tfStatements(t *testing.T, tf doc, policy string) []statement {
+	t.Helper()
+	var out []statement
+	strs := func(v any) []string {
+		var r []string
+		for _, e := range v.([]any) {
+			r = append(r, tfSubs.Replace(e.(string)))
+		}
+		return sorted(r)
+	}
+	for _, raw := range get(t, tf, "data", "aws_iam_policy_document", policy, "statement").([]any) {
+		s := raw.(map[string]any)
+		st := statement{Sid: s["sid"].(string), Effect: s["effect"].(string), Actions: strs(s["actions"]), Resources: strs(s["resources"])}
+		if cs, ok := s["condition"].([]any); ok {
+			for _, c := range cs {
+				c := c.(map[string]any)
+				st.Conditions = append(st.Conditions, c["test"].(string)+"|"+c["variable"].(string)+"|"+strings.Join(strs(c["values"]), ","))
+			}
+		}
+		st.Conditions = sorted(st.Conditions)
+		out = append(out, st)
+	}
+	return out
+}
+
+// noResourceLevelActions are the actions this stack grants on Resource "*": AWS supports no
+// resource-level permissions for them (Service Authorization Reference, "Actions, resources,
+// and condition keys for Amazon EC2" — the Describe* rows list no resource type — and "for AWS
+// Price List").
+var noResourceLevelActions = map[string]bool{
+	"ec2:DescribeImages": true, "ec2:DescribeInstanceTypeOfferings": true, "ec2:DescribeInstanceTypes": true,
+	"ec2:DescribeInstances": true, "ec2:DescribeLaunchTemplates": true, "ec2:DescribeSecurityGroups": true,
+	"ec2:DescribeSpotPriceHistory": true, "ec2:DescribeSubnets": true, "pricing:GetProducts": true,
+}
+
+const (
+	clusterRequestTag  = "StringEquals|aws:RequestTag/dovetail.dev/cluster|{cluster}"
+	clusterResourceTag = "StringEquals|aws:ResourceTag/dovetail.dev/cluster|{cluster}"
+)
+
+var actionRE = regexp.MustCompile(`^[a-z0-9-]+:[A-Za-z0-9]+$`)
+
+// checkLeastPrivilege asserts the rules every role of the stack follows.
+func checkLeastPrivilege(t *testing.T, name string, stmts []statement) {
+	t.Helper()
+	ec2Created := regexp.MustCompile(`^arn:\{partition\}:ec2:\{region\}:\{account\}:(fleet|instance|launch-template|network-interface|spot-instances-request|volume)/\*$`)
+	for _, s := range stmts {
+		if s.Effect != "Allow" {
+			t.Errorf("%s %s: effect %s, want only Allow statements in a role policy", name, s.Sid, s.Effect)
+		}
+		for _, a := range s.Actions {
+			// No wildcard in any action: every permission is named.
+			if !actionRE.MatchString(a) {
+				t.Errorf("%s %s: action %q is not one named action (no wildcards)", name, s.Sid, a)
+			}
+		}
+		for _, r := range s.Resources {
+			if r == "*" {
+				for _, a := range s.Actions {
+					if !noResourceLevelActions[a] {
+						t.Errorf("%s %s: %s on Resource \"*\", but it supports resource-level permissions", name, s.Sid, a)
+					}
+				}
+			} else if strings.Contains(r, ":*:") || strings.HasPrefix(r, "arn:*") {
+				t.Errorf("%s %s: resource %q wildcards a partition, region or account", name, s.Sid, r)
+			}
+		}
+		for _, a := range s.Actions {
+			switch a {
+			case "ec2:TerminateInstances", "ec2:DeleteLaunchTemplate":
+				// Destroy only what is tagged for this cluster (DESIGN invariant 4).
+				if !slices.Contains(s.Conditions, clusterResourceTag) {
+					t.Errorf("%s %s: %s without the condition %s", name, s.Sid, a, clusterResourceTag)
+				}
+			case "ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:CreateTags":
+				// Created resources must carry the cluster tag in the request; existing ones used by
+				// a launch are either the cluster's launch templates or network/image resources.
+				for _, r := range s.Resources {
+					switch {
+					case strings.HasSuffix(r, ":launch-template/*") && slices.Contains(s.Conditions, clusterResourceTag):
+					case ec2Created.MatchString(r):
+						if !slices.Contains(s.Conditions, clusterRequestTag) {
+							t.Errorf("%s %s: %s on %s without %s", name, s.Sid, a, r, clusterRequestTag)
+						}
+					case a != "ec2:CreateTags" && a != "ec2:CreateLaunchTemplate" && regexp.MustCompile(`:(image|snapshot|security-group|subnet)/\*$`).MatchString(r):
+					default:
+						t.Errorf("%s %s: %s on unexpected resource %s", name, s.Sid, a, r)
+					}
+				}
+				if a == "ec2:CreateTags" && !slices.Contains(s.Conditions, "StringEquals|ec2:CreateAction|CreateFleet,CreateLaunchTemplate,RunInstances") {
+					t.Errorf("%s %s: ec2:CreateTags must be limited to tagging on create (ec2:CreateAction)", name, s.Sid)
+				}
+			case "iam:PassRole":
+				if fmt.Sprint(s.Resources) != "[{NodeRoleArn}]" || !slices.Contains(s.Conditions, "StringEquals|iam:PassedToService|ec2.amazonaws.com") {
+					t.Errorf("%s %s: iam:PassRole must name only the node role and be passed only to EC2", name, s.Sid)
+				}
+			}
+			if strings.HasPrefix(a, "sqs:") {
+				for _, r := range s.Resources {
+					if !regexp.MustCompile(`^\{(EventQueue|EventDLQ|CommandQueue|CommandDLQ)\}$`).MatchString(r) {
+						t.Errorf("%s %s: %s on %s, want only this stack's queues", name, s.Sid, a, r)
+					}
+				}
+			}
+			if strings.HasPrefix(a, "s3:") && fmt.Sprint(s.Resources) != "[{bucket}/"+s3blob.DefaultPrefix+"*]" {
+				t.Errorf("%s %s: %s on %v, want only {bucket}/%s*", name, s.Sid, a, s.Resources, s3blob.DefaultPrefix)
+			}
+		}
+	}
+}
+
+func TestIAMLeastPrivilegeAndParity(t *testing.T) {
+	sam := load(t, "template.yaml")
+	tf := load(t, "main.tf.json")
+	for _, c := range []struct{ samRole, tfPolicy string }{{"ProvisionRole", "provision"}, {"AgentRole", "agent"}} {
+		s := samStatements(t, sam, c.samRole)
+		f := tfStatements(t, tf, c.tfPolicy)
+		checkLeastPrivilege(t, "SAM "+c.samRole, s)
+		checkLeastPrivilege(t, "Terraform "+c.tfPolicy, f)
+		if len(s) != len(f) {
+			t.Errorf("%s: SAM has %d statements, Terraform %d", c.tfPolicy, len(s), len(f))
+		}
+		for i := range min(len(s), len(f)) {
+			if s[i].String() != f[i].String() {
+				t.Errorf("%s statement %d differs:\n SAM       %s\n Terraform %s", c.tfPolicy, i, s[i], f[i])
+			}
+		}
+	}
+	// The provision role can do what the provider and the runtime call, and terminate only
+	// tagged instances (the statement must exist, not just be well-formed if present).
+	var terminate, dlq bool
+	for _, s := range samStatements(t, sam, "ProvisionRole") {
+		if slices.Contains(s.Actions, "ec2:TerminateInstances") && slices.Contains(s.Conditions, clusterResourceTag) {
+			terminate = true
+		}
+		if slices.Contains(s.Actions, "sqs:SendMessage") && slices.Contains(s.Resources, "{EventDLQ}") {
+			dlq = true
+		}
+	}
+	if !terminate || !dlq {
+		t.Errorf("provision role: tag-scoped TerminateInstances %v, SendMessage to the event DLQ %v; want both", terminate, dlq)
+	}
+}
+
+func TestQueuesBucketAndFunction(t *testing.T) {
+	sam := load(t, "template.yaml")
+	res := func(name string, path ...any) any { return get(t, sam, append([]any{"Resources", name, "Properties"}, path...)...) }
+	num := func(v any) float64 { f, _ := v.(float64); return f }
+	fnTimeout := num(res("ProvisionFunction", "Timeout"))
+	for q, dlq := range map[string]string{"EventQueue": "EventDLQ", "CommandQueue": "CommandDLQ"} {
+		if res(q, "FifoQueue") != true || res(dlq, "FifoQueue") != true {
+			t.Errorf("%s and %s must be FIFO (ordering per cluster; a FIFO queue's DLQ must be FIFO)", q, dlq)
+		}
+		if got := fmt.Sprint(samValue(t, res(q, "RedrivePolicy", "deadLetterTargetArn"))); got != "[{"+dlq+"}]" {
+			t.Errorf("%s redrives to %s, want %s", q, got, dlq)
+		}
+		if n := num(res(q, "RedrivePolicy", "maxReceiveCount")); n != sqs.DefaultMaxReceives {
+			t.Errorf("%s maxReceiveCount %v, want %d", q, n, sqs.DefaultMaxReceives)
+		}
+		if n := num(res(q, "MaximumMessageSize")); n != sqs.MaxMessageBytes {
+			t.Errorf("%s MaximumMessageSize %v, want %d (the size the publisher and claim check are built for)", q, n, sqs.MaxMessageBytes)
+		}
+	}
+	// AWS Lambda Developer Guide ("Using Lambda with Amazon SQS"): visibility timeout at least 6x the function timeout.
+	if v := num(res("EventQueue", "VisibilityTimeout")); fnTimeout <= 0 || v < 6*fnTimeout {
+		t.Errorf("event queue visibility %vs, function timeout %vs: want >= 6x", v, fnTimeout)
+	}
+	rule := res("ClaimCheckBucket", "LifecycleConfiguration", "Rules", 0).(map[string]any)
+	if rule["Status"] != "Enabled" || rule["Prefix"] != s3blob.DefaultPrefix || num(rule["ExpirationInDays"]) != 1 {
+		t.Errorf("claim-check lifecycle rule %v, want Enabled, prefix %s, 1 day", rule, s3blob.DefaultPrefix)
+	}
+	// A claim-checked payload must outlive every message that points to it (S3 expires objects
+	// at least ExpirationInDays after creation: S3 User Guide, "Lifecycle configuration elements").
+	if r := num(res("EventQueue", "MessageRetentionPeriod")); r > 86400 {
+		t.Errorf("event retention %vs outlives the 1-day claim-check expiry", r)
+	}
+	fn := func(path ...any) any { return res("ProvisionFunction", path...) }
+	if fn("Runtime") != "provided.al2023" || fmt.Sprint(fn("Architectures")) != "[arm64]" || fn("Handler") != "bootstrap" {
+		t.Errorf("provision runtime %v %v %v, want provided.al2023 [arm64] bootstrap", fn("Runtime"), fn("Architectures"), fn("Handler"))
+	}
+	ev := fn("Events", "Events", "Properties").(map[string]any)
+	if fmt.Sprint(ev["FunctionResponseTypes"]) != "[ReportBatchItemFailures]" || fmt.Sprint(samValue(t, ev["Queue"])) != "[{EventQueue}]" {
+		t.Errorf("provision event source %v, want the event queue with ReportBatchItemFailures", ev)
+	}
+	if got := fmt.Sprint(samValue(t, fn("Environment", "Variables", "DOVETAIL_DLQ_URL"))); got != "[{EventDLQ}]" {
+		t.Errorf("DOVETAIL_DLQ_URL = %s, want the event DLQ", got)
+	}
+
+	// Terraform: the same shape.
+	tf := load(t, "main.tf.json")
+	r := func(path ...any) any { return get(t, tf, append([]any{"resource"}, path...)...) }
+	for q, dlq := range map[string]string{"events": "events_dlq", "commands": "commands_dlq"} {
+		want := fmt.Sprintf("${jsonencode({deadLetterTargetArn = aws_sqs_queue.%s.arn, maxReceiveCount = %d})}", dlq, sqs.DefaultMaxReceives)
+		if r("aws_sqs_queue", q, "redrive_policy") != want || r("aws_sqs_queue", q, "fifo_queue") != true || r("aws_sqs_queue", dlq, "fifo_queue") != true {
+			t.Errorf("terraform queue %s: redrive %v, want %s, both FIFO", q, r("aws_sqs_queue", q, "redrive_policy"), want)
+		}
+	}
+	lc := r("aws_s3_bucket_lifecycle_configuration", "claim_check", "rule", 0).(map[string]any)
+	if b, _ := json.Marshal(lc); !strings.Contains(string(b), `"days":1`) || !strings.Contains(string(b), `"prefix":"`+s3blob.DefaultPrefix+`"`) {
+		t.Errorf("terraform lifecycle rule %s, want 1 day on %s", b, s3blob.DefaultPrefix)
+	}
+	esm := r("aws_lambda_event_source_mapping", "provision_events").(map[string]any)
+	if fmt.Sprint(esm["function_response_types"]) != "[ReportBatchItemFailures]" || esm["event_source_arn"] != "${aws_sqs_queue.events.arn}" {
+		t.Errorf("terraform event source mapping %v", esm)
+	}
+	lf := r("aws_lambda_function", "provision").(map[string]any)
+	if lf["runtime"] != "provided.al2023" || fmt.Sprint(lf["architectures"]) != "[arm64]" {
+		t.Errorf("terraform function runtime %v %v", lf["runtime"], lf["architectures"])
+	}
+}
