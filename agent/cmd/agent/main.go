@@ -1,5 +1,6 @@
 // Command agent runs Dovetail's in-cluster agent against a cluster (in-cluster config, or
-// --kubeconfig) and a NATS JetStream queue.
+// --kubeconfig) and a queue: NATS JetStream (--transport nats, the default) or Amazon SQS
+// (--transport sqs: events to a FIFO queue, commands long-polled from another, claim checks in S3).
 package main
 
 import (
@@ -12,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -21,6 +25,8 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
+	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
 )
 
 // serviceAccountNamespace is where Kubernetes mounts the pod's namespace for in-cluster clients.
@@ -31,6 +37,10 @@ type options struct {
 	batchIdle, batchMax, snapshotInterval            time.Duration
 	evictionTimeout, syncTimeout                     time.Duration
 	ensureStream                                     bool
+	// --transport sqs
+	transport, eventQueueURL, commandQueueURL, commandDLQURL string
+	blobBucket, blobPrefix                                   string
+	s3PathStyle                                              bool
 }
 
 func main() {
@@ -59,7 +69,14 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty: in-cluster config")
 	f.StringVar(&o.cluster, "cluster", "", "cluster name (RFC 1123 label) used in queue subjects and event sources (required)")
 	f.StringVar(&o.namespace, "namespace", "", "the agent's namespace (its ConfigMap); default: the service account's namespace")
+	f.StringVar(&o.transport, "transport", "nats", "queue transport: nats or sqs")
 	f.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	f.StringVar(&o.eventQueueURL, "event-queue-url", "", "sqs: FIFO queue URL events are published to (required with --transport sqs)")
+	f.StringVar(&o.commandQueueURL, "command-queue-url", "", "sqs: FIFO queue URL commands are long-polled from (required with --transport sqs)")
+	f.StringVar(&o.commandDLQURL, "command-dlq-url", "", "sqs: dead-letter queue URL for poison commands; empty: left to the redrive policy")
+	f.StringVar(&o.blobBucket, "blob-bucket", "", "sqs: S3 bucket for claim-checked payloads; empty: --blob-dir or refuse them")
+	f.StringVar(&o.blobPrefix, "blob-prefix", s3blob.DefaultPrefix, "sqs: key prefix of claim-checked payloads (the bucket's lifecycle rule expires it)")
+	f.BoolVar(&o.s3PathStyle, "s3-path-style", false, "sqs: path-style S3 addressing (local endpoints)")
 	f.BoolVar(&o.ensureStream, "ensure-stream", true, "create or update the cluster's JetStream stream at start")
 	f.StringVar(&o.blobDir, "blob-dir", "", "directory for claim-checked payloads too large for an event; empty: refuse them")
 	f.DurationVar(&o.batchIdle, "batch-idle", agent.DefaultBatchIdle, "close a pending-pod batch after this long without a new pending pod")
@@ -95,29 +112,43 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	nc, err := qnats.Connect(o.natsURL, "dovetail-agent-"+o.cluster)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	if o.ensureStream {
-		if _, err := qnats.EnsureStream(ctx, nc, qnats.StreamConfig{Cluster: o.cluster}); err != nil {
-			return err
-		}
-	}
-	pub, err := qnats.NewPublisher(nc)
-	if err != nil {
-		return err
-	}
-	cons, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{
-		Cluster: o.cluster, Durable: "agent", Subject: queue.CommandsSubject(o.cluster),
-	})
-	if err != nil {
-		return err
-	}
-	var blobs events.BlobStore
+	var (
+		pub   queue.Publisher
+		cons  queue.Consumer
+		blobs events.BlobStore
+	)
 	if o.blobDir != "" {
 		blobs = events.FileBlobStore{Dir: o.blobDir}
+	}
+	switch o.transport {
+	case "nats":
+		nc, err := qnats.Connect(o.natsURL, "dovetail-agent-"+o.cluster)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		if o.ensureStream {
+			if _, err := qnats.EnsureStream(ctx, nc, qnats.StreamConfig{Cluster: o.cluster}); err != nil {
+				return err
+			}
+		}
+		np, err := qnats.NewPublisher(nc)
+		if err != nil {
+			return err
+		}
+		pub = np
+		if cons, err = qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{
+			Cluster: o.cluster, Durable: "agent", Subject: queue.CommandsSubject(o.cluster),
+		}); err != nil {
+			return err
+		}
+	case "sqs":
+		var err error
+		if pub, cons, blobs, err = sqsTransport(ctx, o, blobs); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("--transport %q: must be nats or sqs", o.transport)
 	}
 	return agent.Run(ctx, agent.Config{
 		Cluster: o.cluster, Namespace: o.namespace, Kube: kc, Dynamic: dc,
@@ -125,4 +156,28 @@ func run(ctx context.Context, o options) error {
 		BatchIdle: o.batchIdle, BatchMax: o.batchMax, SnapshotInterval: o.snapshotInterval,
 		EvictionTimeout: o.evictionTimeout, SyncTimeout: o.syncTimeout,
 	})
+}
+
+// sqsTransport builds the SQS publisher (events), the long-polling command consumer and, with
+// --blob-bucket, the S3 claim-check store. Credentials, region and endpoint come from the SDK's
+// default chain (EKS Pod Identity or IRSA in the cluster; AWS_ENDPOINT_URL for local endpoints).
+func sqsTransport(ctx context.Context, o options, blobs events.BlobStore) (queue.Publisher, queue.Consumer, events.BlobStore, error) {
+	if o.eventQueueURL == "" || o.commandQueueURL == "" {
+		return nil, nil, nil, errors.New("--event-queue-url and --command-queue-url: required with --transport sqs")
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("aws config: %w", err)
+	}
+	client := awssqs.NewFromConfig(cfg)
+	pub := &sqs.Publisher{Client: client, Routes: map[string]string{queue.EventsSubject(o.cluster): o.eventQueueURL}}
+	cons, err := sqs.NewConsumer(sqs.ConsumerConfig{Client: client, QueueURL: o.commandQueueURL, DeadLetterURL: o.commandDLQURL})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if o.blobBucket != "" {
+		s3c := s3.NewFromConfig(cfg, func(so *s3.Options) { so.UsePathStyle = o.s3PathStyle })
+		blobs = &s3blob.Store{Client: s3c, Bucket: o.blobBucket, Prefix: o.blobPrefix}
+	}
+	return pub, cons, blobs, nil
 }
