@@ -169,7 +169,8 @@ func expandYAML(paths []string) ([]string, error) {
 }
 
 // readObjects decodes every non-empty document of a YAML file; each must name apiVersion, kind
-// and metadata.name.
+// and metadata.name. Errors name the file and the document's position among the non-empty
+// documents, counting from 1.
 func readObjects(path string) ([]*unstructured.Unstructured, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -177,21 +178,23 @@ func readObjects(path string) ([]*unstructured.Unstructured, error) {
 	}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var out []*unstructured.Unstructured
-	for i := 0; ; i++ {
+	i := 0
+	for {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", path, i, err)
+			return nil, fmt.Errorf("%s: document %d: %w", path, i+1, err)
 		}
 		obj := map[string]any{}
 		if err := utilyaml.Unmarshal(doc, &obj); err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", path, i, err)
+			return nil, fmt.Errorf("%s: document %d: %w", path, i+1, err)
 		}
 		if len(obj) == 0 {
 			continue
 		}
+		i++
 		u := &unstructured.Unstructured{Object: obj}
 		switch {
 		case u.GetAPIVersion() == "":

@@ -292,7 +292,10 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 	logf("starting kwok (plays the kubelet of every node)")
 	if err := cp.start("kwok", kwokBin,
 		"--kubeconfig="+path("kwok.kubeconfig"), "--config="+path("kwok-stages.yaml"),
-		"--manage-all-nodes=true"); err != nil {
+		"--manage-all-nodes=true",
+		// kwok renews each node's Lease in kube-node-lease: the heartbeat kube-controller-manager's
+		// node lifecycle controller watches (kubelet default: 40 s duration, renewed every 10 s).
+		"--node-lease-duration-seconds=40"); err != nil {
 		return nil, err
 	}
 	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
