@@ -84,7 +84,7 @@ type bin struct {
 	pods     []*corev1.Pod // placed by this plan
 	// residents are the pods running on the node (seeded into the topology counts).
 	residents []*corev1.Pod
-	ports         []scheduling.HostPort
+	ports     []scheduling.HostPort
 }
 
 // domainOf is the bin's value for a topology key ("" when the node lacks the label).
@@ -150,6 +150,7 @@ func Solve(in Input) (*Plan, error) {
 		}
 	}
 	s.refine()
+	s.lpRepack()
 	for _, b := range s.bins {
 		if len(b.pods) > 0 {
 			plan.ExistingNodes = append(plan.ExistingNodes, &NodePlacement{Name: b.name, InFlight: b.inFlight, Pods: b.pods})
@@ -335,6 +336,9 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if !ok {
 		return false
 	}
+	if len(c.pods) > 0 && !p.requests.FitsAfter(c.requests, c.pool.types[c.types[0]].avail) && len(c.types) == 1 {
+		return false
+	}
 	total := c.requests.Add(p.requests)
 	for _, ac := range pp.alts {
 		if !ac.any {
@@ -365,7 +369,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		kept := make([]int, 0, len(c.types))
 		for _, ti := range c.types {
 			t := c.pool.types[ti]
-			if !ac.types[ti] || !total.Fits(t.avail) {
+			if !ac.types[ti] || !p.requests.FitsAfter(c.requests, t.avail) {
 				continue
 			}
 			if zoneCT && !hasOffering(t, merged) {
@@ -668,8 +672,6 @@ func needsSpecial(r scheduling.Resources) bool {
 	return false
 }
 
-
-
 // refine re-packs each NodeClaim's pods onto smaller instance types when that is cheaper.
 // First-fit-decreasing fills a claim up to the largest type that fits, which costs nothing while
 // prices are linear in size but leaves the last claim (and any claim cut short by a constraint)
@@ -680,43 +682,48 @@ func needsSpecial(r scheduling.Resources) bool {
 func (s *solver) refine() {
 	out := make([]*claim, 0, len(s.claims))
 	for _, c := range s.claims {
-		if len(c.pods) < 2 || c.topo {
-			out = append(out, c)
-			continue
-		}
-		pl := c.pool
-		own := pl.types[c.types[0]].capacity
-		best, bestCost := []*claim{c}, claimCost(c)
-		for limit := own.MilliCPU / 2; limit >= 1000; limit /= 2 {
-			alt := s.repack(c, limit)
-			if alt == nil {
-				break // a pod no longer fits under the cap; smaller caps cannot help
-			}
-			cost := plansCost(alt)
-			if cost >= bestCost-1e-9 {
-				continue
-			}
-			if pl.remaining != nil {
-				// The replacement must fit the limit in place of the claim it replaces.
-				var sum scheduling.Resources
-				for _, a := range alt {
-					sum = sum.Add(pl.types[a.types[0]].capacity)
-				}
-				if !pl.fitsLimits(sum, pl.remaining.Sub(pl.committed).Add(own)) {
-					continue
-				}
-			}
-			best, bestCost = alt, cost
-		}
-		if pl.remaining != nil && best[0] != c {
-			pl.committed = pl.committed.Sub(own)
-			for _, a := range best {
-				pl.committed = pl.committed.Add(pl.types[a.types[0]].capacity)
-			}
-		}
-		out = append(out, best...)
+		out = append(out, s.refineClaim(c)...)
 	}
 	s.claims = out
+}
+
+// refineClaim returns the cheapest re-packing of one claim under halving vCPU caps (the claim
+// itself when nothing is cheaper).
+func (s *solver) refineClaim(c *claim) []*claim {
+	if len(c.pods) < 2 || c.topo {
+		return []*claim{c}
+	}
+	pl := c.pool
+	own := pl.types[c.types[0]].capacity
+	best, bestCost := []*claim{c}, claimCost(c)
+	for limit := own.MilliCPU / 2; limit >= 1000; limit /= 2 {
+		alt := s.repack(c, limit)
+		if alt == nil {
+			break // a pod no longer fits under the cap; smaller caps cannot help
+		}
+		cost := plansCost(alt)
+		if cost >= bestCost-1e-9 {
+			continue
+		}
+		if pl.remaining != nil {
+			// The replacement must fit the limit in place of the claim it replaces.
+			var sum scheduling.Resources
+			for _, a := range alt {
+				sum = sum.Add(pl.types[a.types[0]].capacity)
+			}
+			if !pl.fitsLimits(sum, pl.remaining.Sub(pl.committed).Add(own)) {
+				continue
+			}
+		}
+		best, bestCost = alt, cost
+	}
+	if pl.remaining != nil && best[0] != c {
+		pl.committed = pl.committed.Sub(own)
+		for _, a := range best {
+			pl.committed = pl.committed.Add(pl.types[a.types[0]].capacity)
+		}
+	}
+	return best
 }
 
 // repack places c's pods (in their packing order) on new claims of c's pool whose types have at

@@ -245,3 +245,20 @@ func (r Resources) List() corev1.ResourceList {
 	}
 	return out
 }
+
+// FitsAfter reports whether r fits in capacity on top of used (r + used ≤ capacity, with
+// Fits's rules), without allocating.
+func (r Resources) FitsAfter(used, capacity Resources) bool {
+	if r.MilliCPU+used.MilliCPU > capacity.MilliCPU || r.Memory+used.Memory > capacity.Memory || r.Pods+used.Pods > capacity.Pods {
+		return false
+	}
+	if r.EphemeralStorage > 0 && capacity.EphemeralStorage > 0 && r.EphemeralStorage+used.EphemeralStorage > capacity.EphemeralStorage {
+		return false
+	}
+	for k, v := range r.Scalar {
+		if v > 0 && v+used.Scalar[k] > capacity.Scalar[k] {
+			return false
+		}
+	}
+	return true
+}
