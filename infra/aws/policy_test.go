@@ -286,7 +286,9 @@ func TestIAMLeastPrivilegeAndParity(t *testing.T) {
 
 func TestQueuesBucketAndFunction(t *testing.T) {
 	sam := load(t, "template.yaml")
-	res := func(name string, path ...any) any { return get(t, sam, append([]any{"Resources", name, "Properties"}, path...)...) }
+	res := func(name string, path ...any) any {
+		return get(t, sam, append([]any{"Resources", name, "Properties"}, path...)...)
+	}
 	num := func(v any) float64 { f, _ := v.(float64); return f }
 	fnTimeout := num(res("ProvisionFunction", "Timeout"))
 	for q, dlq := range map[string]string{"EventQueue": "EventDLQ", "CommandQueue": "CommandDLQ"} {
