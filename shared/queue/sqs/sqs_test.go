@@ -535,3 +535,40 @@ func TestS3StoreRefusals(t *testing.T) {
 		t.Errorf("Get = %q, %v", b, err)
 	}
 }
+
+// The fallback path for messages no consumer settles (a worker died, or a Lambda without a
+// DLQ URL reported a poison record): SQS's redrive policy moves a message to the DLQ once it
+// has been received maxReceiveCount times (SQS Developer Guide, "Using dead-letter queues").
+func TestRedrivePolicyMovesUnsettledMessage(t *testing.T) {
+	f := fauxqs(t)
+	ctx := context.Background()
+	client := f.SQS()
+	n := queueSeq.Add(1)
+	dlq := f.CreateFIFO(ctx, t, fmt.Sprintf("redrive-dlq-%d", n), nil)
+	redrive := fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":2}`, f.QueueARN(ctx, t, dlq))
+	src := f.CreateFIFO(ctx, t, fmt.Sprintf("redrive-%d", n), map[string]string{"RedrivePolicy": redrive})
+	if err := publisher(client, src, "").Publish(ctx, queue.EventsSubject(cluster), "never-settled", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	receives := 0
+	for range 4 { // each receive hands it back at once (visibility 0), unsettled
+		out, err := client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(src), WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		receives += len(out.Messages)
+		for _, m := range out.Messages {
+			if _, err := client.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(src),
+				ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if receives != 2 {
+		t.Errorf("received %d times, want 2 (maxReceiveCount), then redriven", receives)
+	}
+	dead := receiveAll(t, client, dlq, 1, 3*time.Second)
+	if len(dead) != 1 || aws.ToString(dead[0].MessageAttributes[sqs.AttrID].StringValue) != "never-settled" {
+		t.Fatalf("dlq holds %d messages, want never-settled", len(dead))
+	}
+}
