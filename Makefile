@@ -17,8 +17,8 @@ build:
 run:
 	$(GO) run ./cmd/dovetail dev
 
-## test: vet, formatting, and every test (unit, integration over an embedded NATS server)
-test: vet fmt-check
+## test: test tools (fauxqs, Lambda emulator), vet, formatting, and every test
+test: tools vet fmt-check
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
 test-short:
