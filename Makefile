@@ -41,7 +41,7 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 staticcheck:
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 tidy:
 	$(GO) mod tidy

@@ -141,11 +141,7 @@ func allowed(rules []boundRule, verb, group, resource, namespace, name string) b
 
 func actionName(a k8stesting.Action) string {
 	switch x := a.(type) {
-	case k8stesting.GetAction:
-		return x.GetName()
-	case k8stesting.DeleteAction:
-		return x.GetName()
-	case k8stesting.PatchAction:
+	case interface{ GetName() string }: // get, delete and patch actions
 		return x.GetName()
 	case k8stesting.ListAction:
 		if v, ok := x.GetListRestrictions().Fields.RequiresExactMatch("metadata.name"); ok {

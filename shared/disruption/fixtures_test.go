@@ -131,15 +131,6 @@ func (c *csCluster) state() *State {
 
 func csPtr[T any](v T) *T { return &v }
 
-// price is the catalog's price of an offering in us-east-1a (USD per hour).
-func csPrice(t csTB, it, ct string) float64 {
-	p, ok := offeringPrice(csCat, it, "us-east-1a", ct)
-	if !ok {
-		t.Fatalf("no price for %s %s", it, ct)
-	}
-	return p
-}
-
 func csNear(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
 
 func csNames(d *Decision) string { return fmt.Sprint(d.NodeNames()) }

@@ -9,7 +9,6 @@ package aws
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -93,10 +92,3 @@ func New(o Options) (*Provider, error) {
 
 // Name is "aws".
 func (p *Provider) Name() string { return "aws" }
-
-func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", op, err)
-}
