@@ -46,9 +46,9 @@ import (
 // Component is the function's name in event sources and consumer names.
 const Component = "interruption"
 
-// NoticesSubject is the subject cloud notices are delivered on for a cluster (EventBridge → SQS
-// on AWS, Event Grid on Azure, a plain subject locally).
-func NoticesSubject(cluster string) string { return "dovetail." + cluster + ".notices" }
+// NoticesSubject is the subject cloud notices are delivered on for a cluster: an alias of
+// queue.NoticesSubject, where the transports find it.
+func NoticesSubject(cluster string) string { return queue.NoticesSubject(cluster) }
 
 // RebalancePolicy says what a rebalance recommendation does.
 type RebalancePolicy string

@@ -42,3 +42,8 @@ type Consumer interface {
 func EventsSubject(cluster string) string     { return "dovetail." + cluster + ".events" }
 func CommandsSubject(cluster string) string   { return "dovetail." + cluster + ".commands" }
 func DeadLetterSubject(cluster string) string { return "dovetail." + cluster + ".dlq" }
+
+// NoticesSubject carries a cluster's cloud notices (EC2 spot interruption, rebalance, state
+// change and AWS Health events through EventBridge → SQS on AWS; Azure Scheduled Events and Event
+// Grid; a plain subject locally). The interruption function consumes it.
+func NoticesSubject(cluster string) string { return "dovetail." + cluster + ".notices" }

@@ -42,7 +42,8 @@ type ConsumerConfig struct {
 	// Durable names the consumer, usually the function ("provision"); every worker with the same
 	// name shares its progress and pending messages. An RFC 1123 label.
 	Durable string
-	// Subject is what the consumer reads: queue.EventsSubject or queue.CommandsSubject of Cluster.
+	// Subject is what the consumer reads: queue.EventsSubject, CommandsSubject or NoticesSubject
+	// of Cluster.
 	Subject string
 	// AckWait is how long a delivered message may stay unacknowledged before JetStream redelivers
 	// it (a worker died); default DefaultAckWait. Running handlers extend it with progress acks.
@@ -89,10 +90,10 @@ func NewConsumer(ctx context.Context, nc *natsgo.Conn, cfg ConsumerConfig) (*Con
 		return nil, err
 	}
 	switch cfg.Subject {
-	case queue.EventsSubject(cfg.Cluster), queue.CommandsSubject(cfg.Cluster):
+	case queue.EventsSubject(cfg.Cluster), queue.CommandsSubject(cfg.Cluster), queue.NoticesSubject(cfg.Cluster):
 	default:
-		return nil, fmt.Errorf("consumer config subject %q: must be %s or %s", cfg.Subject,
-			queue.EventsSubject(cfg.Cluster), queue.CommandsSubject(cfg.Cluster))
+		return nil, fmt.Errorf("consumer config subject %q: must be %s, %s or %s", cfg.Subject,
+			queue.EventsSubject(cfg.Cluster), queue.CommandsSubject(cfg.Cluster), queue.NoticesSubject(cfg.Cluster))
 	}
 	cfg.AckWait = orDefault(cfg.AckWait, DefaultAckWait)
 	cfg.MaxDeliver = orDefault(cfg.MaxDeliver, DefaultMaxDeliver)

@@ -463,7 +463,7 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{ConsumerConfig{Cluster: "Prod", Durable: "p", Subject: events}, `consumer config cluster "Prod": must be an RFC 1123 label`},
 		{ConsumerConfig{Cluster: cluster, Durable: "a.b", Subject: events}, `consumer config durable "a.b"`},
-		{ConsumerConfig{Cluster: cluster, Durable: "p", Subject: queue.DeadLetterSubject(cluster)}, `consumer config subject "dovetail.prod.dlq": must be dovetail.prod.events or dovetail.prod.commands`},
+		{ConsumerConfig{Cluster: cluster, Durable: "p", Subject: queue.DeadLetterSubject(cluster)}, `consumer config subject "dovetail.prod.dlq": must be dovetail.prod.events, dovetail.prod.commands or dovetail.prod.notices`},
 		{ConsumerConfig{Cluster: cluster, Durable: "p", Subject: events, MaxDeliver: -2}, "consumer config maxDeliver -2: must be >= 1"},
 		{ConsumerConfig{Cluster: "staging", Durable: "p", Subject: queue.EventsSubject("staging")}, "stream dovetail-staging not found (call EnsureStream first)"},
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
-// Stream layout: one stream per cluster, "dovetail-<cluster>", holding the cluster's three
-// subjects (queue.EventsSubject, CommandsSubject, DeadLetterSubject). One stream keeps a
+// Stream layout: one stream per cluster, "dovetail-<cluster>", holding the cluster's four
+// subjects (queue.EventsSubject, CommandsSubject, NoticesSubject, DeadLetterSubject). One stream keeps a
 // cluster's traffic, limits and deletion in one place; durable consumers filter by subject.
 // Retention is by limits (age), not work-queue, so several functions can each keep their own
 // durable consumer on the events subject and dead letters stay readable until they age out.
@@ -67,6 +67,7 @@ func EnsureStream(ctx context.Context, nc *natsgo.Conn, cfg StreamConfig) (jetst
 		Subjects: []string{
 			queue.EventsSubject(cfg.Cluster),
 			queue.CommandsSubject(cfg.Cluster),
+			queue.NoticesSubject(cfg.Cluster),
 			queue.DeadLetterSubject(cfg.Cluster),
 		},
 		Retention:  jetstream.LimitsPolicy,
