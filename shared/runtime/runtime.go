@@ -50,7 +50,10 @@ type Transport struct {
 	// (--blob-dir), or nil (oversize payloads refused).
 	Blobs events.BlobStore
 	// AWS is the SDK config of the SQS and S3 clients (Lambda mode; nil for NATS).
-	AWS    *aws.Config
+	AWS *aws.Config
+	// NATS is the worker's connection (NATS mode; nil under Lambda), for a function that reads
+	// a second subject beside the one it consumes (qnats.Follow).
+	NATS   *natsgo.Conn
 	Logger *slog.Logger
 }
 
@@ -219,7 +222,7 @@ func RunNATS(ctx context.Context, f Function, nc *natsgo.Conn, o Options, log *s
 	if err != nil {
 		return err
 	}
-	t := Transport{Mode: ModeNATS, Cluster: o.Cluster, Publisher: pub, Logger: log}
+	t := Transport{Mode: ModeNATS, Cluster: o.Cluster, Publisher: pub, NATS: nc, Logger: log}
 	if o.BlobDir != "" {
 		t.Blobs = events.FileBlobStore{Dir: o.BlobDir}
 	}

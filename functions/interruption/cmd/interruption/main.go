@@ -1,0 +1,119 @@
+// Command interruption runs the interruption function: cloud notices in; replacement capacity,
+// offering marks and taint/drain/delete commands out.
+//
+// Cloud notices carry no cluster state, so the function keeps the newest snapshot the agent has
+// published (interruption.LatestSnapshot) beside the notices it consumes:
+//
+//   - NATS worker (the default): it consumes the notices subject (durable "interruption") and
+//     follows the events subject with its own ordered consumer (shared/queue/nats.Follow), which
+//     starts at the last event stored, so a restarted worker has a snapshot at once.
+//   - AWS Lambda: two SQS event sources feed the one function: the notices queue (EventBridge
+//     rule → SQS) and the function's own FIFO copy of the agent's events (the agent publishes
+//     every event to each function's queue). Records published on queue.EventsSubject (the
+//     "dovetail-subject" attribute the agent's publisher sets) update the snapshot; every other
+//     record is a notice. The snapshot lives in the execution environment: infra/aws reserves a
+//     concurrency of 1, so notices and snapshots meet in the same environment, and a cold one
+//     answers ErrAwaitingSnapshot (the notice comes back after the queue's visibility timeout)
+//     until the agent's next periodic snapshot (at most 30 s) arrives.
+//
+// The cloud is the in-memory fake unless --cloud aws (DOVETAIL_CLOUD=aws) selects EC2.
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/interruption"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
+	"github.com/dovetail-dev/dovetail/shared/runtime"
+	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
+)
+
+func main() { runtime.Main(function(nil)) }
+
+// followRetry is the pause before following the events subject again after the follower failed
+// (the stream was re-created, the connection dropped).
+const followRetry = time.Second
+
+// function returns the function; onBuild, when set, receives the handler and snapshot source it
+// built (tests).
+func function(onBuild func(*interruption.Handler, *interruption.LatestSnapshot)) runtime.Function {
+	o := &cloudflags.Options{}
+	var rebalance string
+	return runtime.Function{
+		Name:    interruption.Component,
+		Short:   "Dovetail's interruption function: cloud notices in; replacements launched before the reclaim, then taint and drain",
+		Subject: queue.NoticesSubject,
+		Flags: func(fs *pflag.FlagSet) {
+			o.Register(fs)
+			fs.StringVar(&rebalance, "rebalance", runtime.EnvDefault("rebalance", string(interruption.RebalanceRecord)),
+				"what a rebalance recommendation does: Record (log it) or Replace (replace the node proactively); env "+runtime.EnvName("rebalance"))
+		},
+		Build: func(ctx context.Context, t runtime.Transport) (queue.Handler, error) {
+			policy := interruption.RebalancePolicy(rebalance)
+			if policy != interruption.RebalanceRecord && policy != interruption.RebalanceReplace {
+				return nil, fmt.Errorf("--rebalance (%s) %q: must be %s or %s", runtime.EnvName("rebalance"), rebalance,
+					interruption.RebalanceRecord, interruption.RebalanceReplace)
+			}
+			cat, err := catalog.AWS()
+			if err != nil {
+				return nil, fmt.Errorf("catalog: %w", err)
+			}
+			provider, err := o.Provider(ctx, t, cat)
+			if err != nil {
+				return nil, err
+			}
+			codec := events.Codec{Blobs: t.Blobs}
+			latest := &interruption.LatestSnapshot{Cluster: t.Cluster, Codec: codec}
+			h := &interruption.Handler{Cluster: t.Cluster, Catalog: cat, Provider: provider, Publisher: t.Publisher,
+				Codec: codec, Snapshots: latest, Log: t.Logger, Rebalance: policy}
+			if onBuild != nil {
+				onBuild(h, latest)
+			}
+			switch t.Mode {
+			case runtime.ModeNATS:
+				// On the last delivery the handler drains rather than wait (see Handler.MaxAttempts).
+				h.MaxAttempts = qnats.DefaultMaxDeliver
+				go follow(ctx, t, latest)
+				return h.Handle, nil
+			default:
+				h.MaxAttempts = sqs.DefaultMaxReceives
+				return Dispatch(t.Cluster, latest, h.Handle), nil
+			}
+		},
+	}
+}
+
+// Dispatch routes a record of the function's Lambda event sources: one published on the
+// cluster's events subject feeds the snapshot source, anything else is a notice.
+func Dispatch(cluster string, latest *interruption.LatestSnapshot, notices queue.Handler) queue.Handler {
+	eventsSubject := queue.EventsSubject(cluster)
+	return func(ctx context.Context, msg queue.Message) error {
+		if msg.Subject == eventsSubject {
+			return latest.Observe(ctx, msg)
+		}
+		return notices(ctx, msg)
+	}
+}
+
+// follow feeds latest from the events subject until ctx ends, starting again after a failure.
+func follow(ctx context.Context, t runtime.Transport, latest *interruption.LatestSnapshot) {
+	for ctx.Err() == nil {
+		err := qnats.Follow(ctx, t.NATS, t.Cluster, queue.EventsSubject(t.Cluster), latest.Observe, t.Logger)
+		if err == nil {
+			return
+		}
+		t.Logger.Error("following the events subject for snapshots; retrying", "err", err, "after", followRetry)
+		select {
+		case <-ctx.Done():
+		case <-time.After(followRetry):
+		}
+	}
+}
