@@ -1,6 +1,7 @@
 // Package localdev runs all of Dovetail on one machine: an embedded NATS JetStream server, the
 // fake cloud over the real catalog, an in-memory cluster (or a real one from a kubeconfig), the
-// agent and the provision function, connected exactly as in production: agent → queue →
+// agent and the four functions (provision, consolidate and drift on the events subject,
+// interruption on the notices subject), connected exactly as in production: agent → queue →
 // function → cloud → commands → agent.
 package localdev
 
@@ -21,6 +22,7 @@ import (
 	"github.com/dovetail-dev/dovetail/agent"
 	"github.com/dovetail-dev/dovetail/e2e/realcluster"
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/interruption"
 	"github.com/dovetail-dev/dovetail/functions/provision"
 	seed "github.com/dovetail-dev/dovetail/localdev/manifests"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
@@ -114,6 +116,11 @@ type Env struct {
 	Provider cloud.Provider
 	// EC2API is the fake cloud's in-process EC2/SSM endpoint (CloudAWS without an AWSEndpoint).
 	EC2API *ec2api.Server
+	// Functions are the durable consumers of the functions running beside provision
+	// ("consolidate", "drift", "interruption").
+	Functions []string
+	// Snapshots is the interruption function's view of the newest snapshot on the events subject.
+	Snapshots *interruption.LatestSnapshot
 
 	blobs events.BlobStore
 	stop  func()
@@ -265,6 +272,9 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		handle = o.wrapHandler(handle)
 	}
 	env.goRun(func() error { return cons.Consume(ctx, handle) })
+	if err := env.startDisruption(ctx, nc, pub); err != nil {
+		return nil, err
+	}
 
 	if err := env.startAgent(ctx, nc, pub); err != nil {
 		return nil, err

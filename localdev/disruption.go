@@ -1,0 +1,120 @@
+package localdev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/consolidate"
+	"github.com/dovetail-dev/dovetail/functions/drift"
+	"github.com/dovetail-dev/dovetail/functions/interruption"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+)
+
+// startDisruption runs the consolidate and drift functions as NATS workers on the events subject
+// (durables "consolidate" and "drift"; they act on the agent's periodic snapshots, every 30 s)
+// and the interruption function on the notices subject (durable "interruption"), with the
+// snapshot it needs followed from the events subject. All three use the provision function's
+// cloud provider and the same publisher, as separate processes would use the same cloud and
+// queue.
+func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Publisher) error {
+	o := e.Options
+	codec := events.Codec{Blobs: e.blobs}
+	cons := &consolidate.Handler{Cluster: o.Cluster, Catalog: e.Catalog, Provider: e.Provider, Publisher: pub,
+		Codec: codec, Log: o.Log, OnOutcome: e.Progress.Consolidation}
+	dr := &drift.Handler{Cluster: o.Cluster, Catalog: e.Catalog, Provider: e.Provider, Publisher: pub,
+		Codec: codec, Log: o.Log, OnDecision: e.Progress.Drift}
+	e.Snapshots = &interruption.LatestSnapshot{Cluster: o.Cluster, Codec: codec}
+	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, Provider: e.Provider, Publisher: pub,
+		Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: dnats.DefaultMaxDeliver, OnDecision: e.Progress.Interruption}
+	workers := []struct {
+		durable, subject string
+		handle           queue.Handler
+	}{
+		{consolidate.Component, queue.EventsSubject(o.Cluster), cons.Handle},
+		{drift.Component, queue.EventsSubject(o.Cluster), dr.Handle},
+		{interruption.Component, queue.NoticesSubject(o.Cluster), in.Handle},
+	}
+	for _, w := range workers {
+		c, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: w.durable, Subject: w.subject, Logger: o.Log})
+		if err != nil {
+			return fmt.Errorf("%s function: %w", w.durable, err)
+		}
+		e.Functions = append(e.Functions, w.durable)
+		e.goRun(func() error { return c.Consume(ctx, w.handle) })
+	}
+	e.goRun(func() error {
+		err := dnats.Follow(ctx, nc, o.Cluster, queue.EventsSubject(o.Cluster), e.Snapshots.Observe, o.Log)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("interruption function's snapshot feed: %w", err)
+		}
+		return nil
+	})
+	e.Progress.Printf("functions: %s on %s; %s on %s", strings.Join(e.Functions[:len(e.Functions)-1], ", "),
+		queue.EventsSubject(o.Cluster), interruption.Component, queue.NoticesSubject(o.Cluster))
+	return nil
+}
+
+// Consolidation prints what a consolidate invocation did, when it did something.
+func (p *Progress) Consolidation(x consolidate.Outcome) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if x.Decision != nil {
+		p.printf("consolidate (revision %d): %s — %s", x.Revision, x.Decision.String(), x.Decision.Why)
+	}
+	for _, l := range x.Launched {
+		p.printf("consolidate (revision %d): launched replacement NodeClaim %s", x.Revision, l.Name)
+	}
+	for _, pr := range x.Progress {
+		if pr.Waiting != "" {
+			p.printf("consolidate (revision %d): %s waits: %s", x.Revision, pr.ID, pr.Waiting)
+		}
+	}
+	for _, id := range x.Terminated {
+		p.printf("consolidate (revision %d): terminated %s", x.Revision, id)
+	}
+	if x.Abandoned != "" {
+		p.printf("consolidate (revision %d): abandoned: %s", x.Revision, x.Abandoned)
+	}
+}
+
+// Drift prints a drift decision, one line per node.
+func (p *Progress) Drift(d drift.Decision) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(d.String(), "\n"), "\n") {
+		if line != "" {
+			p.printf("drift (revision %d): %s", d.Revision, line)
+		}
+	}
+}
+
+// Interruption prints what a notice led to (waits for a snapshot included: they explain delays).
+func (p *Progress) Interruption(d interruption.Decision) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line := fmt.Sprintf("interruption: %s %s: %s", d.Notice.Kind, d.Notice.ID, d.Action)
+	if len(d.Nodes) > 0 {
+		line += " " + strings.Join(d.Nodes, ",")
+	}
+	if len(d.Launched) > 0 {
+		names := make([]string, 0, len(d.Launched))
+		for _, nc := range d.Launched {
+			names = append(names, nc.Name)
+		}
+		line += "; launched " + strings.Join(names, ",")
+	}
+	if d.Drained {
+		line += "; drain asked"
+	}
+	if !d.Notice.Deadline.IsZero() {
+		line += fmt.Sprintf("; reclaim at %s", d.Notice.Deadline.UTC().Format(time.TimeOnly))
+	}
+	p.printf("%s — %s", line, d.Why)
+}
