@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/internal/emit"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -70,7 +71,7 @@ type Outcome struct {
 func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	env, err := events.Decode(msg.Data)
 	if err != nil {
-		return poison(err)
+		return emit.Poison(err)
 	}
 	switch env.Type {
 	case events.TypeSnapshot:
@@ -82,7 +83,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	snap, err := h.Codec.Snapshot(ctx, env)
 	if err != nil {
 		if errors.Is(err, events.ErrMalformed) || errors.Is(err, events.ErrUnsupportedVersion) {
-			return poison(err)
+			return emit.Poison(err)
 		}
 		return err
 	}
@@ -229,14 +230,7 @@ func (h *Handler) advance(ctx context.Context, snap *events.Snapshot, out *Outco
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {
-	data, err := h.Codec.NewEvent(ctx, h.Cluster, Component, events.TypeCommand, c.ID, &c, events.WithTime(snap.Time.Time))
-	if err != nil {
-		return fmt.Errorf("encoding command %s: %w", c.ID, err)
-	}
-	if err := h.Publisher.Publish(ctx, queue.CommandsSubject(h.Cluster), c.ID, data); err != nil {
-		return fmt.Errorf("publishing command %s: %w", c.ID, err)
-	}
-	return nil
+	return emit.Emitter{Cluster: h.Cluster, Component: Component, Codec: h.Codec, Publisher: h.Publisher}.Command(ctx, snap.Time.Time, c)
 }
 
 func (h *Handler) log() *slog.Logger {
@@ -245,5 +239,3 @@ func (h *Handler) log() *slog.Logger {
 	}
 	return slog.Default()
 }
-
-func poison(err error) error { return fmt.Errorf("%w: %w", queue.ErrPoison, err) }

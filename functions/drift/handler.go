@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/internal/emit"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -310,14 +311,7 @@ func (h *Handler) remove(ctx context.Context, snap *events.Snapshot, t disruptio
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {
-	data, err := h.Codec.NewEvent(ctx, h.Cluster, Component, events.TypeCommand, c.ID, &c, events.WithTime(snap.Time.Time))
-	if err != nil {
-		return fmt.Errorf("encoding command %s: %w", c.ID, err)
-	}
-	if err := h.Publisher.Publish(ctx, queue.CommandsSubject(h.Cluster), c.ID, data); err != nil {
-		return fmt.Errorf("publishing command %s: %w", c.ID, err)
-	}
-	return nil
+	return emit.Emitter{Cluster: h.Cluster, Component: Component, Codec: h.Codec, Publisher: h.Publisher}.Command(ctx, snap.Time.Time, c)
 }
 
 func (h *Handler) log() *slog.Logger {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/events/notices"
+	"github.com/dovetail-dev/dovetail/functions/internal/emit"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -400,14 +401,7 @@ func (h *Handler) cleanup(ctx context.Context, d Decision) (Decision, error) {
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {
-	data, err := h.Codec.NewEvent(ctx, h.Cluster, Component, events.TypeCommand, c.ID, &c, events.WithTime(h.now()))
-	if err != nil {
-		return fmt.Errorf("encoding command %s: %w", c.ID, err)
-	}
-	if err := h.Publisher.Publish(ctx, queue.CommandsSubject(h.Cluster), c.ID, data); err != nil {
-		return fmt.Errorf("publishing command %s: %w", c.ID, err)
-	}
-	return nil
+	return emit.Emitter{Cluster: h.Cluster, Component: Component, Codec: h.Codec, Publisher: h.Publisher}.Command(ctx, h.now(), c)
 }
 
 func (h *Handler) now() time.Time {

@@ -6,7 +6,6 @@ package provision
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/internal/emit"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -70,19 +70,19 @@ type Launched struct {
 func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	env, err := events.Decode(msg.Data)
 	if err != nil {
-		return poison(err)
+		return emit.Poison(err)
 	}
 	var snap *events.Snapshot
 	switch env.Type {
 	case events.TypePodsPending:
 		pp, err := h.Codec.PodsPending(ctx, env)
 		if err != nil {
-			return poisonIfMalformed(err)
+			return emit.PoisonIfMalformed(err)
 		}
 		snap = pp.Snapshot
 	case events.TypeSnapshot:
 		if snap, err = h.Codec.Snapshot(ctx, env); err != nil {
-			return poisonIfMalformed(err)
+			return emit.PoisonIfMalformed(err)
 		}
 	default:
 		return fmt.Errorf("%w: type: %q is not handled by the provision function", queue.ErrPoison, env.Type)
@@ -216,14 +216,7 @@ func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot) ([]
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {
-	data, err := h.Codec.NewEvent(ctx, h.Cluster, Component, events.TypeCommand, c.ID, &c, events.WithTime(snap.Time.Time))
-	if err != nil {
-		return fmt.Errorf("encoding command %s: %w", c.ID, err)
-	}
-	if err := h.Publisher.Publish(ctx, queue.CommandsSubject(h.Cluster), c.ID, data); err != nil {
-		return fmt.Errorf("publishing command %s: %w", c.ID, err)
-	}
-	return nil
+	return emit.Emitter{Cluster: h.Cluster, Component: Component, Codec: h.Codec, Publisher: h.Publisher}.Command(ctx, snap.Time.Time, c)
 }
 
 func (h *Handler) log() *slog.Logger {
@@ -235,13 +228,4 @@ func (h *Handler) log() *slog.Logger {
 
 func markKey(m events.UnavailableOfferingMark) string {
 	return strings.Join([]string{m.InstanceType, m.Zone, m.CapacityType}, "/")
-}
-
-func poison(err error) error { return fmt.Errorf("%w: %w", queue.ErrPoison, err) }
-
-func poisonIfMalformed(err error) error {
-	if errors.Is(err, events.ErrMalformed) || errors.Is(err, events.ErrUnsupportedVersion) {
-		return poison(err)
-	}
-	return err
 }
