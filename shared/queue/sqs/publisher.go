@@ -4,8 +4,10 @@
 // one to come back after a backoff, and moves poison messages to the dead-letter queue with the
 // reason as a message attribute.
 //
-// One queue carries one subject: the cluster's events queue carries queue.EventsSubject, its
-// command queue queue.CommandsSubject. Routes maps subjects to queue URLs.
+// One queue carries one subject: the cluster's events queues carry queue.EventsSubject, its
+// command queue queue.CommandsSubject. Routes maps subjects to queue URLs; FanOut sends a subject
+// to more queues (an SQS message reaches one consumer, so each function that reads the agent's
+// events has a queue of its own).
 package sqs
 
 import (
@@ -15,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,6 +70,10 @@ type Publisher struct {
 	// Routes maps a subject (queue.EventsSubject(cluster), queue.CommandsSubject(cluster)) to
 	// the URL of its queue. A subject without a route is refused.
 	Routes map[string]string
+	// FanOut lists further queue URLs of a subject: every message published on it goes to
+	// Routes[subject] and to each of these, in the same order, each queue deduplicating on its
+	// own (FIFO). A subject may be routed by FanOut alone. Duplicate URLs are sent to once.
+	FanOut map[string][]string
 	// MaxBatchBytes caps the summed size of one SendMessageBatch call; 0 means MaxMessageBytes.
 	MaxBatchBytes int
 }
@@ -83,6 +90,8 @@ type Entry struct {
 // EntryError is one entry SQS refused (or that could not be sent at all).
 type EntryError struct {
 	Subject, ID string
+	// QueueURL is the queue it was not stored in (with FanOut, the others may hold it).
+	QueueURL string
 	// Code is SQS's error code (e.g. "InvalidParameterValue"), or "" for a call that failed whole.
 	Code string
 	// SenderFault is SQS's verdict that the entry itself is wrong: re-sending it unchanged fails again.
@@ -99,7 +108,7 @@ type BatchError struct {
 func (e *BatchError) Error() string {
 	parts := make([]string, 0, len(e.Failed))
 	for _, f := range e.Failed {
-		parts = append(parts, fmt.Sprintf("%s id %s: %v", f.Subject, f.ID, f.Err))
+		parts = append(parts, fmt.Sprintf("%s id %s to %s: %v", f.Subject, f.ID, f.QueueURL, f.Err))
 	}
 	return fmt.Sprintf("sqs publish: %d entries failed: %s", len(e.Failed), strings.Join(parts, "; "))
 }
@@ -120,10 +129,12 @@ func (p *Publisher) Publish(ctx context.Context, subject, id string, data []byte
 	return p.PublishBatch(ctx, []Entry{{Subject: subject, ID: id, Data: data}})
 }
 
-// PublishBatch sends entries in as few SendMessageBatch calls as the limits allow: consecutive
-// entries of the same queue, at most MaxBatchEntries and MaxBatchBytes per call, in order (FIFO
-// order within a group is the order of a batch's entries). It returns nil when all were stored,
-// a *BatchError naming those that were not, or an error for bad arguments (nothing sent).
+// PublishBatch sends entries in as few SendMessageBatch calls as the limits allow: the entries
+// of each queue (an entry goes to every queue of its subject), in order, at most MaxBatchEntries
+// and MaxBatchBytes per call (FIFO order within a group is the order of a batch's entries;
+// queues are independent, so the order between queues is not kept). It returns nil when all
+// were stored, a *BatchError naming those that were not, or an error for bad arguments (nothing
+// sent).
 func (p *Publisher) PublishBatch(ctx context.Context, entries []Entry) error {
 	maxBytes := p.MaxBatchBytes
 	if maxBytes <= 0 {
@@ -135,9 +146,11 @@ func (p *Publisher) PublishBatch(ctx context.Context, entries []Entry) error {
 		req   types.SendMessageBatchRequestEntry
 		size  int
 	}
-	preps := make([]prepared, 0, len(entries))
+	// Entries grouped by queue, queues in order of first use, entries in order within each.
+	byURL := map[string][]prepared{}
+	var urls []string
 	for i, e := range entries {
-		url, req, size, err := p.prepare(e)
+		qs, req, size, err := p.prepare(e)
 		if err != nil {
 			return fmt.Errorf("sqs publish entries[%d]: %w", i, err)
 		}
@@ -145,7 +158,20 @@ func (p *Publisher) PublishBatch(ctx context.Context, entries []Entry) error {
 			return fmt.Errorf("sqs publish entries[%d] (id %s): message is %d bytes with its attributes, limit %d (claim-check large payloads)",
 				i, e.ID, size, maxBytes)
 		}
-		preps = append(preps, prepared{url: url, entry: e, req: req, size: size})
+		for _, url := range qs {
+			if _, ok := byURL[url]; !ok {
+				urls = append(urls, url)
+			}
+			r := req
+			if !IsFIFO(url) {
+				r.MessageGroupId, r.MessageDeduplicationId = nil, nil
+			}
+			byURL[url] = append(byURL[url], prepared{url: url, entry: e, req: r, size: size})
+		}
+	}
+	preps := make([]prepared, 0, len(entries))
+	for _, url := range urls {
+		preps = append(preps, byURL[url]...)
 	}
 	var failed []EntryError
 	for start := 0; start < len(preps); {
@@ -167,12 +193,12 @@ func (p *Publisher) PublishBatch(ctx context.Context, entries []Entry) error {
 		if err != nil {
 			// The call failed whole (after the SDK's own retries): nothing of it is known stored.
 			for _, c := range chunk {
-				failed = append(failed, EntryError{Subject: c.entry.Subject, ID: c.entry.ID, Err: err})
+				failed = append(failed, EntryError{Subject: c.entry.Subject, ID: c.entry.ID, QueueURL: c.url, Err: err})
 			}
 		} else {
 			for _, f := range out.Failed {
 				e := byBatchID[aws.ToString(f.Id)]
-				failed = append(failed, EntryError{Subject: e.Subject, ID: e.ID, Code: aws.ToString(f.Code), SenderFault: f.SenderFault,
+				failed = append(failed, EntryError{Subject: e.Subject, ID: e.ID, QueueURL: chunk[0].url, Code: aws.ToString(f.Code), SenderFault: f.SenderFault,
 					Err: fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))})
 			}
 		}
@@ -184,31 +210,47 @@ func (p *Publisher) PublishBatch(ctx context.Context, entries []Entry) error {
 	return nil
 }
 
-// prepare validates an entry and builds its request entry; size is what SQS counts against the
-// message limit: body bytes plus each attribute's name, type and value bytes (SQS Developer
-// Guide, "Amazon SQS message attributes").
-func (p *Publisher) prepare(e Entry) (url string, req types.SendMessageBatchRequestEntry, size int, err error) {
+// prepare validates an entry and builds its request entry for its queues (the FIFO fields are
+// set when any of them is FIFO; PublishBatch clears them for standard queues); size is what SQS
+// counts against the message limit: body bytes plus each attribute's name, type and value bytes
+// (SQS Developer Guide, "Amazon SQS message attributes").
+func (p *Publisher) prepare(e Entry) (urls []string, req types.SendMessageBatchRequestEntry, size int, err error) {
 	if e.ID == "" {
-		return "", req, 0, errors.New("id: required (it is the deduplication id)")
+		return nil, req, 0, errors.New("id: required (it is the deduplication id)")
 	}
-	url, ok := p.Routes[e.Subject]
-	if !ok || url == "" {
-		return "", req, 0, fmt.Errorf("subject %q: no queue URL routed for it", e.Subject)
+	urls = p.queues(e.Subject)
+	if len(urls) == 0 {
+		return nil, req, 0, fmt.Errorf("subject %q: no queue URL routed for it", e.Subject)
 	}
 	attrs := map[string]types.MessageAttributeValue{
 		AttrID:      {DataType: aws.String("String"), StringValue: aws.String(e.ID)},
 		AttrSubject: {DataType: aws.String("String"), StringValue: aws.String(e.Subject)},
 	}
 	req = types.SendMessageBatchRequestEntry{MessageBody: aws.String(string(e.Data)), MessageAttributes: attrs}
-	if IsFIFO(url) {
-		cluster, err := ClusterOf(e.Subject)
-		if err != nil {
-			return "", req, 0, err
+	for _, url := range urls {
+		if IsFIFO(url) {
+			cluster, err := ClusterOf(e.Subject)
+			if err != nil {
+				return nil, req, 0, err
+			}
+			req.MessageGroupId = aws.String(cluster)
+			req.MessageDeduplicationId = aws.String(DeduplicationID(e.ID))
+			break
 		}
-		req.MessageGroupId = aws.String(cluster)
-		req.MessageDeduplicationId = aws.String(DeduplicationID(e.ID))
 	}
-	return url, req, MessageSize(string(e.Data), attrs), nil
+	return urls, req, MessageSize(string(e.Data), attrs), nil
+}
+
+// queues returns the queue URLs of a subject: Routes[subject], then FanOut[subject], without
+// empty or repeated URLs.
+func (p *Publisher) queues(subject string) []string {
+	var out []string
+	for _, u := range append([]string{p.Routes[subject]}, p.FanOut[subject]...) {
+		if u != "" && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // MessageSize is the size SQS counts for a message: body bytes plus, per attribute, the bytes of
