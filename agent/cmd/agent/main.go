@@ -1,6 +1,7 @@
 // Command agent runs Dovetail's in-cluster agent against a cluster (in-cluster config, or
 // --kubeconfig) and a queue: NATS JetStream (--transport nats, the default) or Amazon SQS
-// (--transport sqs: events to a FIFO queue, commands long-polled from another, claim checks in S3).
+// (--transport sqs: events to one FIFO queue per function, commands long-polled from another, claim
+// checks in S3).
 package main
 
 import (
@@ -38,9 +39,10 @@ type options struct {
 	evictionTimeout, syncTimeout                     time.Duration
 	ensureStream                                     bool
 	// --transport sqs
-	transport, eventQueueURL, commandQueueURL, commandDLQURL string
-	blobBucket, blobPrefix                                   string
-	s3PathStyle                                              bool
+	transport, commandQueueURL, commandDLQURL string
+	eventQueueURLs                            []string
+	blobBucket, blobPrefix                    string
+	s3PathStyle                               bool
 }
 
 func main() {
@@ -71,7 +73,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.namespace, "namespace", "", "the agent's namespace (its ConfigMap); default: the service account's namespace")
 	f.StringVar(&o.transport, "transport", "nats", "queue transport: nats or sqs")
 	f.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	f.StringVar(&o.eventQueueURL, "event-queue-url", "", "sqs: FIFO queue URL events are published to (required with --transport sqs)")
+	f.StringSliceVar(&o.eventQueueURLs, "event-queue-url", nil, "sqs: FIFO queue URL events are published to, repeated (or comma-separated) for one queue per function: an SQS message reaches one consumer (required with --transport sqs)")
 	f.StringVar(&o.commandQueueURL, "command-queue-url", "", "sqs: FIFO queue URL commands are long-polled from (required with --transport sqs)")
 	f.StringVar(&o.commandDLQURL, "command-dlq-url", "", "sqs: dead-letter queue URL for poison commands; empty: left to the redrive policy")
 	f.StringVar(&o.blobBucket, "blob-bucket", "", "sqs: S3 bucket for claim-checked payloads; empty: --blob-dir or refuse them")
@@ -162,7 +164,7 @@ func run(ctx context.Context, o options) error {
 // --blob-bucket, the S3 claim-check store. Credentials, region and endpoint come from the SDK's
 // default chain (EKS Pod Identity or IRSA in the cluster; AWS_ENDPOINT_URL for local endpoints).
 func sqsTransport(ctx context.Context, o options, blobs events.BlobStore) (queue.Publisher, queue.Consumer, events.BlobStore, error) {
-	if o.eventQueueURL == "" || o.commandQueueURL == "" {
+	if len(o.eventQueueURLs) == 0 || o.commandQueueURL == "" {
 		return nil, nil, nil, errors.New("--event-queue-url and --command-queue-url: required with --transport sqs")
 	}
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -170,7 +172,10 @@ func sqsTransport(ctx context.Context, o options, blobs events.BlobStore) (queue
 		return nil, nil, nil, fmt.Errorf("aws config: %w", err)
 	}
 	client := awssqs.NewFromConfig(cfg)
-	pub := &sqs.Publisher{Client: client, Routes: map[string]string{queue.EventsSubject(o.cluster): o.eventQueueURL}}
+	// Every event goes to each function's queue (provision, consolidate, drift, interruption).
+	subject := queue.EventsSubject(o.cluster)
+	pub := &sqs.Publisher{Client: client, Routes: map[string]string{subject: o.eventQueueURLs[0]},
+		FanOut: map[string][]string{subject: o.eventQueueURLs[1:]}}
 	cons, err := sqs.NewConsumer(sqs.ConsumerConfig{Client: client, QueueURL: o.commandQueueURL, DeadLetterURL: o.commandDLQURL})
 	if err != nil {
 		return nil, nil, nil, err

@@ -40,7 +40,8 @@ func TestSQSTransportPublishesEventsAndConsumesCommands(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	o := options{cluster: "agent-sqs", eventQueueURL: f.CreateFIFO(ctx, t, "agent-events", nil),
+	// Two event queues, as for two functions: each gets every event.
+	o := options{cluster: "agent-sqs", eventQueueURLs: []string{f.CreateFIFO(ctx, t, "agent-events", nil), f.CreateFIFO(ctx, t, "agent-events-drift", nil)},
 		commandQueueURL: f.CreateFIFO(ctx, t, "agent-commands", nil), blobBucket: "agent-claims", blobPrefix: s3blob.DefaultPrefix, s3PathStyle: true}
 	if _, err := f.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.blobBucket)}); err != nil {
 		t.Fatal(err)
@@ -52,9 +53,11 @@ func TestSQSTransportPublishesEventsAndConsumesCommands(t *testing.T) {
 	if err := pub.Publish(ctx, queue.EventsSubject(o.cluster), "pods-pending-1", []byte("event")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.SQS().ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(o.eventQueueURL), WaitTimeSeconds: 1})
-	if err != nil || len(got.Messages) != 1 || aws.ToString(got.Messages[0].Body) != "event" {
-		t.Fatalf("event queue receive: %v %+v", err, got)
+	for _, url := range o.eventQueueURLs {
+		got, err := f.SQS().ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 1})
+		if err != nil || len(got.Messages) != 1 || aws.ToString(got.Messages[0].Body) != "event" {
+			t.Fatalf("event queue %s receive: %v %+v", url, err, got)
+		}
 	}
 	// A command sent by a function reaches the agent's consumer.
 	if _, err := f.SQS().SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(o.commandQueueURL), MessageBody: aws.String("command"),
