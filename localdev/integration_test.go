@@ -99,8 +99,8 @@ func checkNoOrphans(t *testing.T, env *Env) {
 		t.Fatal(err)
 	}
 	for _, n := range s.Nodes {
-		if n.Pods == 0 {
-			t.Fatalf("launched node %s runs no pods", n.Name)
+		if n.WorkloadPods == 0 {
+			t.Fatalf("launched node %s runs no workload pod (only %d DaemonSet pods)", n.Name, n.Pods)
 		}
 	}
 }

@@ -125,6 +125,24 @@ func pickNode(p *corev1.Pod, nodes []*nodeState) (*nodeState, string) {
 	if len(nodes) == 0 {
 		return nil, "0/0 nodes are available"
 	}
+	// Feasible nodes are scored like kube-scheduler's InterPodAffinity score: each preferred
+	// hostname anti-affinity term that a resident matches costs its weight; the lowest cost
+	// wins, the first node on ties.
+	var prefTerms []scheduling.AntiAffinityTerm
+	var prefWeights []int32
+	if a := p.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+		for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			if w.PodAffinityTerm.TopologyKey != corev1.LabelHostname {
+				continue
+			}
+			if ts, err := scheduling.AntiAffinityTerms(p, []corev1.PodAffinityTerm{w.PodAffinityTerm}); err == nil && len(ts) == 1 {
+				prefTerms = append(prefTerms, ts[0])
+				prefWeights = append(prefWeights, w.Weight)
+			}
+		}
+	}
+	var best *nodeState
+	bestCost := int32(-1)
 	reasons := map[string]int{}
 	for _, n := range nodes {
 		switch {
@@ -137,8 +155,22 @@ func pickNode(p *corev1.Pod, nodes []*nodeState) (*nodeState, string) {
 		case scheduling.HostnameAntiAffinityConflict(p, terms, n.residents, n.terms):
 			reasons["node(s) didn't match pod anti-affinity rules"]++
 		default:
-			return n, ""
+			var cost int32
+			for i := range prefTerms {
+				for _, r := range n.residents {
+					if prefTerms[i].Matches(r) {
+						cost += prefWeights[i]
+						break
+					}
+				}
+			}
+			if best == nil || cost < bestCost {
+				best, bestCost = n, cost
+			}
 		}
+	}
+	if best != nil {
+		return best, ""
 	}
 	keys := make([]string, 0, len(reasons))
 	for k := range reasons {

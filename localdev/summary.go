@@ -44,7 +44,8 @@ type NodeSummary struct {
 	Name, NodePool, InstanceType, CapacityType, Zone string
 	PricePerHour                                     float64
 	Estimate                                         bool
-	Pods                                             int
+	Pods                                             int // all pods, DaemonSet pods included
+	WorkloadPods                                     int // pods that are not a DaemonSet's
 }
 
 // Summarize reads the cluster and the cloud after a run.
@@ -66,6 +67,7 @@ func Summarize(ctx context.Context, c *Cluster, provider cloud.Provider, cluster
 		byProvider[i.ProviderID] = i
 	}
 	podsOn := map[string]int{}
+	workloadOn := map[string]int{}
 	requested := map[string]scheduling.Resources{}
 	s := &Summary{}
 	for i := range pods.Items {
@@ -77,6 +79,7 @@ func Summarize(ctx context.Context, c *Cluster, provider cloud.Provider, cluster
 			s.PodsTotal++
 			if p.Spec.NodeName != "" {
 				s.PodsBound++
+				workloadOn[p.Spec.NodeName]++
 			}
 		}
 		if p.Spec.NodeName != "" {
@@ -96,7 +99,7 @@ func Summarize(ctx context.Context, c *Cluster, provider cloud.Provider, cluster
 			continue
 		}
 		ns := NodeSummary{Name: n.Name, NodePool: pool, InstanceType: inst.InstanceType, CapacityType: inst.CapacityType,
-			Zone: inst.Zone, PricePerHour: inst.PricePerHour, Pods: podsOn[n.Name]}
+			Zone: inst.Zone, PricePerHour: inst.PricePerHour, Pods: podsOn[n.Name], WorkloadPods: workloadOn[n.Name]}
 		if it := cat.Get(inst.InstanceType); it != nil {
 			for _, o := range it.Offerings {
 				if o.Zone == inst.Zone && o.CapacityType == inst.CapacityType {
