@@ -44,6 +44,20 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.KubernetesVersion, "kubernetes-version", runtime.EnvDefault("kubernetes-version", ""), "aws: Kubernetes minor version (1.31) for AMI aliases")
 }
 
+// Setup loads the embedded AWS catalog and builds the selected provider on it: what every
+// function's Build starts with.
+func (o *Options) Setup(ctx context.Context, t runtime.Transport) (*catalog.Catalog, cloud.Provider, error) {
+	cat, err := catalog.AWS()
+	if err != nil {
+		return nil, nil, fmt.Errorf("catalog: %w", err)
+	}
+	p, err := o.Provider(ctx, t, cat)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cat, p, nil
+}
+
 // Provider builds the selected provider for the transport's cluster. The fake cloud's instances
 // boot on its own clock, which runs (every 100 ms, until ctx ends) only in NATS mode: a Lambda
 // invocation is too short-lived to drive it. An unknown --cloud is an error naming the flag.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/consolidate"
-	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
@@ -42,11 +41,7 @@ func function() runtime.Function {
 			if !ok {
 				return nil, fmt.Errorf("--mode (%s) %q: must be search or prefix", runtime.EnvName("mode"), mode)
 			}
-			cat, err := catalog.AWS()
-			if err != nil {
-				return nil, fmt.Errorf("catalog: %w", err)
-			}
-			provider, err := o.Provider(ctx, t, cat)
+			cat, provider, err := o.Setup(ctx, t)
 			if err != nil {
 				return nil, err
 			}

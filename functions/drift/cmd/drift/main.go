@@ -9,11 +9,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/drift"
-	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
@@ -28,11 +26,7 @@ func function() runtime.Function {
 		Short: "Dovetail's drift function: snapshots in, drifted and expired nodes replaced within budgets",
 		Flags: o.Register,
 		Build: func(ctx context.Context, t runtime.Transport) (queue.Handler, error) {
-			cat, err := catalog.AWS()
-			if err != nil {
-				return nil, fmt.Errorf("catalog: %w", err)
-			}
-			provider, err := o.Provider(ctx, t, cat)
+			cat, provider, err := o.Setup(ctx, t)
 			if err != nil {
 				return nil, err
 			}

@@ -28,7 +28,6 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/interruption"
-	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
@@ -62,11 +61,7 @@ func function(onBuild func(*interruption.Handler, *interruption.LatestSnapshot))
 				return nil, fmt.Errorf("--rebalance (%s) %q: must be %s or %s", runtime.EnvName("rebalance"), rebalance,
 					interruption.RebalanceRecord, interruption.RebalanceReplace)
 			}
-			cat, err := catalog.AWS()
-			if err != nil {
-				return nil, fmt.Errorf("catalog: %w", err)
-			}
-			provider, err := o.Provider(ctx, t, cat)
+			cat, provider, err := o.Setup(ctx, t)
 			if err != nil {
 				return nil, err
 			}

@@ -8,14 +8,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -26,6 +23,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
+	"github.com/dovetail-dev/dovetail/shared/runtime/functest"
 )
 
 const (
@@ -52,13 +50,8 @@ func snapshotEvent(t *testing.T, rev int64) []byte {
 		corev1.LabelInstanceTypeStable: "m5.large", corev1.LabelTopologyZone: "us-east-1a", apisv1.LabelCapacityType: "spot"}},
 		Spec:   corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + instance},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	snap := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: rev,
-		Time: metav1.NewTime(noticeTime.Add(10 * time.Second)), Nodes: []corev1.Node{node}}
-	b, err := events.NewEvent(cluster, "agent", events.TypeSnapshot, fmt.Sprintf("snapshot-%d", rev), snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return functest.SnapshotEvent(t, cluster, events.Snapshot{Revision: rev, Time: metav1.NewTime(noticeTime.Add(10 * time.Second)),
+		Nodes: []corev1.Node{node}})
 }
 
 func TestNATSWorkerWaitsForSnapshotThenTaintsTheNoticedNode(t *testing.T) {
@@ -81,27 +74,8 @@ func TestNATSWorkerWaitsForSnapshotThenTaintsTheNoticedNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Commands out, read by a consumer standing in for the agent.
-	var mu sync.Mutex
-	var cmds []events.Command
-	reader, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{Cluster: cluster, Durable: "agent", Subject: queue.CommandsSubject(cluster), MaxAckPending: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go reader.Consume(ctx, func(ctx context.Context, m queue.Message) error {
-		env, err := events.Decode(m.Data)
-		if err != nil {
-			return err
-		}
-		c, err := events.Codec{}.Command(ctx, env)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		cmds = append(cmds, *c)
-		mu.Unlock()
-		return nil
-	})
+	// Commands out, read as the agent reads them.
+	cmds := functest.CollectCommands(ctx, t, nc, cluster)
 
 	// The notice comes first: no snapshot yet, so the first delivery waits (ErrAwaitingSnapshot).
 	if err := pub.Publish(ctx, queue.NoticesSubject(cluster), "notice-1", spotNotice("11111111-2222-3333-4444-555555555555")); err != nil {
@@ -119,16 +93,10 @@ func TestNATSWorkerWaitsForSnapshotThenTaintsTheNoticedNode(t *testing.T) {
 			h.Unlock()
 		}
 	})
-	// The flags' defaults (--cloud fake, --rebalance Record), as runtime.Command would parse them.
-	fs := pflag.NewFlagSet("interruption", pflag.ContinueOnError)
-	f.Flags(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	functest.ParseFlags(t, f) // the defaults: --cloud fake, --rebalance Record
 	done := make(chan error, 1)
 	go func() {
-		done <- runtime.RunNATS(ctx, f, nc, runtime.Options{Cluster: cluster, LogLevel: "info"}, quiet)
+		done <- runtime.RunNATS(ctx, f, nc, runtime.Options{Cluster: cluster, LogLevel: "info"}, functest.Quiet)
 	}()
 
 	// Then the agent's snapshot on the events subject: the follower feeds it to the function,
@@ -140,13 +108,11 @@ func TestNATSWorkerWaitsForSnapshotThenTaintsTheNoticedNode(t *testing.T) {
 	var taint *events.Command
 	for taint == nil && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
-		mu.Lock()
-		for i := range cmds {
-			if cmds[i].Kind == events.CommandTaintNode {
-				taint = &cmds[i]
+		for _, c := range cmds.All() {
+			if c.Kind == events.CommandTaintNode {
+				taint = &c
 			}
 		}
-		mu.Unlock()
 	}
 	if taint == nil {
 		select {
@@ -154,7 +120,7 @@ func TestNATSWorkerWaitsForSnapshotThenTaintsTheNoticedNode(t *testing.T) {
 			t.Fatalf("RunNATS returned %v", err)
 		default:
 		}
-		t.Fatalf("no taint command; decisions %v, commands %v", h.attempts, cmds)
+		t.Fatalf("no taint command; decisions %v, commands %v", h.attempts, cmds.All())
 	}
 	if taint.NodeName != nodeName || taint.SnapshotRevision != 7 || taint.Taint == nil ||
 		taint.Taint.Key != apisv1.TaintKeyDisrupted || taint.Taint.Effect != corev1.TaintEffectNoSchedule {
@@ -165,12 +131,10 @@ func TestNATSWorkerWaitsForSnapshotThenTaintsTheNoticedNode(t *testing.T) {
 		t.Errorf("decisions = %v, want a wait before the snapshot, then replace", h.attempts)
 	}
 	h.Unlock()
-	mu.Lock()
 	var kinds []string
-	for _, c := range cmds {
+	for _, c := range cmds.All() {
 		kinds = append(kinds, string(c.Kind))
 	}
-	mu.Unlock()
 	// Spot interruption of an empty node (functions/interruption docs): mark the offering, taint,
 	// and drain at once (no pod needs a place).
 	if got := strings.Join(kinds, ","); !strings.Contains(got, string(events.CommandMarkUnavailable)) || !strings.Contains(got, string(events.CommandDrainNode)) {

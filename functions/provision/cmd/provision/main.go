@@ -9,11 +9,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/provision"
-	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
@@ -26,11 +24,7 @@ func main() {
 		Short: "Dovetail's provision function: pending pods in, NodeClaims launched, commands out",
 		Flags: o.Register,
 		Build: func(ctx context.Context, t runtime.Transport) (queue.Handler, error) {
-			cat, err := catalog.AWS()
-			if err != nil {
-				return nil, fmt.Errorf("catalog: %w", err)
-			}
-			provider, err := o.Provider(ctx, t, cat)
+			cat, provider, err := o.Setup(ctx, t)
 			if err != nil {
 				return nil, err
 			}
