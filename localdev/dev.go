@@ -69,6 +69,8 @@ type Options struct {
 	// (to inject a crash between launch and command, or a duplicate delivery).
 	wrapPublisher func(queue.Publisher) queue.Publisher
 	wrapHandler   func(queue.Handler) queue.Handler
+	// wrapFunction wraps the handler of the consolidate, drift or interruption worker (by name).
+	wrapFunction func(name string, h queue.Handler) queue.Handler
 }
 
 func (o *Options) defaults() {

@@ -47,7 +47,11 @@ func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Pu
 			return fmt.Errorf("%s function: %w", w.durable, err)
 		}
 		e.Functions = append(e.Functions, w.durable)
-		e.goRun(func() error { return c.Consume(ctx, w.handle) })
+		handle := w.handle
+		if o.wrapFunction != nil {
+			handle = o.wrapFunction(w.durable, handle)
+		}
+		e.goRun(func() error { return c.Consume(ctx, handle) })
 	}
 	e.goRun(func() error {
 		err := dnats.Follow(ctx, nc, o.Cluster, queue.EventsSubject(o.Cluster), e.Snapshots.Observe, o.Log)
