@@ -1,4 +1,5 @@
-# Dovetail's build. Everything a fresh machine needs comes from the Go module proxy.
+# Dovetail's build. A fresh machine needs Go 1.26 and npm (Node.js): Go modules come from the Go
+# module proxy, the AWS transport tests' emulators from npm and the Go proxy (make tools).
 GO        ?= go
 BIN       ?= bin
 PKGS      ?= ./...
@@ -10,8 +11,8 @@ all: build
 
 build:
 	$(GO) build -o $(BIN)/dovetail ./cmd/dovetail
-	$(GO) build -o $(BIN)/provision ./functions/provision/cmd/provision
 	$(GO) build -o $(BIN)/agent ./agent/cmd/agent
+	for fn in provision consolidate drift interruption; do $(GO) build -o $(BIN)/$$fn ./functions/$$fn/cmd/$$fn || exit 1; done
 
 ## run: local dev mode with the embedded seed scenario (no cloud account, no cluster needed)
 run:

@@ -346,6 +346,7 @@ func (e *Env) WaitAllBound(ctx context.Context) error {
 			return err
 		}
 		if total > 0 && bound == total {
+			e.Progress.Flush()
 			e.Progress.Printf("all %d workload pods are bound", total)
 			return nil
 		}

@@ -91,9 +91,16 @@ func (p *Progress) Bound(pod, node string) {
 	}
 }
 
+// Flush prints the bindings still waiting for their per-node line, so they come before
+// whatever is printed next (the "all bound" line and the summary).
+func (p *Progress) Flush() { p.flushBound() }
+
 func (p *Progress) flushBound() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.flush != nil {
+		p.flush.Stop()
+	}
 	nodes := make([]string, 0, len(p.bound))
 	for n := range p.bound {
 		nodes = append(nodes, n)
