@@ -1,0 +1,104 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+)
+
+// The cloud here is the in-memory fake over the real embedded catalog.
+
+var at = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func plan(t *testing.T, types ...string) *provisioning.NodeClaimPlan {
+	t.Helper()
+	np := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.NodePoolSpec{Template: apisv1.NodeClaimTemplate{
+		Spec: apisv1.NodeClaimSpec{NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: types}},
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+			}}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}
+	p, err := provisioning.Solve(provisioning.Input{Pods: []*corev1.Pod{pod}, NodePools: []*apisv1.NodePool{np}, Catalog: catalog.MustAWS()})
+	if err != nil || len(p.NodeClaims) != 1 {
+		t.Fatalf("plan: %v, %d claims", err, len(p.NodeClaims))
+	}
+	return p.NodeClaims[0]
+}
+
+func TestNamesAreDerivedFromTheDecision(t *testing.T) {
+	p := plan(t, "m5.large")
+	a := NodeClaimName("prod", Decision{Revision: 7}, p)
+	if b := NodeClaimName("prod", Decision{Revision: 7}, p); a != b {
+		t.Fatalf("same decision, different names: %s, %s", a, b)
+	}
+	if c := NodeClaimName("prod", Decision{Revision: 8}, p); c == a {
+		t.Fatal("a later decision must get a new name (and so a new fleet token)")
+	}
+	// "default-" + 10 hex digits; EC2 client tokens are at most 64 ASCII characters.
+	if len(a) != len("default-")+10 || len(ClientToken("prod", a)) > 64 {
+		t.Fatalf("name %q, token %q", a, ClientToken("prod", a))
+	}
+}
+
+func TestLaunchRecordsTheInstance(t *testing.T) {
+	cat := catalog.MustAWS()
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
+	l := &Launcher{Cluster: "prod", Provider: fc, Catalog: cat}
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), nil)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	nc := res.NodeClaim
+	// m5.large on demand: EKS allocatable 1930m CPU, 29 pods (3 ENIs × (10 − 1) + 2).
+	cpu, pods := nc.Status.Allocatable[corev1.ResourceCPU], nc.Status.Allocatable[corev1.ResourcePods]
+	if nc.Status.ProviderID != res.Instance.ProviderID || nc.Labels[corev1.LabelInstanceTypeStable] != "m5.large" ||
+		nc.Labels[apisv1.LabelCapacityType] != "on-demand" || nc.Labels[apisv1.LabelNodePool] != "default" ||
+		cpu.MilliValue() != 1930 || pods.Value() != 29 {
+		t.Fatalf("NodeClaim does not record the launch: labels %v, status %+v", nc.Labels, nc.Status)
+	}
+	if res.Instance.Tags[apisv1.TagCluster] != "prod" || res.Instance.Tags[apisv1.TagNodeClaim] != nc.Name {
+		t.Fatalf("instance tags %v must name the cluster and the NodeClaim", res.Instance.Tags)
+	}
+	// The same decision again launches nothing new: the fleet token returns the same instance.
+	again := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), nil)
+	if again.Err != nil || again.Instance.ID != res.Instance.ID || fc.Stats().Launches != 1 {
+		t.Fatalf("redelivered launch: %v, %s vs %s, %d launches", again.Err, again.Instance.ID, res.Instance.ID, fc.Stats().Launches)
+	}
+}
+
+func TestCapacityErrorBecomesThreeMinuteMarks(t *testing.T) {
+	cat := catalog.MustAWS()
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
+	if err := fc.InjectICE(fake.Pattern{InstanceType: "*", Zone: "*", CapacityType: "*"}, "InsufficientInstanceCapacity"); err != nil {
+		t.Fatal(err)
+	}
+	l := &Launcher{Cluster: "prod", Provider: fc, Catalog: cat}
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), nil)
+	var ice *cloud.InsufficientCapacityError
+	if !errors.As(res.Err, &ice) || res.NodeClaim != nil {
+		t.Fatalf("want an insufficient-capacity error and no NodeClaim, got %v", res.Err)
+	}
+	// m5.large on demand is offered in the five Nitro zones of the embedded catalog.
+	if len(res.Unavailable) != 5 {
+		t.Fatalf("marks = %d, want 5", len(res.Unavailable))
+	}
+	for _, m := range res.Unavailable {
+		if !m.Expires.Time.Equal(at.Add(3 * time.Minute)) {
+			t.Fatalf("mark %+v must expire 3 minutes after the decision", m)
+		}
+	}
+}
