@@ -321,6 +321,12 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if len(c.pods) > 0 && (p.requests.MilliCPU > c.head.MilliCPU || p.requests.Memory > c.head.Memory || p.requests.Pods > c.head.Pods) {
 		return false
 	}
+	// A new node opened for accelerator pods takes no pod that needs none: GPU and ML types are
+	// chosen only for pods that need them, and a passenger would pin the accelerator pods to
+	// one large node instead of the cheaper split the refine step finds.
+	if len(c.pods) > 0 && needsSpecial(c.requests) && !needsSpecial(p.requests) {
+		return false
+	}
 	pi := s.poolIndex(c.pool)
 	pp := s.compatibility(pi, p)
 	if pp.reason != "" {

@@ -343,3 +343,33 @@ func TestHostnameAntiAffinity(t *testing.T) {
 		t.Fatalf("the new replica must not join its sibling on node-a: existing=%d claims=%d", len(p.ExistingNodes), len(p.NodeClaims))
 	}
 }
+
+func TestAcceleratorNodesTakeNoPassengers(t *testing.T) {
+	np := nodePool("default", req(apisv1.LabelInstanceFamily, corev1.NodeSelectorOpIn, "g4dn", "m5"), req(apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, "on-demand"))
+	gpu := func(name string) *corev1.Pod {
+		p := pod(name, "4", "16Gi")
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+		return p
+	}
+	p := solve(t, Input{Pods: []*corev1.Pod{gpu("train-0"), gpu("train-1"), pod("web", "500m", "512Mi")}, NodePools: []*apisv1.NodePool{np}})
+	// Each GPU pod needs 4 vCPU and a GPU: g4dn.xlarge (3920m allocatable) is too small, so each
+	// takes a g4dn.2xlarge (on demand 0.752 USD/h), cheaper than both on one g4dn.12xlarge
+	// (3.912); the web pod does not ride on a GPU node but gets the cheapest m5 (m5.large 0.096).
+	var gpuNodes, other int
+	for _, c := range p.NodeClaims {
+		switch c.Cheapest().InstanceType.Name {
+		case "g4dn.2xlarge":
+			gpuNodes++
+			if len(c.Pods) != 1 || c.Pods[0].Name == "web" {
+				t.Fatalf("a GPU node carries %v", c.Pods)
+			}
+		case "m5.large":
+			other++
+		default:
+			t.Fatalf("unexpected type %s", c.Cheapest().InstanceType.Name)
+		}
+	}
+	if gpuNodes != 2 || other != 1 {
+		t.Fatalf("want 2 g4dn.2xlarge and 1 m5.large, got %d and %d", gpuNodes, other)
+	}
+}
