@@ -251,7 +251,7 @@ func TestDrainNodeEvictsThroughEvictionAPI(t *testing.T) {
 		pod("default", "job-1", "n1", done), pod("default", "other", "n2"),
 	})
 	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 6 })
-	rev := f.watcher.Revision()
+	rev := settledRevision(t, f.watcher)
 
 	// The fake clientset does not implement the Eviction API (it neither deletes the pod nor
 	// checks PDBs), so this reactor stands in for the API server: app-2 is held by a PDB (429,

@@ -160,3 +160,20 @@ func nodeClaimObj(t *testing.T, name, nodeName string) runtime.Object {
 	}
 	return u
 }
+
+// settledRevision waits until the watcher's revision has not moved for 50 ms and returns it:
+// an informer updates its cache before its event handler bumps the revision, so a cache that
+// already shows every object can still be a revision behind.
+func settledRevision(t *testing.T, w *Watcher) int64 {
+	t.Helper()
+	last, since := w.Revision(), time.Now()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cur := w.Revision(); cur != last {
+			last, since = cur, time.Now()
+		} else if time.Since(since) >= 50*time.Millisecond {
+			return last
+		}
+	}
+	t.Fatal("the watcher's revision never settled")
+	return 0
+}
