@@ -80,15 +80,9 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	default:
 		return fmt.Errorf("%w: type: %q is not handled by the consolidate function", queue.ErrPoison, env.Type)
 	}
-	snap, err := h.Codec.Snapshot(ctx, env)
+	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
 	if err != nil {
-		if errors.Is(err, events.ErrMalformed) || errors.Is(err, events.ErrUnsupportedVersion) {
-			return emit.Poison(err)
-		}
 		return err
-	}
-	if snap.Cluster != h.Cluster {
-		return fmt.Errorf("%w: snapshot.cluster: %q is not this function's cluster %q", queue.ErrPoison, snap.Cluster, h.Cluster)
 	}
 	out, err := h.Process(ctx, snap)
 	if h.OnOutcome != nil {

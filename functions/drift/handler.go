@@ -107,26 +107,12 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", queue.ErrPoison, err)
 	}
-	var snap *events.Snapshot
-	switch env.Type {
-	case events.TypeSnapshot:
-		snap, err = h.Codec.Snapshot(ctx, env)
-	case events.TypePodsPending:
-		var pp *events.PodsPending
-		if pp, err = h.Codec.PodsPending(ctx, env); err == nil {
-			snap = pp.Snapshot
-		}
-	default:
+	if env.Type != events.TypeSnapshot && env.Type != events.TypePodsPending {
 		return nil // commands and other events are not for this function
 	}
+	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
 	if err != nil {
-		if errors.Is(err, events.ErrMalformed) {
-			return fmt.Errorf("%w: %w", queue.ErrPoison, err)
-		}
 		return err
-	}
-	if snap.Cluster != h.Cluster {
-		return fmt.Errorf("%w: snapshot.cluster: %q is not this function's cluster %q", queue.ErrPoison, snap.Cluster, h.Cluster)
 	}
 	d, err := h.Decide(ctx, snap)
 	if h.OnDecision != nil && (len(d.Steps) > 0 || len(d.Blocked) > 0 || len(d.OverBudget) > 0) {

@@ -2,11 +2,11 @@ package interruption
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/internal/emit"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
@@ -50,26 +50,12 @@ func (l *LatestSnapshot) Observe(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", queue.ErrPoison, err)
 	}
-	var snap *events.Snapshot
-	switch env.Type {
-	case events.TypeSnapshot:
-		snap, err = l.Codec.Snapshot(ctx, env)
-	case events.TypePodsPending:
-		var pp *events.PodsPending
-		if pp, err = l.Codec.PodsPending(ctx, env); err == nil {
-			snap = pp.Snapshot
-		}
-	default:
+	if env.Type != events.TypeSnapshot && env.Type != events.TypePodsPending {
 		return nil
 	}
+	snap, err := emit.SnapshotOf(ctx, l.Codec, l.Cluster, env)
 	if err != nil {
-		if errors.Is(err, events.ErrMalformed) {
-			return fmt.Errorf("%w: %w", queue.ErrPoison, err)
-		}
 		return err
-	}
-	if l.Cluster != "" && snap.Cluster != l.Cluster {
-		return fmt.Errorf("%w: snapshot.cluster: %q is not %q", queue.ErrPoison, snap.Cluster, l.Cluster)
 	}
 	l.Set(snap)
 	return nil

@@ -72,23 +72,12 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return emit.Poison(err)
 	}
-	var snap *events.Snapshot
-	switch env.Type {
-	case events.TypePodsPending:
-		pp, err := h.Codec.PodsPending(ctx, env)
-		if err != nil {
-			return emit.PoisonIfMalformed(err)
-		}
-		snap = pp.Snapshot
-	case events.TypeSnapshot:
-		if snap, err = h.Codec.Snapshot(ctx, env); err != nil {
-			return emit.PoisonIfMalformed(err)
-		}
-	default:
+	if env.Type != events.TypePodsPending && env.Type != events.TypeSnapshot {
 		return fmt.Errorf("%w: type: %q is not handled by the provision function", queue.ErrPoison, env.Type)
 	}
-	if snap.Cluster != h.Cluster {
-		return fmt.Errorf("%w: snapshot.cluster: %q is not this function's cluster %q", queue.ErrPoison, snap.Cluster, h.Cluster)
+	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
+	if err != nil {
+		return err
 	}
 	d, err := h.Decide(ctx, snap)
 	if h.OnDecision != nil {

@@ -45,3 +45,30 @@ func PoisonIfMalformed(err error) error {
 	}
 	return err
 }
+
+// SnapshotOf opens the snapshot an event carries (a TypeSnapshot event, or the snapshot of a
+// TypePodsPending batch) and checks it belongs to cluster (skipped when cluster is ""). Malformed
+// payloads, other event types and other clusters' snapshots are poison; a failing blob store is
+// not (redelivered).
+func SnapshotOf(ctx context.Context, codec events.Codec, cluster string, env events.Envelope) (*events.Snapshot, error) {
+	var snap *events.Snapshot
+	var err error
+	switch env.Type {
+	case events.TypeSnapshot:
+		snap, err = codec.Snapshot(ctx, env)
+	case events.TypePodsPending:
+		var pp *events.PodsPending
+		if pp, err = codec.PodsPending(ctx, env); err == nil {
+			snap = pp.Snapshot
+		}
+	default:
+		return nil, fmt.Errorf("%w: type: %q carries no snapshot", queue.ErrPoison, env.Type)
+	}
+	if err != nil {
+		return nil, PoisonIfMalformed(err)
+	}
+	if cluster != "" && snap.Cluster != cluster {
+		return nil, fmt.Errorf("%w: snapshot.cluster: %q is not this function's cluster %q", queue.ErrPoison, snap.Cluster, cluster)
+	}
+	return snap, nil
+}

@@ -1,9 +1,13 @@
 package emit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -21,5 +25,36 @@ func TestPoisonIfMalformed(t *testing.T) {
 	transient := errors.New("blob store timeout")
 	if err := PoisonIfMalformed(transient); errors.Is(err, queue.ErrPoison) {
 		t.Fatal("a transient failure must be redelivered, not dead-lettered")
+	}
+}
+
+func TestSnapshotOf(t *testing.T) {
+	ctx := context.Background()
+	data, err := events.NewEvent("prod", "agent", events.TypeSnapshot, "snap-1", &events.Snapshot{Cluster: "prod", Revision: 3, Time: metav1.NewTime(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := events.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := SnapshotOf(ctx, events.Codec{}, "prod", env)
+	if err != nil || snap.Revision != 3 {
+		t.Fatalf("got %+v, %v; want revision 3", snap, err)
+	}
+	if _, err := SnapshotOf(ctx, events.Codec{}, "other", env); !errors.Is(err, queue.ErrPoison) {
+		t.Fatalf("another cluster's snapshot must be poison, got %v", err)
+	}
+	cmd, err := events.NewEvent("prod", "provision", events.TypeCommand, "cmd-1", &events.Command{ID: "cmd-1",
+		Kind: events.CommandDeleteNode, Cluster: "prod", NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cenv, err := events.Decode(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SnapshotOf(ctx, events.Codec{}, "prod", cenv); !errors.Is(err, queue.ErrPoison) {
+		t.Fatalf("a command carries no snapshot: want poison, got %v", err)
 	}
 }
