@@ -10,6 +10,7 @@ import (
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -166,11 +167,16 @@ func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2N
 			p.labels[k] = v
 		}
 	}
-	var kubelet *apisv1.KubeletConfiguration
+	// The node settings (AMI family, kubelet block, ephemeral volume) are parsed as the cloud
+	// provider parses them when the node boots, so planned allocatable equals what the node reports.
+	var nodeClass *apisv1.EC2NodeClass
 	if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
-		if nc := classes[ref.Name]; nc != nil {
-			kubelet = nc.Spec.Kubelet
-		}
+		nodeClass = classes[ref.Name]
+	}
+	settings, err := cloud.NodeSettingsFor(nodeClass)
+	if err != nil {
+		p.err = fmt.Errorf("nodepool %q: ec2nodeclass %q: %w", np.Name, np.Spec.Template.Spec.NodeClassRef.Name, err)
+		return p
 	}
 	if len(np.Spec.Limits) > 0 {
 		rem := scheduling.FromList(np.Spec.Limits).Sub(used)
@@ -205,8 +211,9 @@ func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2N
 		}
 		sortOfferings(pt.offerings)
 		pt.minPrice = pt.offerings[0].PricePerHour
-		pt.capacity = scheduling.FromList(it.Capacity)
-		pt.alloc = scheduling.FromList(allocatable(it, kubelet))
+		capacity, alloc := it.ResourcesWith(settings)
+		pt.capacity = scheduling.FromList(capacity.List())
+		pt.alloc = scheduling.FromList(alloc.List())
 		labels := mergeLabels(it.Labels, p.labels)
 		for i := range daemons {
 			if daemons[i].runsOn(labels, p.taints, reqs) {
@@ -233,17 +240,6 @@ func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2N
 	return p
 }
 
-// allocatable honours the NodeClass's kubelet settings when the catalog can apply them.
-func allocatable(it *catalog.InstanceType, k *apisv1.KubeletConfiguration) corev1.ResourceList {
-	if k != nil {
-		if a, ok := any(it).(interface {
-			AllocatableWith(*apisv1.KubeletConfiguration) corev1.ResourceList
-		}); ok {
-			return a.AllocatableWith(k)
-		}
-	}
-	return it.Allocatable()
-}
 
 // typeMatches checks the requirements whose keys are instance-type labels. Offering keys are
 // checked per offering; keys the type does not carry must allow absence.

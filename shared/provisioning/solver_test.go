@@ -373,3 +373,23 @@ func TestAcceleratorNodesTakeNoPassengers(t *testing.T) {
 		t.Fatalf("want 2 g4dn.2xlarge and 1 m5.large, got %d and %d", gpuNodes, other)
 	}
 }
+
+func TestNodeClassVolumeSizesEphemeralStorage(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large")...)
+	x := pod("logs", "100m", "100Mi")
+	x.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("50Gi")
+	// The default 20Gi root volume leaves 17Gi allocatable (− 1Gi kube-reserved, − 10% eviction):
+	// the pod fits nowhere.
+	p := solve(t, Input{Pods: []*corev1.Pod{x}, NodePools: []*apisv1.NodePool{np}})
+	if len(p.Unschedulable) != 1 {
+		t.Fatalf("a 50Gi ephemeral request must not fit a 20Gi root volume: %d claims", len(p.NodeClaims))
+	}
+	// A 100Gi root volume on the EC2NodeClass gives 100 − 1 − 10 = 89Gi: m5.large fits.
+	size := resource.MustParse("100Gi")
+	dev := "/dev/xvda"
+	nc := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.EC2NodeClassSpec{
+		AMISelectorTerms:    []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+		BlockDeviceMappings: []apisv1.BlockDeviceMapping{{DeviceName: &dev, RootVolume: true, EBS: &apisv1.BlockDevice{VolumeSize: &size}}}}}
+	p = solve(t, Input{Pods: []*corev1.Pod{x}, NodePools: []*apisv1.NodePool{np}, NodeClasses: []*apisv1.EC2NodeClass{nc}})
+	wantClaims(t, p, "m5.large")
+}
