@@ -240,7 +240,6 @@ func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2N
 	return p
 }
 
-
 // typeMatches checks the requirements whose keys are instance-type labels. Offering keys are
 // checked per offering; keys the type does not carry must allow absence.
 func typeMatches(reqs scheduling.Requirements, it *catalog.InstanceType) bool {
