@@ -25,11 +25,12 @@ test: tools vet fmt-check
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-## bench: the solver and codec benchmarks with memory figures (BenchmarkKarpenterShape: pods/s,
+## bench: the solver, consolidation and codec benchmarks with memory figures (BenchmarkKarpenterShape: pods/s,
 ## nodes, B/op; BenchmarkCostQuality: plan $/h vs the LP lower bound), then the cost table
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x -timeout 30m ./shared/provisioning/ ./shared/catalog/ ./events/
 	$(GO) test -count=1 -run '^TestCostQuality$$' -v ./shared/provisioning/
+	$(GO) test -run '^$$' -bench Consolidate -benchmem -benchtime 1x -timeout 30m ./shared/disruption/
 
 vet:
 	$(GO) vet $(PKGS)
