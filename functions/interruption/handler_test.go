@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/runtime/functest"
 )
 
 // The handler publishes through a real embedded NATS JetStream server and the commands are read
@@ -32,8 +32,7 @@ type env struct {
 	w     *scenarios.World
 	h     *interruption.Handler
 	snaps *interruption.LatestSnapshot
-	mu    sync.Mutex
-	cmds  []events.Command
+	cmds  *functest.Commands
 }
 
 func newEnv(t *testing.T, pods int) *env {
@@ -79,24 +78,7 @@ func newEnv(t *testing.T, pods int) *env {
 	e := &env{w: w, snaps: &interruption.LatestSnapshot{Cluster: scenarios.Cluster}}
 	e.h = &interruption.Handler{Cluster: scenarios.Cluster, Catalog: w.Catalog, Provider: w.Cloud, Publisher: pub,
 		Snapshots: e.snaps, Now: w.Clock.Now, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	cons, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: scenarios.Cluster, Durable: "reader", Subject: queue.CommandsSubject(scenarios.Cluster), MaxAckPending: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go cons.Consume(ctx, func(ctx context.Context, m queue.Message) error {
-		env, err := events.Decode(m.Data)
-		if err != nil {
-			return err
-		}
-		c, err := events.Codec{}.Command(ctx, env)
-		if err != nil {
-			return err
-		}
-		e.mu.Lock()
-		e.cmds = append(e.cmds, *c)
-		e.mu.Unlock()
-		return nil
-	})
+	e.cmds = functest.CollectCommands(ctx, t, nc, scenarios.Cluster)
 	return e
 }
 
@@ -105,22 +87,12 @@ func ptr[T any](v T) *T { return &v }
 // kinds waits until n commands arrived and returns their kinds in order.
 func (e *env) kinds(t *testing.T, n int) ([]events.Command, string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		e.mu.Lock()
-		got := append([]events.Command(nil), e.cmds...)
-		e.mu.Unlock()
-		if len(got) >= n {
-			ks := make([]string, 0, len(got))
-			for _, c := range got {
-				ks = append(ks, string(c.Kind))
-			}
-			return got, strings.Join(ks, ",")
-		}
-		time.Sleep(20 * time.Millisecond)
+	got := e.cmds.Wait(t, n)
+	ks := make([]string, 0, len(got))
+	for _, c := range got {
+		ks = append(ks, string(c.Kind))
 	}
-	t.Fatalf("fewer than %d commands arrived", n)
-	return nil, ""
+	return got, strings.Join(ks, ",")
 }
 
 func (e *env) spotNode(t *testing.T) corev1.Node {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/runtime/functest"
 )
 
 // The handler publishes through a real embedded NATS JetStream server; commands are read back
@@ -32,8 +32,7 @@ var snapTime = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 type env struct {
 	h     *Handler
 	cloud *fake.Cloud
-	mu    sync.Mutex
-	cmds  []events.Command
+	cmds  *functest.Commands
 }
 
 func newEnv(t *testing.T) *env {
@@ -60,42 +59,11 @@ func newEnv(t *testing.T) *env {
 	cat := catalog.MustAWS()
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: cluster, Clock: clocktesting.NewFakeClock(snapTime)})
 	e := &env{cloud: fc, h: &Handler{Cluster: cluster, Catalog: cat, Provider: fc, Publisher: pub}}
-	cons, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: cluster, Durable: "reader", Subject: queue.CommandsSubject(cluster), MaxAckPending: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go cons.Consume(ctx, func(ctx context.Context, m queue.Message) error {
-		env, err := events.Decode(m.Data)
-		if err != nil {
-			return err
-		}
-		c, err := events.Codec{}.Command(ctx, env)
-		if err != nil {
-			return err
-		}
-		e.mu.Lock()
-		e.cmds = append(e.cmds, *c)
-		e.mu.Unlock()
-		return nil
-	})
+	e.cmds = functest.CollectCommands(ctx, t, nc, cluster)
 	return e
 }
 
-func (e *env) waitCommands(t *testing.T, n int) []events.Command {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		e.mu.Lock()
-		got := append([]events.Command(nil), e.cmds...)
-		e.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("fewer than %d commands arrived", n)
-	return nil
-}
+func (e *env) waitCommands(t *testing.T, n int) []events.Command { return e.cmds.Wait(t, n) }
 
 func pool(name string, weight int32, types ...string) apisv1.NodePool {
 	return apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: apisv1.NodePoolSpec{Weight: &weight,

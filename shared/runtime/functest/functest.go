@@ -106,3 +106,16 @@ func (c *Commands) All() []events.Command {
 	defer c.mu.Unlock()
 	return append([]events.Command(nil), c.cmds...)
 }
+
+// Wait returns the commands once at least n have arrived (in arrival order); it fails the test
+// after 5 seconds.
+func (c *Commands) Wait(t testing.TB, n int) []events.Command {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if got := c.All(); len(got) >= n {
+			return got
+		}
+	}
+	t.Fatalf("fewer than %d commands arrived", n)
+	return nil
+}
