@@ -16,47 +16,36 @@ var awsCatalogJSON []byte
 
 // awsRecord is one instance type of the embedded file; pointer fields are null for some types.
 type awsRecord struct {
-	Name                    string   `json:"name"`
-	Family                  string   `json:"family"`
-	Category                *string  `json:"category"`
-	Generation              *int64   `json:"generation"`
-	Size                    string   `json:"size"`
-	VCPU                    int64    `json:"vcpu"`
-	MemoryMiB               int64    `json:"memory_mib"`
-	Architecture            string   `json:"architecture"`
-	CPUManufacturer         *string  `json:"cpu_manufacturer"`
-	CPUSustainedClockMHz    *int64   `json:"cpu_sustained_clock_mhz"`
-	GPUCount                int64    `json:"gpu_count"`
-	GPUName                 *string  `json:"gpu_name"`
-	GPUManufacturer         *string  `json:"gpu_manufacturer"`
-	GPUMemoryMiB            *int64   `json:"gpu_memory_mib"`
-	AcceleratorCount        int64    `json:"accelerator_count"`
-	AcceleratorName         *string  `json:"accelerator_name"`
-	AcceleratorManufacturer *string  `json:"accelerator_manufacturer"`
-	LocalNVMeGB             *int64   `json:"local_nvme_gb"`
-	Hypervisor              *string  `json:"hypervisor"`
-	BareMetal               bool     `json:"bare_metal"`
-	EncryptionInTransit     *bool    `json:"encryption_in_transit"`
-	NetworkBandwidthMbps    *int64   `json:"network_bandwidth_mbps"`
-	EBSBandwidthMbps        *int64   `json:"ebs_bandwidth_mbps"`
-	DefaultCardMaxENIs      *int64   `json:"default_card_max_enis"`
-	IPv4PerENI              *int64   `json:"ipv4_per_eni"`
-	TrunkingCompatible      *bool    `json:"trunking_compatible"`
-	BranchENIs              *int64   `json:"branch_enis"`
-	EKSAMIMaxPods           *int64   `json:"eks_ami_max_pods"`
-	OnDemandUSDPerHour      *float64 `json:"on_demand_usd_per_hour_us_east_1"`
-	KarpenterAllocatable    *struct {
-		CPUMillicores int64  `json:"cpu_millicores"`
-		MemoryMiB     int64  `json:"memory_mib"`
-		Ephemeral     string `json:"ephemeral_storage"`
-		Pods          int64  `json:"pods"`
-		PodENI        *int64 `json:"pod_eni"`
-		EFA           *int64 `json:"efa"`
-		NVIDIAGPU     *int64 `json:"nvidia_gpu"`
-		AMDGPU        *int64 `json:"amd_gpu"`
-		Neuron        *int64 `json:"neuron"`
-		NeuronCore    *int64 `json:"neuroncore"`
-	} `json:"karpenter_allocatable"`
+	Name                    string                `json:"name"`
+	Family                  string                `json:"family"`
+	Category                *string               `json:"category"`
+	Generation              *int64                `json:"generation"`
+	Size                    string                `json:"size"`
+	VCPU                    int64                 `json:"vcpu"`
+	MemoryMiB               int64                 `json:"memory_mib"`
+	Architecture            string                `json:"architecture"`
+	CPUManufacturer         *string               `json:"cpu_manufacturer"`
+	CPUSustainedClockMHz    *int64                `json:"cpu_sustained_clock_mhz"`
+	GPUCount                int64                 `json:"gpu_count"`
+	GPUName                 *string               `json:"gpu_name"`
+	GPUManufacturer         *string               `json:"gpu_manufacturer"`
+	GPUMemoryMiB            *int64                `json:"gpu_memory_mib"`
+	AcceleratorCount        int64                 `json:"accelerator_count"`
+	AcceleratorName         *string               `json:"accelerator_name"`
+	AcceleratorManufacturer *string               `json:"accelerator_manufacturer"`
+	LocalNVMeGB             *int64                `json:"local_nvme_gb"`
+	Hypervisor              *string               `json:"hypervisor"`
+	BareMetal               bool                  `json:"bare_metal"`
+	EncryptionInTransit     *bool                 `json:"encryption_in_transit"`
+	NetworkBandwidthMbps    *int64                `json:"network_bandwidth_mbps"`
+	EBSBandwidthMbps        *int64                `json:"ebs_bandwidth_mbps"`
+	DefaultCardMaxENIs      *int64                `json:"default_card_max_enis"`
+	IPv4PerENI              *int64                `json:"ipv4_per_eni"`
+	TrunkingCompatible      *bool                 `json:"trunking_compatible"`
+	BranchENIs              *int64                `json:"branch_enis"`
+	EKSAMIMaxPods           *int64                `json:"eks_ami_max_pods"`
+	OnDemandUSDPerHour      *float64              `json:"on_demand_usd_per_hour_us_east_1"`
+	KarpenterAllocatable    *karpenterAllocatable `json:"karpenter_allocatable"`
 }
 
 type awsFile struct {
@@ -193,4 +182,19 @@ func (r *awsRecord) instanceType() *InstanceType {
 		it.Offerings = awsOfferings(r.Name, deref(r.Hypervisor), *r.OnDemandUSDPerHour)
 	}
 	return it
+}
+
+// karpenterAllocatable is the karpenter_allocatable object of a catalog record: Karpenter's
+// documented allocatable for the type (see data/README.md).
+type karpenterAllocatable struct {
+	CPUMillicores int64  `json:"cpu_millicores"`
+	MemoryMiB     int64  `json:"memory_mib"`
+	Ephemeral     string `json:"ephemeral_storage"`
+	Pods          int64  `json:"pods"`
+	PodENI        *int64 `json:"pod_eni"`
+	EFA           *int64 `json:"efa"`
+	NVIDIAGPU     *int64 `json:"nvidia_gpu"`
+	AMDGPU        *int64 `json:"amd_gpu"`
+	Neuron        *int64 `json:"neuron"`
+	NeuronCore    *int64 `json:"neuroncore"`
 }

@@ -104,18 +104,7 @@ func NewAWSInstanceType(f AWSTypeFacts, region string, offerings []Offering) (*I
 	if f.BranchENIs > 0 {
 		r.TrunkingCompatible, r.BranchENIs = ptrTo(true), &f.BranchENIs
 	}
-	r.KarpenterAllocatable = &struct {
-		CPUMillicores int64  `json:"cpu_millicores"`
-		MemoryMiB     int64  `json:"memory_mib"`
-		Ephemeral     string `json:"ephemeral_storage"`
-		Pods          int64  `json:"pods"`
-		PodENI        *int64 `json:"pod_eni"`
-		EFA           *int64 `json:"efa"`
-		NVIDIAGPU     *int64 `json:"nvidia_gpu"`
-		AMDGPU        *int64 `json:"amd_gpu"`
-		Neuron        *int64 `json:"neuron"`
-		NeuronCore    *int64 `json:"neuroncore"`
-	}{EFA: num(f.EFA), NeuronCore: num(f.NeuronCores)}
+	r.KarpenterAllocatable = &karpenterAllocatable{EFA: num(f.EFA), NeuronCore: num(f.NeuronCores)}
 	it := r.instanceType()
 	it.Labels = awsLabels(r, region)
 	it.Offerings = append([]Offering(nil), offerings...)
