@@ -37,6 +37,7 @@ type poolType struct {
 
 // pool is a NodePool compiled for the solver.
 type pool struct {
+	index  int // position in the solver's pools (weight order)
 	np     *apisv1.NodePool
 	reqs   scheduling.Requirements // template requirements ∩ template labels
 	labels map[string]string
@@ -116,7 +117,9 @@ func compilePools(in *Input, daemons []daemon, used map[string]scheduling.Resour
 	}
 	out := make([]*pool, 0, len(nps))
 	for _, np := range nps {
-		out = append(out, compilePool(in, np, classes, daemons, used[np.Name]))
+		pl := compilePool(in, np, classes, daemons, used[np.Name])
+		pl.index = len(out)
+		out = append(out, pl)
 	}
 	return out
 }

@@ -327,8 +327,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if len(c.pods) > 0 && needsSpecial(c.requests) && !needsSpecial(p.requests) {
 		return false
 	}
-	pi := s.poolIndex(c.pool)
-	pp := s.compatibility(pi, p)
+	pp := s.compatibility(c.pool.index, p)
 	if pp.reason != "" {
 		return false
 	}
@@ -509,14 +508,6 @@ func (s *solver) topologyWhyNot(p *podInfo) string {
 		}
 	}
 	return ""
-}
-func (s *solver) poolIndex(pl *pool) int {
-	for i := range s.pools {
-		if s.pools[i] == pl {
-			return i
-		}
-	}
-	return -1
 }
 
 // withinLimits drops candidate types whose capacity would take the pool past its limits,

@@ -77,8 +77,7 @@ type constraint struct {
 type topology struct {
 	groups  map[string]*group
 	list    []*group
-	keys    map[string]bool // topology keys used by any group
-	anyAnti bool            // some group carries required anti-affinity on a non-hostname key
+	anyAnti bool // some group carries required anti-affinity on a non-hostname key
 	// hostAnti are the hostname groups carrying required anti-affinity.
 	hostAnti []*group
 }
@@ -94,7 +93,7 @@ func (t *topology) matchesAny(p *corev1.Pod) bool {
 }
 
 func newTopology() *topology {
-	return &topology{groups: map[string]*group{}, keys: map[string]bool{}}
+	return &topology{groups: map[string]*group{}}
 }
 
 // groupFor returns the group for (key, selector, namespaces), creating it.
@@ -139,7 +138,6 @@ func (t *topology) groupFor(key string, sel *metav1.LabelSelector, extra map[str
 	g.antiDomains, g.antiHosts = map[string]int{}, map[any]int{}
 	t.groups[id] = g
 	t.list = append(t.list, g)
-	t.keys[key] = true
 	return g, nil
 }
 
