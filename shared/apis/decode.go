@@ -1,5 +1,6 @@
 // Package apis reads, defaults and validates Dovetail's Karpenter-compatible objects: NodePool
-// and NodeClaim (karpenter.sh/v1) and EC2NodeClass (karpenter.k8s.aws/v1). v1beta1 NodePool and
+// and NodeClaim (karpenter.sh/v1), EC2NodeClass (karpenter.k8s.aws/v1) and AKSNodeClass
+// (karpenter.azure.com/v1beta1, and the deprecated v1alpha2 the Azure provider still serves). v1beta1 NodePool and
 // EC2NodeClass manifests are converted to v1 as they are read (package v1beta1).
 package apis
 
@@ -25,6 +26,7 @@ const (
 	KindNodePool     = "NodePool"
 	KindNodeClaim    = "NodeClaim"
 	KindEC2NodeClass = "EC2NodeClass"
+	KindAKSNodeClass = "AKSNodeClass"
 )
 
 // ErrUnknownKind is returned (wrapped) by Decode for an apiVersion/kind it does not read, so
@@ -36,14 +38,16 @@ func IsKnown(apiVersion, kind string) bool {
 	switch apiVersion + "/" + kind {
 	case v1.GroupVersion + "/" + KindNodePool, v1.GroupVersion + "/" + KindNodeClaim,
 		v1.AWSGroupVersion + "/" + KindEC2NodeClass,
-		v1beta1.GroupVersion + "/" + KindNodePool, v1beta1.AWSGroupVersion + "/" + KindEC2NodeClass:
+		v1beta1.GroupVersion + "/" + KindNodePool, v1beta1.AWSGroupVersion + "/" + KindEC2NodeClass,
+		v1.AzureGroupVersion + "/" + KindAKSNodeClass, v1.AzureV1alpha2GroupVersion + "/" + KindAKSNodeClass:
 		return true
 	}
 	return false
 }
 
-// Decode reads one YAML or JSON document and returns *v1.NodePool, *v1.NodeClaim or
-// *v1.EC2NodeClass, chosen by apiVersion and kind. karpenter.sh/v1beta1 NodePool and
+// Decode reads one YAML or JSON document and returns *v1.NodePool, *v1.NodeClaim,
+// *v1.EC2NodeClass or *v1.AKSNodeClass, chosen by apiVersion and kind (v1alpha2 AKSNodeClass has
+// the v1beta1 fields and reads into the same type). karpenter.sh/v1beta1 NodePool and
 // karpenter.k8s.aws/v1beta1 EC2NodeClass are converted to v1 (see package v1beta1).
 //
 // Decoding is strict, as `kubectl apply --validate=strict` is: unknown and duplicate fields are
@@ -75,6 +79,12 @@ func Decode(doc []byte) (runtime.Object, error) {
 	}
 
 	switch tm.APIVersion {
+	case v1.AzureGroupVersion, v1.AzureV1alpha2GroupVersion:
+		obj := &v1.AKSNodeClass{}
+		if err := strictUnmarshal(j, obj); err != nil {
+			return nil, err
+		}
+		return obj, nil
 	case v1.GroupVersion, v1.AWSGroupVersion:
 		var obj runtime.Object
 		switch tm.Kind {

@@ -8,8 +8,8 @@ import (
 )
 
 // Load decodes one document (Decode), fills defaults (SetDefaults, SetEC2NodeClassDefaults,
-// SetNodeClaimDefaults) and validates it. It returns *v1.NodePool, *v1.NodeClaim or
-// *v1.EC2NodeClass, or an error listing every problem with its field path, prefixed by the
+// SetAKSNodeClassDefaults, SetNodeClaimDefaults) and validates it. It returns *v1.NodePool,
+// *v1.NodeClaim, *v1.EC2NodeClass or *v1.AKSNodeClass, or an error listing every problem with its field path, prefixed by the
 // object's kind and name.
 func Load(doc []byte) (runtime.Object, error) {
 	obj, err := Decode(doc)
@@ -35,6 +35,9 @@ func DefaultAndValidate(obj runtime.Object) field.ErrorList {
 	case *v1.EC2NodeClass:
 		SetEC2NodeClassDefaults(o)
 		return ValidateEC2NodeClass(o)
+	case *v1.AKSNodeClass:
+		SetAKSNodeClassDefaults(o)
+		return ValidateAKSNodeClass(o)
 	}
-	return field.ErrorList{field.TypeInvalid(field.NewPath("kind"), obj, "not a NodePool, NodeClaim or EC2NodeClass")}
+	return field.ErrorList{field.TypeInvalid(field.NewPath("kind"), obj, "not a NodePool, NodeClaim, EC2NodeClass or AKSNodeClass")}
 }
