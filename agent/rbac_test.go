@@ -173,8 +173,8 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		{ID: "3", Kind: events.CommandDrainNode, NodeName: "n1"},
 		{ID: "4", Kind: events.CommandDeleteNode, NodeName: "n1"},
 		{ID: "5", Kind: events.CommandDeleteNodeClaim, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1"}}},
-		{ID: "6", Kind: events.CommandMarkUnavailable, Unavailable: []events.UnavailableOfferingMark{{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}}},
-		{ID: "7", Kind: events.CommandMarkUnavailable, Unavailable: []events.UnavailableOfferingMark{{InstanceType: "c5.large", Zone: "us-east-1a", CapacityType: "spot"}}},
+		{ID: "6", Kind: events.CommandMarkUnavailable, Unavailable: []events.UnavailableOfferingMark{{OfferingKey: events.OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}}}},
+		{ID: "7", Kind: events.CommandMarkUnavailable, Unavailable: []events.UnavailableOfferingMark{{OfferingKey: events.OfferingKey{InstanceType: "c5.large", Zone: "us-east-1a", CapacityType: "spot"}}}},
 		{ID: "8", Kind: events.CommandDrainNode, NodeName: "n2"}, // stale: refused with an Event
 	}
 	for _, c := range cmds {

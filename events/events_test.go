@@ -341,7 +341,7 @@ func TestValidateFieldPaths(t *testing.T) {
 			[]string{"command.taint.key: required", `command.taint.effect: "Sometimes" is not one of NoSchedule, PreferNoSchedule, NoExecute`}},
 		{with(func(c *Command) {
 			c.Kind = CommandMarkUnavailable
-			c.Unavailable = []UnavailableOfferingMark{{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "preemptible"}}
+			c.Unavailable = []UnavailableOfferingMark{{OfferingKey: OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "preemptible"}}}
 		}), []string{`command.unavailable[0].capacityType: "preemptible" is not one of on-demand, spot, reserved`}},
 		{&Command{Kind: "Reboot", SnapshotRevision: -1}, []string{"command.id: required", "command.cluster: required",
 			"command.snapshotRevision: must be >= 0, got -1", `command.kind: "Reboot" is not a known command kind`}},

@@ -88,6 +88,6 @@ func testSnapshot(nodes, podsPerNode, pending int) *Snapshot {
 	}
 	s.DaemonSets = []appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Name: "aws-node", Namespace: "kube-system"}}}
 	s.NodePools = []apisv1.NodePool{{ObjectMeta: metav1.ObjectMeta{Name: "default"}}}
-	s.UnavailableOfferings = []UnavailableOfferingMark{{InstanceType: "c6i.4xlarge", Zone: "us-east-1a", CapacityType: "spot", Reason: "InsufficientInstanceCapacity", Expires: snapshotTime}}
+	s.UnavailableOfferings = []UnavailableOfferingMark{{OfferingKey: OfferingKey{InstanceType: "c6i.4xlarge", Zone: "us-east-1a", CapacityType: "spot"}, Reason: "InsufficientInstanceCapacity", Expires: snapshotTime}}
 	return s
 }

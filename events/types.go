@@ -3,6 +3,8 @@
 package events
 
 import (
+	"time"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -40,7 +42,7 @@ type Snapshot struct {
 	DaemonSets  []appsv1.DaemonSet             `json:"daemonSets,omitempty"`
 	PDBs        []policyv1.PodDisruptionBudget `json:"pdbs,omitempty"`
 	NodePools   []apisv1.NodePool              `json:"nodePools,omitempty"`
-	NodeClasses []apisv1.EC2NodeClass          `json:"nodeClasses,omitempty"`
+	NodeClasses []apisv1.NodeClass             `json:"nodeClasses,omitempty"`
 	NodeClaims  []apisv1.NodeClaim             `json:"nodeClaims,omitempty"`
 	// PVCs are the claims the snapshot's pods (pending and bound) refer to; PVs the volumes
 	// bound to them plus the unbound Available ones (candidates for static binding);
@@ -53,13 +55,51 @@ type Snapshot struct {
 	UnavailableOfferings []UnavailableOfferingMark `json:"unavailableOfferings,omitempty"`
 }
 
+// OfferingKey names one offering: instance type × zone × capacity type. It is the one
+// spelling of an offering's identity on the wire and in every map keyed by offering.
+type OfferingKey struct {
+	InstanceType string `json:"instanceType"`
+	Zone         string `json:"zone"`
+	CapacityType string `json:"capacityType"`
+}
+
+// String renders "type/zone/capacity-type", e.g. "m5.large/us-east-1a/spot".
+func (k OfferingKey) String() string { return k.InstanceType + "/" + k.Zone + "/" + k.CapacityType }
+
+// UnavailableOfferingTTL is how long an offering stays marked unavailable after the cloud
+// refused it or interrupted it: 3 minutes, Karpenter's UnavailableOfferingsTTL
+// (aws/karpenter-provider-aws pkg/cache/cache.go). Every mark Dovetail writes uses it.
+const UnavailableOfferingTTL = 3 * time.Minute
+
 // UnavailableOfferingMark is an offering the cloud refused, remembered until Expires.
 type UnavailableOfferingMark struct {
-	InstanceType string      `json:"instanceType"`
-	Zone         string      `json:"zone"`
-	CapacityType string      `json:"capacityType"`
-	Reason       string      `json:"reason"`
-	Expires      metav1.Time `json:"expires"`
+	OfferingKey
+	Reason  string      `json:"reason"`
+	Expires metav1.Time `json:"expires"`
+}
+
+// MarkUnavailable is the mark for an offering refused at t: it expires UnavailableOfferingTTL later.
+func MarkUnavailable(k OfferingKey, reason string, t time.Time) UnavailableOfferingMark {
+	return UnavailableOfferingMark{OfferingKey: k, Reason: reason, Expires: metav1.NewTime(t.Add(UnavailableOfferingTTL))}
+}
+
+// UnavailableAt returns a lookup of the marks active at now (now < Expires; the later expiry
+// wins for an offering marked twice), or nil when there are none, which the solver reads as
+// "every offering is available".
+func UnavailableAt(marks []UnavailableOfferingMark, now time.Time) func(instanceType, zone, capacityType string) bool {
+	if len(marks) == 0 {
+		return nil
+	}
+	until := make(map[OfferingKey]time.Time, len(marks))
+	for _, m := range marks {
+		if old, ok := until[m.OfferingKey]; !ok || m.Expires.After(old) {
+			until[m.OfferingKey] = m.Expires.Time
+		}
+	}
+	return func(it, zone, ct string) bool {
+		exp, ok := until[OfferingKey{it, zone, ct}]
+		return ok && now.Before(exp)
+	}
 }
 
 // CommandKind names what the agent is asked to do.

@@ -94,7 +94,7 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 		}
 	}
 	for i := range s.NodeClasses {
-		if s.NodeClasses[i].Name == "" {
+		if s.NodeClasses[i].Name() == "" {
 			errs.add(fmt.Sprintf("%s.nodeClasses[%d].metadata.name", p, i), "required")
 		}
 	}

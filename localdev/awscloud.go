@@ -79,7 +79,11 @@ func discoveryTags(e *Env) map[string]string {
 			}
 		}
 	}
-	for _, nc := range e.Set.NodeClasses {
+	for _, c := range e.Set.NodeClasses {
+		nc := c.EC2
+		if nc == nil {
+			continue
+		}
 		for _, t := range nc.Spec.SubnetSelectorTerms {
 			add(t.Tags)
 		}

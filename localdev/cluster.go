@@ -56,7 +56,10 @@ func (c *Cluster) Apply(ctx context.Context, set *manifests.Set) (int, error) {
 		}
 	}
 	for _, nc := range set.NodeClasses {
-		if err := c.createCR(ctx, nc, apisv1.AWSGroupVersion, "EC2NodeClass"); err != nil {
+		if nc.EC2 == nil {
+			return 0, fmt.Errorf("nodeclass %s: local dev applies EC2NodeClasses only, not %s", nc.Name(), nc.Kind())
+		}
+		if err := c.createCR(ctx, nc.EC2, apisv1.AWSGroupVersion, apisv1.KindEC2NodeClass); err != nil {
 			return 0, err
 		}
 	}

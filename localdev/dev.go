@@ -29,7 +29,9 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
+	"github.com/dovetail-dev/dovetail/shared/cloud/registry"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 )
@@ -102,13 +104,15 @@ func (o *Options) defaults() {
 
 // Env is a running local environment; tests drive it directly.
 type Env struct {
-	Options  Options
-	Set      *manifests.Set
-	Catalog  *catalog.Catalog
-	Cluster  *Cluster
-	Cloud    *fake.Cloud
-	NATSURL  string
-	Progress *Progress
+	Options Options
+	Set     *manifests.Set
+	Catalog *catalog.Catalog
+	// NodeSettings is the cloud's NodeClass → node settings rule (shared/cloud/registry).
+	NodeSettings provisioning.NodeSettingsFunc
+	Cluster      *Cluster
+	Cloud        *fake.Cloud
+	NATSURL      string
+	Progress     *Progress
 	// ControlPlane is the real control plane (nil in memory or with a kubeconfig).
 	ControlPlane *realcluster.ControlPlane
 	// Agent is the running agent.
@@ -165,11 +169,19 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := catalog.AWS()
+	name := o.CloudProvider
+	if name == "" {
+		name = registry.Fake
+	}
+	cl, err := registry.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("--cloud: %w", err)
+	}
+	cat, err := cl.Catalog()
 	if err != nil {
 		return nil, err
 	}
-	env := &Env{Options: o, Set: set, Catalog: cat, errs: make(chan error, 16), Progress: NewProgress(o.Out)}
+	env := &Env{Options: o, Set: set, Catalog: cat, NodeSettings: cl.NodeSettings, errs: make(chan error, 16), Progress: NewProgress(o.Out)}
 	ctx, cancel := context.WithCancel(ctx)
 	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{})
 	if err != nil {
@@ -262,7 +274,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if o.OnDecision != nil {
 		onDecision = func(d provision.Decision) { env.Progress.Decision(d); o.OnDecision(d) }
 	}
-	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, Provider: env.Provider, Publisher: fnPub,
+	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: fnPub,
 		Codec: events.Codec{Blobs: env.blobs}, Log: o.Log, OnDecision: onDecision}
 	cons, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: provision.Component,
 		Subject: queue.EventsSubject(o.Cluster), Logger: o.Log})

@@ -26,12 +26,12 @@ import (
 func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Publisher) error {
 	o := e.Options
 	codec := events.Codec{Blobs: e.blobs}
-	cons := &consolidate.Handler{Cluster: o.Cluster, Catalog: e.Catalog, Provider: e.Provider, Publisher: pub,
+	cons := &consolidate.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.Provider, Publisher: pub,
 		Codec: codec, Log: o.Log, OnOutcome: e.Progress.Consolidation}
-	dr := &drift.Handler{Cluster: o.Cluster, Catalog: e.Catalog, Provider: e.Provider, Publisher: pub,
+	dr := &drift.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.Provider, Publisher: pub,
 		Codec: codec, Log: o.Log, OnDecision: e.Progress.Drift}
 	e.Snapshots = &interruption.LatestSnapshot{Cluster: o.Cluster, Codec: codec}
-	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, Provider: e.Provider, Publisher: pub,
+	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.Provider, Publisher: pub,
 		Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: dnats.DefaultMaxDeliver, OnDecision: e.Progress.Interruption}
 	workers := []struct {
 		durable, subject string

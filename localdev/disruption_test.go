@@ -133,7 +133,7 @@ func TestDisruptionFunctionsRunAndInterruptionTaintsTheNoticedNode(t *testing.T)
 	// Its first command marks the interrupted offering unavailable (the agent keeps the mark in
 	// its ConfigMap); after launching the replacement it taints the node
 	// karpenter.sh/disrupted=interrupted:NoSchedule, which the agent applies to the Node.
-	key, err := kube.OfferingMarkKey(events.UnavailableOfferingMark{InstanceType: inst.InstanceType, Zone: inst.Zone, CapacityType: inst.CapacityType})
+	key, err := kube.OfferingMarkKey(events.UnavailableOfferingMark{OfferingKey: events.OfferingKey{InstanceType: inst.InstanceType, Zone: inst.Zone, CapacityType: inst.CapacityType}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud/registry"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/planner"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/spf13/cobra"
 )
 
@@ -42,11 +44,15 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			if err != nil {
 				return usageError{err}
 			}
-			cat, err := catalog.AWS()
+			cl, err := registry.ForNodeClasses(set.NodeClasses)
+			if err != nil {
+				return usageError{err}
+			}
+			cat, err := cl.Catalog()
 			if err != nil {
 				return err
 			}
-			out, err := Plan(set, cat)
+			out, err := Plan(set, cat, cl.NodeSettings)
 			if err != nil {
 				return usageError{err}
 			}
@@ -103,9 +109,9 @@ type UnschedulableOut struct {
 // Plan solves the manifests (planner.Plan): controllers' pods and unbound Pods are pending;
 // Pods with spec.nodeName are running on their Node; PersistentVolumeClaims (with those of
 // StatefulSets' volumeClaimTemplates), PersistentVolumes and StorageClasses constrain where
-// pods with volumes can go.
-func Plan(set *manifests.Set, cat *catalog.Catalog) (*PlanOutput, error) {
-	plan, _, err := planner.Plan(set, cat)
+// pods with volumes can go. settings is the cloud's NodeClass → node settings rule.
+func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (*PlanOutput, error) {
+	plan, _, err := planner.Plan(set, cat, settings)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/launch"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
@@ -29,13 +30,15 @@ const Component = "consolidate"
 
 // Handler handles one message. Its fields are its dependencies; it holds no state.
 type Handler struct {
-	Cluster   string
-	Catalog   *catalog.Catalog
-	Provider  cloud.Provider
-	Publisher queue.Publisher
-	Codec     events.Codec
-	Log       *slog.Logger
-	Options   disruption.Options
+	Cluster string
+	Catalog *catalog.Catalog
+	// NodeSettings is the cloud provider's NodeClass → node settings rule (cloud.NodeSettingsFor).
+	NodeSettings provisioning.NodeSettingsFunc
+	Provider     cloud.Provider
+	Publisher    queue.Publisher
+	Codec        events.Codec
+	Log          *slog.Logger
+	Options      disruption.Options
 	// Latest, when set, returns the freshest snapshot available (local dev: the agent's
 	// snapshot builder; a deployment: the last snapshot event on the stream). A new decision
 	// made on the message's snapshot is re-validated against it (disruption.Validate) before
@@ -95,7 +98,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 // new one, launches its replacements and taints its candidates.
 func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, error) {
 	out := Outcome{Revision: snap.Revision}
-	st, err := disruption.NewState(snap, h.Catalog)
+	st, err := disruption.NewState(snap, h.Catalog, h.NodeSettings)
 	if err != nil {
 		return out, fmt.Errorf("%w: %w", queue.ErrPoison, err)
 	}
@@ -115,7 +118,7 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 			return out, fmt.Errorf("fetching a fresh snapshot to validate consolidation %s: %w", d.ID, err)
 		}
 		if fresh != nil && fresh.Revision != snap.Revision {
-			fs, err := disruption.NewState(fresh, h.Catalog)
+			fs, err := disruption.NewState(fresh, h.Catalog, h.NodeSettings)
 			if err != nil {
 				return out, err
 			}
@@ -138,51 +141,34 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 // execute launches the replacements (first: nothing is disrupted until they exist), records
 // them, then taints the candidates.
 func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, d *disruption.Decision, rev int64, out *Outcome) error {
-	l := &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog}
-	ld := launch.Decision{Revision: rev, Time: snap.Time.Time}
-	classes := map[string]*apisv1.EC2NodeClass{}
-	for i := range snap.NodeClasses {
-		classes[snap.NodeClasses[i].Name] = &snap.NodeClasses[i]
+	step := launch.Step{
+		Launcher:     &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
+		Decision:     launch.Decision{Revision: rev, Time: snap.Time.Time},
+		NodeClasses:  snap.NodeClasses,
+		Publish:      func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
+		Rounds:       1,
+		AllOrNothing: true,
+		Reason: func(*provisioning.NodeClaimPlan) string {
+			return fmt.Sprintf("consolidation %s replaces %s", d.ID, strings.Join(d.NodeNames(), ","))
+		},
+		Annotate: func(nc *apisv1.NodeClaim) {
+			nc.Annotations[disruption.AnnotationDecision] = d.ID
+			nc.Annotations[disruption.AnnotationReplaces] = strings.Join(d.NodeNames(), ",")
+		},
 	}
-	for _, plan := range d.Replacements {
-		var class *apisv1.EC2NodeClass
-		if plan.NodeClassRef != nil {
-			class = classes[plan.NodeClassRef.Name]
-		}
-		res := l.Launch(ctx, ld, plan, class)
-		if len(res.Unavailable) > 0 {
-			if err := h.publish(ctx, snap, events.Command{
-				ID:   events.CommandID(h.Cluster, "consolidate-unavailable", d.ID, fmt.Sprint(rev)),
-				Kind: events.CommandMarkUnavailable, Cluster: h.Cluster, SnapshotRevision: rev,
-				Unavailable: res.Unavailable, Reason: "insufficient capacity for a consolidation replacement",
-			}); err != nil {
-				return err
-			}
-		}
-		if res.Err != nil {
-			if cloud.IsInsufficientCapacity(res.Err) {
-				// Nothing is tainted yet: the candidates keep running; replacements already
-				// launched are ordinary capacity once the lock (disruption.ReplacementLock) ends.
-				out.Abandoned = res.Err.Error()
-				h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
-				return nil
-			}
-			return res.Err
-		}
-		nc := res.NodeClaim
-		if nc.Annotations == nil {
-			nc.Annotations = map[string]string{}
-		}
-		nc.Annotations[disruption.AnnotationDecision] = d.ID
-		nc.Annotations[disruption.AnnotationReplaces] = strings.Join(d.NodeNames(), ",")
-		if err := h.publish(ctx, snap, events.Command{
-			ID: events.CommandID(h.Cluster, "create", nc.Name), Kind: events.CommandCreateNodeClaim,
-			Cluster: h.Cluster, SnapshotRevision: rev, NodeClaim: nc,
-			Reason: fmt.Sprintf("consolidation %s replaces %s", d.ID, strings.Join(d.NodeNames(), ",")),
-		}); err != nil {
-			return err
-		}
-		out.Launched = append(out.Launched, nc)
+	res, err := step.Run(ctx, launch.Fixed(&provisioning.Plan{NodeClaims: d.Replacements}))
+	if err != nil {
+		return err
+	}
+	if len(res.Refused) > 0 {
+		// Nothing is tainted yet: the candidates keep running; replacements already
+		// launched are ordinary capacity once the lock (disruption.ReplacementLock) ends.
+		out.Abandoned = res.Refused[0].Error()
+		h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
+		return nil
+	}
+	for _, l := range res.Launched {
+		out.Launched = append(out.Launched, l.NodeClaim)
 	}
 	for _, c := range d.TaintCommands(h.Cluster, rev) {
 		if err := h.publish(ctx, snap, c); err != nil {

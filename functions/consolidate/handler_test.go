@@ -64,7 +64,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	c := fake.New(fake.Options{Catalog: catalog.MustAWS(), Cluster: cluster, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	h := &Handler{Cluster: cluster, Catalog: catalog.MustAWS(), Provider: c, Publisher: pub,
+	h := &Handler{Cluster: cluster, Catalog: catalog.MustAWS(), NodeSettings: cloud.NodeSettingsFor, Provider: c, Publisher: pub,
 		Codec: events.Codec{Blobs: &events.MemoryBlobStore{}}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return &env{t: t, h: h, cloud: c, cons: cons}
 }

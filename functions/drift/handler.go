@@ -54,12 +54,14 @@ const (
 
 // Handler handles one event. Its fields are its dependencies; it holds no state.
 type Handler struct {
-	Cluster   string
-	Catalog   *catalog.Catalog
-	Provider  cloud.Provider
-	Publisher queue.Publisher
-	Codec     events.Codec
-	Log       *slog.Logger
+	Cluster string
+	Catalog *catalog.Catalog
+	// NodeSettings is the cloud provider's NodeClass → node settings rule (cloud.NodeSettingsFor).
+	NodeSettings provisioning.NodeSettingsFunc
+	Provider     cloud.Provider
+	Publisher    queue.Publisher
+	Codec        events.Codec
+	Log          *slog.Logger
 	// OnDecision, when set, receives every decision (local dev prints them).
 	OnDecision func(Decision)
 }
@@ -209,7 +211,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 // returns nil (with s set to StepSkip) when some pod would have no place or a launch failed
 // for capacity: the node is then left as it is and retried on a later snapshot.
 func (h *Handler) evacuate(ctx context.Context, snap *events.Snapshot, t disruption.Target, s *Step) (*provisioning.Plan, error) {
-	in, _ := disruption.EvacuationInput(snap, h.Catalog, []string{t.Name()}, nil)
+	in, _ := disruption.EvacuationInput(snap, h.Catalog, h.NodeSettings, []string{t.Name()}, nil)
 	plan, err := provisioning.Solve(in)
 	if err != nil {
 		return nil, err
@@ -223,42 +225,28 @@ func (h *Handler) evacuate(ctx context.Context, snap *events.Snapshot, t disrupt
 		s.Step, s.Detail = StepSkip, "pods would have no place: "+strings.Join(reasons, "; ")
 		return nil, nil
 	}
-	classes := map[string]*apisv1.EC2NodeClass{}
-	for i := range snap.NodeClasses {
-		classes[snap.NodeClasses[i].Name] = &snap.NodeClasses[i]
+	step := launch.Step{
+		Launcher:     &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
+		Decision:     launch.Decision{Revision: snap.Revision, Time: snap.Time.Time},
+		NodeClasses:  snap.NodeClasses,
+		Publish:      func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
+		Rounds:       1,
+		AllOrNothing: true,
+		Reason: func(nc *provisioning.NodeClaimPlan) string {
+			return fmt.Sprintf("replacement for drifted node %s (%d pods)", t.Name(), len(nc.Pods))
+		},
+		Annotate: func(nc *apisv1.NodeClaim) { nc.Annotations[disruption.AnnotationReplaces] = t.Name() },
 	}
-	l := &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog}
-	ld := launch.Decision{Revision: snap.Revision, Time: snap.Time.Time}
-	for _, nc := range plan.NodeClaims {
-		var class *apisv1.EC2NodeClass
-		if nc.NodeClassRef != nil {
-			class = classes[nc.NodeClassRef.Name]
-		}
-		res := l.Launch(ctx, ld, nc, class)
-		if len(res.Unavailable) > 0 {
-			keys := []string{h.Cluster, "unavailable", fmt.Sprint(snap.Revision), t.Name()}
-			for _, m := range res.Unavailable {
-				keys = append(keys, m.InstanceType+"/"+m.Zone+"/"+m.CapacityType)
-			}
-			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
-				Cluster: h.Cluster, SnapshotRevision: snap.Revision, Unavailable: res.Unavailable, Reason: "insufficient capacity"}); err != nil {
-				return nil, err
-			}
-		}
-		if res.Err != nil {
-			if !cloud.IsInsufficientCapacity(res.Err) {
-				return nil, res.Err
-			}
-			s.Step, s.Detail = StepSkip, "replacement launch failed: "+res.Err.Error()
-			return nil, nil
-		}
-		res.NodeClaim.Annotations[disruption.AnnotationReplaces] = t.Name()
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "create", res.NodeClaim.Name),
-			Kind: events.CommandCreateNodeClaim, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeClaim: res.NodeClaim,
-			Reason: fmt.Sprintf("replacement for drifted node %s (%d pods)", t.Name(), len(nc.Pods))}); err != nil {
-			return nil, err
-		}
-		s.Launched = append(s.Launched, res.NodeClaim.Name+" ("+res.Instance.InstanceType+"/"+res.Instance.Zone+"/"+res.Instance.CapacityType+")")
+	out, err := step.Run(ctx, launch.Fixed(plan))
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Refused) > 0 {
+		s.Step, s.Detail = StepSkip, "replacement launch failed: "+out.Refused[0].Error()
+		return nil, nil
+	}
+	for _, l := range out.Launched {
+		s.Launched = append(s.Launched, l.NodeClaim.Name+" ("+l.Instance.InstanceType+"/"+l.Instance.Zone+"/"+l.Instance.CapacityType+")")
 	}
 	return plan, nil
 }

@@ -34,7 +34,7 @@ func setup(t *testing.T) (*scenarios.World, *drift.Handler) {
 				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
 			}}}}}
 	class := apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Status: apisv1.EC2NodeClassStatus{AMIs: []apisv1.AMI{{ID: "ami-1"}}}}
-	w.AddPools([]apisv1.NodePool{pool}, []apisv1.EC2NodeClass{class})
+	w.AddPools([]apisv1.NodePool{pool}, []apisv1.NodeClass{{EC2: &class}})
 	w.AddPods(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", Controller: ptr(true)}}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
@@ -46,7 +46,7 @@ func setup(t *testing.T) (*scenarios.World, *drift.Handler) {
 	if err := w.Step(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	return w, &drift.Handler{Cluster: scenarios.Cluster, Catalog: w.Catalog, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return w, &drift.Handler{Cluster: scenarios.Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -71,13 +71,15 @@ var (
 
 // Handler handles one notice message. Its fields are its dependencies; it holds no state.
 type Handler struct {
-	Cluster   string
-	Catalog   *catalog.Catalog
-	Provider  cloud.Provider
-	Publisher queue.Publisher
-	Codec     events.Codec
-	Snapshots SnapshotSource
-	Log       *slog.Logger
+	Cluster string
+	Catalog *catalog.Catalog
+	// NodeSettings is the cloud provider's NodeClass → node settings rule (cloud.NodeSettingsFor).
+	NodeSettings provisioning.NodeSettingsFunc
+	Provider     cloud.Provider
+	Publisher    queue.Publisher
+	Codec        events.Codec
+	Snapshots    SnapshotSource
+	Log          *slog.Logger
 	// Rebalance is the rebalance-recommendation policy (default RebalanceRecord).
 	Rebalance RebalancePolicy
 	// DrainMargin overrides disruption.DefaultDrainMargin.
@@ -193,7 +195,7 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		return d, nil
 	}
 	now := h.now()
-	// Marks expire launch.UnavailableTTL after the notice (not after this delivery), so every
+	// Marks expire events.UnavailableOfferingTTL after the notice (not after this delivery), so every
 	// redelivery publishes the same command, which the queue's deduplication drops.
 	markFrom := n.Time
 	if markFrom.IsZero() {
@@ -209,15 +211,14 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 			pods = append(pods, t.Pods...)
 		}
 		if mark && t.Offering.InstanceType != "" && t.Offering.Zone != "" && t.Offering.CapacityType != "" {
-			d.Marked = append(d.Marked, events.UnavailableOfferingMark{InstanceType: t.Offering.InstanceType, Zone: t.Offering.Zone,
-				CapacityType: t.Offering.CapacityType, Reason: string(n.Kind), Expires: metav1.NewTime(markFrom.Add(launch.UnavailableTTL))})
+			d.Marked = append(d.Marked, events.MarkUnavailable(t.Offering, string(n.Kind), markFrom))
 		}
 	}
 	// 1. Mark the interrupted offering first: even if the rest fails, later decisions avoid it.
 	if len(d.Marked) > 0 {
 		keys := []string{h.Cluster, "unavailable", n.ID}
 		for _, m := range d.Marked {
-			keys = append(keys, m.InstanceType+"/"+m.Zone+"/"+m.CapacityType)
+			keys = append(keys, m.String())
 		}
 		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
 			Cluster: h.Cluster, SnapshotRevision: snap.Revision, Unavailable: d.Marked, Reason: string(n.Kind) + " " + n.ID}); err != nil {
@@ -279,59 +280,38 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 	return d, nil
 }
 
-// launchReplacements plans the leaving nodes' pods elsewhere and launches what the plan needs;
-// refused offerings are marked and the pods of failed launches re-planned (provision.MaxRounds
-// rounds, as the provision function does).
+// launchReplacements plans the leaving nodes' pods elsewhere and launches what the plan needs
+// (launch.Step: refused offerings are marked and the pods of failed launches re-planned, as the
+// provision function does).
 func (h *Handler) launchReplacements(ctx context.Context, snap *events.Snapshot, leaving []string, marks []events.UnavailableOfferingMark, d *Decision) (*provisioning.Plan, error) {
 	d.OnNodes, d.OnClaims = map[string]string{}, map[string]string{}
 	if len(leaving) == 0 {
 		return &provisioning.Plan{}, nil
 	}
-	classes := map[string]*apisv1.EC2NodeClass{}
-	for i := range snap.NodeClasses {
-		classes[snap.NodeClasses[i].Name] = &snap.NodeClasses[i]
+	step := launch.Step{
+		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
+		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time},
+		NodeClasses: snap.NodeClasses,
+		Publish:     func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
+		Reason: func(nc *provisioning.NodeClaimPlan) string {
+			return fmt.Sprintf("replacement for %s (%d pods)", strings.Join(leaving, ","), len(nc.Pods))
+		},
 	}
-	l := &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog}
-	ld := launch.Decision{Revision: snap.Revision, Time: snap.Time.Time}
-	work := *snap
-	work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...)
-	var plan *provisioning.Plan
-	var refused []events.UnavailableOfferingMark
-	for round := 0; round < 3; round++ {
-		in, _ := disruption.EvacuationInput(&work, h.Catalog, leaving, nil)
-		var err error
-		if plan, err = provisioning.Solve(in); err != nil {
-			return nil, err
-		}
-		failed := false
-		for _, nc := range plan.NodeClaims {
-			var class *apisv1.EC2NodeClass
-			if nc.NodeClassRef != nil {
-				class = classes[nc.NodeClassRef.Name]
-			}
-			res := l.Launch(ctx, ld, nc, class)
-			refused = append(refused, res.Unavailable...)
-			work.UnavailableOfferings = append(work.UnavailableOfferings, res.Unavailable...)
-			if res.Err != nil {
-				if !cloud.IsInsufficientCapacity(res.Err) {
-					return nil, res.Err
-				}
-				failed = true
-				continue
-			}
-			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "create", res.NodeClaim.Name),
-				Kind: events.CommandCreateNodeClaim, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeClaim: res.NodeClaim,
-				Reason: fmt.Sprintf("replacement for %s (%d pods)", strings.Join(leaving, ","), len(nc.Pods))}); err != nil {
-				return nil, err
-			}
-			work.NodeClaims = append(work.NodeClaims, *res.NodeClaim)
-			d.Launched = append(d.Launched, res.NodeClaim)
-			for _, p := range nc.Pods {
-				d.OnClaims[p.Namespace+"/"+p.Name] = res.NodeClaim.Name
-			}
-		}
-		if !failed {
-			break
+	out, err := step.Run(ctx, func(refused []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error) {
+		work := *snap
+		work.UnavailableOfferings = append(append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...), refused...)
+		work.NodeClaims = append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), launched...)
+		in, _ := disruption.EvacuationInput(&work, h.Catalog, h.NodeSettings, leaving, nil)
+		return provisioning.Solve(in)
+	})
+	if err != nil {
+		return nil, err
+	}
+	plan := out.Plan
+	for _, l := range out.Launched {
+		d.Launched = append(d.Launched, l.NodeClaim)
+		for _, p := range l.Plan.Pods {
+			d.OnClaims[p.Namespace+"/"+p.Name] = l.NodeClaim.Name
 		}
 	}
 	for _, e := range plan.ExistingNodes {
@@ -345,17 +325,7 @@ func (h *Handler) launchReplacements(ctx context.Context, snap *events.Snapshot,
 		d.Unplaced = append(d.Unplaced, u.Pod.Namespace+"/"+u.Pod.Name+": "+u.Reason)
 	}
 	sort.Strings(d.Unplaced)
-	if len(refused) > 0 {
-		keys := []string{h.Cluster, "unavailable", fmt.Sprint(snap.Revision)}
-		for _, m := range refused {
-			keys = append(keys, m.InstanceType+"/"+m.Zone+"/"+m.CapacityType)
-		}
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
-			Cluster: h.Cluster, SnapshotRevision: snap.Revision, Unavailable: refused, Reason: "insufficient capacity"}); err != nil {
-			return nil, err
-		}
-		d.Marked = append(d.Marked, refused...)
-	}
+	d.Marked = append(d.Marked, out.Marks...)
 	return plan, nil
 }
 

@@ -76,7 +76,7 @@ func newEnv(t *testing.T, pods int) *env {
 		t.Fatal(err)
 	}
 	e := &env{w: w, snaps: &interruption.LatestSnapshot{Cluster: scenarios.Cluster}}
-	e.h = &interruption.Handler{Cluster: scenarios.Cluster, Catalog: w.Catalog, Provider: w.Cloud, Publisher: pub,
+	e.h = &interruption.Handler{Cluster: scenarios.Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: pub,
 		Snapshots: e.snaps, Now: w.Clock.Now, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	e.cmds = functest.CollectCommands(ctx, t, nc, scenarios.Cluster)
 	return e

@@ -8,8 +8,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -25,22 +23,20 @@ import (
 // Component is the function's name in event sources and consumer names.
 const Component = "provision"
 
-// MaxRounds bounds how often one invocation re-plans after insufficient capacity: each round
-// marks the refused offerings and places the pods of failed launches elsewhere.
-const MaxRounds = 3
-
 // DefaultOrphanGracePeriod is how long a tagged instance may exist without a NodeClaim before
 // it is terminated as an orphan (long enough for a retried invocation to record it).
 const DefaultOrphanGracePeriod = 10 * time.Minute
 
 // Handler handles one message. Its fields are its dependencies; it holds no state.
 type Handler struct {
-	Cluster   string
-	Catalog   *catalog.Catalog
-	Provider  cloud.Provider
-	Publisher queue.Publisher
-	Codec     events.Codec
-	Log       *slog.Logger
+	Cluster string
+	Catalog *catalog.Catalog
+	// NodeSettings is the cloud provider's NodeClass → node settings rule (cloud.NodeSettingsFor).
+	NodeSettings provisioning.NodeSettingsFunc
+	Provider     cloud.Provider
+	Publisher    queue.Publisher
+	Codec        events.Codec
+	Log          *slog.Logger
 	// OrphanGracePeriod overrides DefaultOrphanGracePeriod.
 	OrphanGracePeriod time.Duration
 	// OnDecision, when set, receives every decision (local dev prints them).
@@ -87,76 +83,38 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 }
 
 // Decide plans the snapshot's pending pods, launches the NodeClaims and publishes their
-// commands. Launches that fail for capacity are re-planned (up to MaxRounds) with the refused
-// offerings marked unavailable; the marks are published so later decisions honour them.
+// commands (launch.Step). Launches that fail for capacity are re-planned (up to
+// launch.MaxRounds) with the refused offerings marked unavailable; the marks are published so
+// later decisions honour them.
 func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, error) {
 	d := Decision{Revision: snap.Revision}
-	ld := launch.Decision{Revision: snap.Revision, Time: snap.Time.Time}
-	l := &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog}
-	classes := map[string]*apisv1.EC2NodeClass{}
-	for i := range snap.NodeClasses {
-		classes[snap.NodeClasses[i].Name] = &snap.NodeClasses[i]
+	step := launch.Step{
+		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
+		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time},
+		NodeClasses: snap.NodeClasses,
+		Publish:     func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
+		Reason:      func(nc *provisioning.NodeClaimPlan) string { return fmt.Sprintf("%d pending pods", len(nc.Pods)) },
 	}
-	work := *snap
-	var marks []events.UnavailableOfferingMark
-	var plan *provisioning.Plan
-	for round := 0; round < MaxRounds; round++ {
-		var err error
-		plan, err = provisioning.Solve(provisioning.InputFromSnapshot(&work, h.Catalog))
-		if err != nil {
-			return d, err
+	out, err := step.Run(ctx, func(marks []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error) {
+		work := *snap
+		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...)
+		work.NodeClaims = append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), launched...)
+		return provisioning.Solve(provisioning.InputFromSnapshot(&work, h.Catalog, h.NodeSettings))
+	})
+	for _, l := range out.Launched {
+		pods := make([]string, 0, len(l.Plan.Pods))
+		for _, p := range l.Plan.Pods {
+			pods = append(pods, p.Namespace+"/"+p.Name)
 		}
-		failed := false
-		for _, nc := range plan.NodeClaims {
-			var class *apisv1.EC2NodeClass
-			if nc.NodeClassRef != nil {
-				class = classes[nc.NodeClassRef.Name]
-			}
-			res := l.Launch(ctx, ld, nc, class)
-			marks = append(marks, res.Unavailable...)
-			work.UnavailableOfferings = append(work.UnavailableOfferings, res.Unavailable...)
-			if res.Err != nil {
-				if !cloud.IsInsufficientCapacity(res.Err) {
-					return d, res.Err // transient: the message is redelivered and re-decided
-				}
-				d.Failures = append(d.Failures, res.Err.Error())
-				failed = true
-				continue
-			}
-			if err := h.publish(ctx, snap, events.Command{
-				ID: events.CommandID(h.Cluster, "create", res.NodeClaim.Name), Kind: events.CommandCreateNodeClaim,
-				Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeClaim: res.NodeClaim,
-				Reason: fmt.Sprintf("%d pending pods", len(nc.Pods)),
-			}); err != nil {
-				return d, err
-			}
-			// The launched NodeClaim is in flight for the next round: it keeps its pods.
-			work.NodeClaims = append(work.NodeClaims, *res.NodeClaim)
-			pods := make([]string, 0, len(nc.Pods))
-			for _, p := range nc.Pods {
-				pods = append(pods, p.Namespace+"/"+p.Name)
-			}
-			d.Launched = append(d.Launched, Launched{NodeClaim: res.NodeClaim, Instance: res.Instance, Pods: pods})
-		}
-		if !failed {
-			break
-		}
+		d.Launched = append(d.Launched, Launched{NodeClaim: l.NodeClaim, Instance: l.Instance, Pods: pods})
 	}
-	d.Existing, d.Unschedulable = plan.ExistingNodes, plan.Unschedulable
-	if len(marks) > 0 {
-		sort.Slice(marks, func(i, j int) bool { return markKey(marks[i]) < markKey(marks[j]) })
-		keys := make([]string, 0, len(marks))
-		for _, m := range marks {
-			keys = append(keys, markKey(m))
-		}
-		if err := h.publish(ctx, snap, events.Command{
-			ID:   events.CommandID(append([]string{h.Cluster, "unavailable", fmt.Sprint(snap.Revision)}, keys...)...),
-			Kind: events.CommandMarkUnavailable, Cluster: h.Cluster, SnapshotRevision: snap.Revision,
-			Unavailable: marks, Reason: "insufficient capacity",
-		}); err != nil {
-			return d, err
-		}
+	for _, e := range out.Refused {
+		d.Failures = append(d.Failures, e.Error())
 	}
+	if err != nil {
+		return d, err
+	}
+	d.Existing, d.Unschedulable = out.Plan.ExistingNodes, out.Plan.Unschedulable
 	orphans, err := h.collectOrphans(ctx, snap)
 	d.Orphans = orphans
 	if err != nil {
@@ -213,8 +171,4 @@ func (h *Handler) log() *slog.Logger {
 		return h.Log
 	}
 	return slog.Default()
-}
-
-func markKey(m events.UnavailableOfferingMark) string {
-	return strings.Join([]string{m.InstanceType, m.Zone, m.CapacityType}, "/")
 }

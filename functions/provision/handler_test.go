@@ -58,7 +58,7 @@ func newEnv(t *testing.T) *env {
 	}
 	cat := catalog.MustAWS()
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: cluster, Clock: clocktesting.NewFakeClock(snapTime)})
-	e := &env{cloud: fc, h: &Handler{Cluster: cluster, Catalog: cat, Provider: fc, Publisher: pub}}
+	e := &env{cloud: fc, h: &Handler{Cluster: cluster, Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Provider: fc, Publisher: pub}}
 	e.cmds = functest.CollectCommands(ctx, t, nc, cluster)
 	return e
 }

@@ -79,7 +79,7 @@ func check(t *testing.T, s *manifests.Set) {
 		len(np.Spec.Template.Spec.Requirements) != 5 || np.Spec.Limits.Cpu().Value() != 1000 {
 		t.Errorf("NodePool default: %+v", np.Spec)
 	}
-	if nc := s.NodeClasses[0]; nc.Spec.AMISelectorTerms[0].Alias != "bottlerocket@latest" || nc.Spec.Role != "KarpenterNodeRole-dovetail-dev" {
+	if nc := s.NodeClasses[0].EC2; nc.Spec.AMISelectorTerms[0].Alias != "bottlerocket@latest" || nc.Spec.Role != "KarpenterNodeRole-dovetail-dev" {
 		t.Errorf("EC2NodeClass default: %+v", nc.Spec)
 	}
 	for _, n := range s.Nodes {

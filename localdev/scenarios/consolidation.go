@@ -63,7 +63,7 @@ func Consolidation(ctx context.Context, out io.Writer) (*ConsolidationResult, er
 	fmt.Fprintf(out, "scaled web down to %d replicas; consolidating\n", len(m.pods))
 
 	pub := &recorder{}
-	h := &consolidate.Handler{Cluster: clusterName, Catalog: cat, Provider: m.cloud, Publisher: pub,
+	h := &consolidate.Handler{Cluster: clusterName, Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Provider: m.cloud, Publisher: pub,
 		Codec: events.Codec{Blobs: &events.MemoryBlobStore{}}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for step := 0; step < 40; step++ {
 		m.now = m.now.Add(30 * time.Second)

@@ -46,7 +46,7 @@ func Drift(ctx context.Context, out io.Writer) (*DriftResult, error) {
 	pool.Spec.Template.Spec.Requirements = append(pool.Spec.Template.Spec.Requirements,
 		apisv1.NodeSelectorRequirementWithMinValues{NodeSelectorRequirement: corev1.NodeSelectorRequirement{
 			Key: apisv1.LabelInstanceSize, Operator: corev1.NodeSelectorOpIn, Values: []string{"large"}}})
-	w.AddPools([]apisv1.NodePool{pool}, []apisv1.EC2NodeClass{defaultClass(OldAMI)})
+	w.AddPools([]apisv1.NodePool{pool}, []apisv1.NodeClass{{EC2: ptr(defaultClass(OldAMI))}})
 	w.AddPods(webPods(8, "800m", "1Gi", 30)...)
 	if _, err := w.Provision(ctx); err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func Drift(ctx context.Context, out io.Writer) (*DriftResult, error) {
 	w.printf("%d nodes on %s; publishing %s behind al2023@latest", len(old), OldAMI, NewAMI)
 	w.SetNodeClassAMIs("default", defaultClass(NewAMI).Status.AMIs)
 
-	h := &drift.Handler{Cluster: Cluster, Catalog: w.Catalog, Provider: w.Cloud, Publisher: w,
+	h := &drift.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: w,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnDecision: func(d drift.Decision) {
 			res.DecisionsPrinted++

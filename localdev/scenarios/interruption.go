@@ -99,7 +99,7 @@ func SpotNoticeJSON(n fake.Interruption, id string) []byte {
 func Interruption(ctx context.Context, out io.Writer) (*InterruptionResult, error) {
 	const bootDelay = 40 * time.Second
 	w := NewWorld(Start, bootDelay, out)
-	w.AddPools([]apisv1.NodePool{spotPool()}, []apisv1.EC2NodeClass{defaultClass("ami-0aaaaaaaaaaaaaaa1")})
+	w.AddPools([]apisv1.NodePool{spotPool()}, []apisv1.NodeClass{{EC2: ptr(defaultClass("ami-0aaaaaaaaaaaaaaa1"))}})
 	w.AddPods(webPods(6, "500m", "1Gi", 30)...)
 	d, err := w.Provision(ctx)
 	if err != nil {
@@ -143,7 +143,7 @@ func Interruption(ctx context.Context, out io.Writer) (*InterruptionResult, erro
 
 	latest := &interruption.LatestSnapshot{Cluster: Cluster}
 	marked := map[string]bool{}
-	h := &interruption.Handler{Cluster: Cluster, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Catalog: w.Catalog, Provider: w.Cloud, Publisher: w, Snapshots: latest, Now: w.Clock.Now,
+	h := &interruption.Handler{Cluster: Cluster, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: w, Snapshots: latest, Now: w.Clock.Now,
 		OnDecision: func(d interruption.Decision) {
 			w.printf("interruption: %s %v — %s", d.Action, d.Nodes, d.Why)
 			for _, nc := range d.Launched {

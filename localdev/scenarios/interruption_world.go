@@ -23,6 +23,7 @@ import (
 	"github.com/dovetail-dev/dovetail/functions/provision"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
@@ -36,9 +37,11 @@ const Cluster = "dev"
 // published to it are applied at once, as the agent would) and the fake cloud's registrar.
 type World struct {
 	Catalog *catalog.Catalog
-	Cloud   *fake.Cloud
-	Clock   *clocktesting.FakeClock
-	Out     io.Writer
+	// NodeSettings is the AWS NodeClass → node settings rule the functions plan with.
+	NodeSettings provisioning.NodeSettingsFunc
+	Cloud        *fake.Cloud
+	Clock        *clocktesting.FakeClock
+	Out          io.Writer
 
 	mu      sync.Mutex
 	rev     int64
@@ -46,7 +49,7 @@ type World struct {
 	pods    map[string]*corev1.Pod // by namespace/name
 	claims  map[string]*apisv1.NodeClaim
 	pools   []apisv1.NodePool
-	classes []apisv1.EC2NodeClass
+	classes []apisv1.NodeClass
 	marks   []events.UnavailableOfferingMark
 
 	// Registered is when each node registered.
@@ -61,7 +64,7 @@ type World struct {
 // NewWorld returns an empty world at start with a fake cloud booting instances after bootDelay.
 func NewWorld(start time.Time, bootDelay time.Duration, out io.Writer) *World {
 	cat := catalog.MustAWS()
-	w := &World{Catalog: cat, Clock: clocktesting.NewFakeClock(start), Out: out,
+	w := &World{Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Clock: clocktesting.NewFakeClock(start), Out: out,
 		nodes: map[string]*corev1.Node{}, pods: map[string]*corev1.Pod{}, claims: map[string]*apisv1.NodeClaim{}, Registered: map[string]time.Time{}}
 	w.Cloud = fake.New(fake.Options{Catalog: cat, Cluster: Cluster, Clock: w.Clock, BootDelay: bootDelay, Registrar: w})
 	return w
@@ -74,7 +77,7 @@ func (w *World) printf(format string, args ...any) {
 }
 
 // AddPools adds NodePools and NodeClasses.
-func (w *World) AddPools(pools []apisv1.NodePool, classes []apisv1.EC2NodeClass) {
+func (w *World) AddPools(pools []apisv1.NodePool, classes []apisv1.NodeClass) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.pools = append(w.pools, pools...)
@@ -87,8 +90,8 @@ func (w *World) SetNodeClassAMIs(class string, amis []apisv1.AMI) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i := range w.classes {
-		if w.classes[i].Name == class {
-			w.classes[i].Status.AMIs = amis
+		if w.classes[i].Name() == class && w.classes[i].EC2 != nil {
+			w.classes[i].EC2.Status.AMIs = amis
 		}
 	}
 	w.rev++
@@ -110,7 +113,7 @@ func (w *World) Snapshot() *events.Snapshot {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: Cluster, Revision: w.rev, Time: metav1.NewTime(w.Clock.Now()),
-		NodePools: append([]apisv1.NodePool(nil), w.pools...), NodeClasses: append([]apisv1.EC2NodeClass(nil), w.classes...)}
+		NodePools: append([]apisv1.NodePool(nil), w.pools...), NodeClasses: append([]apisv1.NodeClass(nil), w.classes...)}
 	for _, k := range sortedKeys(w.nodes) {
 		s.Nodes = append(s.Nodes, *w.nodes[k].DeepCopy())
 	}
@@ -248,7 +251,7 @@ func (w *World) Schedule() int {
 	if len(snap.PendingPods) == 0 {
 		return 0
 	}
-	in := provisioning.InputFromSnapshot(snap, w.Catalog)
+	in := provisioning.InputFromSnapshot(snap, w.Catalog, w.NodeSettings)
 	in.NodeClaims = nil // only registered nodes can run pods
 	plan, err := provisioning.Solve(in)
 	if err != nil {
@@ -276,7 +279,7 @@ func (w *World) Schedule() int {
 
 // Provision runs the provision function's decision on the current snapshot.
 func (w *World) Provision(ctx context.Context) (provision.Decision, error) {
-	h := &provision.Handler{Cluster: Cluster, Catalog: w.Catalog, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := &provision.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return h.Decide(ctx, w.Snapshot())
 }
 

@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strconv"
 	"testing"
-	"time"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
@@ -149,69 +148,6 @@ func TestSpotModelCalibration(t *testing.T) {
 	zones := awsZonesFor("nitro")
 	if SpotPriceEstimate("m5.large", "us-east-1a", zones, 0.096) != SpotPriceEstimate("m5.large", "us-east-1a", zones, 0.096) {
 		t.Error("spot model not deterministic")
-	}
-}
-
-func TestUnavailable(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	key := OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: apisv1.CapacityTypeSpot}
-	u := NewUnavailable()
-	u.Mark(key, "InsufficientInstanceCapacity", t0, 0) // default TTL 3 minutes
-	if !u.IsUnavailable(key, t0) || !u.IsUnavailable(key, t0.Add(3*time.Minute-time.Second)) {
-		t.Error("mark not active within its 3 minute TTL")
-	}
-	if u.IsUnavailable(key, t0.Add(3*time.Minute)) {
-		t.Error("mark still active at expiry")
-	}
-	other := OfferingKey{InstanceType: "m5.large", Zone: "us-east-1b", CapacityType: apisv1.CapacityTypeSpot}
-	if u.IsUnavailable(other, t0) {
-		t.Error("unmarked offering reported unavailable")
-	}
-	// A shorter re-mark does not shorten; a later one extends.
-	u.Mark(key, "", t0, time.Second)
-	if !u.IsUnavailable(key, t0.Add(2*time.Minute)) {
-		t.Error("shorter re-mark shortened the mark")
-	}
-	u.Mark(key, "", t0.Add(2*time.Minute), 0)
-	if !u.IsUnavailable(key, t0.Add(4*time.Minute)) {
-		t.Error("later re-mark did not extend")
-	}
-	// Marks round-trip (for snapshots) and are sorted.
-	u.Mark(OfferingKey{"c5.large", "us-east-1c", apisv1.CapacityTypeOnDemand}, "", t0, 0)
-	marks := u.Marks(t0)
-	if len(marks) != 2 || marks[0].InstanceType != "c5.large" || marks[1].Until != t0.Add(5*time.Minute) {
-		t.Errorf("Marks = %+v", marks)
-	}
-	if !NewUnavailable(marks...).IsUnavailable(key, t0) {
-		t.Error("NewUnavailable(Marks) lost a mark")
-	}
-
-	// WithUnavailable flips exactly the marked offering; the base catalog is unchanged.
-	base := MustAWS()
-	marked := base.WithUnavailable(u, t0)
-	for _, o := range marked.Get("m5.large").Offerings {
-		want := !(o.Zone == "us-east-1a" && o.CapacityType == apisv1.CapacityTypeSpot)
-		if o.Available != want {
-			t.Errorf("marked catalog: %s %s available=%v", o.Zone, o.CapacityType, o.Available)
-		}
-	}
-	if n := len(marked.Get("m5.large").AvailableOfferings()); n != 9 {
-		t.Errorf("AvailableOfferings = %d, want 9", n)
-	}
-	for _, o := range base.Get("m5.large").Offerings {
-		if !o.Available {
-			t.Error("WithUnavailable modified the base catalog")
-		}
-	}
-	if marked.Get("m6i.large") != base.Get("m6i.large") {
-		t.Error("unmarked types should be shared, not copied")
-	}
-	// After expiry the marks drop out.
-	if base.WithUnavailable(u, t0.Add(10*time.Minute)) != base {
-		t.Error("expired marks still applied")
-	}
-	if n := u.Expire(t0.Add(10 * time.Minute)); n != 2 {
-		t.Errorf("Expire dropped %d, want 2", n)
 	}
 }
 

@@ -1,6 +1,8 @@
 package cloud
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -18,14 +20,21 @@ var ephemeralDevice = map[string]string{
 	apisv1.AMIFamilyWindows2022:  "/dev/sda1",
 }
 
-// NodeSettingsFor parses the EC2NodeClass settings that change a node's capacity and allocatable
-// into catalog.NodeSettings: the resolved AMI family, the kubelet block and the size of the volume
+// NodeSettingsFor parses the NodeClass settings that change a node's capacity and allocatable
+// into catalog.NodeSettings. It is the edge's half of the solver's allocatable: the core takes it
+// as provisioning.Input.NodeSettings and never parses a NodeClass of any cloud itself.
+//
+// For an EC2NodeClass: the resolved AMI family, the kubelet block and the size of the volume
 // that backs ephemeral storage. That volume is chosen as Karpenter does: the mapping marked
 // rootVolume; else, for Custom, the last mapping; else the family's ephemeral device (/dev/xvda
 // on Amazon Linux, /dev/xvdb on Bottlerocket); else the 20Gi default. Instance-store RAID0
-// (instanceStorePolicy) is not modelled. nil nc gives the defaults. Errors name the field under
-// "spec".
-func NodeSettingsFor(nc *apisv1.EC2NodeClass) (catalog.NodeSettings, error) {
+// (instanceStorePolicy) is not modelled. The zero NodeClass gives the defaults. Errors name the
+// field under "spec".
+func NodeSettingsFor(class apisv1.NodeClass) (catalog.NodeSettings, error) {
+	if class.AKS != nil {
+		return catalog.NodeSettings{}, fmt.Errorf("%s %q: node settings of an AKSNodeClass need the Azure provider, which this build does not include", class.Kind(), class.Name())
+	}
+	nc := class.EC2
 	if nc == nil {
 		return catalog.NewNodeSettings("", nil, nil, "spec")
 	}

@@ -35,7 +35,7 @@ func TestNodeSettingsForEphemeralVolume(t *testing.T) {
 			if tc.alias != "" {
 				nc.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Alias: tc.alias}}
 			}
-			s, err := NodeSettingsFor(nc)
+			s, err := NodeSettingsFor(apisv1.NodeClassOf(nc))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +48,7 @@ func TestNodeSettingsForEphemeralVolume(t *testing.T) {
 
 func TestNodeSettingsForRefusesBadKubelet(t *testing.T) {
 	maxPods := int32(-1)
-	_, err := NodeSettingsFor(&apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{Kubelet: &apisv1.KubeletConfiguration{MaxPods: &maxPods}}})
+	_, err := NodeSettingsFor(apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{Kubelet: &apisv1.KubeletConfiguration{MaxPods: &maxPods}}}})
 	if err == nil || !strings.Contains(err.Error(), "spec.kubelet.maxPods") {
 		t.Fatalf("err %v, want spec.kubelet.maxPods", err)
 	}

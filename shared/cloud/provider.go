@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
 
@@ -23,10 +24,13 @@ type OfferingRef struct {
 	PricePerHour float64 `json:"pricePerHour"` // USD per hour, as the decision saw it
 }
 
-// String renders "type/zone/capacity-type".
-func (o OfferingRef) String() string {
-	return o.InstanceType + "/" + o.Zone + "/" + o.CapacityType
+// Key is the offering's identity, as marks and maps spell it.
+func (o OfferingRef) Key() events.OfferingKey {
+	return events.OfferingKey{InstanceType: o.InstanceType, Zone: o.Zone, CapacityType: o.CapacityType}
 }
+
+// String renders "type/zone/capacity-type".
+func (o OfferingRef) String() string { return o.Key().String() }
 
 // LaunchRequest asks for one instance for one NodeClaim.
 type LaunchRequest struct {
@@ -35,7 +39,9 @@ type LaunchRequest struct {
 	ClientToken string
 	Cluster     string
 	NodeClaim   *apisv1.NodeClaim
-	NodeClass   *apisv1.EC2NodeClass
+	// NodeClass is the NodeClass the NodePool references (EC2NodeClass for AWS); a provider
+	// refuses a kind it does not serve.
+	NodeClass apisv1.NodeClass
 	// Offerings is the ranked list the fleet may choose from, cheapest first.
 	Offerings []OfferingRef
 	// Labels and Taints are what the node registers with (the NodePool template's plus the

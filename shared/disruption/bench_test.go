@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 )
 
 // BenchmarkConsolidate decides one consolidation on clusters of N nodes with 30 pods each
@@ -24,7 +26,7 @@ func BenchmarkConsolidate(b *testing.B) {
 			var sims int64
 			var heap uint64
 			for b.Loop() {
-				s, err := NewState(c.snap, csCat)
+				s, err := NewState(c.snap, csCat, cloud.NodeSettingsFor)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -43,8 +43,8 @@ type Drift struct {
 // NodeClass class. A field the NodeClaim did not record at launch (no hash, no imageID, no
 // subnet annotation) or the NodeClass has not resolved yet (empty status list) is not compared:
 // drift needs two known values that differ. node may be nil (labels then come from the NodeClaim);
-// class may be nil (NodeClass checks are skipped).
-func Drifted(nc *apisv1.NodeClaim, node *corev1.Node, np *apisv1.NodePool, class *apisv1.EC2NodeClass) Drift {
+// the zero NodeClass skips the NodeClass checks.
+func Drifted(nc *apisv1.NodeClaim, node *corev1.Node, np *apisv1.NodePool, nodeClass apisv1.NodeClass) Drift {
 	if np == nil || nc == nil {
 		return Drift{}
 	}
@@ -64,6 +64,8 @@ func Drifted(nc *apisv1.NodeClaim, node *corev1.Node, np *apisv1.NodePool, class
 	if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && nc.Spec.NodeClassRef != nil && ref.Name != nc.Spec.NodeClassRef.Name {
 		return Drift{DriftNodeClassRef, fmt.Sprintf("NodeClass %s, NodePool %s now uses %s", nc.Spec.NodeClassRef.Name, np.Name, ref.Name)}
 	}
+	// The NodeClass fields compared below are an EC2NodeClass's resolved status.
+	class := nodeClass.EC2
 	if class == nil {
 		return Drift{}
 	}

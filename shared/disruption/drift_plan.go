@@ -64,10 +64,6 @@ func PlanDrift(snap *events.Snapshot) DriftPlan {
 	var plan DriftPlan
 	nodes := append([]corev1.Node(nil), snap.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	classes := map[string]*apisv1.EC2NodeClass{}
-	for i := range snap.NodeClasses {
-		classes[snap.NodeClasses[i].Name] = &snap.NodeClasses[i]
-	}
 	counts := CountPoolNodes(snap)
 	var cands []DriftCandidate
 	for i := range nodes {
@@ -83,10 +79,7 @@ func PlanDrift(snap *events.Snapshot) DriftPlan {
 			continue
 		}
 		c := DriftCandidate{Target: t}
-		var class *apisv1.EC2NodeClass
-		if ref := t.NodeClaim.Spec.NodeClassRef; ref != nil {
-			class = classes[ref.Name]
-		}
+		class := apisv1.FindNodeClass(snap.NodeClasses, t.NodeClaim.Spec.NodeClassRef)
 		if d := Drifted(t.NodeClaim, n, t.NodePool, class); d.Kind != "" {
 			c.Reason, c.Drift = apisv1.DisruptionReasonDrifted, d
 		} else if Expired(t.NodeClaim, now) {

@@ -70,7 +70,7 @@ func TestDriftRules(t *testing.T) {
 	np := driftPool("default")
 	class := driftClass()
 	node, nc := driftNode("n1", &np, driftNow.Add(-time.Hour))
-	if d := Drifted(&nc, &node, &np, &class); d.Kind != "" {
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class)); d.Kind != "" {
 		t.Fatalf("a node launched from the current pool and class must not drift, got %+v", d)
 	}
 	cases := []struct {
@@ -127,7 +127,7 @@ func TestDriftRules(t *testing.T) {
 		if c.name == "hash of another version is not compared" {
 			n2.Labels["x"] = "y"
 		}
-		if got := Drifted(&nc2, &n2, &np2, &class2); got.Kind != c.want {
+		if got := Drifted(&nc2, &n2, &np2, apisv1.NodeClassOf(&class2)); got.Kind != c.want {
 			t.Errorf("%s: got %q (%s), want %q", c.name, got.Kind, got.Detail, c.want)
 		}
 	}
@@ -159,7 +159,7 @@ func TestPlanDriftOrderAndBudget(t *testing.T) {
 	class := driftClass()
 	class.Status.AMIs = []apisv1.AMI{{ID: "ami-newer"}} // every node drifts by AMI
 	snap := &events.Snapshot{Cluster: "c", Revision: 3, Time: metav1.NewTime(driftNow),
-		NodePools: []apisv1.NodePool{np}, NodeClasses: []apisv1.EC2NodeClass{class}}
+		NodePools: []apisv1.NodePool{np}, NodeClasses: []apisv1.NodeClass{{EC2: &class}}}
 	// n1 oldest with pods; n4 empty and youngest; n5 do-not-disrupt.
 	ages := map[string]time.Duration{"n1": 50 * time.Hour, "n2": 40 * time.Hour, "n3": 30 * time.Hour, "n4": time.Hour, "n5": 60 * time.Hour}
 	for _, name := range []string{"n1", "n2", "n3", "n4", "n5"} {
@@ -217,7 +217,7 @@ func TestPlanDriftExpired(t *testing.T) {
 	young, ync := driftNode("young", &np, driftNow.Add(-time.Hour))
 	ync.Spec.ExpireAfter = apisv1.MustParseNillableDuration("720h")
 	snap := &events.Snapshot{Cluster: "c", Time: metav1.NewTime(driftNow), NodePools: []apisv1.NodePool{np},
-		NodeClasses: []apisv1.EC2NodeClass{class}, Nodes: []corev1.Node{node, young}, NodeClaims: []apisv1.NodeClaim{nc, ync}}
+		NodeClasses: []apisv1.NodeClass{{EC2: &class}}, Nodes: []corev1.Node{node, young}, NodeClaims: []apisv1.NodeClaim{nc, ync}}
 	plan := PlanDrift(snap)
 	if len(plan.Selected) != 1 || plan.Selected[0].Name() != "old" || plan.Selected[0].Reason != ReasonExpired {
 		t.Fatalf("want old expired, got %+v", plan.Selected)

@@ -15,6 +15,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 )
 
 // Test fixtures over the real embedded catalog and real Kubernetes API types.
@@ -122,7 +123,7 @@ func (c *csCluster) pdb(name, app string, allowed int32) {
 
 func (c *csCluster) state() *State {
 	c.t.Helper()
-	s, err := NewState(c.snap, csCat)
+	s, err := NewState(c.snap, csCat, cloud.NodeSettingsFor)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
-	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
@@ -34,14 +33,14 @@ const (
 // Target is a node (and/or its NodeClaim) a cloud notice or a disruption decision names.
 type Target struct {
 	ProviderID string
-	Node       *corev1.Node      // nil when the instance has not registered a node yet
-	NodeClaim  *apisv1.NodeClaim // nil for a node Dovetail did not launch
-	NodePool   *apisv1.NodePool  // nil when the pool is gone or the node has none
-	Pods       []*corev1.Pod     // the node's evacuable pods (see Evacuable)
-	Offering   cloud.OfferingRef // instance type, zone, capacity type from the labels (no price)
-	Disrupting bool              // already tainted karpenter.sh/disrupted
-	Tainted    *metav1.Time      // when the disrupted taint was added, if recorded
-	TaintValue string            // the disrupted taint's value: which function disrupts the node
+	Node       *corev1.Node       // nil when the instance has not registered a node yet
+	NodeClaim  *apisv1.NodeClaim  // nil for a node Dovetail did not launch
+	NodePool   *apisv1.NodePool   // nil when the pool is gone or the node has none
+	Pods       []*corev1.Pod      // the node's evacuable pods (see Evacuable)
+	Offering   events.OfferingKey // instance type, zone, capacity type from the labels
+	Disrupting bool               // already tainted karpenter.sh/disrupted
+	Tainted    *metav1.Time       // when the disrupted taint was added, if recorded
+	TaintValue string             // the disrupted taint's value: which function disrupts the node
 }
 
 // Name is the node's name, else the NodeClaim's.
@@ -124,7 +123,7 @@ func completeTarget(snap *events.Snapshot, t *Target) {
 			}
 		}
 	}
-	t.Offering = cloud.OfferingRef{InstanceType: labels[corev1.LabelInstanceTypeStable],
+	t.Offering = events.OfferingKey{InstanceType: labels[corev1.LabelInstanceTypeStable],
 		Zone: labels[corev1.LabelTopologyZone], CapacityType: labels[apisv1.LabelCapacityType]}
 	pool := labels[apisv1.LabelNodePool]
 	for i := range snap.NodePools {
@@ -150,7 +149,8 @@ func Evacuable(p *corev1.Pod) bool {
 // their pool usage counts), their evacuable pods become pending (unbound copies, in pod-name
 // order), and extra marks (e.g. the interrupted offering) are honoured with the snapshot's
 // unexpired ones. The snapshot is not modified. It also returns the pods to place.
-func EvacuationInput(snap *events.Snapshot, cat *catalog.Catalog, nodes []string, extra []events.UnavailableOfferingMark) (provisioning.Input, []*corev1.Pod) {
+func EvacuationInput(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc, nodes []string,
+	extra []events.UnavailableOfferingMark) (provisioning.Input, []*corev1.Pod) {
 	leaving := map[string]bool{}
 	for _, n := range nodes {
 		leaving[n] = true
@@ -195,7 +195,7 @@ func EvacuationInput(snap *events.Snapshot, cat *catalog.Catalog, nodes []string
 		work.PendingPods = append(work.PendingPods, *p)
 	}
 	// Pending pods already waiting are placed by the provision function, not here.
-	in := provisioning.InputFromSnapshot(&work, cat)
+	in := provisioning.InputFromSnapshot(&work, cat, settings)
 	return in, in.Pods
 }
 

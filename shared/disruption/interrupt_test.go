@@ -13,6 +13,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
 
@@ -81,8 +82,8 @@ func TestEvacuationInput(t *testing.T) {
 	// node-0 holds 3 pods (1500m) and a DaemonSet pod; node-1 holds 1 pod (500m) and has
 	// 1930 − 500 = 1430m free: two of node-0's pods fit there (1000m), the third needs a new node.
 	snap := intrCluster([]int{3, 1}, true)
-	mark := events.UnavailableOfferingMark{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot", Expires: metav1.NewTime(driftNow.Add(3 * time.Minute))}
-	in, pods := EvacuationInput(snap, cat, []string{"node-0"}, []events.UnavailableOfferingMark{mark})
+	mark := events.UnavailableOfferingMark{OfferingKey: events.OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}, Expires: metav1.NewTime(driftNow.Add(3 * time.Minute))}
+	in, pods := EvacuationInput(snap, cat, cloud.NodeSettingsFor, []string{"node-0"}, []events.UnavailableOfferingMark{mark})
 	if len(pods) != 3 {
 		t.Fatalf("the DaemonSet pod stays: want 3 pods to move, got %d", len(pods))
 	}
@@ -134,8 +135,8 @@ func TestPropertyInterruptedPodsHavePlace(t *testing.T) {
 		victim := rapid.IntRange(0, len(counts)-1).Draw(rt, "victim")
 		snap := intrCluster(counts, rapid.Bool().Draw(rt, "daemonset"))
 		name := fmt.Sprintf("node-%d", victim)
-		mark := events.UnavailableOfferingMark{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot", Expires: metav1.NewTime(driftNow.Add(3 * time.Minute))}
-		in, pods := EvacuationInput(snap, cat, []string{name}, []events.UnavailableOfferingMark{mark})
+		mark := events.UnavailableOfferingMark{OfferingKey: events.OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}, Expires: metav1.NewTime(driftNow.Add(3 * time.Minute))}
+		in, pods := EvacuationInput(snap, cat, cloud.NodeSettingsFor, []string{name}, []events.UnavailableOfferingMark{mark})
 		if len(pods) != counts[victim] {
 			rt.Fatalf("want %d pods to move, got %d", counts[victim], len(pods))
 		}
@@ -180,7 +181,7 @@ func TestPropertyDriftWithinBudget(t *testing.T) {
 		budget := rapid.SampledFrom([]string{"0", "1", "2", "5", "10%", "34%", "100%"}).Draw(rt, "budget")
 		np := driftPool("default", apisv1.Budget{Nodes: budget})
 		class := driftClass()
-		snap := &events.Snapshot{Cluster: "c", Time: metav1.NewTime(driftNow), NodePools: []apisv1.NodePool{np}, NodeClasses: []apisv1.EC2NodeClass{class}}
+		snap := &events.Snapshot{Cluster: "c", Time: metav1.NewTime(driftNow), NodePools: []apisv1.NodePool{np}, NodeClasses: []apisv1.NodeClass{{EC2: &class}}}
 		n := rapid.IntRange(1, 12).Draw(rt, "nodes")
 		for i := 0; i < n; i++ {
 			node, nc := driftNode(fmt.Sprintf("n%02d", i), &np, driftNow.Add(-time.Duration(rapid.IntRange(1, 1000).Draw(rt, "age"))*time.Hour))

@@ -1,11 +1,10 @@
 package disruption
 
 import (
-	"time"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
@@ -28,20 +27,7 @@ func (s *State) simBase() simInputs {
 	for i := range snap.NodePools {
 		b.nodePools = append(b.nodePools, &snap.NodePools[i])
 	}
-	for i := range snap.NodeClasses {
-		b.nodeClasses = append(b.nodeClasses, &snap.NodeClasses[i])
-	}
-	if len(snap.UnavailableOfferings) > 0 {
-		now := s.Now
-		marks := map[[3]string]time.Time{}
-		for _, m := range snap.UnavailableOfferings {
-			marks[[3]string{m.InstanceType, m.Zone, m.CapacityType}] = m.Expires.Time
-		}
-		b.unavailable = func(it, zone, ct string) bool {
-			exp, ok := marks[[3]string{it, zone, ct}]
-			return ok && now.Before(exp)
-		}
-	}
+	b.unavailable = events.UnavailableAt(snap.UnavailableOfferings, s.Now)
 	return b
 }
 
@@ -57,7 +43,7 @@ func (s *State) Simulate(remove map[string]bool, pods []*corev1.Pod) (*provision
 		s.base = &b
 	}
 	in := provisioning.Input{Pods: pods, Catalog: s.Catalog, DaemonSets: s.base.daemonSets,
-		NodePools: s.base.nodePools, NodeClasses: s.base.nodeClasses, Unavailable: s.base.unavailable}
+		NodePools: s.base.nodePools, NodeClasses: s.Snapshot.NodeClasses, NodeSettings: s.NodeSettings, Unavailable: s.base.unavailable}
 	var least scheduling.Resources
 	for i, p := range pods {
 		r := scheduling.PodRequests(p)

@@ -13,6 +13,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -70,6 +71,8 @@ func (n *Node) ProviderID() string {
 type State struct {
 	Snapshot *events.Snapshot
 	Catalog  *catalog.Catalog
+	// NodeSettings is the cloud provider's NodeClass → node settings rule, for simulations.
+	NodeSettings provisioning.NodeSettingsFunc
 	// Now is the snapshot's time: the only clock the core reads.
 	Now   time.Time
 	Nodes []*Node // sorted by name
@@ -92,16 +95,17 @@ type State struct {
 // Simulations is how many scheduling simulations this state has run.
 func (s *State) Simulations() int64 { return s.sims.Load() }
 
-// NewState compiles a snapshot. It returns an error only for an unusable input (no snapshot or
-// no catalog).
-func NewState(snap *events.Snapshot, cat *catalog.Catalog) (*State, error) {
+// NewState compiles a snapshot; settings is the cloud provider's NodeClass → node settings rule
+// its simulations plan with (nil: defaults). It returns an error only for an unusable input (no
+// snapshot or no catalog).
+func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (*State, error) {
 	if snap == nil {
 		return nil, fmt.Errorf("snapshot: required")
 	}
 	if cat == nil {
 		return nil, fmt.Errorf("catalog: required")
 	}
-	s := &State{Snapshot: snap, Catalog: cat, Now: snap.Time.Time, Pools: map[string]*apisv1.NodePool{},
+	s := &State{Snapshot: snap, Catalog: cat, NodeSettings: settings, Now: snap.Time.Time, Pools: map[string]*apisv1.NodePool{},
 		byName: map[string]*Node{}, Counts: CountPoolNodes(snap), registered: map[*apisv1.NodeClaim]bool{}}
 	for i := range snap.NodePools {
 		np := &snap.NodePools[i]

@@ -417,7 +417,7 @@ func (a *Applier) markUnavailable(ctx context.Context, cmd *events.Command) erro
 			return fmt.Errorf("%w: command.%s", ErrInvalidCommand, strings.Replace(err.Error(), "unavailable", fmt.Sprintf("unavailable[%d]", i), 1))
 		}
 		if m.Expires.IsZero() {
-			m.Expires = metav1.NewTime(now.Add(DefaultUnavailableOfferingTTL))
+			m.Expires = metav1.NewTime(now.Add(events.UnavailableOfferingTTL))
 		}
 		if prev, ok := marks[key]; !ok || m.Expires.After(prev.Expires.Time) {
 			marks[key] = m

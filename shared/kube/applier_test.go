@@ -311,7 +311,7 @@ func TestDrainNodeEvictsThroughEvictionAPI(t *testing.T) {
 func TestMarkOfferingsUnavailable(t *testing.T) {
 	f := newFixture(t, nil)
 	mark := func(it string, expires time.Time) events.UnavailableOfferingMark {
-		m := events.UnavailableOfferingMark{InstanceType: it, Zone: "us-east-1a", CapacityType: "spot", Reason: "InsufficientInstanceCapacity"}
+		m := events.UnavailableOfferingMark{OfferingKey: events.OfferingKey{InstanceType: it, Zone: "us-east-1a", CapacityType: "spot"}, Reason: "InsufficientInstanceCapacity"}
 		if !expires.IsZero() {
 			m.Expires = metav1.NewTime(expires)
 		}
@@ -330,7 +330,7 @@ func TestMarkOfferingsUnavailable(t *testing.T) {
 		}
 		return s.UnavailableOfferings
 	}
-	// No expiry given: DefaultUnavailableOfferingTTL (3 min) from the agent's clock.
+	// No expiry given: events.UnavailableOfferingTTL (3 min) from the agent's clock.
 	apply("m1", mark("m5.large", time.Time{}))
 	eventually(t, "ConfigMap in the cache", func() bool { return len(snapMarks()) == 1 })
 	if got := snapMarks()[0].Expires.Time; !got.Equal(t0.Add(3 * time.Minute)) {
@@ -355,7 +355,7 @@ func TestMarkOfferingsUnavailable(t *testing.T) {
 	})
 
 	err := f.applier.Apply(f.ctx, &events.Command{ID: "bad", Kind: events.CommandMarkUnavailable, Cluster: "test",
-		Unavailable: []events.UnavailableOfferingMark{{InstanceType: "m5.large", CapacityType: "spot"}}})
+		Unavailable: []events.UnavailableOfferingMark{{OfferingKey: events.OfferingKey{InstanceType: "m5.large", CapacityType: "spot"}}}})
 	if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "unavailable[0].zone") {
 		t.Fatalf("err = %v, want ErrInvalidCommand naming unavailable[0].zone", err)
 	}

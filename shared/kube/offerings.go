@@ -13,11 +13,6 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 )
 
-// DefaultUnavailableOfferingTTL is how long a mark lasts when the command gives no expiry: 3
-// minutes, Karpenter's AWS provider's UnavailableOfferingsTTL (karpenter-provider-aws
-// pkg/cache/cache.go) for insufficient-capacity errors.
-const DefaultUnavailableOfferingTTL = 3 * time.Minute
-
 // OfferingMarkKey is the ConfigMap data key of a mark: "<capacityType>_<zone>_<instanceType>",
 // e.g. "spot_us-east-1a_m5.large". One key per offering lets writers merge-patch single marks.
 // An error names the empty or invalid field.

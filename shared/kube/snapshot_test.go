@@ -24,8 +24,8 @@ func markJSON(t *testing.T, m events.UnavailableOfferingMark) string {
 
 func TestSnapshotFromInformers(t *testing.T) {
 	deleting := metav1.NewTime(t0)
-	live := events.UnavailableOfferingMark{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot", Reason: "InsufficientInstanceCapacity", Expires: metav1.NewTime(t0.Add(2 * time.Minute))}
-	expired := events.UnavailableOfferingMark{InstanceType: "c5.large", Zone: "us-east-1b", CapacityType: "spot", Reason: "InsufficientInstanceCapacity", Expires: metav1.NewTime(t0.Add(-time.Second))}
+	live := events.UnavailableOfferingMark{OfferingKey: events.OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}, Reason: "InsufficientInstanceCapacity", Expires: metav1.NewTime(t0.Add(2 * time.Minute))}
+	expired := events.UnavailableOfferingMark{OfferingKey: events.OfferingKey{InstanceType: "c5.large", Zone: "us-east-1b", CapacityType: "spot"}, Reason: "InsufficientInstanceCapacity", Expires: metav1.NewTime(t0.Add(-time.Second))}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: UnavailableOfferingsConfigMap, Namespace: testNamespace},
 		Data: map[string]string{
@@ -88,7 +88,7 @@ func TestSnapshotFromInformers(t *testing.T) {
 	if d := snap.NodePools[0].Spec.Template.Spec.ExpireAfter.Duration; d == nil || *d != 720*time.Hour {
 		t.Errorf("NodePool expireAfter = %v, want 720h (converted from unstructured through NillableDuration)", d)
 	}
-	if got := snap.NodeClasses[0].Spec.AMISelectorTerms; len(got) != 1 || got[0].Alias != "bottlerocket@latest" {
+	if got := snap.NodeClasses[0].EC2.Spec.AMISelectorTerms; len(got) != 1 || got[0].Alias != "bottlerocket@latest" {
 		t.Errorf("EC2NodeClass amiSelectorTerms = %+v", got)
 	}
 	// Only the unexpired, well-formed mark of our ConfigMap.

@@ -30,10 +30,6 @@ const (
 	AnnotationSnapshotRevision = "dovetail.dev/snapshot-revision"
 )
 
-// UnavailableTTL is how long an offering the cloud refused stays marked unavailable (Karpenter
-// keeps insufficient-capacity offerings out of its cache for 3 minutes).
-const UnavailableTTL = 3 * time.Minute
-
 // Launcher launches planned NodeClaims through a Provider.
 type Launcher struct {
 	Cluster  string
@@ -90,7 +86,7 @@ func ClientToken(cluster, nodeClaimName string) string {
 // recording it (status.providerID, capacity, allocatable, Launched condition). When every
 // offering is refused, Result.Err is a *cloud.InsufficientCapacityError and Unavailable lists
 // the marks to record.
-func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.NodeClaimPlan, nodeClass *apisv1.EC2NodeClass) Result {
+func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.NodeClaimPlan, nodeClass apisv1.NodeClass) Result {
 	name := NodeClaimName(l.Cluster, d, plan)
 	token := ClientToken(l.Cluster, name)
 	offs := make([]cloud.OfferingRef, 0, len(plan.Offerings))
@@ -99,10 +95,8 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 	}
 	nc := l.nodeClaim(name, token, d, plan)
 	tags := map[string]string{}
-	if nodeClass != nil {
-		for k, v := range nodeClass.Spec.Tags {
-			tags[k] = v
-		}
+	for k, v := range nodeClass.Tags() {
+		tags[k] = v
 	}
 	// Dovetail's own tags win over the NodeClass's: termination is scoped by them.
 	tags[apisv1.TagCluster] = l.Cluster
@@ -117,10 +111,7 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 	var ice *cloud.InsufficientCapacityError
 	if errors.As(err, &ice) {
 		for _, u := range ice.Unavailable {
-			res.Unavailable = append(res.Unavailable, events.UnavailableOfferingMark{
-				InstanceType: u.Offering.InstanceType, Zone: u.Offering.Zone, CapacityType: u.Offering.CapacityType,
-				Reason: u.Code, Expires: metav1.NewTime(d.Time.Add(UnavailableTTL)),
-			})
+			res.Unavailable = append(res.Unavailable, events.MarkUnavailable(u.Offering.Key(), u.Code, d.Time))
 		}
 	}
 	if err != nil {
@@ -128,7 +119,7 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 		return res
 	}
 	l.record(nc, inst)
-	recordNodeClass(nc, nodeClass)
+	recordNodeClass(nc, nodeClass.EC2)
 	res.NodeClaim, res.Instance = nc, inst
 	return res
 }

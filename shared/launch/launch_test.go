@@ -58,7 +58,7 @@ func TestLaunchRecordsTheInstance(t *testing.T) {
 	cat := catalog.MustAWS()
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
 	l := &Launcher{Cluster: "prod", Provider: fc, Catalog: cat}
-	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), nil)
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), apisv1.NodeClass{})
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -74,7 +74,7 @@ func TestLaunchRecordsTheInstance(t *testing.T) {
 		t.Fatalf("instance tags %v must name the cluster and the NodeClaim", res.Instance.Tags)
 	}
 	// The same decision again launches nothing new: the fleet token returns the same instance.
-	again := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), nil)
+	again := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), apisv1.NodeClass{})
 	if again.Err != nil || again.Instance.ID != res.Instance.ID || fc.Stats().Launches != 1 {
 		t.Fatalf("redelivered launch: %v, %s vs %s, %d launches", again.Err, again.Instance.ID, res.Instance.ID, fc.Stats().Launches)
 	}
@@ -87,7 +87,7 @@ func TestCapacityErrorBecomesThreeMinuteMarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &Launcher{Cluster: "prod", Provider: fc, Catalog: cat}
-	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), nil)
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), apisv1.NodeClass{})
 	var ice *cloud.InsufficientCapacityError
 	if !errors.As(res.Err, &ice) || res.NodeClaim != nil {
 		t.Fatalf("want an insufficient-capacity error and no NodeClaim, got %v", res.Err)

@@ -81,7 +81,7 @@ func (s *Set) decodeDocument(src Source, raw []byte) error {
 		group = ""
 	}
 	switch {
-	case group == apiv1.Group || group == apiv1.AWSGroup:
+	case group == apiv1.Group || group == apiv1.AWSGroup || group == apiv1.AzureGroup:
 		return s.decodeKarpenter(src, h, raw)
 	case coreKinds[h.Kind] != "" && (group == "" || isBuiltinGroup(group)):
 		if want := coreKinds[h.Kind]; h.APIVersion != want {
@@ -401,13 +401,13 @@ func (s *Set) addWorkload(src Source, obj runtime.Object, kind, name, ns string,
 	return nil
 }
 
-// decodeKarpenter reads the karpenter.sh and karpenter.k8s.aws kinds with shared/apis.Load
+// decodeKarpenter reads the karpenter.sh, karpenter.k8s.aws and karpenter.azure.com kinds with shared/apis.Load
 // (strict decoding, v1beta1 converted to v1, defaults filled, validated). Any other kind of those groups (v1alpha5 Provisioner, ...) is refused
 // rather than skipped: silently dropping a pool would make every plan wrong.
 func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
 	if !apis.IsKnown(h.APIVersion, h.Kind) {
 		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "apiVersion",
-			Reason: fmt.Sprintf("%s %s is not supported; Dovetail reads karpenter.sh/v1 (and v1beta1) NodePool, karpenter.sh/v1 NodeClaim and karpenter.k8s.aws/v1 (and v1beta1) EC2NodeClass", h.APIVersion, h.Kind)}
+			Reason: fmt.Sprintf("%s %s is not supported; Dovetail reads karpenter.sh/v1 (and v1beta1) NodePool, karpenter.sh/v1 NodeClaim, karpenter.k8s.aws/v1 (and v1beta1) EC2NodeClass and karpenter.azure.com/v1beta1 (and v1alpha2) AKSNodeClass", h.APIVersion, h.Kind)}
 	}
 	if err := checkName(src, h); err != nil {
 		return err
@@ -424,7 +424,9 @@ func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
 	case *apiv1.NodePool:
 		s.NodePools = append(s.NodePools, o)
 	case *apiv1.EC2NodeClass:
-		s.NodeClasses = append(s.NodeClasses, o)
+		s.NodeClasses = append(s.NodeClasses, apiv1.NodeClass{EC2: o})
+	case *apiv1.AKSNodeClass:
+		s.NodeClasses = append(s.NodeClasses, apiv1.NodeClass{AKS: o})
 	case *apiv1.NodeClaim:
 		s.NodeClaims = append(s.NodeClaims, o)
 	default:

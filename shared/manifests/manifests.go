@@ -28,7 +28,7 @@ const DefaultNamespace = "default"
 // Set is everything read from a group of manifests, each slice in document order.
 type Set struct {
 	NodePools   []*apiv1.NodePool
-	NodeClasses []*apiv1.EC2NodeClass
+	NodeClasses []apiv1.NodeClass
 	NodeClaims  []*apiv1.NodeClaim
 	// Pods are the standalone Pod documents; those with spec.nodeName are bound to a Node.
 	Pods []*corev1.Pod

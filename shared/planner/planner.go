@@ -10,15 +10,16 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
 
-// Input builds the solver's input from manifests: the pods of controllers and the Pods without
+// Input builds the solver's input from manifests, planning allocatable with the cloud
+// provider's node settings rule (settings, from the edge): the pods of controllers and the Pods without
 // spec.nodeName are pending; Pods with spec.nodeName run on that Node (which must be in the
 // manifests); NodePools, EC2NodeClasses, NodeClaims, Nodes and DaemonSets are passed as read;
 // claims come from Set.ExpandPVCs (documents, StatefulSet volumeClaimTemplates, ephemeral
 // volumes, default StorageClass), PersistentVolumes and StorageClasses as read.
 //
 // Error: a bound Pod whose node is not in the manifests ("pod ns/name: spec.nodeName: ...").
-func Input(set *manifests.Set, cat *catalog.Catalog) (provisioning.Input, error) {
-	in := provisioning.Input{Catalog: cat, Nodes: set.Nodes, DaemonSets: set.DaemonSets,
+func Input(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (provisioning.Input, error) {
+	in := provisioning.Input{Catalog: cat, NodeSettings: settings, Nodes: set.Nodes, DaemonSets: set.DaemonSets,
 		NodePools: set.NodePools, NodeClasses: set.NodeClasses, NodeClaims: set.NodeClaims,
 		PVCs: set.ExpandPVCs(), PVs: set.PVs, StorageClasses: set.StorageClasses}
 	nodes := map[string]bool{}
@@ -39,8 +40,8 @@ func Input(set *manifests.Set, cat *catalog.Catalog) (provisioning.Input, error)
 }
 
 // Plan is Input followed by provisioning.Solve; it also returns the input it solved.
-func Plan(set *manifests.Set, cat *catalog.Catalog) (*provisioning.Plan, provisioning.Input, error) {
-	in, err := Input(set, cat)
+func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (*provisioning.Plan, provisioning.Input, error) {
+	in, err := Input(set, cat, settings)
 	if err != nil {
 		return nil, in, err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 )
 
@@ -43,7 +44,7 @@ func TestInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := Input(set, catalog.MustAWS())
+	in, err := Input(set, catalog.MustAWS(), cloud.NodeSettingsFor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestInputUnknownNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Plan(set, catalog.MustAWS()); err == nil || !strings.Contains(err.Error(), `pod default/p: spec.nodeName: node "ghost" is not in the manifests`) {
+	if _, _, err := Plan(set, catalog.MustAWS(), cloud.NodeSettingsFor); err == nil || !strings.Contains(err.Error(), `pod default/p: spec.nodeName: node "ghost" is not in the manifests`) {
 		t.Fatalf("error = %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/provisioning/lowerbound"
 )
@@ -105,7 +106,8 @@ func costPool(t testing.TB, capacityTypes ...string) *apisv1.NodePool {
 
 func seedCostInput(t testing.TB, np *apisv1.NodePool) Input {
 	set := seedSet(t)
-	in := Input{Nodes: set.Nodes, DaemonSets: set.DaemonSets, NodePools: []*apisv1.NodePool{np}, NodeClasses: set.NodeClasses}
+	in := Input{Nodes: set.Nodes, DaemonSets: set.DaemonSets, NodePools: []*apisv1.NodePool{np}, NodeClasses: set.NodeClasses,
+		NodeSettings: cloud.NodeSettingsFor}
 	for _, p := range set.ExpandPods() {
 		if p.Spec.NodeName == "" {
 			in.Pods = append(in.Pods, p)
@@ -156,7 +158,8 @@ func csvCostInput(kind string, n int) func(testing.TB, *apisv1.NodePool) Input {
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: reqs}}}}}
 		}
 		set := seedSet(t)
-		return Input{Pods: pods, DaemonSets: set.DaemonSets, NodePools: []*apisv1.NodePool{np}, NodeClasses: set.NodeClasses}
+		return Input{Pods: pods, DaemonSets: set.DaemonSets, NodePools: []*apisv1.NodePool{np}, NodeClasses: set.NodeClasses,
+			NodeSettings: cloud.NodeSettingsFor}
 	}
 }
 
@@ -227,11 +230,14 @@ func measureCost(t testing.TB, c *catalog.Catalog, mix costMix, capacity string,
 		top = append(top, fmt.Sprintf("%d×%s", count[n], n))
 	}
 	row.planMix = strings.Join(top, " ")
-	var nc *apisv1.EC2NodeClass
+	var settings catalog.NodeSettings
 	if len(in.NodeClasses) > 0 {
-		nc = in.NodeClasses[0]
+		var err error
+		if settings, err = cloud.NodeSettingsFor(in.NodeClasses[0]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	opts, err := lowerbound.OptionsFor(lowerbound.Source{Catalog: c, NodePool: np, NodeClass: nc, DaemonSets: in.DaemonSets})
+	opts, err := lowerbound.OptionsFor(lowerbound.Source{Catalog: c, NodePool: np, Settings: settings, DaemonSets: in.DaemonSets})
 	if err != nil {
 		t.Fatal(err)
 	}

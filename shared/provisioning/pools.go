@@ -10,7 +10,6 @@ import (
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
-	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -111,13 +110,9 @@ func compilePools(in *Input, daemons []daemon, used map[string]scheduling.Resour
 		}
 		return nps[i].Name < nps[j].Name
 	})
-	classes := map[string]*apisv1.EC2NodeClass{}
-	for _, nc := range in.NodeClasses {
-		classes[nc.Name] = nc
-	}
 	out := make([]*pool, 0, len(nps))
 	for _, np := range nps {
-		pl := compilePool(in, np, classes, daemons, used[np.Name])
+		pl := compilePool(in, np, daemons, used[np.Name])
 		pl.index = len(out)
 		out = append(out, pl)
 	}
@@ -131,7 +126,7 @@ func weight(np *apisv1.NodePool) int32 {
 	return *np.Spec.Weight
 }
 
-func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2NodeClass, daemons []daemon, used scheduling.Resources) *pool {
+func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduling.Resources) *pool {
 	p := &pool{np: np, labels: map[string]string{}, taints: np.Spec.Template.Spec.Taints}
 	if np.DeletionTimestamp != nil {
 		p.err = fmt.Errorf("nodepool %q is being deleted", np.Name)
@@ -172,13 +167,10 @@ func compilePool(in *Input, np *apisv1.NodePool, classes map[string]*apisv1.EC2N
 	}
 	// The node settings (AMI family, kubelet block, ephemeral volume) are parsed as the cloud
 	// provider parses them when the node boots, so planned allocatable equals what the node reports.
-	var nodeClass *apisv1.EC2NodeClass
-	if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
-		nodeClass = classes[ref.Name]
-	}
-	settings, err := cloud.NodeSettingsFor(nodeClass)
+	nodeClass := apisv1.FindNodeClass(in.NodeClasses, np.Spec.Template.Spec.NodeClassRef)
+	settings, err := in.nodeSettings(nodeClass)
 	if err != nil {
-		p.err = fmt.Errorf("nodepool %q: ec2nodeclass %q: %w", np.Name, np.Spec.Template.Spec.NodeClassRef.Name, err)
+		p.err = fmt.Errorf("nodepool %q: %s %q: %w", np.Name, strings.ToLower(nodeClass.Kind()), nodeClass.Name(), err)
 		return p
 	}
 	if len(np.Spec.Limits) > 0 {

@@ -1,17 +1,16 @@
 package provisioning
 
 import (
-	"time"
-
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 )
 
-// InputFromSnapshot builds the solver's input from an agent snapshot. Unavailable-offering
+// InputFromSnapshot builds the solver's input from an agent snapshot, with the NodeClasses'
+// node settings computed by settings (the cloud provider's rule, supplied by the edge). Unavailable-offering
 // marks that have not expired at the snapshot's time are honoured (the snapshot time is the
 // clock, so the decision stays deterministic).
-func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog) Input {
-	in := Input{Catalog: cat}
+func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog, settings NodeSettingsFunc) Input {
+	in := Input{Catalog: cat, NodeSettings: settings}
 	for i := range s.PendingPods {
 		in.Pods = append(in.Pods, &s.PendingPods[i])
 	}
@@ -30,9 +29,7 @@ func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog) Input {
 	for i := range s.NodePools {
 		in.NodePools = append(in.NodePools, &s.NodePools[i])
 	}
-	for i := range s.NodeClasses {
-		in.NodeClasses = append(in.NodeClasses, &s.NodeClasses[i])
-	}
+	in.NodeClasses = s.NodeClasses
 	for i := range s.PVCs {
 		in.PVCs = append(in.PVCs, &s.PVCs[i])
 	}
@@ -42,16 +39,6 @@ func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog) Input {
 	for i := range s.StorageClasses {
 		in.StorageClasses = append(in.StorageClasses, &s.StorageClasses[i])
 	}
-	if len(s.UnavailableOfferings) > 0 {
-		now := s.Time.Time
-		marks := map[[3]string]time.Time{}
-		for _, m := range s.UnavailableOfferings {
-			marks[[3]string{m.InstanceType, m.Zone, m.CapacityType}] = m.Expires.Time
-		}
-		in.Unavailable = func(it, zone, ct string) bool {
-			exp, ok := marks[[3]string{it, zone, ct}]
-			return ok && now.Before(exp)
-		}
-	}
+	in.Unavailable = events.UnavailableAt(s.UnavailableOfferings, s.Time.Time)
 	return in
 }

@@ -13,6 +13,7 @@ import (
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 )
 
 // Expected numbers in these tests come from the embedded us-east-1 catalog's public list prices
@@ -390,6 +391,7 @@ func TestNodeClassVolumeSizesEphemeralStorage(t *testing.T) {
 	nc := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.EC2NodeClassSpec{
 		AMISelectorTerms:    []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}},
 		BlockDeviceMappings: []apisv1.BlockDeviceMapping{{DeviceName: &dev, RootVolume: true, EBS: &apisv1.BlockDevice{VolumeSize: &size}}}}}
-	p = solve(t, Input{Pods: []*corev1.Pod{x}, NodePools: []*apisv1.NodePool{np}, NodeClasses: []*apisv1.EC2NodeClass{nc}})
+	p = solve(t, Input{Pods: []*corev1.Pod{x}, NodePools: []*apisv1.NodePool{np}, NodeClasses: []apisv1.NodeClass{{EC2: nc}},
+		NodeSettings: cloud.NodeSettingsFor})
 	wantClaims(t, p, "m5.large")
 }

@@ -32,8 +32,13 @@ type Input struct {
 	NodeClaims  []*apisv1.NodeClaim
 	DaemonSets  []*appsv1.DaemonSet
 	NodePools   []*apisv1.NodePool
-	NodeClasses []*apisv1.EC2NodeClass
+	NodeClasses []apisv1.NodeClass
 	Catalog     *catalog.Catalog
+	// NodeSettings gives the settings a NodeClass's nodes boot with (image family, kubelet block,
+	// ephemeral volume), which change their allocatable. The edge supplies it from the cloud
+	// provider (cloud.NodeSettingsFor), so the plan assumes exactly the room the node will
+	// report; nil gives catalog.NodeSettings' defaults for every NodeClass.
+	NodeSettings NodeSettingsFunc
 	// Unavailable reports offerings marked unavailable (ICE); nil means none are.
 	Unavailable func(instanceType, zone, capacityType string) bool
 	// Volumes: claims, volumes and classes the pods' volumes refer to. A bound PVC pins its PV's
@@ -41,6 +46,17 @@ type Input struct {
 	PVCs           []*corev1.PersistentVolumeClaim
 	PVs            []*corev1.PersistentVolume
 	StorageClasses []*storagev1.StorageClass
+}
+
+// NodeSettingsFunc computes a NodeClass's node settings; the zero NodeClass (a NodePool whose
+// NodeClass is missing) must give the defaults. Errors name the field under "spec".
+type NodeSettingsFunc func(apisv1.NodeClass) (catalog.NodeSettings, error)
+
+func (in *Input) nodeSettings(nc apisv1.NodeClass) (catalog.NodeSettings, error) {
+	if in.NodeSettings == nil {
+		return catalog.NodeSettings{}, nil
+	}
+	return in.NodeSettings(nc)
 }
 
 // Plan is the solver's decision.

@@ -84,7 +84,7 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 		archOf[o.InstanceType] = a
 	}
 	sort.Strings(arches)
-	res, err := p.resolve(ctx, req.NodeClass, arches)
+	res, err := p.resolve(ctx, req.NodeClass.EC2, arches)
 	if err != nil {
 		return nil, err
 	}
@@ -162,8 +162,10 @@ func (p *Provider) validate(req cloud.LaunchRequest) error {
 		return errors.New("clientToken: required (launches must be idempotent)")
 	case len(req.ClientToken) > maxClientToken:
 		return fmt.Errorf("clientToken: %d characters, EC2 allows at most %d", len(req.ClientToken), maxClientToken)
-	case req.NodeClass == nil:
+	case req.NodeClass.IsZero():
 		return errors.New("nodeClass: required to launch on AWS (AMI, subnets, security groups)")
+	case req.NodeClass.EC2 == nil:
+		return fmt.Errorf("nodeClass: %s %q is not an EC2NodeClass; the aws provider launches only from EC2NodeClasses", req.NodeClass.Kind(), req.NodeClass.Name())
 	case len(req.Offerings) == 0:
 		return errors.New("offerings: empty, nothing to launch")
 	case req.Tags[apisv1.TagCluster] != p.o.Cluster:

@@ -46,7 +46,7 @@ var defaultVolumes = map[string][]struct {
 // labels and taints: image, user data (base64), security groups, metadata options, block
 // devices, instance profile, monitoring and enclave options. Errors name the NodeClass field.
 func (p *Provider) TemplateData(req cloud.LaunchRequest, family string, ami AMI, groups []string) (*ec2types.RequestLaunchTemplateData, error) {
-	nc := req.NodeClass
+	nc := req.NodeClass.EC2
 	custom := ""
 	if nc.Spec.UserData != nil {
 		custom = *nc.Spec.UserData
@@ -183,7 +183,7 @@ func TemplateName(cluster, nodeClass string, d *ec2types.RequestLaunchTemplateDa
 // contents, so an existing template is the same template; a concurrent create that loses the
 // race (AlreadyExistsException) is success too.
 func (p *Provider) ensureTemplate(ctx context.Context, req cloud.LaunchRequest, d *ec2types.RequestLaunchTemplateData) (string, error) {
-	name, err := TemplateName(p.o.Cluster, req.NodeClass.Name, d)
+	name, err := TemplateName(p.o.Cluster, req.NodeClass.Name(), d)
 	if err != nil {
 		return "", err
 	}
@@ -194,8 +194,8 @@ func (p *Provider) ensureTemplate(ctx context.Context, req cloud.LaunchRequest, 
 	if !hasCode(err, "InvalidLaunchTemplateName.NotFoundException") {
 		return "", fmt.Errorf("DescribeLaunchTemplates %s: %w", name, err)
 	}
-	tags := map[string]string{apisv1.TagCluster: p.o.Cluster, apisv1.LabelEC2NodeClass: req.NodeClass.Name}
-	for k, v := range req.NodeClass.Spec.Tags {
+	tags := map[string]string{apisv1.TagCluster: p.o.Cluster, apisv1.LabelEC2NodeClass: req.NodeClass.Name()}
+	for k, v := range req.NodeClass.Tags() {
 		if _, own := tags[k]; !own {
 			tags[k] = v
 		}

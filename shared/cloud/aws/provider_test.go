@@ -131,7 +131,7 @@ func (e *env) offering(t *testing.T, typ, zone, ct string) cloud.OfferingRef {
 
 func request(token string, nc *apisv1.EC2NodeClass, offs ...cloud.OfferingRef) cloud.LaunchRequest {
 	return cloud.LaunchRequest{
-		ClientToken: token, Cluster: cluster, NodeClass: nc, Offerings: offs,
+		ClientToken: token, Cluster: cluster, NodeClass: apisv1.NodeClassOf(nc), Offerings: offs,
 		Labels: map[string]string{"karpenter.sh/nodepool": "default", "team": "platform"},
 		Taints: []corev1.Taint{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}},
 		Tags: map[string]string{apisv1.TagCluster: cluster, apisv1.TagNodePool: "default", apisv1.TagNodeClaim: "default-abc",
@@ -578,6 +578,11 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 	}{
 		"no token":     {request("", nodeClass("al2023@latest"), off), "clientToken"},
 		"no nodeclass": {request("t", nil, off), "nodeClass"},
+		"aks nodeclass": {func() cloud.LaunchRequest {
+			r := request("t", nil, off)
+			r.NodeClass = apisv1.NodeClass{AKS: &apisv1.AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}}}
+			return r
+		}(), `nodeClass: AKSNodeClass "default" is not an EC2NodeClass`},
 		"foreign": {func() cloud.LaunchRequest {
 			r := request("t", nodeClass("al2023@latest"), off)
 			r.Tags[apisv1.TagCluster] = "x"
@@ -585,7 +590,7 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 		}(), "tags"},
 		"no subnets": {func() cloud.LaunchRequest {
 			r := request("t", nodeClass("al2023@latest"), off)
-			r.NodeClass.Spec.SubnetSelectorTerms[0].Tags = map[string]string{"nope": "x"}
+			r.NodeClass.EC2.Spec.SubnetSelectorTerms[0].Tags = map[string]string{"nope": "x"}
 			return r
 		}(), "spec.subnetSelectorTerms"},
 		"windows":      {request("t", nodeClass("windows2022@latest"), off), "spec.amiSelectorTerms[0].alias"},

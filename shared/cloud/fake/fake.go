@@ -412,8 +412,8 @@ func (c *Cloud) launch(req cloud.LaunchRequest, cand candidate, ip netip.Addr, s
 		settings:  settings,
 		bootAt:    now.Add(c.bootDelay),
 	}
-	if req.NodeClass != nil {
-		inst.osImage = osImage(req.NodeClass)
+	if req.NodeClass.EC2 != nil {
+		inst.osImage = osImage(req.NodeClass.EC2)
 	}
 	c.instances[id] = inst
 	return inst
@@ -491,9 +491,7 @@ func requestDigest(req cloud.LaunchRequest) (string, error) {
 	if req.NodeClaim != nil {
 		nodeClaim = req.NodeClaim.Name
 	}
-	if req.NodeClass != nil {
-		nodeClass = req.NodeClass.Name
-	}
+	nodeClass = req.NodeClass.Name()
 	b, err := json.Marshal(struct {
 		Cluster   string
 		NodeClaim string

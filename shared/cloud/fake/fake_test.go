@@ -291,7 +291,7 @@ func TestBootRegistersNodeAsKubeletWould(t *testing.T) {
 	req.Labels[apisv1.LabelNodeClaim] = "default-abc12"
 	req.Taints = []corev1.Taint{{Key: "dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule}}
 	bottlerocket := apisv1.AMIFamilyBottlerocket
-	req.NodeClass = &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{AMIFamily: &bottlerocket}}
+	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{AMIFamily: &bottlerocket}}}
 	inst := mustCreate(t, c, req)
 	ctx := context.Background()
 

@@ -66,7 +66,7 @@ func bootOne(t *testing.T, nc *apisv1.EC2NodeClass) *corev1.Node {
 	t.Helper()
 	c, reg := realCloud(t)
 	req := request("t1", off("m5.large", "us-east-1a", "on-demand"))
-	req.NodeClass = nc
+	req.NodeClass = apisv1.NodeClassOf(nc)
 	mustCreate(t, c, req)
 	if err := c.Tick(context.Background()); err != nil {
 		t.Fatal(err)
@@ -145,9 +145,9 @@ func TestRealCatalogNodeClassSettings(t *testing.T) {
 func TestInvalidNodeClassIsRefused(t *testing.T) {
 	c, _ := realCloud(t)
 	req := request("t1", off("m5.large", "us-east-1a", "on-demand"))
-	req.NodeClass = &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{
+	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{
 		Kubelet: &apisv1.KubeletConfiguration{KubeReserved: map[string]string{"cpu": "lots"}},
-	}}
+	}}}
 	_, err := c.Create(context.Background(), req)
 	if err == nil || !strings.Contains(err.Error(), "nodeClass: spec.kubelet.kubeReserved") {
 		t.Fatalf("err %v, want a field path under nodeClass: spec.kubelet.kubeReserved", err)

@@ -16,8 +16,9 @@ import (
 type Source struct {
 	Catalog  *catalog.Catalog
 	NodePool *apisv1.NodePool
-	// NodeClass supplies kubelet settings (maxPods, reservations); nil means the defaults.
-	NodeClass *apisv1.EC2NodeClass
+	// Settings are the settings the pool's nodes boot with (the edge's node settings of its
+	// NodeClass: image family, kubelet block, ephemeral volume); the zero value means the defaults.
+	Settings catalog.NodeSettings
 	// DaemonSets whose pods run on the pool's nodes take their requests off every node.
 	DaemonSets []*appsv1.DaemonSet
 	// Unavailable reports offerings marked unavailable (ICE); nil means none are.
@@ -72,10 +73,6 @@ func OptionsFor(s Source) ([]Option, error) {
 	if rr := reqs[corev1.LabelTopologyRegion]; rr != nil && s.Catalog.Region != "" && !rr.Has(s.Catalog.Region) {
 		return nil, nil
 	}
-	var kubelet *apisv1.KubeletConfiguration
-	if s.NodeClass != nil {
-		kubelet = s.NodeClass.Spec.Kubelet
-	}
 	daemons := compileDaemons(s.DaemonSets, np.Spec.Template.Spec.Taints)
 	zr, cr := reqs[corev1.LabelTopologyZone], reqs[apisv1.LabelCapacityType]
 	var out []Option
@@ -100,12 +97,8 @@ func OptionsFor(s Source) ([]Option, error) {
 		for _, o := range allowed[1:] {
 			price = min(price, o.PricePerHour)
 		}
-		var alloc scheduling.Resources
-		if kubelet != nil {
-			alloc = scheduling.FromList(it.AllocatableWith(kubelet))
-		} else {
-			alloc = scheduling.FromList(it.Allocatable())
-		}
+		_, a := it.ResourcesWith(s.Settings)
+		alloc := scheduling.FromList(a.List())
 		base := make(map[string]string, len(it.Labels)+len(poolLabels)+3)
 		for k, v := range it.Labels {
 			base[k] = v

@@ -177,13 +177,14 @@ func readAll(p string) (string, error) {
 	return strings.Join(out, "\n---\n"), err
 }
 
-// Run solves the scenario (planner.Plan over the catalog) and checks its expectations.
-func (s *Scenario) Run(cat *catalog.Catalog) (*provisioning.Plan, []string, error) {
+// Run solves the scenario (planner.Plan over the catalog, with the cloud provider's node
+// settings rule) and checks its expectations.
+func (s *Scenario) Run(cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (*provisioning.Plan, []string, error) {
 	set, err := s.Set()
 	if err != nil {
 		return nil, nil, err
 	}
-	plan, in, err := planner.Plan(set, cat)
+	plan, in, err := planner.Plan(set, cat, settings)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -486,9 +487,9 @@ func (c *checker) invariants() {
 	}
 }
 
-func hasKubelet(ncs []*apisv1.EC2NodeClass) bool {
+func hasKubelet(ncs []apisv1.NodeClass) bool {
 	for _, nc := range ncs {
-		if nc.Spec.Kubelet != nil {
+		if nc.EC2 != nil && nc.EC2.Spec.Kubelet != nil {
 			return true
 		}
 	}

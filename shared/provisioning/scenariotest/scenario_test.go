@@ -13,6 +13,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
@@ -46,7 +47,7 @@ func TestScenarios(t *testing.T) {
 	cat := catalog.MustAWS()
 	for _, s := range loadAll(t) {
 		t.Run(s.Name, func(t *testing.T) {
-			_, fails, err := s.Run(cat)
+			_, fails, err := s.Run(cat, cloud.NodeSettingsFor)
 			if err != nil {
 				t.Fatalf("%s: %v", s.Name, err)
 			}
@@ -72,7 +73,7 @@ func TestScenariosThroughSnapshot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			direct, in, err := planner.Plan(set, cat)
+			direct, in, err := planner.Plan(set, cat, cloud.NodeSettingsFor)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +95,7 @@ func TestScenariosThroughSnapshot(t *testing.T) {
 				snap.NodePools = append(snap.NodePools, *x)
 			}
 			for _, x := range in.NodeClasses {
-				snap.NodeClasses = append(snap.NodeClasses, *x)
+				snap.NodeClasses = append(snap.NodeClasses, x)
 			}
 			for _, x := range in.NodeClaims {
 				snap.NodeClaims = append(snap.NodeClaims, *x)
@@ -116,7 +117,7 @@ func TestScenariosThroughSnapshot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			viaSnap, err := provisioning.Solve(provisioning.InputFromSnapshot(dec, cat))
+			viaSnap, err := provisioning.Solve(provisioning.InputFromSnapshot(dec, cat, cloud.NodeSettingsFor))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +210,7 @@ expect:
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, fails, err := s.Run(catalog.MustAWS())
+	_, fails, err := s.Run(catalog.MustAWS(), cloud.NodeSettingsFor)
 	if err != nil {
 		t.Fatal(err)
 	}

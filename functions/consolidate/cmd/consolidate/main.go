@@ -41,11 +41,11 @@ func function() runtime.Function {
 			if !ok {
 				return nil, fmt.Errorf("--mode (%s) %q: must be search or prefix", runtime.EnvName("mode"), mode)
 			}
-			cat, provider, err := o.Setup(ctx, t)
+			env, err := o.Setup(ctx, t)
 			if err != nil {
 				return nil, err
 			}
-			h := &consolidate.Handler{Cluster: t.Cluster, Catalog: cat, Provider: provider, Publisher: t.Publisher,
+			h := &consolidate.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: t.Publisher,
 				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Options: disruption.Options{Mode: m}}
 			return h.Handle, nil
 		},

@@ -26,11 +26,11 @@ func function() runtime.Function {
 		Short: "Dovetail's drift function: snapshots in, drifted and expired nodes replaced within budgets",
 		Flags: o.Register,
 		Build: func(ctx context.Context, t runtime.Transport) (queue.Handler, error) {
-			cat, provider, err := o.Setup(ctx, t)
+			env, err := o.Setup(ctx, t)
 			if err != nil {
 				return nil, err
 			}
-			h := &drift.Handler{Cluster: t.Cluster, Catalog: cat, Provider: provider, Publisher: t.Publisher,
+			h := &drift.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: t.Publisher,
 				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger}
 			return h.Handle, nil
 		},

@@ -61,13 +61,13 @@ func function(onBuild func(*interruption.Handler, *interruption.LatestSnapshot))
 				return nil, fmt.Errorf("--rebalance (%s) %q: must be %s or %s", runtime.EnvName("rebalance"), rebalance,
 					interruption.RebalanceRecord, interruption.RebalanceReplace)
 			}
-			cat, provider, err := o.Setup(ctx, t)
+			env, err := o.Setup(ctx, t)
 			if err != nil {
 				return nil, err
 			}
 			codec := events.Codec{Blobs: t.Blobs}
 			latest := &interruption.LatestSnapshot{Cluster: t.Cluster, Codec: codec}
-			h := &interruption.Handler{Cluster: t.Cluster, Catalog: cat, Provider: provider, Publisher: t.Publisher,
+			h := &interruption.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: t.Publisher,
 				Codec: codec, Snapshots: latest, Log: t.Logger, Rebalance: policy}
 			if onBuild != nil {
 				onBuild(h, latest)

@@ -24,11 +24,11 @@ func main() {
 		Short: "Dovetail's provision function: pending pods in, NodeClaims launched, commands out",
 		Flags: o.Register,
 		Build: func(ctx context.Context, t runtime.Transport) (queue.Handler, error) {
-			cat, provider, err := o.Setup(ctx, t)
+			env, err := o.Setup(ctx, t)
 			if err != nil {
 				return nil, err
 			}
-			h := &provision.Handler{Cluster: t.Cluster, Catalog: cat, Provider: provider, Publisher: t.Publisher,
+			h := &provision.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: t.Publisher,
 				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger}
 			return h.Handle, nil
 		},

@@ -372,7 +372,7 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	nodeClass := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: tags[apisv1.LabelEC2NodeClass]},
 		Spec: apisv1.EC2NodeClassSpec{AMIFamily: aws.String(family), Kubelet: node.Kubelet, BlockDeviceMappings: nodeClassBDMs(first.template.data.BlockDeviceMappings)}}
 	inst, err := s.cloud.Create(ctx, cloud.LaunchRequest{
-		ClientToken: token, Cluster: tags[apisv1.TagCluster], NodeClass: nodeClass, Offerings: offerings,
+		ClientToken: token, Cluster: tags[apisv1.TagCluster], NodeClass: apisv1.NodeClass{EC2: nodeClass}, Offerings: offerings,
 		Labels: node.Labels, Taints: node.Taints, Tags: tags,
 	})
 	var members []member

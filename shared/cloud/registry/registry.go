@@ -1,0 +1,149 @@
+// Package registry names the clouds Dovetail runs on and what each brings: the kind of NodeClass
+// its NodePools reference, its embedded catalog, its NodeClass → node settings rule and the
+// constructor of its provider. Every place that used to switch on --cloud or load the AWS
+// catalog by hand (the functions' flags, local dev, dovetail plan) looks the cloud up here, so a
+// new cloud is one more entry.
+package registry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+)
+
+// Names of the registered clouds (the --cloud values).
+const (
+	// Fake is the in-memory cloud over the real AWS catalog (local dev, tests).
+	Fake = "fake"
+	// AWS is EC2 through aws-sdk-go-v2 (shared/cloud/aws).
+	AWS = "aws"
+)
+
+// Config is what a provider is built from. Fields a cloud does not use are ignored.
+type Config struct {
+	// Cluster is the cluster the provider's instances are tagged for.
+	Cluster string
+	// Catalog is the cloud's catalog (Cloud.Catalog's).
+	Catalog *catalog.Catalog
+	Logger  *slog.Logger
+	// DriveClock runs the fake cloud's clock (every 100 ms, until ctx ends) so its instances
+	// boot: for long-lived workers; a Lambda invocation is too short-lived to drive it.
+	DriveClock bool
+	// AWS holds the EC2 provider's settings.
+	AWS AWSConfig
+}
+
+// AWSConfig configures the EC2 provider.
+type AWSConfig struct {
+	// Endpoint is an EC2/SSM endpoint URL (a local one); empty: the real AWS endpoints.
+	Endpoint string
+	// Region; empty: the SDK's default (AWS_REGION).
+	Region string
+	// EKSName, EKSEndpoint and EKSCA (base64) are what nodes join; EKSName empty: Config.Cluster.
+	EKSName, EKSEndpoint, EKSCA string
+	// ServiceCIDR is the cluster's service CIDR; empty: the provider's default.
+	ServiceCIDR string
+	// KubernetesVersion is the minor version ("1.31") for AMI aliases.
+	KubernetesVersion string
+}
+
+// Cloud is one registered cloud.
+type Cloud struct {
+	// Name is the --cloud value.
+	Name string
+	// NodeClassKind is the kind of NodeClass its NodePools reference (EC2NodeClass).
+	NodeClassKind string
+	// Catalog loads the embedded catalog of the cloud's instance types and offerings.
+	Catalog func() (*catalog.Catalog, error)
+	// NodeSettings is the cloud's NodeClass → node settings rule, which the solver plans
+	// allocatable with (provisioning.Input.NodeSettings).
+	NodeSettings provisioning.NodeSettingsFunc
+	// New builds the provider. Errors name the setting that is wrong.
+	New func(ctx context.Context, c Config) (cloud.Provider, error)
+}
+
+// clouds are the registered clouds, the default (the fake) first.
+var clouds = []Cloud{
+	{Name: Fake, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: catalog.AWS, NodeSettings: cloud.NodeSettingsFor, New: newFake},
+	{Name: AWS, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: catalog.AWS, NodeSettings: cloud.NodeSettingsFor, New: newAWS},
+}
+
+// Names lists the registered clouds in registration order, the default first.
+func Names() []string {
+	out := make([]string, 0, len(clouds))
+	for _, c := range clouds {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// Lookup returns the named cloud. Error: a name that is not registered, e.g.
+// `"gcp": must be fake or aws`.
+func Lookup(name string) (Cloud, error) {
+	for _, c := range clouds {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return Cloud{}, fmt.Errorf("%q: must be %s", name, strings.Join(Names(), " or "))
+}
+
+func newFake(ctx context.Context, c Config) (cloud.Provider, error) {
+	f := fake.New(fake.Options{Catalog: c.Catalog, Cluster: c.Cluster, Logger: c.Logger})
+	if c.DriveClock {
+		go f.Run(ctx, 100*time.Millisecond)
+	}
+	return f, nil
+}
+
+func newAWS(ctx context.Context, c Config) (cloud.Provider, error) {
+	cfg, err := dvaws.NewConfig(ctx, dvaws.ConfigOptions{Region: c.AWS.Region, Endpoint: c.AWS.Endpoint})
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	ec2c, ssmc := dvaws.Clients(cfg)
+	return dvaws.New(dvaws.Options{Cluster: c.Cluster, ClusterName: c.AWS.EKSName, ClusterEndpoint: c.AWS.EKSEndpoint,
+		ClusterCA: c.AWS.EKSCA, ServiceCIDR: c.AWS.ServiceCIDR, KubernetesVersion: c.AWS.KubernetesVersion, Catalog: c.Catalog, EC2: ec2c, SSM: ssmc})
+}
+
+// ForNodeClasses picks the cloud a set of NodeClasses is for: the registered real cloud (not the
+// fake) whose NodeClass kind they all have; AWS when there are none. Error: kinds of two clouds,
+// or a kind no cloud serves.
+func ForNodeClasses(classes []apisv1.NodeClass) (Cloud, error) {
+	kinds := map[string]bool{}
+	for _, c := range classes {
+		if !c.IsZero() {
+			kinds[c.Kind()] = true
+		}
+	}
+	if len(kinds) == 0 {
+		return Lookup(AWS)
+	}
+	if len(kinds) > 1 {
+		ks := make([]string, 0, len(kinds))
+		for k := range kinds {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		return Cloud{}, fmt.Errorf("nodeClasses: kinds %s belong to different clouds; plan one cloud at a time", strings.Join(ks, " and "))
+	}
+	for _, c := range clouds {
+		if c.Name != Fake && kinds[c.NodeClassKind] {
+			return c, nil
+		}
+	}
+	for k := range kinds {
+		return Cloud{}, fmt.Errorf("nodeClasses: kind %s is served by no registered cloud (%s)", k, strings.Join(Names(), ", "))
+	}
+	return Cloud{}, nil
+}

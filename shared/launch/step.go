@@ -1,0 +1,149 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+)
+
+// MaxRounds bounds how often one decision re-plans after insufficient capacity: each round
+// marks the refused offerings and places the pods of the failed launches elsewhere.
+const MaxRounds = 3
+
+// SolveFunc plans a decision. marks are the offerings refused so far in this decision (to
+// honour besides the snapshot's own); launched are the NodeClaims launched so far, which are in
+// flight for the re-plan and keep their pods.
+type SolveFunc func(marks []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error)
+
+// Fixed is a SolveFunc for a plan made before the step (consolidation's replacements, drift's
+// evacuation): it never re-plans.
+func Fixed(plan *provisioning.Plan) SolveFunc {
+	return func([]events.UnavailableOfferingMark, []apisv1.NodeClaim) (*provisioning.Plan, error) {
+		return plan, nil
+	}
+}
+
+// Step is the one launch step every function runs: solve → launch each planned NodeClaim →
+// mark the offerings the cloud refused → re-plan the pods of the failed launches → one
+// CreateNodeClaim command per launched NodeClaim and one MarkOfferingsUnavailable command for
+// all the refusals. Idempotency comes from the Launcher (names and client tokens from the
+// decision) and from command IDs derived from the same names.
+type Step struct {
+	Launcher *Launcher
+	Decision Decision
+	// NodeClasses are the snapshot's; each NodeClaim launches with the one its NodePool names.
+	NodeClasses []apisv1.NodeClass
+	// Publish sends one command (the function's emitter).
+	Publish func(context.Context, events.Command) error
+	// Rounds bounds re-planning (0: MaxRounds; 1: no re-plan).
+	Rounds int
+	// AllOrNothing stops at the first launch refused for capacity: a replacement that is only
+	// partly there lets nothing be disrupted, so the rest is not launched (drift, consolidation).
+	AllOrNothing bool
+	// Reason is the CreateNodeClaim command's reason for a planned NodeClaim.
+	Reason func(*provisioning.NodeClaimPlan) string
+	// Annotate, when set, adds the caller's annotations to a launched NodeClaim before its
+	// command is published.
+	Annotate func(*apisv1.NodeClaim)
+}
+
+// Launched is one NodeClaim the step launched, with the plan it came from.
+type Launched struct {
+	NodeClaim *apisv1.NodeClaim
+	Instance  *cloud.Instance
+	Plan      *provisioning.NodeClaimPlan
+}
+
+// Outcome is what the step did.
+type Outcome struct {
+	// Plan is the last plan made (the one whose NodeClaims are launched or refused last).
+	Plan     *provisioning.Plan
+	Launched []Launched
+	// Marks are the offerings the cloud refused, sorted by offering; published as one command.
+	Marks []events.UnavailableOfferingMark
+	// Refused are the launches every offering of which was refused, in order.
+	Refused []error
+}
+
+// Run runs the step. An error is transient (the cloud failed other than for capacity, or a
+// command could not be published): the message is to be redelivered, and the same decision then
+// finds its launches through their client tokens. Capacity refusals are not errors: they are in
+// Outcome.Refused and Outcome.Marks.
+func (s Step) Run(ctx context.Context, solve SolveFunc) (Outcome, error) {
+	var out Outcome
+	rounds := s.Rounds
+	if rounds <= 0 {
+		rounds = MaxRounds
+	}
+	var launched []apisv1.NodeClaim
+	for round := 0; round < rounds; round++ {
+		plan, err := solve(out.Marks, launched)
+		if err != nil {
+			return out, err
+		}
+		out.Plan = plan
+		refused, err := s.launchAll(ctx, plan, &out, &launched)
+		if err != nil {
+			return out, err
+		}
+		if !refused || s.AllOrNothing {
+			break
+		}
+	}
+	return out, s.publishMarks(ctx, out.Marks)
+}
+
+// launchAll launches the plan's NodeClaims and publishes their commands; it reports whether a
+// launch was refused for capacity.
+func (s Step) launchAll(ctx context.Context, plan *provisioning.Plan, out *Outcome, launched *[]apisv1.NodeClaim) (bool, error) {
+	refused := false
+	for _, nc := range plan.NodeClaims {
+		res := s.Launcher.Launch(ctx, s.Decision, nc, apisv1.FindNodeClass(s.NodeClasses, nc.NodeClassRef))
+		out.Marks = append(out.Marks, res.Unavailable...)
+		if res.Err != nil {
+			if !cloud.IsInsufficientCapacity(res.Err) {
+				return refused, res.Err
+			}
+			out.Refused = append(out.Refused, res.Err)
+			refused = true
+			if s.AllOrNothing {
+				return refused, nil
+			}
+			continue
+		}
+		if s.Annotate != nil {
+			s.Annotate(res.NodeClaim)
+		}
+		cmd := events.Command{ID: events.CommandID(s.Launcher.Cluster, "create", res.NodeClaim.Name), Kind: events.CommandCreateNodeClaim,
+			Cluster: s.Launcher.Cluster, SnapshotRevision: s.Decision.Revision, NodeClaim: res.NodeClaim}
+		if s.Reason != nil {
+			cmd.Reason = s.Reason(nc)
+		}
+		if err := s.Publish(ctx, cmd); err != nil {
+			return refused, err
+		}
+		*launched = append(*launched, *res.NodeClaim)
+		out.Launched = append(out.Launched, Launched{NodeClaim: res.NodeClaim, Instance: res.Instance, Plan: nc})
+	}
+	return refused, nil
+}
+
+// publishMarks sorts the marks by offering and publishes them as one command whose ID derives
+// from the cluster, the revision and the offerings, so a redelivered decision repeats it exactly.
+func (s Step) publishMarks(ctx context.Context, marks []events.UnavailableOfferingMark) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	sort.SliceStable(marks, func(i, j int) bool { return marks[i].String() < marks[j].String() })
+	keys := []string{s.Launcher.Cluster, "unavailable", fmt.Sprint(s.Decision.Revision)}
+	for _, m := range marks {
+		keys = append(keys, m.String())
+	}
+	return s.Publish(ctx, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
+		Cluster: s.Launcher.Cluster, SnapshotRevision: s.Decision.Revision, Unavailable: marks, Reason: "insufficient capacity"})
+}
