@@ -28,6 +28,11 @@ import (
 // consolidation, drift and expiry functions run on.
 const DefaultSnapshotInterval = 30 * time.Second
 
+// DefaultChangeSnapshotInterval is how soon after a Node or NodeClaim changes (or a pod is
+// deleted) a TypeSnapshot event follows, at most one per interval: the lifecycle function's clock
+// for registration, initialization and termination steps, which should not wait for the timer.
+const DefaultChangeSnapshotInterval = time.Second
+
 // Component is the agent's CloudEvents source component: "dovetail/<cluster>/agent".
 const Component = "agent"
 
@@ -51,6 +56,10 @@ type Config struct {
 	BatchIdle, BatchMax time.Duration
 	// SnapshotInterval is the period of TypeSnapshot events (default 30 s; negative disables).
 	SnapshotInterval time.Duration
+	// ChangeSnapshotInterval is how often the agent checks for Node and NodeClaim changes and
+	// pod deletions, publishing a TypeSnapshot event when there were some (default 1 s;
+	// negative disables).
+	ChangeSnapshotInterval time.Duration
 	// EvictionTimeout bounds each Eviction API call of a drain (default 10 s).
 	EvictionTimeout time.Duration
 	// SyncTimeout bounds the initial cache sync (default 2 minutes).
@@ -84,6 +93,9 @@ func (c *Config) validate() error {
 	}
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if c.ChangeSnapshotInterval == 0 {
+		c.ChangeSnapshotInterval = DefaultChangeSnapshotInterval
 	}
 	return nil
 }
@@ -176,6 +188,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.snapshotLoop(ctx) }()
 	}
+	if a.cfg.ChangeSnapshotInterval > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.changeLoop(ctx) }()
+	}
 	if a.cfg.Commands != nil {
 		wg.Add(1)
 		go func() {
@@ -242,6 +258,34 @@ func (a *Agent) snapshotLoop(ctx context.Context) {
 		case <-t.C():
 			if err := a.PublishSnapshot(ctx); err != nil && ctx.Err() == nil {
 				a.log().Error("publishing periodic snapshot", "err", err)
+			}
+		}
+	}
+}
+
+// changeLoop publishes a snapshot after Nodes or NodeClaims changed or a pod was deleted (a drain
+// progressing), checking every ChangeSnapshotInterval.
+func (a *Agent) changeLoop(ctx context.Context) {
+	revs := a.watcher.Revisions()
+	mark := func() int64 {
+		return max(revs.LastChange(kube.KindNode), revs.LastChange(kube.KindNodeClaim), revs.LastDelete(kube.KindPod))
+	}
+	seen := mark()
+	t := a.cfg.Clock.NewTicker(a.cfg.ChangeSnapshotInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			if m := mark(); m != seen {
+				if err := a.PublishSnapshot(ctx); err != nil {
+					if ctx.Err() == nil {
+						a.log().Error("publishing snapshot after node changes", "err", err)
+					}
+					continue
+				}
+				seen = m
 			}
 		}
 	}

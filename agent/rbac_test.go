@@ -159,7 +159,11 @@ func actionName(a k8stesting.Action) string {
 // agent made (recorded by the fake clients) against rbac.yaml.
 func TestRBACCoversEveryCall(t *testing.T) {
 	rules := loadRBAC(t)
-	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"), testNode("n2"), testPod("app", "n1"))
+	const pid3 = "aws:///us-east-1a/i-0aaaaaaaaaaaaaaa3"
+	n3 := testNode("n3") // registering: the lifecycle commands' node
+	n3.Spec.ProviderID = pid3
+	n3.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute}}
+	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"), testNode("n2"), n3, testPod("app", "n1"), testPod("on-n3", "n3"), testPod("pending", ""))
 	e.waitSynced(t)
 	rev := e.agent.Watcher().Revision()
 	if _, err := e.kube.CoreV1().Pods("default").Create(e.ctx, testPod("late", "n2"), metav1.CreateOptions{}); err != nil {
@@ -167,29 +171,54 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	}
 	eventually(t, "late pod", func() bool { return e.agent.Watcher().NodePodsChangedSince("n2", rev) })
 	nc := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1"}, Status: apisv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"}}
-	cmds := []*events.Command{
-		{ID: "1", Kind: events.CommandCreateNodeClaim, NodeClaim: nc},
-		{ID: "2", Kind: events.CommandTaintNode, NodeName: "n1", Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}},
-		{ID: "3", Kind: events.CommandDrainNode, NodeName: "n1"},
-		{ID: "4", Kind: events.CommandDeleteNode, NodeName: "n1"},
-		{ID: "5", Kind: events.CommandDeleteNodeClaim, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1"}}},
-		{ID: "6", Kind: events.CommandMarkUnavailable, Unavailable: []events.UnavailableOfferingMark{{OfferingKey: events.OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}}}},
-		{ID: "7", Kind: events.CommandMarkUnavailable, Unavailable: []events.UnavailableOfferingMark{{OfferingKey: events.OfferingKey{InstanceType: "c5.large", Zone: "us-east-1a", CapacityType: "spot"}}}},
-		{ID: "8", Kind: events.CommandDrainNode, NodeName: "n2"}, // stale: refused with an Event
-	}
-	for _, c := range cmds {
-		c.Cluster, c.SnapshotRevision = cluster, rev
-		data, err := events.NewEvent(cluster, "provision", events.TypeCommand, c.ID, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
-		err = e.agent.HandleCommand(ctx, queue.Message{Data: data})
-		cancel()
-		if err != nil {
-			t.Fatalf("command %s (%s): %v", c.ID, c.Kind, err)
+	nc3 := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-3", Finalizers: []string{events.FinalizerTermination}}, Status: apisv1.NodeClaimStatus{ProviderID: pid3}}
+	apply := func(rev int64, cmds ...*events.Command) {
+		t.Helper()
+		for _, c := range cmds {
+			c.Cluster, c.SnapshotRevision = cluster, rev
+			data, err := events.NewEvent(cluster, "provision", events.TypeCommand, c.ID, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+			err = e.agent.HandleCommand(ctx, queue.Message{Data: data})
+			cancel()
+			if err != nil {
+				t.Fatalf("command %s (%s): %v", c.ID, c.Kind, err)
+			}
 		}
 	}
+	apply(rev,
+		&events.Command{ID: "1", Kind: events.CommandCreateNodeClaim, NodeClaim: nc},
+		&events.Command{ID: "1b", Kind: events.CommandCreateNodeClaim, NodeClaim: nc3},
+		&events.Command{ID: "2", Kind: events.CommandTaintNode, NodeName: "n1", Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}},
+		&events.Command{ID: "3", Kind: events.CommandDrainNode, NodeName: "n1"},
+		&events.Command{ID: "4", Kind: events.CommandDeleteNode, NodeName: "n1"},
+		&events.Command{ID: "5", Kind: events.CommandDeleteNodeClaim, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1"}}},
+		&events.Command{ID: "6", Kind: events.CommandMarkUnavailable, Unavailable: []events.UnavailableOfferingMark{{OfferingKey: events.OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}}}},
+		&events.Command{ID: "7", Kind: events.CommandMarkUnavailable, Unavailable: []events.UnavailableOfferingMark{{OfferingKey: events.OfferingKey{InstanceType: "c5.large", Zone: "us-east-1a", CapacityType: "spot"}}}},
+		&events.Command{ID: "8", Kind: events.CommandDrainNode, NodeName: "n2"}, // stale: refused with an Event
+	)
+	// The lifecycle of nc-3 on n3, decided on a snapshot that has nc-3.
+	eventually(t, "nc-3 cached", func() bool {
+		c, _ := e.agent.Watcher().NodeClaim("nc-3")
+		return c != nil && c.Status.ProviderID == pid3
+	})
+	rev2 := e.agent.Watcher().Revision()
+	claim3 := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-3"}}
+	grace := int64(0)
+	apply(rev2,
+		&events.Command{ID: "9", Kind: events.CommandRegisterNode, NodeName: "n3", NodeClaim: claim3, Finalizer: events.FinalizerTermination,
+			Labels: map[string]string{apisv1.LabelNodePool: "default"}, Annotations: map[string]string{"karpenter.sh/nodepool-hash": "1"},
+			Taints: []corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}},
+		&events.Command{ID: "10", Kind: events.CommandSetNodeClaimStatus, NodeClaim: &apisv1.NodeClaim{ObjectMeta: claim3.ObjectMeta, Status: apisv1.NodeClaimStatus{
+			NodeName: "n3", Conditions: []metav1.Condition{{Type: apisv1.ConditionRegistered, Status: metav1.ConditionTrue, Reason: "Registered"}}}}},
+		&events.Command{ID: "11", Kind: events.CommandLabelNode, NodeName: "n3", Labels: map[string]string{"karpenter.sh/initialized": "true"}},
+		&events.Command{ID: "12", Kind: events.CommandNominatePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "pending", UID: "uid-pending"}}},
+		&events.Command{ID: "13", Kind: events.CommandDeletePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "on-n3", UID: "uid-on-n3", GracePeriodSeconds: &grace}}},
+		&events.Command{ID: "14", Kind: events.CommandRemoveFinalizer, NodeClaim: claim3, Finalizer: events.FinalizerTermination},
+		&events.Command{ID: "15", Kind: events.CommandRemoveFinalizer, NodeName: "n3", Finalizer: events.FinalizerTermination},
+	)
 	var calls []k8stesting.Action
 	calls = append(calls, e.kube.Actions()...)
 	calls = append(calls, e.dyn.Actions()...)
@@ -209,14 +238,25 @@ func TestRBACCoversEveryCall(t *testing.T) {
 			t.Errorf("rbac.yaml does not allow: %s in namespace %q name %q", key, a.GetNamespace(), actionName(a))
 		}
 	}
-	// The run must have exercised every write the agent can make, and the informers' reads of
-	// the volume kinds (list and watch of PVCs, PVs and StorageClasses).
+	// The run must have exercised every write the agent can make, the reads of its
+	// read-modify-write commands, and the informers' reads of the volume kinds (list and watch
+	// of PVCs, PVs and StorageClasses).
 	for _, k := range []string{"create karpenter.sh/nodeclaims", "patch karpenter.sh/nodeclaims/status", "delete karpenter.sh/nodeclaims",
-		"patch /nodes", "delete /nodes", "create /pods/eviction", "create /events", "create /configmaps", "patch /configmaps",
+		"patch karpenter.sh/nodeclaims", "get karpenter.sh/nodeclaims",
+		"get /nodes", "patch /nodes", "delete /nodes", "create /pods/eviction", "get /pods", "patch /pods/status", "delete /pods",
+		"create /events", "create /configmaps", "patch /configmaps",
 		"list /persistentvolumeclaims", "watch /persistentvolumeclaims", "list /persistentvolumes", "watch /persistentvolumes",
 		"list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses"} {
 		if !seen[k] {
 			t.Errorf("scenario did not exercise %s", k)
 		}
+	}
+	// The lifecycle commands took effect (not answered early by a refusal or an absence).
+	n, _ := e.kube.CoreV1().Nodes().Get(e.ctx, "n3", metav1.GetOptions{})
+	if n.Labels["karpenter.sh/initialized"] != "true" || len(n.Spec.Taints) != 1 || len(n.Finalizers) != 0 {
+		t.Errorf("n3 after the lifecycle: labels %v taints %v finalizers %v", n.Labels, n.Spec.Taints, n.Finalizers)
+	}
+	if p, _ := e.kube.CoreV1().Pods("default").Get(e.ctx, "pending", metav1.GetOptions{}); p.Status.NominatedNodeName != "n3" {
+		t.Errorf("pending pod nominated %q, want n3", p.Status.NominatedNodeName)
 	}
 }

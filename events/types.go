@@ -119,7 +119,45 @@ const (
 	CommandDeleteNode CommandKind = "DeleteNode"
 	// CommandMarkUnavailable records unavailable offerings where later decisions find them.
 	CommandMarkUnavailable CommandKind = "MarkOfferingsUnavailable"
+
+	// The NodeClaim lifecycle (the lifecycle function decides; see functions/lifecycle).
+
+	// CommandRegisterNode syncs a NodeClaim onto the Node its instance registered as
+	// (Karpenter's registration): sets Labels and Annotations on the Node, adds each of Taints
+	// that is missing (matched by key and effect), removes the karpenter.sh/unregistered taint
+	// and adds Finalizer. NodeName is the Node, NodeClaim names the NodeClaim.
+	CommandRegisterNode CommandKind = "RegisterNode"
+	// CommandSetNodeClaimStatus writes NodeClaim status through /status: status.nodeName when
+	// NodeClaim.Status.NodeName is set, and each of NodeClaim.Status.Conditions replacing the
+	// condition of its type (the others are kept).
+	CommandSetNodeClaimStatus CommandKind = "SetNodeClaimStatus"
+	// CommandLabelNode sets Labels on the Node NodeName (e.g. karpenter.sh/initialized=true).
+	CommandLabelNode CommandKind = "LabelNode"
+	// CommandRemoveFinalizer removes Finalizer from the Node NodeName, or, when NodeName is
+	// empty, from the NodeClaim NodeClaim.Name. A finalizer already gone is success.
+	CommandRemoveFinalizer CommandKind = "RemoveFinalizer"
+	// CommandNominatePods sets status.nominatedNodeName of each of Pods that is still unbound
+	// to NodeName (the node the plan placed it on), so kube-scheduler tries that node first.
+	CommandNominatePods CommandKind = "NominatePods"
+	// CommandDeletePods deletes Pods (not evicts: a NodeClaim's terminationGracePeriod has run
+	// out), each with its GracePeriodSeconds and a UID precondition, from the Node NodeName.
+	CommandDeletePods CommandKind = "DeletePods"
 )
+
+// FinalizerTermination is the finalizer on the NodeClaims and Nodes Dovetail launches:
+// deleting either runs the termination path (taint, drain, terminate the instance, then
+// remove the finalizers). Karpenter's own key, so its users' tooling recognises it.
+const FinalizerTermination = "karpenter.sh/termination"
+
+// PodRef names one pod of a DeletePods or NominatePods command.
+type PodRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// UID guards against deleting a pod re-created under the same name.
+	UID string `json:"uid,omitempty"`
+	// GracePeriodSeconds is the deletion grace period (DeletePods); nil: the pod's own.
+	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
+}
 
 // Command is one effect a function asks the agent to apply.
 type Command struct {
@@ -135,6 +173,15 @@ type Command struct {
 	NodeName    string                    `json:"nodeName,omitempty"`
 	Taint       *corev1.Taint             `json:"taint,omitempty"`
 	Unavailable []UnavailableOfferingMark `json:"unavailable,omitempty"`
+
+	// Labels, Annotations and Taints are what RegisterNode / LabelNode put on a Node.
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Taints      []corev1.Taint    `json:"taints,omitempty"`
+	// Finalizer is what RegisterNode adds and RemoveFinalizer removes.
+	Finalizer string `json:"finalizer,omitempty"`
+	// Pods are the pods of NominatePods and DeletePods.
+	Pods []PodRef `json:"pods,omitempty"`
 }
 
 // PodsPending is the payload of TypePodsPending: the batch trigger plus the snapshot.

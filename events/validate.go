@@ -211,6 +211,54 @@ func (c *Command) Validate() error {
 		}
 	case CommandDrainNode, CommandDeleteNode:
 		needNodeName()
+	case CommandRegisterNode:
+		needNodeName()
+		if c.NodeClaim == nil || c.NodeClaim.Name == "" {
+			errs.add("command.nodeClaim.metadata.name", "required for kind %s", c.Kind)
+		}
+		if c.Finalizer == "" {
+			errs.add("command.finalizer", "required for kind %s", c.Kind)
+		}
+	case CommandSetNodeClaimStatus:
+		if c.NodeClaim == nil || c.NodeClaim.Name == "" {
+			errs.add("command.nodeClaim.metadata.name", "required for kind %s", c.Kind)
+			break
+		}
+		for i, cond := range c.NodeClaim.Status.Conditions {
+			if cond.Type == "" {
+				errs.add(fmt.Sprintf("command.nodeClaim.status.conditions[%d].type", i), "required")
+			}
+			switch cond.Status {
+			case "True", "False", "Unknown":
+			default:
+				errs.add(fmt.Sprintf("command.nodeClaim.status.conditions[%d].status", i), "%q is not True, False or Unknown", cond.Status)
+			}
+		}
+	case CommandLabelNode:
+		needNodeName()
+		if len(c.Labels) == 0 {
+			errs.add("command.labels", "required for kind %s", c.Kind)
+		}
+	case CommandRemoveFinalizer:
+		if c.Finalizer == "" {
+			errs.add("command.finalizer", "required for kind %s", c.Kind)
+		}
+		if c.NodeName == "" && (c.NodeClaim == nil || c.NodeClaim.Name == "") {
+			errs.add("command.nodeName", "required for kind %s (or command.nodeClaim.metadata.name)", c.Kind)
+		}
+	case CommandNominatePods, CommandDeletePods:
+		needNodeName()
+		if len(c.Pods) == 0 {
+			errs.add("command.pods", "required for kind %s: at least one pod", c.Kind)
+		}
+		for i, p := range c.Pods {
+			if p.Namespace == "" || p.Name == "" {
+				errs.add(fmt.Sprintf("command.pods[%d]", i), "namespace and name are required")
+			}
+			if p.GracePeriodSeconds != nil && *p.GracePeriodSeconds < 0 {
+				errs.add(fmt.Sprintf("command.pods[%d].gracePeriodSeconds", i), "must be >= 0, got %d", *p.GracePeriodSeconds)
+			}
+		}
 	case CommandMarkUnavailable:
 		if len(c.Unavailable) == 0 {
 			errs.add("command.unavailable", "required for kind %s: at least one offering", c.Kind)

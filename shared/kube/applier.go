@@ -124,10 +124,21 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 //     or the cloud refused an offering, and recording that is what prevents orphans and retries.
 //   - TaintNode and DrainNode are refused when a pod (not DaemonSet, mirror or terminal) was
 //     bound to the node after the revision, the node was (re)created after it, or the node is
-//     being deleted.
+//     being deleted without the karpenter.sh/termination finalizer (with it, the deletion
+//     waits for the termination path's taint and drain).
 //   - DeleteNode is refused when a pod was bound to the node, or the node was (re)created, after
 //     the revision.
 //   - DeleteNodeClaim is refused when a pod was bound to its node after the revision.
+//   - RegisterNode, LabelNode, DeletePods and RemoveFinalizer of a Node are refused when the
+//     node was (re)created after the revision: the name now means another Node than the one
+//     decided on. RemoveFinalizer of a NodeClaim is refused when the NodeClaim was. RegisterNode
+//     is also refused when the node is being deleted and not registered yet.
+//   - SetNodeClaimStatus and NominatePods are never refused: the first records what a function
+//     observed of that NodeClaim (and a NodeClaim gone records nothing), the second is a hint
+//     kube-scheduler re-checks, written only on pods still unbound.
+//
+// Absent targets: a RegisterNode whose Node is not there (or not in the cache yet) is retried;
+// for every other kind a target gone is success (nothing left to do).
 func (a *Applier) Apply(ctx context.Context, cmd *events.Command) error {
 	if cmd == nil {
 		return fmt.Errorf("%w: command: missing", ErrInvalidCommand)
@@ -148,6 +159,18 @@ func (a *Applier) Apply(ctx context.Context, cmd *events.Command) error {
 		return a.deleteNode(ctx, cmd)
 	case events.CommandMarkUnavailable:
 		return a.markUnavailable(ctx, cmd)
+	case events.CommandRegisterNode:
+		return a.registerNode(ctx, cmd)
+	case events.CommandSetNodeClaimStatus:
+		return a.setNodeClaimStatus(ctx, cmd)
+	case events.CommandLabelNode:
+		return a.labelNode(ctx, cmd)
+	case events.CommandRemoveFinalizer:
+		return a.removeFinalizer(ctx, cmd)
+	case events.CommandNominatePods:
+		return a.nominatePods(ctx, cmd)
+	case events.CommandDeletePods:
+		return a.deletePods(ctx, cmd)
 	default:
 		return fmt.Errorf("%w: command.kind: unknown kind %q", ErrInvalidCommand, cmd.Kind)
 	}
@@ -252,24 +275,23 @@ func (a *Applier) checkNode(ctx context.Context, cmd *events.Command, refuseDele
 		return nil, fmt.Errorf("%w: command.nodeName: must not be empty", ErrInvalidCommand)
 	}
 	node := a.state.Node(cmd.NodeName)
-	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: cmd.NodeName}
-	if node != nil {
-		ref.UID = node.UID
-	}
+	ref := a.nodeRef(cmd.NodeName)
 	rev := cmd.SnapshotRevision
 	switch {
 	case a.state.CreatedSince(KindNode, cmd.NodeName, rev):
 		return nil, a.refuse(ctx, cmd, ref, fmt.Sprintf("node was created after snapshot revision %d (or the revision predates this agent)", rev))
 	case a.state.NodePodsChangedSince(cmd.NodeName, rev):
 		return nil, a.refuse(ctx, cmd, ref, fmt.Sprintf("a pod was bound to the node after snapshot revision %d", rev))
-	case refuseDeleting && node != nil && node.DeletionTimestamp != nil:
+	case refuseDeleting && node != nil && node.DeletionTimestamp != nil && !hasString(node.Finalizers, events.FinalizerTermination):
+		// A node held by the termination finalizer waits for exactly this taint and drain
+		// (the termination path); any other node being deleted is going away on its own.
 		return nil, a.refuse(ctx, cmd, ref, "node is being deleted")
 	}
 	return node, nil
 }
 
 func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
-	if err := validateTaint(cmd.Taint); err != nil {
+	if err := validateTaint("command.taint", cmd.Taint); err != nil {
 		return err
 	}
 	cached, err := a.checkNode(ctx, cmd, true)
@@ -309,21 +331,22 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 	})
 }
 
-func validateTaint(t *corev1.Taint) error {
+// validateTaint checks one taint; path names it in errors ("command.taint", "command.taints[2]").
+func validateTaint(path string, t *corev1.Taint) error {
 	if t == nil {
-		return fmt.Errorf("%w: command.taint: missing", ErrInvalidCommand)
+		return fmt.Errorf("%w: %s: missing", ErrInvalidCommand, path)
 	}
 	for _, msg := range validation.IsQualifiedName(t.Key) {
-		return fmt.Errorf("%w: command.taint.key: %q: %s", ErrInvalidCommand, t.Key, msg)
+		return fmt.Errorf("%w: %s.key: %q: %s", ErrInvalidCommand, path, t.Key, msg)
 	}
 	for _, msg := range validation.IsValidLabelValue(t.Value) {
-		return fmt.Errorf("%w: command.taint.value: %q: %s", ErrInvalidCommand, t.Value, msg)
+		return fmt.Errorf("%w: %s.value: %q: %s", ErrInvalidCommand, path, t.Value, msg)
 	}
 	switch t.Effect {
 	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
 		return nil
 	default:
-		return fmt.Errorf("%w: command.taint.effect: %q is not NoSchedule, PreferNoSchedule or NoExecute", ErrInvalidCommand, t.Effect)
+		return fmt.Errorf("%w: %s.effect: %q is not NoSchedule, PreferNoSchedule or NoExecute", ErrInvalidCommand, path, t.Effect)
 	}
 }
 
@@ -331,11 +354,21 @@ func (a *Applier) drainNode(ctx context.Context, cmd *events.Command) error {
 	if _, err := a.checkNode(ctx, cmd, true); err != nil {
 		return err
 	}
-	var pods []*corev1.Pod
+	var (
+		pods    []*corev1.Pod
+		blocked []string
+	)
 	for _, p := range a.state.PodsOnNode(cmd.NodeName) {
 		// DaemonSet pods would be recreated on the node (and tolerate its taints); mirror pods
 		// cannot be evicted; terminal and terminating pods hold nothing to move.
 		if IsDaemonSetPod(p) || IsMirrorPod(p) || IsTerminal(p) || p.DeletionTimestamp != nil {
+			continue
+		}
+		// Karpenter v1's termination never evicts a do-not-disrupt pod: it waits for it until
+		// the NodeClaim's terminationGracePeriod, after which the function sends DeletePods.
+		// Until then the drain is not complete.
+		if p.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
+			blocked = append(blocked, podKey(p)+": "+apisv1.AnnotationDoNotDisrupt)
 			continue
 		}
 		pods = append(pods, p)
@@ -343,7 +376,6 @@ func (a *Applier) drainNode(ctx context.Context, cmd *events.Command) error {
 	var (
 		mu      sync.Mutex
 		evicted = make([]string, 0, len(pods))
-		blocked []string
 	)
 	workqueue.ParallelizeUntil(ctx, a.opts.DrainParallelism, len(pods), func(i int) {
 		p := pods[i]

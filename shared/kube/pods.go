@@ -77,3 +77,11 @@ func isOwnedBy(pod *corev1.Pod, kind string) bool {
 	}
 	return false
 }
+
+// isProvisionableIgnoringNomination is IsProvisionable for a pod whose nominatedNodeName Dovetail
+// set itself (the node planned for it), which is no preemption.
+func isProvisionableIgnoringNomination(pod *corev1.Pod) bool {
+	q := *pod
+	q.Status.NominatedNodeName = ""
+	return IsProvisionable(&q)
+}

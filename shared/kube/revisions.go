@@ -25,6 +25,8 @@ type Revisions struct {
 	created map[string]int64
 	// nodePods is, per node name, the revision at which a pod last became bound to it.
 	nodePods map[string]int64
+	// kinds is, per kind, the revision of its last change; deletes is, per kind, of its last delete.
+	kinds, deletes map[string]int64
 	// tombstones are deleted objects' keys in deletion order, pruned beyond maxTombstones.
 	tombstones []string
 	// forgottenBelow: keys pruned from the map changed at revisions below or at this one.
@@ -33,7 +35,8 @@ type Revisions struct {
 
 // NewRevisions returns a tracker whose first revision is base.
 func NewRevisions(base int64) *Revisions {
-	return &Revisions{base: base, current: base, forgottenBelow: base, changed: map[string]int64{}, created: map[string]int64{}, nodePods: map[string]int64{}}
+	return &Revisions{base: base, current: base, forgottenBelow: base, changed: map[string]int64{}, created: map[string]int64{}, nodePods: map[string]int64{},
+		kinds: map[string]int64{}, deletes: map[string]int64{}}
 }
 
 // Current returns the latest revision.
@@ -41,6 +44,22 @@ func (r *Revisions) Current() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.current
+}
+
+// LastChange returns the revision of the latest change to an object of kind (the base when none
+// was seen).
+func (r *Revisions) LastChange(kind string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(r.kinds[kind], r.base)
+}
+
+// LastDelete returns the revision of the latest delete of an object of kind (the base when none
+// was seen).
+func (r *Revisions) LastDelete(kind string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(r.deletes[kind], r.base)
 }
 
 // Base returns the revision the tracker started at.
@@ -66,10 +85,12 @@ func (r *Revisions) Bump(kind, key string, op Op) int64 {
 	r.current++
 	k := objectKey(kind, key)
 	r.changed[k] = r.current
+	r.kinds[kind] = r.current
 	switch op {
 	case OpAdd:
 		r.created[k] = r.current
 	case OpDelete:
+		r.deletes[kind] = r.current
 		delete(r.created, k)
 		r.tombstones = append(r.tombstones, k)
 		if len(r.tombstones) > maxTombstones {

@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,9 +60,12 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 		Revision:      rev,
 		Time:          metav1.NewTime(now),
 	}
+	// Pods the lifecycle function nominated to the node planned for them stay pending pods: their
+	// nomination is Dovetail's hint, not a preemption (which IsProvisionable leaves alone).
+	ours := plannedNominations(st)
 	for _, p := range listTyped[corev1.Pod](st.pods) {
 		switch {
-		case IsProvisionable(p):
+		case IsProvisionable(p) || (p.Status.NominatedNodeName != "" && ours[p.Namespace+"/"+p.Name] == p.Status.NominatedNodeName && isProvisionableIgnoringNomination(p)):
 			snap.PendingPods = append(snap.PendingPods, *p.DeepCopy())
 		case IsBoundActive(p):
 			snap.Pods = append(snap.Pods, *p.DeepCopy())
@@ -192,4 +196,39 @@ func volumesFor(st stores, podLists ...[]corev1.Pod) ([]corev1.PersistentVolumeC
 		}
 	}
 	return pvcs, pvs
+}
+
+// plannedNominations maps "namespace/name" to the node a NodeClaim's planned pods
+// (apisv1.AnnotationPlannedPods) were meant for: its status.nodeName, or the Node whose
+// providerID is the NodeClaim's.
+func plannedNominations(st stores) map[string]string {
+	nodeOf := map[string]string{}
+	for _, n := range listTyped[corev1.Node](st.nodes) {
+		if n.Spec.ProviderID != "" {
+			nodeOf[n.Spec.ProviderID] = n.Name
+		}
+	}
+	out := map[string]string{}
+	for _, obj := range st.nodeClaims.List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		list := u.GetAnnotations()[apisv1.AnnotationPlannedPods]
+		if list == "" {
+			continue
+		}
+		node, _, _ := unstructured.NestedString(u.Object, "status", "nodeName")
+		if node == "" {
+			pid, _, _ := unstructured.NestedString(u.Object, "status", "providerID")
+			node = nodeOf[pid]
+		}
+		if node == "" {
+			continue
+		}
+		for _, key := range strings.Split(list, ",") {
+			out[key] = node
+		}
+	}
+	return out
 }

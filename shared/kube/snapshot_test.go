@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
 
 func markJSON(t *testing.T, m events.UnavailableOfferingMark) string {
@@ -143,4 +145,24 @@ func assertNames(t *testing.T, what string, got, want []string) {
 func sameMark(a, b events.UnavailableOfferingMark) bool {
 	return a.InstanceType == b.InstanceType && a.Zone == b.Zone && a.CapacityType == b.CapacityType &&
 		a.Reason == b.Reason && a.Expires.Time.Equal(b.Expires.Time)
+}
+
+// A pod the lifecycle function nominated to the node planned for it stays pending (the solver
+// keeps it on that node); a pod the scheduler nominated for preemption does not.
+func TestSnapshotKeepsPodsDovetailNominated(t *testing.T) {
+	nc := nodeClaimObj(t, "nc-a", "n2").(*unstructured.Unstructured)
+	nc.SetAnnotations(map[string]string{apisv1.AnnotationPlannedPods: "default/ours,default/moved"})
+	objs := []runtime.Object{node("n1"), node("n2"),
+		pod("default", "ours", "", func(p *corev1.Pod) { p.Status.NominatedNodeName = "n2" }),
+		pod("default", "moved", "", func(p *corev1.Pod) { p.Status.NominatedNodeName = "n1" }),
+		pod("default", "preempting", "", func(p *corev1.Pod) { p.Status.NominatedNodeName = "n2" }),
+	}
+	f := newFixture(t, objs, nc)
+	base := f.watcher.Revisions().Base()
+	eventually(t, "6 initial add events", func() bool { return f.watcher.Revision() == base+6 })
+	snap, err := f.builder.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNames(t, "pendingPods", podNames(snap.PendingPods), []string{"default/ours"})
 }

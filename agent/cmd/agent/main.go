@@ -34,10 +34,10 @@ import (
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 type options struct {
-	kubeconfig, cluster, namespace, natsURL, blobDir string
-	batchIdle, batchMax, snapshotInterval            time.Duration
-	evictionTimeout, syncTimeout                     time.Duration
-	ensureStream                                     bool
+	kubeconfig, cluster, namespace, natsURL, blobDir              string
+	batchIdle, batchMax, snapshotInterval, changeSnapshotInterval time.Duration
+	evictionTimeout, syncTimeout                                  time.Duration
+	ensureStream                                                  bool
 	// --transport sqs
 	transport, commandQueueURL, commandDLQURL string
 	eventQueueURLs                            []string
@@ -84,6 +84,7 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&o.batchIdle, "batch-idle", agent.DefaultBatchIdle, "close a pending-pod batch after this long without a new pending pod")
 	f.DurationVar(&o.batchMax, "batch-max", agent.DefaultBatchMax, "close a pending-pod batch after this long at most")
 	f.DurationVar(&o.snapshotInterval, "snapshot-interval", agent.DefaultSnapshotInterval, "period of snapshot events; negative disables")
+	f.DurationVar(&o.changeSnapshotInterval, "change-snapshot-interval", agent.DefaultChangeSnapshotInterval, "a snapshot event follows Node or NodeClaim changes and pod deletions within this; negative disables")
 	f.DurationVar(&o.evictionTimeout, "eviction-timeout", 10*time.Second, "deadline of each Eviction API call during a drain")
 	f.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute, "deadline for the initial informer sync")
 	_ = cmd.MarkFlagRequired("cluster")
@@ -155,7 +156,7 @@ func run(ctx context.Context, o options) error {
 	return agent.Run(ctx, agent.Config{
 		Cluster: o.cluster, Namespace: o.namespace, Kube: kc, Dynamic: dc,
 		Publisher: pub, Commands: cons, Blobs: blobs,
-		BatchIdle: o.batchIdle, BatchMax: o.batchMax, SnapshotInterval: o.snapshotInterval,
+		BatchIdle: o.batchIdle, BatchMax: o.batchMax, SnapshotInterval: o.snapshotInterval, ChangeSnapshotInterval: o.changeSnapshotInterval,
 		EvictionTimeout: o.evictionTimeout, SyncTimeout: o.syncTimeout,
 	})
 }

@@ -48,9 +48,13 @@ const (
 
 	// Dovetail's own tags and labels.
 	LabelNodeClaim = "dovetail.dev/nodeclaim"
-	TagCluster     = "dovetail.dev/cluster"
-	TagNodePool    = "karpenter.sh/nodepool"
-	TagNodeClaim   = "karpenter.sh/nodeclaim"
+	// AnnotationPlannedPods lists the pods ("namespace/name", comma-separated) the decision
+	// placed on a NodeClaim, so that once its Node registers their nominatedNodeName can point
+	// there and the scheduler binds them where they were planned.
+	AnnotationPlannedPods = "dovetail.dev/planned-pods"
+	TagCluster            = "dovetail.dev/cluster"
+	TagNodePool           = "karpenter.sh/nodepool"
+	TagNodeClaim          = "karpenter.sh/nodeclaim"
 )
 
 // Consolidation policies. The v1beta1 name WhenUnderutilized converts to WhenEmptyOrUnderutilized.

@@ -1,0 +1,652 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// The NodeClaim lifecycle commands: what Karpenter's registration, initialization and
+// termination controllers write, decided by a function and applied here. Each is idempotent:
+// a redelivered command finds its effect in place and writes nothing.
+
+// maxListedFailures bounds how many per-pod failures an error names (the rest are counted).
+const maxListedFailures = 10
+
+// --- RegisterNode ---
+
+func (a *Applier) registerNode(ctx context.Context, cmd *events.Command) error {
+	if err := validateRegisterNode(cmd); err != nil {
+		return err
+	}
+	if err := a.refuseIfNodeRecreated(ctx, cmd); err != nil {
+		return err
+	}
+	cached := a.state.Node(cmd.NodeName)
+	if cached == nil {
+		return fmt.Errorf("register node %s: node not in the agent's cache (not registered yet?)", cmd.NodeName)
+	}
+	claim, err := a.state.NodeClaim(cmd.NodeClaim.Name)
+	if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := a.kube.CoreV1().Nodes().Get(ctx, cmd.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("register node %s: node not found", cmd.NodeName)
+		}
+		if err != nil {
+			return fmt.Errorf("register node %s: %w", cmd.NodeName, err)
+		}
+		if node.UID != cached.UID {
+			// The cache has not seen this incarnation yet, so its staleness check said nothing
+			// about it: wait for the cache.
+			return fmt.Errorf("register node %s: node uid %s is not the cached %s (cache behind)", cmd.NodeName, node.UID, cached.UID)
+		}
+		if err := matchProviderID(cmd, node, claim); err != nil {
+			return err
+		}
+		patch := registrationPatch(cmd, node)
+		if patch != nil && node.DeletionTimestamp != nil {
+			// The API server forbids new finalizers on an object being deleted (422 on every
+			// retry), and a Node on its way out is no longer to be registered.
+			return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), "node is being deleted")
+		}
+		if patch == nil {
+			return nil // registered already (redelivered command)
+		}
+		body, err := json.Marshal(patch)
+		if err != nil {
+			return err
+		}
+		_, err = a.kube.CoreV1().Nodes().Patch(ctx, cmd.NodeName, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component})
+		return err
+	})
+}
+
+func validateRegisterNode(cmd *events.Command) error {
+	switch {
+	case cmd.NodeName == "":
+		return fmt.Errorf("%w: command.nodeName: must not be empty", ErrInvalidCommand)
+	case cmd.NodeClaim == nil || cmd.NodeClaim.Name == "":
+		return fmt.Errorf("%w: command.nodeClaim.metadata.name: must not be empty", ErrInvalidCommand)
+	}
+	if err := validateFinalizer(cmd.Finalizer); err != nil {
+		return err
+	}
+	if err := validateLabels(cmd.Labels); err != nil {
+		return err
+	}
+	for _, k := range sortedKeys(cmd.Annotations) {
+		for _, msg := range validation.IsQualifiedName(k) {
+			return fmt.Errorf("%w: command.annotations[%q]: %s", ErrInvalidCommand, k, msg)
+		}
+	}
+	for i := range cmd.Taints {
+		if err := validateTaint(fmt.Sprintf("command.taints[%d]", i), &cmd.Taints[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateFinalizer applies the API server's rule for a finalizer the agent adds: a qualified
+// name with a domain prefix (apimachinery ValidateFinalizerName; only the built-in finalizers
+// may go without one).
+func validateFinalizer(f string) error {
+	if f == "" {
+		return fmt.Errorf("%w: command.finalizer: must not be empty", ErrInvalidCommand)
+	}
+	for _, msg := range validation.IsQualifiedName(f) {
+		return fmt.Errorf("%w: command.finalizer: %q: %s", ErrInvalidCommand, f, msg)
+	}
+	if !strings.Contains(f, "/") {
+		return fmt.Errorf("%w: command.finalizer: %q: must be domain-qualified (e.g. %s)", ErrInvalidCommand, f, events.FinalizerTermination)
+	}
+	return nil
+}
+
+func validateLabels(labels map[string]string) error {
+	for _, k := range sortedKeys(labels) {
+		for _, msg := range validation.IsQualifiedName(k) {
+			return fmt.Errorf("%w: command.labels[%q]: %s", ErrInvalidCommand, k, msg)
+		}
+		for _, msg := range validation.IsValidLabelValue(labels[k]) {
+			return fmt.Errorf("%w: command.labels[%q]: value %q: %s", ErrInvalidCommand, k, labels[k], msg)
+		}
+	}
+	return nil
+}
+
+// matchProviderID checks the Node is the NodeClaim's instance, when the cache knows the
+// NodeClaim's provider ID. A Node without a provider ID yet (the cloud controller sets it
+// after the kubelet registers on some clouds) is retried; a different one is never right.
+func matchProviderID(cmd *events.Command, node *corev1.Node, claim *apisv1.NodeClaim) error {
+	if claim == nil || claim.Status.ProviderID == "" || node.Spec.ProviderID == claim.Status.ProviderID {
+		return nil
+	}
+	if node.Spec.ProviderID == "" {
+		return fmt.Errorf("register node %s: node has no spec.providerID yet (NodeClaim %s records %q)", node.Name, claim.Name, claim.Status.ProviderID)
+	}
+	return fmt.Errorf("%w: command.nodeName: node %s has spec.providerID %q, NodeClaim %s records status.providerID %q",
+		ErrInvalidCommand, node.Name, node.Spec.ProviderID, claim.Name, claim.Status.ProviderID)
+}
+
+// registrationPatch is the merge patch that registers node, or nil when nothing is missing. It
+// carries the resourceVersion read, so a concurrent writer turns it into a 409 and a re-read.
+// Labels and annotations merge key by key; taints and finalizers are lists, which a merge
+// patch replaces whole, so they are computed from the node read.
+func registrationPatch(cmd *events.Command, node *corev1.Node) map[string]any {
+	meta := map[string]any{}
+	if set := missingEntries(node.Labels, cmd.Labels); len(set) > 0 {
+		meta["labels"] = set
+	}
+	if set := missingEntries(node.Annotations, cmd.Annotations); len(set) > 0 {
+		meta["annotations"] = set
+	}
+	if !hasString(node.Finalizers, cmd.Finalizer) {
+		meta["finalizers"] = append(append([]string{}, node.Finalizers...), cmd.Finalizer)
+	}
+	patch := map[string]any{}
+	if taints, changed := registeredTaints(node.Spec.Taints, cmd.Taints); changed {
+		patch["spec"] = map[string]any{"taints": taints}
+	}
+	if len(meta) == 0 && len(patch) == 0 {
+		return nil
+	}
+	meta["resourceVersion"] = node.ResourceVersion
+	patch["metadata"] = meta
+	return patch
+}
+
+// registeredTaints drops every karpenter.sh/unregistered taint (any effect) and appends each
+// wanted taint whose key and effect are not there yet (a present one keeps its value, as
+// Karpenter's registration does).
+func registeredTaints(have, want []corev1.Taint) ([]corev1.Taint, bool) {
+	out := make([]corev1.Taint, 0, len(have)+len(want))
+	changed := false
+	for _, t := range have {
+		if t.Key == apisv1.TaintKeyUnregistered {
+			changed = true
+			continue
+		}
+		out = append(out, t)
+	}
+	for _, w := range want {
+		if w.Key == apisv1.TaintKeyUnregistered || hasTaint(out, w) {
+			continue
+		}
+		out = append(out, w)
+		changed = true
+	}
+	return out, changed
+}
+
+func hasTaint(taints []corev1.Taint, t corev1.Taint) bool {
+	for _, h := range taints {
+		if h.Key == t.Key && h.Effect == t.Effect {
+			return true
+		}
+	}
+	return false
+}
+
+// missingEntries returns the entries of want that have does not hold with the same value.
+func missingEntries(have, want map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range want {
+		if cur, ok := have[k]; !ok || cur != v {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// --- SetNodeClaimStatus ---
+
+func (a *Applier) setNodeClaimStatus(ctx context.Context, cmd *events.Command) error {
+	if err := validateNodeClaimStatus(cmd); err != nil {
+		return err
+	}
+	name := cmd.NodeClaim.Name
+	res := a.dyn.Resource(NodeClaimGVR)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := res.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			a.opts.Logger.Info("SetNodeClaimStatus: NodeClaim gone, nothing to record", "command", cmd.ID, "nodeClaim", name)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get NodeClaim %s: %w", name, err)
+		}
+		got := &apisv1.NodeClaim{}
+		if err := FromUnstructured(u, got); err != nil {
+			return fmt.Errorf("NodeClaim %s in cluster: %w", name, err)
+		}
+		status := a.nodeClaimStatusPatch(got, &cmd.NodeClaim.Status)
+		if status == nil {
+			return nil // recorded already
+		}
+		body, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": got.ResourceVersion},
+			"status":   status,
+		})
+		if err != nil {
+			return err
+		}
+		_, err = res.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component}, "status")
+		return err
+	})
+}
+
+func validateNodeClaimStatus(cmd *events.Command) error {
+	if cmd.NodeClaim == nil || cmd.NodeClaim.Name == "" {
+		return fmt.Errorf("%w: command.nodeClaim.metadata.name: must not be empty", ErrInvalidCommand)
+	}
+	if n := cmd.NodeClaim.Status.NodeName; n != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(n) {
+			return fmt.Errorf("%w: command.nodeClaim.status.nodeName: %q: %s", ErrInvalidCommand, n, msg)
+		}
+	}
+	seen := map[string]bool{}
+	for i, c := range cmd.NodeClaim.Status.Conditions {
+		p := fmt.Sprintf("command.nodeClaim.status.conditions[%d]", i)
+		switch {
+		case c.Type == "":
+			return fmt.Errorf("%w: %s.type: must not be empty", ErrInvalidCommand, p)
+		case seen[c.Type]:
+			return fmt.Errorf("%w: %s.type: %q given twice", ErrInvalidCommand, p, c.Type)
+		}
+		seen[c.Type] = true
+		switch c.Status {
+		case metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown:
+		default:
+			return fmt.Errorf("%w: %s.status: %q is not True, False or Unknown", ErrInvalidCommand, p, c.Status)
+		}
+	}
+	return nil
+}
+
+// nodeClaimStatusPatch returns the status fields to write (nodeName, and the whole conditions
+// list: a merge patch replaces lists), or nil when the NodeClaim already records want.
+//
+// Each wanted condition replaces the one of its type. A condition whose status did not change
+// keeps its lastTransitionTime (metav1.Condition: the time the status last changed); a changed
+// one takes the command's time, or the agent's clock when the command gave none. An empty
+// reason becomes the type and observedGeneration 0 the NodeClaim's generation, as Karpenter's
+// status conditions (operatorpkg) write them; the CRD requires reason and lastTransitionTime.
+func (a *Applier) nodeClaimStatusPatch(got *apisv1.NodeClaim, want *apisv1.NodeClaimStatus) map[string]any {
+	status := map[string]any{}
+	if want.NodeName != "" && want.NodeName != got.Status.NodeName {
+		status["nodeName"] = want.NodeName
+	}
+	conds := append([]metav1.Condition(nil), got.Status.Conditions...)
+	changed := false
+	for _, w := range want.Conditions {
+		if w.Reason == "" {
+			w.Reason = w.Type
+		}
+		if w.ObservedGeneration == 0 {
+			w.ObservedGeneration = got.Generation
+		}
+		i := conditionIndex(conds, w.Type)
+		switch {
+		case i >= 0 && conds[i].Status == w.Status:
+			w.LastTransitionTime = conds[i].LastTransitionTime
+		case w.LastTransitionTime.IsZero():
+			w.LastTransitionTime = metav1.NewTime(a.opts.Clock.Now())
+		}
+		if i < 0 {
+			conds = append(conds, w)
+			changed = true
+		} else if !conditionEqual(conds[i], w) {
+			conds[i] = w
+			changed = true
+		}
+	}
+	if changed {
+		status["conditions"] = conds
+	}
+	if len(status) == 0 {
+		return nil
+	}
+	return status
+}
+
+func conditionIndex(conds []metav1.Condition, typ string) int {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return i
+		}
+	}
+	return -1
+}
+
+func conditionEqual(x, y metav1.Condition) bool {
+	return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
+		x.ObservedGeneration == y.ObservedGeneration && x.LastTransitionTime.Equal(&y.LastTransitionTime)
+}
+
+// --- LabelNode ---
+
+func (a *Applier) labelNode(ctx context.Context, cmd *events.Command) error {
+	if cmd.NodeName == "" {
+		return fmt.Errorf("%w: command.nodeName: must not be empty", ErrInvalidCommand)
+	}
+	if len(cmd.Labels) == 0 {
+		return fmt.Errorf("%w: command.labels: must set at least one label", ErrInvalidCommand)
+	}
+	if err := validateLabels(cmd.Labels); err != nil {
+		return err
+	}
+	if err := a.refuseIfNodeRecreated(ctx, cmd); err != nil {
+		return err
+	}
+	// Labels merge key by key, so no resourceVersion is needed: a concurrent writer of other
+	// keys loses nothing, and setting the same values again changes nothing.
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": cmd.Labels}})
+	if err != nil {
+		return err
+	}
+	_, err = a.kube.CoreV1().Nodes().Patch(ctx, cmd.NodeName, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component})
+	if apierrors.IsNotFound(err) {
+		a.opts.Logger.Info("LabelNode: node gone, nothing to label", "command", cmd.ID, "node", cmd.NodeName)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("label node %s: %w", cmd.NodeName, err)
+	}
+	return nil
+}
+
+// --- RemoveFinalizer ---
+
+func (a *Applier) removeFinalizer(ctx context.Context, cmd *events.Command) error {
+	if cmd.Finalizer == "" {
+		return fmt.Errorf("%w: command.finalizer: must not be empty", ErrInvalidCommand)
+	}
+	if cmd.NodeName != "" {
+		if err := a.refuseIfNodeRecreated(ctx, cmd); err != nil {
+			return err
+		}
+		return a.removeNodeFinalizer(ctx, cmd)
+	}
+	if cmd.NodeClaim == nil || cmd.NodeClaim.Name == "" {
+		return fmt.Errorf("%w: command.nodeName: must name a Node (or command.nodeClaim.metadata.name a NodeClaim)", ErrInvalidCommand)
+	}
+	name := cmd.NodeClaim.Name
+	if a.state.CreatedSince(KindNodeClaim, name, cmd.SnapshotRevision) {
+		ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: name}
+		if cached, _ := a.state.NodeClaim(name); cached != nil {
+			ref.UID = cached.UID
+		}
+		return a.refuse(ctx, cmd, ref, fmt.Sprintf("NodeClaim was created after snapshot revision %d (or the revision predates this agent)", cmd.SnapshotRevision))
+	}
+	return a.removeNodeClaimFinalizer(ctx, cmd)
+}
+
+func (a *Applier) removeNodeFinalizer(ctx context.Context, cmd *events.Command) error {
+	nodes := a.kube.CoreV1().Nodes()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := nodes.Get(ctx, cmd.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get node %s: %w", cmd.NodeName, err)
+		}
+		body := finalizerRemovalPatch(node.Finalizers, cmd.Finalizer, node.ResourceVersion)
+		if body == nil {
+			return nil
+		}
+		_, err = nodes.Patch(ctx, cmd.NodeName, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+func (a *Applier) removeNodeClaimFinalizer(ctx context.Context, cmd *events.Command) error {
+	name := cmd.NodeClaim.Name
+	res := a.dyn.Resource(NodeClaimGVR)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := res.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get NodeClaim %s: %w", name, err)
+		}
+		body := finalizerRemovalPatch(u.GetFinalizers(), cmd.Finalizer, u.GetResourceVersion())
+		if body == nil {
+			return nil
+		}
+		_, err = res.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// finalizerRemovalPatch is the merge patch removing f from have (a list: replaced whole, hence
+// the resourceVersion), or nil when f is not there.
+func finalizerRemovalPatch(have []string, f, resourceVersion string) []byte {
+	if !hasString(have, f) {
+		return nil
+	}
+	rest := make([]string, 0, len(have))
+	for _, h := range have {
+		if h != f {
+			rest = append(rest, h)
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion, "finalizers": rest}})
+	return body
+}
+
+// --- NominatePods ---
+
+func (a *Applier) nominatePods(ctx context.Context, cmd *events.Command) error {
+	if err := validatePodRefs(cmd); err != nil {
+		return err
+	}
+	var failed []string
+	for _, ref := range cmd.Pods {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := a.nominatePod(ctx, cmd, ref); err != nil {
+			failed = append(failed, ref.Namespace+"/"+ref.Name+": "+err.Error())
+		}
+	}
+	return podFailures("nominate pods for node "+cmd.NodeName, len(cmd.Pods), failed)
+}
+
+// nominatePod sets status.nominatedNodeName through pods/status, with the resourceVersion read:
+// a pod bound in between answers 409 and is skipped on the re-read.
+func (a *Applier) nominatePod(ctx context.Context, cmd *events.Command, ref events.PodRef) error {
+	pods := a.kube.CoreV1().Pods(ref.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			a.opts.Logger.Debug("NominatePods: pod gone", "command", cmd.ID, "pod", ref.Namespace+"/"+ref.Name)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if skip := nominationSkip(p, ref, cmd.NodeName); skip != "" {
+			a.opts.Logger.Debug("NominatePods: pod skipped", "command", cmd.ID, "pod", podKey(p), "why", skip)
+			return nil
+		}
+		body, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": p.ResourceVersion},
+			"status":   map[string]any{"nominatedNodeName": cmd.NodeName},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = pods.Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component}, "status")
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// nominationSkip says why the pod is not to be nominated ("" when it is).
+func nominationSkip(p *corev1.Pod, ref events.PodRef, node string) string {
+	switch {
+	case ref.UID != "" && string(p.UID) != ref.UID:
+		return "re-created (uid " + string(p.UID) + ", command has " + ref.UID + ")"
+	case p.Spec.NodeName != "":
+		return "already bound to " + p.Spec.NodeName
+	case IsTerminal(p):
+		return "terminal (" + string(p.Status.Phase) + ")"
+	case p.DeletionTimestamp != nil:
+		return "being deleted"
+	case p.Status.NominatedNodeName == node:
+		return "already nominated"
+	}
+	return ""
+}
+
+// --- DeletePods ---
+
+func (a *Applier) deletePods(ctx context.Context, cmd *events.Command) error {
+	if err := validatePodRefs(cmd); err != nil {
+		return err
+	}
+	if err := a.refuseIfNodeRecreated(ctx, cmd); err != nil {
+		return err
+	}
+	var failed []string
+	for _, ref := range cmd.Pods {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := a.deletePod(ctx, cmd, ref); err != nil {
+			failed = append(failed, ref.Namespace+"/"+ref.Name+": "+err.Error())
+		}
+	}
+	return podFailures("delete pods on node "+cmd.NodeName, len(cmd.Pods), failed)
+}
+
+// deletePod deletes one pod of the node with the command's grace period. The precondition is
+// the UID read (the command's when it names one), so a pod re-created under the same name in
+// between (answered 409) is left alone; spec.nodeName is immutable once set, so the UID also
+// pins the node checked.
+func (a *Applier) deletePod(ctx context.Context, cmd *events.Command, ref events.PodRef) error {
+	pods := a.kube.CoreV1().Pods(ref.Namespace)
+	p, err := pods.Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case ref.UID != "" && string(p.UID) != ref.UID:
+		a.opts.Logger.Debug("DeletePods: pod re-created, the one named is gone", "command", cmd.ID, "pod", podKey(p), "uid", p.UID, "commandUID", ref.UID)
+		return nil
+	case p.Spec.NodeName != cmd.NodeName:
+		a.opts.Logger.Info("DeletePods: pod is not on the command's node, skipped", "command", cmd.ID, "pod", podKey(p), "podNode", p.Spec.NodeName, "node", cmd.NodeName)
+		return nil
+	}
+	opts := metav1.DeleteOptions{GracePeriodSeconds: ref.GracePeriodSeconds}
+	if p.UID != "" {
+		uid := p.UID
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err = pods.Delete(ctx, ref.Name, opts)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) { // gone, or a UID precondition failed
+		return nil
+	}
+	return err
+}
+
+func validatePodRefs(cmd *events.Command) error {
+	if cmd.NodeName == "" {
+		return fmt.Errorf("%w: command.nodeName: must not be empty", ErrInvalidCommand)
+	}
+	if len(cmd.Pods) == 0 {
+		return fmt.Errorf("%w: command.pods: must list at least one pod", ErrInvalidCommand)
+	}
+	for i, p := range cmd.Pods {
+		switch {
+		case p.Namespace == "" || p.Name == "":
+			return fmt.Errorf("%w: command.pods[%d]: namespace and name are required", ErrInvalidCommand, i)
+		case p.GracePeriodSeconds != nil && *p.GracePeriodSeconds < 0:
+			return fmt.Errorf("%w: command.pods[%d].gracePeriodSeconds: must be >= 0, got %d", ErrInvalidCommand, i, *p.GracePeriodSeconds)
+		}
+	}
+	return nil
+}
+
+// podFailures joins per-pod failures into one retryable error (nil when there are none), naming
+// at most maxListedFailures of them.
+func podFailures(what string, total int, failed []string) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	listed := failed
+	more := ""
+	if len(listed) > maxListedFailures {
+		listed = listed[:maxListedFailures]
+		more = fmt.Sprintf("; and %d more", len(failed)-maxListedFailures)
+	}
+	return fmt.Errorf("%s: %d of %d pods failed: %s%s", what, len(failed), total, strings.Join(listed, "; "), more)
+}
+
+// --- shared ---
+
+// refuseIfNodeRecreated refuses the command (with an Event) when its node was (re)created after
+// the command's snapshot revision, or the revision predates this agent: the name then refers
+// to another Node than the one the decision saw.
+func (a *Applier) refuseIfNodeRecreated(ctx context.Context, cmd *events.Command) error {
+	if !a.state.CreatedSince(KindNode, cmd.NodeName, cmd.SnapshotRevision) {
+		return nil
+	}
+	return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("node was created after snapshot revision %d (or the revision predates this agent)", cmd.SnapshotRevision))
+}
+
+// nodeRef is the Event target for a Node, with its cached UID when known.
+func (a *Applier) nodeRef(name string) corev1.ObjectReference {
+	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name}
+	if n := a.state.Node(name); n != nil {
+		ref.UID = n.UID
+	}
+	return ref
+}
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
