@@ -12,7 +12,7 @@ all: build
 build:
 	$(GO) build -o $(BIN)/dovetail ./cmd/dovetail
 	$(GO) build -o $(BIN)/agent ./agent/cmd/agent
-	for fn in provision consolidate drift interruption; do $(GO) build -o $(BIN)/$$fn ./functions/$$fn/cmd/$$fn || exit 1; done
+	for fn in provision consolidate drift interruption lifecycle; do $(GO) build -o $(BIN)/$$fn ./functions/$$fn/cmd/$$fn || exit 1; done
 
 ## run: local dev mode with the embedded seed scenario (no cloud account, no cluster needed)
 run:

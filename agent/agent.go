@@ -329,8 +329,8 @@ func (a *Agent) publish(ctx context.Context, typ, id string, payload any) error 
 
 // HandleCommand is the command consumer's handler. A message that is not a valid command event
 // for this cluster, or a command that can never apply, is poison (dead-lettered with the reason);
-// a refused stale command is acknowledged (its Event is recorded); any other failure asks for
-// redelivery.
+// a refused stale command is acknowledged (its Event is recorded), and so is a drain that PDBs
+// hold (the function drains again on a later snapshot); any other failure asks for redelivery.
 func (a *Agent) HandleCommand(ctx context.Context, msg queue.Message) error {
 	env, err := events.Decode(msg.Data)
 	if err != nil {
@@ -349,11 +349,19 @@ func (a *Agent) HandleCommand(ctx context.Context, msg queue.Message) error {
 	}
 	err = a.applier.Apply(ctx, cmd)
 	var refused *kube.RefusedError
+	var incomplete *kube.DrainIncompleteError
 	switch {
 	case err == nil:
 		a.log().Debug("command applied", "id", cmd.ID, "kind", cmd.Kind)
 		return nil
 	case errors.As(err, &refused):
+		return nil
+	case errors.As(err, &incomplete):
+		// A drain a PDB (or a do-not-disrupt pod) holds is acknowledged, not redelivered: every
+		// function that drains asks again on a later snapshot, and a redelivery would hold up
+		// the commands behind it (the registration of the very node the evicted pods need).
+		a.log().Info("drain incomplete; the deciding function asks again on a later snapshot", "id", cmd.ID, "node", incomplete.Node,
+			"evicted", len(incomplete.Evicted), "blocked", len(incomplete.Blocked))
 		return nil
 	case errors.Is(err, kube.ErrInvalidCommand):
 		return fmt.Errorf("%w: %v", queue.ErrPoison, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -303,5 +304,31 @@ func TestHandleCommandOutcomes(t *testing.T) {
 	}
 	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: del}); err != nil {
 		t.Fatalf("retry: %v", err)
+	}
+}
+
+// A drain a PDB holds is acknowledged, not redelivered: the deciding function drains again on a
+// later snapshot, and a redelivery with backoff would hold up every command behind it.
+func TestHeldDrainIsAcknowledged(t *testing.T) {
+	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"), testPod("guarded", "n1"))
+	e.waitSynced(t)
+	evictions := 0
+	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		evictions++
+		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+	})
+	data, err := events.NewEvent(cluster, "consolidate", events.TypeCommand, "d", &events.Command{ID: "d", Kind: events.CommandDrainNode,
+		Cluster: cluster, SnapshotRevision: e.agent.Watcher().Revision(), NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: data}); err != nil {
+		t.Fatalf("held drain: %v, want acknowledged", err)
+	}
+	if evictions != 1 {
+		t.Fatalf("%d eviction calls, want 1 (the pod was tried, the PDB refused it)", evictions)
 	}
 }

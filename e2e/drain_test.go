@@ -125,7 +125,7 @@ func checkPDBDrain(ctx context.Context, t *testing.T, env *localdev.Env, logs *s
 	}
 
 	// DrainNode again every 10 s while guarded pods remain (as consolidation re-decides on each
-	// snapshot); between those, the queue redelivers an incomplete drain with its backoff.
+	// snapshot); the agent acknowledges a drain the PDB holds, so nothing queues behind it.
 	round, last := 0, time.Time{}
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if len(guardedByNode(ctx, t, env)[node]) == 0 {

@@ -3,6 +3,7 @@ package localdev
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -39,11 +40,11 @@ type Cluster struct {
 // does not do: it ignores field selectors, PDBs on eviction, binding and resourceVersion
 // conflicts. Dovetail's agent does not rely on any of them; the real-control-plane e2e checks them.
 func NewInMemoryCluster() *Cluster {
-	return &Cluster{
-		Kube:     kubefake.NewClientset(),
-		Dynamic:  dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kube.ListKinds),
-		InMemory: true,
-	}
+	kc := kubefake.NewClientset()
+	dc := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kube.ListKinds)
+	apiServerRules(kc, time.Now)
+	apiServerRules(dc, time.Now)
+	return &Cluster{Kube: kc, Dynamic: dc, InMemory: true}
 }
 
 // Apply creates the scenario's objects. In an in-memory cluster the controllers' pods are

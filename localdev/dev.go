@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -25,11 +26,13 @@ import (
 	"github.com/dovetail-dev/dovetail/functions/interruption"
 	"github.com/dovetail-dev/dovetail/functions/provision"
 	seed "github.com/dovetail-dev/dovetail/localdev/manifests"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
 	"github.com/dovetail-dev/dovetail/shared/cloud/registry"
+	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -46,6 +49,9 @@ type Options struct {
 	Manifests []string
 	// BootDelay is how long a fake instance takes to become a Ready node (default 3 s).
 	BootDelay time.Duration
+	// RegistrationTTL is how long a launch may wait for its Node before the lifecycle function
+	// deletes its NodeClaim (default 15 minutes; tests shorten it).
+	RegistrationTTL time.Duration
 	// Timeout bounds the run (default 2 minutes).
 	Timeout time.Duration
 	// Out receives the progress lines and the summary (default os.Stdout).
@@ -134,8 +140,8 @@ type Env struct {
 	errs  chan error
 }
 
-// Run starts everything, applies the scenario, waits until every workload pod is bound (or the
-// timeout), prints the summary and stops.
+// Run starts everything, applies the scenario, waits until every workload pod is bound and every
+// NodeClaim Ready (or the timeout), prints the summary and stops.
 func Run(ctx context.Context, o Options) (*Summary, error) {
 	o.defaults()
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
@@ -146,6 +152,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	defer env.Stop()
 	if err := env.WaitAllBound(ctx); err != nil {
+		return nil, err
+	}
+	if err := env.WaitNodeClaimsReady(ctx); err != nil {
 		return nil, err
 	}
 	s, err := Summarize(context.Background(), env.Cluster, env.Provider, o.Cluster, env.Catalog, env.Set)
@@ -363,6 +372,57 @@ func (e *Env) WaitAllBound(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// WaitNodeClaimsReady waits until every NodeClaim has Ready=True and a status.nodeName (the
+// lifecycle function registered and initialized its Node), or ctx ends.
+func (e *Env) WaitNodeClaimsReady(ctx context.Context) error {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-e.errs:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("timed out waiting for every NodeClaim to be Ready: %w", ctx.Err())
+		case <-t.C:
+		}
+		ready, total, err := e.readyClaims(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			return err
+		}
+		if ready == total {
+			e.Progress.Flush()
+			e.Progress.Printf("all %d NodeClaims Ready", total)
+			return nil
+		}
+	}
+}
+
+func (e *Env) readyClaims(ctx context.Context) (ready, total int, err error) {
+	list, err := e.Cluster.Dynamic.Resource(kube.NodeClaimGVR).List(ctx, listAll)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i := range list.Items {
+		nc := &apisv1.NodeClaim{}
+		if err := kube.FromUnstructured(&list.Items[i], nc); err != nil {
+			return 0, 0, err
+		}
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		total++
+		for _, c := range nc.Status.Conditions {
+			if c.Type == apisv1.ConditionReady && c.Status == metav1.ConditionTrue && nc.Status.NodeName != "" {
+				ready++
+			}
+		}
+	}
+	return ready, total, nil
 }
 
 func (e *Env) count(ctx context.Context) (bound, total int, err error) {

@@ -13,12 +13,15 @@ import (
 	"github.com/dovetail-dev/dovetail/functions/consolidate"
 	"github.com/dovetail-dev/dovetail/functions/drift"
 	"github.com/dovetail-dev/dovetail/functions/interruption"
+	"github.com/dovetail-dev/dovetail/functions/lifecycle"
+	lifecyclecore "github.com/dovetail-dev/dovetail/shared/lifecycle"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 )
 
-// startDisruption runs the consolidate and drift functions as NATS workers on the events subject
-// (durables "consolidate" and "drift"; they act on the agent's periodic snapshots, every 30 s)
+// startDisruption runs the lifecycle, consolidate and drift functions as NATS workers on the
+// events subject (durables "lifecycle", "consolidate" and "drift"; they act on the agent's
+// snapshots: after node changes within a second, and every 30 s)
 // and the interruption function on the notices subject (durable "interruption"), with the
 // snapshot it needs followed from the events subject. All three use the provision function's
 // cloud provider and the same publisher, as separate processes would use the same cloud and
@@ -33,10 +36,13 @@ func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Pu
 	e.Snapshots = &interruption.LatestSnapshot{Cluster: o.Cluster, Codec: codec}
 	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.Provider, Publisher: pub,
 		Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: dnats.DefaultMaxDeliver, OnDecision: e.Progress.Interruption}
+	lc := &lifecycle.Handler{Cluster: o.Cluster, Provider: e.Provider, Publisher: pub, Codec: codec, Log: o.Log,
+		Options: lifecyclecore.Options{RegistrationTTL: o.RegistrationTTL}, OnDecision: e.Progress.Lifecycle}
 	workers := []struct {
 		durable, subject string
 		handle           queue.Handler
 	}{
+		{lifecycle.Component, queue.EventsSubject(o.Cluster), lc.Handle},
 		{consolidate.Component, queue.EventsSubject(o.Cluster), cons.Handle},
 		{drift.Component, queue.EventsSubject(o.Cluster), dr.Handle},
 		{interruption.Component, queue.NoticesSubject(o.Cluster), in.Handle},
@@ -65,6 +71,29 @@ func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Pu
 	return nil
 }
 
+// Lifecycle prints each NodeClaim's steps: Registered, Initialized, Draining, Terminating,
+// RegistrationTimeout, and the instances terminated.
+func (p *Progress) Lifecycle(x lifecycle.Outcome) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range x.Transitions {
+		if key := t.NodeClaim + "/" + t.Phase; p.steps[key] {
+			continue
+		} else {
+			p.steps[key] = true
+		}
+		switch {
+		case t.Node != "":
+			p.printf("nodeclaim %s: %s (node %s) — %s", t.NodeClaim, t.Phase, t.Node, t.Detail)
+		default:
+			p.printf("nodeclaim %s: %s — %s", t.NodeClaim, t.Phase, t.Detail)
+		}
+	}
+	for _, id := range x.Terminated {
+		p.printf("lifecycle (revision %d): instance %s terminated, finalizers released", x.Revision, id)
+	}
+}
+
 // Consolidation prints what a consolidate invocation did, when it did something.
 func (p *Progress) Consolidation(x consolidate.Outcome) {
 	p.mu.Lock()
@@ -80,8 +109,8 @@ func (p *Progress) Consolidation(x consolidate.Outcome) {
 			p.printf("consolidate (revision %d): %s waits: %s", x.Revision, pr.ID, pr.Waiting)
 		}
 	}
-	for _, id := range x.Terminated {
-		p.printf("consolidate (revision %d): terminated %s", x.Revision, id)
+	for _, n := range x.Finished {
+		p.printf("consolidate (revision %d): %s drained, its NodeClaim deleted (the lifecycle function terminates it)", x.Revision, n)
 	}
 	if x.Abandoned != "" {
 		p.printf("consolidate (revision %d): abandoned: %s", x.Revision, x.Abandoned)

@@ -42,7 +42,7 @@ func TestDisruptionFunctionsRunAndInterruptionTaintsTheNoticedNode(t *testing.T)
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	if want := []string{"consolidate", "drift", "interruption"}; !slices.Equal(env.Functions, want) {
+	if want := []string{"lifecycle", "consolidate", "drift", "interruption"}; !slices.Equal(env.Functions, want) {
 		t.Fatalf("functions = %v, want %v", env.Functions, want)
 	}
 	nc, err := dnats.Connect(env.NATSURL, t.Name())

@@ -36,11 +36,14 @@ type Progress struct {
 	// bound batches bindings per node so one line reports them.
 	bound map[string][]string
 	flush *time.Timer
+	// steps are the NodeClaim lifecycle steps already printed (a step is decided again on every
+	// snapshot until the agent has applied it).
+	steps map[string]bool
 }
 
 // NewProgress starts the clock at now.
 func NewProgress(out io.Writer) *Progress {
-	return &Progress{out: out, start: time.Now(), bound: map[string][]string{}}
+	return &Progress{out: out, start: time.Now(), bound: map[string][]string{}, steps: map[string]bool{}}
 }
 
 // Printf prints one line with the elapsed time.

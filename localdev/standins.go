@@ -155,6 +155,11 @@ func pickNode(p *corev1.Pod, nodes []*nodeState) (*nodeState, string) {
 		case scheduling.HostnameAntiAffinityConflict(p, terms, n.residents, n.terms):
 			reasons["node(s) didn't match pod anti-affinity rules"]++
 		default:
+			// kube-scheduler evaluates a pod's nominated node first and binds it there when it
+			// fits (the lifecycle function nominates the node the plan chose).
+			if p.Status.NominatedNodeName != "" && n.node.Name == p.Status.NominatedNodeName {
+				return n, ""
+			}
 			var cost int32
 			for i := range prefTerms {
 				for _, r := range n.residents {

@@ -8,7 +8,6 @@ package consolidate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -60,8 +59,9 @@ type Outcome struct {
 	Launched []*apisv1.NodeClaim
 	// Progress are the consolidations in flight found on the snapshot and what was done.
 	Progress []*disruption.Progress
-	// Terminated are the provider IDs of the instances terminated.
-	Terminated []string
+	// Finished are the drained candidates (node names) handed to the termination path: their
+	// NodeClaim is deleted, and the lifecycle function terminates the instance and releases it.
+	Finished []string
 	// Abandoned says why a decision was not carried out ("" otherwise).
 	Abandoned string
 }
@@ -180,18 +180,13 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, d *disrupt
 }
 
 // advance carries each consolidation in flight one step on: drained candidates have their
-// instance terminated (only instances tagged for this cluster can be) and then their Node and
-// NodeClaim deleted; candidates whose drain is validated are drained.
+// NodeClaim deleted, which runs the one termination path (the lifecycle function terminates the
+// instance and removes the finalizers); candidates whose drain is validated are drained.
 func (h *Handler) advance(ctx context.Context, snap *events.Snapshot, out *Outcome) error {
 	for _, p := range out.Progress {
 		sort.Slice(p.Finish, func(i, j int) bool { return p.Finish[i].Name() < p.Finish[j].Name() })
 		for _, n := range p.Finish {
-			if pid := n.ProviderID(); pid != "" {
-				if err := h.Provider.Delete(ctx, pid); err != nil && !errors.Is(err, cloud.ErrNotFound) {
-					return fmt.Errorf("terminating %s of node %s: %w", pid, n.Name(), err)
-				}
-				out.Terminated = append(out.Terminated, pid)
-			}
+			out.Finished = append(out.Finished, n.Name())
 			for _, c := range disruption.FinishCommands(h.Cluster, p.ID, n, snap.Revision) {
 				if err := h.publish(ctx, snap, c); err != nil {
 					return err

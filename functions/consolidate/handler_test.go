@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/lifecycle"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -200,22 +201,48 @@ func TestReplaceThenDrainThenTerminate(t *testing.T) {
 		t.Fatalf("commands %v (progress %+v), want DrainNode old", kinds(cmds), out.Progress[0])
 	}
 
-	// 3. Drained (the pods were recreated on the replacement): terminate, delete.
+	// 3. Drained (the pods were recreated on the replacement): the NodeClaim is deleted, which
+	// hands the node to the one termination path; consolidation itself terminates nothing.
 	snap.Revision, snap.Time = 12, metav1.NewTime(now.Add(2*time.Minute))
 	for i := range snap.Pods {
 		snap.Pods[i].Spec.NodeName = "new"
 	}
 	out = e.handle(snap)
 	cmds = e.commands()
-	if len(cmds) != 2 || cmds[0].Kind != events.CommandDeleteNode || cmds[1].Kind != events.CommandDeleteNodeClaim || cmds[1].NodeClaim.Name != "nc-old" {
-		t.Fatalf("commands %v, want DeleteNode, DeleteNodeClaim", kinds(cmds))
+	if len(cmds) != 1 || cmds[0].Kind != events.CommandDeleteNodeClaim || cmds[0].NodeClaim.Name != "nc-old" {
+		t.Fatalf("commands %v, want DeleteNodeClaim nc-old", kinds(cmds))
 	}
-	inst, err := e.cloud.Get(context.Background(), oldPID)
-	if err != nil || (inst.State != cloud.StateShuttingDown && inst.State != cloud.StateTerminated) {
+	if inst, err := e.cloud.Get(context.Background(), oldPID); err != nil || inst.State != cloud.StateRunning {
+		t.Errorf("old instance %+v (%v), want still running until the termination path ends it", inst, err)
+	}
+	if len(out.Finished) != 1 || out.Finished[0] != "old" {
+		t.Errorf("finished %v, want [old]", out.Finished)
+	}
+
+	// 4. The lifecycle function, on the snapshot where nc-old is being deleted, terminates the
+	// instance and releases the finalizers (the node's first).
+	snap.Revision, snap.Time = 13, metav1.NewTime(now.Add(3*time.Minute))
+	del := metav1.NewTime(now.Add(2 * time.Minute))
+	snap.NodeClaims[0].DeletionTimestamp, snap.NodeClaims[0].Finalizers = &del, []string{events.FinalizerTermination}
+	snap.Nodes[0].Finalizers = []string{events.FinalizerTermination}
+	lc := &lifecycle.Handler{Cluster: cluster, Provider: e.cloud, Publisher: e.h.Publisher, Codec: e.h.Codec, Log: e.h.Log}
+	res, err := lc.Decide(context.Background(), snap)
+	if err != nil || len(res.Terminated) != 1 || res.Terminated[0] != oldPID {
+		t.Fatalf("lifecycle terminated %v (%v), want [%s]", res.Terminated, err, oldPID)
+	}
+	if inst, err := e.cloud.Get(context.Background(), oldPID); err != nil || (inst.State != cloud.StateShuttingDown && inst.State != cloud.StateTerminated) {
 		t.Errorf("old instance %+v (%v), want terminating", inst, err)
 	}
-	if len(out.Terminated) != 1 || out.Terminated[0] != oldPID {
-		t.Errorf("terminated %v", out.Terminated)
+	// The replacement "new" registers in the same decision; keep the commands about "old".
+	var old []events.Command
+	for _, c := range e.commands() {
+		if c.NodeName == "old" || (c.NodeClaim != nil && c.NodeClaim.Name == "nc-old") {
+			old = append(old, c)
+		}
+	}
+	if cmds = old; len(cmds) != 3 || cmds[0].Kind != events.CommandDeleteNode || cmds[1].Kind != events.CommandRemoveFinalizer || cmds[1].NodeName != "old" ||
+		cmds[2].Kind != events.CommandRemoveFinalizer || cmds[2].NodeClaim.Name != "nc-old" {
+		t.Fatalf("lifecycle commands %v, want DeleteNode old, RemoveFinalizer node old, RemoveFinalizer nodeclaim nc-old", kinds(cmds))
 	}
 }
 

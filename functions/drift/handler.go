@@ -19,7 +19,6 @@ package drift
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -262,26 +261,15 @@ func (h *Handler) taint(ctx context.Context, snap *events.Snapshot, t disruption
 		Reason: apisv1.DisruptionReasonDrifted})
 }
 
-// remove terminates the instance (only this cluster's: the provider refuses others) and
-// deletes the Node and the NodeClaim.
+// remove hands the node to the one termination path (disruption.HandOff): its NodeClaim is
+// deleted, and the lifecycle function drains what is left, terminates the instance (only this
+// cluster's: the provider refuses others) and removes the finalizers.
 func (h *Handler) remove(ctx context.Context, snap *events.Snapshot, t disruption.Target, why string) error {
-	if t.ProviderID != "" {
-		if err := h.Provider.Delete(ctx, t.ProviderID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
-			return fmt.Errorf("terminating %s: %w", t.ProviderID, err)
-		}
-	}
+	uid := ""
 	if t.Node != nil {
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-delete-node", t.Node.Name, string(t.Node.UID)),
-			Kind: events.CommandDeleteNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name, Reason: why}); err != nil {
-			return err
-		}
+		uid = string(t.Node.UID)
 	}
-	if t.NodeClaim != nil {
-		return h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-delete-nodeclaim", t.NodeClaim.Name),
-			Kind: events.CommandDeleteNodeClaim, Cluster: h.Cluster, SnapshotRevision: snap.Revision,
-			NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: t.NodeClaim.Name}}, Reason: why})
-	}
-	return nil
+	return h.publish(ctx, snap, disruption.HandOff(h.Cluster, snap.Revision, t.Name(), t.NodeClaim, apisv1.DisruptionReasonDrifted+": "+why, "drift", uid))
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/dovetail-dev/dovetail/functions/drift"
 	"github.com/dovetail-dev/dovetail/localdev/scenarios"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
@@ -98,7 +99,26 @@ func TestDriftStepsAndTerminationGracePeriod(t *testing.T) {
 	if d, _ = h.Decide(ctx, w.Snapshot()); d.Steps[0].Step != drift.StepForceDelete {
 		t.Fatalf("60 min after the taint: want force-delete, got %v", d)
 	}
+	// Force-delete hands the node to the termination path: the NodeClaim is being deleted and
+	// the lifecycle function drains the node, then terminates the instance and releases it.
+	deleting := false
+	for _, nc := range w.Snapshot().NodeClaims {
+		if nc.Status.ProviderID == node.Spec.ProviderID {
+			deleting = nc.DeletionTimestamp != nil
+		}
+	}
+	if !deleting {
+		t.Fatal("want the drifted node's NodeClaim being deleted")
+	}
+	for i := 0; i < 2 && w.Node(node.Name) != nil; i++ {
+		if err := w.Lifecycle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if w.Node(node.Name) != nil {
-		t.Fatal("the node must be deleted")
+		t.Fatal("the node must be gone after the termination path ran")
+	}
+	if inst, err := w.Cloud.Get(ctx, node.Spec.ProviderID); err == nil && inst.State == cloud.StateRunning {
+		t.Fatalf("instance %s still running", inst.ID)
 	}
 }

@@ -329,8 +329,9 @@ func (h *Handler) launchReplacements(ctx context.Context, snap *events.Snapshot,
 	return plan, nil
 }
 
-// cleanup removes the Node and NodeClaim of an instance that stopped or terminated; a stopped
-// (or stopping) instance is also terminated, since the NodeClaim that owned it is gone.
+// cleanup hands the Node and NodeClaim of an instance that stopped or terminated to the
+// termination path (disruption.HandOff), which terminates a stopped instance and removes the
+// finalizers; a stopped instance without a NodeClaim is terminated here.
 func (h *Handler) cleanup(ctx context.Context, d Decision) (Decision, error) {
 	n := d.Notice
 	snap, targets, err := h.latest(ctx, n)
@@ -346,25 +347,19 @@ func (h *Handler) cleanup(ctx context.Context, d Decision) (Decision, error) {
 	d.Action, d.Why = "cleanup", "instance is "+n.State
 	for _, t := range targets {
 		d.Nodes = append(d.Nodes, t.Name())
-		if n.State == "stopping" || n.State == "stopped" || n.State == notices.StateDeallocating {
+		stopped := n.State == "stopping" || n.State == "stopped" || n.State == notices.StateDeallocating
+		// A NodeClaim's instance is terminated by the termination path it is handed to; an
+		// instance no NodeClaim owns has nothing else to end it.
+		if stopped && t.NodeClaim == nil && t.ProviderID != "" {
 			if err := h.Provider.Delete(ctx, t.ProviderID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
 				return d, fmt.Errorf("terminating stopped instance %s: %w", t.ProviderID, err)
 			}
+		}
+		if stopped {
 			d.Terminate = append(d.Terminate, t.ProviderID)
 		}
-		if t.Node != nil {
-			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "delete-node", t.Node.Name, n.ID),
-				Kind: events.CommandDeleteNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name,
-				Reason: d.Why}); err != nil {
-				return d, err
-			}
-		}
-		if t.NodeClaim != nil {
-			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "delete-nodeclaim", t.NodeClaim.Name, n.ID),
-				Kind: events.CommandDeleteNodeClaim, Cluster: h.Cluster, SnapshotRevision: snap.Revision,
-				NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: t.NodeClaim.Name}}, Reason: d.Why}); err != nil {
-				return d, err
-			}
+		if err := h.publish(ctx, snap, disruption.HandOff(h.Cluster, snap.Revision, t.Name(), t.NodeClaim, d.Why, "interruption", n.ID)); err != nil {
+			return d, err
 		}
 	}
 	return d, nil

@@ -6,13 +6,18 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dovetail-dev/dovetail/events/notices"
+	"github.com/dovetail-dev/dovetail/shared/lifecycle"
+	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
+	"github.com/dovetail-dev/dovetail/shared/runtime"
 )
 
 // fnSpec is what the stack must give one function.
@@ -30,6 +35,7 @@ var functions = []fnSpec{
 	{"drift", "DriftFunction", "drift", "DriftRole", "drift", []string{"DriftEventQueue"}, []string{"drift_events"}, "DriftEventDLQ"},
 	{"interruption", "InterruptionFunction", "interruption", "InterruptionRole", "interruption",
 		[]string{"NoticeQueue", "InterruptionEventQueue"}, []string{"notices", "interruption_events"}, "NoticeDLQ"},
+	{"lifecycle", "LifecycleFunction", "lifecycle", "LifecycleRole", "lifecycle", []string{"LifecycleEventQueue"}, []string{"lifecycle_events"}, "LifecycleEventDLQ"},
 }
 
 var sqsConsume = []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"}
@@ -42,8 +48,9 @@ func braces(names []string) []string {
 	return sorted(out)
 }
 
-// The disruption functions get no more than provision (same launch rights, for replacements),
-// no launch-template deletion, tag-scoped termination, and only their own queues.
+// The disruption and lifecycle functions get no more than provision (the disruption functions
+// the same launch rights, for replacements; lifecycle none: TestLifecycleRoleLaunchesNothing), no
+// launch-template deletion, tag-scoped termination, and only their own queues.
 func TestFunctionRolesLeastPrivilege(t *testing.T) {
 	sam := load(t, "template.yaml")
 	provisionActions := map[string]bool{}
@@ -91,9 +98,182 @@ func TestFunctionRolesLeastPrivilege(t *testing.T) {
 			agentSends = append(agentSends, s.Resources...)
 		}
 	}
-	want := braces([]string{"EventQueue", "ConsolidateEventQueue", "DriftEventQueue", "InterruptionEventQueue", "CommandDLQ"})
+	want := braces([]string{"EventQueue", "ConsolidateEventQueue", "DriftEventQueue", "InterruptionEventQueue", "LifecycleEventQueue", "CommandDLQ"})
 	if got := sorted(agentSends); !slices.Equal(got, want) {
 		t.Errorf("agent sends to %v, want %v", got, want)
+	}
+}
+
+// The agent's fan-out reaches every function: each FIFO queue a function consumes is one the
+// agent may send to and one the outputs give the agent as an --event-queue-url (SAM: one
+// <Queue>Url output each; Terraform: event_queue_urls, provision's first), and nothing else is.
+func TestAgentEventQueueURLsCoverEveryFunction(t *testing.T) {
+	sam := load(t, "template.yaml")
+	tf := load(t, "main.tf.json")
+	var fifo, tfFifo []string
+	for _, f := range functions {
+		for i, q := range f.consumes {
+			if get(t, sam, "Resources", q, "Properties", "FifoQueue") == true {
+				fifo = append(fifo, "{"+q+"}")
+				tfFifo = append(tfFifo, "${aws_sqs_queue."+f.tfConsumes[i]+".url}")
+			}
+		}
+	}
+	want := []string{"{EventQueue}", "{ConsolidateEventQueue}", "{DriftEventQueue}", "{InterruptionEventQueue}", "{LifecycleEventQueue}"}
+	if !slices.Equal(sorted(fifo), sorted(want)) {
+		t.Fatalf("functions consume the FIFO event queues %v, want %v", fifo, want)
+	}
+	var outputs []string
+	for name, o := range get(t, sam, "Outputs").(map[string]any) {
+		if strings.HasSuffix(name, "EventQueueUrl") {
+			v := samValue(t, get(t, o, "Value"))
+			if len(v) != 1 || v[0] != "{"+strings.TrimSuffix(name, "Url")+"}" {
+				t.Errorf("output %s = %v, want Ref %s", name, v, strings.TrimSuffix(name, "Url"))
+			}
+			outputs = append(outputs, v...)
+		}
+	}
+	if !slices.Equal(sorted(outputs), sorted(want)) {
+		t.Errorf("SAM event queue URL outputs %v, want %v", sorted(outputs), sorted(want))
+	}
+	var tfURLs []string
+	for _, u := range get(t, tf, "output", "event_queue_urls", "value").([]any) {
+		tfURLs = append(tfURLs, u.(string))
+	}
+	if len(tfURLs) == 0 || tfURLs[0] != "${aws_sqs_queue.events.url}" || !slices.Equal(sorted(tfURLs), sorted(tfFifo)) {
+		t.Errorf("terraform event_queue_urls %v, want provision's first, then exactly %v", tfURLs, sorted(tfFifo))
+	}
+	var tfSends []string
+	for _, s := range tfStatements(t, tf, "agent") {
+		if slices.Contains(s.Actions, "sqs:SendMessage") {
+			tfSends = append(tfSends, s.Resources...)
+		}
+	}
+	if got := sorted(tfSends); !slices.Equal(got, sorted(append(slices.Clone(want), "{CommandDLQ}"))) {
+		t.Errorf("terraform agent sends to %v, want %v and the command DLQ", got, want)
+	}
+}
+
+// lifecycleStatements is the whole lifecycle role, in the canonical form both sources reduce
+// to: its own queue and DLQ, the commands, the claim checks, termination of the cluster's
+// instances and DescribeInstances (no resource-level permissions, so "*", in the region).
+var lifecycleStatements = []statement{
+	{Sid: "WriteOwnLogs", Effect: "Allow", Actions: []string{"logs:CreateLogStream", "logs:PutLogEvents"},
+		Resources: []string{"arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/dovetail-{cluster}-lifecycle:*"}},
+	{Sid: "ConsumeEvents", Effect: "Allow", Actions: sqsConsume, Resources: []string{"{LifecycleEventQueue}"}},
+	{Sid: "SendCommandsAndDeadLetters", Effect: "Allow", Actions: []string{"sqs:SendMessage"},
+		Resources: []string{"{CommandQueue}", "{LifecycleEventDLQ}"}},
+	{Sid: "ClaimCheckObjects", Effect: "Allow", Actions: []string{"s3:GetObject", "s3:PutObject"},
+		Resources: []string{"{bucket}/" + s3blob.DefaultPrefix + "*"}},
+	{Sid: "TerminateClusterInstances", Effect: "Allow", Actions: []string{"ec2:TerminateInstances"},
+		Resources: []string{"arn:{partition}:ec2:{region}:{account}:instance/*"}, Conditions: []string{clusterResourceTag}},
+	{Sid: "DescribeInRegion", Effect: "Allow", Actions: []string{"ec2:DescribeInstances"},
+		Resources: []string{"*"}, Conditions: []string{"StringEquals|aws:RequestedRegion|{region}"}},
+}
+
+// The lifecycle function launches nothing: its role is exactly lifecycleStatements in both
+// sources, so no CreateFleet, RunInstances, CreateLaunchTemplate, CreateTags, launch-template
+// deletion, PassRole, SSM or pricing; its termination statement is drift's (and consolidate's),
+// verbatim.
+func TestLifecycleRoleLaunchesNothing(t *testing.T) {
+	sam := load(t, "template.yaml")
+	tf := load(t, "main.tf.json")
+	forbidden := []string{"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:DeleteLaunchTemplate",
+		"ec2:CreateTags", "iam:PassRole", "ssm:GetParameter", "pricing:GetProducts"}
+	for src, stmts := range map[string][]statement{"SAM LifecycleRole": samStatements(t, sam, "LifecycleRole"),
+		"Terraform lifecycle": tfStatements(t, tf, "lifecycle")} {
+		if len(stmts) != len(lifecycleStatements) {
+			t.Errorf("%s: %d statements, want %d", src, len(stmts), len(lifecycleStatements))
+		}
+		for i := range min(len(stmts), len(lifecycleStatements)) {
+			if got, want := stmts[i].String(), lifecycleStatements[i].String(); got != want {
+				t.Errorf("%s statement %d:\n got  %s\n want %s", src, i, got, want)
+			}
+		}
+		for _, s := range stmts {
+			for _, a := range s.Actions {
+				if slices.Contains(forbidden, a) {
+					t.Errorf("%s %s: %s: the lifecycle function launches nothing", src, s.Sid, a)
+				}
+			}
+		}
+	}
+	terminate := func(role string) string {
+		for _, s := range samStatements(t, sam, role) {
+			if slices.Contains(s.Actions, "ec2:TerminateInstances") {
+				return s.String()
+			}
+		}
+		return ""
+	}
+	for _, role := range []string{"DriftRole", "ConsolidateRole"} {
+		if got, want := terminate("LifecycleRole"), terminate(role); got != want {
+			t.Errorf("lifecycle termination %s, %s's %s: want the same", got, role, want)
+		}
+	}
+}
+
+// The lifecycle function's settings: drift's size (it decodes the same snapshot), the
+// visibility timeout that goes with it, and the registration TTL, a stack parameter defaulting
+// to the function's own default, passed as the flag's environment variable.
+func TestLifecycleFunction(t *testing.T) {
+	sam := load(t, "template.yaml")
+	tf := load(t, "main.tf.json")
+	res := func(name string, path ...any) any {
+		return get(t, sam, append([]any{"Resources", name, "Properties"}, path...)...)
+	}
+	tfr := func(path ...any) any { return get(t, tf, append([]any{"resource"}, path...)...) }
+	num := func(v any) float64 { f, _ := v.(float64); return f }
+	if m, to := num(res("LifecycleFunction", "MemorySize")), num(res("LifecycleFunction", "Timeout")); m != 1024 || to != 60 {
+		t.Errorf("lifecycle %v MB %v s, want 1024 MB 60 s", m, to)
+	}
+	if v, tv := num(res("LifecycleEventQueue", "VisibilityTimeout")), num(tfr("aws_sqs_queue", "lifecycle_events", "visibility_timeout_seconds")); v != 360 || tv != 360 {
+		t.Errorf("lifecycle event queue visibility SAM %vs Terraform %vs, want 360 s (6 x 60 s)", v, tv)
+	}
+	if r := num(res("LifecycleEventQueue", "MessageRetentionPeriod")); r != 86400 {
+		t.Errorf("lifecycle event queue retention %vs, want 1 day (the claim-check expiry)", r)
+	}
+	if n := fmt.Sprint(samValue(t, res("LifecycleEventQueue", "QueueName"))); n != "[dovetail-{cluster}-lifecycle-events.fifo]" {
+		t.Errorf("lifecycle event queue name %s", n)
+	}
+	if mapped := fmt.Sprint(res("LifecycleFunction", "Events", "Events", "Properties", "BatchSize")); mapped != "10" {
+		t.Errorf("lifecycle batch size %s, want 10", mapped)
+	}
+
+	const ttlEnv = "DOVETAIL_REGISTRATION_TTL"
+	if n := runtime.EnvName("registration-ttl"); n != ttlEnv {
+		t.Fatalf("the function reads --registration-ttl from %s, not %s", n, ttlEnv)
+	}
+	def := fmt.Sprint(get(t, sam, "Parameters", "RegistrationTTL", "Default"))
+	tfDef := fmt.Sprint(get(t, tf, "variable", "registration_ttl", "default"))
+	if d, err := time.ParseDuration(def); err != nil || d != lifecycle.DefaultRegistrationTTL || tfDef != def {
+		t.Errorf("registration TTL default SAM %q Terraform %q, want the function's %v in both", def, tfDef, lifecycle.DefaultRegistrationTTL)
+	}
+	wantEnv := map[string]string{"DOVETAIL_CLUSTER": "[{cluster}]", "DOVETAIL_CLOUD": "[aws]", "DOVETAIL_COMMAND_QUEUE_URL": "[{CommandQueue}]",
+		"DOVETAIL_DLQ_URL": "[{LifecycleEventDLQ}]", "DOVETAIL_BLOB_BUCKET": "[{ClaimCheckBucket}]", "DOVETAIL_BLOB_PREFIX": "[" + s3blob.DefaultPrefix + "]",
+		ttlEnv: "[{RegistrationTTL}]"}
+	env := res("LifecycleFunction", "Environment", "Variables").(map[string]any)
+	got := map[string]string{}
+	for k, v := range env {
+		got[k] = fmt.Sprint(samValue(t, v))
+	}
+	if !reflect.DeepEqual(got, wantEnv) {
+		t.Errorf("lifecycle environment %v, want %v (no node-join settings: it launches nothing)", got, wantEnv)
+	}
+	tfEnv := tfr("aws_lambda_function", "lifecycle", "environment", 0, "variables").(map[string]any)
+	if tfEnv[ttlEnv] != "${var.registration_ttl}" || tfEnv["DOVETAIL_DLQ_URL"] != "${aws_sqs_queue.lifecycle_events_dlq.url}" {
+		t.Errorf("terraform lifecycle environment %v", tfEnv)
+	}
+	// The parameter's pattern accepts the default and the usual spellings, refuses the rest.
+	pat := regexp.MustCompile(fmt.Sprint(get(t, sam, "Parameters", "RegistrationTTL", "AllowedPattern")))
+	tfCond := fmt.Sprint(get(t, tf, "variable", "registration_ttl", "validation", 0, "condition"))
+	for v, ok := range map[string]bool{def: true, "20m": true, "1h30m": true, "900s": true, "15": false, "15 m": false, "": false, "-5m": false} {
+		if pat.MatchString(v) != ok {
+			t.Errorf("RegistrationTTL pattern %s on %q: %v, want %v", pat, v, !ok, ok)
+		}
+	}
+	if !strings.Contains(tfCond, `regex("`+pat.String()+`", var.registration_ttl)`) {
+		t.Errorf("terraform registration_ttl validation %s, want SAM's pattern %s", tfCond, pat)
 	}
 }
 
@@ -155,6 +335,35 @@ func TestFunctionsQueuesAndMappings(t *testing.T) {
 		if rc, ok := fn("ReservedConcurrentExecutions").(float64); ok || lf["reserved_concurrent_executions"] != nil {
 			if num(lf["reserved_concurrent_executions"]) != rc {
 				t.Errorf("%s reserved concurrency SAM %v, Terraform %v", f.name, rc, lf["reserved_concurrent_executions"])
+			}
+		}
+		if got, want := lf["environment"].([]any)[0].(map[string]any)["variables"].(map[string]any)["DOVETAIL_DLQ_URL"],
+			"${aws_sqs_queue."+f.tfConsumes[0]+"_dlq.url}"; got != want {
+			t.Errorf("terraform %s DOVETAIL_DLQ_URL = %v, want %s", f.tfName, got, want)
+		}
+		var samEnv, tfEnv []string
+		for k := range fn("Environment", "Variables").(map[string]any) {
+			samEnv = append(samEnv, k)
+		}
+		for k := range lf["environment"].([]any)[0].(map[string]any)["variables"].(map[string]any) {
+			tfEnv = append(tfEnv, k)
+		}
+		if !slices.Equal(sorted(samEnv), sorted(tfEnv)) {
+			t.Errorf("%s environment SAM %v, Terraform %v", f.name, sorted(samEnv), sorted(tfEnv))
+		}
+		for i, q := range f.consumes {
+			tq := tfr("aws_sqs_queue", f.tfConsumes[i]).(map[string]any)
+			if num(tq["visibility_timeout_seconds"]) != num(res(q, "VisibilityTimeout")) ||
+				num(tq["message_retention_seconds"]) != num(res(q, "MessageRetentionPeriod")) ||
+				num(tq["max_message_size"]) != num(res(q, "MaximumMessageSize")) || (tq["fifo_queue"] == true) != (res(q, "FifoQueue") == true) {
+				t.Errorf("terraform queue %s %v differs from SAM %s", f.tfConsumes[i], tq, q)
+			}
+			want := fmt.Sprintf("${jsonencode({deadLetterTargetArn = aws_sqs_queue.%s_dlq.arn, maxReceiveCount = %d})}", f.tfConsumes[i], sqs.DefaultMaxReceives)
+			if tq["redrive_policy"] != want {
+				t.Errorf("terraform queue %s redrive %v, want %s", f.tfConsumes[i], tq["redrive_policy"], want)
+			}
+			if dlq := tfr("aws_sqs_queue", f.tfConsumes[i]+"_dlq"); dlq == nil || (tq["fifo_queue"] == true && get(t, dlq, "fifo_queue") != true) {
+				t.Errorf("terraform queue %s: DLQ %v missing or not FIFO", f.tfConsumes[i], dlq)
 			}
 		}
 		var tfQueues []string

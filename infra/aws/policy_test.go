@@ -86,11 +86,13 @@ var tfSubs = strings.NewReplacer(
 	"${aws_sqs_queue.consolidate_events.arn}", "{ConsolidateEventQueue}", "${aws_sqs_queue.consolidate_events_dlq.arn}", "{ConsolidateEventDLQ}",
 	"${aws_sqs_queue.drift_events.arn}", "{DriftEventQueue}", "${aws_sqs_queue.drift_events_dlq.arn}", "{DriftEventDLQ}",
 	"${aws_sqs_queue.interruption_events.arn}", "{InterruptionEventQueue}", "${aws_sqs_queue.interruption_events_dlq.arn}", "{InterruptionEventDLQ}",
+	"${aws_sqs_queue.lifecycle_events.arn}", "{LifecycleEventQueue}", "${aws_sqs_queue.lifecycle_events_dlq.arn}", "{LifecycleEventDLQ}",
 	"${aws_sqs_queue.notices.arn}", "{NoticeQueue}", "${aws_sqs_queue.notices_dlq.arn}", "{NoticeDLQ}",
 	"${aws_cloudwatch_log_group.provision.arn}", "arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/dovetail-{cluster}-provision",
 	"${aws_cloudwatch_log_group.consolidate.arn}", "arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/dovetail-{cluster}-consolidate",
 	"${aws_cloudwatch_log_group.drift.arn}", "arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/dovetail-{cluster}-drift",
-	"${aws_cloudwatch_log_group.interruption.arn}", "arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/dovetail-{cluster}-interruption")
+	"${aws_cloudwatch_log_group.interruption.arn}", "arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/dovetail-{cluster}-interruption",
+	"${aws_cloudwatch_log_group.lifecycle.arn}", "arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/dovetail-{cluster}-lifecycle")
 
 // samValue reduces a CloudFormation value (string, Fn::Sub, Fn::GetAtt X.Arn, Ref) to strings.
 func samValue(t *testing.T, v any) []string {
@@ -190,7 +192,7 @@ const (
 var actionRE = regexp.MustCompile(`^[a-z0-9-]+:[A-Za-z0-9]+$`)
 
 // stackQueueRE matches the queues of this stack (as both sources reduce them).
-var stackQueueRE = regexp.MustCompile(`^\{(EventQueue|EventDLQ|CommandQueue|CommandDLQ|(Consolidate|Drift|Interruption)Event(Queue|DLQ)|NoticeQueue|NoticeDLQ)\}$`)
+var stackQueueRE = regexp.MustCompile(`^\{(EventQueue|EventDLQ|CommandQueue|CommandDLQ|(Consolidate|Drift|Interruption|Lifecycle)Event(Queue|DLQ)|NoticeQueue|NoticeDLQ)\}$`)
 
 // checkLeastPrivilege asserts the rules every role of the stack follows.
 func checkLeastPrivilege(t *testing.T, name string, stmts []statement) {
@@ -265,7 +267,7 @@ func TestIAMLeastPrivilegeAndParity(t *testing.T) {
 	sam := load(t, "template.yaml")
 	tf := load(t, "main.tf.json")
 	for _, c := range []struct{ samRole, tfPolicy string }{{"ProvisionRole", "provision"}, {"AgentRole", "agent"},
-		{"ConsolidateRole", "consolidate"}, {"DriftRole", "drift"}, {"InterruptionRole", "interruption"}} {
+		{"ConsolidateRole", "consolidate"}, {"DriftRole", "drift"}, {"InterruptionRole", "interruption"}, {"LifecycleRole", "lifecycle"}} {
 		s := samStatements(t, sam, c.samRole)
 		f := tfStatements(t, tf, c.tfPolicy)
 		checkLeastPrivilege(t, "SAM "+c.samRole, s)

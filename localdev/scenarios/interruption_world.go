@@ -20,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/lifecycle"
 	"github.com/dovetail-dev/dovetail/functions/provision"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
@@ -56,9 +57,10 @@ type World struct {
 	Registered map[string]time.Time
 	// Lost counts pods still on a node when its instance went away (not drained first).
 	Lost []string
-	// Evictions counts pods evicted by drains; Commands every command applied, in order.
-	Evictions int
-	Commands  []events.Command
+	// Evictions counts pods evicted by drains, Forced those deleted at the end of a
+	// terminationGracePeriod; Commands every command applied, in order.
+	Evictions, Forced int
+	Commands          []events.Command
 }
 
 // NewWorld returns an empty world at start with a fake cloud booting instances after bootDelay.
@@ -174,7 +176,95 @@ func (w *World) apply(c *events.Command) {
 		}
 		w.claims[nc.Name] = nc
 	case events.CommandDeleteNodeClaim:
-		delete(w.claims, c.NodeClaim.Name)
+		if nc := w.claims[c.NodeClaim.Name]; nc != nil {
+			if len(nc.Finalizers) == 0 {
+				delete(w.claims, nc.Name)
+			} else if nc.DeletionTimestamp == nil {
+				now := metav1.NewTime(w.Clock.Now())
+				nc.DeletionTimestamp = &now
+			}
+		}
+	case events.CommandRegisterNode:
+		if n := w.nodes[c.NodeName]; n != nil {
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			for k, v := range c.Labels {
+				n.Labels[k] = v
+			}
+			if n.Annotations == nil {
+				n.Annotations = map[string]string{}
+			}
+			for k, v := range c.Annotations {
+				n.Annotations[k] = v
+			}
+			var taints []corev1.Taint
+			for _, t := range n.Spec.Taints {
+				if t.Key != apisv1.TaintKeyUnregistered {
+					taints = append(taints, t)
+				}
+			}
+			for _, t := range c.Taints {
+				if !hasTaint(taints, t) {
+					taints = append(taints, t)
+				}
+			}
+			n.Spec.Taints = taints
+			if !contains(n.Finalizers, c.Finalizer) {
+				n.Finalizers = append(n.Finalizers, c.Finalizer)
+			}
+		}
+	case events.CommandSetNodeClaimStatus:
+		if nc := w.claims[c.NodeClaim.Name]; nc != nil {
+			if c.NodeClaim.Status.NodeName != "" {
+				nc.Status.NodeName = c.NodeClaim.Status.NodeName
+			}
+			for _, cond := range c.NodeClaim.Status.Conditions {
+				replaced := false
+				for i := range nc.Status.Conditions {
+					if nc.Status.Conditions[i].Type == cond.Type {
+						nc.Status.Conditions[i], replaced = cond, true
+					}
+				}
+				if !replaced {
+					nc.Status.Conditions = append(nc.Status.Conditions, cond)
+				}
+			}
+		}
+	case events.CommandLabelNode:
+		if n := w.nodes[c.NodeName]; n != nil {
+			for k, v := range c.Labels {
+				n.Labels[k] = v
+			}
+		}
+	case events.CommandRemoveFinalizer:
+		if c.NodeName != "" {
+			if n := w.nodes[c.NodeName]; n != nil {
+				n.Finalizers = without(n.Finalizers, c.Finalizer)
+				if n.DeletionTimestamp != nil && len(n.Finalizers) == 0 {
+					w.dropNode(n.Name)
+				}
+			}
+		} else if nc := w.claims[c.NodeClaim.Name]; nc != nil {
+			nc.Finalizers = without(nc.Finalizers, c.Finalizer)
+			if nc.DeletionTimestamp != nil && len(nc.Finalizers) == 0 {
+				delete(w.claims, nc.Name)
+			}
+		}
+	case events.CommandNominatePods:
+		for _, r := range c.Pods {
+			if p := w.pods[r.Namespace+"/"+r.Name]; p != nil && p.Spec.NodeName == "" {
+				p.Status.NominatedNodeName = c.NodeName
+			}
+		}
+	case events.CommandDeletePods:
+		// Deleted past the NodeClaim's terminationGracePeriod; their controllers recreate them.
+		for _, r := range c.Pods {
+			if p := w.pods[r.Namespace+"/"+r.Name]; p != nil && p.Spec.NodeName == c.NodeName {
+				p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
+				w.Forced++
+			}
+		}
 	case events.CommandTaintNode:
 		if n := w.nodes[c.NodeName]; n != nil {
 			for _, t := range n.Spec.Taints {
@@ -185,16 +275,25 @@ func (w *World) apply(c *events.Command) {
 			n.Spec.Taints = append(n.Spec.Taints, *c.Taint)
 		}
 	case events.CommandDrainNode:
-		// The Eviction API deletes the pods; their controllers recreate them pending.
+		// The Eviction API deletes the pods; their controllers recreate them pending. Pods
+		// marked do-not-disrupt wait for the NodeClaim's terminationGracePeriod, as the agent's
+		// drain leaves them.
 		for _, k := range sortedKeys(w.pods) {
 			p := w.pods[k]
-			if p.Spec.NodeName == c.NodeName && disruption.Evacuable(p) {
+			if p.Spec.NodeName == c.NodeName && disruption.Evacuable(p) && p.Annotations[apisv1.AnnotationDoNotDisrupt] != "true" {
 				p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
 				w.Evictions++
 			}
 		}
 	case events.CommandDeleteNode:
-		w.dropNode(c.NodeName)
+		if n := w.nodes[c.NodeName]; n != nil && len(n.Finalizers) > 0 {
+			if n.DeletionTimestamp == nil {
+				now := metav1.NewTime(w.Clock.Now())
+				n.DeletionTimestamp = &now
+			}
+		} else {
+			w.dropNode(c.NodeName)
+		}
 	case events.CommandMarkUnavailable:
 		w.marks = append(w.marks, c.Unavailable...)
 	}
@@ -253,6 +352,14 @@ func (w *World) Schedule() int {
 	}
 	in := provisioning.InputFromSnapshot(snap, w.Catalog, w.NodeSettings)
 	in.NodeClaims = nil // only registered nodes can run pods
+	// kube-scheduler keeps off a node still tainted karpenter.sh/unregistered (NoExecute), which
+	// the solver, planning ahead, looks through.
+	in.Nodes = in.Nodes[:0:0]
+	for i := range snap.Nodes {
+		if !hasTaintKey(snap.Nodes[i].Spec.Taints, apisv1.TaintKeyUnregistered) {
+			in.Nodes = append(in.Nodes, &snap.Nodes[i])
+		}
+	}
 	plan, err := provisioning.Solve(in)
 	if err != nil {
 		return 0
@@ -283,14 +390,62 @@ func (w *World) Provision(ctx context.Context) (provision.Decision, error) {
 	return h.Decide(ctx, w.Snapshot())
 }
 
-// Step advances the clock by d, lets the cloud act (boots, reclaims), and schedules.
+// Step advances the clock by d, lets the cloud act (boots, reclaims), runs the lifecycle
+// function (registration, initialization, termination) and schedules.
 func (w *World) Step(ctx context.Context, d time.Duration) error {
 	w.Clock.Step(d)
 	if err := w.Cloud.Tick(ctx); err != nil {
 		return err
 	}
+	if err := w.Lifecycle(ctx); err != nil {
+		return err
+	}
 	w.Schedule()
 	return nil
+}
+
+// Lifecycle runs the lifecycle function's decision on the current snapshot.
+func (w *World) Lifecycle(ctx context.Context) error {
+	h := &lifecycle.Handler{Cluster: Cluster, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	_, err := h.Decide(ctx, w.Snapshot())
+	return err
+}
+
+func hasTaint(ts []corev1.Taint, t corev1.Taint) bool {
+	for _, x := range ts {
+		if x.Key == t.Key && x.Effect == t.Effect {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTaintKey(ts []corev1.Taint, key string) bool {
+	for _, x := range ts {
+		if x.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func without(xs []string, s string) []string {
+	var out []string
+	for _, x := range xs {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // PodsBound counts bound and total pods.

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 )
 
@@ -71,9 +70,11 @@ type NodeSpec struct {
 }
 
 // NodeFor builds the Node object a kubelet on EKS registers for inst, an instance of type it:
-// name and addresses, labels (the type's labels, spec.Labels, then the facts the kubelet and cloud
-// provider set: hostname, instance type, zone, region, arch, os, capacity type, with their beta
-// forms), spec.providerID and taints, status capacity and allocatable from the catalog, the
+// name and addresses, labels (spec.Labels — what the user data gives the kubelet — then the facts
+// the kubelet and the AWS cloud provider set: kubernetes.io/hostname, os and arch,
+// node.kubernetes.io/instance-type, topology.kubernetes.io/zone and region, with their beta
+// forms; nothing else, so the catalog's and Karpenter's labels come only from registration),
+// spec.providerID and taints, status capacity and allocatable from the catalog, the
 // Ready/pressure conditions of a healthy kubelet, and nodeInfo. Facts of the instance win over
 // spec.Labels when they disagree. It returns an error naming the field for an invalid name, label
 // or taint, or when it does not match inst.
@@ -94,10 +95,10 @@ func NodeFor(it *catalog.InstanceType, inst Instance, spec NodeSpec) (*corev1.No
 		return nil, errors.New("region: required")
 	}
 
+	// Only what the kubelet is given (spec.Labels, from the user data) and what the kubelet and
+	// the cloud provider set themselves: no catalog label, no capacity type. The rest of a
+	// NodeClaim's labels arrive through registration (shared/lifecycle).
 	labels := map[string]string{}
-	for k, v := range it.Labels {
-		labels[k] = v
-	}
 	for k, v := range spec.Labels {
 		labels[k] = v
 	}
@@ -115,7 +116,6 @@ func NodeFor(it *catalog.InstanceType, inst Instance, spec NodeSpec) (*corev1.No
 		LabelRegionFailureDomain: spec.Region,
 		LabelOS:                  os,
 		LabelOSBeta:              os,
-		apisv1.LabelCapacityType: inst.CapacityType,
 	}
 	if arch != "" {
 		facts[LabelArch] = arch

@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -40,19 +41,23 @@ func TestNodeForFactsWinOverRequestLabels(t *testing.T) {
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	n, err := NodeFor(c5Large(), c5Instance(), NodeSpec{
 		Name: "ip-10-0-32-9.ec2.internal", InternalIP: "10.0.32.9", Region: "us-east-1", Now: now,
-		// A template label claiming another zone and capacity type loses to what the instance is.
-		Labels: map[string]string{"topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": "spot", "app": "web"},
+		// A template label claiming another zone loses to what the instance is.
+		Labels: map[string]string{"topology.kubernetes.io/zone": "us-east-1a", "app": "web"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, want := range map[string]string{
-		"topology.kubernetes.io/zone": "us-east-1b", "karpenter.sh/capacity-type": "on-demand", "app": "web",
-		"kubernetes.io/hostname": "ip-10-0-32-9.ec2.internal", "beta.kubernetes.io/instance-type": "c5.large",
-	} {
-		if n.Labels[k] != want {
-			t.Errorf("label %s = %q, want %q", k, n.Labels[k], want)
-		}
+	// Exactly the user data's labels and the kubelet's and cloud provider's own: no catalog
+	// label (karpenter.k8s.aws/*), no capacity type; those come from registration.
+	want := map[string]string{
+		"app": "web", "kubernetes.io/hostname": "ip-10-0-32-9.ec2.internal",
+		"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "c5.large",
+		"topology.kubernetes.io/zone": "us-east-1b", "topology.kubernetes.io/region": "us-east-1",
+		"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/instance-type": "c5.large",
+		"failure-domain.beta.kubernetes.io/zone": "us-east-1b", "failure-domain.beta.kubernetes.io/region": "us-east-1",
+	}
+	if !reflect.DeepEqual(n.Labels, want) {
+		t.Errorf("labels %v, want %v", n.Labels, want)
 	}
 	if got := n.Status.Allocatable[corev1.ResourceMemory]; got.Cmp(resource.MustParse("3114Mi")) != 0 {
 		t.Errorf("allocatable memory %s, want 3114Mi", got.String())
@@ -60,8 +65,8 @@ func TestNodeForFactsWinOverRequestLabels(t *testing.T) {
 	if got := n.Status.Allocatable[corev1.ResourceCPU]; got.Cmp(resource.MustParse("1930m")) != 0 {
 		t.Errorf("allocatable cpu %s, want 1930m", got.String())
 	}
-	want := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.32.9"}, {Type: corev1.NodeInternalDNS, Address: "ip-10-0-32-9.ec2.internal"}, {Type: corev1.NodeHostName, Address: "ip-10-0-32-9.ec2.internal"}}
-	if len(n.Status.Addresses) != 3 || n.Status.Addresses[0] != want[0] || n.Status.Addresses[1] != want[1] || n.Status.Addresses[2] != want[2] {
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.32.9"}, {Type: corev1.NodeInternalDNS, Address: "ip-10-0-32-9.ec2.internal"}, {Type: corev1.NodeHostName, Address: "ip-10-0-32-9.ec2.internal"}}
+	if len(n.Status.Addresses) != 3 || n.Status.Addresses[0] != addrs[0] || n.Status.Addresses[1] != addrs[1] || n.Status.Addresses[2] != addrs[2] {
 		t.Errorf("addresses %v", n.Status.Addresses)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -52,20 +53,23 @@ func (p *Progress) DrainCommands(cluster string, revision int64) []events.Comman
 	return out
 }
 
-// FinishCommands deletes the Node and the NodeClaim of a drained candidate whose instance the
-// function has terminated.
+// FinishCommands hands a drained candidate to the one termination path: its NodeClaim is
+// deleted (its finalizer keeps it until the lifecycle function has terminated the instance); a
+// node without a NodeClaim is deleted itself.
 func FinishCommands(cluster, id string, n *Node, revision int64) []events.Command {
-	out := []events.Command{{
-		ID: events.CommandID(cluster, "consolidate-delete-node", id, n.Name()), Kind: events.CommandDeleteNode,
-		Cluster: cluster, SnapshotRevision: revision, NodeName: n.Name(),
-		Reason: fmt.Sprintf("consolidation %s: drained, instance terminated", id),
-	}}
-	if n.Claim != nil {
-		out = append(out, events.Command{
-			ID: events.CommandID(cluster, "consolidate-delete-nodeclaim", id, n.Claim.Name), Kind: events.CommandDeleteNodeClaim,
-			Cluster: cluster, SnapshotRevision: revision, NodeClaim: &apisv1.NodeClaim{ObjectMeta: n.Claim.ObjectMeta},
-			Reason: fmt.Sprintf("consolidation %s: drained, instance terminated", id),
-		})
+	return []events.Command{HandOff(cluster, revision, n.Name(), n.Claim, fmt.Sprintf("consolidation %s: drained", id), "consolidate", id)}
+}
+
+// HandOff is the command that hands a node to the one termination path (shared/lifecycle): its
+// NodeClaim is deleted, and the NodeClaim's finalizer keeps it until the lifecycle function has
+// drained the node, terminated the instance and removed the finalizers. A node without a
+// NodeClaim is deleted itself (its own finalizer, when it has one, runs the same path). The
+// command ID derives from the cluster, the object and idParts (the decision).
+func HandOff(cluster string, revision int64, node string, claim *apisv1.NodeClaim, why string, idParts ...string) events.Command {
+	if claim == nil {
+		return events.Command{ID: events.CommandID(append([]string{cluster, "hand-off-node", node}, idParts...)...), Kind: events.CommandDeleteNode,
+			Cluster: cluster, SnapshotRevision: revision, NodeName: node, Reason: why}
 	}
-	return out
+	return events.Command{ID: events.CommandID(append([]string{cluster, "hand-off-nodeclaim", claim.Name}, idParts...)...), Kind: events.CommandDeleteNodeClaim,
+		Cluster: cluster, SnapshotRevision: revision, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim.Name}}, Reason: why}
 }

@@ -78,6 +78,11 @@ func PlanDrift(snap *events.Snapshot) DriftPlan {
 		if n.DeletionTimestamp != nil || t.NodeClaim.DeletionTimestamp != nil {
 			continue
 		}
+		// A node whose registration has not finished lacks the NodeClaim's labels and would look
+		// drifted; like Karpenter, only initialized nodes are candidates.
+		if !t.Disrupting && !Initialized(n, t.NodeClaim) {
+			continue
+		}
 		c := DriftCandidate{Target: t}
 		class := apisv1.FindNodeClass(snap.NodeClasses, t.NodeClaim.Spec.NodeClassRef)
 		if d := Drifted(t.NodeClaim, n, t.NodePool, class); d.Kind != "" {

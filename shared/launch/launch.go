@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,7 +28,7 @@ import (
 // Annotations Dovetail puts on the NodeClaims it launches.
 const (
 	AnnotationClientToken      = "dovetail.dev/client-token"
-	AnnotationSnapshotRevision = "dovetail.dev/snapshot-revision"
+	AnnotationSnapshotRevision = apisv1.AnnotationSnapshotRevision
 )
 
 // Launcher launches planned NodeClaims through a Provider.
@@ -103,9 +104,14 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 	tags[apisv1.TagNodePool] = plan.NodePool.Name
 	tags[apisv1.TagNodeClaim] = name
 	tags["Name"] = name
+	// The node registers with the pool's taints, its startup taints and karpenter.sh/unregistered
+	// (as Karpenter's user data registers it): no pod lands before the lifecycle function has
+	// synced the NodeClaim onto the Node and removed that taint.
+	taints := append(append(append([]corev1.Taint(nil), plan.Taints...), plan.StartupTaints...),
+		corev1.Taint{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute})
 	inst, err := l.Provider.Create(ctx, cloud.LaunchRequest{
 		ClientToken: token, Cluster: l.Cluster, NodeClaim: nc, NodeClass: nodeClass,
-		Offerings: offs, Labels: plan.Labels, Taints: append(append([]corev1.Taint(nil), plan.Taints...), plan.StartupTaints...), Tags: tags,
+		Offerings: offs, Labels: plan.Labels, Taints: taints, Tags: tags,
 	})
 	var res Result
 	var ice *cloud.InsufficientCapacityError
@@ -138,6 +144,14 @@ func (l *Launcher) nodeClaim(name, token string, d Decision, plan *provisioning.
 	for k, v := range tmpl.ObjectMeta.Annotations {
 		annotations[k] = v
 	}
+	if len(plan.Pods) > 0 {
+		keys := make([]string, 0, len(plan.Pods))
+		for _, p := range plan.Pods {
+			keys = append(keys, p.Namespace+"/"+p.Name)
+		}
+		sort.Strings(keys)
+		annotations[apisv1.AnnotationPlannedPods] = strings.Join(keys, ",")
+	}
 	reqs := make([]apisv1.NodeSelectorRequirementWithMinValues, 0, len(plan.Requirements)+1)
 	for _, k := range plan.Requirements.Keys() {
 		if k == corev1.LabelInstanceTypeStable {
@@ -155,6 +169,8 @@ func (l *Launcher) nodeClaim(name, token string, d Decision, plan *provisioning.
 		TypeMeta: metav1.TypeMeta{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Labels: labels, Annotations: annotations,
+			// Deleting the NodeClaim runs the termination path (shared/lifecycle) before it goes.
+			Finalizers:        []string{events.FinalizerTermination},
 			CreationTimestamp: metav1.NewTime(d.Time),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: apisv1.GroupVersion, Kind: "NodePool",
 				Name: plan.NodePool.Name, UID: plan.NodePool.UID, BlockOwnerDeletion: ptr(true)}},

@@ -128,11 +128,24 @@ func Solve(in Input) (*Plan, error) {
 	sortPods(pods)
 	s.seedTopology()
 	plan := &Plan{}
+	// Pods an earlier decision placed on capacity that is still coming (or has just come) go
+	// there first, so a re-plan keeps the plan instead of repacking around it and launching more.
+	planned := plannedBins(&in, s.bins)
+	rest := pods[:0:0]
 	for _, p := range pods {
 		if p.err != nil {
 			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: p.pod, Reason: p.err.Error()})
 			continue
 		}
+		if b := planned[p.key]; b != nil {
+			s.prepare(p)
+			if s.placeOn(p, b) {
+				continue
+			}
+		}
+		rest = append(rest, p)
+	}
+	for _, p := range rest {
 		for {
 			s.prepare(p)
 			if s.placeOnBin(p) || s.placeOnClaim(p) {
@@ -190,26 +203,74 @@ func sortPods(out []*podInfo) {
 // placeOnBin puts the pod on the first existing node or in-flight NodeClaim that takes it.
 func (s *solver) placeOnBin(p *podInfo) bool {
 	for _, b := range s.bins {
-		if !p.requests.Fits(b.free) || p.untolerated(b.taints) != nil {
-			continue
-		}
-		if len(p.ports) > 0 && scheduling.PortsConflict(p.ports, b.ports) {
-			continue
-		}
-		if !s.topologyAllowsBin(p, b) {
-			continue
-		}
-		for _, alt := range p.alts {
-			if alt.MatchLabels(b.labels) == nil {
-				b.free = b.free.Sub(p.requests)
-				b.pods = append(b.pods, p.pod)
-				b.ports = append(b.ports, p.ports...)
-				s.topo.record(p.pod, p.active, b, b.domainOf)
-				return true
-			}
+		if s.placeOn(p, b) {
+			return true
 		}
 	}
 	return false
+}
+
+// placeOn puts the pod on bin b if b takes it: room, taints, host ports, topology and node
+// affinity.
+func (s *solver) placeOn(p *podInfo, b *bin) bool {
+	if !p.requests.Fits(b.free) || p.untolerated(b.taints) != nil {
+		return false
+	}
+	if len(p.ports) > 0 && scheduling.PortsConflict(p.ports, b.ports) {
+		return false
+	}
+	if !s.topologyAllowsBin(p, b) {
+		return false
+	}
+	for _, alt := range p.alts {
+		if alt.MatchLabels(b.labels) == nil {
+			b.free = b.free.Sub(p.requests)
+			b.pods = append(b.pods, p.pod)
+			b.ports = append(b.ports, p.ports...)
+			s.topo.record(p.pod, p.active, b, b.domainOf)
+			return true
+		}
+	}
+	return false
+}
+
+// plannedBins maps pending pods ("namespace/name") to the bin an earlier decision meant them
+// for: the node named by the pod's status.nominatedNodeName, else the NodeClaim whose
+// apisv1.AnnotationPlannedPods lists it (its Node once registered, else the in-flight claim).
+func plannedBins(in *Input, bins []*bin) map[string]*bin {
+	byName := make(map[string]*bin, len(bins))
+	for _, b := range bins {
+		byName[b.name] = b
+	}
+	nodeOf := map[string]string{} // provider ID → node name
+	for _, n := range in.Nodes {
+		if n.Spec.ProviderID != "" {
+			nodeOf[n.Spec.ProviderID] = n.Name
+		}
+	}
+	out := map[string]*bin{}
+	for _, nc := range in.NodeClaims {
+		list := nc.Annotations[apisv1.AnnotationPlannedPods]
+		if list == "" || nc.DeletionTimestamp != nil {
+			continue
+		}
+		b := byName[nc.Name]
+		if n := nodeOf[nc.Status.ProviderID]; n != "" && nc.Status.ProviderID != "" {
+			b = byName[n]
+		}
+		if b == nil {
+			continue
+		}
+		for _, key := range strings.Split(list, ",") {
+			out[key] = b
+		}
+	}
+	for _, p := range in.Pods {
+		if b := byName[p.Status.NominatedNodeName]; b != nil && p.Status.NominatedNodeName != "" {
+			out[podKey(p)] = b
+		}
+	}
+	return out
 }
 
 // compatibility returns (cached per signature) how the pod fits pool i.

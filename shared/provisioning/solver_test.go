@@ -395,3 +395,60 @@ func TestNodeClassVolumeSizesEphemeralStorage(t *testing.T) {
 		NodeSettings: cloud.NodeSettingsFor})
 	wantClaims(t, p, "m5.large")
 }
+
+// A re-plan while capacity boots keeps the plan: each pending pod goes to the in-flight
+// NodeClaim whose planned pods list it (first fit alone puts both 1.5-CPU pods on the first
+// claim by name, "a", moving big-b off the claim launched for it), and a pod nominated to a node
+// goes there.
+func TestReplanKeepsPlannedPlacements(t *testing.T) {
+	c := cat(t)
+	inFlight := func(name, planned string) *apisv1.NodeClaim {
+		it := c.Get("m5.xlarge")
+		return &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{apisv1.AnnotationPlannedPods: planned},
+			Labels: map[string]string{corev1.LabelInstanceTypeStable: "m5.xlarge", apisv1.LabelNodePool: "default", corev1.LabelTopologyZone: "us-east-1a",
+				apisv1.LabelCapacityType: apisv1.CapacityTypeOnDemand, corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux"}},
+			Status: apisv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-" + name, Allocatable: it.Allocatable()}}
+	}
+	np := nodePool("default", onDemand("m5.xlarge")...)
+	bigA, bigB := pod("big-a", "1500m", "1Gi"), pod("big-b", "1500m", "1Gi")
+	in := Input{Catalog: c, Pods: []*corev1.Pod{bigA, bigB}, NodePools: []*apisv1.NodePool{np},
+		NodeClaims: []*apisv1.NodeClaim{inFlight("a", "default/big-a"), inFlight("b", "default/big-b")}}
+	p := solve(t, in)
+	got := map[string]string{}
+	for _, e := range p.ExistingNodes {
+		for _, q := range e.Pods {
+			got[q.Name] = e.Name
+		}
+	}
+	if got["big-a"] != "a" || got["big-b"] != "b" || len(p.NodeClaims) != 0 {
+		t.Fatalf("placements %v, %d new claims; want big-a on a, big-b on b, nothing new", got, len(p.NodeClaims))
+	}
+	// Without the annotations first fit puts both on "a" (3 of its 3.92 vCPU).
+	for _, nc := range in.NodeClaims {
+		nc.Annotations = nil
+	}
+	got = map[string]string{}
+	for _, e := range solve(t, in).ExistingNodes {
+		for _, q := range e.Pods {
+			got[q.Name] = e.Name
+		}
+	}
+	if got["big-a"] != "a" || got["big-b"] != "a" {
+		t.Fatalf("without plans: %v; the test no longer shows what the plans change", got)
+	}
+	// A pod nominated to "b" goes there.
+	bigA.Status.NominatedNodeName = "b"
+	in.NodeClaims[1].Status.ProviderID = ""
+	in.Nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: in.NodeClaims[1].Labels},
+		Status: corev1.NodeStatus{Allocatable: c.Get("m5.xlarge").Allocatable()}}}
+	in.NodeClaims = in.NodeClaims[:1]
+	got = map[string]string{}
+	for _, e := range solve(t, in).ExistingNodes {
+		for _, q := range e.Pods {
+			got[q.Name] = e.Name
+		}
+	}
+	if got["big-a"] != "b" {
+		t.Fatalf("nominated pod: %v, want big-a on b", got)
+	}
+}

@@ -52,9 +52,12 @@ const (
 	// placed on a NodeClaim, so that once its Node registers their nominatedNodeName can point
 	// there and the scheduler binds them where they were planned.
 	AnnotationPlannedPods = "dovetail.dev/planned-pods"
-	TagCluster            = "dovetail.dev/cluster"
-	TagNodePool           = "karpenter.sh/nodepool"
-	TagNodeClaim          = "karpenter.sh/nodeclaim"
+	// AnnotationSnapshotRevision is the snapshot revision a NodeClaim was decided on: the
+	// NodeClaims of one decision share it.
+	AnnotationSnapshotRevision = "dovetail.dev/snapshot-revision"
+	TagCluster                 = "dovetail.dev/cluster"
+	TagNodePool                = "karpenter.sh/nodepool"
+	TagNodeClaim               = "karpenter.sh/nodeclaim"
 )
 
 // Consolidation policies. The v1beta1 name WhenUnderutilized converts to WhenEmptyOrUnderutilized.

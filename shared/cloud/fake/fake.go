@@ -29,6 +29,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/aws/userdata"
 )
 
 // DefaultKubeletVersion is reported by booted nodes when Options.KubeletVersion is empty. It is
@@ -108,6 +109,7 @@ type Cloud struct {
 	instances     map[string]*instance // by instance ID
 	tokens        map[string]tokenRecord
 	ice           []iceRule
+	bootFailures  []Pattern
 	nextHost      map[string]int // per zone: next host index in the zone's subnet
 	interruptions []Interruption
 	stats         Stats
@@ -124,6 +126,8 @@ type instance struct {
 	osImage    string
 	bootAt     time.Time
 	registered bool
+	// neverJoins: an injected boot failure; the instance runs but no Node registers.
+	neverJoins bool
 	// registering is set while Tick calls the registrar outside the lock, so concurrent Ticks
 	// do not register the same Node twice.
 	registering bool
@@ -223,6 +227,11 @@ func (c *Cloud) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Ins
 	if err != nil {
 		return nil, err
 	}
+	// From here on the request's labels and taints are what the kubelet is given at boot.
+	if req.Labels, req.Taints, err = c.bootConfig(req, settings.AMIFamily); err != nil {
+		c.count(func(s *Stats) { s.CreateCalls++ })
+		return nil, err
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -316,6 +325,35 @@ func (c *Cloud) validate(req cloud.LaunchRequest) (catalog.NodeSettings, error) 
 	return settings, nil
 }
 
+// bootConfig renders the user data the AWS provider gives such an instance and parses it back as
+// the node's boot agent does (shared/cloud/aws/userdata: nodeadm's NodeConfig --node-labels and
+// --register-with-taints on AL2023, settings.kubernetes.node-labels and node-taints on
+// Bottlerocket), so the Node registers with exactly the labels and taints its kubelet is given —
+// nothing a launch request merely lists. A Custom family's own user data gives what it says
+// (usually nothing). An error names what could not be rendered (e.g. a Windows family).
+func (c *Cloud) bootConfig(req cloud.LaunchRequest, family string) (map[string]string, []corev1.Taint, error) {
+	if family == "" {
+		family = apisv1.AMIFamilyAL2023
+	}
+	spec := userdata.Spec{Family: family, ClusterName: c.cluster, APIServerEndpoint: "https://kubernetes.default.svc",
+		CertificateAuthority: "ZG92ZXRhaWwgZmFrZSBjbG91ZA==", Labels: req.Labels, Taints: req.Taints}
+	if nc := req.NodeClass.EC2; nc != nil {
+		spec.Kubelet = nc.Spec.Kubelet
+		if nc.Spec.UserData != nil {
+			spec.Custom = *nc.Spec.UserData
+		}
+	}
+	ud, err := userdata.Render(spec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nodeClass: user data: %w", err)
+	}
+	node, err := userdata.Parse(family, ud)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nodeClass: user data: %w", err)
+	}
+	return node.Labels, node.Taints, nil
+}
+
 // candidate is an offering the catalog has, with the catalog's price.
 type candidate struct {
 	ref   cloud.OfferingRef // PricePerHour is the catalog's
@@ -405,12 +443,13 @@ func (c *Cloud) launch(req cloud.LaunchRequest, cand candidate, ip netip.Addr, s
 			LaunchTime:   now,
 			Tags:         tags,
 		},
-		nodeName:  cloud.PrivateDNSName(ip, c.region),
-		privateIP: ip,
-		labels:    labels,
-		taints:    append([]corev1.Taint(nil), req.Taints...),
-		settings:  settings,
-		bootAt:    now.Add(c.bootDelay),
+		nodeName:   cloud.PrivateDNSName(ip, c.region),
+		neverJoins: c.bootFails(cand.ref),
+		privateIP:  ip,
+		labels:     labels,
+		taints:     append([]corev1.Taint(nil), req.Taints...),
+		settings:   settings,
+		bootAt:     now.Add(c.bootDelay),
 	}
 	if req.NodeClass.EC2 != nil {
 		inst.osImage = osImage(req.NodeClass.EC2)

@@ -322,15 +322,11 @@ func TestBootRegistersNodeAsKubeletWould(t *testing.T) {
 	}
 	wantLabels := map[string]string{
 		// the instance type's labels
-		"kubernetes.io/arch":                  "amd64",
-		"kubernetes.io/os":                    "linux",
-		"node.kubernetes.io/instance-type":    "m5.large",
-		"karpenter.k8s.aws/instance-category": "m",
-		"karpenter.k8s.aws/instance-family":   "m5",
-		"karpenter.k8s.aws/instance-size":     "large",
-		"karpenter.k8s.aws/instance-cpu":      "2",
-		"karpenter.k8s.aws/instance-memory":   "8192",
-		// the request's (kubelet --node-labels)
+		"kubernetes.io/arch":               "amd64",
+		"kubernetes.io/os":                 "linux",
+		"node.kubernetes.io/instance-type": "m5.large",
+		// the request's, through the rendered user data (kubelet --node-labels); no catalog
+		// label and no capacity type: those arrive with registration
 		"karpenter.sh/nodepool":  "default",
 		"dovetail.dev/nodeclaim": "default-abc12",
 		"team":                   "web",
@@ -338,7 +334,6 @@ func TestBootRegistersNodeAsKubeletWould(t *testing.T) {
 		"kubernetes.io/hostname":                   name,
 		"topology.kubernetes.io/zone":              "us-east-1c",
 		"topology.kubernetes.io/region":            "us-east-1",
-		"karpenter.sh/capacity-type":               "spot",
 		"beta.kubernetes.io/arch":                  "amd64",
 		"beta.kubernetes.io/os":                    "linux",
 		"beta.kubernetes.io/instance-type":         "m5.large",
@@ -623,5 +618,36 @@ func TestRunTicksOnTheClock(t *testing.T) {
 	}
 	if got := clk.Since(t0); got < 5*time.Second {
 		t.Fatalf("registered after %v of fake time, want at least the 5s BootDelay", got)
+	}
+}
+
+// An injected boot failure: the instance runs (and is listed) but its Node never registers;
+// other offerings still boot.
+func TestInjectedBootFailureNeverRegisters(t *testing.T) {
+	c, clk, reg := newCloud(t, time.Second)
+	if err := c.InjectBootFailure(Pattern{InstanceType: "m5.*"}); err != nil {
+		t.Fatal(err)
+	}
+	bad := mustCreate(t, c, request("t1", off("m5.large", "us-east-1a", "on-demand")))
+	good := mustCreate(t, c, request("t2", off("c5.large", "us-east-1a", "on-demand")))
+	clk.Step(time.Hour)
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if inst, _ := c.Get(context.Background(), bad.ProviderID); inst.State != cloud.StateRunning {
+		t.Fatalf("bad instance %s, want running", inst.State)
+	}
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if len(reg.nodes) != 1 {
+		t.Fatalf("registered %d nodes, want only the c5.large's", len(reg.nodes))
+	}
+	for _, n := range reg.nodes {
+		if n.Spec.ProviderID != good.ProviderID {
+			t.Fatalf("registered %s, want only %s", n.Spec.ProviderID, good.ProviderID)
+		}
+	}
+	if err := c.InjectBootFailure(Pattern{Zone: "["}); err == nil || !strings.Contains(err.Error(), "pattern.zone") {
+		t.Fatalf("malformed pattern: %v", err)
 	}
 }

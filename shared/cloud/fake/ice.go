@@ -94,3 +94,36 @@ func quoteMeta(s string) string {
 	}
 	return string(out)
 }
+
+// InjectBootFailure makes instances launched from now on into an offering matching p run (and
+// bill) without their kubelet ever registering a Node — a bad AMI, user data that fails, a node
+// that cannot reach the API server — until ClearBootFailures. The lifecycle's registration
+// timeout is what must reap them. A malformed pattern returns an error naming the field.
+func (c *Cloud) InjectBootFailure(p Pattern) error {
+	for _, f := range [...]struct{ field, pattern string }{{"instanceType", p.InstanceType}, {"zone", p.Zone}, {"capacityType", p.CapacityType}} {
+		if _, err := path.Match(f.pattern, ""); err != nil {
+			return fmt.Errorf("pattern.%s: %q: %w", f.field, f.pattern, err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bootFailures = append(c.bootFailures, p)
+	return nil
+}
+
+// ClearBootFailures removes every injected boot failure (instances already launched keep theirs).
+func (c *Cloud) ClearBootFailures() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bootFailures = nil
+}
+
+// bootFails reports whether an instance launched into o never registers. Called with c.mu held.
+func (c *Cloud) bootFails(o cloud.OfferingRef) bool {
+	for _, p := range c.bootFailures {
+		if match(p.InstanceType, o.InstanceType) && match(p.Zone, o.Zone) && match(p.CapacityType, o.CapacityType) {
+			return true
+		}
+	}
+	return false
+}

@@ -98,12 +98,14 @@ func TestRealCatalogM5LargeNode(t *testing.T) {
 		corev1.ResourceCPU: "2", corev1.ResourceMemory: "7577Mi", corev1.ResourcePods: "29", corev1.ResourceEphemeralStorage: "20Gi",
 	})
 	for k, v := range map[string]string{
-		"karpenter.k8s.aws/instance-family": "m5", "kubernetes.io/arch": "amd64",
-		"node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": "us-east-1a",
+		"kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": "us-east-1a",
 	} {
 		if node.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
 		}
+	}
+	if v, ok := node.Labels["karpenter.k8s.aws/instance-family"]; ok {
+		t.Errorf("the kubelet registered a catalog label (instance-family %q); only registration adds those", v)
 	}
 }
 

@@ -1,0 +1,236 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/lifecycle"
+	"github.com/dovetail-dev/dovetail/localdev/scenarios"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+)
+
+// The cluster is the scenarios' in-memory World, which applies commands as the agent does
+// (finalizers and deletion timestamps included); the cloud is the fake over the real catalog,
+// launched into by the real provision function.
+
+// crashing publishes through the World but fails the publish numbered failAt (1-based), as a
+// function killed at that line would: the rest of the invocation never happens.
+type crashing struct {
+	w      *scenarios.World
+	calls  int
+	failAt int
+}
+
+var errKilled = errors.New("function killed")
+
+func (c *crashing) Publish(ctx context.Context, subject, id string, data []byte) error {
+	c.calls++
+	if c.calls == c.failAt {
+		return errKilled
+	}
+	return c.w.Publish(ctx, subject, id, data)
+}
+
+func world(t *testing.T) *scenarios.World {
+	t.Helper()
+	w := scenarios.NewWorld(scenarios.Start, 30*time.Second, nil)
+	grace := metav1.Duration{Duration: 10 * time.Minute}
+	pool := apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.NodePoolSpec{Template: apisv1.NodeClaimTemplate{
+		Spec: apisv1.NodeClaimSpec{
+			NodeClassRef:           &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
+			TerminationGracePeriod: &grace,
+			Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}},
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+			}}}}}
+	w.AddPools([]apisv1.NodePool{pool}, nil)
+	yes := true
+	w.AddPods(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", Controller: &yes}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}})
+	if _, err := w.Provision(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.Clock.Step(30 * time.Second) // the instance boots and its kubelet registers the Node
+	if err := w.Cloud.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func handler(w *scenarios.World, pub queue.Publisher) *lifecycle.Handler {
+	return &lifecycle.Handler{Cluster: scenarios.Cluster, Provider: w.Cloud, Publisher: pub, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func theClaim(t *testing.T, w *scenarios.World) (apisv1.NodeClaim, *corev1.Node) {
+	t.Helper()
+	snap := w.Snapshot()
+	if len(snap.NodeClaims) != 1 {
+		t.Fatalf("%d NodeClaims, want 1", len(snap.NodeClaims))
+	}
+	nc := snap.NodeClaims[0]
+	for i := range snap.Nodes {
+		if snap.Nodes[i].Spec.ProviderID == nc.Status.ProviderID {
+			return nc, &snap.Nodes[i]
+		}
+	}
+	return nc, nil
+}
+
+func condition(nc apisv1.NodeClaim, typ string) metav1.ConditionStatus {
+	for _, c := range nc.Status.Conditions {
+		if c.Type == typ {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// A crash between RegisterNode and SetNodeClaimStatus: the redelivered snapshot finishes the
+// registration; then initialization makes the NodeClaim Ready.
+func TestRegistrationSurvivesACrash(t *testing.T) {
+	w := world(t)
+	ctx := context.Background()
+	nc, node := theClaim(t, w)
+	if node == nil || !hasTaint(node, apisv1.TaintKeyUnregistered) || node.Labels[apisv1.LabelCapacityType] != "" {
+		t.Fatalf("the kubelet's node: %+v; want it registered with karpenter.sh/unregistered and without the offering labels", node)
+	}
+	snap := w.Snapshot()
+	if _, err := handler(w, &crashing{w: w, failAt: 2}).Decide(ctx, snap); !errors.Is(err, errKilled) {
+		t.Fatalf("err %v, want the crash", err)
+	}
+	if _, n := theClaim(t, w); hasTaint(n, apisv1.TaintKeyUnregistered) == false && condition(nc, apisv1.ConditionRegistered) == metav1.ConditionTrue {
+		t.Fatal("the status cannot be written before the crash point")
+	}
+	if _, err := handler(w, w).Decide(ctx, snap); err != nil { // redelivery of the same message
+		t.Fatal(err)
+	}
+	nc, node = theClaim(t, w)
+	if condition(nc, apisv1.ConditionRegistered) != metav1.ConditionTrue || nc.Status.NodeName != node.Name || hasTaint(node, apisv1.TaintKeyUnregistered) ||
+		node.Labels[apisv1.LabelCapacityType] != "on-demand" || node.Labels[apisv1.LabelInstanceFamily] != "m5" || len(node.Finalizers) != 1 {
+		t.Fatalf("after redelivery: claim %+v, node labels %v taints %v finalizers %v", nc.Status, node.Labels, node.Spec.Taints, node.Finalizers)
+	}
+	if _, err := handler(w, w).Decide(ctx, w.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	nc, node = theClaim(t, w)
+	if condition(nc, apisv1.ConditionInitialized) != metav1.ConditionTrue || condition(nc, apisv1.ConditionReady) != metav1.ConditionTrue ||
+		node.Labels[apisv1.LabelNodeInitialized] != "true" {
+		t.Fatalf("after initialization: %+v, node labels %v", nc.Status.Conditions, node.Labels)
+	}
+}
+
+// kubectl delete nodeclaim, with the function killed at each publish of the termination in
+// turn: every run ends with the instance terminated, the Node and the NodeClaim gone and no
+// finalizer left.
+func TestTerminationSurvivesACrashAtEveryStep(t *testing.T) {
+	for failAt := 1; failAt <= 8; failAt++ {
+		w := world(t)
+		ctx := context.Background()
+		for i := 0; i < 2; i++ { // register, initialize
+			if _, err := handler(w, w).Decide(ctx, w.Snapshot()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.Schedule()
+		nc, node := theClaim(t, w)
+		if err := w.Publish(ctx, queue.CommandsSubject(scenarios.Cluster), "kubectl", mustCommand(t, events.Command{ID: "kubectl", Kind: events.CommandDeleteNodeClaim,
+			Cluster: scenarios.Cluster, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}}})); err != nil {
+			t.Fatal(err)
+		}
+		crashed := false
+		pub := &crashing{w: w, failAt: failAt}
+		for step := 0; step < 10; step++ {
+			w.Clock.Step(time.Second)
+			_, err := handler(w, pub).Decide(ctx, w.Snapshot())
+			if errors.Is(err, errKilled) {
+				crashed = true
+				continue // redelivered: the next snapshot decides again
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !crashed {
+			continue // fewer publishes than failAt
+		}
+		snap := w.Snapshot()
+		if len(snap.NodeClaims) != 0 || w.Node(node.Name) != nil {
+			t.Fatalf("crash at publish %d: %d NodeClaims, node %v left", failAt, len(snap.NodeClaims), w.Node(node.Name) != nil)
+		}
+		if inst, err := w.Cloud.Get(ctx, nc.Status.ProviderID); err == nil && inst.State == cloud.StateRunning {
+			t.Fatalf("crash at publish %d: instance still running", failAt)
+		}
+		if len(w.Lost) != 0 {
+			t.Fatalf("crash at publish %d: pods lost %v", failAt, w.Lost)
+		}
+	}
+}
+
+// A launch whose Node never registers is reaped after the (shortened) registration TTL: the
+// NodeClaim is deleted, the instance terminated, the offering marked.
+func TestLivenessReapsALaunchThatNeverRegisters(t *testing.T) {
+	w := scenarios.NewWorld(scenarios.Start, time.Hour, nil) // the instance would boot in an hour
+	pool := apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.NodePoolSpec{Template: apisv1.NodeClaimTemplate{
+		Spec: apisv1.NodeClaimSpec{NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"}}}}}
+	w.AddPools([]apisv1.NodePool{pool}, nil)
+	w.AddPods(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}})
+	ctx := context.Background()
+	if _, err := w.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := theClaim(t, w)
+	h := handler(w, w)
+	h.Options.RegistrationTTL = 2 * time.Minute
+	for i := 0; i < 4; i++ {
+		w.Clock.Step(time.Minute)
+		if _, err := h.Decide(ctx, w.Snapshot()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := w.Snapshot()
+	if len(snap.NodeClaims) != 0 {
+		t.Fatalf("NodeClaim still there: %+v", snap.NodeClaims[0].ObjectMeta)
+	}
+	if inst, err := w.Cloud.Get(ctx, nc.Status.ProviderID); err == nil && inst.State == cloud.StateRunning {
+		t.Fatal("instance still running")
+	}
+	marked := false
+	for _, m := range snap.UnavailableOfferings {
+		marked = marked || (m.InstanceType == nc.Labels[corev1.LabelInstanceTypeStable] && m.Reason == "RegistrationTimeout")
+	}
+	if !marked {
+		t.Fatalf("offering not marked: %+v", snap.UnavailableOfferings)
+	}
+}
+
+func mustCommand(t *testing.T, c events.Command) []byte {
+	t.Helper()
+	b, err := events.NewEvent(scenarios.Cluster, "test", events.TypeCommand, c.ID, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,533 @@
+// Package lifecycle decides, from one snapshot, what Karpenter's NodeClaim and Node controllers
+// do after a launch (kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle,
+// node/termination, nodeclaim/termination): register the Node against its NodeClaim,
+// initialize it, reap a launch that never registers, and terminate a NodeClaim or Node that is
+// being deleted. It is pure: no I/O, and the snapshot's time is the only clock. The lifecycle
+// function (functions/lifecycle) publishes the commands and makes the cloud calls; the agent
+// applies the commands.
+//
+// Every decision is re-derived from the snapshot, so a redelivered or repeated snapshot gives
+// the same commands (their IDs derive from the objects and the step), and a function killed at
+// any step simply leaves the next snapshot to carry on from where the cluster is.
+package lifecycle
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
+)
+
+// DefaultRegistrationTTL is how long a launched NodeClaim may go without its Node registering
+// before it is deleted and its offering marked unavailable: 15 minutes, Karpenter's liveness
+// registration TTL (pkg/controllers/nodeclaim/lifecycle/liveness.go).
+const DefaultRegistrationTTL = 15 * time.Minute
+
+// Condition reasons Dovetail writes (Karpenter's where it has one).
+const (
+	ReasonRegistered        = "Registered"
+	ReasonInitialized       = "Initialized"
+	ReasonNotInitialized    = "NotInitialized"
+	ReasonReady             = "Ready"
+	ReasonRegistrationTTL   = "RegistrationTimeout"
+	ReasonNodeNotReady      = "NodeNotReady"
+	ReasonStartupTaints     = "StartupTaintsExist"
+	ReasonResourcesNotReady = "ResourceNotRegistered"
+)
+
+// Taints a node carries before its kubelet and cloud provider are done; initialization waits
+// for them to go (Karpenter's KnownEphemeralTaints).
+var ephemeralTaints = []corev1.Taint{
+	{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
+	{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule},
+	{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute},
+}
+
+// DefaultRegistrationWindow is how long the first Nodes of one decision wait for the others
+// before they are registered anyway: nodes that become schedulable one by one let the first
+// ready one take pods planned elsewhere, so the NodeClaims of one decision register together.
+const DefaultRegistrationWindow = time.Minute
+
+// Options tune the decisions.
+type Options struct {
+	// RegistrationTTL overrides DefaultRegistrationTTL (tests shorten it).
+	RegistrationTTL time.Duration
+	// RegistrationWindow overrides DefaultRegistrationWindow.
+	RegistrationWindow time.Duration
+}
+
+// Decision is what one snapshot asks for.
+type Decision struct {
+	// Commands are for the agent, in order.
+	Commands []events.Command
+	// Terminate are instances to terminate now: their NodeClaim or Node is being deleted and
+	// no pod that must move is left on the node.
+	Terminate []Termination
+	// Transitions say what changed, for logs and local dev's progress lines.
+	Transitions []Transition
+}
+
+// Termination is one instance to terminate. The function terminates it (only instances tagged
+// for the cluster can be) and, once the cloud reports it shutting down or gone, publishes Finish.
+type Termination struct {
+	ProviderID string
+	NodeClaim  string // "" when the Node has no NodeClaim
+	Node       string // "" when no Node registered
+	// Finish deletes the Node and removes the finalizers, the Node's first.
+	Finish []events.Command
+}
+
+// Transition is one step of a NodeClaim's life.
+type Transition struct {
+	NodeClaim string
+	Node      string
+	// Phase is Registered, Initialized, Draining, Terminating or RegistrationTimeout.
+	Phase  string
+	Detail string
+}
+
+// Decide makes the lifecycle decisions of a snapshot.
+func Decide(snap *events.Snapshot, o Options) Decision {
+	if o.RegistrationTTL <= 0 {
+		o.RegistrationTTL = DefaultRegistrationTTL
+	}
+	if o.RegistrationWindow <= 0 {
+		o.RegistrationWindow = DefaultRegistrationWindow
+	}
+	d := &decider{snap: snap, now: snap.Time.Time, o: o, byProvider: map[string]*corev1.Node{}, pods: map[string][]*corev1.Pod{},
+		pending: map[string]*corev1.Pod{}, claimed: map[string]bool{}}
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Spec.ProviderID != "" {
+			d.byProvider[n.Spec.ProviderID] = n
+		}
+	}
+	for i := range snap.Pods {
+		p := &snap.Pods[i]
+		d.pods[p.Spec.NodeName] = append(d.pods[p.Spec.NodeName], p)
+	}
+	for i := range snap.PendingPods {
+		p := &snap.PendingPods[i]
+		d.pending[p.Namespace+"/"+p.Name] = p
+	}
+	claims := make([]*apisv1.NodeClaim, 0, len(snap.NodeClaims))
+	for i := range snap.NodeClaims {
+		claims = append(claims, &snap.NodeClaims[i])
+	}
+	sort.Slice(claims, func(i, j int) bool { return claims[i].Name < claims[j].Name })
+	for _, nc := range claims {
+		d.claim(nc)
+	}
+	// A Node of ours being deleted whose NodeClaim is already gone still has an instance.
+	nodes := make([]*corev1.Node, 0, len(snap.Nodes))
+	for i := range snap.Nodes {
+		nodes = append(nodes, &snap.Nodes[i])
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		if !d.claimed[n.Name] && n.DeletionTimestamp != nil && hasFinalizer(n.Finalizers) {
+			d.terminate(nil, n)
+		}
+	}
+	return d.out
+}
+
+type decider struct {
+	snap       *events.Snapshot
+	now        time.Time
+	o          Options
+	byProvider map[string]*corev1.Node
+	pods       map[string][]*corev1.Pod // by node name
+	pending    map[string]*corev1.Pod   // by namespace/name
+	claimed    map[string]bool          // node names that have a NodeClaim
+	out        Decision
+}
+
+func (d *decider) cmd(c events.Command) {
+	c.Cluster, c.SnapshotRevision = d.snap.Cluster, d.snap.Revision
+	d.out.Commands = append(d.out.Commands, c)
+}
+
+func (d *decider) transition(nc, node, phase, detail string) {
+	d.out.Transitions = append(d.out.Transitions, Transition{NodeClaim: nc, Node: node, Phase: phase, Detail: detail})
+}
+
+// claim decides one NodeClaim's next step.
+func (d *decider) claim(nc *apisv1.NodeClaim) {
+	var node *corev1.Node
+	if pid := nc.Status.ProviderID; pid != "" {
+		node = d.byProvider[pid]
+	}
+	if node != nil {
+		d.claimed[node.Name] = true
+	}
+	switch {
+	case nc.DeletionTimestamp != nil || (node != nil && node.DeletionTimestamp != nil):
+		d.terminate(nc, node)
+	case node == nil:
+		d.liveness(nc)
+	case !isTrue(nc, apisv1.ConditionRegistered) && d.waitForSiblings(nc):
+		d.transition(nc.Name, node.Name, "Waiting", "the other NodeClaims of its decision have no node yet")
+	default:
+		// Nominations go first: they are on the pods before the registration clears the
+		// node's taint, so the scheduler's first look at the node already prefers it for them.
+		d.nominate(nc, node)
+		d.register(nc, node)
+		d.initialize(nc, node)
+	}
+}
+
+// waitForSiblings reports whether a NodeClaim whose Node is there should wait for the other
+// NodeClaims of its decision (same apisv1.AnnotationSnapshotRevision) to have theirs, so their
+// nodes become schedulable together; never longer than the registration window from its launch.
+func (d *decider) waitForSiblings(nc *apisv1.NodeClaim) bool {
+	rev := nc.Annotations[apisv1.AnnotationSnapshotRevision]
+	if rev == "" || d.now.Sub(nc.CreationTimestamp.Time) >= d.o.RegistrationWindow {
+		return false
+	}
+	for i := range d.snap.NodeClaims {
+		s := &d.snap.NodeClaims[i]
+		if s.Name == nc.Name || s.DeletionTimestamp != nil || s.Annotations[apisv1.AnnotationSnapshotRevision] != rev || isTrue(s, apisv1.ConditionRegistered) {
+			continue
+		}
+		if s.Status.ProviderID == "" || d.byProvider[s.Status.ProviderID] == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// liveness deletes a NodeClaim launched RegistrationTTL ago whose Node never registered, and
+// marks its offering unavailable, as Karpenter does for a launch that fails.
+func (d *decider) liveness(nc *apisv1.NodeClaim) {
+	if isTrue(nc, apisv1.ConditionRegistered) || !isTrue(nc, apisv1.ConditionLaunched) {
+		return
+	}
+	since := nc.CreationTimestamp.Time
+	if c := condition(nc, apisv1.ConditionLaunched); c != nil && c.LastTransitionTime.After(since) {
+		since = c.LastTransitionTime.Time
+	}
+	if d.now.Sub(since) < d.o.RegistrationTTL {
+		return
+	}
+	why := fmt.Sprintf("no node registered within %s of the launch", d.o.RegistrationTTL)
+	d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "liveness", nc.Name, string(nc.UID)), Kind: events.CommandDeleteNodeClaim,
+		NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}}, Reason: why})
+	key := events.OfferingKey{InstanceType: nc.Labels[corev1.LabelInstanceTypeStable], Zone: nc.Labels[corev1.LabelTopologyZone],
+		CapacityType: nc.Labels[apisv1.LabelCapacityType]}
+	if key.InstanceType != "" && key.Zone != "" && key.CapacityType != "" {
+		d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "liveness-unavailable", nc.Name, string(nc.UID)), Kind: events.CommandMarkUnavailable,
+			Unavailable: []events.UnavailableOfferingMark{events.MarkUnavailable(key, ReasonRegistrationTTL, d.now)}, Reason: why})
+	}
+	d.transition(nc.Name, "", ReasonRegistrationTTL, why)
+}
+
+// register syncs the NodeClaim onto its Node (labels, annotations, taints; startup taints only
+// at the first registration, as Karpenter does, so a startup taint a daemon removed does not
+// come back), clears karpenter.sh/unregistered, adds the termination finalizer, and records
+// status.nodeName and Registered=True.
+func (d *decider) register(nc *apisv1.NodeClaim, node *corev1.Node) {
+	done := isTrue(nc, apisv1.ConditionRegistered)
+	if done && node.Labels[apisv1.LabelNodeRegistered] == "true" && !hasTaintKey(node.Spec.Taints, apisv1.TaintKeyUnregistered) &&
+		hasFinalizer(node.Finalizers) && nc.Status.NodeName == node.Name {
+		return
+	}
+	labels := map[string]string{apisv1.LabelNodeRegistered: "true"}
+	for k, v := range nc.Labels {
+		labels[k] = v
+	}
+	taints := append([]corev1.Taint(nil), nc.Spec.Taints...)
+	if !done {
+		taints = append(taints, nc.Spec.StartupTaints...)
+	}
+	d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "register", nc.Name, string(node.UID)), Kind: events.CommandRegisterNode,
+		NodeName: node.Name, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}},
+		Labels: labels, Annotations: copyMap(nc.Annotations), Taints: taints, Finalizer: events.FinalizerTermination,
+		Reason: "node " + node.Name + " registered for NodeClaim " + nc.Name})
+	conds := []metav1.Condition{d.cond(nc, apisv1.ConditionRegistered, metav1.ConditionTrue, ReasonRegistered, "")}
+	if condition(nc, apisv1.ConditionInitialized) == nil {
+		conds = append(conds, d.cond(nc, apisv1.ConditionInitialized, metav1.ConditionUnknown, ReasonNotInitialized, "node not initialized yet"))
+	}
+	if condition(nc, apisv1.ConditionReady) == nil {
+		conds = append(conds, d.cond(nc, apisv1.ConditionReady, metav1.ConditionUnknown, ReasonNotInitialized, "Initialized=Unknown"))
+	}
+	d.setStatus(nc, "registered", node.Name, conds)
+	if !done {
+		d.transition(nc.Name, node.Name, ReasonRegistered, "node "+node.Name)
+	}
+}
+
+// initialize records Initialized=True and Ready=True (and labels the node
+// karpenter.sh/initialized) once the node is Ready, its startup and ephemeral taints are gone
+// and every resource the NodeClaim was sized for (GPUs and accelerators included) is allocatable.
+func (d *decider) initialize(nc *apisv1.NodeClaim, node *corev1.Node) {
+	if isTrue(nc, apisv1.ConditionInitialized) && node.Labels[apisv1.LabelNodeInitialized] == "true" {
+		return
+	}
+	if why := notInitialized(nc, node); why != "" {
+		if c := condition(nc, apisv1.ConditionInitialized); c == nil || c.Message != why {
+			if isTrue(nc, apisv1.ConditionRegistered) {
+				d.setStatus(nc, "not-initialized-"+why, "", []metav1.Condition{
+					d.cond(nc, apisv1.ConditionInitialized, metav1.ConditionUnknown, ReasonNotInitialized, why)})
+			}
+		}
+		return
+	}
+	d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "initialized", nc.Name, string(node.UID)), Kind: events.CommandLabelNode,
+		NodeName: node.Name, Labels: map[string]string{apisv1.LabelNodeInitialized: "true"}, Reason: "node initialized"})
+	d.setStatus(nc, "initialized", node.Name, []metav1.Condition{
+		d.cond(nc, apisv1.ConditionInitialized, metav1.ConditionTrue, ReasonInitialized, ""),
+		d.cond(nc, apisv1.ConditionReady, metav1.ConditionTrue, ReasonReady, ""),
+	})
+	if !isTrue(nc, apisv1.ConditionInitialized) {
+		d.transition(nc.Name, node.Name, ReasonInitialized, "Ready: the node is Ready, its startup taints are gone, its requested resources are registered")
+	}
+}
+
+// notInitialized says why the node is not initialized yet, or "" when it is.
+func notInitialized(nc *apisv1.NodeClaim, node *corev1.Node) string {
+	ready := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	if !ready {
+		return "node is not Ready"
+	}
+	for _, t := range append(append([]corev1.Taint(nil), nc.Spec.StartupTaints...), ephemeralTaints...) {
+		for _, nt := range node.Spec.Taints {
+			if nt.Key == t.Key && nt.Effect == t.Effect {
+				return "taint " + nt.Key + ":" + string(nt.Effect) + " is still on the node"
+			}
+		}
+	}
+	// The kubelet reports an extended resource as 0 until its device plugin registers it, so
+	// every resource the NodeClaim was sized for must be allocatable (Karpenter's
+	// RequestedResourcesRegistered).
+	names := make([]string, 0, len(nc.Spec.Resources.Requests))
+	for name, q := range nc.Spec.Resources.Requests {
+		if !q.IsZero() {
+			names = append(names, string(name))
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if q, ok := node.Status.Allocatable[corev1.ResourceName(name)]; !ok || q.IsZero() {
+			return "resource " + name + " is not registered"
+		}
+	}
+	return ""
+}
+
+// nominate points the planned pods that are still pending at the registered node, so
+// kube-scheduler tries it first instead of the first new node that happens to be ready.
+func (d *decider) nominate(nc *apisv1.NodeClaim, node *corev1.Node) {
+	planned := nc.Annotations[apisv1.AnnotationPlannedPods]
+	if planned == "" {
+		return
+	}
+	var refs []events.PodRef
+	for _, key := range strings.Split(planned, ",") {
+		p := d.pending[key]
+		if p == nil || p.Status.NominatedNodeName == node.Name {
+			continue
+		}
+		refs = append(refs, events.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)})
+	}
+	if len(refs) == 0 {
+		return
+	}
+	keys := []string{d.snap.Cluster, "nominate", nc.Name, string(node.UID)}
+	for _, r := range refs {
+		keys = append(keys, r.Namespace+"/"+r.Name)
+	}
+	d.cmd(events.Command{ID: events.CommandID(keys...), Kind: events.CommandNominatePods, NodeName: node.Name, Pods: refs,
+		Reason: "planned onto NodeClaim " + nc.Name})
+}
+
+// terminate carries a NodeClaim or Node that is being deleted one step towards gone: delete the
+// other object too, taint the node karpenter.sh/disrupted:NoSchedule, drain it through the
+// Eviction API, delete what is left once the NodeClaim's terminationGracePeriod leaves no room
+// for a pod's own grace, and, with no pod that must move left, terminate the instance.
+func (d *decider) terminate(nc *apisv1.NodeClaim, node *corev1.Node) {
+	name, nodeName := "", ""
+	if nc != nil {
+		name = nc.Name
+		if nc.DeletionTimestamp == nil {
+			d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "terminate-claim", nc.Name, string(nc.UID)), Kind: events.CommandDeleteNodeClaim,
+				NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}}, Reason: "its node " + node.Name + " is being deleted"})
+		}
+	}
+	if node != nil {
+		nodeName = node.Name
+		if waiting := d.drain(nc, node); waiting > 0 {
+			d.transition(name, nodeName, "Draining", fmt.Sprintf("%d pods to move", waiting))
+			return
+		}
+	}
+	t := Termination{NodeClaim: name, Node: nodeName}
+	if nc != nil {
+		t.ProviderID = nc.Status.ProviderID
+	}
+	if t.ProviderID == "" && node != nil {
+		t.ProviderID = node.Spec.ProviderID
+	}
+	if node != nil {
+		if node.DeletionTimestamp == nil {
+			t.Finish = append(t.Finish, events.Command{ID: events.CommandID(d.snap.Cluster, "terminate-node", node.Name, string(node.UID)),
+				Kind: events.CommandDeleteNode, NodeName: node.Name, Reason: "instance terminated"})
+		}
+		if hasFinalizer(node.Finalizers) {
+			t.Finish = append(t.Finish, events.Command{ID: events.CommandID(d.snap.Cluster, "finalize-node", node.Name, string(node.UID)),
+				Kind: events.CommandRemoveFinalizer, NodeName: node.Name, Finalizer: events.FinalizerTermination, Reason: "instance terminated"})
+		}
+	}
+	if nc != nil && hasFinalizer(nc.Finalizers) {
+		t.Finish = append(t.Finish, events.Command{ID: events.CommandID(d.snap.Cluster, "finalize-claim", nc.Name, string(nc.UID)),
+			Kind: events.CommandRemoveFinalizer, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}},
+			Finalizer: events.FinalizerTermination, Reason: "instance terminated"})
+	}
+	for i := range t.Finish {
+		t.Finish[i].Cluster, t.Finish[i].SnapshotRevision = d.snap.Cluster, d.snap.Revision
+	}
+	d.out.Terminate = append(d.out.Terminate, t)
+	d.transition(name, nodeName, "Terminating", "terminating instance "+t.ProviderID)
+}
+
+// drain taints and drains the node and, past the grace deadline, deletes the pods left; it
+// returns how many pods must still leave before the instance may go.
+func (d *decider) drain(nc *apisv1.NodeClaim, node *corev1.Node) int {
+	if !hasTaintKey(node.Spec.Taints, apisv1.TaintKeyDisrupted) {
+		at := metav1.NewTime(d.now)
+		d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "terminate-taint", node.Name, string(node.UID)), Kind: events.CommandTaintNode,
+			NodeName: node.Name, Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at},
+			Reason: "node is being terminated"})
+	}
+	var leaving, evictable []*corev1.Pod
+	for _, p := range d.pods[node.Name] {
+		if scheduling.IsDaemonSetPod(p) || scheduling.IsTerminal(p) {
+			continue
+		}
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+			continue
+		}
+		leaving = append(leaving, p)
+		if p.DeletionTimestamp == nil {
+			evictable = append(evictable, p)
+		}
+	}
+	if len(leaving) == 0 {
+		return 0
+	}
+	if len(evictable) > 0 {
+		d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "terminate-drain", node.Name, string(node.UID), fmt.Sprint(d.snap.Revision)),
+			Kind: events.CommandDrainNode, NodeName: node.Name, Reason: "node is being terminated"})
+	}
+	if deadline, ok := graceDeadline(nc); ok {
+		var force []events.PodRef
+		for _, p := range leaving {
+			own := int64(corev1.DefaultTerminationGracePeriodSeconds)
+			if p.Spec.TerminationGracePeriodSeconds != nil {
+				own = *p.Spec.TerminationGracePeriodSeconds
+			}
+			left := int64(deadline.Sub(d.now) / time.Second)
+			if left > own {
+				continue // its own grace still fits before the deadline
+			}
+			grace := max(left, 0)
+			if p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds <= grace {
+				continue // already deleted with a grace that fits
+			}
+			force = append(force, events.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), GracePeriodSeconds: &grace})
+		}
+		if len(force) > 0 {
+			keys := []string{d.snap.Cluster, "terminate-delete-pods", node.Name, fmt.Sprint(d.snap.Revision)}
+			for _, r := range force {
+				keys = append(keys, r.Namespace+"/"+r.Name)
+			}
+			d.cmd(events.Command{ID: events.CommandID(keys...), Kind: events.CommandDeletePods, NodeName: node.Name, Pods: force,
+				Reason: fmt.Sprintf("terminationGracePeriod of NodeClaim %s ends at %s", nc.Name, deadline.UTC().Format(time.RFC3339))})
+		}
+	}
+	return len(leaving)
+}
+
+// graceDeadline is when the NodeClaim's terminationGracePeriod ends: its deletion time plus the
+// period. No deadline without a period (pods blocking eviction then block for good, as in
+// Karpenter) or before the NodeClaim is being deleted.
+func graceDeadline(nc *apisv1.NodeClaim) (time.Time, bool) {
+	if nc == nil || nc.DeletionTimestamp == nil || nc.Spec.TerminationGracePeriod == nil {
+		return time.Time{}, false
+	}
+	return nc.DeletionTimestamp.Add(nc.Spec.TerminationGracePeriod.Duration), true
+}
+
+// setStatus publishes a SetNodeClaimStatus command; step names it in the command ID.
+func (d *decider) setStatus(nc *apisv1.NodeClaim, step, nodeName string, conds []metav1.Condition) {
+	st := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}}
+	st.Status.NodeName = nodeName
+	st.Status.Conditions = conds
+	d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "status", nc.Name, string(nc.UID), step), Kind: events.CommandSetNodeClaimStatus,
+		NodeClaim: st, Reason: step})
+}
+
+// cond builds a condition, keeping the transition time of an unchanged status.
+func (d *decider) cond(nc *apisv1.NodeClaim, typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	c := metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: nc.Generation,
+		LastTransitionTime: metav1.NewTime(d.now)}
+	if old := condition(nc, typ); old != nil && old.Status == status {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	return c
+}
+
+func condition(nc *apisv1.NodeClaim, typ string) *metav1.Condition {
+	for i := range nc.Status.Conditions {
+		if nc.Status.Conditions[i].Type == typ {
+			return &nc.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func isTrue(nc *apisv1.NodeClaim, typ string) bool {
+	c := condition(nc, typ)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+func hasFinalizer(fs []string) bool {
+	for _, f := range fs {
+		if f == events.FinalizerTermination {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTaintKey(ts []corev1.Taint, key string) bool {
+	for _, t := range ts {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
