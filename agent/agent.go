@@ -361,7 +361,7 @@ func (a *Agent) HandleCommand(ctx context.Context, msg queue.Message) error {
 		// function that drains asks again on a later snapshot, and a redelivery would hold up
 		// the commands behind it (the registration of the very node the evicted pods need).
 		a.log().Info("drain incomplete; the deciding function asks again on a later snapshot", "id", cmd.ID, "node", incomplete.Node,
-			"evicted", len(incomplete.Evicted), "blocked", len(incomplete.Blocked))
+			"evicted", len(incomplete.Evicted), "blocked", strings.Join(incomplete.Blocked, "; "))
 		return nil
 	case errors.Is(err, kube.ErrInvalidCommand):
 		return fmt.Errorf("%w: %v", queue.ErrPoison, err)

@@ -60,6 +60,7 @@ func TestRealControlPlane(t *testing.T) {
 		Cluster:          "e2e",
 		ControlPlane:     localdev.ControlPlaneReal,
 		BootDelay:        bootDelay,
+		RegistrationTTL:  registrationTTL,
 		Out:              os.Stdout,
 		Log:              slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		OnDecision:       plans.add,
@@ -77,7 +78,17 @@ func TestRealControlPlane(t *testing.T) {
 		time.Since(begin).Round(100*time.Millisecond))
 
 	t.Run("SeedScenarioScheduledByKubeScheduler", func(t *testing.T) { checkPlacement(ctx, t, env, plans) })
+	t.Run("NodeClaimsReady", func(t *testing.T) { checkNodeClaimsReady(ctx, t, env) })
 	t.Run("AgentRunsWithLeastPrivilege", func(t *testing.T) { checkAgentRBAC(ctx, t, env) })
+	odNode := ""
+	t.Run("NodesCarryKarpentersLabels", func(t *testing.T) { odNode = checkNodeLabels(ctx, t, env) })
+	t.Run("DeleteNodeClaimTerminates", func(t *testing.T) {
+		if odNode == "" {
+			t.Skip("no on-demand node from NodesCarryKarpentersLabels")
+		}
+		checkDeleteNodeClaim(ctx, t, env, odNode)
+	})
+	t.Run("LivenessReapsLaunchThatNeverRegisters", func(t *testing.T) { checkLiveness(ctx, t, env) })
 	t.Run("PDBHoldsDuringDrain", func(t *testing.T) {
 		begin := time.Now()
 		checkPDBDrain(ctx, t, env, logs)

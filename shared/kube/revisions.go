@@ -46,8 +46,17 @@ func (r *Revisions) Current() int64 {
 	return r.current
 }
 
-// LastChange returns the revision of the latest change to an object of kind (the base when none
-// was seen).
+// Notice records that the latest update of an object of kind matters to LastChange's readers
+// (adds and deletes always do; the watcher decides for updates, so a kubelet's heartbeat does
+// not count as a change).
+func (r *Revisions) Notice(kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.kinds[kind] = r.current
+}
+
+// LastChange returns the revision of the latest add, delete or noticed update of an object of
+// kind (the base when none was seen).
 func (r *Revisions) LastChange(kind string) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -85,7 +94,9 @@ func (r *Revisions) Bump(kind, key string, op Op) int64 {
 	r.current++
 	k := objectKey(kind, key)
 	r.changed[k] = r.current
-	r.kinds[kind] = r.current
+	if op != OpUpdate {
+		r.kinds[kind] = r.current
+	}
 	switch op {
 	case OpAdd:
 		r.created[k] = r.current

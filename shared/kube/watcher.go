@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -129,7 +130,12 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.onChange(kind, obj, OpAdd) },
-			UpdateFunc: func(_, obj any) { w.onChange(kind, obj, OpUpdate) },
+			UpdateFunc: func(old, obj any) {
+				w.onChange(kind, obj, OpUpdate)
+				if lifecycleRelevant(kind, old, obj) {
+					w.revisions.Notice(kind)
+				}
+			},
 			DeleteFunc: func(obj any) { w.onDelete(kind, obj) },
 		}); err != nil {
 			return nil, fmt.Errorf("add %s handler: %w", kind, err)
@@ -281,6 +287,36 @@ func (w *Watcher) onChange(kind string, obj any, op Op) {
 	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 		w.revisions.Bump(kind, key, op)
 	}
+}
+
+// lifecycleRelevant reports whether an update can move a NodeClaim's lifecycle on: any NodeClaim
+// update, and a Node update other than a status heartbeat (labels, annotations, taints,
+// finalizers, deletion, spec, readiness or allocatable changed).
+func lifecycleRelevant(kind string, oldObj, obj any) bool {
+	switch kind {
+	case KindNodeClaim:
+		return true
+	case KindNode:
+		o, ok1 := oldObj.(*corev1.Node)
+		n, ok2 := obj.(*corev1.Node)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return !equality.Semantic.DeepEqual(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
+			!equality.Semantic.DeepEqual(o.Finalizers, n.Finalizers) || !equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) ||
+			!equality.Semantic.DeepEqual(o.Spec, n.Spec) || nodeReady(o) != nodeReady(n) ||
+			!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable)
+	}
+	return false
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (w *Watcher) onDelete(kind string, obj any) {

@@ -35,9 +35,13 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 			byProviderID[n.Spec.ProviderID] = true
 		}
 	}
+	claimByProvider := map[string]*apisv1.NodeClaim{}
 	for _, nc := range in.NodeClaims {
 		if nc.Status.NodeName != "" {
 			claimsByNode[nc.Status.NodeName] = nc
+		}
+		if nc.Status.ProviderID != "" {
+			claimByProvider[nc.Status.ProviderID] = nc
 		}
 	}
 	var bins []*bin
@@ -46,10 +50,20 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 			continue
 		}
 		var startup []corev1.Taint
-		if nc := claimsByNode[n.Name]; nc != nil {
-			startup = nc.Spec.StartupTaints
+		labels := n.Labels
+		nc := claimsByNode[n.Name]
+		if nc == nil && n.Spec.ProviderID != "" {
+			nc = claimByProvider[n.Spec.ProviderID]
 		}
-		b := &bin{name: n.Name, labels: n.Labels, taints: effectiveTaints(n.Spec.Taints, startup)}
+		if nc != nil {
+			startup = nc.Spec.StartupTaints
+			// A node whose registration is not done yet lacks the NodeClaim's labels; it will
+			// have them before any pod can land (karpenter.sh/unregistered keeps pods off).
+			if hasTaint(n.Spec.Taints, apisv1.TaintKeyUnregistered) {
+				labels = mergeLabels(n.Labels, nc.Labels)
+			}
+		}
+		b := &bin{name: n.Name, labels: labels, taints: effectiveTaints(n.Spec.Taints, startup)}
 		free := scheduling.FromList(n.Status.Allocatable)
 		present := map[string]bool{}
 		if _, ok := n.Status.Allocatable[ResourceAttachableVolumes]; !ok {

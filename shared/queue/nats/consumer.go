@@ -211,8 +211,14 @@ func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.H
 		Attempt: int(md.NumDelivered),
 	}
 	log := c.log.With("id", msg.ID, "attempt", msg.Attempt, "streamSeq", md.Sequence.Stream)
-	settle, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
+	// The settle deadline starts when settling does: a handler that ran longer than
+	// settleTimeout must still get its ack through, or the message comes back after AckWait and
+	// holds up everything behind it.
+	settleCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	}
+	settle, cancel := settleCtx()
+	defer func() { cancel() }()
 
 	if msg.Attempt > c.cfg.MaxDeliver {
 		c.deadLetter(settle, log, m, md, fmt.Sprintf(
@@ -227,6 +233,8 @@ func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.H
 		return
 	}
 	err = c.run(ctx, m, msg, handler, log)
+	cancel()
+	settle, cancel = settleCtx()
 	switch {
 	case err == nil:
 		if err := m.DoubleAck(settle); err != nil {

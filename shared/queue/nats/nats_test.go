@@ -492,3 +492,28 @@ func TestRunEmbeddedTempDirAndStartup(t *testing.T) {
 	s.WaitForShutdown()
 	_ = dir // removed in the background after shutdown; nothing to assert without racing it
 }
+
+// A handler that runs longer than the settle timeout still gets its ack through: the message is
+// delivered once (the bug: the settle deadline started before the handler, the ack timed out,
+// and the message came back after AckWait, holding up every message behind it).
+func TestLongHandlerIsAckedOnce(t *testing.T) {
+	e := newEnv(t)
+	e.publish("ev-1", "x")
+	calls := make(chan queue.Message, 10)
+	c := e.consumer(nil, func(c *ConsumerConfig) { c.AckWait = 30 * time.Second })
+	stop := run(t, c, func(_ context.Context, m queue.Message) error {
+		calls <- m
+		time.Sleep(settleTimeout + time.Second)
+		return nil
+	})
+	if m := recv(t, calls, "delivery"); m.Attempt != 1 {
+		t.Fatalf("attempt %d", m.Attempt)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if ack, pend, del := e.pendingOf(c); ack != 0 || pend != 0 || del != 1 {
+		t.Errorf("ackPending=%d pending=%d delivered=%d, want 0 0 1", ack, pend, del)
+	}
+}

@@ -169,10 +169,11 @@ func (c *Consumer) Consume(ctx context.Context, handler queue.Handler) error {
 func (c *Consumer) process(ctx context.Context, m types.Message, handler queue.Handler) bool {
 	msg := Message(m)
 	log := c.log.With("messageId", aws.ToString(m.MessageId), "id", msg.ID, "attempt", msg.Attempt)
+	err := c.run(ctx, m, msg, handler, log)
+	// The settle deadline starts after the handler: a long handler must still get its delete
+	// (or visibility change) through.
 	settle, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-
-	err := c.run(ctx, m, msg, handler, log)
 	switch {
 	case err == nil:
 		if _, err := c.cfg.Client.DeleteMessage(settle, &awssqs.DeleteMessageInput{
