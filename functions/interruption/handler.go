@@ -231,12 +231,17 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		return d, err
 	}
 	// 3. Taint, so nothing new lands on the node.
+	// The taint is not on the node in this snapshot yet: the agent may refuse the command as
+	// stale (a pod bound after the snapshot), so the notice waits for a snapshot that shows it.
+	// Command IDs carry the revision so a re-sent command is not taken for a duplicate.
 	taintTime := metav1.NewTime(now)
+	untainted := false
 	for _, t := range targets {
 		if t.Node == nil || t.Disrupting {
 			continue
 		}
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "taint", t.Node.Name, n.ID),
+		untainted = true
+		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "taint", t.Node.Name, n.ID, fmt.Sprint(snap.Revision)),
 			Kind: events.CommandTaintNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name,
 			Taint:  &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValueInterrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &taintTime},
 			Reason: fmt.Sprintf("%s %s", n.Kind, n.ID)}); err != nil {
@@ -270,13 +275,16 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		return d, ErrAwaitingReplacement
 	}
 	for _, node := range leaving {
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drain", node, n.ID),
+		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drain", node, n.ID, fmt.Sprint(snap.Revision)),
 			Kind: events.CommandDrainNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: node,
 			Reason: fmt.Sprintf("%s %s: %s", n.Kind, n.ID, d.Why)}); err != nil {
 			return d, err
 		}
 	}
 	d.Drained = true
+	if untainted {
+		return d, ErrAwaitingReplacement
+	}
 	return d, nil
 }
 

@@ -169,14 +169,25 @@ func TestSpotInterruptionReplacesBeforeDraining(t *testing.T) {
 	if tt := cmds[2].Taint; tt.Key != apisv1.TaintKeyDisrupted || tt.Effect != corev1.TaintEffectNoSchedule || cmds[2].NodeName != n.Name {
 		t.Fatalf("taint %+v on %s", tt, cmds[2].NodeName)
 	}
-	// 80 s after the notice, past the drain start at +75 s.
+	// 80 s after the notice, past the drain start at +75 s, on a snapshot that shows the taint
+	// (the notice waits for one: a taint the agent refused as stale would be sent again).
 	e.w.Clock.SetTime(it.Time.Add(80 * time.Second))
+	for _, c := range cmds[1:3] { // the agent applied the replacement's NodeClaim and the taint
+		applied, err := events.NewEvent(scenarios.Cluster, "agent", events.TypeCommand, c.ID, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.w.Publish(context.Background(), queue.CommandsSubject(scenarios.Cluster), c.ID, applied); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.snaps.Set(e.w.Snapshot())
 	msg.Attempt = 2
 	if err := e.h.Handle(context.Background(), msg); err != nil {
 		t.Fatalf("want the drain at +80 s, got %v", err)
 	}
-	// The redelivery repeats mark, create and taint with the same command IDs (the stream's
-	// deduplication drops them): only the drain is new.
+	// The redelivery repeats the mark with the same command ID (the stream's deduplication drops
+	// it), the replacement in flight takes the pods and the node is tainted: only the drain is new.
 	cmds, kinds = e.kinds(t, 4)
 	if kinds != "MarkOfferingsUnavailable,CreateNodeClaim,TaintNode,DrainNode" {
 		t.Fatalf("want the repeats deduplicated and one drain, got %s", kinds)

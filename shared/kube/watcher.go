@@ -129,7 +129,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 		KindEC2NodeClass: w.nodeClasses, KindPVC: w.pvcs, KindPV: w.pvs, KindStorageClass: w.storageClasses,
 	} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { w.onChange(kind, obj, OpAdd) },
+			AddFunc: func(obj any) { w.onChange(kind, obj, OpAdd) },
 			UpdateFunc: func(old, obj any) {
 				w.onChange(kind, obj, OpUpdate)
 				if lifecycleRelevant(kind, old, obj) {

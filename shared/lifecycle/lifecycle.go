@@ -176,11 +176,11 @@ func (d *decider) claim(nc *apisv1.NodeClaim) {
 	case !isTrue(nc, apisv1.ConditionRegistered) && d.waitForSiblings(nc):
 		d.transition(nc.Name, node.Name, "Waiting", "the other NodeClaims of its decision have no node yet")
 	default:
+		// Nominations go first: they are on the pods before the registration clears the
+		// node's taint, so the scheduler's first look at the node already prefers it for them.
+		d.nominate(nc, node)
 		d.register(nc, node)
 		d.initialize(nc, node)
-		// Nominations follow the registration: a pod nominated to a node it cannot use yet (the
-		// unregistered taint) fails its scheduling attempt and loses the nomination.
-		d.nominate(nc, node)
 	}
 }
 
@@ -407,7 +407,7 @@ func (d *decider) terminate(nc *apisv1.NodeClaim, node *corev1.Node) {
 func (d *decider) drain(nc *apisv1.NodeClaim, node *corev1.Node) int {
 	if !hasTaintKey(node.Spec.Taints, apisv1.TaintKeyDisrupted) {
 		at := metav1.NewTime(d.now)
-		d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "terminate-taint", node.Name, string(node.UID)), Kind: events.CommandTaintNode,
+		d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "terminate-taint", node.Name, string(node.UID), fmt.Sprint(d.snap.Revision)), Kind: events.CommandTaintNode,
 			NodeName: node.Name, Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at},
 			Reason: "node is being terminated"})
 	}

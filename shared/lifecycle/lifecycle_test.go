@@ -183,18 +183,18 @@ func TestInitialization(t *testing.T) {
 	}
 	n.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("1")
 	d = Decide(snapshot(at, []apisv1.NodeClaim{nc}, []corev1.Node{n}, pod("web-0", "", 30)), Options{})
-	if got := kinds(d.Commands); got != "LabelNode,SetNodeClaimStatus,NominatePods" {
+	if got := kinds(d.Commands); got != "NominatePods,LabelNode,SetNodeClaimStatus" {
 		t.Fatalf("commands %s", got)
 	}
 	// web-0 (pending, planned here) is nominated to the node; web-1 is not pending.
-	if nom := d.Commands[2]; nom.NodeName != n.Name || len(nom.Pods) != 1 || nom.Pods[0].Name != "web-0" {
+	if nom := d.Commands[0]; nom.NodeName != n.Name || len(nom.Pods) != 1 || nom.Pods[0].Name != "web-0" {
 		t.Errorf("nominate %+v", nom)
 	}
-	if l := d.Commands[0].Labels; l[apisv1.LabelNodeInitialized] != "true" || len(l) != 1 {
+	if l := d.Commands[1].Labels; l[apisv1.LabelNodeInitialized] != "true" || len(l) != 1 {
 		t.Errorf("labels %v", l)
 	}
 	for _, typ := range []string{apisv1.ConditionInitialized, apisv1.ConditionReady} {
-		if c := condOf(d.Commands[1], typ); c == nil || c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Time.Equal(at) {
+		if c := condOf(d.Commands[2], typ); c == nil || c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Time.Equal(at) {
 			t.Errorf("%s %+v, want True since %v", typ, c, at)
 		}
 	}
@@ -330,7 +330,8 @@ func TestRegisteredNodeIsNotRequirementsDrifted(t *testing.T) {
 }
 
 // The NodeClaims of one decision register together: the first node waits (at most the
-// registration window) for its siblings' nodes, then nominates its pending pods.
+// registration window) for its siblings' nodes, and its pending pods are nominated to it before
+// its taint goes.
 func TestNodesOfOneDecisionRegisterTogether(t *testing.T) {
 	a, b := claim(), claim()
 	a.Annotations[apisv1.AnnotationSnapshotRevision] = "41"
@@ -342,15 +343,16 @@ func TestNodesOfOneDecisionRegisterTogether(t *testing.T) {
 	if len(d.Commands) != 0 || len(d.Transitions) != 1 || d.Transitions[0].Phase != "Waiting" {
 		t.Fatalf("one of two nodes up: %s %+v, want it waiting", kinds(d.Commands), d.Transitions)
 	}
-	// The window (1 minute from the launch) ends: it registers alone and nominates its pod.
-	if got := kinds(Decide(snapshot(t0.Add(time.Minute), []apisv1.NodeClaim{a, b}, []corev1.Node{n}, web), Options{}).Commands); got != "RegisterNode,SetNodeClaimStatus,NominatePods" {
+	// The window (1 minute from the launch) ends: it registers alone, nominating its pod first
+	// (the nomination is on the pod before the taint goes).
+	if got := kinds(Decide(snapshot(t0.Add(time.Minute), []apisv1.NodeClaim{a, b}, []corev1.Node{n}, web), Options{}).Commands); got != "NominatePods,RegisterNode,SetNodeClaimStatus" {
 		t.Fatalf("after the window: %s", got)
 	}
 	// Both nodes up: both register at once.
 	m := kubeletNode()
 	m.Name, m.UID, m.Spec.ProviderID = "ip-10-0-0-5.ec2.internal", "uid-m", b.Status.ProviderID
 	d = Decide(snapshot(t0.Add(40*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}, web), Options{})
-	if got := kinds(d.Commands); got != "RegisterNode,SetNodeClaimStatus,NominatePods,RegisterNode,SetNodeClaimStatus" {
+	if got := kinds(d.Commands); got != "NominatePods,RegisterNode,SetNodeClaimStatus,RegisterNode,SetNodeClaimStatus" {
 		t.Fatalf("both up: %s", got)
 	}
 }
