@@ -14,7 +14,6 @@ import (
 type simInputs struct {
 	daemonSets  []*appsv1.DaemonSet
 	nodePools   []*apisv1.NodePool
-	nodeClasses []*apisv1.EC2NodeClass
 	unavailable func(instanceType, zone, capacityType string) bool
 }
 

@@ -94,9 +94,7 @@ func TestScenariosThroughSnapshot(t *testing.T) {
 			for _, x := range in.NodePools {
 				snap.NodePools = append(snap.NodePools, *x)
 			}
-			for _, x := range in.NodeClasses {
-				snap.NodeClasses = append(snap.NodeClasses, x)
-			}
+			snap.NodeClasses = append(snap.NodeClasses, in.NodeClasses...)
 			for _, x := range in.NodeClaims {
 				snap.NodeClaims = append(snap.NodeClaims, *x)
 			}
