@@ -348,35 +348,25 @@ func (e *Env) runStandIns(ctx context.Context) error {
 
 // WaitAllBound waits until every workload pod is bound and the cluster is quiet.
 func (e *Env) WaitAllBound(ctx context.Context) error {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case err := <-e.errs:
-			return err
-		case <-ctx.Done():
-			bound, total, _ := e.count(context.Background())
-			return fmt.Errorf("timed out with %d of %d workload pods bound: %w", bound, total, ctx.Err())
-		case <-t.C:
-		}
-		bound, total, err := e.count(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				continue
-			}
-			return err
-		}
-		if total > 0 && bound == total {
-			e.Progress.Flush()
-			e.Progress.Printf("all %d workload pods are bound", total)
-			return nil
-		}
-	}
+	return e.waitFor(ctx, e.count, func(n int) string { return fmt.Sprintf("all %d workload pods are bound", n) },
+		func(done, total int) string {
+			return fmt.Sprintf("timed out with %d of %d workload pods bound", done, total)
+		}, false)
 }
 
 // WaitNodeClaimsReady waits until every NodeClaim has Ready=True and a status.nodeName (the
 // lifecycle function registered and initialized its Node), or ctx ends.
 func (e *Env) WaitNodeClaimsReady(ctx context.Context) error {
+	return e.waitFor(ctx, e.readyClaims, func(n int) string { return fmt.Sprintf("all %d NodeClaims Ready", n) },
+		func(done, total int) string {
+			return fmt.Sprintf("timed out with %d of %d NodeClaims Ready", done, total)
+		}, true)
+}
+
+// waitFor polls count every 200 ms until done == total (and total > 0 unless zeroOK), printing
+// reached; it returns a function's error as soon as one is reported, or timedOut at ctx's end.
+func (e *Env) waitFor(ctx context.Context, count func(context.Context) (int, int, error), reached func(int) string,
+	timedOut func(int, int) string, zeroOK bool) error {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -384,19 +374,20 @@ func (e *Env) WaitNodeClaimsReady(ctx context.Context) error {
 		case err := <-e.errs:
 			return err
 		case <-ctx.Done():
-			return fmt.Errorf("timed out waiting for every NodeClaim to be Ready: %w", ctx.Err())
+			done, total, _ := count(context.Background())
+			return fmt.Errorf("%s: %w", timedOut(done, total), ctx.Err())
 		case <-t.C:
 		}
-		ready, total, err := e.readyClaims(ctx)
+		done, total, err := count(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				continue
 			}
 			return err
 		}
-		if ready == total {
+		if done == total && (total > 0 || zeroOK) {
 			e.Progress.Flush()
-			e.Progress.Printf("all %d NodeClaims Ready", total)
+			e.Progress.Printf("%s", reached(total))
 			return nil
 		}
 	}
