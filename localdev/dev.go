@@ -54,6 +54,9 @@ type Options struct {
 	RegistrationTTL time.Duration
 	// Timeout bounds the run (default 2 minutes).
 	Timeout time.Duration
+	// Keep leaves everything running after the summary until ctx ends (kubectl against
+	// --control-plane real, for instance).
+	Keep bool
 	// Out receives the progress lines and the summary (default os.Stdout).
 	Out io.Writer
 	// Log receives component logs (default: discarded, the progress lines say what matters).
@@ -144,17 +147,23 @@ type Env struct {
 // NodeClaim Ready (or the timeout), prints the summary and stops.
 func Run(ctx context.Context, o Options) (*Summary, error) {
 	o.defaults()
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	env, err := Start(ctx, o)
+	life := ctx
+	if !o.Keep {
+		var cancel context.CancelFunc
+		life, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	env, err := Start(life, o)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Stop()
-	if err := env.WaitAllBound(ctx); err != nil {
+	wait, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := env.WaitAllBound(wait); err != nil {
 		return nil, err
 	}
-	if err := env.WaitNodeClaimsReady(ctx); err != nil {
+	if err := env.WaitNodeClaimsReady(wait); err != nil {
 		return nil, err
 	}
 	s, err := Summarize(context.Background(), env.Cluster, env.Provider, o.Cluster, env.Catalog, env.Set)
@@ -162,6 +171,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	s.Print(o.Out)
+	if o.Keep {
+		env.Progress.Printf("everything keeps running (--keep); interrupt to stop")
+		<-ctx.Done()
+	}
 	return s, nil
 }
 

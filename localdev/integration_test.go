@@ -180,3 +180,45 @@ func (c *crashOnce) Publish(ctx context.Context, subject, id string, data []byte
 	}
 	return c.Publisher.Publish(ctx, subject, id, data)
 }
+
+// Run waits for every pod bound and every NodeClaim Ready, prints the summary and, with Keep,
+// keeps running until its context ends.
+func TestRunKeepsRunningUntilInterrupted(t *testing.T) {
+	var out bytes.Buffer
+	w := &syncWriter{w: &out}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Options{Out: w, BootDelay: 200 * time.Millisecond, Keep: true})
+		done <- err
+	}()
+	deadline := time.After(60 * time.Second)
+	for {
+		w.mu.Lock()
+		s := out.String()
+		w.mu.Unlock()
+		if strings.Contains(s, "keeps running") {
+			if !strings.Contains(s, "NodeClaims Ready") || !strings.Contains(s, "=== Summary ===") {
+				t.Fatalf("kept running before the NodeClaims were Ready and the summary printed:\n%s", s)
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned before it was interrupted: %v\n%s", err, s)
+		case <-deadline:
+			t.Fatalf("never reached the summary:\n%s", s)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after the interrupt: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not stop after its context ended")
+	}
+}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,7 +29,13 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 			if verbose {
 				o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
-			_, err := localdev.Run(cmd.Context(), o)
+			ctx := cmd.Context()
+			if o.Keep {
+				var stop context.CancelFunc
+				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+			}
+			_, err := localdev.Run(ctx, o)
 			return err
 		},
 	}
@@ -38,6 +47,8 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 	cmd.Flags().DurationVar(&o.BootDelay, "boot-delay", 3*time.Second, "how long a fake instance takes to join as a Ready node")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up if not every pod is bound by then (default 2m; 5m with --control-plane real, which starts a control plane first)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component to stderr")
+	cmd.Flags().BoolVar(&o.Keep, "keep", false, "keep everything running after the summary until interrupted (kubectl against --control-plane real)")
+
 	cmd.Flags().StringVar(&o.CloudProvider, "cloud", localdev.CloudFake,
 		"cloud provider of the provision function: fake (the fake cloud's Go interface) or aws (aws-sdk-go-v2 against an EC2/SSM endpoint)")
 	cmd.Flags().StringVar(&o.AWSEndpoint, "aws-endpoint", "",
