@@ -1,6 +1,7 @@
 package localdev
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +37,7 @@ func apiServerRules(c reactor, now func() time.Time) {
 				m.SetCreationTimestamp(metav1.NewTime(now()))
 			}
 			if m.GetUID() == "" {
-				m.SetUID(types.UID("in-memory-" + time.Unix(0, uids.Add(1)).UTC().Format("150405.000000000")))
+				m.SetUID(types.UID(fmt.Sprintf("in-memory-%d", uids.Add(1))))
 			}
 		}
 		return false, nil, nil // the default reactor stores it

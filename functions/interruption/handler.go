@@ -109,7 +109,7 @@ type Decision struct {
 	Drain     disruption.DrainSchedule
 	Drained   bool
 	Why       string
-	Terminate []string // provider IDs terminated (stopped instances)
+	Terminate []string // provider IDs of stopped instances: terminated here when no NodeClaim owns them, else by the termination path their NodeClaim is handed to
 }
 
 // Handle decodes the notices of a message and acts on each. A malformed or unknown notice wraps
