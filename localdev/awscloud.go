@@ -43,7 +43,7 @@ func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
 	}
 	endpoint := e.Options.AWSEndpoint
 	if endpoint == "" {
-		srv, err := ec2api.New(ec2api.Options{Cloud: e.Cloud, DiscoveryTags: discoveryTags(e), Log: e.Options.Log})
+		srv, err := ec2api.New(ec2api.Options{Cloud: e.Cloud, DiscoveryTags: discoveryTags(e), Roles: nodeRoles(e), Log: e.Options.Log})
 		if err != nil {
 			return nil, err
 		}
@@ -64,7 +64,8 @@ func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
 	}
 	ec2c, ssmc := dvaws.Clients(cfg)
 	return dvaws.New(dvaws.Options{Cluster: e.Options.Cluster, ClusterEndpoint: localClusterEndpoint, ClusterCA: localClusterCA,
-		KubernetesVersion: majorMinor(fake.DefaultKubeletVersion), Catalog: e.Catalog, EC2: ec2c, SSM: ssmc})
+		KubernetesVersion: majorMinor(fake.DefaultKubeletVersion), Catalog: e.Catalog, EC2: ec2c, SSM: ssmc,
+		IAM: dvaws.IAMClient(cfg), Region: cfg.Region})
 }
 
 // discoveryTags are the tags the fake VPC's subnets and security group carry so that the
@@ -96,6 +97,23 @@ func discoveryTags(e *Env) map[string]string {
 		sort.Strings(vs)
 		out[k] = vs[0]
 	}
+	return out
+}
+
+// nodeRoles are the IAM roles the fake account has: the spec.role of every EC2NodeClass of the
+// scenario, as a user who followed Karpenter's getting-started guide has created them.
+func nodeRoles(e *Env) []string {
+	var out []string
+	for _, c := range e.Set.NodeClasses {
+		if c.EC2 != nil && c.EC2.Spec.Role != "" {
+			r := c.EC2.Spec.Role
+			if i := strings.LastIndex(r, "/"); strings.HasPrefix(r, "arn:") && i >= 0 {
+				r = r[i+1:]
+			}
+			out = append(out, r)
+		}
+	}
+	sort.Strings(out)
 	return out
 }
 

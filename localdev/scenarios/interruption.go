@@ -58,7 +58,7 @@ func spotPool() apisv1.NodePool {
 
 func defaultClass(ami string) apisv1.EC2NodeClass {
 	return apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: apisv1.EC2NodeClassSpec{AMISelectorTerms: []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}}},
+		Spec: apisv1.EC2NodeClassSpec{AMISelectorTerms: []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}}, Role: "KarpenterNodeRole-dovetail-dev"},
 		Status: apisv1.EC2NodeClassStatus{
 			AMIs: []apisv1.AMI{{ID: ami, Name: "al2023-ami-" + ami, Requirements: []corev1.NodeSelectorRequirement{
 				{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}},

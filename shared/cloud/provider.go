@@ -90,6 +90,21 @@ type Provider interface {
 	List(ctx context.Context, cluster string) ([]Instance, error)
 }
 
+// NodeClassResolver is a Provider that resolves NodeClasses, as Karpenter's NodeClass status
+// controllers do: the lifecycle function writes what it returns as the NodeClass's status, and
+// releases what it created when the NodeClass is deleted.
+type NodeClassResolver interface {
+	// ResolveNodeClass returns the NodeClass with its status resolved from the cloud (for an
+	// EC2NodeClass: subnets, security groups, AMIs, instance profile, and the conditions
+	// SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, ValidationSucceeded,
+	// Ready). A selector that matches nothing is a False condition; the error is a failed call,
+	// to be retried.
+	ResolveNodeClass(ctx context.Context, nc apisv1.NodeClass) (apisv1.NodeClass, error)
+	// ReleaseNodeClass deletes what ResolveNodeClass created for the NodeClass (an instance
+	// profile for spec.role). What is already gone is success.
+	ReleaseNodeClass(ctx context.Context, nc apisv1.NodeClass) error
+}
+
 // ErrNotFound is returned when an instance does not exist.
 var ErrNotFound = errors.New("instance not found")
 

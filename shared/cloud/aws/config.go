@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
@@ -72,3 +73,8 @@ func NewConfig(ctx context.Context, o ConfigOptions) (aws.Config, error) {
 func Clients(cfg aws.Config) (*ec2.Client, *ssm.Client) {
 	return ec2.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 }
+
+// IAMClient builds the IAM client of a config (instance profiles for spec.role). IAM is a
+// global service: its endpoint is the same for every region; cfg.BaseEndpoint, when set, is
+// used as for EC2.
+func IAMClient(cfg aws.Config) *iam.Client { return iam.NewFromConfig(cfg) }

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	corev1 "k8s.io/api/core/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -46,7 +45,7 @@ var unavailableCodes = map[string]bool{
 // Codes the provider gives offerings it could not even put in a fleet request.
 const (
 	CodeNoSubnetInZone = "NoSubnetInZone"         // no subnet of the NodeClass in the offering's zone
-	CodeNoImageForArch = "NoImageForArchitecture" // no AMI of the NodeClass for the type's architecture
+	CodeNoImageForArch = "NoImageForArchitecture" // no AMI of the NodeClass serves the type (architecture, GPU, Neuron)
 	CodeUnknownType    = "Unsupported"            // the catalog does not know the type
 )
 
@@ -70,54 +69,38 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 		return nil, err
 	}
 	var refused []cloud.UnavailableOffering
-	archOf := map[string]string{}
-	var arches []string
-	for _, o := range req.Offerings {
-		it := p.o.Catalog.Get(o.InstanceType)
-		if it == nil {
-			continue
-		}
-		a := it.Labels[corev1.LabelArchStable]
-		if _, seen := archOf[o.InstanceType]; !seen && !contains(arches, a) {
-			arches = append(arches, a)
-		}
-		archOf[o.InstanceType] = a
-	}
-	sort.Strings(arches)
-	res, err := p.resolve(ctx, req.NodeClass.EC2, arches)
+	res, err := p.resources(ctx, req.NodeClass.EC2)
 	if err != nil {
 		return nil, err
 	}
-	templates := map[string]string{} // arch → launch template name
-	for _, a := range arches {
-		ami, ok := res.amis[a]
-		if !ok {
-			continue
-		}
-		d, err := p.TemplateData(req, res.family, ami, res.groups)
-		if err != nil {
-			return nil, err
-		}
-		if templates[a], err = p.ensureTemplate(ctx, req, d); err != nil {
-			return nil, err
-		}
-	}
+	templates := map[string]string{} // AMI id → launch template name
 	var spot, onDemand []candidate
 	for i, o := range req.Offerings {
-		a, known := archOf[o.InstanceType]
-		subnets := res.subnetsByZone[o.Zone]
-		switch {
-		case !known:
+		it := p.o.Catalog.Get(o.InstanceType)
+		if it == nil {
 			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeUnknownType})
 			continue
-		case templates[a] == "":
+		}
+		ami := res.imageFor(it.Labels)
+		subnets := res.subnetsByZone[o.Zone]
+		switch {
+		case ami == nil:
 			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeNoImageForArch})
 			continue
 		case len(subnets) == 0:
 			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeNoSubnetInZone})
 			continue
 		}
-		c := candidate{ref: o, template: templates[a], subnet: aws.ToString(subnets[0].SubnetId), index: i}
+		if templates[ami.ID] == "" {
+			d, err := p.TemplateData(req, res.family, ami.ID, res.groups, res.profile)
+			if err != nil {
+				return nil, err
+			}
+			if templates[ami.ID], err = p.ensureTemplate(ctx, req, d); err != nil {
+				return nil, err
+			}
+		}
+		c := candidate{ref: o, template: templates[ami.ID], subnet: subnets[0], index: i}
 		switch o.CapacityType {
 		case apisv1.CapacityTypeSpot:
 			spot = append(spot, c)

@@ -45,7 +45,7 @@ var defaultVolumes = map[string][]struct {
 // TemplateData builds the launch template data of a NodeClass × AMI for nodes with the request's
 // labels and taints: image, user data (base64), security groups, metadata options, block
 // devices, instance profile, monitoring and enclave options. Errors name the NodeClass field.
-func (p *Provider) TemplateData(req cloud.LaunchRequest, family string, ami AMI, groups []string) (*ec2types.RequestLaunchTemplateData, error) {
+func (p *Provider) TemplateData(req cloud.LaunchRequest, family, imageID string, groups []string, profile string) (*ec2types.RequestLaunchTemplateData, error) {
 	nc := req.NodeClass.EC2
 	custom := ""
 	if nc.Spec.UserData != nil {
@@ -58,7 +58,7 @@ func (p *Provider) TemplateData(req cloud.LaunchRequest, family string, ami AMI,
 		return nil, fmt.Errorf("nodeclass %s: user data: %w", nc.Name, err)
 	}
 	d := &ec2types.RequestLaunchTemplateData{
-		ImageId:  aws.String(ami.ID),
+		ImageId:  aws.String(imageID),
 		UserData: aws.String(base64.StdEncoding.EncodeToString([]byte(ud))),
 		MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
 			HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointState(DefaultHTTPEndpoint),
@@ -93,10 +93,6 @@ func (p *Provider) TemplateData(req cloud.LaunchRequest, family string, ami AMI,
 		return nil, err
 	}
 	d.BlockDeviceMappings = bdms
-	profile := nc.Status.InstanceProfile
-	if nc.Spec.InstanceProfile != nil {
-		profile = *nc.Spec.InstanceProfile
-	}
 	if profile != "" {
 		d.IamInstanceProfile = &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(profile)}
 	}

@@ -59,6 +59,11 @@ type Options struct {
 	// EC2 and SSM are the clients (ec2.NewFromConfig / ssm.NewFromConfig of NewConfig). Required.
 	EC2 EC2API
 	SSM SSMAPI
+	// IAM creates the instance profiles of spec.role and checks spec.instanceProfile
+	// (iam.NewFromConfig). Nil: a spec.role NodeClass is not Ready (InstanceProfileReady=False).
+	IAM IAMAPI
+	// Region is the region instance profiles are named and tagged for (the config's region).
+	Region string
 }
 
 // Provider launches and terminates EC2 instances. It keeps no state between calls, so it is

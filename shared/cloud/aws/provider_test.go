@@ -31,6 +31,7 @@ import (
 )
 
 const (
+	nodeRole = "KarpenterNodeRole-test"
 	cluster  = "test"
 	k8s      = "1.37"
 	endpoint = "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com"
@@ -78,7 +79,7 @@ func setup(t *testing.T) *env {
 	cat := catalog.MustAWS()
 	reg := &nodes{}
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: cluster, Registrar: reg})
-	srv, err := ec2api.New(ec2api.Options{Cloud: fc, KubernetesVersion: k8s})
+	srv, err := ec2api.New(ec2api.Options{Cloud: fc, KubernetesVersion: k8s, Roles: []string{nodeRole}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func setup(t *testing.T) *env {
 	}
 	e, s := dvaws.Clients(cfg)
 	p, err := dvaws.New(dvaws.Options{Cluster: cluster, ClusterEndpoint: endpoint, ClusterCA: clusterCA, KubernetesVersion: k8s,
-		Catalog: cat, EC2: e, SSM: s})
+		Catalog: cat, EC2: e, SSM: s, IAM: dvaws.IAMClient(cfg), Region: "us-east-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +115,7 @@ func nodeClass(alias string) *apisv1.EC2NodeClass {
 		SubnetSelectorTerms:        []apisv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": cluster}}},
 		SecurityGroupSelectorTerms: []apisv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": cluster}}},
 		Tags:                       map[string]string{"team": "platform"},
+		Role:                       nodeRole,
 	}}
 }
 
@@ -514,7 +516,6 @@ func TestLaunchTemplateBottlerocketWithNodeClassSettings(t *testing.T) {
 
 func TestAliasResolvedThroughSSM(t *testing.T) {
 	e := setup(t)
-	ctx := context.Background()
 	// The parameter paths are the ones the EKS User Guide documents for AL2023 standard images.
 	amdParam := "/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/x86_64/standard/recommended/image_id"
 	armParam := "/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/arm64/standard/recommended/image_id"
@@ -525,36 +526,63 @@ func TestAliasResolvedThroughSSM(t *testing.T) {
 	if !ok {
 		t.Fatal("no arm64 parameter")
 	}
-	amis, err := e.p.AMIs(ctx, nodeClass("al2023@latest"), []string{"amd64", "arm64"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if amis["amd64"].ID != aws.ToString(custom.ImageId) || amis["arm64"].ID != armImage {
+	amis := resolveAMIs(t, e, nodeClass("al2023@latest"))
+	if amis["amd64"] != aws.ToString(custom.ImageId) || amis["arm64"] != armImage {
 		t.Fatalf("amis %+v, want amd64 %s (the parameter's new value) and arm64 %s", amis, aws.ToString(custom.ImageId), armImage)
 	}
 	var names []string
 	for _, r := range e.srv.RequestsOf("AmazonSSM.GetParameter") {
 		names = append(names, r.(string))
 	}
-	if len(names) != 2 || !strings.Contains(names[0], amdParam) || !strings.Contains(names[1], armParam) {
-		t.Errorf("GetParameter bodies %v, want the two documented paths", names)
+	// Five documented AL2023 paths: standard, nvidia and neuron for x86_64, standard and nvidia
+	// for arm64.
+	var joined = strings.Join(names, "\n")
+	for _, want := range []string{amdParam, armParam,
+		"/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/x86_64/nvidia/recommended/image_id",
+		"/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/x86_64/neuron/recommended/image_id",
+		"/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/arm64/nvidia/recommended/image_id"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("GetParameter bodies %v lack %s", names, want)
+		}
 	}
-	// Bottlerocket's path.
-	br, err := dvaws.AliasParameter(apisv1.Alias{Family: apisv1.AMIFamilyBottlerocket, Version: "latest"}, "arm64", "1.37")
-	if err != nil || br != "/aws/service/bottlerocket/aws-k8s-1.37/arm64/latest/image_id" {
-		t.Errorf("bottlerocket parameter %q %v", br, err)
+	if len(names) != 5 {
+		t.Errorf("%d GetParameter calls, want 5", len(names))
+	}
+	// Bottlerocket's paths.
+	br, err := dvaws.AliasImages(apisv1.Alias{Family: apisv1.AMIFamilyBottlerocket, Version: "latest"}, "1.37")
+	if err != nil || len(br) != 4 || br[1].Parameter != "/aws/service/bottlerocket/aws-k8s-1.37/arm64/latest/image_id" ||
+		br[3].Parameter != "/aws/service/bottlerocket/aws-k8s-1.37-nvidia/arm64/latest/image_id" {
+		t.Errorf("bottlerocket parameters %+v %v", br, err)
 	}
 	// An id term and a name/owner term go through DescribeImages.
 	byID := nodeClass("")
 	byID.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{ID: aws.ToString(custom.ImageId)}}
-	if amis, err := e.p.AMIs(ctx, byID, []string{"amd64"}); err != nil || amis["amd64"].ID != aws.ToString(custom.ImageId) {
-		t.Errorf("by id: %+v %v", amis, err)
+	if amis := resolveAMIs(t, e, byID); amis["amd64"] != aws.ToString(custom.ImageId) || len(amis) != 1 {
+		t.Errorf("by id: %+v", amis)
 	}
 	byName := nodeClass("")
 	byName.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Name: "amazon-eks-node-al2023-x86_64-standard-1.37-*", Owner: "123456789012"}}
-	if amis, err := e.p.AMIs(ctx, byName, []string{"amd64"}); err != nil || amis["amd64"].ID != aws.ToString(custom.ImageId) {
-		t.Errorf("by name (newest wins): %+v %v", amis, err)
+	if amis := resolveAMIs(t, e, byName); amis["amd64"] != aws.ToString(custom.ImageId) {
+		t.Errorf("by name (newest wins): %+v", amis)
 	}
+}
+
+// resolveAMIs resolves the class and returns its standard-variant (or only) image per
+// architecture.
+func resolveAMIs(t *testing.T, e *env, nc *apisv1.EC2NodeClass) map[string]string {
+	t.Helper()
+	got, err := e.p.ResolveNodeClass(context.Background(), apisv1.NodeClassOf(nc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, a := range got.EC2.Status.AMIs {
+		arch := a.Requirements[0].Values[0]
+		if len(a.Requirements) == 1 || a.Requirements[1].Operator == corev1.NodeSelectorOpDoesNotExist {
+			out[arch] = a.ID
+		}
+	}
+	return out
 }
 
 func TestThrottlingRetriedByTheSDK(t *testing.T) {

@@ -12,41 +12,147 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 )
 
-// AMI is a resolved image.
-type AMI struct {
-	ID   string
-	Name string
-	// Arch is the Kubernetes architecture: amd64 or arm64.
-	Arch         string
-	CreationDate string
-}
+var _ cloud.NodeClassResolver = (*Provider)(nil)
 
-// nodeClassResources are a NodeClass's selector terms resolved against EC2.
+// nodeClassResources are what a launch needs of a NodeClass: its resolved status, indexed.
 type nodeClassResources struct {
 	family string
-	// subnetsByZone lists each zone's subnets, most free addresses first.
-	subnetsByZone map[string][]ec2types.Subnet
+	// subnetsByZone lists each zone's subnet ids, most free addresses first.
+	subnetsByZone map[string][]string
 	groups        []string
-	amis          map[string]AMI // by arch
+	// amis are the images with the requirements (architecture, GPU, Neuron) of the types they
+	// serve, in status order.
+	amis    []apisv1.AMI
+	profile string
 }
 
-func (p *Provider) resolve(ctx context.Context, nc *apisv1.EC2NodeClass, arches []string) (*nodeClassResources, error) {
-	r := &nodeClassResources{family: nc.AMIFamily()}
-	var err error
-	if r.subnetsByZone, err = p.subnets(ctx, nc); err != nil {
-		return nil, err
+// resources returns what a launch needs: the NodeClass status when the lifecycle function has
+// resolved it (Ready=True), so a launch makes no Describe call; otherwise the selectors resolved
+// now, and an error naming the part that did not resolve.
+func (p *Provider) resources(ctx context.Context, nc *apisv1.EC2NodeClass) (*nodeClassResources, error) {
+	st := nc.Status
+	if !meta.IsStatusConditionTrue(st.Conditions, apisv1.ConditionReady) || len(st.Subnets) == 0 || len(st.SecurityGroups) == 0 || len(st.AMIs) == 0 {
+		resolved, err := p.ResolveNodeClass(ctx, apisv1.NodeClassOf(nc))
+		if err != nil {
+			return nil, err
+		}
+		if why := resolved.NotReady(); why != "" {
+			return nil, errors.New(why)
+		}
+		st = resolved.EC2.Status
 	}
-	if r.groups, err = p.securityGroups(ctx, nc); err != nil {
-		return nil, err
+	r := &nodeClassResources{family: nc.AMIFamily(), subnetsByZone: map[string][]string{}, amis: st.AMIs, profile: st.InstanceProfile}
+	for _, s := range st.Subnets {
+		r.subnetsByZone[s.Zone] = append(r.subnetsByZone[s.Zone], s.ID)
 	}
-	if r.amis, err = p.AMIs(ctx, nc, arches); err != nil {
-		return nil, err
+	for _, g := range st.SecurityGroups {
+		r.groups = append(r.groups, g.ID)
+	}
+	sort.Strings(r.groups)
+	if nc.Spec.InstanceProfile != nil && *nc.Spec.InstanceProfile != "" {
+		r.profile = *nc.Spec.InstanceProfile
 	}
 	return r, nil
+}
+
+// imageFor returns the first AMI whose requirements the instance type's labels satisfy, or nil.
+func (r *nodeClassResources) imageFor(labels map[string]string) *apisv1.AMI {
+	for i := range r.amis {
+		if amiServes(r.amis[i], labels) {
+			return &r.amis[i]
+		}
+	}
+	return nil
+}
+
+// ResolveNodeClass resolves an EC2NodeClass's selector terms into its status, as Karpenter's
+// EC2NodeClass status controllers do: status.subnets (most free addresses first),
+// status.securityGroups (by id), status.amis (each with the requirements of the instance types
+// it serves: architecture, and for alias images the standard / nvidia / neuron variant),
+// status.instanceProfile, and the conditions SubnetsReady, SecurityGroupsReady, AMIsReady,
+// InstanceProfileReady, ValidationSucceeded and Ready. A selector that matches nothing is a
+// False condition with a reason and a message naming the selector, not an error; the error is
+// for calls that failed (throttling past the SDK's retries, permissions), to be retried.
+// Conditions carry no lastTransitionTime: the agent keeps it when the status did not change.
+func (p *Provider) ResolveNodeClass(ctx context.Context, in apisv1.NodeClass) (apisv1.NodeClass, error) {
+	if in.EC2 == nil {
+		return apisv1.NodeClass{}, fmt.Errorf("nodeClass: %s %q is not an EC2NodeClass; the aws provider resolves only EC2NodeClasses", in.Kind(), in.Name())
+	}
+	nc := in.EC2.DeepCopy()
+	gen := nc.Generation
+	st := apisv1.EC2NodeClassStatus{CapacityReservations: nc.Status.CapacityReservations}
+	set := func(typ string, ok bool, reason, msg string) {
+		c := metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: typ, ObservedGeneration: gen}
+		if !ok {
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, reason, msg
+		}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+
+	subnets, err := p.subnets(ctx, nc)
+	if err != nil {
+		return apisv1.NodeClass{}, err
+	}
+	st.Subnets = subnets
+	set(apisv1.ConditionSubnetsReady, len(subnets) > 0, apisv1.ReasonSubnetsNotFound, selectorMessage("subnetSelectorTerms", "subnets", len(nc.Spec.SubnetSelectorTerms)))
+
+	groups, err := p.securityGroups(ctx, nc)
+	if err != nil {
+		return apisv1.NodeClass{}, err
+	}
+	st.SecurityGroups = groups
+	set(apisv1.ConditionSecurityGroupsReady, len(groups) > 0, apisv1.ReasonSecurityGroupsNotFound,
+		selectorMessage("securityGroupSelectorTerms", "security groups", len(nc.Spec.SecurityGroupSelectorTerms)))
+
+	amis, amiProblem, err := p.AMIs(ctx, nc)
+	if err != nil {
+		return apisv1.NodeClass{}, err
+	}
+	st.AMIs = amis
+	switch {
+	case amiProblem != nil:
+		set(apisv1.ConditionAMIsReady, false, amiProblem.reason, amiProblem.message)
+	default:
+		set(apisv1.ConditionAMIsReady, len(amis) > 0, apisv1.ReasonAMINotFound, selectorMessage("amiSelectorTerms", "images", len(nc.Spec.AMISelectorTerms)))
+	}
+
+	profile, profileProblem, err := p.instanceProfile(ctx, nc)
+	if err != nil {
+		return apisv1.NodeClass{}, err
+	}
+	st.InstanceProfile = profile
+	if profileProblem != nil {
+		set(apisv1.ConditionInstanceProfileReady, false, profileProblem.reason, profileProblem.message)
+	} else {
+		set(apisv1.ConditionInstanceProfileReady, true, "", "")
+	}
+
+	if unsupported := apisv1.UnsupportedEC2NodeClassFields(nc); len(unsupported) > 0 {
+		set(apisv1.ConditionValidationSucceeded, false, apisv1.ReasonNotSupported, strings.Join(unsupported, "; "))
+	} else {
+		set(apisv1.ConditionValidationSucceeded, true, "", "")
+	}
+	apisv1.SetReadyFromDependents(&st.Conditions, gen, apisv1.EC2NodeClassReadyDependents)
+	nc.Status = st
+	return apisv1.NodeClassOf(nc), nil
+}
+
+// problem is a resolution that failed for a reason the user must fix (a False condition).
+type problem struct{ reason, message string }
+
+func selectorMessage(field, what string, terms int) string {
+	if terms == 0 {
+		return fmt.Sprintf("spec.%s is empty: no %s selected", field, what)
+	}
+	return fmt.Sprintf("spec.%s (%d terms) matched no %s", field, terms, what)
 }
 
 // tagFilters turns selector tags into EC2 filters: tag:<key>=<value>, or tag-key=<key> for the
@@ -68,11 +174,10 @@ func tagFilters(tags map[string]string) []ec2types.Filter {
 	return out
 }
 
-// subnets resolves spec.subnetSelectorTerms (terms are ORed, a term's fields ANDed).
-func (p *Provider) subnets(ctx context.Context, nc *apisv1.EC2NodeClass) (map[string][]ec2types.Subnet, error) {
-	if len(nc.Spec.SubnetSelectorTerms) == 0 {
-		return nil, errors.New("spec.subnetSelectorTerms: empty, no subnet to launch into")
-	}
+// subnets resolves spec.subnetSelectorTerms (terms are ORed, a term's fields ANDed) into status
+// subnets, most free addresses first, then by id (Karpenter's order, which its launches follow).
+// No match is an empty list; errors are failed calls.
+func (p *Provider) subnets(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.Subnet, error) {
 	seen := map[string]ec2types.Subnet{}
 	for i, t := range nc.Spec.SubnetSelectorTerms {
 		in := &ec2.DescribeSubnetsInput{Filters: tagFilters(t.Tags)}
@@ -85,6 +190,9 @@ func (p *Provider) subnets(ctx context.Context, nc *apisv1.EC2NodeClass) (map[st
 		pg := ec2.NewDescribeSubnetsPaginator(p.o.EC2, in)
 		for pg.HasMorePages() {
 			out, err := pg.NextPage(ctx)
+			if isNotFound(err) {
+				break // an id term naming a subnet that does not exist matches nothing
+			}
 			if err != nil {
 				return nil, fmt.Errorf("spec.subnetSelectorTerms[%d]: DescribeSubnets: %w", i, err)
 			}
@@ -93,32 +201,27 @@ func (p *Provider) subnets(ctx context.Context, nc *apisv1.EC2NodeClass) (map[st
 			}
 		}
 	}
-	if len(seen) == 0 {
-		return nil, fmt.Errorf("spec.subnetSelectorTerms: no subnet matches (nodeclass %s)", nc.Name)
-	}
-	byZone := map[string][]ec2types.Subnet{}
+	list := make([]ec2types.Subnet, 0, len(seen))
 	for _, s := range seen {
-		z := aws.ToString(s.AvailabilityZone)
-		byZone[z] = append(byZone[z], s)
+		list = append(list, s)
 	}
-	for _, list := range byZone {
-		sort.Slice(list, func(a, b int) bool {
-			fa, fb := aws.ToInt32(list[a].AvailableIpAddressCount), aws.ToInt32(list[b].AvailableIpAddressCount)
-			if fa != fb {
-				return fa > fb
-			}
-			return aws.ToString(list[a].SubnetId) < aws.ToString(list[b].SubnetId)
-		})
+	sort.Slice(list, func(a, b int) bool {
+		fa, fb := aws.ToInt32(list[a].AvailableIpAddressCount), aws.ToInt32(list[b].AvailableIpAddressCount)
+		if fa != fb {
+			return fa > fb
+		}
+		return aws.ToString(list[a].SubnetId) < aws.ToString(list[b].SubnetId)
+	})
+	out := make([]apisv1.Subnet, 0, len(list))
+	for _, s := range list {
+		out = append(out, apisv1.Subnet{ID: aws.ToString(s.SubnetId), Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId)})
 	}
-	return byZone, nil
+	return out, nil
 }
 
-// securityGroups resolves spec.securityGroupSelectorTerms to sorted group IDs.
-func (p *Provider) securityGroups(ctx context.Context, nc *apisv1.EC2NodeClass) ([]string, error) {
-	if len(nc.Spec.SecurityGroupSelectorTerms) == 0 {
-		return nil, errors.New("spec.securityGroupSelectorTerms: empty, no security group for the nodes")
-	}
-	seen := map[string]bool{}
+// securityGroups resolves spec.securityGroupSelectorTerms into status security groups, by id.
+func (p *Provider) securityGroups(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.SecurityGroup, error) {
+	seen := map[string]string{}
 	for i, t := range nc.Spec.SecurityGroupSelectorTerms {
 		in := &ec2.DescribeSecurityGroupsInput{Filters: tagFilters(t.Tags)}
 		if t.ID != "" {
@@ -130,27 +233,27 @@ func (p *Provider) securityGroups(ctx context.Context, nc *apisv1.EC2NodeClass) 
 		pg := ec2.NewDescribeSecurityGroupsPaginator(p.o.EC2, in)
 		for pg.HasMorePages() {
 			out, err := pg.NextPage(ctx)
+			if isNotFound(err) {
+				break
+			}
 			if err != nil {
 				return nil, fmt.Errorf("spec.securityGroupSelectorTerms[%d]: DescribeSecurityGroups: %w", i, err)
 			}
 			for _, g := range out.SecurityGroups {
-				seen[aws.ToString(g.GroupId)] = true
+				seen[aws.ToString(g.GroupId)] = aws.ToString(g.GroupName)
 			}
 		}
 	}
-	if len(seen) == 0 {
-		return nil, fmt.Errorf("spec.securityGroupSelectorTerms: no security group matches (nodeclass %s)", nc.Name)
+	out := make([]apisv1.SecurityGroup, 0, len(seen))
+	for id, name := range seen {
+		out = append(out, apisv1.SecurityGroup{ID: id, Name: name})
 	}
-	out := make([]string, 0, len(seen))
-	for id := range seen {
-		out = append(out, id)
-	}
-	sort.Strings(out)
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out, nil
 }
 
-// ec2Arch maps a Kubernetes architecture to EC2's and back.
-var ec2Arch = map[string]string{"amd64": "x86_64", "arm64": "arm64", "x86_64": "amd64"}
+// ec2Arch maps a Kubernetes architecture to EC2's.
+var ec2Arch = map[string]string{"amd64": "x86_64", "arm64": "arm64"}
 
 func kubeArch(a ec2types.ArchitectureValues) string {
 	switch a {
@@ -162,49 +265,110 @@ func kubeArch(a ec2types.ArchitectureValues) string {
 	return string(a)
 }
 
-// AliasParameter names the public SSM parameter holding the image ID of an AMI alias for one
-// architecture (amd64/arm64) and Kubernetes version (Amazon EKS User Guide, "Retrieve recommended
-// Amazon Linux AMI IDs" / "Retrieve recommended Bottlerocket AMI IDs"; pinned-version paths as
-// Karpenter documents them for amiSelectorTerms aliases).
-func AliasParameter(a apisv1.Alias, arch, k8s string) (string, error) {
-	ea := ec2Arch[arch]
-	if ea == "" {
-		return "", fmt.Errorf("architecture %q is not amd64 or arm64", arch)
+// Variant is an EKS-optimized image variant: which accelerators its drivers serve.
+type Variant string
+
+// Variants of the EKS-optimized images (Amazon EKS User Guide, "Amazon EKS optimized accelerated
+// Amazon Linux AMIs"; Karpenter selects them per instance type the same way).
+const (
+	// VariantStandard serves types with neither GPUs nor Neuron accelerators.
+	VariantStandard Variant = "standard"
+	// VariantNvidia serves types with GPUs (karpenter.k8s.aws/instance-gpu-count exists).
+	VariantNvidia Variant = "nvidia"
+	// VariantNeuron serves types with AWS Neuron accelerators (Inferentia, Trainium).
+	VariantNeuron Variant = "neuron"
+)
+
+const labelAcceleratorCount = "karpenter.k8s.aws/instance-accelerator-count"
+
+// requirements are the node selector requirements of the types a variant serves.
+func (v Variant) requirements() []corev1.NodeSelectorRequirement {
+	switch v {
+	case VariantNvidia:
+		return []corev1.NodeSelectorRequirement{{Key: apisv1.LabelInstanceGPUCount, Operator: corev1.NodeSelectorOpExists}}
+	case VariantNeuron:
+		return []corev1.NodeSelectorRequirement{{Key: labelAcceleratorCount, Operator: corev1.NodeSelectorOpExists}}
 	}
+	return []corev1.NodeSelectorRequirement{
+		{Key: labelAcceleratorCount, Operator: corev1.NodeSelectorOpDoesNotExist},
+		{Key: apisv1.LabelInstanceGPUCount, Operator: corev1.NodeSelectorOpDoesNotExist},
+	}
+}
+
+// AliasImage is one public SSM parameter an AMI alias reads, and what the image it names serves.
+type AliasImage struct {
+	// Parameter is the SSM parameter name.
+	Parameter string
+	// Arch is the Kubernetes architecture (amd64, arm64).
+	Arch string
+	// Variants are the accelerator variants the image serves (the AL2 GPU image serves both
+	// nvidia and neuron).
+	Variants []Variant
+}
+
+// AliasImages lists the public SSM parameters an alias resolves through, for one Kubernetes
+// minor version ("1.31"): for AL2023 the standard, nvidia and neuron images of x86_64 and the
+// standard and nvidia images of arm64; for Bottlerocket the aws-k8s and aws-k8s-nvidia images
+// (the x86_64 aws-k8s image also serves Neuron); for AL2 the standard, arm64 and GPU images
+// (Amazon EKS User Guide, "Retrieve recommended Amazon Linux AMI IDs" and "Retrieve recommended
+// Bottlerocket AMI IDs"; pinned-version paths as Karpenter documents for amiSelectorTerms
+// aliases). Error: a family with no public parameters (Windows, Custom).
+func AliasImages(a apisv1.Alias, k8s string) ([]AliasImage, error) {
 	latest := a.Version == apisv1.AliasVersionLatest
+	var out []AliasImage
 	switch a.Family {
 	case apisv1.AMIFamilyAL2023:
-		if latest {
-			return "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/" + ea + "/standard/recommended/image_id", nil
+		for _, x := range []struct {
+			arch     string
+			variants []Variant
+		}{{"amd64", []Variant{VariantStandard, VariantNvidia, VariantNeuron}}, {"arm64", []Variant{VariantStandard, VariantNvidia}}} {
+			ea := ec2Arch[x.arch]
+			for _, v := range x.variants {
+				leaf := "recommended"
+				if !latest {
+					leaf = "amazon-eks-node-al2023-" + ea + "-" + string(v) + "-" + k8s + "-" + a.Version
+				}
+				out = append(out, AliasImage{Parameter: "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/" + ea + "/" + string(v) + "/" + leaf + "/image_id",
+					Arch: x.arch, Variants: []Variant{v}})
+			}
 		}
-		return "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/" + ea + "/standard/amazon-eks-node-al2023-" + ea + "-standard-" + k8s + "-" + a.Version + "/image_id", nil
 	case apisv1.AMIFamilyBottlerocket:
 		v := "latest"
 		if !latest {
 			v = strings.TrimPrefix(a.Version, "v")
 		}
-		return "/aws/service/bottlerocket/aws-k8s-" + k8s + "/" + ea + "/" + v + "/image_id", nil
+		out = []AliasImage{
+			{"/aws/service/bottlerocket/aws-k8s-" + k8s + "/x86_64/" + v + "/image_id", "amd64", []Variant{VariantStandard, VariantNeuron}},
+			{"/aws/service/bottlerocket/aws-k8s-" + k8s + "/arm64/" + v + "/image_id", "arm64", []Variant{VariantStandard}},
+			{"/aws/service/bottlerocket/aws-k8s-" + k8s + "-nvidia/x86_64/" + v + "/image_id", "amd64", []Variant{VariantNvidia}},
+			{"/aws/service/bottlerocket/aws-k8s-" + k8s + "-nvidia/arm64/" + v + "/image_id", "arm64", []Variant{VariantNvidia}},
+		}
 	case apisv1.AMIFamilyAL2:
-		suffix := ""
-		if arch == "arm64" {
-			suffix = "-arm64"
+		leaf := func(kind string) string {
+			if latest {
+				return "recommended"
+			}
+			return "amazon-eks-" + kind + "node-" + k8s + "-" + a.Version
 		}
-		if latest {
-			return "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2" + suffix + "/recommended/image_id", nil
+		out = []AliasImage{
+			{"/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2/" + leaf("") + "/image_id", "amd64", []Variant{VariantStandard}},
+			{"/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2-arm64/" + leaf("arm64-") + "/image_id", "arm64", []Variant{VariantStandard}},
+			{"/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2-gpu/" + leaf("gpu-") + "/image_id", "amd64", []Variant{VariantNeuron, VariantNvidia}},
 		}
-		return "/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2" + suffix + "/amazon-eks" + suffix + "-node-" + k8s + "-" + a.Version + "/image_id", nil
+	default:
+		return nil, fmt.Errorf("alias family %s: Dovetail resolves AL2023, AL2 and Bottlerocket aliases", a.Family)
 	}
-	return "", fmt.Errorf("alias family %s: Dovetail resolves AL2023, AL2 and Bottlerocket aliases", a.Family)
+	return out, nil
 }
 
-// AMIs resolves spec.amiSelectorTerms to one image per requested architecture (the newest by
-// creation date when several match). Aliases go through the public SSM parameters; ids,
-// name/owner pairs and tags through DescribeImages; ssmParameter through GetParameter. Errors
-// name the term; an architecture no image serves is left out (its offerings cannot launch).
-func (p *Provider) AMIs(ctx context.Context, nc *apisv1.EC2NodeClass, arches []string) (map[string]AMI, error) {
-	if len(nc.Spec.AMISelectorTerms) == 0 {
-		return nil, errors.New("spec.amiSelectorTerms: empty, no image to launch")
-	}
+// AMIs resolves spec.amiSelectorTerms into status AMIs. Aliases go through the public SSM
+// parameters (AliasImages), each image getting the requirements of its architecture and
+// variant; ids, name/owner pairs and tags through DescribeImages; ssmParameter through
+// GetParameter. For the non-alias terms the newest image (by creation date) of each
+// architecture is kept. The problem is a term the user must fix (an alias family Dovetail does
+// not resolve, a named parameter that does not exist); err is a failed call.
+func (p *Provider) AMIs(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.AMI, *problem, error) {
+	known := map[string][]Variant{} // image id → variants, for alias images
 	var ids []string
 	var queries []*ec2.DescribeImagesInput
 	for i, t := range nc.Spec.AMISelectorTerms {
@@ -213,31 +377,31 @@ func (p *Provider) AMIs(ctx context.Context, nc *apisv1.EC2NodeClass, arches []s
 		case t.Alias != "":
 			a, err := apisv1.ParseAlias(t.Alias)
 			if err != nil {
-				return nil, fmt.Errorf("%s.alias: %w", field, err)
+				return nil, &problem{apisv1.ReasonUnsupportedAlias, fmt.Sprintf("%s.alias: %v", field, err)}, nil
 			}
 			if p.o.KubernetesVersion == "" {
-				return nil, fmt.Errorf("%s.alias: the provider has no KubernetesVersion to resolve %s with", field, t.Alias)
+				return nil, &problem{apisv1.ReasonUnsupportedAlias, fmt.Sprintf("%s.alias: Dovetail was started without a Kubernetes version to resolve %s with", field, t.Alias)}, nil
 			}
-			for _, arch := range arches {
-				name, err := AliasParameter(a, arch, p.o.KubernetesVersion)
+			images, err := AliasImages(a, p.o.KubernetesVersion)
+			if err != nil {
+				return nil, &problem{apisv1.ReasonUnsupportedAlias, fmt.Sprintf("%s.alias: %v", field, err)}, nil
+			}
+			for _, img := range images {
+				id, found, err := p.parameter(ctx, img.Parameter)
 				if err != nil {
-					return nil, fmt.Errorf("%s.alias: %w", field, err)
-				}
-				id, found, err := p.parameter(ctx, name)
-				if err != nil {
-					return nil, fmt.Errorf("%s.alias %s: %w", field, t.Alias, err)
+					return nil, nil, fmt.Errorf("%s.alias %s: %w", field, t.Alias, err)
 				}
 				if found {
-					ids = append(ids, id)
+					known[id] = append(known[id], img.Variants...)
 				}
 			}
 		case t.SSMParameter != "":
 			id, found, err := p.parameter(ctx, t.SSMParameter)
 			if err != nil {
-				return nil, fmt.Errorf("%s.ssmParameter: %w", field, err)
+				return nil, nil, fmt.Errorf("%s.ssmParameter: %w", field, err)
 			}
 			if !found {
-				return nil, fmt.Errorf("%s.ssmParameter: parameter %s does not exist", field, t.SSMParameter)
+				return nil, &problem{apisv1.ReasonAMINotFound, fmt.Sprintf("%s.ssmParameter: parameter %s does not exist", field, t.SSMParameter)}, nil
 			}
 			ids = append(ids, id)
 		case t.ID != "":
@@ -255,30 +419,125 @@ func (p *Provider) AMIs(ctx context.Context, nc *apisv1.EC2NodeClass, arches []s
 			queries = append(queries, in)
 		}
 	}
+	for id := range known {
+		ids = append(ids, id)
+	}
 	if len(ids) > 0 {
 		sort.Strings(ids)
-		queries = append(queries, &ec2.DescribeImagesInput{ImageIds: ids})
+		queries = append(queries, &ec2.DescribeImagesInput{ImageIds: dedupe(ids)})
 	}
-	best := map[string]AMI{}
+	type candidate struct {
+		ec2types.Image
+		arch string
+	}
+	newest := map[string]candidate{} // by arch, for non-alias images
+	var out []apisv1.AMI
+	aliasSeen := map[string]bool{}
 	for _, in := range queries {
 		pg := ec2.NewDescribeImagesPaginator(p.o.EC2, in)
 		for pg.HasMorePages() {
-			out, err := pg.NextPage(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("spec.amiSelectorTerms: DescribeImages: %w", err)
+			page, err := pg.NextPage(ctx)
+			if isNotFound(err) {
+				break
 			}
-			for _, img := range out.Images {
-				a := AMI{ID: aws.ToString(img.ImageId), Name: aws.ToString(img.Name), Arch: kubeArch(img.Architecture), CreationDate: aws.ToString(img.CreationDate)}
-				if cur, ok := best[a.Arch]; !ok || a.CreationDate > cur.CreationDate || (a.CreationDate == cur.CreationDate && a.ID < cur.ID) {
-					best[a.Arch] = a
+			if err != nil {
+				return nil, nil, fmt.Errorf("spec.amiSelectorTerms: DescribeImages: %w", err)
+			}
+			for _, img := range page.Images {
+				id, arch := aws.ToString(img.ImageId), kubeArch(img.Architecture)
+				if variants, ok := known[id]; ok {
+					if aliasSeen[id] {
+						continue
+					}
+					aliasSeen[id] = true
+					for _, v := range variants {
+						reqs := append([]corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}}}, v.requirements()...)
+						out = append(out, apisv1.AMI{ID: id, Name: aws.ToString(img.Name), Requirements: reqs, Deprecated: img.DeprecationTime != nil && *img.DeprecationTime != ""})
+					}
+					continue
+				}
+				c := candidate{Image: img, arch: arch}
+				cur, ok := newest[arch]
+				if !ok || aws.ToString(img.CreationDate) > aws.ToString(cur.CreationDate) ||
+					(aws.ToString(img.CreationDate) == aws.ToString(cur.CreationDate) && id < aws.ToString(cur.ImageId)) {
+					newest[arch] = c
 				}
 			}
 		}
 	}
-	if len(best) == 0 {
-		return nil, fmt.Errorf("spec.amiSelectorTerms: no image matches (nodeclass %s)", nc.Name)
+	for arch, c := range newest {
+		out = append(out, apisv1.AMI{ID: aws.ToString(c.ImageId), Name: aws.ToString(c.Name),
+			Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}}}})
 	}
-	return best, nil
+	// Stable order: by architecture, then the more specific requirement sets (a variant) last,
+	// then id; amiServes picks the first match and variants exclude each other.
+	sort.SliceStable(out, func(a, b int) bool {
+		aa, ab := out[a].Requirements[0].Values[0], out[b].Requirements[0].Values[0]
+		if aa != ab {
+			return aa < ab
+		}
+		if ka, kb := variantKey(out[a]), variantKey(out[b]); ka != kb {
+			return ka < kb
+		}
+		return out[a].ID < out[b].ID
+	})
+	return out, nil, nil
+}
+
+func variantKey(a apisv1.AMI) string {
+	parts := make([]string, 0, len(a.Requirements))
+	for _, r := range a.Requirements[1:] {
+		parts = append(parts, r.Key+string(r.Operator))
+	}
+	return strings.Join(parts, ",")
+}
+
+// amiServes reports whether labels (an instance type's) satisfy every requirement of the AMI.
+func amiServes(a apisv1.AMI, labels map[string]string) bool {
+	for _, r := range a.Requirements {
+		v, has := labels[r.Key]
+		switch r.Operator {
+		case corev1.NodeSelectorOpIn:
+			if !has || !contains(r.Values, v) {
+				return false
+			}
+		case corev1.NodeSelectorOpNotIn:
+			if has && contains(r.Values, v) {
+				return false
+			}
+		case corev1.NodeSelectorOpExists:
+			if !has {
+				return false
+			}
+		case corev1.NodeSelectorOpDoesNotExist:
+			if has {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func dedupe(sorted []string) []string {
+	out := sorted[:0]
+	for i, s := range sorted {
+		if i == 0 || s != sorted[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// isNotFound reports an EC2 ".NotFound" error (an id term naming a resource that does not
+// exist): a selector that matches nothing, not a failed call.
+func isNotFound(err error) bool {
+	if err == nil {
+		return false
+	}
+	var code interface{ ErrorCode() string }
+	return errors.As(err, &code) && strings.HasSuffix(code.ErrorCode(), ".NotFound")
 }
 
 // parameter reads an SSM parameter; found is false when it does not exist.

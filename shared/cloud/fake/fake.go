@@ -444,7 +444,7 @@ func (c *Cloud) launch(req cloud.LaunchRequest, cand candidate, ip netip.Addr, s
 			Tags:         tags,
 		},
 		nodeName:   cloud.PrivateDNSName(ip, c.region),
-		neverJoins: c.bootFails(cand.ref),
+		neverJoins: c.bootFails(cand.ref) || !hasIdentity(req.NodeClass),
 		privateIP:  ip,
 		labels:     labels,
 		taints:     append([]corev1.Taint(nil), req.Taints...),
@@ -673,4 +673,15 @@ func (c *Cloud) AddInstance(inst cloud.Instance) error {
 	}
 	c.instances[inst.ID] = rec
 	return nil
+}
+
+// hasIdentity reports whether instances of the NodeClass get an IAM identity (an instance
+// profile, or a role one is made for): without one a real node's kubelet cannot authenticate
+// to the API server, so the fake's never registers either.
+func hasIdentity(nc apisv1.NodeClass) bool {
+	if nc.EC2 == nil {
+		return true // other clouds' identities are not modelled here
+	}
+	return nc.EC2.Spec.Role != "" || nc.EC2.Status.InstanceProfile != "" ||
+		(nc.EC2.Spec.InstanceProfile != nil && *nc.EC2.Spec.InstanceProfile != "")
 }

@@ -291,7 +291,7 @@ func TestBootRegistersNodeAsKubeletWould(t *testing.T) {
 	req.Labels[apisv1.LabelNodeClaim] = "default-abc12"
 	req.Taints = []corev1.Taint{{Key: "dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule}}
 	bottlerocket := apisv1.AMIFamilyBottlerocket
-	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{AMIFamily: &bottlerocket}}}
+	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{AMIFamily: &bottlerocket, Role: "KarpenterNodeRole-test"}}}
 	inst := mustCreate(t, c, req)
 	ctx := context.Background()
 
@@ -649,5 +649,22 @@ func TestInjectedBootFailureNeverRegisters(t *testing.T) {
 	}
 	if err := c.InjectBootFailure(Pattern{Zone: "["}); err == nil || !strings.Contains(err.Error(), "pattern.zone") {
 		t.Fatalf("malformed pattern: %v", err)
+	}
+}
+
+// A NodeClass with neither spec.role nor an instance profile boots instances with no IAM
+// identity: a real kubelet cannot authenticate, so the instance runs (and bills) but its Node
+// never registers, which the lifecycle's registration TTL then reaps.
+func TestInstanceWithoutIdentityNeverRegisters(t *testing.T) {
+	c, clk, reg := newCloud(t, 10*time.Second)
+	req := request("t-noid", off("m5.large", "us-east-1c", "on-demand"))
+	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{}}
+	inst := mustCreate(t, c, req)
+	clk.Step(time.Minute)
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Get(context.Background(), inst.ProviderID); got.State != cloud.StateRunning || reg.count() != 0 {
+		t.Fatalf("state %s with %d nodes, want running and none registered", got.State, reg.count())
 	}
 }

@@ -113,7 +113,8 @@ func newAWS(ctx context.Context, c Config) (cloud.Provider, error) {
 	}
 	ec2c, ssmc := dvaws.Clients(cfg)
 	return dvaws.New(dvaws.Options{Cluster: c.Cluster, ClusterName: c.AWS.EKSName, ClusterEndpoint: c.AWS.EKSEndpoint,
-		ClusterCA: c.AWS.EKSCA, ServiceCIDR: c.AWS.ServiceCIDR, KubernetesVersion: c.AWS.KubernetesVersion, Catalog: c.Catalog, EC2: ec2c, SSM: ssmc})
+		ClusterCA: c.AWS.EKSCA, ServiceCIDR: c.AWS.ServiceCIDR, KubernetesVersion: c.AWS.KubernetesVersion, Catalog: c.Catalog, EC2: ec2c, SSM: ssmc,
+		IAM: dvaws.IAMClient(cfg), Region: cfg.Region})
 }
 
 // ForNodeClasses picks the cloud a set of NodeClasses is for: the registered real cloud (not the

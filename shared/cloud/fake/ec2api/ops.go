@@ -306,6 +306,7 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	sources := map[cloud.OfferingRef]offeringSource{}
 	var node *userdata.Node
 	var family string
+	var profile string // the instance profile that gives the instance credentials, "" for none
 	var tmplTags []types.Tag
 	for i, cfg := range in.LaunchTemplateConfigs {
 		spec := cfg.LaunchTemplateSpecification
@@ -322,6 +323,19 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 		if aerr != nil {
 			s.mu.Unlock()
 			return nil, aerr
+		}
+		// An instance gets credentials only from an instance profile that exists and holds a
+		// role; without them its kubelet cannot authenticate and the node never joins. A
+		// profile name that does not exist fails the launch, as EC2 does.
+		if ip := t.data.IamInstanceProfile; ip != nil && aws.ToString(ip.Name) != "" {
+			exists, withRole := s.profileHasRole(aws.ToString(ip.Name))
+			if !exists {
+				s.mu.Unlock()
+				return nil, badRequest(CodeInvalidParameterValue, "Value (%s) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", aws.ToString(ip.Name))
+			}
+			if withRole && profile == "" {
+				profile = aws.ToString(ip.Name)
+			}
 		}
 		if node == nil {
 			node, family = n, fam
@@ -371,6 +385,9 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	first := sources[offerings[0]]
 	nodeClass := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: tags[apisv1.LabelEC2NodeClass]},
 		Spec: apisv1.EC2NodeClassSpec{AMIFamily: aws.String(family), Kubelet: node.Kubelet, BlockDeviceMappings: nodeClassBDMs(first.template.data.BlockDeviceMappings)}}
+	if profile != "" {
+		nodeClass.Spec.InstanceProfile = aws.String(profile)
+	}
 	inst, err := s.cloud.Create(ctx, cloud.LaunchRequest{
 		ClientToken: token, Cluster: tags[apisv1.TagCluster], NodeClass: apisv1.NodeClass{EC2: nodeClass}, Offerings: offerings,
 		Labels: node.Labels, Taints: node.Taints, Tags: tags,

@@ -84,6 +84,8 @@ type Options struct {
 	Now func() time.Time
 	// Log receives one line per refused request (default: discarded).
 	Log *slog.Logger
+	// Roles are the IAM roles that exist (node roles an EC2NodeClass's spec.role may name).
+	Roles []string
 }
 
 // Request is one decoded request, for tests: Action and the SDK input struct it decoded to
@@ -119,6 +121,8 @@ type Server struct {
 	throttle  map[string]int
 	requests  []Request
 	seq       int
+	roles     map[string]*iamRole
+	profiles  map[string]*iamProfile
 }
 
 // image is an AMI with the family whose user data it boots.
@@ -155,6 +159,7 @@ func New(o Options) (*Server, error) {
 		cloud: o.Cloud, cat: o.Cloud.Catalog(), region: o.Cloud.Region(), account: o.AccountID,
 		k8s: o.KubernetesVersion, now: o.Now, log: o.Log,
 		params: map[string]string{}, fleets: map[string]fleetRecord{}, instances: map[string]instanceMeta{}, throttle: map[string]int{},
+		roles: map[string]*iamRole{}, profiles: map[string]*iamProfile{},
 	}
 	if s.account == "" {
 		s.account = DefaultAccountID
@@ -173,6 +178,9 @@ func New(o Options) (*Server, error) {
 		s.discovery = map[string]string{"karpenter.sh/discovery": o.Cloud.Cluster()}
 	}
 	s.vpcID = resourceID("vpc", s.region)
+	for _, r := range o.Roles {
+		s.roles[r] = &iamRole{name: r, id: "AROA" + strings.ToUpper(resourceID("r", r)[3:]), path: "/", created: s.now()}
+	}
 	s.seedNetwork()
 	s.seedImages()
 	return s, nil
@@ -301,6 +309,28 @@ func (s *Server) seedImages() {
 			s.params[f.param] = aws.ToString(img.ImageId)
 		}
 	}
+	// The accelerated variants (Amazon EKS User Guide, "Amazon EKS optimized accelerated Amazon
+	// Linux AMIs" and Bottlerocket's "aws-k8s-<version>-nvidia" variant): AL2023 nvidia images
+	// for both architectures and a neuron image for x86_64, Bottlerocket nvidia images, and
+	// the AL2 GPU image.
+	for _, f := range []struct{ family, arch, name, param string }{
+		{apisv1.AMIFamilyAL2023, "x86_64", "amazon-eks-node-al2023-x86_64-nvidia-" + s.k8s + "-v20261101",
+			"/aws/service/eks/optimized-ami/" + s.k8s + "/amazon-linux-2023/x86_64/nvidia/recommended/image_id"},
+		{apisv1.AMIFamilyAL2023, "arm64", "amazon-eks-node-al2023-arm64-nvidia-" + s.k8s + "-v20261101",
+			"/aws/service/eks/optimized-ami/" + s.k8s + "/amazon-linux-2023/arm64/nvidia/recommended/image_id"},
+		{apisv1.AMIFamilyAL2023, "x86_64", "amazon-eks-node-al2023-x86_64-neuron-" + s.k8s + "-v20261101",
+			"/aws/service/eks/optimized-ami/" + s.k8s + "/amazon-linux-2023/x86_64/neuron/recommended/image_id"},
+		{apisv1.AMIFamilyBottlerocket, "x86_64", "bottlerocket-aws-k8s-" + s.k8s + "-nvidia-x86_64-v1.50.0-fake",
+			"/aws/service/bottlerocket/aws-k8s-" + s.k8s + "-nvidia/x86_64/latest/image_id"},
+		{apisv1.AMIFamilyBottlerocket, "arm64", "bottlerocket-aws-k8s-" + s.k8s + "-nvidia-arm64-v1.50.0-fake",
+			"/aws/service/bottlerocket/aws-k8s-" + s.k8s + "-nvidia/arm64/latest/image_id"},
+		{apisv1.AMIFamilyAL2, "x86_64", "amazon-eks-gpu-node-" + s.k8s + "-v20261101",
+			"/aws/service/eks/optimized-ami/" + s.k8s + "/amazon-linux-2-gpu/recommended/image_id"},
+	} {
+		img := s.addImage(types.Image{Name: aws.String(f.name), Architecture: types.ArchitectureValues(f.arch),
+			ImageOwnerAlias: aws.String("amazon"), OwnerId: aws.String(s.account), CreationDate: aws.String(fakeImageDate)}, f.family)
+		s.params[f.param] = aws.ToString(img.ImageId)
+	}
 }
 
 // addImage stores an image, filling in what EC2 always reports. Called with s.mu held or before use.
@@ -427,6 +457,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := r.Form.Get("Action")
+	if isIAMAction(action) {
+		s.serveIAM(w, action, r.Form, reqID)
+		return
+	}
 	if s.throttled(action) {
 		s.writeError(w, action, &apiError{status: http.StatusServiceUnavailable, code: CodeRequestLimitExceeded, message: "Request limit exceeded."}, reqID)
 		return
@@ -587,4 +621,15 @@ func decode[T any](s *Server, action string, form url.Values) (*T, *apiError) {
 	}
 	s.record(action, in)
 	return in, nil
+}
+
+// Images returns the registered images, in registration order.
+func (s *Server) Images() []types.Image {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]types.Image, 0, len(s.images))
+	for _, img := range s.images {
+		out = append(out, img.Image)
+	}
+	return out
 }
