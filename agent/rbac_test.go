@@ -13,12 +13,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
@@ -219,6 +221,33 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		&events.Command{ID: "14", Kind: events.CommandRemoveFinalizer, NodeClaim: claim3, Finalizer: events.FinalizerTermination},
 		&events.Command{ID: "15", Kind: events.CommandRemoveFinalizer, NodeName: "n3", Finalizer: events.FinalizerTermination},
 	)
+	// NodeClass and NodePool status, and the NodeClass finalizer.
+	class := &apisv1.EC2NodeClass{TypeMeta: metav1.TypeMeta{APIVersion: apisv1.AWSGroup + "/v1", Kind: apisv1.KindEC2NodeClass}, ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	pool := &apisv1.NodePool{TypeMeta: metav1.TypeMeta{APIVersion: apisv1.GroupVersion, Kind: "NodePool"}, ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	for _, o := range []struct {
+		obj  any
+		gvr  schema.GroupVersionResource
+		kind string
+	}{{class, kube.EC2NodeClassGVR, apisv1.KindEC2NodeClass}, {pool, kube.NodePoolGVR, "NodePool"}} {
+		u, err := kube.ToUnstructured(o.obj, o.gvr.GroupVersion().String(), o.kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.dyn.Resource(o.gvr).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notReady := []metav1.Condition{{Type: apisv1.ConditionReady, Status: metav1.ConditionFalse, Reason: apisv1.ReasonUnhealthyDependents, Message: "SubnetsReady=False"}}
+	ref := apisv1.NodeClassOf(&apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}})
+	apply(e.agent.Watcher().Revision(),
+		&events.Command{ID: "16", Kind: events.CommandAddFinalizer, NodeClass: &ref, Finalizer: events.FinalizerNodeClassTermination},
+		&events.Command{ID: "17", Kind: events.CommandSetNodeClassStatus, NodeClass: &apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{
+			ObjectMeta: metav1.ObjectMeta{Name: "default"}, Status: apisv1.EC2NodeClassStatus{Conditions: notReady}}}},
+		&events.Command{ID: "18", Kind: events.CommandSetNodePoolStatus, NodePool: &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+			Status: apisv1.NodePoolStatus{Conditions: []metav1.Condition{{Type: apisv1.ConditionNodeClassReady, Status: metav1.ConditionFalse,
+				Reason: apisv1.ReasonNodeClassNotReady, Message: "EC2NodeClass default is not ready"}}}}},
+		&events.Command{ID: "19", Kind: events.CommandRemoveFinalizer, NodeClass: &ref, Finalizer: events.FinalizerNodeClassTermination},
+	)
 	var calls []k8stesting.Action
 	calls = append(calls, e.kube.Actions()...)
 	calls = append(calls, e.dyn.Actions()...)
@@ -228,8 +257,9 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		if a.GetSubresource() != "" {
 			res += "/" + a.GetSubresource()
 		}
-		// The test itself created the "late" pod; every other call is the agent's.
-		if a.GetVerb() == "create" && res == "pods" {
+		// The test itself created the "late" pod, the NodeClass and the NodePool; every other
+		// call is the agent's.
+		if a.GetVerb() == "create" && (res == "pods" || res == "ec2nodeclasses" || res == "nodepools") {
 			continue
 		}
 		key := a.GetVerb() + " " + a.GetResource().Group + "/" + res
@@ -246,10 +276,31 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		"get /nodes", "patch /nodes", "delete /nodes", "create /pods/eviction", "get /pods", "patch /pods/status", "delete /pods",
 		"create /events", "create /configmaps", "patch /configmaps",
 		"list /persistentvolumeclaims", "watch /persistentvolumeclaims", "list /persistentvolumes", "watch /persistentvolumes",
-		"list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses"} {
+		"list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses",
+		"get karpenter.k8s.aws/ec2nodeclasses", "patch karpenter.k8s.aws/ec2nodeclasses", "patch karpenter.k8s.aws/ec2nodeclasses/status",
+		"get karpenter.sh/nodepools", "patch karpenter.sh/nodepools/status"} {
 		if !seen[k] {
 			t.Errorf("scenario did not exercise %s", k)
 		}
+	}
+	// The status commands took effect, and each False turn left a Warning Event.
+	u, _ := e.dyn.Resource(kube.EC2NodeClassGVR).Get(e.ctx, "default", metav1.GetOptions{})
+	var gotClass apisv1.EC2NodeClass
+	if err := kube.FromUnstructured(u, &gotClass); err != nil {
+		t.Fatal(err)
+	}
+	if len(gotClass.Status.Conditions) != 1 || gotClass.Status.Conditions[0].LastTransitionTime.IsZero() || len(gotClass.Finalizers) != 0 {
+		t.Errorf("NodeClass after the commands: conditions %+v finalizers %v", gotClass.Status.Conditions, gotClass.Finalizers)
+	}
+	evs, _ := e.kube.CoreV1().Events("default").List(e.ctx, metav1.ListOptions{})
+	notReadyEvents := map[string]bool{}
+	for _, ev := range evs.Items {
+		if ev.Reason == kube.ReasonNodeClassNotReady {
+			notReadyEvents[ev.InvolvedObject.Kind] = true
+		}
+	}
+	if !notReadyEvents[apisv1.KindEC2NodeClass] || !notReadyEvents["NodePool"] {
+		t.Errorf("NodeClassNotReady events on %v, want on the EC2NodeClass and the NodePool", notReadyEvents)
 	}
 	// The lifecycle commands took effect (not answered early by a refusal or an absence).
 	n, _ := e.kube.CoreV1().Nodes().Get(e.ctx, "n3", metav1.GetOptions{})

@@ -134,7 +134,8 @@ const (
 	// CommandLabelNode sets Labels on the Node NodeName (e.g. karpenter.sh/initialized=true).
 	CommandLabelNode CommandKind = "LabelNode"
 	// CommandRemoveFinalizer removes Finalizer from the Node NodeName, or, when NodeName is
-	// empty, from the NodeClaim NodeClaim.Name. A finalizer already gone is success.
+	// empty, from the NodeClaim NodeClaim.Name, or from the NodeClass NodeClass. A finalizer
+	// already gone is success.
 	CommandRemoveFinalizer CommandKind = "RemoveFinalizer"
 	// CommandNominatePods sets status.nominatedNodeName of each of Pods that is still unbound
 	// to NodeName (the node the plan placed it on), so kube-scheduler tries that node first.
@@ -142,7 +143,26 @@ const (
 	// CommandDeletePods deletes Pods (not evicts: a NodeClaim's terminationGracePeriod has run
 	// out), each with its GracePeriodSeconds and a UID precondition, from the Node NodeName.
 	CommandDeletePods CommandKind = "DeletePods"
+
+	// Status of NodeClasses and NodePools (the lifecycle function decides).
+
+	// CommandSetNodeClassStatus writes NodeClass.Status (its kind's: EC2NodeClass subnets,
+	// securityGroups, amis, instanceProfile, conditions) through /status. Each condition keeps
+	// its lastTransitionTime when its status did not change; when Ready turns False a Warning
+	// Event says why.
+	CommandSetNodeClassStatus CommandKind = "SetNodeClassStatus"
+	// CommandSetNodePoolStatus writes NodePool.Status (resources, nodes, conditions
+	// ValidationSucceeded, NodeClassReady, Ready) through /status; when NodeClassReady turns
+	// False a Warning Event on the NodePool says why it launches nothing.
+	CommandSetNodePoolStatus CommandKind = "SetNodePoolStatus"
+	// CommandAddFinalizer adds Finalizer to the NodeClass NodeClass (its deletion then waits
+	// for the lifecycle function to release what was created for it).
+	CommandAddFinalizer CommandKind = "AddFinalizer"
 )
+
+// FinalizerNodeClassTermination is the finalizer on EC2NodeClasses: deleting one waits until no
+// NodeClaim uses it and its instance profile is deleted. Karpenter's own key.
+const FinalizerNodeClassTermination = "karpenter.k8s.aws/termination"
 
 // FinalizerTermination is the finalizer on the NodeClaims and Nodes Dovetail launches:
 // deleting either runs the termination path (taint, drain, terminate the instance, then
@@ -182,6 +202,11 @@ type Command struct {
 	Finalizer string `json:"finalizer,omitempty"`
 	// Pods are the pods of NominatePods and DeletePods.
 	Pods []PodRef `json:"pods,omitempty"`
+	// NodeClass is the target of SetNodeClassStatus, AddFinalizer and RemoveFinalizer (its
+	// kind, name and, for SetNodeClassStatus, the status to write).
+	NodeClass *apisv1.NodeClass `json:"nodeClass,omitempty"`
+	// NodePool is the target of SetNodePoolStatus, with the status to write.
+	NodePool *apisv1.NodePool `json:"nodePool,omitempty"`
 }
 
 // PodsPending is the payload of TypePodsPending: the batch trigger plus the snapshot.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // FieldError is one invalid field: Path is the JSON path ("snapshot.nodes[3].metadata.name").
@@ -243,9 +244,28 @@ func (c *Command) Validate() error {
 		if c.Finalizer == "" {
 			errs.add("command.finalizer", "required for kind %s", c.Kind)
 		}
-		if c.NodeName == "" && (c.NodeClaim == nil || c.NodeClaim.Name == "") {
-			errs.add("command.nodeName", "required for kind %s (or command.nodeClaim.metadata.name)", c.Kind)
+		if c.NodeName == "" && (c.NodeClaim == nil || c.NodeClaim.Name == "") && (c.NodeClass == nil || c.NodeClass.Name() == "") {
+			errs.add("command.nodeName", "required for kind %s (or command.nodeClaim.metadata.name, or command.nodeClass)", c.Kind)
 		}
+	case CommandAddFinalizer:
+		if c.Finalizer == "" {
+			errs.add("command.finalizer", "required for kind %s", c.Kind)
+		}
+		if c.NodeClass == nil || c.NodeClass.Name() == "" {
+			errs.add("command.nodeClass.metadata.name", "required for kind %s", c.Kind)
+		}
+	case CommandSetNodeClassStatus:
+		if c.NodeClass == nil || c.NodeClass.Name() == "" {
+			errs.add("command.nodeClass.metadata.name", "required for kind %s", c.Kind)
+			break
+		}
+		validateConditions("command.nodeClass.status.conditions", c.NodeClass.Conditions(), &errs)
+	case CommandSetNodePoolStatus:
+		if c.NodePool == nil || c.NodePool.Name == "" {
+			errs.add("command.nodePool.metadata.name", "required for kind %s", c.Kind)
+			break
+		}
+		validateConditions("command.nodePool.status.conditions", c.NodePool.Status.Conditions, &errs)
 	case CommandNominatePods, CommandDeletePods:
 		needNodeName()
 		if len(c.Pods) == 0 {
@@ -289,4 +309,25 @@ func CommandID(parts ...string) string {
 		h.Write([]byte(p))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:CommandIDLength]
+}
+
+// validateConditions checks each condition has a type (once) and a status of True, False or
+// Unknown.
+func validateConditions(field string, conds []metav1.Condition, errs *fieldErrs) {
+	seen := map[string]bool{}
+	for i, cond := range conds {
+		p := fmt.Sprintf("%s[%d]", field, i)
+		switch {
+		case cond.Type == "":
+			errs.add(p+".type", "required")
+		case seen[cond.Type]:
+			errs.add(p+".type", "%q given twice", cond.Type)
+		}
+		seen[cond.Type] = true
+		switch cond.Status {
+		case metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown:
+		default:
+			errs.add(p+".status", "%q is not True, False or Unknown", cond.Status)
+		}
+	}
 }

@@ -29,14 +29,16 @@ const localClusterEndpoint = "https://kubernetes.default.svc"
 
 var localClusterCA = base64.StdEncoding.EncodeToString([]byte("dovetail dev: placeholder cluster CA"))
 
-// provider returns the cloud.Provider the provision function launches through.
+// provider returns the cloud.Provider the functions launch through. Either way NodeClasses are
+// resolved (status subnets, security groups, AMIs, instance profile) by the real AWS provider
+// against an EC2/SSM/IAM endpoint: with CloudFake the launches go to the fake cloud's Go
+// interface and only the resolution crosses the wire.
 func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
 	switch e.Options.CloudProvider {
 	case "", CloudFake:
 		if e.Options.AWSEndpoint != "" {
 			return nil, fmt.Errorf("--aws-endpoint %s: needs --cloud %s", e.Options.AWSEndpoint, CloudAWS)
 		}
-		return e.Cloud, nil
 	case CloudAWS:
 	default:
 		return nil, fmt.Errorf("--cloud %q: want %s or %s", e.Options.CloudProvider, CloudFake, CloudAWS)
@@ -54,7 +56,9 @@ func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
 		prev := e.stop
 		e.stop = func() { prev(); stop() }
 		e.EC2API, endpoint = srv, url
-		e.Progress.Printf("EC2/SSM endpoint of the fake cloud at %s (aws provider)", url)
+		if e.Options.CloudProvider == CloudAWS {
+			e.Progress.Printf("EC2/SSM endpoint of the fake cloud at %s (aws provider)", url)
+		}
 	} else {
 		e.Progress.Printf("aws provider against the EC2/SSM endpoint %s", endpoint)
 	}
@@ -63,9 +67,23 @@ func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
 		return nil, err
 	}
 	ec2c, ssmc := dvaws.Clients(cfg)
-	return dvaws.New(dvaws.Options{Cluster: e.Options.Cluster, ClusterEndpoint: localClusterEndpoint, ClusterCA: localClusterCA,
+	p, err := dvaws.New(dvaws.Options{Cluster: e.Options.Cluster, ClusterEndpoint: localClusterEndpoint, ClusterCA: localClusterCA,
 		KubernetesVersion: majorMinor(fake.DefaultKubeletVersion), Catalog: e.Catalog, EC2: ec2c, SSM: ssmc,
 		IAM: dvaws.IAMClient(cfg), Region: cfg.Region})
+	if err != nil {
+		return nil, err
+	}
+	if e.Options.CloudProvider == CloudAWS {
+		return p, nil
+	}
+	return resolvingFake{Cloud: e.Cloud, NodeClassResolver: p}, nil
+}
+
+// resolvingFake launches through the fake cloud's Go interface and resolves NodeClasses through
+// the AWS provider.
+type resolvingFake struct {
+	*fake.Cloud
+	cloud.NodeClassResolver
 }
 
 // discoveryTags are the tags the fake VPC's subnets and security group carry so that the

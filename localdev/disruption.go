@@ -8,12 +8,14 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/consolidate"
 	"github.com/dovetail-dev/dovetail/functions/drift"
 	"github.com/dovetail-dev/dovetail/functions/interruption"
 	"github.com/dovetail-dev/dovetail/functions/lifecycle"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	lifecyclecore "github.com/dovetail-dev/dovetail/shared/lifecycle"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
@@ -91,6 +93,25 @@ func (p *Progress) Lifecycle(x lifecycle.Outcome) {
 	}
 	for _, id := range x.Terminated {
 		p.printf("lifecycle (revision %d): instance %s terminated, finalizers released", x.Revision, id)
+	}
+	for _, c := range x.NodeClassStatuses {
+		if c.NodeClass == nil || c.NodeClass.EC2 == nil {
+			continue
+		}
+		st := c.NodeClass.EC2.Status
+		ready := "Unknown"
+		if r := meta.FindStatusCondition(st.Conditions, apisv1.ConditionReady); r != nil {
+			ready = string(r.Status)
+		}
+		line := fmt.Sprintf("lifecycle: EC2NodeClass %s Ready=%s: %d subnets, %d security groups, %d AMIs, instance profile %q",
+			c.NodeClass.Name(), ready, len(st.Subnets), len(st.SecurityGroups), len(st.AMIs), st.InstanceProfile)
+		if why := c.NodeClass.NotReady(); why != "" {
+			line += " — " + why
+		}
+		p.printf("%s", line)
+	}
+	for _, name := range x.Released {
+		p.printf("lifecycle: EC2NodeClass %s deleted, its instance profile released", name)
 	}
 }
 

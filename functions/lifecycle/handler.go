@@ -10,6 +10,13 @@
 //     Node, so kube-scheduler binds them where they were planned;
 //   - liveness: a NodeClaim not registered within the registration TTL (15 minutes) is deleted
 //     and its offering marked unavailable;
+//   - NodeClass status: each EC2NodeClass's selectors are resolved through the provider
+//     (cloud.NodeClassResolver) into status.subnets, securityGroups, amis, instanceProfile and
+//     its conditions, when the status is missing or older than the spec and otherwise every
+//     RefreshInterval; a class being deleted keeps its finalizer until no NodeClaim uses it and
+//     its instance profile is deleted;
+//   - NodePool status: nodes, resources and the conditions ValidationSucceeded,
+//     NodeClassReady and Ready;
 //   - termination: a NodeClaim or Node being deleted (kubectl, consolidation, drift, expiry,
 //     interruption, liveness) is tainted and drained through the Eviction API, what is left at
 //     the end of its terminationGracePeriod deleted, its instance terminated (only instances
@@ -25,9 +32,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/internal/emit"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	core "github.com/dovetail-dev/dovetail/shared/lifecycle"
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -47,7 +57,21 @@ type Handler struct {
 	Options core.Options
 	// OnDecision, when set, receives every decision that did something (local dev prints it).
 	OnDecision func(Outcome)
+	// RefreshInterval is how often a Ready NodeClass is resolved again (a new AMI behind an
+	// alias, a subnet added); default DefaultRefreshInterval.
+	RefreshInterval time.Duration
+
+	// resolved remembers when this process last resolved each NodeClass (by uid and
+	// generation). It only spaces out the cloud calls: a cold process resolves every class once,
+	// and every decision still comes from the snapshot.
+	mu       sync.Mutex
+	resolved map[string]time.Time
 }
+
+// DefaultRefreshInterval is how often a Ready NodeClass is resolved again: 1 minute, the
+// requeue interval of Karpenter's subnet status controller (its AMI and security group ones
+// use 5 minutes; one interval keeps drift detection prompt at a few Describe calls a minute).
+const DefaultRefreshInterval = time.Minute
 
 // Outcome is what one snapshot led to.
 type Outcome struct {
@@ -58,6 +82,10 @@ type Outcome struct {
 	Terminated []string
 	// Waiting are the provider IDs still running after the terminate call (finalizers kept).
 	Waiting []string
+	// NodeClassStatuses are the NodeClass status writes published, Released the NodeClasses
+	// whose instance profiles were deleted and finalizers released.
+	NodeClassStatuses []events.Command
+	Released          []string
 }
 
 // Handle processes a snapshot or pods-pending event. A malformed event wraps queue.ErrPoison (it
@@ -76,7 +104,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 		return err
 	}
 	out, err := h.Decide(ctx, snap)
-	if h.OnDecision != nil && (len(out.Commands) > 0 || len(out.Terminate) > 0) {
+	if h.OnDecision != nil && (len(out.Commands) > 0 || len(out.Terminate) > 0 || len(out.NodeClassStatuses) > 0 || len(out.Released) > 0) {
 		h.OnDecision(out)
 	}
 	return err
@@ -108,7 +136,10 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Outcome, e
 		}
 		out.Terminated = append(out.Terminated, t.ProviderID)
 	}
-	if len(out.Commands) > 0 || len(out.Terminate) > 0 {
+	if err := h.nodeClasses(ctx, snap, &out); err != nil {
+		return out, err
+	}
+	if len(out.Commands) > 0 || len(out.Terminate) > 0 || len(out.NodeClassStatuses) > 0 || len(out.Released) > 0 {
 		h.log().Info("lifecycle decision", "revision", snap.Revision, "commands", len(out.Commands),
 			"terminated", len(out.Terminated), "waiting", len(out.Waiting))
 	}
@@ -133,6 +164,73 @@ func (h *Handler) terminate(ctx context.Context, providerID string) (bool, error
 		return false, fmt.Errorf("reading %s after terminating it: %w", providerID, err)
 	}
 	return inst.State == cloud.StateShuttingDown || inst.State == cloud.StateTerminated, nil
+}
+
+// nodeClasses resolves the NodeClasses that are due and publishes their status where it
+// changed, and releases the ones being deleted that no NodeClaim uses. A provider that resolves
+// no NodeClasses (the in-memory fake) leaves their status as written.
+func (h *Handler) nodeClasses(ctx context.Context, snap *events.Snapshot, out *Outcome) error {
+	r, ok := h.Provider.(cloud.NodeClassResolver)
+	if !ok {
+		return nil
+	}
+	for _, a := range out.NodeClasses {
+		switch {
+		case a.Release:
+			if err := r.ReleaseNodeClass(ctx, a.NodeClass); err != nil {
+				return fmt.Errorf("releasing %s %s: %w", a.NodeClass.Kind(), a.NodeClass.Name(), err)
+			}
+			for _, c := range a.Finish {
+				if err := h.publish(ctx, snap, c); err != nil {
+					return err
+				}
+			}
+			out.Released = append(out.Released, a.NodeClass.Name())
+		case a.Resolve && h.due(a.NodeClass, time.Now()):
+			resolved, err := r.ResolveNodeClass(ctx, a.NodeClass)
+			if err != nil {
+				return fmt.Errorf("resolving %s %s: %w", a.NodeClass.Kind(), a.NodeClass.Name(), err)
+			}
+			if c := core.StatusCommand(snap, a.NodeClass, resolved); c != nil {
+				if err := h.publish(ctx, snap, *c); err != nil {
+					return err
+				}
+				out.NodeClassStatuses = append(out.NodeClassStatuses, *c)
+			}
+			h.mark(a.NodeClass, time.Now())
+		}
+	}
+	return nil
+}
+
+func refreshKey(c apisv1.NodeClass) string {
+	m := c.Meta()
+	return string(m.UID) + "/" + m.Name + "/" + fmt.Sprint(m.Generation)
+}
+
+// due reports whether the class should be resolved now: its status is missing or behind its
+// spec, or this process last resolved it RefreshInterval ago or more (or never).
+func (h *Handler) due(c apisv1.NodeClass, now time.Time) bool {
+	if core.NeedsResolve(c) {
+		return true
+	}
+	every := h.RefreshInterval
+	if every <= 0 {
+		every = DefaultRefreshInterval
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	last, ok := h.resolved[refreshKey(c)]
+	return !ok || now.Sub(last) >= every || now.Before(last)
+}
+
+func (h *Handler) mark(c apisv1.NodeClass, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.resolved == nil {
+		h.resolved = map[string]time.Time{}
+	}
+	h.resolved[refreshKey(c)] = now
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {

@@ -245,10 +245,33 @@ func (w *World) apply(c *events.Command) {
 					w.dropNode(n.Name)
 				}
 			}
-		} else if nc := w.claims[c.NodeClaim.Name]; nc != nil {
-			nc.Finalizers = without(nc.Finalizers, c.Finalizer)
-			if nc.DeletionTimestamp != nil && len(nc.Finalizers) == 0 {
-				delete(w.claims, nc.Name)
+		} else if c.NodeClaim != nil {
+			if nc := w.claims[c.NodeClaim.Name]; nc != nil {
+				nc.Finalizers = without(nc.Finalizers, c.Finalizer)
+				if nc.DeletionTimestamp != nil && len(nc.Finalizers) == 0 {
+					delete(w.claims, nc.Name)
+				}
+			}
+		} else if m := w.class(c.NodeClass); m != nil {
+			m.Finalizers = without(m.Finalizers, c.Finalizer)
+			if m.DeletionTimestamp != nil && len(m.Finalizers) == 0 {
+				w.dropClass(m.Name)
+			}
+		}
+	case events.CommandAddFinalizer:
+		if m := w.class(c.NodeClass); m != nil && m.DeletionTimestamp == nil && !contains(m.Finalizers, c.Finalizer) {
+			m.Finalizers = append(m.Finalizers, c.Finalizer)
+		}
+	case events.CommandSetNodeClassStatus:
+		for i := range w.classes {
+			if c.NodeClass != nil && c.NodeClass.EC2 != nil && w.classes[i].EC2 != nil && w.classes[i].Name() == c.NodeClass.Name() {
+				w.classes[i].EC2.Status = c.NodeClass.EC2.DeepCopy().Status
+			}
+		}
+	case events.CommandSetNodePoolStatus:
+		for i := range w.pools {
+			if c.NodePool != nil && w.pools[i].Name == c.NodePool.Name {
+				w.pools[i].Status = c.NodePool.DeepCopy().Status
 			}
 		}
 	case events.CommandNominatePods:
@@ -297,6 +320,49 @@ func (w *World) apply(c *events.Command) {
 	case events.CommandMarkUnavailable:
 		w.marks = append(w.marks, c.Unavailable...)
 	}
+}
+
+// DeleteNodeClass deletes a NodeClass as the API server does: marked for deletion while it has
+// finalizers, gone when it has none.
+func (w *World) DeleteNodeClass(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rev++
+	for i := range w.classes {
+		if m := w.classes[i].Meta(); m.Name == name {
+			if len(m.Finalizers) == 0 {
+				w.dropClass(name)
+				return
+			}
+			now := metav1.NewTime(w.Clock.Now())
+			m.DeletionTimestamp = &now
+			return
+		}
+	}
+}
+
+// dropClass removes a NodeClass. Locked.
+func (w *World) dropClass(name string) {
+	out := w.classes[:0]
+	for _, c := range w.classes {
+		if c.Name() != name {
+			out = append(out, c)
+		}
+	}
+	w.classes = out
+}
+
+// class returns the metadata of the World's NodeClass a command names, or nil. Locked.
+func (w *World) class(ref *apisv1.NodeClass) *metav1.ObjectMeta {
+	if ref == nil {
+		return nil
+	}
+	for i := range w.classes {
+		if w.classes[i].Kind() == ref.Kind() && w.classes[i].Name() == ref.Name() {
+			return w.classes[i].Meta()
+		}
+	}
+	return nil
 }
 
 // dropNode removes a node; pods still on it are lost (they go pending, recreated). Locked.

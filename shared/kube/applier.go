@@ -171,6 +171,12 @@ func (a *Applier) Apply(ctx context.Context, cmd *events.Command) error {
 		return a.nominatePods(ctx, cmd)
 	case events.CommandDeletePods:
 		return a.deletePods(ctx, cmd)
+	case events.CommandSetNodeClassStatus:
+		return a.setNodeClassStatus(ctx, cmd)
+	case events.CommandSetNodePoolStatus:
+		return a.setNodePoolStatus(ctx, cmd)
+	case events.CommandAddFinalizer:
+		return a.nodeClassFinalizer(ctx, cmd, true)
 	default:
 		return fmt.Errorf("%w: command.kind: unknown kind %q", ErrInvalidCommand, cmd.Kind)
 	}

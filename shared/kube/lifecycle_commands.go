@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -292,21 +293,37 @@ func (a *Applier) nodeClaimStatusPatch(got *apisv1.NodeClaim, want *apisv1.NodeC
 	if want.NodeName != "" && want.NodeName != got.Status.NodeName {
 		status["nodeName"] = want.NodeName
 	}
-	conds := append([]metav1.Condition(nil), got.Status.Conditions...)
+	conds, changed := mergeConditions(got.Status.Conditions, want.Conditions, got.Generation, a.opts.Clock.Now())
+	if changed {
+		status["conditions"] = conds
+	}
+	if len(status) == 0 {
+		return nil
+	}
+	return status
+}
+
+// mergeConditions returns have with each of want replacing the condition of its type (the others
+// kept), and whether anything changed. A condition whose status did not change keeps its
+// lastTransitionTime; a changed one takes its own, or now when it gave none. An empty reason
+// becomes the type and observedGeneration 0 the object's generation, as operatorpkg writes them
+// (the CRDs require reason and lastTransitionTime).
+func mergeConditions(have, want []metav1.Condition, generation int64, now time.Time) ([]metav1.Condition, bool) {
+	conds := append([]metav1.Condition(nil), have...)
 	changed := false
-	for _, w := range want.Conditions {
+	for _, w := range want {
 		if w.Reason == "" {
 			w.Reason = w.Type
 		}
 		if w.ObservedGeneration == 0 {
-			w.ObservedGeneration = got.Generation
+			w.ObservedGeneration = generation
 		}
 		i := conditionIndex(conds, w.Type)
 		switch {
 		case i >= 0 && conds[i].Status == w.Status:
 			w.LastTransitionTime = conds[i].LastTransitionTime
 		case w.LastTransitionTime.IsZero():
-			w.LastTransitionTime = metav1.NewTime(a.opts.Clock.Now())
+			w.LastTransitionTime = metav1.NewTime(now)
 		}
 		if i < 0 {
 			conds = append(conds, w)
@@ -316,13 +333,7 @@ func (a *Applier) nodeClaimStatusPatch(got *apisv1.NodeClaim, want *apisv1.NodeC
 			changed = true
 		}
 	}
-	if changed {
-		status["conditions"] = conds
-	}
-	if len(status) == 0 {
-		return nil
-	}
-	return status
+	return conds, changed
 }
 
 func conditionIndex(conds []metav1.Condition, typ string) int {
@@ -382,6 +393,9 @@ func (a *Applier) removeFinalizer(ctx context.Context, cmd *events.Command) erro
 			return err
 		}
 		return a.removeNodeFinalizer(ctx, cmd)
+	}
+	if cmd.NodeClass != nil && (cmd.NodeClaim == nil || cmd.NodeClaim.Name == "") {
+		return a.nodeClassFinalizer(ctx, cmd, false)
 	}
 	if cmd.NodeClaim == nil || cmd.NodeClaim.Name == "" {
 		return fmt.Errorf("%w: command.nodeName: must name a Node (or command.nodeClaim.metadata.name a NodeClaim)", ErrInvalidCommand)

@@ -73,6 +73,8 @@ type Decision struct {
 	Terminate []Termination
 	// Transitions say what changed, for logs and local dev's progress lines.
 	Transitions []Transition
+	// NodeClasses are the NodeClasses to resolve or release (the function calls the cloud).
+	NodeClasses []NodeClassAction
 }
 
 // Termination is one instance to terminate. The function terminates it (only instances tagged
@@ -136,6 +138,8 @@ func Decide(snap *events.Snapshot, o Options) Decision {
 			d.terminate(nil, n)
 		}
 	}
+	d.nodeClasses()
+	d.nodePools()
 	return d.out
 }
 

@@ -168,6 +168,12 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 	// The node settings (AMI family, kubelet block, ephemeral volume) are parsed as the cloud
 	// provider parses them when the node boots, so planned allocatable equals what the node reports.
 	nodeClass := apisv1.FindNodeClass(in.NodeClasses, np.Spec.Template.Spec.NodeClassRef)
+	// A NodeClass the lifecycle function found not Ready (a selector matching nothing, no
+	// instance profile) launches nothing, as Karpenter skips a NodePool whose class is not Ready.
+	if why := nodeClass.NotReady(); why != "" {
+		p.err = fmt.Errorf("nodepool %q: %s", np.Name, why)
+		return p
+	}
 	settings, err := in.nodeSettings(nodeClass)
 	if err != nil {
 		p.err = fmt.Errorf("nodepool %q: %s %q: %w", np.Name, strings.ToLower(nodeClass.Kind()), nodeClass.Name(), err)

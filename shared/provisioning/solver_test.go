@@ -452,3 +452,29 @@ func TestReplanKeepsPlannedPlacements(t *testing.T) {
 		t.Fatalf("nominated pod: %v, want big-a on b", got)
 	}
 }
+
+// A NodePool whose NodeClass the lifecycle function found not Ready launches nothing, with the
+// class's reason; the same pods fall to another pool whose class is Ready.
+func TestNodeClassNotReadyLaunchesNothing(t *testing.T) {
+	broken := nodePool("broken", onDemand("c5.large")...)
+	w := int32(50)
+	broken.Spec.Weight = &w
+	broken.Spec.Template.Spec.NodeClassRef.Name = "no-subnets"
+	class := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "no-subnets"}, Status: apisv1.EC2NodeClassStatus{Conditions: []metav1.Condition{
+		{Type: apisv1.ConditionSubnetsReady, Status: metav1.ConditionFalse, Reason: apisv1.ReasonSubnetsNotFound, Message: "spec.subnetSelectorTerms (1 terms) matched no subnets"},
+		{Type: apisv1.ConditionReady, Status: metav1.ConditionFalse, Reason: apisv1.ReasonUnhealthyDependents, Message: "SubnetsReady=False"},
+	}}}
+	in := Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{broken}, NodeClasses: []apisv1.NodeClass{apisv1.NodeClassOf(class)}}
+	p := solve(t, in)
+	if len(p.NodeClaims) != 0 || len(p.Unschedulable) != 1 {
+		t.Fatalf("claims %d unschedulable %d, want 0 and 1", len(p.NodeClaims), len(p.Unschedulable))
+	}
+	want := `nodepool "broken": EC2NodeClass no-subnets is not ready (Ready=False, UnhealthyDependents: SubnetsReady=False; SubnetsReady: spec.subnetSelectorTerms (1 terms) matched no subnets)`
+	if r := p.Unschedulable[0].Reason; !strings.Contains(r, want) {
+		t.Errorf("reason %q, want it to contain %q", r, want)
+	}
+	// A second pool with a Ready class (here: a class not resolved yet, no Ready condition)
+	// takes the pod, though the broken pool has the higher weight.
+	in.NodePools = append(in.NodePools, nodePool("default", onDemand("m5.large")...))
+	wantClaims(t, solve(t, in), "m5.large")
+}

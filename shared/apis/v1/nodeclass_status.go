@@ -19,6 +19,15 @@ const (
 	ConditionValidationSucceeded  = "ValidationSucceeded"
 )
 
+// NodePool status condition types (Karpenter's, sigs.k8s.io/karpenter pkg/apis/v1
+// nodepool_status.go): the pool is Ready when it validates and its NodeClass is Ready.
+const (
+	ConditionNodeClassReady = "NodeClassReady"
+)
+
+// NodePoolReadyDependents are the conditions a NodePool's Ready is the conjunction of.
+var NodePoolReadyDependents = []string{ConditionValidationSucceeded, ConditionNodeClassReady}
+
 // Condition reasons of the NodeClass status, Karpenter's where it has one (its nodeclass status
 // controllers and operatorpkg's root condition).
 const (
@@ -33,6 +42,12 @@ const (
 	ReasonUnhealthyDependents = "UnhealthyDependents"
 	// ReasonNotSupported marks a field Dovetail does not implement (ValidationSucceeded=False).
 	ReasonNotSupported = "NotSupported"
+	// ReasonNodeClassNotFound is NodeClassReady=False for a NodePool whose NodeClass does not exist.
+	ReasonNodeClassNotFound = "NodeClassNotFound"
+	// ReasonNodeClassNotReady is NodeClassReady=False for a NodePool whose NodeClass is not Ready.
+	ReasonNodeClassNotReady = "NodeClassNotReady"
+	// ReasonValidationFailed is ValidationSucceeded=False for a NodePool that does not validate.
+	ReasonValidationFailed = "ValidationFailed"
 )
 
 // EC2NodeClassReadyDependents are the conditions an EC2NodeClass's Ready is the conjunction of.
@@ -106,7 +121,21 @@ func SetReadyFromDependents(conds *[]metav1.Condition, generation int64, depende
 			ready.Reason = "ReconcilingDependents"
 		}
 	}
-	meta.SetStatusCondition(conds, ready)
+	SetCondition(conds, ready)
+}
+
+// SetCondition replaces the condition of c's type in conds (or appends c), leaving
+// lastTransitionTime as c has it: unlike meta.SetStatusCondition it reads no clock, so the core
+// stays deterministic; the agent keeps the old time when the status did not change and stamps
+// its own when it did.
+func SetCondition(conds *[]metav1.Condition, c metav1.Condition) {
+	for i := range *conds {
+		if (*conds)[i].Type == c.Type {
+			(*conds)[i] = c
+			return
+		}
+	}
+	*conds = append(*conds, c)
 }
 
 // UnsupportedEC2NodeClassFields lists the fields of the NodeClass that a user set and Dovetail

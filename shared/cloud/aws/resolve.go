@@ -94,7 +94,7 @@ func (p *Provider) ResolveNodeClass(ctx context.Context, in apisv1.NodeClass) (a
 		if !ok {
 			c.Status, c.Reason, c.Message = metav1.ConditionFalse, reason, msg
 		}
-		meta.SetStatusCondition(&st.Conditions, c)
+		apisv1.SetCondition(&st.Conditions, c)
 	}
 
 	subnets, err := p.subnets(ctx, nc)

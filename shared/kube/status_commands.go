@@ -1,0 +1,232 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// Event reasons the agent records when a status it writes turns a NodeClass or NodePool unusable.
+const (
+	// ReasonNodeClassNotReady is recorded on a NodeClass whose Ready turned False, and on each
+	// NodePool whose NodeClassReady did: the pool launches nothing until the class is Ready.
+	ReasonNodeClassNotReady = "NodeClassNotReady"
+)
+
+// nodeClassTarget returns the GVR and name of a command's NodeClass. Error: no NodeClass, or a
+// kind the agent does not serve yet.
+func nodeClassTarget(cmd *events.Command) (schema.GroupVersionResource, string, error) {
+	if cmd.NodeClass == nil || cmd.NodeClass.Name() == "" {
+		return schema.GroupVersionResource{}, "", fmt.Errorf("%w: command.nodeClass.metadata.name: must not be empty", ErrInvalidCommand)
+	}
+	if cmd.NodeClass.EC2 == nil {
+		return schema.GroupVersionResource{}, "", fmt.Errorf("%w: command.nodeClass: kind %s is not served by this agent (EC2NodeClass only)", ErrInvalidCommand, cmd.NodeClass.Kind())
+	}
+	return EC2NodeClassGVR, cmd.NodeClass.Name(), nil
+}
+
+// --- SetNodeClassStatus ---
+
+func (a *Applier) setNodeClassStatus(ctx context.Context, cmd *events.Command) error {
+	gvr, name, err := nodeClassTarget(cmd)
+	if err != nil {
+		return err
+	}
+	var evs eventCheck
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := a.dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			a.opts.Logger.Info("SetNodeClassStatus: NodeClass gone, nothing to record", "command", cmd.ID, "nodeClass", name)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get EC2NodeClass %s: %w", name, err)
+		}
+		got := &apisv1.EC2NodeClass{}
+		if err := FromUnstructured(u, got); err != nil {
+			return fmt.Errorf("EC2NodeClass %s in cluster: %w", name, err)
+		}
+		want := cmd.NodeClass.EC2.DeepCopy().Status
+		want.Conditions, _ = mergeConditions(got.Status.Conditions, want.Conditions, got.Generation, a.opts.Clock.Now())
+		if equality.Semantic.DeepEqual(got.Status, want) {
+			return nil
+		}
+		evs = turnedFalse(got.Status.Conditions, want.Conditions, apisv1.ConditionReady, got.UID)
+		return a.patchStatus(ctx, gvr, name, u.GetResourceVersion(), got.Status, want)
+	})
+	if err != nil || !evs.fire {
+		return err
+	}
+	msg := "NodeClass is not ready: " + apisv1.NodeClassOf(cmd.NodeClass.EC2).NotReady()
+	return a.event(ctx, cmd, corev1.ObjectReference{APIVersion: apisv1.AWSGroup + "/" + apisv1.Version, Kind: apisv1.KindEC2NodeClass,
+		Name: name, UID: evs.uid}, ReasonNodeClassNotReady, msg)
+}
+
+// --- SetNodePoolStatus ---
+
+func (a *Applier) setNodePoolStatus(ctx context.Context, cmd *events.Command) error {
+	if cmd.NodePool == nil || cmd.NodePool.Name == "" {
+		return fmt.Errorf("%w: command.nodePool.metadata.name: must not be empty", ErrInvalidCommand)
+	}
+	name := cmd.NodePool.Name
+	var evs eventCheck
+	var message string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := a.dyn.Resource(NodePoolGVR).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get NodePool %s: %w", name, err)
+		}
+		got := &apisv1.NodePool{}
+		if err := FromUnstructured(u, got); err != nil {
+			return fmt.Errorf("NodePool %s in cluster: %w", name, err)
+		}
+		want := cmd.NodePool.DeepCopy().Status
+		want.Conditions, _ = mergeConditions(got.Status.Conditions, want.Conditions, got.Generation, a.opts.Clock.Now())
+		if equality.Semantic.DeepEqual(got.Status, want) {
+			return nil
+		}
+		evs = turnedFalse(got.Status.Conditions, want.Conditions, apisv1.ConditionNodeClassReady, got.UID)
+		if c := meta.FindStatusCondition(want.Conditions, apisv1.ConditionNodeClassReady); c != nil {
+			message = c.Message
+		}
+		return a.patchStatus(ctx, NodePoolGVR, name, u.GetResourceVersion(), got.Status, want)
+	})
+	if err != nil || !evs.fire {
+		return err
+	}
+	return a.event(ctx, cmd, corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodePool", Name: name, UID: evs.uid},
+		ReasonNodeClassNotReady, "NodePool launches nothing: "+message)
+}
+
+// eventCheck says whether a status write turned a condition False, and on which object.
+type eventCheck struct {
+	fire bool
+	uid  types.UID
+}
+
+// turnedFalse reports a condition that is False in want and was not False before.
+func turnedFalse(before, after []metav1.Condition, typ string, uid types.UID) eventCheck {
+	b, w := meta.FindStatusCondition(before, typ), meta.FindStatusCondition(after, typ)
+	return eventCheck{fire: w != nil && w.Status == metav1.ConditionFalse && (b == nil || b.Status != metav1.ConditionFalse), uid: uid}
+}
+
+// patchStatus writes want as the object's whole status through /status: a JSON merge patch
+// carrying every field of want, null for each field got has and want lacks (so a list that
+// became empty is removed), and the resourceVersion read, so a concurrent write conflicts.
+func (a *Applier) patchStatus(ctx context.Context, gvr schema.GroupVersionResource, name, resourceVersion string, got, want any) error {
+	toMap := func(v any) (map[string]any, error) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		m := map[string]any{}
+		return m, json.Unmarshal(b, &m)
+	}
+	status, err := toMap(want)
+	if err != nil {
+		return err
+	}
+	old, err := toMap(got)
+	if err != nil {
+		return err
+	}
+	for k := range old {
+		if _, ok := status[k]; !ok {
+			status[k] = nil
+		}
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion}, "status": status})
+	if err != nil {
+		return err
+	}
+	_, err = a.dyn.Resource(gvr).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component}, "status")
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// event records a Warning Event on ref, named after the command and the object so a redelivered
+// command finds it already there. Cluster-scoped objects' Events go to "default", where kubectl
+// describe looks.
+func (a *Applier) event(ctx context.Context, cmd *events.Command, ref corev1.ObjectReference, reason, msg string) error {
+	sum := sha256.Sum256([]byte(cmd.ID + "\x00" + reason + "\x00" + ref.Kind + "/" + ref.Name))
+	suffix := "." + hex.EncodeToString(sum[:8])
+	base := ref.Name
+	if max := validation.DNS1123SubdomainMaxLength - len(suffix); len(base) > max {
+		base = base[:max]
+	}
+	if len(msg) > 1024 {
+		msg = msg[:1021] + "..." // an Event message is read by people; the status has the rest
+	}
+	now := metav1.NewTime(a.opts.Clock.Now())
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: base + suffix, Namespace: metav1.NamespaceDefault},
+		InvolvedObject: ref, Reason: reason, Message: msg, Type: corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: a.opts.Component},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: "dovetail.dev/agent", ReportingInstance: a.opts.Component,
+	}
+	if _, err := a.kube.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("record %s event on %s/%s: %w", reason, ref.Kind, ref.Name, err)
+	}
+	return nil
+}
+
+// --- AddFinalizer / RemoveFinalizer on a NodeClass ---
+
+func (a *Applier) nodeClassFinalizer(ctx context.Context, cmd *events.Command, add bool) error {
+	if cmd.Finalizer == "" {
+		return fmt.Errorf("%w: command.finalizer: must not be empty", ErrInvalidCommand)
+	}
+	gvr, name, err := nodeClassTarget(cmd)
+	if err != nil {
+		return err
+	}
+	res := a.dyn.Resource(gvr)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := res.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get %s %s: %w", cmd.NodeClass.Kind(), name, err)
+		}
+		var body []byte
+		switch {
+		case add && u.GetDeletionTimestamp() != nil:
+			return nil // a finalizer cannot be added to an object being deleted
+		case add && !hasString(u.GetFinalizers(), cmd.Finalizer):
+			body, _ = json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": u.GetResourceVersion(),
+				"finalizers": append(append([]string(nil), u.GetFinalizers()...), cmd.Finalizer)}})
+		case !add:
+			body = finalizerRemovalPatch(u.GetFinalizers(), cmd.Finalizer, u.GetResourceVersion())
+		}
+		if body == nil {
+			return nil
+		}
+		_, err = res.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}

@@ -1,0 +1,248 @@
+package lifecycle
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/apis"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// This file is what Karpenter's NodeClass status and termination controllers and its NodePool
+// counter, readiness and validation controllers do, decided from one snapshot: NodeClass
+// finalizers and release, and the NodePool status kubectl shows (NODES, READY, CPU, MEMORY).
+
+// ReasonAwaitingReconciliation is NodeClassReady=Unknown for a NodePool whose NodeClass has no
+// status yet.
+const ReasonAwaitingReconciliation = "AwaitingReconciliation"
+
+// NodeClassAction is what the lifecycle function does with one NodeClass (it needs the cloud).
+type NodeClassAction struct {
+	NodeClass apisv1.NodeClass
+	// Resolve asks for the class's status to be resolved and written (StatusCommand).
+	Resolve bool
+	// Release asks for what was created for the class (its instance profile) to be deleted, and
+	// then Finish published: the class is being deleted and no NodeClaim uses it any more.
+	Release bool
+	Finish  []events.Command
+}
+
+// nodeClasses decides each EC2NodeClass's finalizer, resolution and release.
+func (d *decider) nodeClasses() {
+	classes := append([]apisv1.NodeClass(nil), d.snap.NodeClasses...)
+	sort.Slice(classes, func(i, j int) bool { return classes[i].Name() < classes[j].Name() })
+	for _, c := range classes {
+		if c.EC2 == nil {
+			continue // Dovetail resolves EC2NodeClasses; other kinds are read as written
+		}
+		m := c.Meta()
+		has := hasString(m.Finalizers, events.FinalizerNodeClassTermination)
+		if m.DeletionTimestamp == nil {
+			if !has {
+				d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "add-finalizer", c.Kind(), m.Name, string(m.UID)),
+					Kind: events.CommandAddFinalizer, NodeClass: classRef(c), Finalizer: events.FinalizerNodeClassTermination,
+					Reason: "NodeClass deletion waits for its NodeClaims and releases its instance profile"})
+			}
+			d.out.NodeClasses = append(d.out.NodeClasses, NodeClassAction{NodeClass: c, Resolve: true})
+			continue
+		}
+		if !has {
+			continue
+		}
+		if users := d.claimsOf(c); len(users) > 0 {
+			d.transition("", "", "NodeClassTerminating", fmt.Sprintf("%s %s waits for NodeClaims %s", c.Kind(), m.Name, strings.Join(users, ", ")))
+			continue
+		}
+		d.out.NodeClasses = append(d.out.NodeClasses, NodeClassAction{NodeClass: c, Release: true, Finish: []events.Command{d.stamp(events.Command{
+			ID:   events.CommandID(d.snap.Cluster, "remove-finalizer", c.Kind(), m.Name, string(m.UID)),
+			Kind: events.CommandRemoveFinalizer, NodeClass: classRef(c), Finalizer: events.FinalizerNodeClassTermination,
+			Reason: "no NodeClaim uses the NodeClass and its instance profile is deleted"})}})
+	}
+}
+
+// stamp sets the cluster and revision of a command published later.
+func (d *decider) stamp(c events.Command) events.Command {
+	c.Cluster, c.SnapshotRevision = d.snap.Cluster, d.snap.Revision
+	return c
+}
+
+// claimsOf names the NodeClaims whose nodeClassRef is c, sorted.
+func (d *decider) claimsOf(c apisv1.NodeClass) []string {
+	var out []string
+	for i := range d.snap.NodeClaims {
+		nc := &d.snap.NodeClaims[i]
+		if c.Matches(nc.Spec.NodeClassRef) {
+			out = append(out, nc.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// classRef is the NodeClass a command targets: kind and metadata only.
+func classRef(c apisv1.NodeClass) *apisv1.NodeClass {
+	switch {
+	case c.EC2 != nil:
+		return &apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{TypeMeta: c.EC2.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: c.EC2.Name, UID: c.EC2.UID}}}
+	case c.AKS != nil:
+		return &apisv1.NodeClass{AKS: &apisv1.AKSNodeClass{TypeMeta: c.AKS.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: c.AKS.Name, UID: c.AKS.UID}}}
+	}
+	return nil
+}
+
+// StatusCommand returns the SetNodeClassStatus command that writes resolved's status onto the
+// snapshot's class current, or nil when current already has it (conditions compared without
+// their lastTransitionTime, which the agent keeps).
+func StatusCommand(snap *events.Snapshot, current, resolved apisv1.NodeClass) *events.Command {
+	if resolved.EC2 == nil || current.EC2 == nil {
+		return nil
+	}
+	have, want := current.EC2.Status, resolved.EC2.Status
+	if sameConditions(have.Conditions, want.Conditions) {
+		have.Conditions, want.Conditions = nil, nil
+		if equality.Semantic.DeepEqual(have, want) {
+			return nil
+		}
+	}
+	nc := &apisv1.EC2NodeClass{TypeMeta: current.EC2.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: current.EC2.Name, UID: current.EC2.UID},
+		Status: resolved.EC2.DeepCopy().Status}
+	ready := meta.FindStatusCondition(nc.Status.Conditions, apisv1.ConditionReady)
+	summary := "unknown"
+	if ready != nil {
+		summary = string(ready.Status)
+	}
+	return &events.Command{ID: events.CommandID(snap.Cluster, fmt.Sprint(snap.Revision), "nodeclass-status", current.EC2.Name, string(current.EC2.UID)),
+		Kind: events.CommandSetNodeClassStatus, Cluster: snap.Cluster, SnapshotRevision: snap.Revision,
+		NodeClass: &apisv1.NodeClass{EC2: nc}, Reason: "NodeClass status resolved: Ready=" + summary}
+}
+
+// NeedsResolve reports whether a class's status is missing or older than its spec (Ready's
+// observedGeneration behind the generation): then it is resolved whatever the refresh interval.
+func NeedsResolve(c apisv1.NodeClass) bool {
+	r := meta.FindStatusCondition(c.Conditions(), apisv1.ConditionReady)
+	m := c.Meta()
+	return r == nil || m == nil || r.ObservedGeneration != m.Generation
+}
+
+func sameConditions(a, b []metav1.Condition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range b {
+		y := meta.FindStatusCondition(a, x.Type)
+		if y == nil || y.Status != x.Status || y.Reason != x.Reason || y.Message != x.Message || y.ObservedGeneration != x.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// nodePools writes each NodePool's status: the NodeClaims it has (status.nodes), the capacity
+// they hold (status.resources: the sum of their status.capacity, Karpenter's counter), and the
+// conditions ValidationSucceeded, NodeClassReady and Ready. Nothing is written when the status
+// already says so.
+func (d *decider) nodePools() {
+	pools := make([]*apisv1.NodePool, 0, len(d.snap.NodePools))
+	for i := range d.snap.NodePools {
+		pools = append(pools, &d.snap.NodePools[i])
+	}
+	sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
+	for _, np := range pools {
+		want := d.poolStatus(np)
+		have := np.Status
+		if sameConditions(have.Conditions, want.Conditions) && sameResources(have.Resources, want.Resources) &&
+			ptrEq(have.Nodes, want.Nodes) && have.NodeClassObservedGeneration == want.NodeClassObservedGeneration {
+			continue
+		}
+		ready := meta.FindStatusCondition(want.Conditions, apisv1.ConditionReady)
+		d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, fmt.Sprint(d.snap.Revision), "nodepool-status", np.Name, string(np.UID)),
+			Kind:     events.CommandSetNodePoolStatus,
+			NodePool: &apisv1.NodePool{TypeMeta: np.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: np.Name, UID: np.UID}, Status: want},
+			Reason:   fmt.Sprintf("NodePool %s: %d nodes, Ready=%s", np.Name, *want.Nodes, ready.Status)})
+	}
+}
+
+func (d *decider) poolStatus(np *apisv1.NodePool) apisv1.NodePoolStatus {
+	var nodes int64
+	sum := corev1.ResourceList{}
+	for i := range d.snap.NodeClaims {
+		nc := &d.snap.NodeClaims[i]
+		if nc.Labels[apisv1.LabelNodePool] != np.Name {
+			continue
+		}
+		nodes++
+		for k, q := range nc.Status.Capacity {
+			cur := sum[k]
+			cur.Add(q)
+			sum[k] = cur
+		}
+	}
+	st := apisv1.NodePoolStatus{Nodes: &nodes, Resources: sum}
+	gen := np.Generation
+	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
+		apisv1.SetCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
+	if errs := apis.ValidateNodePool(np); len(errs) > 0 {
+		msg := errs.ToAggregate().Error()
+		if len(msg) > 1024 {
+			msg = msg[:1021] + "..."
+		}
+		set(apisv1.ConditionValidationSucceeded, metav1.ConditionFalse, apisv1.ReasonValidationFailed, msg)
+	} else {
+		set(apisv1.ConditionValidationSucceeded, metav1.ConditionTrue, apisv1.ConditionValidationSucceeded, "")
+	}
+	ref := np.Spec.Template.Spec.NodeClassRef
+	class := apisv1.FindNodeClass(d.snap.NodeClasses, ref)
+	switch {
+	case class.IsZero():
+		name := ""
+		if ref != nil {
+			name = ref.Kind + " " + ref.Name
+		}
+		set(apisv1.ConditionNodeClassReady, metav1.ConditionFalse, apisv1.ReasonNodeClassNotFound, fmt.Sprintf("NodeClass %s not found", name))
+	default:
+		st.NodeClassObservedGeneration = class.Meta().Generation
+		r := meta.FindStatusCondition(class.Conditions(), apisv1.ConditionReady)
+		switch {
+		case r == nil:
+			set(apisv1.ConditionNodeClassReady, metav1.ConditionUnknown, ReasonAwaitingReconciliation, class.Kind()+" "+class.Name()+" has no status yet")
+		case r.Status == metav1.ConditionTrue:
+			set(apisv1.ConditionNodeClassReady, metav1.ConditionTrue, apisv1.ConditionNodeClassReady, "")
+		default:
+			set(apisv1.ConditionNodeClassReady, r.Status, apisv1.ReasonNodeClassNotReady, class.NotReady())
+		}
+	}
+	apisv1.SetReadyFromDependents(&st.Conditions, gen, apisv1.NodePoolReadyDependents)
+	return st
+}
+
+func sameResources(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, q := range b {
+		p, ok := a[k]
+		if !ok || p.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func ptrEq(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
