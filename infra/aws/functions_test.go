@@ -64,6 +64,9 @@ func TestFunctionRolesLeastPrivilege(t *testing.T) {
 		var consumed, sent []string
 		for _, s := range samStatements(t, sam, f.role) {
 			for _, a := range s.Actions {
+				if f.name == "lifecycle" && slices.Contains(instanceProfileActions, a) {
+					continue // NodeClass instance profiles: lifecycle's alone (TestLifecycleRoleLaunchesNothing)
+				}
 				if !provisionActions[a] {
 					t.Errorf("%s %s: %s is more than the provision role has", f.role, s.Sid, a)
 				}
@@ -156,7 +159,10 @@ func TestAgentEventQueueURLsCoverEveryFunction(t *testing.T) {
 
 // lifecycleStatements is the whole lifecycle role, in the canonical form both sources reduce
 // to: its own queue and DLQ, the commands, the claim checks, termination of the cluster's
-// instances and DescribeInstances (no resource-level permissions, so "*", in the region).
+// instances, the Describe calls of NodeClass resolution (no resource-level permissions, so "*",
+// in the region), the public AMI parameters, and the instance profiles of spec.role: created
+// only with the cluster tag under the cluster's path, changed and deleted only with it, holding
+// only the node role.
 var lifecycleStatements = []statement{
 	{Sid: "WriteOwnLogs", Effect: "Allow", Actions: []string{"logs:CreateLogStream", "logs:PutLogEvents"},
 		Resources: []string{"arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/dovetail-{cluster}-lifecycle:*"}},
@@ -167,19 +173,36 @@ var lifecycleStatements = []statement{
 		Resources: []string{"{bucket}/" + s3blob.DefaultPrefix + "*"}},
 	{Sid: "TerminateClusterInstances", Effect: "Allow", Actions: []string{"ec2:TerminateInstances"},
 		Resources: []string{"arn:{partition}:ec2:{region}:{account}:instance/*"}, Conditions: []string{clusterResourceTag}},
-	{Sid: "DescribeInRegion", Effect: "Allow", Actions: []string{"ec2:DescribeInstances"},
+	{Sid: "DescribeInRegion", Effect: "Allow", Actions: []string{"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets"},
 		Resources: []string{"*"}, Conditions: []string{"StringEquals|aws:RequestedRegion|{region}"}},
+	{Sid: "PublicAMIParameters", Effect: "Allow", Actions: []string{"ssm:GetParameter"}, Resources: []string{
+		"arn:{partition}:ssm:{region}::parameter/aws/service/bottlerocket/*", "arn:{partition}:ssm:{region}::parameter/aws/service/eks/optimized-ami/*"}},
+	{Sid: "CreateClusterInstanceProfiles", Effect: "Allow", Actions: []string{"iam:CreateInstanceProfile", "iam:TagInstanceProfile"},
+		Resources: []string{clusterProfiles}, Conditions: []string{clusterRequestTag}},
+	{Sid: "ManageClusterInstanceProfiles", Effect: "Allow", Actions: []string{"iam:AddRoleToInstanceProfile", "iam:DeleteInstanceProfile", "iam:RemoveRoleFromInstanceProfile"},
+		Resources: []string{clusterProfiles}, Conditions: []string{clusterResourceTag}},
+	{Sid: "ReadInstanceProfiles", Effect: "Allow", Actions: []string{"iam:GetInstanceProfile", "iam:ListInstanceProfiles"},
+		Resources: []string{"arn:{partition}:iam::{account}:instance-profile/*"}},
+	{Sid: "PassNodeRoleToInstanceProfiles", Effect: "Allow", Actions: []string{"iam:PassRole"},
+		Resources: []string{"{NodeRoleArn}"}, Conditions: []string{"StringEquals|iam:PassedToService|ec2.amazonaws.com"}},
 }
+
+// clusterProfiles are the instance profiles the lifecycle function creates for spec.role: under
+// the cluster's path (dvaws.InstanceProfilePath).
+const clusterProfiles = "arn:{partition}:iam::{account}:instance-profile/dovetail/{region}/{cluster}/*"
+
+// instanceProfileActions are the IAM writes only the lifecycle function holds.
+var instanceProfileActions = []string{"iam:CreateInstanceProfile", "iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile",
+	"iam:DeleteInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:GetInstanceProfile", "iam:ListInstanceProfiles"}
 
 // The lifecycle function launches nothing: its role is exactly lifecycleStatements in both
 // sources, so no CreateFleet, RunInstances, CreateLaunchTemplate, CreateTags, launch-template
-// deletion, PassRole, SSM or pricing; its termination statement is drift's (and consolidate's),
-// verbatim.
+// deletion or pricing; its termination statement is drift's (and consolidate's), verbatim.
 func TestLifecycleRoleLaunchesNothing(t *testing.T) {
 	sam := load(t, "template.yaml")
 	tf := load(t, "main.tf.json")
 	forbidden := []string{"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:DeleteLaunchTemplate",
-		"ec2:CreateTags", "iam:PassRole", "ssm:GetParameter", "pricing:GetProducts"}
+		"ec2:CreateTags", "pricing:GetProducts"}
 	for src, stmts := range map[string][]statement{"SAM LifecycleRole": samStatements(t, sam, "LifecycleRole"),
 		"Terraform lifecycle": tfStatements(t, tf, "lifecycle")} {
 		if len(stmts) != len(lifecycleStatements) {
@@ -251,17 +274,18 @@ func TestLifecycleFunction(t *testing.T) {
 	}
 	wantEnv := map[string]string{"DOVETAIL_CLUSTER": "[{cluster}]", "DOVETAIL_CLOUD": "[aws]", "DOVETAIL_COMMAND_QUEUE_URL": "[{CommandQueue}]",
 		"DOVETAIL_DLQ_URL": "[{LifecycleEventDLQ}]", "DOVETAIL_BLOB_BUCKET": "[{ClaimCheckBucket}]", "DOVETAIL_BLOB_PREFIX": "[" + s3blob.DefaultPrefix + "]",
-		ttlEnv: "[{RegistrationTTL}]"}
+		ttlEnv: "[{RegistrationTTL}]", "DOVETAIL_KUBERNETES_VERSION": "[{KubernetesVersion}]"}
 	env := res("LifecycleFunction", "Environment", "Variables").(map[string]any)
 	got := map[string]string{}
 	for k, v := range env {
 		got[k] = fmt.Sprint(samValue(t, v))
 	}
 	if !reflect.DeepEqual(got, wantEnv) {
-		t.Errorf("lifecycle environment %v, want %v (no node-join settings: it launches nothing)", got, wantEnv)
+		t.Errorf("lifecycle environment %v, want %v (no node-join settings: it launches nothing; the Kubernetes version resolves AMI aliases)", got, wantEnv)
 	}
 	tfEnv := tfr("aws_lambda_function", "lifecycle", "environment", 0, "variables").(map[string]any)
-	if tfEnv[ttlEnv] != "${var.registration_ttl}" || tfEnv["DOVETAIL_DLQ_URL"] != "${aws_sqs_queue.lifecycle_events_dlq.url}" {
+	if tfEnv[ttlEnv] != "${var.registration_ttl}" || tfEnv["DOVETAIL_DLQ_URL"] != "${aws_sqs_queue.lifecycle_events_dlq.url}" ||
+		tfEnv["DOVETAIL_KUBERNETES_VERSION"] != "${var.kubernetes_version}" {
 		t.Errorf("terraform lifecycle environment %v", tfEnv)
 	}
 	// The parameter's pattern accepts the default and the usual spellings, refuses the rest.

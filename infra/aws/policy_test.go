@@ -244,6 +244,15 @@ func checkLeastPrivilege(t *testing.T, name string, stmts []statement) {
 				if a == "ec2:CreateTags" && !slices.Contains(s.Conditions, "StringEquals|ec2:CreateAction|CreateFleet,CreateLaunchTemplate,RunInstances") {
 					t.Errorf("%s %s: ec2:CreateTags must be limited to tagging on create (ec2:CreateAction)", name, s.Sid)
 				}
+			case "iam:CreateInstanceProfile", "iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:DeleteInstanceProfile", "iam:RemoveRoleFromInstanceProfile":
+				// Instance-profile writes: only the cluster's profiles, known by path and tag.
+				want := clusterResourceTag
+				if a == "iam:CreateInstanceProfile" || a == "iam:TagInstanceProfile" {
+					want = clusterRequestTag
+				}
+				if fmt.Sprint(s.Resources) != "[arn:{partition}:iam::{account}:instance-profile/dovetail/{region}/{cluster}/*]" || !slices.Contains(s.Conditions, want) {
+					t.Errorf("%s %s: %s must be limited to the cluster's instance-profile path and %s", name, s.Sid, a, want)
+				}
 			case "iam:PassRole":
 				if fmt.Sprint(s.Resources) != "[{NodeRoleArn}]" || !slices.Contains(s.Conditions, "StringEquals|iam:PassedToService|ec2.amazonaws.com") {
 					t.Errorf("%s %s: iam:PassRole must name only the node role and be passed only to EC2", name, s.Sid)

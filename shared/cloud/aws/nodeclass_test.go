@@ -35,6 +35,7 @@ func condition(t *testing.T, nc *apisv1.EC2NodeClass, typ string) metav1.Conditi
 func TestResolveNodeClassWritesStatusAndCreatesTheInstanceProfile(t *testing.T) {
 	e := setup(t)
 	nc := nodeClass("al2023@latest")
+	nc.Spec.InstanceProfile, nc.Spec.Role = nil, nodeRole
 	nc.UID = types.UID("5f0e6c1a-0000-4000-8000-000000000001")
 	got := resolve(t, e, nc)
 
@@ -126,8 +127,8 @@ func TestResolveNodeClassWritesStatusAndCreatesTheInstanceProfile(t *testing.T) 
 	if err := e.p.ReleaseNodeClass(context.Background(), apisv1.NodeClassOf(got)); err != nil {
 		t.Fatal(err)
 	}
-	if names := e.srv.InstanceProfileNames(); len(names) != 0 {
-		t.Errorf("profiles left after release: %v", names)
+	if names := e.srv.InstanceProfileNames(); len(names) != 1 || names[0] != nodeProfile {
+		t.Errorf("profiles left after release: %v, want only the user's own %s", names, nodeProfile)
 	}
 	if err := e.p.ReleaseNodeClass(context.Background(), apisv1.NodeClassOf(got)); err != nil {
 		t.Errorf("second release: %v, want success (nothing left)", err)
@@ -150,7 +151,7 @@ func TestResolveNodeClassReportsWhatMatchedNothing(t *testing.T) {
 	nc := nodeClass("al2023@latest")
 	nc.Generation = 3
 	nc.Spec.SubnetSelectorTerms = []apisv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "another-cluster"}}}
-	nc.Spec.Role = "NoSuchRole"
+	nc.Spec.InstanceProfile, nc.Spec.Role = nil, "NoSuchRole"
 	got := resolve(t, e, nc)
 	sub := condition(t, got, apisv1.ConditionSubnetsReady)
 	if sub.Status != metav1.ConditionFalse || sub.Reason != apisv1.ReasonSubnetsNotFound || !strings.Contains(sub.Message, "subnetSelectorTerms") || sub.ObservedGeneration != 3 {
@@ -171,8 +172,17 @@ func TestResolveNodeClassReportsWhatMatchedNothing(t *testing.T) {
 	}
 	// A launch is refused with the same reason, before any fleet call.
 	_, err := e.p.Create(context.Background(), request("tok-none", nc, e.offering(t, "m5.large", "us-east-1a", "on-demand")))
-	if err == nil || !strings.Contains(err.Error(), "SubnetsReady=False") {
-		t.Errorf("Create: %v, want a refusal naming SubnetsReady", err)
+	if err == nil || !strings.Contains(err.Error(), "subnetSelectorTerms (1 terms) matched no subnets") {
+		t.Errorf("Create: %v, want a refusal naming the subnet selector", err)
+	}
+	// A spec.role class whose profile the lifecycle function has not written yet: refused, and
+	// no profile is created by the launch.
+	roleOnly := nodeClass("al2023@latest")
+	roleOnly.Spec.InstanceProfile, roleOnly.Spec.Role = nil, nodeRole
+	creates := len(e.srv.RequestsOf("CreateInstanceProfile"))
+	_, err = e.p.Create(context.Background(), request("tok-role", roleOnly, e.offering(t, "m5.large", "us-east-1a", "on-demand")))
+	if n := len(e.srv.RequestsOf("CreateInstanceProfile")) - creates; err == nil || !strings.Contains(err.Error(), "no instance profile yet") || n != 0 {
+		t.Errorf("Create with spec.role and no status: %v (%d CreateInstanceProfile calls), want a refusal and none", err, n)
 	}
 	if n := e.counts.get("CreateFleet"); n != 0 {
 		t.Errorf("%d CreateFleet calls", n)
@@ -180,7 +190,6 @@ func TestResolveNodeClassReportsWhatMatchedNothing(t *testing.T) {
 
 	// spec.instanceProfile naming a profile that does not exist.
 	named := nodeClass("al2023@latest")
-	named.Spec.Role = ""
 	named.Spec.InstanceProfile = aws.String("NoSuchProfile")
 	c := condition(t, resolve(t, e, named), apisv1.ConditionInstanceProfileReady)
 	if c.Status != metav1.ConditionFalse || c.Reason != apisv1.ReasonInstanceProfileNotFound || !strings.Contains(c.Message, "NoSuchProfile does not exist") {

@@ -31,10 +31,11 @@ import (
 )
 
 const (
-	nodeRole = "KarpenterNodeRole-test"
-	cluster  = "test"
-	k8s      = "1.37"
-	endpoint = "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com"
+	nodeRole    = "KarpenterNodeRole-test"
+	nodeProfile = "KarpenterNodeInstanceProfile-test"
+	cluster     = "test"
+	k8s         = "1.37"
+	endpoint    = "https://ABCDEF.gr7.us-east-1.eks.amazonaws.com"
 )
 
 var clusterCA = base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n"))
@@ -83,6 +84,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.AddInstanceProfile(nodeProfile, nodeRole)
 	cnt := &counter{n: map[string]int{}}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		action := r.Header.Get("X-Amz-Target")
@@ -115,7 +117,7 @@ func nodeClass(alias string) *apisv1.EC2NodeClass {
 		SubnetSelectorTerms:        []apisv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": cluster}}},
 		SecurityGroupSelectorTerms: []apisv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": cluster}}},
 		Tags:                       map[string]string{"team": "platform"},
-		Role:                       nodeRole,
+		InstanceProfile:            aws.String(nodeProfile),
 	}}
 }
 

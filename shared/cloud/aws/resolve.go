@@ -35,19 +35,34 @@ type nodeClassResources struct {
 }
 
 // resources returns what a launch needs: the NodeClass status when the lifecycle function has
-// resolved it (Ready=True), so a launch makes no Describe call; otherwise the selectors resolved
-// now, and an error naming the part that did not resolve.
+// resolved it (Ready=True), so a launch makes no Describe call; otherwise its subnet, security
+// group and AMI selectors resolved now (read-only: a launch creates no instance profile; a
+// spec.role class launches once the lifecycle function has written its profile). Errors name
+// the part that did not resolve.
 func (p *Provider) resources(ctx context.Context, nc *apisv1.EC2NodeClass) (*nodeClassResources, error) {
 	st := nc.Status
 	if !meta.IsStatusConditionTrue(st.Conditions, apisv1.ConditionReady) || len(st.Subnets) == 0 || len(st.SecurityGroups) == 0 || len(st.AMIs) == 0 {
-		resolved, err := p.ResolveNodeClass(ctx, apisv1.NodeClassOf(nc))
-		if err != nil {
+		var err error
+		if st.Subnets, err = p.subnets(ctx, nc); err != nil {
 			return nil, err
 		}
-		if why := resolved.NotReady(); why != "" {
-			return nil, errors.New(why)
+		if st.SecurityGroups, err = p.securityGroups(ctx, nc); err != nil {
+			return nil, err
 		}
-		st = resolved.EC2.Status
+		var prob *problem
+		if st.AMIs, prob, err = p.AMIs(ctx, nc); err != nil {
+			return nil, err
+		}
+		switch {
+		case prob != nil:
+			return nil, fmt.Errorf("%s %s: %s", apisv1.KindEC2NodeClass, nc.Name, prob.message)
+		case len(st.Subnets) == 0:
+			return nil, fmt.Errorf("%s %s: %s", apisv1.KindEC2NodeClass, nc.Name, selectorMessage("subnetSelectorTerms", "subnets", len(nc.Spec.SubnetSelectorTerms)))
+		case len(st.SecurityGroups) == 0:
+			return nil, fmt.Errorf("%s %s: %s", apisv1.KindEC2NodeClass, nc.Name, selectorMessage("securityGroupSelectorTerms", "security groups", len(nc.Spec.SecurityGroupSelectorTerms)))
+		case len(st.AMIs) == 0:
+			return nil, fmt.Errorf("%s %s: %s", apisv1.KindEC2NodeClass, nc.Name, selectorMessage("amiSelectorTerms", "images", len(nc.Spec.AMISelectorTerms)))
+		}
 	}
 	r := &nodeClassResources{family: nc.AMIFamily(), subnetsByZone: map[string][]string{}, amis: st.AMIs, profile: st.InstanceProfile}
 	for _, s := range st.Subnets {
@@ -59,6 +74,10 @@ func (p *Provider) resources(ctx context.Context, nc *apisv1.EC2NodeClass) (*nod
 	sort.Strings(r.groups)
 	if nc.Spec.InstanceProfile != nil && *nc.Spec.InstanceProfile != "" {
 		r.profile = *nc.Spec.InstanceProfile
+	}
+	if r.profile == "" {
+		return nil, fmt.Errorf("%s %s: no instance profile yet (status.instanceProfile is empty; the lifecycle function creates one for spec.role %q): nodes without one cannot join",
+			apisv1.KindEC2NodeClass, nc.Name, nc.Spec.Role)
 	}
 	return r, nil
 }

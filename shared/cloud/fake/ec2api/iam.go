@@ -58,6 +58,16 @@ func (s *Server) AddRole(name string) {
 	}
 }
 
+// AddInstanceProfile creates an instance profile holding role (created too when missing), as a
+// user who made their own profile for spec.instanceProfile has; path "/", no tags.
+func (s *Server) AddInstanceProfile(name, role string) {
+	s.AddRole(role)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.profiles[name] = &iamProfile{name: name, path: "/", created: s.now(), roles: []string{role}, tags: map[string]string{},
+		id: "AIPA" + strings.ToUpper(resourceID("p", name)[3:])}
+}
+
 // InstanceProfile reports an instance profile's roles and tags, for tests.
 func (s *Server) InstanceProfile(name string) (roles []string, tags map[string]string, ok bool) {
 	s.mu.Lock()
