@@ -31,6 +31,10 @@ const (
 	DriftSubnet DriftKind = "SubnetDrifted"
 	// DriftSecurityGroups: the launch security groups differ from the NodeClass's resolved ones.
 	DriftSecurityGroups DriftKind = "SecurityGroupDrifted"
+	// DriftNodeClassHash: the NodeClass's static fields changed (karpenter.k8s.aws/ec2nodeclass-hash
+	// on the NodeClaim differs from apisv1.EC2NodeClassHash of the class, same hash version):
+	// Karpenter's NodeClassDrift.
+	DriftNodeClassHash DriftKind = "NodeClassDrifted"
 )
 
 // Drift is why a NodeClaim drifted, or Kind "" when it has not.
@@ -68,6 +72,12 @@ func Drifted(nc *apisv1.NodeClaim, node *corev1.Node, np *apisv1.NodePool, nodeC
 	class := nodeClass.EC2
 	if class == nil {
 		return Drift{}
+	}
+	if h, ok := nc.Annotations[apisv1.AnnotationEC2NodeClassHash]; ok && h != "" &&
+		nc.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] == apisv1.EC2NodeClassHashVersion {
+		if want := apisv1.EC2NodeClassHash(class); h != want {
+			return Drift{DriftNodeClassHash, fmt.Sprintf("ec2nodeclass-hash %s, EC2NodeClass %s now hashes to %s", h, class.Name, want)}
+		}
 	}
 	if img := nc.Status.ImageID; img != "" && len(class.Status.AMIs) > 0 {
 		found := false

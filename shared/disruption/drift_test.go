@@ -249,3 +249,37 @@ func driftNames(cs []DriftCandidate) []string {
 	}
 	return out
 }
+
+// Static NodeClass drift: a change to a field only a new node picks up (user data) drifts the
+// NodeClaim; changes Karpenter's hash ignores (selector terms, which drift through the status,
+// amiFamily written out next to an alias of that family) and a hash from another rule version
+// (a NodeClaim Karpenter launched) do not.
+func TestEC2NodeClassHashDrift(t *testing.T) {
+	np := driftPool("default")
+	class := driftClass()
+	class.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}}
+	node, nc := driftNode("n1", &np, driftNow)
+	nc.Annotations[apisv1.AnnotationEC2NodeClassHash] = apisv1.EC2NodeClassHash(&class)
+	nc.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] = apisv1.EC2NodeClassHashVersion
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class)); d.Kind != "" {
+		t.Fatalf("unchanged class: %+v", d)
+	}
+	same := class.DeepCopy()
+	al2023 := apisv1.AMIFamilyAL2023
+	same.Spec.AMIFamily = &al2023
+	same.Spec.SubnetSelectorTerms = []apisv1.SubnetSelectorTerm{{ID: "subnet-a"}}
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(same)); d.Kind != "" {
+		t.Errorf("amiFamily spelled out and a new subnet selector: %+v, want no drift", d)
+	}
+	changed := class.DeepCopy()
+	ud := "#!/bin/bash\necho hello"
+	changed.Spec.UserData = &ud
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(changed)); d.Kind != DriftNodeClassHash || !strings.Contains(d.Detail, "EC2NodeClass default") {
+		t.Errorf("new user data: %+v, want %s", d, DriftNodeClassHash)
+	}
+	karpenters := nc.DeepCopy()
+	karpenters.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] = "v5"
+	if d := Drifted(karpenters, &node, &np, apisv1.NodeClassOf(changed)); d.Kind != "" {
+		t.Errorf("a hash of Karpenter's rule: %+v, want no drift", d)
+	}
+}

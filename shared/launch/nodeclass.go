@@ -8,8 +8,8 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
-// recordNodeClass writes on the launched NodeClaim what drift later compares with the NodeClass's
-// then-current status: status.imageID (the first resolved AMI whose requirements the instance's
+// recordNodeClass writes on the launched NodeClaim what drift later compares with the NodeClass:
+// the hash of its static fields (apisv1.EC2NodeClassHash), and from its then-current status status.imageID (the first resolved AMI whose requirements the instance's
 // labels satisfy, e.g. the arm64 AMI for a Graviton type), the subnet of the instance's zone
 // (the first by id, as the fleet override for that zone uses) and the sorted security group ids.
 // A NodeClass whose status is not resolved yet leaves them empty, and drift then has nothing to
@@ -19,6 +19,8 @@ func recordNodeClass(nc *apisv1.NodeClaim, class *apisv1.EC2NodeClass) {
 		return
 	}
 	nc.Status.ImageID = ImageFor(class, nc.Labels)
+	nc.Annotations[apisv1.AnnotationEC2NodeClassHash] = apisv1.EC2NodeClassHash(class)
+	nc.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] = apisv1.EC2NodeClassHashVersion
 	var subnets []string
 	for _, s := range class.Status.Subnets {
 		if s.Zone == nc.Labels["topology.kubernetes.io/zone"] {

@@ -60,3 +60,40 @@ const (
 	// AnnotationSecurityGroupIDs is the sorted, comma-separated security group ids of the instance.
 	AnnotationSecurityGroupIDs = "dovetail.dev/security-group-ids"
 )
+
+// Static drift of an EC2NodeClass (Karpenter's "NodeClassDrift"): the NodeClaim records the hash
+// of its class's static fields at launch; a different hash now means the class changed in a way
+// that only a new node picks up (user data, kubelet, block devices, metadata options, tags, role,
+// instance profile...).
+const (
+	AnnotationEC2NodeClassHash        = "karpenter.k8s.aws/ec2nodeclass-hash"
+	AnnotationEC2NodeClassHashVersion = "karpenter.k8s.aws/ec2nodeclass-hash-version"
+	// EC2NodeClassHashVersion is the version of Dovetail's EC2NodeClassHash rule. It differs from
+	// Karpenter's own versions ("v5"), so NodeClaims Karpenter launched are not compared with a
+	// hash computed by another rule (no drift is inferred from a rule change).
+	EC2NodeClassHashVersion = "dovetail-v1"
+)
+
+// EC2NodeClassHash is the hash of an EC2NodeClass's static fields: 16 hex digits of SHA-256 of
+// its spec with the fields Karpenter leaves out of its hash removed (subnet, security group,
+// capacity reservation and AMI selector terms and ipPrefixCount: they drift through the resolved
+// status instead), spec.amiFamily replaced by the resolved family (so writing "AL2023" next to
+// an al2023 alias changes nothing), and list order ignored where the field is a set (block
+// device mappings by device name, cluster DNS).
+func EC2NodeClassHash(nc *EC2NodeClass) string {
+	s := nc.Spec.DeepCopy()
+	s.SubnetSelectorTerms, s.SecurityGroupSelectorTerms, s.CapacityReservationSelectorTerms, s.AMISelectorTerms = nil, nil, nil, nil
+	s.IPPrefixCount = nil
+	family := nc.AMIFamily()
+	s.AMIFamily = &family
+	sort.SliceStable(s.BlockDeviceMappings, func(i, j int) bool {
+		a, b := s.BlockDeviceMappings[i].DeviceName, s.BlockDeviceMappings[j].DeviceName
+		return a != nil && (b == nil || *a < *b)
+	})
+	if s.Kubelet != nil {
+		sort.Strings(s.Kubelet.ClusterDNS)
+	}
+	b, _ := json.Marshal(s) // plain fields, sorted map keys: deterministic
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16]
+}
