@@ -263,12 +263,14 @@ func (a *Agent) snapshotLoop(ctx context.Context) {
 	}
 }
 
-// changeLoop publishes a snapshot after Nodes or NodeClaims changed or a pod was deleted (a drain
-// progressing), checking every ChangeSnapshotInterval.
+// changeLoop publishes a snapshot after Nodes, NodeClaims, NodePools or NodeClasses changed or a
+// pod was deleted (a drain progressing), checking every ChangeSnapshotInterval: a NodeClass that
+// just became Ready lets its pending pods launch at once.
 func (a *Agent) changeLoop(ctx context.Context) {
 	revs := a.watcher.Revisions()
 	mark := func() int64 {
-		return max(revs.LastChange(kube.KindNode), revs.LastChange(kube.KindNodeClaim), revs.LastDelete(kube.KindPod))
+		return max(revs.LastChange(kube.KindNode), revs.LastChange(kube.KindNodeClaim), revs.LastDelete(kube.KindPod),
+			revs.LastChange(kube.KindEC2NodeClass), revs.LastChange(kube.KindNodePool))
 	}
 	seen := mark()
 	t := a.cfg.Clock.NewTicker(a.cfg.ChangeSnapshotInterval)

@@ -61,6 +61,10 @@ func TestRealControlPlane(t *testing.T) {
 		ControlPlane:     localdev.ControlPlaneReal,
 		BootDelay:        bootDelay,
 		RegistrationTTL:  registrationTTL,
+		NodeClassRefresh: nodeClassRefresh,
+		// The real AWS provider (aws-sdk-go-v2) against the fake cloud's EC2/SSM/IAM face: launch
+		// templates, instance profiles and NodeClass resolution cross the real wire protocols.
+		CloudProvider:    localdev.CloudAWS,
 		Out:              os.Stdout,
 		Log:              slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		OnDecision:       plans.add,
@@ -79,7 +83,9 @@ func TestRealControlPlane(t *testing.T) {
 
 	t.Run("SeedScenarioScheduledByKubeScheduler", func(t *testing.T) { checkPlacement(ctx, t, env, plans) })
 	t.Run("NodeClaimsReady", func(t *testing.T) { checkNodeClaimsReady(ctx, t, env) })
+	t.Run("NodeClassReady", func(t *testing.T) { checkNodeClassReady(ctx, t, env) })
 	t.Run("AgentRunsWithLeastPrivilege", func(t *testing.T) { checkAgentRBAC(ctx, t, env) })
+	t.Run("NotReadyClassLaunchesNothing", func(t *testing.T) { checkNotReadyClassLaunchesNothing(ctx, t, env) })
 	odNode := ""
 	t.Run("NodesCarryKarpentersLabels", func(t *testing.T) { odNode = checkNodeLabels(ctx, t, env) })
 	t.Run("DeleteNodeClaimTerminates", func(t *testing.T) {
@@ -94,6 +100,8 @@ func TestRealControlPlane(t *testing.T) {
 		checkPDBDrain(ctx, t, env, logs)
 		t.Logf("timing: drain scenario took %s", time.Since(begin).Round(100*time.Millisecond))
 	})
+	// Last: the new AMI makes the drift function start replacing the seed nodes.
+	t.Run("AMIDriftOnRefresh", func(t *testing.T) { checkAMIDriftOnRefresh(ctx, t, env) })
 	if t.Failed() {
 		t.Logf("control plane: %s (component logs in %s)", env.ControlPlane.Exited(), dir)
 		t.Logf("agent and function logs (warnings and errors):\n%s", logs.filter("level=WARN", "level=ERROR"))

@@ -52,6 +52,9 @@ type Options struct {
 	// RegistrationTTL is how long a launch may wait for its Node before the lifecycle function
 	// deletes its NodeClaim (default 15 minutes; tests shorten it).
 	RegistrationTTL time.Duration
+	// NodeClassRefresh is how often the lifecycle function resolves a Ready NodeClass again
+	// (default lifecycle.DefaultRefreshInterval); tests shorten it to see a new AMI sooner.
+	NodeClassRefresh time.Duration
 	// Timeout bounds the run (default 2 minutes).
 	Timeout time.Duration
 	// Keep leaves everything running after the summary until ctx ends (kubectl against

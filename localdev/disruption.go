@@ -39,7 +39,7 @@ func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Pu
 	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.Provider, Publisher: pub,
 		Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: dnats.DefaultMaxDeliver, OnDecision: e.Progress.Interruption}
 	lc := &lifecycle.Handler{Cluster: o.Cluster, Provider: e.Provider, Publisher: pub, Codec: codec, Log: o.Log,
-		Options: lifecyclecore.Options{RegistrationTTL: o.RegistrationTTL}, OnDecision: e.Progress.Lifecycle}
+		Options: lifecyclecore.Options{RegistrationTTL: o.RegistrationTTL}, OnDecision: e.Progress.Lifecycle, RefreshInterval: o.NodeClassRefresh}
 	workers := []struct {
 		durable, subject string
 		handle           queue.Handler

@@ -120,10 +120,14 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Outcome, e
 			return out, err
 		}
 	}
+	var failed error
 	for _, t := range out.Terminate {
 		gone, err := h.terminate(ctx, t.ProviderID)
 		if err != nil {
-			return out, err
+			// One instance the cloud will not terminate must not hold back the others or the
+			// NodeClass status; the error still asks for redelivery.
+			failed = errors.Join(failed, err)
+			continue
 		}
 		if !gone {
 			out.Waiting = append(out.Waiting, t.ProviderID)
@@ -137,13 +141,13 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Outcome, e
 		out.Terminated = append(out.Terminated, t.ProviderID)
 	}
 	if err := h.nodeClasses(ctx, snap, &out); err != nil {
-		return out, err
+		return out, errors.Join(failed, err)
 	}
 	if len(out.Commands) > 0 || len(out.Terminate) > 0 || len(out.NodeClassStatuses) > 0 || len(out.Released) > 0 {
 		h.log().Info("lifecycle decision", "revision", snap.Revision, "commands", len(out.Commands),
 			"terminated", len(out.Terminated), "waiting", len(out.Waiting))
 	}
-	return out, nil
+	return out, failed
 }
 
 // terminate asks the cloud to terminate the instance and reports whether it is shutting down or

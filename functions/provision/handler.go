@@ -99,7 +99,12 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		work := *snap
 		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...)
 		work.NodeClaims = append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), launched...)
-		return provisioning.Solve(provisioning.InputFromSnapshot(&work, h.Catalog, h.NodeSettings))
+		in := provisioning.InputFromSnapshot(&work, h.Catalog, h.NodeSettings)
+		// Where this deployment resolves NodeClasses (the lifecycle function writes their status),
+		// a class with no status yet launches nothing: its pods wait for the next snapshot rather
+		// than a launch without an instance profile.
+		_, in.RequireResolvedNodeClasses = h.Provider.(cloud.NodeClassResolver)
+		return provisioning.Solve(in)
 	})
 	for _, l := range out.Launched {
 		pods := make([]string, 0, len(l.Plan.Pods))

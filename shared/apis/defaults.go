@@ -114,7 +114,7 @@ func DefaultBlockDeviceMappings(family string) []v1.BlockDeviceMapping {
 		return []v1.BlockDeviceMapping{vol("/dev/xvda", "20Gi")}
 	case v1.AMIFamilyBottlerocket:
 		return []v1.BlockDeviceMapping{vol("/dev/xvda", "4Gi"), vol("/dev/xvdb", "20Gi")}
-	case v1.AMIFamilyWindows2019, v1.AMIFamilyWindows2022:
+	case v1.AMIFamilyWindows2019, v1.AMIFamilyWindows2022, v1.AMIFamilyWindows2025:
 		return []v1.BlockDeviceMapping{vol("/dev/sda1", "50Gi")}
 	}
 	return nil

@@ -495,7 +495,7 @@ func validateAMISelection(s *v1.EC2NodeClassSpec, p *field.Path) field.ErrorList
 		}
 	}
 	fp := p.Child("amiFamily")
-	families := []string{v1.AMIFamilyAL2, v1.AMIFamilyAL2023, v1.AMIFamilyBottlerocket, v1.AMIFamilyCustom, v1.AMIFamilyWindows2019, v1.AMIFamilyWindows2022}
+	families := []string{v1.AMIFamilyAL2, v1.AMIFamilyAL2023, v1.AMIFamilyBottlerocket, v1.AMIFamilyCustom, v1.AMIFamilyWindows2019, v1.AMIFamilyWindows2022, v1.AMIFamilyWindows2025}
 	if s.AMIFamily != nil {
 		f := *s.AMIFamily
 		known := false

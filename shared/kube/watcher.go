@@ -289,12 +289,13 @@ func (w *Watcher) onChange(kind string, obj any, op Op) {
 	}
 }
 
-// lifecycleRelevant reports whether an update can move a NodeClaim's lifecycle on: any NodeClaim
-// update, and a Node update other than a status heartbeat (labels, annotations, taints,
+// lifecycleRelevant reports whether an update can move a NodeClaim's lifecycle on: any NodeClaim,
+// NodeClass or NodePool update (a status written: a class turned Ready), and a Node update other
+// than a status heartbeat (labels, annotations, taints,
 // finalizers, deletion, spec, readiness or allocatable changed).
 func lifecycleRelevant(kind string, oldObj, obj any) bool {
 	switch kind {
-	case KindNodeClaim:
+	case KindNodeClaim, KindEC2NodeClass, KindNodePool:
 		return true
 	case KindNode:
 		o, ok1 := oldObj.(*corev1.Node)

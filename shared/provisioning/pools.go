@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
@@ -173,6 +174,16 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 	if why := nodeClass.NotReady(); why != "" {
 		p.err = fmt.Errorf("nodepool %q: %s", np.Name, why)
 		return p
+	}
+	if in.RequireResolvedNodeClasses && !nodeClass.IsZero() && meta.FindStatusCondition(nodeClass.Conditions(), apisv1.ConditionReady) == nil {
+		p.err = fmt.Errorf("nodepool %q: %s %s has no status yet (its subnets, images and instance profile are being resolved)", np.Name, nodeClass.Kind(), nodeClass.Name())
+		return p
+	}
+	if nodeClass.EC2 != nil {
+		if bad := apisv1.UnsupportedEC2NodeClassFields(nodeClass.EC2); len(bad) > 0 {
+			p.err = fmt.Errorf("nodepool %q: EC2NodeClass %s: %s", np.Name, nodeClass.Name(), strings.Join(bad, "; "))
+			return p
+		}
 	}
 	settings, err := in.nodeSettings(nodeClass)
 	if err != nil {

@@ -46,6 +46,10 @@ type Input struct {
 	PVCs           []*corev1.PersistentVolumeClaim
 	PVs            []*corev1.PersistentVolume
 	StorageClasses []*storagev1.StorageClass
+	// RequireResolvedNodeClasses refuses NodePools whose NodeClass has no Ready condition yet
+	// (the lifecycle function has not resolved it), not only those Ready=False. The functions
+	// set it when their provider resolves NodeClasses; `dovetail plan` over manifests does not.
+	RequireResolvedNodeClasses bool
 }
 
 // NodeSettingsFunc computes a NodeClass's node settings; the zero NodeClass (a NodePool whose

@@ -89,6 +89,7 @@ const (
 // AKSNodeClass is karpenter.azure.com/v1beta1 AKSNodeClass: how an Azure node is launched (image
 // family, OS disk, subnet, tags, kubelet and OS settings). Cluster-scoped; short names aksnc,
 // aksncs. The field names and JSON shape are the provider's CRD (see AzureVersion for the source).
+// +kubebuilder:object:root=true
 type AKSNodeClass struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -278,6 +279,7 @@ type AKSNodeImage struct {
 }
 
 // AKSNodeClassList is a list of AKSNodeClasses.
+// +kubebuilder:object:root=true
 type AKSNodeClassList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`

@@ -8,6 +8,7 @@ import (
 
 // EC2NodeClass is karpenter.k8s.aws/v1 EC2NodeClass: how an AWS node is launched (AMI, subnets,
 // security groups, user data, kubelet settings, block devices, metadata options).
+// +kubebuilder:object:root=true
 type EC2NodeClass struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -38,6 +39,40 @@ type EC2NodeClassSpec struct {
 	Context             *string               `json:"context,omitempty"`
 	// EnclaveOptions turns on AWS Nitro Enclaves.
 	EnclaveOptions *EnclaveOptions `json:"enclaveOptions,omitempty"`
+	// The fields below are decoded so manifests that set them load, and refused by
+	// ValidationSucceeded=False (UnsupportedEC2NodeClassFields): Dovetail does not launch with
+	// them yet.
+	PlacementGroupSelector *PlacementGroupSelector `json:"placementGroupSelector,omitempty"`
+	NetworkInterfaces      []NetworkInterface      `json:"networkInterfaces,omitempty"`
+	ConnectionTracking     *ConnectionTracking     `json:"connectionTracking,omitempty"`
+	CPUOptions             *CPUOptions             `json:"cpuOptions,omitempty"`
+}
+
+// PlacementGroupSelector selects one placement group by id or name.
+type PlacementGroupSelector struct {
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// NetworkInterface is one network interface of the launch (EFA multi-card setups).
+type NetworkInterface struct {
+	NetworkCardIndex int32 `json:"networkCardIndex"`
+	DeviceIndex      int32 `json:"deviceIndex"`
+	// InterfaceType is "interface" or "efa-only".
+	InterfaceType string `json:"interfaceType"`
+}
+
+// ConnectionTracking are the primary interface's connection tracking timeouts, in seconds.
+type ConnectionTracking struct {
+	TCPEstablishedTimeout *int32 `json:"tcpEstablishedTimeout,omitempty"`
+	UDPStreamTimeout      *int32 `json:"udpStreamTimeout,omitempty"`
+	UDPTimeout            *int32 `json:"udpTimeout,omitempty"`
+}
+
+// CPUOptions are the instance's CPU options.
+type CPUOptions struct {
+	// NestedVirtualization is "enabled" or "disabled".
+	NestedVirtualization *string `json:"nestedVirtualization,omitempty"`
 }
 
 // EnclaveOptions says whether instances are enabled for AWS Nitro Enclaves.
@@ -148,6 +183,8 @@ type CapacityReservation struct {
 	ReservationType string `json:"reservationType,omitempty"`
 	// State is "active" or "expiring".
 	State string `json:"state,omitempty"`
+	// Interruptible reports a capacity reservation that may be interrupted.
+	Interruptible *bool `json:"interruptible,omitempty"`
 }
 
 // Subnet is a resolved subnet.
@@ -173,6 +210,7 @@ type AMI struct {
 }
 
 // EC2NodeClassList is a list of EC2NodeClasses.
+// +kubebuilder:object:root=true
 type EC2NodeClassList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`

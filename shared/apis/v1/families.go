@@ -6,8 +6,9 @@ import (
 )
 
 // AMI families of karpenter.k8s.aws/v1 EC2NodeClass spec.amiFamily (Karpenter's enum:
-// AL2, AL2023, Bottlerocket, Custom, Windows2019, Windows2022; pkg/apis/v1/ec2nodeclass.go of
-// aws/karpenter-provider-aws). Ubuntu exists only in v1beta1 and converts to AL2.
+// AL2, AL2023, Bottlerocket, Custom, Windows2019, Windows2022, Windows2025;
+// pkg/apis/v1/ec2nodeclass.go of aws/karpenter-provider-aws v1.14.0). Ubuntu exists only in
+// v1beta1 and converts to AL2.
 const (
 	AMIFamilyAL2          = "AL2"
 	AMIFamilyAL2023       = "AL2023"
@@ -15,6 +16,7 @@ const (
 	AMIFamilyCustom       = "Custom"
 	AMIFamilyWindows2019  = "Windows2019"
 	AMIFamilyWindows2022  = "Windows2022"
+	AMIFamilyWindows2025  = "Windows2025"
 	AMIFamilyUbuntu       = "Ubuntu" // v1beta1 only
 
 	// AliasVersionLatest is the alias version that tracks the newest EKS-optimized AMI.
@@ -29,6 +31,7 @@ var AliasFamilies = map[string]string{
 	"bottlerocket": AMIFamilyBottlerocket,
 	"windows2019":  AMIFamilyWindows2019,
 	"windows2022":  AMIFamilyWindows2022,
+	"windows2025":  AMIFamilyWindows2025,
 }
 
 // Compatibility annotations Karpenter writes while converting v1beta1 objects to v1; Dovetail
@@ -65,9 +68,9 @@ func ParseAlias(s string) (Alias, error) {
 	}
 	family, known := AliasFamilies[fam]
 	if !known {
-		return Alias{}, fmt.Errorf("family %q is not one of al2, al2023, bottlerocket, windows2019, windows2022", fam)
+		return Alias{}, fmt.Errorf("family %q is not one of al2, al2023, bottlerocket, windows2019, windows2022, windows2025", fam)
 	}
-	if (family == AMIFamilyWindows2019 || family == AMIFamilyWindows2022) && ver != AliasVersionLatest {
+	if IsWindowsFamily(family) && ver != AliasVersionLatest {
 		return Alias{}, fmt.Errorf("windows families may only use version %q, got %q", AliasVersionLatest, ver)
 	}
 	return Alias{Family: family, Version: ver}, nil
@@ -97,4 +100,9 @@ func (in *EC2NodeClass) AMIFamily() string {
 		return a.Family
 	}
 	return AMIFamilyCustom
+}
+
+// IsWindowsFamily reports a Windows AMI family (Windows2019, Windows2022, Windows2025).
+func IsWindowsFamily(family string) bool {
+	return family == AMIFamilyWindows2019 || family == AMIFamilyWindows2022 || family == AMIFamilyWindows2025
 }

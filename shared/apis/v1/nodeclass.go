@@ -18,6 +18,7 @@ const KindEC2NodeClass = "EC2NodeClass"
 //
 // On the wire a NodeClass is the object itself: its kind says which member it is. An object
 // without a kind decodes as an EC2NodeClass, the only kind snapshot schema 1 ever carried.
+// +kubebuilder:object:generate=false
 type NodeClass struct {
 	EC2 *EC2NodeClass
 	AKS *AKSNodeClass

@@ -147,9 +147,21 @@ func UnsupportedEC2NodeClassFields(nc *EC2NodeClass) []string {
 	if len(nc.Spec.CapacityReservationSelectorTerms) > 0 {
 		out = append(out, "spec.capacityReservationSelectorTerms: Dovetail does not launch into capacity reservations yet")
 	}
-	switch nc.AMIFamily() {
-	case AMIFamilyWindows2019, AMIFamilyWindows2022:
+	if IsWindowsFamily(nc.AMIFamily()) {
 		out = append(out, "spec.amiFamily "+nc.AMIFamily()+": Dovetail does not launch Windows nodes yet")
+	}
+	s := nc.Spec
+	if s.PlacementGroupSelector != nil {
+		out = append(out, "spec.placementGroupSelector: Dovetail does not launch into placement groups yet")
+	}
+	if len(s.NetworkInterfaces) > 0 {
+		out = append(out, "spec.networkInterfaces: Dovetail does not launch multi-card / EFA network interfaces yet")
+	}
+	if s.ConnectionTracking != nil {
+		out = append(out, "spec.connectionTracking: Dovetail does not set connection tracking timeouts yet")
+	}
+	if s.CPUOptions != nil && s.CPUOptions.NestedVirtualization != nil {
+		out = append(out, "spec.cpuOptions.nestedVirtualization: Dovetail does not set CPU options yet")
 	}
 	return out
 }

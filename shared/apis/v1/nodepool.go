@@ -76,6 +76,7 @@ const (
 
 // NodePool is karpenter.sh/v1 NodePool: a template for the nodes Dovetail may launch, with
 // requirements, limits, weight and disruption rules.
+// +kubebuilder:object:root=true
 type NodePool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -140,6 +141,7 @@ type NodePoolStatus struct {
 }
 
 // NodeClaim is karpenter.sh/v1 NodeClaim: one node Dovetail asked the cloud for.
+// +kubebuilder:object:root=true
 type NodeClaim struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -199,6 +201,7 @@ const (
 )
 
 // NodePoolList and friends let manifests and informers carry lists.
+// +kubebuilder:object:root=true
 type NodePoolList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
@@ -206,6 +209,7 @@ type NodePoolList struct {
 }
 
 // NodeClaimList is a list of NodeClaims.
+// +kubebuilder:object:root=true
 type NodeClaimList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`

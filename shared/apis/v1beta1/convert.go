@@ -82,8 +82,7 @@ func ConvertNodePool(in *NodePool) (*v1.NodePool, field.ErrorList) {
 		if d.ConsolidateAfter == nil || !d.ConsolidateAfter.IsSet() {
 			errs = append(errs, field.Required(dp.Child("consolidateAfter"), "must be specified with consolidationPolicy=WhenEmpty"))
 		} else {
-			c := d.ConsolidateAfter.DeepCopy()
-			out.Spec.Disruption.ConsolidateAfter = &c
+			out.Spec.Disruption.ConsolidateAfter = d.ConsolidateAfter.DeepCopy()
 		}
 		out.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyWhenEmpty
 	default:
@@ -101,7 +100,7 @@ func ConvertNodePool(in *NodePool) (*v1.NodePool, field.ErrorList) {
 		Taints:        t.Spec.Taints,
 		StartupTaints: t.Spec.StartupTaints,
 		Requirements:  t.Spec.Requirements,
-		ExpireAfter:   d.ExpireAfter.DeepCopy(),
+		ExpireAfter:   *d.ExpireAfter.DeepCopy(),
 	}
 	if ref := t.Spec.NodeClassRef; ref == nil {
 		errs = append(errs, field.Required(tp.Child("nodeClassRef"), "a NodePool must reference a NodeClass"))
@@ -120,7 +119,7 @@ func ConvertNodePool(in *NodePool) (*v1.NodePool, field.ErrorList) {
 		}
 		ts.NodeClassRef = nr
 	}
-	out.Spec.Template.Spec = ts.DeepCopy()
+	out.Spec.Template.Spec = *ts.DeepCopy()
 
 	if out.Annotations != nil {
 		delete(out.Annotations, v1.AnnotationKubeletCompatibility)
@@ -240,7 +239,7 @@ func ConvertEC2NodeClass(in *EC2NodeClass) (*v1.EC2NodeClass, field.ErrorList) {
 		errs = append(errs, field.NotSupported(spec.Child("amiFamily"), family,
 			[]string{v1.AMIFamilyAL2, v1.AMIFamilyAL2023, v1.AMIFamilyBottlerocket, v1.AMIFamilyUbuntu, v1.AMIFamilyCustom, v1.AMIFamilyWindows2019, v1.AMIFamilyWindows2022}))
 	}
-	out.Spec = o.DeepCopy()
+	out.Spec = *o.DeepCopy()
 	st := in.Status
 	out.Status = v1.EC2NodeClassStatus{Subnets: st.Subnets, SecurityGroups: st.SecurityGroups, AMIs: st.AMIs, InstanceProfile: st.InstanceProfile, Conditions: st.Conditions}
 	out.Status = out.DeepCopy().Status
