@@ -5,7 +5,7 @@ BIN       ?= bin
 PKGS      ?= ./...
 # Go's own caches stay where go env puts them; bin/ is git-ignored.
 
-.PHONY: all build run package tools test test-short bench vet fmt lint staticcheck clean tidy
+.PHONY: all build run package tools test test-short bench vet fmt lint staticcheck clean tidy generate verify-generated
 
 all: build
 
@@ -18,8 +18,17 @@ build:
 run:
 	$(GO) run ./cmd/dovetail dev
 
-## test: test tools (fauxqs, Lambda emulator), vet, formatting, and every test
-test: tools vet fmt-check
+## generate: the API types' DeepCopy methods (controller-gen, from the Go module proxy)
+CONTROLLER_GEN ?= sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
+generate:
+	$(GO) run $(CONTROLLER_GEN) object paths=./shared/apis/v1/...
+
+## verify-generated: fails when the generated code is not what make generate writes
+verify-generated: generate
+	git diff --exit-code -- shared/apis/v1/zz_generated.deepcopy.go
+
+## test: test tools (fauxqs, Lambda emulator), vet, formatting, generated code, and every test
+test: tools vet fmt-check verify-generated
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
 test-short:

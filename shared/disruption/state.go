@@ -259,7 +259,7 @@ func (s *State) DisruptionCost(n *Node) float64 {
 // node was created.
 func (n *Node) LastPodEvent() time.Time {
 	var t time.Time
-	if n.Claim != nil {
+	if n.Claim != nil && n.Claim.Status.LastPodEventTime != nil {
 		t = n.Claim.Status.LastPodEventTime.Time
 	}
 	for _, p := range n.Movable {

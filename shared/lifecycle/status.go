@@ -195,6 +195,8 @@ func (d *decider) poolStatus(np *apisv1.NodePool) apisv1.NodePoolStatus {
 			msg = msg[:1021] + "..."
 		}
 		set(apisv1.ConditionValidationSucceeded, metav1.ConditionFalse, apisv1.ReasonValidationFailed, msg)
+	} else if bad := apisv1.UnsupportedNodePoolFields(np); len(bad) > 0 {
+		set(apisv1.ConditionValidationSucceeded, metav1.ConditionFalse, apisv1.ReasonNotSupported, strings.Join(bad, "; "))
 	} else {
 		set(apisv1.ConditionValidationSucceeded, metav1.ConditionTrue, apisv1.ConditionValidationSucceeded, "")
 	}

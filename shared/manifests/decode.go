@@ -405,6 +405,13 @@ func (s *Set) addWorkload(src Source, obj runtime.Object, kind, name, ns string,
 // (strict decoding, v1beta1 converted to v1, defaults filled, validated). Any other kind of those groups (v1alpha5 Provisioner, ...) is refused
 // rather than skipped: silently dropping a pool would make every plan wrong.
 func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
+	if h.Kind == "NodeOverlay" {
+		// Karpenter's alpha price and capacity overlays: a plan without them is still the plan
+		// of the pools as written, so the document is skipped with a warning, not refused.
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: NodeOverlay %s (%s): price and capacity overlays are not applied by Dovetail yet; skipped",
+			src, h.Metadata.Name, h.APIVersion))
+		return nil
+	}
 	if !apis.IsKnown(h.APIVersion, h.Kind) {
 		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "apiVersion",
 			Reason: fmt.Sprintf("%s %s is not supported; Dovetail reads karpenter.sh/v1 (and v1beta1) NodePool, karpenter.sh/v1 NodeClaim, karpenter.k8s.aws/v1 (and v1beta1) EC2NodeClass and karpenter.azure.com/v1beta1 (and v1alpha2) AKSNodeClass", h.APIVersion, h.Kind)}

@@ -250,3 +250,29 @@ func TestNotAnObjectIsSkipped(t *testing.T) {
 		t.Errorf("warnings: %q", s.Warnings)
 	}
 }
+
+// A NodeOverlay (Karpenter v1.14's karpenter.sh/v1alpha1 price and capacity overlays) is skipped
+// with one warning naming it; the rest of the input still loads.
+func TestNodeOverlaySkippedWithAWarning(t *testing.T) {
+	s, err := LoadReader("overlay.yaml", strings.NewReader(`apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: discount}
+spec:
+  priceAdjustment: "-10%"
+  requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec: {containers: [{name: c, image: x}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "NodeOverlay discount") || !strings.Contains(s.Warnings[0], "not applied by Dovetail yet") {
+		t.Errorf("warnings %q, want one naming the NodeOverlay", s.Warnings)
+	}
+	if len(s.ExpandPods()) != 1 {
+		t.Errorf("%d pods, want the one after the overlay", len(s.ExpandPods()))
+	}
+}

@@ -133,6 +133,10 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		p.err = fmt.Errorf("nodepool %q is being deleted", np.Name)
 		return p
 	}
+	if bad := apisv1.UnsupportedNodePoolFields(np); len(bad) > 0 {
+		p.err = fmt.Errorf("nodepool %q: %s", np.Name, strings.Join(bad, "; "))
+		return p
+	}
 	nsrs := make([]corev1.NodeSelectorRequirement, 0, len(np.Spec.Template.Spec.Requirements))
 	for _, r := range np.Spec.Template.Spec.Requirements {
 		nsrs = append(nsrs, r.NodeSelectorRequirement)

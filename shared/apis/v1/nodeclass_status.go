@@ -165,3 +165,14 @@ func UnsupportedEC2NodeClassFields(nc *EC2NodeClass) []string {
 	}
 	return out
 }
+
+// UnsupportedNodePoolFields lists the NodePool fields a user set that Dovetail does not
+// implement, each with why. They make the pool's ValidationSucceeded (and Ready) False and the
+// solver refuses the pool with the same words.
+func UnsupportedNodePoolFields(np *NodePool) []string {
+	var out []string
+	if np.Spec.Replicas != nil {
+		out = append(out, "spec.replicas: static NodePools (a fixed node count) are not supported by Dovetail yet")
+	}
+	return out
+}

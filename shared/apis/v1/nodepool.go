@@ -188,7 +188,7 @@ type NodeClaimStatus struct {
 	Capacity         corev1.ResourceList `json:"capacity,omitempty"`
 	Allocatable      corev1.ResourceList `json:"allocatable,omitempty"`
 	Conditions       []metav1.Condition  `json:"conditions,omitempty"`
-	LastPodEventTime metav1.Time         `json:"lastPodEventTime,omitempty"`
+	LastPodEventTime *metav1.Time        `json:"lastPodEventTime,omitempty"`
 }
 
 // NodeClaim condition types.
