@@ -179,6 +179,8 @@ func (d *decider) claim(nc *apisv1.NodeClaim) {
 		d.liveness(nc)
 	case !isTrue(nc, apisv1.ConditionRegistered) && d.waitForSiblings(nc):
 		d.transition(nc.Name, node.Name, "Waiting", "the other NodeClaims of its decision have no node yet")
+	case !isTrue(nc, apisv1.ConditionRegistered) && d.waitForTurn(nc) != "":
+		d.transition(nc.Name, node.Name, "Waiting", d.waitForTurn(nc))
 	default:
 		// Nominations go first: they are on the pods before the registration clears the
 		// node's taint, so the scheduler's first look at the node already prefers it for them.
@@ -206,6 +208,58 @@ func (d *decider) waitForSiblings(nc *apisv1.NodeClaim) bool {
 		}
 	}
 	return false
+}
+
+// waitForTurn says why a NodeClaim whose decision's Nodes are all there must wait before its node
+// is registered (made schedulable), or "" when it may go now. The nodes of one decision become
+// schedulable one at a time, the one with the most planned pods first, each once the pods
+// nominated to the ones before it are bound: kube-scheduler treats a nomination as a
+// preference, so a pod whose planned node is still tainted while a sibling is schedulable lands
+// on the sibling and pushes that node's own pods elsewhere. Never longer than the registration
+// window from the launch.
+func (d *decider) waitForTurn(nc *apisv1.NodeClaim) string {
+	rev := nc.Annotations[apisv1.AnnotationSnapshotRevision]
+	if rev == "" || d.now.Sub(nc.CreationTimestamp.Time) >= d.o.RegistrationWindow {
+		return ""
+	}
+	var waiting []*apisv1.NodeClaim // unregistered siblings, nc included
+	registered := map[string]bool{} // node names of registered siblings
+	for i := range d.snap.NodeClaims {
+		s := &d.snap.NodeClaims[i]
+		if s.DeletionTimestamp != nil || s.Annotations[apisv1.AnnotationSnapshotRevision] != rev {
+			continue
+		}
+		if isTrue(s, apisv1.ConditionRegistered) {
+			registered[s.Status.NodeName] = true
+			continue
+		}
+		waiting = append(waiting, s)
+	}
+	for _, p := range d.pending {
+		if n := p.Status.NominatedNodeName; n != "" && registered[n] {
+			return fmt.Sprintf("pods nominated to %s (same decision) are not bound yet", n)
+		}
+	}
+	sort.Slice(waiting, func(i, j int) bool {
+		a, b := plannedCount(waiting[i]), plannedCount(waiting[j])
+		if a != b {
+			return a > b
+		}
+		return waiting[i].Name < waiting[j].Name
+	})
+	if len(waiting) > 0 && waiting[0].Name != nc.Name {
+		return fmt.Sprintf("NodeClaim %s of the same decision (%d planned pods) becomes schedulable first", waiting[0].Name, plannedCount(waiting[0]))
+	}
+	return ""
+}
+
+// plannedCount is the number of pods the plan put on the NodeClaim.
+func plannedCount(nc *apisv1.NodeClaim) int {
+	planned := nc.Annotations[apisv1.AnnotationPlannedPods]
+	if planned == "" {
+		return 0
+	}
+	return strings.Count(planned, ",") + 1
 }
 
 // liveness deletes a NodeClaim launched RegistrationTTL ago whose Node never registered, and

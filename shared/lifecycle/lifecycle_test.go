@@ -329,10 +329,11 @@ func TestRegisteredNodeIsNotRequirementsDrifted(t *testing.T) {
 	}
 }
 
-// The NodeClaims of one decision register together: the first node waits (at most the
-// registration window) for its siblings' nodes, and its pending pods are nominated to it before
-// its taint goes.
-func TestNodesOfOneDecisionRegisterTogether(t *testing.T) {
+// The NodeClaims of one decision register in turn: the first node waits (at most the
+// registration window) for its siblings' nodes; then the one with the most planned pods becomes
+// schedulable first, its pending pods nominated to it before its taint goes, and the next only
+// once those pods are bound.
+func TestNodesOfOneDecisionRegisterInTurn(t *testing.T) {
 	a, b := claim(), claim()
 	a.Annotations[apisv1.AnnotationSnapshotRevision] = "41"
 	b.Annotations = map[string]string{apisv1.AnnotationSnapshotRevision: "41"}
@@ -348,11 +349,31 @@ func TestNodesOfOneDecisionRegisterTogether(t *testing.T) {
 	if got := kinds(Decide(snapshot(t0.Add(time.Minute), []apisv1.NodeClaim{a, b}, []corev1.Node{n}, web), Options{}).Commands); got != "NominatePods,RegisterNode,SetNodeClaimStatus" {
 		t.Fatalf("after the window: %s", got)
 	}
-	// Both nodes up: both register at once.
+	// Both nodes up: a (two planned pods) registers; b (none) waits its turn.
 	m := kubeletNode()
 	m.Name, m.UID, m.Spec.ProviderID = "ip-10-0-0-5.ec2.internal", "uid-m", b.Status.ProviderID
 	d = Decide(snapshot(t0.Add(40*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}, web), Options{})
-	if got := kinds(d.Commands); got != "NominatePods,RegisterNode,SetNodeClaimStatus,RegisterNode,SetNodeClaimStatus" {
-		t.Fatalf("both up: %s", got)
+	if got := kinds(d.Commands); got != "NominatePods,RegisterNode,SetNodeClaimStatus" || d.Commands[1].NodeName != n.Name {
+		t.Fatalf("both up: %s on %s, want a's node alone", got, d.Commands[1].NodeName)
+	}
+	// a is registered and its nominated pod still pending: b waits.
+	a.Status.NodeName = n.Name
+	a.Status.Conditions = append(a.Status.Conditions, metav1.Condition{Type: apisv1.ConditionRegistered, Status: metav1.ConditionTrue, Reason: ReasonRegistered})
+	nominated := web
+	nominated.Status.NominatedNodeName = n.Name
+	d = Decide(snapshot(t0.Add(42*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}, nominated), Options{})
+	for _, c := range d.Commands {
+		if c.Kind == events.CommandRegisterNode && c.NodeName == m.Name {
+			t.Fatalf("b registered while a's nominated pod is pending: %s", kinds(d.Commands))
+		}
+	}
+	// The pod is bound: b's turn.
+	d = Decide(snapshot(t0.Add(43*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}), Options{})
+	registered := false
+	for _, c := range d.Commands {
+		registered = registered || (c.Kind == events.CommandRegisterNode && c.NodeName == m.Name)
+	}
+	if !registered {
+		t.Fatalf("after a's pods are bound: %s, want b registered", kinds(d.Commands))
 	}
 }
