@@ -267,3 +267,15 @@ func (f FileBlobStore) Get(_ context.Context, uri string) ([]byte, error) {
 	}
 	return b, err
 }
+
+// URI is the mem:// URI Put gives key.
+func (m *MemoryBlobStore) URI(key string) string { return "mem://" + key }
+
+// URI is the file:// URI Put gives key (under Dir made absolute).
+func (f FileBlobStore) URI(key string) string {
+	dir, err := filepath.Abs(f.Dir)
+	if err != nil {
+		dir = f.Dir
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(dir, filepath.FromSlash(key)))}).String()
+}

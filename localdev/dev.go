@@ -52,6 +52,9 @@ type Options struct {
 	// RegistrationTTL is how long a launch may wait for its Node before the lifecycle function
 	// deletes its NodeClaim (default 15 minutes; tests shorten it).
 	RegistrationTTL time.Duration
+	// Region is the embedded catalog's region the fake cloud sells from (catalog.EmbeddedRegions;
+	// empty: us-east-1).
+	Region string
 	// NodeClassRefresh is how often the lifecycle function resolves a Ready NodeClass again
 	// (default lifecycle.DefaultRefreshInterval); tests shorten it to see a new AMI sooner.
 	NodeClassRefresh time.Duration
@@ -202,7 +205,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--cloud: %w", err)
 	}
-	cat, err := cl.Catalog()
+	cat, err := cl.Catalog(o.Region)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 func newPlanCommand() *cobra.Command {
 	var files []string
 	var output string
+	var region string
 	cmd := &cobra.Command{
 		Use:   "plan -f PATH [-f PATH ...] [--output json|table]",
 		Short: "Print the provisioning decision for manifests, without launching anything",
@@ -48,9 +49,9 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			if err != nil {
 				return usageError{err}
 			}
-			cat, err := cl.Catalog()
+			cat, err := cl.Catalog(region)
 			if err != nil {
-				return err
+				return usageError{fmt.Errorf("--region: %w", err)}
 			}
 			out, err := Plan(set, cat, cl.NodeSettings)
 			if err != nil {
@@ -69,15 +70,25 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file or directory (repeatable)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json or table")
+	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: "+strings.Join(catalog.EmbeddedRegions, ", ")+"; empty: us-east-1")
 	return cmd
 }
 
 // PlanOutput is the JSON shape `dovetail plan --output json` prints.
 type PlanOutput struct {
+	// Catalog says which catalog priced the plan.
+	Catalog           CatalogOutput        `json:"catalog"`
 	NodeClaims        []NodeClaimOutput    `json:"nodeClaims"`
 	ExistingNodes     []ExistingNodeOutput `json:"existingNodes"`
 	Unschedulable     []UnschedulableOut   `json:"unschedulable"`
 	TotalPricePerHour float64              `json:"totalPricePerHour"`
+}
+
+// CatalogOutput names the catalog a plan was priced with: its region and source ("embedded":
+// offline data, on-demand list prices of the data's date and spot estimates).
+type CatalogOutput struct {
+	Region string `json:"region"`
+	Source string `json:"source"`
 }
 
 // NodeClaimOutput is one NodeClaim: the offering the fleet call would get first, and the
@@ -115,7 +126,7 @@ func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSe
 	if err != nil {
 		return nil, err
 	}
-	out := &PlanOutput{NodeClaims: []NodeClaimOutput{}, ExistingNodes: []ExistingNodeOutput{}, Unschedulable: []UnschedulableOut{}}
+	out := &PlanOutput{Catalog: CatalogOutput{Region: cat.Region, Source: cat.Source}, NodeClaims: []NodeClaimOutput{}, ExistingNodes: []ExistingNodeOutput{}, Unschedulable: []UnschedulableOut{}}
 	for _, nc := range plan.NodeClaims {
 		first := nc.Cheapest()
 		out.NodeClaims = append(out.NodeClaims, NodeClaimOutput{
@@ -167,6 +178,7 @@ func writeTable(w io.Writer, out *PlanOutput) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nTotal: %d NodeClaims, %.4f USD/h (spot prices marked est. are estimates)\n", len(out.NodeClaims), out.TotalPricePerHour)
+	fmt.Fprintf(w, "Catalog: %s %s catalog\n", out.Catalog.Source, out.Catalog.Region)
 	for _, e := range out.ExistingNodes {
 		fmt.Fprintf(w, "Existing node %s takes %d pods: %s\n", e.Name, len(e.Pods), strings.Join(e.Pods, ", "))
 	}

@@ -61,7 +61,10 @@ var loadAWS = sync.OnceValues(func() (*Catalog, error) { return parseAWS(awsCata
 // trn2.48xlarge, x8aedz.*, dl2q.24xlarge) have no offerings, so they can be described but never
 // launched. Parsed once and cached; the returned catalog is shared and must not be modified. The
 // error is non-nil only if the embedded file is corrupt.
-func AWS() (*Catalog, error) { return loadAWS() }
+func AWS() (*Catalog, error) {
+	embeddedUSEast1Loads.Add(1)
+	return loadAWS()
+}
 
 // MustAWS is AWS for program start-up and tests: it panics if the embedded data is corrupt (a
 // build defect, not bad input).
@@ -75,25 +78,42 @@ func MustAWS() *Catalog {
 
 // parseAWS decodes and validates the embedded file and builds the catalog.
 func parseAWS(data []byte) (*Catalog, error) {
+	recs, err := parseRecords(data)
+	if err != nil {
+		return nil, err
+	}
+	types := make([]*InstanceType, 0, len(recs))
+	for i := range recs {
+		types = append(types, recs[i].instanceType())
+	}
+	c := New(AWSRegion, types)
+	c.Source = SourceEmbedded
+	return c, nil
+}
+
+// Catalog sources.
+const (
+	SourceEmbedded = "embedded"
+	SourceLive     = "live"
+)
+
+// parseRecords decodes and validates the embedded instance-type facts.
+func parseRecords(data []byte) ([]awsRecord, error) {
 	var f awsFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("embedded AWS catalog: %w", err)
 	}
-	types := make([]*InstanceType, 0, len(f.InstanceTypes))
 	seen := make(map[string]bool, len(f.InstanceTypes))
 	var errs []error
 	for i := range f.InstanceTypes {
-		r := &f.InstanceTypes[i]
-		if err := r.validate(i, seen); err != nil {
+		if err := f.InstanceTypes[i].validate(i, seen); err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		types = append(types, r.instanceType())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("embedded AWS catalog: %w", err)
 	}
-	return New(AWSRegion, types), nil
+	return f.InstanceTypes, nil
 }
 
 func (r *awsRecord) validate(i int, seen map[string]bool) error {
@@ -160,12 +180,16 @@ func (r *awsRecord) spec() *Spec {
 	return s
 }
 
-func (r *awsRecord) instanceType() *InstanceType {
+func (r *awsRecord) instanceType() *InstanceType { return r.instanceTypeIn(AWSRegion) }
+
+// instanceTypeIn builds the type with the region's label and the us-east-1 offerings (a caller
+// for another region replaces them).
+func (r *awsRecord) instanceTypeIn(region string) *InstanceType {
 	spec := r.spec()
 	n := spec.compute(NodeSettings{})
 	it := &InstanceType{
 		Name:     r.Name,
-		Labels:   awsLabels(r, AWSRegion),
+		Labels:   awsLabels(r, region),
 		Capacity: n.capacity.List(),
 		Overhead: Overhead{
 			KubeReserved:      n.kubeReserved.nonZeroList(),

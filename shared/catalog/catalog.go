@@ -5,6 +5,9 @@ import "sort"
 // Catalog is the set of instance types of one region.
 type Catalog struct {
 	Region string
+	// Source says where the catalog came from, for every output that shows prices: "embedded"
+	// (offline data: list prices of the data's date, spot estimated) or "live" (the region's APIs).
+	Source string
 	// Types are sorted by name.
 	types  []*InstanceType
 	byName map[string]*InstanceType

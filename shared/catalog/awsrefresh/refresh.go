@@ -50,15 +50,16 @@ type Options struct {
 	Now func() time.Time
 }
 
-// RefreshOrEmbedded refreshes, and on any error returns the embedded catalog (catalog.AWS())
-// together with the error that caused the fallback, so the caller can log it. err is nil only
-// when the catalog is live.
+// RefreshOrEmbedded refreshes, and on any error returns the region's embedded catalog
+// (catalog.AWSRegionCatalog) together with the error that caused the fallback, so the caller can
+// log it; a region with no embedded catalog has no fallback. err is nil only when the catalog is
+// live.
 func RefreshOrEmbedded(ctx context.Context, o Options) (*catalog.Catalog, error) {
 	c, err := Refresh(ctx, o)
 	if err == nil {
 		return c, nil
 	}
-	embedded, eerr := catalog.AWS()
+	embedded, eerr := catalog.AWSRegionCatalog(o.Region)
 	if eerr != nil {
 		return nil, errors.Join(err, eerr)
 	}
@@ -68,6 +69,15 @@ func RefreshOrEmbedded(ctx context.Context, o Options) (*catalog.Catalog, error)
 // Refresh builds the region's catalog from the APIs. A type gets an offering per zone it is
 // offered in and per capacity type it has a price for.
 func Refresh(ctx context.Context, o Options) (*catalog.Catalog, error) {
+	facts, err := refreshFacts(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return fromCache(cached{Region: o.Region, Types: facts})
+}
+
+// refreshFacts calls the APIs and returns each type's facts and offerings.
+func refreshFacts(ctx context.Context, o Options) ([]cachedType, error) {
 	if o.Region == "" || o.EC2 == nil {
 		return nil, errors.New("awsrefresh: Options.Region and Options.EC2 are required")
 	}
@@ -115,15 +125,19 @@ func Refresh(ctx context.Context, o Options) (*catalog.Catalog, error) {
 			return nil, err
 		}
 	} else {
-		onDemand, source = embeddedPrices(), catalog.PriceSourceEmbedded
+		embedded, err := catalog.AWSRegionCatalog(o.Region)
+		if err != nil {
+			return nil, fmt.Errorf("no Price List client and %w", err)
+		}
+		onDemand, source = embeddedPrices(embedded), catalog.PriceSourceEmbedded
 	}
-	return Build(o.Region, infos, offerings, spot, onDemand, source)
+	return buildFacts(infos, offerings, spot, onDemand, source)
 }
 
-// embeddedPrices are the embedded catalog's on-demand list prices.
-func embeddedPrices() map[string]float64 {
+// embeddedPrices are an embedded catalog's on-demand list prices.
+func embeddedPrices(c *catalog.Catalog) map[string]float64 {
 	out := map[string]float64{}
-	for _, it := range catalog.MustAWS().Types() {
+	for _, it := range c.Types() {
 		for _, o := range it.Offerings {
 			if o.CapacityType == apisv1.CapacityTypeOnDemand {
 				out[it.Name] = o.PricePerHour
@@ -367,8 +381,18 @@ func kebab(s string) string {
 // not parse is an error naming it.
 func Build(region string, infos []ec2types.InstanceTypeInfo, offerings []ec2types.InstanceTypeOffering,
 	spot map[SpotKey]float64, onDemand map[string]float64, odSource catalog.PriceSource) (*catalog.Catalog, error) {
+	facts, err := buildFacts(infos, offerings, spot, onDemand, odSource)
+	if err != nil {
+		return nil, err
+	}
+	return fromCache(cached{Region: region, Types: facts})
+}
+
+// buildFacts is Build before the instance types are made: each type's facts and offerings.
+func buildFacts(infos []ec2types.InstanceTypeInfo, offerings []ec2types.InstanceTypeOffering,
+	spot map[SpotKey]float64, onDemand map[string]float64, odSource catalog.PriceSource) ([]cachedType, error) {
 	zones := ZonesByType(offerings)
-	types := make([]*catalog.InstanceType, 0, len(infos))
+	out := make([]cachedType, 0, len(infos))
 	for _, info := range infos {
 		f, err := TypeFacts(info)
 		if err != nil {
@@ -390,11 +414,7 @@ func Build(region string, infos []ec2types.InstanceTypeInfo, offerings []ec2type
 				offs = append(offs, catalog.Offering{Zone: z, CapacityType: apisv1.CapacityTypeSpot, PricePerHour: p, PriceSource: catalog.PriceSourceLive, Available: true})
 			}
 		}
-		it, err := catalog.NewAWSInstanceType(f, region, offs)
-		if err != nil {
-			return nil, err
-		}
-		types = append(types, it)
+		out = append(out, cachedType{Facts: f, Offerings: offs})
 	}
-	return catalog.New(region, types), nil
+	return out, nil
 }

@@ -7,14 +7,18 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/catalog/awsrefresh"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
@@ -41,6 +45,11 @@ type Config struct {
 	DriveClock bool
 	// AWS holds the EC2 provider's settings.
 	AWS AWSConfig
+	// Blobs is the claim-check store, where the aws cloud caches the region's catalog
+	// (awsrefresh.Cached); nil refreshes on every start.
+	Blobs awsrefresh.Store
+	// CatalogTTL is how long a cached catalog is reused (default awsrefresh.DefaultCacheTTL).
+	CatalogTTL time.Duration
 }
 
 // AWSConfig configures the EC2 provider.
@@ -63,8 +72,13 @@ type Cloud struct {
 	Name string
 	// NodeClassKind is the kind of NodeClass its NodePools reference (EC2NodeClass).
 	NodeClassKind string
-	// Catalog loads the embedded catalog of the cloud's instance types and offerings.
-	Catalog func() (*catalog.Catalog, error)
+	// Catalog loads the embedded catalog of a region ("" is the cloud's default region), for
+	// offline use: `dovetail plan`, local dev, tests.
+	Catalog func(region string) (*catalog.Catalog, error)
+	// FunctionCatalog is the catalog the functions decide with: the fake's embedded one of
+	// Config.AWS.Region; for aws, the region's catalog refreshed from the EC2 and Price List
+	// APIs and cached in Config.Blobs (never the embedded data).
+	FunctionCatalog func(ctx context.Context, c Config) (*catalog.Catalog, error)
 	// NodeSettings is the cloud's NodeClass → node settings rule, which the solver plans
 	// allocatable with (provisioning.Input.NodeSettings).
 	NodeSettings provisioning.NodeSettingsFunc
@@ -74,8 +88,8 @@ type Cloud struct {
 
 // clouds are the registered clouds, the default (the fake) first.
 var clouds = []Cloud{
-	{Name: Fake, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: catalog.AWS, NodeSettings: cloud.NodeSettingsFor, New: newFake},
-	{Name: AWS, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: catalog.AWS, NodeSettings: cloud.NodeSettingsFor, New: newAWS},
+	{Name: Fake, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: embeddedAWS, FunctionCatalog: fakeCatalog, NodeSettings: cloud.NodeSettingsFor, New: newFake},
+	{Name: AWS, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: embeddedAWS, FunctionCatalog: liveAWSCatalog, NodeSettings: cloud.NodeSettingsFor, New: newAWS},
 }
 
 // Names lists the registered clouds in registration order, the default first.
@@ -96,6 +110,45 @@ func Lookup(name string) (Cloud, error) {
 		}
 	}
 	return Cloud{}, fmt.Errorf("%q: must be %s", name, strings.Join(Names(), " or "))
+}
+
+// embeddedAWS is the embedded catalog of an AWS region (us-east-1 by default).
+func embeddedAWS(region string) (*catalog.Catalog, error) {
+	if region == "" {
+		region = catalog.AWSRegion
+	}
+	return catalog.AWSRegionCatalog(region)
+}
+
+func fakeCatalog(_ context.Context, c Config) (*catalog.Catalog, error) {
+	return embeddedAWS(c.AWS.Region)
+}
+
+// liveAWSCatalog refreshes the region's catalog through the SDK (cached in the claim-check store).
+// The Price List API answers in us-east-1 for every region (AWS Price List API: its endpoints are
+// us-east-1, eu-central-1 and ap-south-1); a local endpoint serves both.
+func liveAWSCatalog(ctx context.Context, c Config) (*catalog.Catalog, error) {
+	cfg, err := dvaws.NewConfig(ctx, dvaws.ConfigOptions{Region: c.AWS.Region, Endpoint: c.AWS.Endpoint})
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, errors.New("--region (DOVETAIL_REGION or AWS_REGION): required to build the region's catalog")
+	}
+	ec2c, _ := dvaws.Clients(cfg)
+	pc := pricing.NewFromConfig(cfg, func(o *pricing.Options) {
+		if c.AWS.Endpoint == "" {
+			o.Region = "us-east-1"
+		}
+	})
+	cat, err := awsrefresh.Cached(ctx, c.Blobs, c.CatalogTTL, time.Now(), awsrefresh.Options{Region: cfg.Region, EC2: ec2c, Pricing: pc})
+	if cat == nil {
+		return nil, fmt.Errorf("catalog of %s: %w", cfg.Region, err)
+	}
+	if err != nil && c.Logger != nil {
+		c.Logger.Warn("catalog cache", "region", cfg.Region, "err", err)
+	}
+	return cat, nil
 }
 
 func newFake(ctx context.Context, c Config) (cloud.Provider, error) {

@@ -115,3 +115,6 @@ func checkKey(key string) error {
 	}
 	return nil
 }
+
+// URI is the s3:// URI Put gives key.
+func (s *Store) URI(key string) string { return "s3://" + s.Bucket + "/" + s.prefix() + key }

@@ -319,7 +319,8 @@ const (
 )
 
 // regionNames are the Price List API's location names.
-var regionNames = map[string]string{"us-east-1": "US East (N. Virginia)", "us-east-2": "US East (Ohio)", "us-west-2": "US West (Oregon)"}
+var regionNames = map[string]string{"us-east-1": "US East (N. Virginia)", "us-east-2": "US East (Ohio)", "us-west-2": "US West (Oregon)",
+	"us-gov-west-1": "AWS GovCloud (US-West)"}
 
 // getProducts serves the on-demand Linux price of each catalog type as a Price List product
 // (shape of the real GetProducts response), answering TERM_MATCH filters on its attributes.

@@ -1,0 +1,99 @@
+package cloudflags_test
+
+// A function started for a second region against the fake cloud's EC2/Price List face (the real
+// aws-sdk-go-v2 clients on loopback): its catalog is that region's, built from the APIs and
+// cached in the claim-check store, and the embedded us-east-1 data is never read.
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
+	"github.com/dovetail-dev/dovetail/shared/runtime"
+	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
+)
+
+func TestFunctionCatalogOfASecondRegion(t *testing.T) {
+	gov, err := catalog.AWSRegionCatalog(catalog.AWSRegionUSGovWest1) // the cloud's own truth
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ec2api.New(ec2api.Options{Cloud: fake.New(fake.Options{Catalog: gov, Cluster: "test"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	calls := map[string]int{}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := r.Header.Get("X-Amz-Target")
+		if a == "" {
+			_ = r.ParseForm()
+			a = r.Form.Get("Action")
+		}
+		mu.Lock()
+		calls[a]++
+		mu.Unlock()
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+
+	before := catalog.EmbeddedUSEast1Loads()
+	blobs := &events.MemoryBlobStore{}
+	tr := runtime.Transport{Cluster: "test", Blobs: blobs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := &cloudflags.Options{Cloud: "aws", AWSEndpoint: hs.URL, Region: catalog.AWSRegionUSGovWest1, KubernetesVersion: "1.37",
+		EKSEndpoint: "https://example.invalid", EKSCA: "Y2E="}
+	env, err := o.Setup(context.Background(), tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := env.Catalog
+	if cat.Region != "us-gov-west-1" || cat.Source != catalog.SourceLive {
+		t.Fatalf("catalog %s (%s), want us-gov-west-1 live", cat.Region, cat.Source)
+	}
+	// m5.large: 0.121 USD/h in us-gov-west-1 (the region's published price), in its three zones.
+	m5 := cat.Get("m5.large")
+	if m5 == nil {
+		t.Fatal("no m5.large")
+	}
+	zones := map[string]bool{}
+	for _, off := range m5.Offerings {
+		zones[off.Zone] = true
+		if off.CapacityType == "on-demand" && off.PricePerHour != 0.121 {
+			t.Errorf("m5.large on-demand in %s: %v, want 0.121", off.Zone, off.PricePerHour)
+		}
+	}
+	if len(zones) != 3 {
+		t.Errorf("m5.large zones %v, want us-gov-west-1a..c", zones)
+	}
+	for _, it := range cat.Types() {
+		for _, off := range it.Offerings {
+			if !strings.HasPrefix(off.Zone, "us-gov-west-1") {
+				t.Fatalf("%s offered in %s", it.Name, off.Zone)
+			}
+		}
+	}
+	if n := catalog.EmbeddedUSEast1Loads() - before; n != 0 {
+		t.Errorf("the function read the embedded us-east-1 catalog %d times", n)
+	}
+	// A second start within the TTL (another function, a cold Lambda) reads the cached catalog.
+	described := calls["DescribeInstanceTypes"]
+	env2, err := o.Setup(context.Background(), tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls["DescribeInstanceTypes"] != described || env2.Catalog.Get("m5.large") == nil || len(env2.Catalog.Types()) != len(cat.Types()) {
+		t.Errorf("second start: %d more DescribeInstanceTypes calls, %d types; want the cache", calls["DescribeInstanceTypes"]-described, len(env2.Catalog.Types()))
+	}
+	if blobs.Len() != 1 {
+		t.Errorf("%d blobs, want the one cached catalog", blobs.Len())
+	}
+}
