@@ -216,7 +216,9 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		&events.Command{ID: "10", Kind: events.CommandSetNodeClaimStatus, NodeClaim: &apisv1.NodeClaim{ObjectMeta: claim3.ObjectMeta, Status: apisv1.NodeClaimStatus{
 			NodeName: "n3", Conditions: []metav1.Condition{{Type: apisv1.ConditionRegistered, Status: metav1.ConditionTrue, Reason: "Registered"}}}}},
 		&events.Command{ID: "11", Kind: events.CommandLabelNode, NodeName: "n3", Labels: map[string]string{"karpenter.sh/initialized": "true"}},
-		&events.Command{ID: "12", Kind: events.CommandNominatePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "pending", UID: "uid-pending"}}},
+		&events.Command{ID: "12", Kind: events.CommandNominatePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "pending", UID: "uid-pending"}},
+			Toleration: &corev1.Toleration{Key: apisv1.TaintKeyPlanned, Operator: corev1.TolerationOpEqual, Value: "nc-3", Effect: corev1.TaintEffectNoSchedule}},
+		&events.Command{ID: "12b", Kind: events.CommandUntaintNode, NodeName: "n3", Taint: &corev1.Taint{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}},
 		&events.Command{ID: "13", Kind: events.CommandDeletePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "on-n3", UID: "uid-on-n3", GracePeriodSeconds: &grace}}},
 		&events.Command{ID: "14", Kind: events.CommandRemoveFinalizer, NodeClaim: claim3, Finalizer: events.FinalizerTermination},
 		&events.Command{ID: "15", Kind: events.CommandRemoveFinalizer, NodeName: "n3", Finalizer: events.FinalizerTermination},
@@ -273,7 +275,7 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	// of PVCs, PVs and StorageClasses).
 	for _, k := range []string{"create karpenter.sh/nodeclaims", "patch karpenter.sh/nodeclaims/status", "delete karpenter.sh/nodeclaims",
 		"patch karpenter.sh/nodeclaims", "get karpenter.sh/nodeclaims",
-		"get /nodes", "patch /nodes", "delete /nodes", "create /pods/eviction", "get /pods", "patch /pods/status", "delete /pods",
+		"get /nodes", "patch /nodes", "delete /nodes", "create /pods/eviction", "get /pods", "patch /pods", "patch /pods/status", "delete /pods",
 		"create /events", "create /configmaps", "patch /configmaps",
 		"list /persistentvolumeclaims", "watch /persistentvolumeclaims", "list /persistentvolumes", "watch /persistentvolumes",
 		"list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses",
@@ -304,10 +306,11 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	}
 	// The lifecycle commands took effect (not answered early by a refusal or an absence).
 	n, _ := e.kube.CoreV1().Nodes().Get(e.ctx, "n3", metav1.GetOptions{})
-	if n.Labels["karpenter.sh/initialized"] != "true" || len(n.Spec.Taints) != 1 || len(n.Finalizers) != 0 {
+	if n.Labels["karpenter.sh/initialized"] != "true" || len(n.Spec.Taints) != 0 || len(n.Finalizers) != 0 {
 		t.Errorf("n3 after the lifecycle: labels %v taints %v finalizers %v", n.Labels, n.Spec.Taints, n.Finalizers)
 	}
-	if p, _ := e.kube.CoreV1().Pods("default").Get(e.ctx, "pending", metav1.GetOptions{}); p.Status.NominatedNodeName != "n3" {
-		t.Errorf("pending pod nominated %q, want n3", p.Status.NominatedNodeName)
+	if p, _ := e.kube.CoreV1().Pods("default").Get(e.ctx, "pending", metav1.GetOptions{}); p.Status.NominatedNodeName != "n3" ||
+		len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Key != apisv1.TaintKeyPlanned || p.Spec.Tolerations[0].Value != "nc-3" {
+		t.Errorf("pending pod nominated %q tolerations %+v, want n3 and the planned toleration", p.Status.NominatedNodeName, p.Spec.Tolerations)
 	}
 }

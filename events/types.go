@@ -138,8 +138,12 @@ const (
 	// already gone is success.
 	CommandRemoveFinalizer CommandKind = "RemoveFinalizer"
 	// CommandNominatePods sets status.nominatedNodeName of each of Pods that is still unbound
-	// to NodeName (the node the plan placed it on), so kube-scheduler tries that node first.
+	// to NodeName (the node the plan placed it on), so kube-scheduler tries that node first, and
+	// first adds Toleration (when set) to each such pod's spec.tolerations: the toleration of
+	// the node's dovetail.dev/planned taint, so only the planned pods fit the new node at first.
 	CommandNominatePods CommandKind = "NominatePods"
+	// CommandUntaintNode removes Taint (matched by key and effect) from the Node NodeName.
+	CommandUntaintNode CommandKind = "UntaintNode"
 	// CommandDeletePods deletes Pods (not evicts: a NodeClaim's terminationGracePeriod has run
 	// out), each with its GracePeriodSeconds and a UID precondition, from the Node NodeName.
 	CommandDeletePods CommandKind = "DeletePods"
@@ -202,6 +206,8 @@ type Command struct {
 	Finalizer string `json:"finalizer,omitempty"`
 	// Pods are the pods of NominatePods and DeletePods.
 	Pods []PodRef `json:"pods,omitempty"`
+	// Toleration is what NominatePods adds to each pod before nominating it.
+	Toleration *corev1.Toleration `json:"toleration,omitempty"`
 	// NodeClass is the target of SetNodeClassStatus, AddFinalizer and RemoveFinalizer (its
 	// kind, name and, for SetNodeClassStatus, the status to write).
 	NodeClass *apisv1.NodeClass `json:"nodeClass,omitempty"`

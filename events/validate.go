@@ -212,6 +212,11 @@ func (c *Command) Validate() error {
 		}
 	case CommandDrainNode, CommandDeleteNode:
 		needNodeName()
+	case CommandUntaintNode:
+		needNodeName()
+		if c.Taint == nil || c.Taint.Key == "" {
+			errs.add("command.taint.key", "required for kind %s", c.Kind)
+		}
 	case CommandRegisterNode:
 		needNodeName()
 		if c.NodeClaim == nil || c.NodeClaim.Name == "" {

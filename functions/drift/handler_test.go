@@ -87,7 +87,13 @@ func TestDriftStepsAndTerminationGracePeriod(t *testing.T) {
 		t.Fatalf("want start with one replacement, got %v %v", d, err)
 	}
 	node := w.Node(snap.Nodes[0].Name)
-	if len(node.Spec.Taints) == 0 || node.Spec.Taints[0].TimeAdded == nil || !node.Spec.Taints[0].TimeAdded.Time.Equal(w.Clock.Now()) {
+	var drifted *corev1.Taint
+	for i := range node.Spec.Taints {
+		if node.Spec.Taints[i].Key == apisv1.TaintKeyDisrupted {
+			drifted = &node.Spec.Taints[i]
+		}
+	}
+	if drifted == nil || drifted.TimeAdded == nil || !drifted.TimeAdded.Time.Equal(w.Clock.Now()) {
 		t.Fatalf("want the drifted taint with timeAdded = snapshot time, got %+v", node.Spec.Taints)
 	}
 	// The replacement never registers (its boot is not stepped): the drain cannot start.

@@ -278,7 +278,20 @@ func (w *World) apply(c *events.Command) {
 		for _, r := range c.Pods {
 			if p := w.pods[r.Namespace+"/"+r.Name]; p != nil && p.Spec.NodeName == "" {
 				p.Status.NominatedNodeName = c.NodeName
+				if c.Toleration != nil {
+					p.Spec.Tolerations = append(p.Spec.Tolerations, *c.Toleration)
+				}
 			}
+		}
+	case events.CommandUntaintNode:
+		if n := w.nodes[c.NodeName]; n != nil && c.Taint != nil {
+			keep := n.Spec.Taints[:0]
+			for _, t := range n.Spec.Taints {
+				if t.Key != c.Taint.Key || (c.Taint.Effect != "" && t.Effect != c.Taint.Effect) {
+					keep = append(keep, t)
+				}
+			}
+			n.Spec.Taints = keep
 		}
 	case events.CommandDeletePods:
 		// Deleted past the NodeClaim's terminationGracePeriod; their controllers recreate them.

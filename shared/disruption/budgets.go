@@ -166,6 +166,7 @@ var ephemeralTaints = map[string]bool{
 	corev1.TaintNodeUnreachable:                      true,
 	"node.cloudprovider.kubernetes.io/uninitialized": true,
 	apisv1.TaintKeyUnregistered:                      true,
+	apisv1.TaintKeyPlanned:                           true,
 }
 
 // Initialized reports whether a node is ready for pods as Karpenter's lifecycle controller would

@@ -177,6 +177,8 @@ func (a *Applier) Apply(ctx context.Context, cmd *events.Command) error {
 		return a.setNodePoolStatus(ctx, cmd)
 	case events.CommandAddFinalizer:
 		return a.nodeClassFinalizer(ctx, cmd, true)
+	case events.CommandUntaintNode:
+		return a.untaintNode(ctx, cmd)
 	default:
 		return fmt.Errorf("%w: command.kind: unknown kind %q", ErrInvalidCommand, cmd.Kind)
 	}

@@ -503,8 +503,30 @@ func (a *Applier) nominatePod(ctx context.Context, cmd *events.Command, ref even
 		if err != nil {
 			return err
 		}
-		if skip := nominationSkip(p, ref, cmd.NodeName); skip != "" {
+		skip := nominationSkip(p, ref, cmd.NodeName)
+		if skip != "" && skip != "already nominated" {
 			a.opts.Logger.Debug("NominatePods: pod skipped", "command", cmd.ID, "pod", podKey(p), "why", skip)
+			return nil
+		}
+		// The toleration goes on first: once the node's planned taint is the only thing keeping
+		// other pods off it, the pod must already tolerate it. Tolerations may only be added to
+		// a pod, so the whole list is written with the resourceVersion read.
+		if t := cmd.Toleration; t != nil && !hasToleration(p.Spec.Tolerations, *t) {
+			spec, err := json.Marshal(map[string]any{
+				"metadata": map[string]any{"resourceVersion": p.ResourceVersion},
+				"spec":     map[string]any{"tolerations": append(append([]corev1.Toleration(nil), p.Spec.Tolerations...), *t)},
+			})
+			if err != nil {
+				return err
+			}
+			if p, err = pods.Patch(ctx, ref.Name, types.MergePatchType, spec, metav1.PatchOptions{FieldManager: a.opts.Component}); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return err
+			}
+		}
+		if skip != "" {
 			return nil
 		}
 		body, err := json.Marshal(map[string]any{
@@ -515,6 +537,51 @@ func (a *Applier) nominatePod(ctx context.Context, cmd *events.Command, ref even
 			return err
 		}
 		_, err = pods.Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component}, "status")
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+func hasToleration(ts []corev1.Toleration, t corev1.Toleration) bool {
+	for _, x := range ts {
+		if x.Key == t.Key && x.Operator == t.Operator && x.Value == t.Value && x.Effect == t.Effect {
+			return true
+		}
+	}
+	return false
+}
+
+// --- UntaintNode ---
+
+func (a *Applier) untaintNode(ctx context.Context, cmd *events.Command) error {
+	if cmd.NodeName == "" || cmd.Taint == nil || cmd.Taint.Key == "" {
+		return fmt.Errorf("%w: command.nodeName and command.taint.key: required for UntaintNode", ErrInvalidCommand)
+	}
+	nodes := a.kube.CoreV1().Nodes()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := nodes.Get(ctx, cmd.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		keep := make([]corev1.Taint, 0, len(node.Spec.Taints))
+		for _, t := range node.Spec.Taints {
+			if t.Key != cmd.Taint.Key || (cmd.Taint.Effect != "" && t.Effect != cmd.Taint.Effect) {
+				keep = append(keep, t)
+			}
+		}
+		if len(keep) == len(node.Spec.Taints) {
+			return nil // gone already
+		}
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": node.ResourceVersion}, "spec": map[string]any{"taints": keep}})
+		if err != nil {
+			return err
+		}
+		_, err = nodes.Patch(ctx, cmd.NodeName, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

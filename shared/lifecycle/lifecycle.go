@@ -179,15 +179,56 @@ func (d *decider) claim(nc *apisv1.NodeClaim) {
 		d.liveness(nc)
 	case !isTrue(nc, apisv1.ConditionRegistered) && d.waitForSiblings(nc):
 		d.transition(nc.Name, node.Name, "Waiting", "the other NodeClaims of its decision have no node yet")
-	case !isTrue(nc, apisv1.ConditionRegistered) && d.waitForTurn(nc) != "":
-		d.transition(nc.Name, node.Name, "Waiting", d.waitForTurn(nc))
 	default:
 		// Nominations go first: they are on the pods before the registration clears the
 		// node's taint, so the scheduler's first look at the node already prefers it for them.
 		d.nominate(nc, node)
 		d.register(nc, node)
+		d.releasePlanned(nc, node)
 		d.initialize(nc, node)
 	}
+}
+
+// plannedTaint keeps a new node for the pods planned onto NodeClaim nc (they tolerate it).
+func plannedTaint(nc string) corev1.Taint {
+	return corev1.Taint{Key: apisv1.TaintKeyPlanned, Value: nc, Effect: corev1.TaintEffectNoSchedule}
+}
+
+func plannedToleration(nc string) corev1.Toleration {
+	return corev1.Toleration{Key: apisv1.TaintKeyPlanned, Operator: corev1.TolerationOpEqual, Value: nc, Effect: corev1.TaintEffectNoSchedule}
+}
+
+// pendingPlanned counts the NodeClaim's planned pods that are still pending.
+func (d *decider) pendingPlanned(nc *apisv1.NodeClaim) int {
+	planned := nc.Annotations[apisv1.AnnotationPlannedPods]
+	if planned == "" {
+		return 0
+	}
+	n := 0
+	for _, key := range strings.Split(planned, ",") {
+		if d.pending[key] != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// releasePlanned removes the node's dovetail.dev/planned taint once no pod planned onto it is
+// pending (they are bound, or gone), or the registration window has passed since it registered,
+// so its spare room serves every pod.
+func (d *decider) releasePlanned(nc *apisv1.NodeClaim, node *corev1.Node) {
+	if !hasTaintKey(node.Spec.Taints, apisv1.TaintKeyPlanned) {
+		return
+	}
+	reg := condition(nc, apisv1.ConditionRegistered)
+	windowOver := reg != nil && reg.Status == metav1.ConditionTrue && !reg.LastTransitionTime.IsZero() &&
+		d.now.Sub(reg.LastTransitionTime.Time) >= d.o.RegistrationWindow
+	if n := d.pendingPlanned(nc); n > 0 && !windowOver {
+		return
+	}
+	t := plannedTaint(nc.Name)
+	d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "release-planned", nc.Name, string(node.UID)), Kind: events.CommandUntaintNode,
+		NodeName: node.Name, Taint: &t, Reason: "the pods planned onto NodeClaim " + nc.Name + " are bound"})
 }
 
 // waitForSiblings reports whether a NodeClaim whose Node is there should wait for the other
@@ -208,58 +249,6 @@ func (d *decider) waitForSiblings(nc *apisv1.NodeClaim) bool {
 		}
 	}
 	return false
-}
-
-// waitForTurn says why a NodeClaim whose decision's Nodes are all there must wait before its node
-// is registered (made schedulable), or "" when it may go now. The nodes of one decision become
-// schedulable one at a time, the one with the most planned pods first, each once the pods
-// nominated to the ones before it are bound: kube-scheduler treats a nomination as a
-// preference, so a pod whose planned node is still tainted while a sibling is schedulable lands
-// on the sibling and pushes that node's own pods elsewhere. Never longer than the registration
-// window from the launch.
-func (d *decider) waitForTurn(nc *apisv1.NodeClaim) string {
-	rev := nc.Annotations[apisv1.AnnotationSnapshotRevision]
-	if rev == "" || d.now.Sub(nc.CreationTimestamp.Time) >= d.o.RegistrationWindow {
-		return ""
-	}
-	var waiting []*apisv1.NodeClaim // unregistered siblings, nc included
-	registered := map[string]bool{} // node names of registered siblings
-	for i := range d.snap.NodeClaims {
-		s := &d.snap.NodeClaims[i]
-		if s.DeletionTimestamp != nil || s.Annotations[apisv1.AnnotationSnapshotRevision] != rev {
-			continue
-		}
-		if isTrue(s, apisv1.ConditionRegistered) {
-			registered[s.Status.NodeName] = true
-			continue
-		}
-		waiting = append(waiting, s)
-	}
-	for _, p := range d.pending {
-		if n := p.Status.NominatedNodeName; n != "" && registered[n] {
-			return fmt.Sprintf("pods nominated to %s (same decision) are not bound yet", n)
-		}
-	}
-	sort.Slice(waiting, func(i, j int) bool {
-		a, b := plannedCount(waiting[i]), plannedCount(waiting[j])
-		if a != b {
-			return a > b
-		}
-		return waiting[i].Name < waiting[j].Name
-	})
-	if len(waiting) > 0 && waiting[0].Name != nc.Name {
-		return fmt.Sprintf("NodeClaim %s of the same decision (%d planned pods) becomes schedulable first", waiting[0].Name, plannedCount(waiting[0]))
-	}
-	return ""
-}
-
-// plannedCount is the number of pods the plan put on the NodeClaim.
-func plannedCount(nc *apisv1.NodeClaim) int {
-	planned := nc.Annotations[apisv1.AnnotationPlannedPods]
-	if planned == "" {
-		return 0
-	}
-	return strings.Count(planned, ",") + 1
 }
 
 // liveness deletes a NodeClaim launched RegistrationTTL ago whose Node never registered, and
@@ -304,6 +293,12 @@ func (d *decider) register(nc *apisv1.NodeClaim, node *corev1.Node) {
 	taints := append([]corev1.Taint(nil), nc.Spec.Taints...)
 	if !done {
 		taints = append(taints, nc.Spec.StartupTaints...)
+		// Until its planned pods are bound the node takes only them: kube-scheduler treats a
+		// nomination as a preference, and a pod whose planned node is not schedulable yet would
+		// land on a sibling that is, pushing that node's own pods elsewhere.
+		if d.pendingPlanned(nc) > 0 {
+			taints = append(taints, plannedTaint(nc.Name))
+		}
 	}
 	d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "register", nc.Name, string(node.UID)), Kind: events.CommandRegisterNode,
 		NodeName: node.Name, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}},
@@ -407,7 +402,8 @@ func (d *decider) nominate(nc *apisv1.NodeClaim, node *corev1.Node) {
 	for _, r := range refs {
 		keys = append(keys, r.Namespace+"/"+r.Name)
 	}
-	d.cmd(events.Command{ID: events.CommandID(keys...), Kind: events.CommandNominatePods, NodeName: node.Name, Pods: refs,
+	tol := plannedToleration(nc.Name)
+	d.cmd(events.Command{ID: events.CommandID(keys...), Kind: events.CommandNominatePods, NodeName: node.Name, Pods: refs, Toleration: &tol,
 		Reason: "planned onto NodeClaim " + nc.Name})
 }
 

@@ -329,11 +329,11 @@ func TestRegisteredNodeIsNotRequirementsDrifted(t *testing.T) {
 	}
 }
 
-// The NodeClaims of one decision register in turn: the first node waits (at most the
-// registration window) for its siblings' nodes; then the one with the most planned pods becomes
-// schedulable first, its pending pods nominated to it before its taint goes, and the next only
-// once those pods are bound.
-func TestNodesOfOneDecisionRegisterInTurn(t *testing.T) {
+// The NodeClaims of one decision register together: the first node waits (at most the
+// registration window) for its siblings' nodes; each node with pending planned pods trades
+// karpenter.sh/unregistered for dovetail.dev/planned=<nodeclaim>, which only its planned pods
+// tolerate (the toleration comes with their nomination), and loses it once they are bound.
+func TestNodesOfOneDecisionRegisterTogether(t *testing.T) {
 	a, b := claim(), claim()
 	a.Annotations[apisv1.AnnotationSnapshotRevision] = "41"
 	b.Annotations = map[string]string{apisv1.AnnotationSnapshotRevision: "41"}
@@ -349,31 +349,58 @@ func TestNodesOfOneDecisionRegisterInTurn(t *testing.T) {
 	if got := kinds(Decide(snapshot(t0.Add(time.Minute), []apisv1.NodeClaim{a, b}, []corev1.Node{n}, web), Options{}).Commands); got != "NominatePods,RegisterNode,SetNodeClaimStatus" {
 		t.Fatalf("after the window: %s", got)
 	}
-	// Both nodes up: a (two planned pods) registers; b (none) waits its turn.
+	// Both nodes up: both register at once; a (a pending planned pod) with the planned taint,
+	// b (none pending) without.
 	m := kubeletNode()
 	m.Name, m.UID, m.Spec.ProviderID = "ip-10-0-0-5.ec2.internal", "uid-m", b.Status.ProviderID
 	d = Decide(snapshot(t0.Add(40*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}, web), Options{})
-	if got := kinds(d.Commands); got != "NominatePods,RegisterNode,SetNodeClaimStatus" || d.Commands[1].NodeName != n.Name {
-		t.Fatalf("both up: %s on %s, want a's node alone", got, d.Commands[1].NodeName)
+	if got := kinds(d.Commands); got != "NominatePods,RegisterNode,SetNodeClaimStatus,RegisterNode,SetNodeClaimStatus" {
+		t.Fatalf("both up: %s", got)
 	}
-	// a is registered and its nominated pod still pending: b waits.
+	tol := corev1.Toleration{Key: apisv1.TaintKeyPlanned, Operator: corev1.TolerationOpEqual, Value: a.Name, Effect: corev1.TaintEffectNoSchedule}
+	if nom := d.Commands[0]; nom.Toleration == nil || *nom.Toleration != tol || nom.NodeName != n.Name {
+		t.Errorf("NominatePods %+v, want the toleration %+v", nom, tol)
+	}
+	planned := corev1.Taint{Key: apisv1.TaintKeyPlanned, Value: a.Name, Effect: corev1.TaintEffectNoSchedule}
+	if !hasTaint(d.Commands[1].Taints, planned) || d.Commands[1].NodeName != n.Name {
+		t.Errorf("a's RegisterNode taints %v, want %v among them", d.Commands[1].Taints, planned)
+	}
+	if hasTaintKey(d.Commands[3].Taints, apisv1.TaintKeyPlanned) {
+		t.Errorf("b's RegisterNode taints %v: b has no pending planned pod", d.Commands[3].Taints)
+	}
+	// Registered with its pod still pending: the taint stays; bound: it goes.
 	a.Status.NodeName = n.Name
-	a.Status.Conditions = append(a.Status.Conditions, metav1.Condition{Type: apisv1.ConditionRegistered, Status: metav1.ConditionTrue, Reason: ReasonRegistered})
+	a.Status.Conditions = append(a.Status.Conditions, metav1.Condition{Type: apisv1.ConditionRegistered, Status: metav1.ConditionTrue,
+		Reason: ReasonRegistered, LastTransitionTime: metav1.NewTime(t0.Add(41 * time.Second))})
+	n.Spec.Taints = append(n.Spec.Taints, planned)
 	nominated := web
 	nominated.Status.NominatedNodeName = n.Name
-	d = Decide(snapshot(t0.Add(42*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}, nominated), Options{})
-	for _, c := range d.Commands {
-		if c.Kind == events.CommandRegisterNode && c.NodeName == m.Name {
-			t.Fatalf("b registered while a's nominated pod is pending: %s", kinds(d.Commands))
+	untaints := func(d Decision) int {
+		c := 0
+		for _, cmd := range d.Commands {
+			if cmd.Kind == events.CommandUntaintNode && cmd.NodeName == n.Name && cmd.Taint.Key == apisv1.TaintKeyPlanned {
+				c++
+			}
+		}
+		return c
+	}
+	if c := untaints(Decide(snapshot(t0.Add(45*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}, nominated), Options{})); c != 0 {
+		t.Errorf("%d UntaintNode while the planned pod is pending", c)
+	}
+	if c := untaints(Decide(snapshot(t0.Add(46*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}), Options{})); c != 1 {
+		t.Errorf("%d UntaintNode once the planned pod is bound, want 1", c)
+	}
+	// A planned pod that never binds holds the node at most the registration window.
+	if c := untaints(Decide(snapshot(t0.Add(101*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}, nominated), Options{})); c != 1 {
+		t.Errorf("%d UntaintNode after the window, want 1", c)
+	}
+}
+
+func hasTaint(ts []corev1.Taint, t corev1.Taint) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
 		}
 	}
-	// The pod is bound: b's turn.
-	d = Decide(snapshot(t0.Add(43*time.Second), []apisv1.NodeClaim{a, b}, []corev1.Node{n, m}), Options{})
-	registered := false
-	for _, c := range d.Commands {
-		registered = registered || (c.Kind == events.CommandRegisterNode && c.NodeName == m.Name)
-	}
-	if !registered {
-		t.Fatalf("after a's pods are bound: %s, want b registered", kinds(d.Commands))
-	}
+	return false
 }

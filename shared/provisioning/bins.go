@@ -14,6 +14,7 @@ var ephemeralTaints = map[string]bool{
 	corev1.TaintNodeUnreachable:                      true,
 	"node.cloudprovider.kubernetes.io/uninitialized": true,
 	apisv1.TaintKeyUnregistered:                      true,
+	apisv1.TaintKeyPlanned:                           true,
 }
 
 // buildBins turns schedulable existing nodes and in-flight NodeClaims into bins with their free

@@ -30,6 +30,9 @@ const (
 	AnnotationNodePoolHash = "karpenter.sh/nodepool-hash"
 	TaintKeyDisrupted      = "karpenter.sh/disrupted"
 	TaintKeyUnregistered   = "karpenter.sh/unregistered"
+	// TaintKeyPlanned (value: the NodeClaim) keeps a new node for the pods planned onto it,
+	// which tolerate it, until they are bound; then the lifecycle function removes it.
+	TaintKeyPlanned = "dovetail.dev/planned"
 
 	LabelInstanceCategory   = "karpenter.k8s.aws/instance-category"
 	LabelInstanceFamily     = "karpenter.k8s.aws/instance-family"
