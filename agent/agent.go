@@ -33,6 +33,15 @@ const DefaultSnapshotInterval = 30 * time.Second
 // for registration, initialization and termination steps, which should not wait for the timer.
 const DefaultChangeSnapshotInterval = time.Second
 
+// DefaultKubeQPS and DefaultKubeBurst are the agent's client-side rate limit on the API server:
+// Karpenter's defaults (KUBE_CLIENT_QPS 200, KUBE_CLIENT_BURST 300). client-go's own 5 QPS made a
+// 33-pod nomination (a read and two writes per pod) take 20 seconds, and every command behind it
+// wait.
+const (
+	DefaultKubeQPS   = 200
+	DefaultKubeBurst = 300
+)
+
 // Component is the agent's CloudEvents source component: "dovetail/<cluster>/agent".
 const Component = "agent"
 

@@ -252,6 +252,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
 		}
+		cfg.QPS, cfg.Burst = agent.DefaultKubeQPS, agent.DefaultKubeBurst
 		kc, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/dovetail-dev/dovetail/agent"
 	"github.com/dovetail-dev/dovetail/e2e/realcluster"
 )
 
@@ -68,6 +69,7 @@ func startRealControlPlane(ctx context.Context, o Options, progress *Progress) (
 		return nil, nil, err
 	}
 	agentCfg := cp.TokenConfig(token)
+	agentCfg.QPS, agentCfg.Burst = agent.DefaultKubeQPS, agent.DefaultKubeBurst
 	if c.AgentKube, err = kubernetes.NewForConfig(agentCfg); err != nil {
 		return nil, nil, err
 	}

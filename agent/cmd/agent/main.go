@@ -37,6 +37,8 @@ type options struct {
 	kubeconfig, cluster, namespace, natsURL, blobDir              string
 	batchIdle, batchMax, snapshotInterval, changeSnapshotInterval time.Duration
 	evictionTimeout, syncTimeout                                  time.Duration
+	kubeQPS                                                       float32
+	kubeBurst                                                     int
 	ensureStream                                                  bool
 	// --transport sqs
 	transport, commandQueueURL, commandDLQURL string
@@ -87,6 +89,8 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&o.changeSnapshotInterval, "change-snapshot-interval", agent.DefaultChangeSnapshotInterval, "a snapshot event follows Node or NodeClaim changes and pod deletions within this; negative disables")
 	f.DurationVar(&o.evictionTimeout, "eviction-timeout", 10*time.Second, "deadline of each Eviction API call during a drain")
 	f.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute, "deadline for the initial informer sync")
+	f.Float32Var(&o.kubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "client-side limit of API server requests per second")
+	f.IntVar(&o.kubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "client-side burst of API server requests")
 	_ = cmd.MarkFlagRequired("cluster")
 	return cmd
 }
@@ -107,6 +111,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("kubernetes client config: %w", err)
 	}
 	restCfg.UserAgent = "dovetail-agent"
+	restCfg.QPS, restCfg.Burst = o.kubeQPS, o.kubeBurst
 	kc, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
