@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/dovetail-dev/dovetail/localdev"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -75,38 +73,22 @@ func checkNodeClaimsReady(ctx context.Context, t *testing.T, env *localdev.Env) 
 		}
 		t.Fatalf("not every NodeClaim became Ready with a nodeName: %v", err)
 	}
-	kc, err := kubernetes.NewForConfig(env.ControlPlane.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := kc.CoreV1().RESTClient().Get().AbsPath("/apis/karpenter.sh/v1/nodeclaims").
-		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table metav1.Table
-	if err := json.Unmarshal(raw, &table); err != nil {
-		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, c := range table.ColumnDefinitions {
-		col[strings.ToUpper(c.Name)] = i
-	}
-	if len(table.Rows) == 0 {
+	col, rows := table(ctx, t, env, "/apis/karpenter.sh/v1/nodeclaims")
+	if len(rows) == 0 {
 		t.Fatal("kubectl get nodeclaims: no rows")
 	}
-	for _, r := range table.Rows {
+	for _, r := range rows {
 		for _, name := range []string{"TYPE", "CAPACITY", "ZONE", "NODE", "READY"} {
 			i, ok := col[name]
 			if !ok {
-				t.Fatalf("kubectl get nodeclaims has no %s column (columns %v)", name, table.ColumnDefinitions)
+				t.Fatalf("kubectl get nodeclaims has no %s column (columns %v)", name, col)
 			}
-			if v := fmt.Sprint(r.Cells[i]); v == "" || v == "<nil>" || (name == "READY" && v != "True") {
-				t.Errorf("kubectl get nodeclaims: row %v: %s is %q", r.Cells, name, v)
+			if v := fmt.Sprint(r[i]); v == "" || v == "<nil>" || (name == "READY" && v != "True") {
+				t.Errorf("kubectl get nodeclaims: row %v: %s is %q", r, name, v)
 			}
 		}
 	}
-	t.Logf("kubectl get nodeclaims: %d rows, TYPE CAPACITY ZONE NODE READY filled", len(table.Rows))
+	t.Logf("kubectl get nodeclaims: %d rows, TYPE CAPACITY ZONE NODE READY filled", len(rows))
 }
 
 // deploy creates a one-replica Deployment whose pod selects nodes by selector, and waits until
