@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,7 +248,9 @@ func TestRBACCoversEveryCall(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "default"}, Status: apisv1.EC2NodeClassStatus{Conditions: notReady}}}},
 		&events.Command{ID: "18", Kind: events.CommandSetNodePoolStatus, NodePool: &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 			Status: apisv1.NodePoolStatus{Conditions: []metav1.Condition{{Type: apisv1.ConditionNodeClassReady, Status: metav1.ConditionFalse,
-				Reason: apisv1.ReasonNodeClassNotReady, Message: "EC2NodeClass default is not ready"}}}}},
+				Reason: apisv1.ReasonNodeClassNotReady, Message: "EC2NodeClass default is not ready"},
+				{Type: apisv1.ConditionValidationSucceeded, Status: metav1.ConditionFalse, Reason: apisv1.ReasonNotSupported,
+					Message: "spec.replicas: static NodePools (a fixed node count) are not supported by Dovetail yet"}}}}},
 		&events.Command{ID: "19", Kind: events.CommandRemoveFinalizer, NodeClass: &ref, Finalizer: events.FinalizerNodeClassTermination},
 	)
 	var calls []k8stesting.Action
@@ -300,9 +303,12 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		if ev.Reason == kube.ReasonNodeClassNotReady {
 			notReadyEvents[ev.InvolvedObject.Kind] = true
 		}
+		if ev.Reason == kube.ReasonNodePoolInvalid && strings.Contains(ev.Message, "spec.replicas") {
+			notReadyEvents["invalid NodePool"] = true
+		}
 	}
-	if !notReadyEvents[apisv1.KindEC2NodeClass] || !notReadyEvents["NodePool"] {
-		t.Errorf("NodeClassNotReady events on %v, want on the EC2NodeClass and the NodePool", notReadyEvents)
+	if !notReadyEvents[apisv1.KindEC2NodeClass] || !notReadyEvents["NodePool"] || !notReadyEvents["invalid NodePool"] {
+		t.Errorf("events on %v, want NodeClassNotReady on the EC2NodeClass and the NodePool, NodePoolInvalid naming spec.replicas", notReadyEvents)
 	}
 	// The lifecycle commands took effect (not answered early by a refusal or an absence).
 	n, _ := e.kube.CoreV1().Nodes().Get(e.ctx, "n3", metav1.GetOptions{})

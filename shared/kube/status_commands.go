@@ -26,6 +26,9 @@ const (
 	// ReasonNodeClassNotReady is recorded on a NodeClass whose Ready turned False, and on each
 	// NodePool whose NodeClassReady did: the pool launches nothing until the class is Ready.
 	ReasonNodeClassNotReady = "NodeClassNotReady"
+	// ReasonNodePoolInvalid is recorded on a NodePool whose ValidationSucceeded turned False (a
+	// field Dovetail refuses, such as spec.replicas): the pool launches nothing.
+	ReasonNodePoolInvalid = "NodePoolInvalid"
 )
 
 // nodeClassTarget returns the GVR and name of a command's NodeClass. Error: no NodeClass, or a
@@ -84,8 +87,8 @@ func (a *Applier) setNodePoolStatus(ctx context.Context, cmd *events.Command) er
 		return fmt.Errorf("%w: command.nodePool.metadata.name: must not be empty", ErrInvalidCommand)
 	}
 	name := cmd.NodePool.Name
-	var evs eventCheck
-	var message string
+	var evs, invalid eventCheck
+	var message, invalidMsg string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := a.dyn.Resource(NodePoolGVR).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -107,13 +110,25 @@ func (a *Applier) setNodePoolStatus(ctx context.Context, cmd *events.Command) er
 		if c := meta.FindStatusCondition(want.Conditions, apisv1.ConditionNodeClassReady); c != nil {
 			message = c.Message
 		}
+		invalid = turnedFalse(got.Status.Conditions, want.Conditions, apisv1.ConditionValidationSucceeded, got.UID)
+		if c := meta.FindStatusCondition(want.Conditions, apisv1.ConditionValidationSucceeded); c != nil {
+			invalidMsg = c.Message
+		}
 		return a.patchStatus(ctx, NodePoolGVR, name, u.GetResourceVersion(), got.Status, want)
 	})
-	if err != nil || !evs.fire {
+	if err != nil {
 		return err
 	}
-	return a.event(ctx, cmd, corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodePool", Name: name, UID: evs.uid},
-		ReasonNodeClassNotReady, "NodePool launches nothing: "+message)
+	ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodePool", Name: name, UID: evs.uid}
+	if invalid.fire {
+		if err := a.event(ctx, cmd, ref, ReasonNodePoolInvalid, "NodePool launches nothing: "+invalidMsg); err != nil {
+			return err
+		}
+	}
+	if !evs.fire {
+		return nil
+	}
+	return a.event(ctx, cmd, ref, ReasonNodeClassNotReady, "NodePool launches nothing: "+message)
 }
 
 // eventCheck says whether a status write turned a condition False, and on which object.
