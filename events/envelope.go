@@ -169,7 +169,15 @@ func malformed(field, format string, args ...any) error {
 // datacontenttype application/json+zstd, "dovetailschema" equal to the type's schema version,
 // a time, and either data or a dataref with its digest. Every error names the field and the
 // reason and wraps ErrMalformed (and ErrUnsupportedVersion for a version mismatch).
-func Decode(data []byte) (Envelope, error) {
+func Decode(data []byte) (env Envelope, err error) {
+	// The CloudEvents SDK panics on some shapes it does not expect (data_base64 that is not a
+	// string); a panic on input is a malformed event, dead-lettered with its reason, never a crash
+	// or a retry.
+	defer func() {
+		if r := recover(); r != nil {
+			env, err = Envelope{}, malformed("event", "the CloudEvents decoder refused it: %v", r)
+		}
+	}()
 	// Read specversion on its own first: the SDK's error for a missing or foreign version
 	// does not name the field.
 	var head struct {
@@ -177,6 +185,18 @@ func Decode(data []byte) (Envelope, error) {
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
 		return Envelope{}, malformed("event", "not a JSON object: %v", err)
+	}
+	// Every context attribute Dovetail reads, and data_base64, is a JSON string: check the shapes
+	// before the SDK sees them, so the error names the field.
+	var attrs map[string]json.RawMessage
+	if err := json.Unmarshal(data, &attrs); err != nil {
+		return Envelope{}, malformed("event", "not a JSON object: %v", err)
+	}
+	for _, k := range []string{"id", "type", "source", "subject", "time", "datacontenttype", "dataschema", "data_base64",
+		ExtensionDataRef, ExtensionDigest} {
+		if v, ok := attrs[k]; ok && (len(v) == 0 || (v[0] != '"' && string(v) != "null")) {
+			return Envelope{}, malformed(k, "must be a JSON string, got %s", truncate(string(v), 64))
+		}
 	}
 	if head.SpecVersion == nil {
 		return Envelope{}, malformed("specversion", "required")
@@ -188,7 +208,7 @@ func Decode(data []byte) (Envelope, error) {
 	if err := json.Unmarshal(data, &e); err != nil {
 		return Envelope{}, malformed("event", "%v", err)
 	}
-	env := Envelope{
+	env = Envelope{
 		ID:              e.ID(),
 		Type:            e.Type(),
 		Source:          e.Source(),
@@ -249,4 +269,12 @@ func Decode(data []byte) (Envelope, error) {
 		return env, malformed("data", "required (or a dataref to a claim-checked payload)")
 	}
 	return env, nil
+}
+
+// truncate shortens s to at most n bytes for an error message, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

@@ -409,3 +409,22 @@ func TestCommandID(t *testing.T) {
 		t.Error("part boundaries are ambiguous")
 	}
 }
+
+// Envelopes whose attributes have the wrong JSON type are malformed, naming the attribute: the
+// 37-byte envelope whose data_base64 is a number made the CloudEvents SDK panic, which the
+// consumers then treated as a transient failure.
+func TestDecodeRefusesWrongAttributeTypes(t *testing.T) {
+	for in, field := range map[string]string{
+		`{"specversion":"1.0","data_base64":5}`:                    "data_base64",
+		`{"specversion":"1.0","id":7,"type":"x"}`:                  "id",
+		`{"specversion":"1.0","id":"a","source":{"x":1}}`:          "source",
+		`{"specversion":"1.0","id":"a","time":[1]}`:                "time",
+		`{"specversion":"1.0","id":"a","dataref":true}`:            ExtensionDataRef,
+		`{"specversion":"1.0","id":"a","datacontenttype":1.5e300}`: "datacontenttype",
+	} {
+		_, err := Decode([]byte(in))
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), field+": must be a JSON string") {
+			t.Errorf("%s: %v, want malformed naming %s", in, err, field)
+		}
+	}
+}
