@@ -1,9 +1,12 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -13,12 +16,52 @@ import (
 // tens of MiB of JSON; this leaves an order of magnitude of headroom.
 const MaxDecodedPayloadBytes = 512 << 20
 
-// The zstd encoder and decoder are safe for concurrent EncodeAll/DecodeAll calls
-// (klauspost/compress zstd docs), so one of each serves the whole process.
+// MaxWindowBytes bounds the zstd window a frame may ask for (64 MiB): Dovetail's encoder uses
+// 8 MiB windows, and a larger declared window is refused before it is allocated.
+const MaxWindowBytes = 64 << 20
+
+// The zstd encoder is safe for concurrent EncodeAll calls (klauspost/compress zstd docs), so one
+// serves the whole process. Decoders stream (a frame's declared content size never sizes a
+// buffer: DecodeAll would allocate it up front) and are pooled.
 var (
 	zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
-	zdec, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxDecodedPayloadBytes), zstd.WithDecoderConcurrency(0))
+	zdecs   = sync.Pool{New: func() any {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderMaxMemory(MaxDecodedPayloadBytes), zstd.WithDecoderMaxWindow(MaxWindowBytes))
+		if err != nil {
+			panic(err) // only invalid options fail, a build defect
+		}
+		return d
+	}}
 )
+
+// maxRatio bounds the output buffer reserved up front, as a multiple of the compressed size.
+const maxRatio = 16
+
+// decompress streams a zstd frame through a pooled decoder, growing the output only as bytes
+// are decoded and refusing more than MaxDecodedPayloadBytes.
+func decompress(data []byte) ([]byte, error) {
+	d := zdecs.Get().(*zstd.Decoder)
+	defer zdecs.Put(d)
+	if err := d.Reset(bytes.NewReader(data)); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	// Start from the declared content size, but never more than maxRatio times the input: a
+	// header alone cannot make the decoder allocate (Dovetail's payloads compress about 7:1).
+	var h zstd.Header
+	if h.Decode(data) == nil && h.HasFCS {
+		out.Grow(int(min(h.FrameContentSize, uint64(len(data))*maxRatio, MaxDecodedPayloadBytes)))
+	}
+	n, err := io.Copy(&out, io.LimitReader(d, MaxDecodedPayloadBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > MaxDecodedPayloadBytes {
+		return nil, fmt.Errorf("decompresses to more than %d bytes", MaxDecodedPayloadBytes)
+	}
+	return out.Bytes(), nil
+}
 
 // encodePayload is JSON then zstd.
 func encodePayload(v any) ([]byte, error) {
@@ -34,14 +77,7 @@ func decodePayload(what string, data []byte, v any) error {
 	if len(data) == 0 {
 		return fmt.Errorf("%w: %s: empty payload", ErrMalformed, what)
 	}
-	// Size the output from the frame header when it declares one (EncodeAll always does), so
-	// decoding does not grow the buffer step by step.
-	var dst []byte
-	var h zstd.Header
-	if h.Decode(data) == nil && h.HasFCS && h.FrameContentSize <= MaxDecodedPayloadBytes {
-		dst = make([]byte, 0, h.FrameContentSize)
-	}
-	raw, err := zdec.DecodeAll(data, dst)
+	raw, err := decompress(data)
 	if err != nil {
 		return fmt.Errorf("%w: %s: not a zstd frame (datacontenttype %s): %v", ErrMalformed, what, ContentTypeJSONZstd, err)
 	}
