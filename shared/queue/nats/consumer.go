@@ -16,7 +16,8 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
-// Headers of a dead-lettered message, beside the original headers.
+// Headers of a dead-lettered message, beside the original headers (JetStream's Nats-* headers
+// excepted).
 const (
 	HeaderDLQReason        = "Dovetail-Dlq-Reason"
 	HeaderDLQSubject       = "Dovetail-Dlq-Subject"
@@ -292,8 +293,11 @@ func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m jetstream
 		Data:    m.Data(),
 		Header:  natsgo.Header{},
 	}
+	// The publisher's own headers travel with the message; JetStream's (Nats-Msg-Id,
+	// Nats-Expected-Last-Sequence, Nats-Rollup, ...) were instructions for the first publish and
+	// would make this one fail, or do something else, so none is copied.
 	for k, v := range m.Headers() {
-		if k != jetstream.MsgIDHeader {
+		if !strings.HasPrefix(strings.ToLower(k), "nats-") {
 			dlq.Header[k] = v
 		}
 	}

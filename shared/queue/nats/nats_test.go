@@ -517,3 +517,34 @@ func TestLongHandlerIsAckedOnce(t *testing.T) {
 		t.Errorf("ackPending=%d pending=%d delivered=%d, want 0 0 1", ack, pend, del)
 	}
 }
+
+// A poison message published with JetStream's own headers (here Nats-Expected-Last-Sequence,
+// true when it was published and false ever after) is dead-lettered without them: copied, they
+// made every dead-letter publish fail and the message was lost after its last delivery.
+func TestDeadLetterDropsJetStreamHeaders(t *testing.T) {
+	e := newEnv(t)
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := natsgo.NewMsg(events)
+	msg.Data = []byte("garbage")
+	msg.Header.Set(jetstream.MsgIDHeader, "ev-seq")
+	msg.Header.Set(jetstream.ExpectedLastSeqHeader, "0") // the stream is empty: accepted now
+	msg.Header.Set("Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	c := e.consumer(nil, nil)
+	run(t, c, func(context.Context, queue.Message) error { return fmt.Errorf("%w: bad", queue.ErrPoison) })
+	m := e.dlq()
+	h := m.Headers()
+	for k := range h {
+		if strings.HasPrefix(k, "Nats-") && k != jetstream.MsgIDHeader {
+			t.Errorf("dead-letter carries %s: %v", k, h[k])
+		}
+	}
+	if h.Get("Traceparent") == "" || h.Get(HeaderDLQMsgID) != "ev-seq" {
+		t.Errorf("dead-letter headers %v: want the publisher's own headers and the original id kept", h)
+	}
+}
