@@ -360,6 +360,9 @@ func (h *Handler) cleanup(ctx context.Context, d Decision) (Decision, error) {
 		// instance no NodeClaim owns has nothing else to end it.
 		if stopped && t.NodeClaim == nil && t.ProviderID != "" {
 			if err := h.Provider.Delete(ctx, t.ProviderID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+				if errors.Is(err, cloud.ErrNotOwned) { // no retry changes a refusal: dead-letter it with the reason
+					return d, fmt.Errorf("%w: terminating stopped instance %s: %w", queue.ErrPoison, t.ProviderID, err)
+				}
 				return d, fmt.Errorf("terminating stopped instance %s: %w", t.ProviderID, err)
 			}
 		}

@@ -151,13 +151,17 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Outcome, e
 }
 
 // terminate asks the cloud to terminate the instance and reports whether it is shutting down or
-// gone. An instance the provider refuses to terminate (not tagged for this cluster) is an error:
-// its finalizers stay, and the refusal is logged on every snapshot until a person looks.
+// gone. An instance the provider refuses to terminate (not tagged for this cluster) keeps its
+// finalizers, and the refusal is poison: no retry changes it, so the message goes to the
+// dead-letter queue at once with the reason for a person to look, instead of being redelivered.
 func (h *Handler) terminate(ctx context.Context, providerID string) (bool, error) {
 	if providerID == "" {
 		return true, nil // never launched, or launched without a recorded instance: nothing to stop
 	}
 	if err := h.Provider.Delete(ctx, providerID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
+		if errors.Is(err, cloud.ErrNotOwned) {
+			return false, fmt.Errorf("%w: terminating %s: %w", queue.ErrPoison, providerID, err)
+		}
 		return false, fmt.Errorf("terminating %s: %w", providerID, err)
 	}
 	inst, err := h.Provider.Get(ctx, providerID)

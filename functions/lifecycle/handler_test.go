@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,4 +234,36 @@ func hasTaint(n *corev1.Node, key string) bool {
 		}
 	}
 	return false
+}
+
+// A NodeClaim being deleted whose instance is not tagged for this cluster: the provider refuses
+// to terminate it, the finalizer stays, and the refusal is poison (dead-lettered at once with
+// the reason), not a transient failure redelivered for a minute.
+func TestForeignInstanceTerminationIsPoison(t *testing.T) {
+	w := scenarios.NewWorld(scenarios.Start, 30*time.Second, nil)
+	foreign := cloud.Instance{ID: "i-0f0f0f0f0f0f0f0f0", Zone: "us-east-1a", InstanceType: "m5.large", CapacityType: "on-demand",
+		State: cloud.StateRunning, Tags: map[string]string{apisv1.TagCluster: "someone-else"}}
+	if err := w.Cloud.AddInstance(foreign); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewTime(scenarios.Start)
+	nc := apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-foreign", UID: "uid-f", DeletionTimestamp: &now,
+		Finalizers: []string{events.FinalizerTermination}, Labels: map[string]string{apisv1.LabelNodePool: "default"}},
+		Status: apisv1.NodeClaimStatus{ProviderID: cloud.AWSProviderID("us-east-1a", foreign.ID)}}
+	snap := &events.Snapshot{Cluster: scenarios.Cluster, Revision: 5, Time: now, NodeClaims: []apisv1.NodeClaim{nc}}
+	out, err := handler(w, w).Decide(context.Background(), snap)
+	if !errors.Is(err, queue.ErrPoison) || !errors.Is(err, cloud.ErrNotOwned) || !strings.Contains(err.Error(), "someone-else") {
+		t.Fatalf("err %v, want poison naming the foreign tag", err)
+	}
+	for _, c := range w.Commands {
+		if c.Kind == events.CommandRemoveFinalizer {
+			t.Errorf("finalizer removed for an instance still running: %+v", c)
+		}
+	}
+	if len(out.Terminated) != 0 {
+		t.Errorf("terminated %v", out.Terminated)
+	}
+	if got, _ := w.Cloud.Get(context.Background(), nc.Status.ProviderID); got.State != cloud.StateRunning {
+		t.Errorf("foreign instance %s, want running", got.State)
+	}
 }

@@ -105,6 +105,10 @@ type NodeClassResolver interface {
 	ReleaseNodeClass(ctx context.Context, nc apisv1.NodeClass) error
 }
 
+// ErrNotOwned is wrapped by Delete for an instance not tagged for the provider's cluster: a
+// refusal that no retry changes (a person must look), not a transient failure.
+var ErrNotOwned = errors.New("instance not tagged for this cluster")
+
 // ErrNotFound is returned when an instance does not exist.
 var ErrNotFound = errors.New("instance not found")
 

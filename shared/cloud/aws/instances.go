@@ -83,9 +83,9 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 	}
 	switch tag, ok := inst.Tags[apisv1.TagCluster]; {
 	case !ok || tag == "":
-		return fmt.Errorf("refusing to terminate %s: it has no %q tag (not launched for cluster %q)", id, apisv1.TagCluster, p.o.Cluster)
+		return fmt.Errorf("%w: refusing to terminate %s: it has no %q tag (not launched for cluster %q)", cloud.ErrNotOwned, id, apisv1.TagCluster, p.o.Cluster)
 	case tag != p.o.Cluster:
-		return fmt.Errorf("refusing to terminate %s: its %q tag is %q, not this cluster %q", id, apisv1.TagCluster, tag, p.o.Cluster)
+		return fmt.Errorf("%w: refusing to terminate %s: its %q tag is %q, not this cluster %q", cloud.ErrNotOwned, id, apisv1.TagCluster, tag, p.o.Cluster)
 	}
 	if inst.State == cloud.StateShuttingDown || inst.State == cloud.StateTerminated {
 		return nil

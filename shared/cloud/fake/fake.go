@@ -626,9 +626,9 @@ func (c *Cloud) Delete(ctx context.Context, providerID string) error {
 	}
 	if tag := inst.Tags[apisv1.TagCluster]; tag != c.cluster {
 		if tag == "" {
-			return fmt.Errorf("refusing to terminate %s: it has no %q tag (not launched for cluster %q)", inst.ID, apisv1.TagCluster, c.cluster)
+			return fmt.Errorf("%w: refusing to terminate %s: it has no %q tag (not launched for cluster %q)", cloud.ErrNotOwned, inst.ID, apisv1.TagCluster, c.cluster)
 		}
-		return fmt.Errorf("refusing to terminate %s: its %q tag is %q, not this cluster %q", inst.ID, apisv1.TagCluster, tag, c.cluster)
+		return fmt.Errorf("%w: refusing to terminate %s: its %q tag is %q, not this cluster %q", cloud.ErrNotOwned, inst.ID, apisv1.TagCluster, tag, c.cluster)
 	}
 	c.shutDown(inst)
 	return nil
