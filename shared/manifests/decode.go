@@ -20,6 +20,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/shared/apis"
 	apiv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
 // coreDecoder decodes the built-in kinds strictly (unknown and duplicate fields are errors)
@@ -344,6 +345,12 @@ func checkPodSpec(src Source, h header, field string, spec *corev1.PodSpec) erro
 			return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name,
 				Field: fmt.Sprintf("%s.containers[%d].name", field, i), Reason: "required"}
 		}
+	}
+	if err := scheduling.ValidatePodResources(spec); err != nil {
+		// The error's path starts at the pod spec ("spec.containers[0]...: reason"); the
+		// manifest's field is under the template's.
+		path, reason, _ := strings.Cut(err.Error(), ": ")
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: field + strings.TrimPrefix(path, "spec"), Reason: reason}
 	}
 	return nil
 }

@@ -276,3 +276,27 @@ spec: {containers: [{name: c, image: x}]}
 		t.Errorf("%d pods, want the one after the overlay", len(s.ExpandPods()))
 	}
 }
+
+// Resources the API server would refuse are refused at load, naming the manifest's field.
+func TestManifestResourcesValidated(t *testing.T) {
+	for body, want := range map[string]string{
+		`{name: c, image: x, resources: {requests: {cpu: "-1"}}}`:                    "spec.template.spec.containers[0].resources.requests.cpu",
+		`{name: c, image: x, resources: {requests: {cpu: "2"}, limits: {cpu: "1"}}}`: "must be less than or equal to the cpu limit 1",
+		`{name: c, image: x, resources: {requests: {memory: "1e30"}}}`:               "requests.memory: 1e30 is too large",
+	} {
+		_, err := LoadReader("d.yaml", strings.NewReader(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: d}}
+  template:
+    metadata: {labels: {app: d}}
+    spec:
+      containers: [`+body+`]
+`))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}

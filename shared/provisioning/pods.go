@@ -186,6 +186,9 @@ func compilePod(pod *corev1.Pod, topo *topology, vols *volumeIndex) *podInfo {
 		pi.activate()
 		return pi
 	}
+	if err := scheduling.ValidatePodResources(&pod.Spec); err != nil {
+		return fail(err)
+	}
 	alts, err := scheduling.PodNodeRequirements(pod)
 	if err != nil {
 		return fail(err)

@@ -489,3 +489,16 @@ func TestStaticNodePoolRefused(t *testing.T) {
 		t.Fatalf("claims %d unschedulable %+v, want the pod refused naming spec.replicas", len(p.NodeClaims), p.Unschedulable)
 	}
 }
+
+// A request the int64 math cannot hold is refused by name, not wrapped to 0 and planned onto the
+// smallest node.
+func TestOverflowingRequestIsRefused(t *testing.T) {
+	np := nodePool("default", onDemand("m5.large", "m5.xlarge")...)
+	huge := pod("huge", "1", "1Gi")
+	huge.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1e30")
+	p := solve(t, Input{Pods: []*corev1.Pod{huge, pod("ok", "1", "1Gi")}, NodePools: []*apisv1.NodePool{np}})
+	if len(p.Unschedulable) != 1 || p.Unschedulable[0].Pod.Name != "huge" || !strings.Contains(p.Unschedulable[0].Reason, "requests.cpu: 1e30 is too large") {
+		t.Fatalf("unschedulable %+v, want the 1e30-CPU pod refused by its field", p.Unschedulable)
+	}
+	wantClaims(t, p, "m5.large")
+}
