@@ -355,6 +355,12 @@ func checkPodSpec(src Source, h header, field string, spec *corev1.PodSpec) erro
 	return nil
 }
 
+// MaxReplicas is the most pods one workload may expand to (the pods of a Job or CronJob counted
+// as it runs them at once): 20,000, enough for the largest clusters Dovetail plans (its solver
+// benchmarks run 10,000 pods at once), and small enough that a typo ("replicas: 10000000")
+// fails with a message instead of running out of memory.
+const MaxReplicas = 20000
+
 // jobActivePods is how many pods a Job runs at once: parallelism (default 1), capped by
 // completions when set (the Job controller never starts more pods than remaining completions).
 // Source: Kubernetes Job docs, "Controlling parallelism".
@@ -397,6 +403,10 @@ func (s *Set) addWorkload(src Source, obj runtime.Object, kind, name, ns string,
 				Reason: fmt.Sprintf("must be >= 0, got %d", *replicas)}
 		}
 		n = *replicas
+	}
+	if n > MaxReplicas {
+		return &Error{Source: src, Kind: kind, Name: name, Field: "spec.replicas",
+			Reason: fmt.Sprintf("%d is more than Dovetail plans for one workload (at most %d)", n, MaxReplicas)}
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	w := &Workload{

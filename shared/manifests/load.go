@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"strings"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // manifestExts are the file name endings read when walking a directory.
@@ -109,19 +111,35 @@ func loadFile(s *Set, name string, open func() (io.ReadCloser, error)) error {
 	return s.read(name, f)
 }
 
-// read splits a stream into documents with apimachinery's YAML-or-JSON decoder (JSON streams and
-// multi-document YAML alike) and decodes each.
+// read splits a stream into documents and decodes each: a JSON stream with apimachinery's
+// YAML-or-JSON decoder, multi-document YAML with its YAML reader and sigs.k8s.io/yaml's strict
+// conversion, which refuses a key given twice (YAML parsers otherwise keep the last one, so a
+// missing "---" silently dropped the first of two Deployments).
 func (s *Set) read(name string, r io.Reader) error {
-	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	br := bufio.NewReader(r)
+	for { // the first character that is not white space says JSON or YAML
+		b, err := br.Peek(1)
+		if err != nil || len(bytes.TrimSpace(b)) != 0 {
+			break
+		}
+		_, _ = br.ReadByte()
+	}
+	next := yamlDocs(br)
+	if b, err := br.Peek(1); err == nil && (b[0] == '{' || b[0] == '[') {
+		next = jsonDocs(br)
+	}
 	for doc := 0; ; doc++ {
-		var raw json.RawMessage
-		err := dec.Decode(&raw)
+		raw, err := next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		src := Source{File: name, Doc: doc, Item: -1}
 		if err != nil {
-			return &Error{Source: src, Reason: "not valid YAML or JSON: " + err.Error()}
+			msg := strings.Join(strings.Fields(err.Error()), " ") // the YAML errors come one per line
+			if strings.Contains(msg, "already set in map") {
+				return &Error{Source: src, Reason: "a key is given twice (a missing \"---\" between two objects?): " + msg}
+			}
+			return &Error{Source: src, Reason: "not valid YAML or JSON: " + msg}
 		}
 		raw = bytes.TrimSpace(raw)
 		if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
@@ -130,5 +148,27 @@ func (s *Set) read(name string, r io.Reader) error {
 		if err := s.decodeDocument(src, raw); err != nil {
 			return err
 		}
+	}
+}
+
+// jsonDocs returns the JSON values of a stream one by one (io.EOF at the end).
+func jsonDocs(r io.Reader) func() ([]byte, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	return func() ([]byte, error) {
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		return raw, err
+	}
+}
+
+// yamlDocs returns the documents of a YAML stream one by one as JSON, refusing duplicate keys.
+func yamlDocs(r *bufio.Reader) func() ([]byte, error) {
+	yr := utilyaml.NewYAMLReader(r)
+	return func() ([]byte, error) {
+		doc, err := yr.Read()
+		if err != nil {
+			return nil, err
+		}
+		return sigsyaml.YAMLToJSONStrict(doc)
 	}
 }

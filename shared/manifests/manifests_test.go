@@ -300,3 +300,38 @@ spec:
 		}
 	}
 }
+
+// Two Deployments without the "---" between them are one document with every key twice: refused
+// (YAML parsers keep the last, silently dropping the first Deployment). JSON streams still read.
+func TestDuplicateKeysRefused(t *testing.T) {
+	two := `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: a, namespace: default}
+spec: {replicas: 1, selector: {matchLabels: {app: a}}, template: {metadata: {labels: {app: a}}, spec: {containers: [{name: c, image: x}]}}}
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: b, namespace: default}
+spec: {replicas: 1, selector: {matchLabels: {app: b}}, template: {metadata: {labels: {app: b}}, spec: {containers: [{name: c, image: x}]}}}
+`
+	_, err := LoadReader("two.yaml", strings.NewReader(two))
+	if err == nil || !strings.Contains(err.Error(), `a key is given twice (a missing "---" between two objects?)`) || !strings.Contains(err.Error(), `key "apiVersion" already set in map`) {
+		t.Errorf("err %v, want the duplicate key refused", err)
+	}
+	s, err := LoadReader("pods.json", strings.NewReader(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"default"},"spec":{"containers":[{"name":"c","image":"x"}]}}
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"q","namespace":"default"},"spec":{"containers":[{"name":"c","image":"x"}]}}`))
+	if err != nil || len(s.ExpandPods()) != 2 {
+		t.Errorf("JSON stream: %v, %d pods; want 2", err, len(s.ExpandPods()))
+	}
+}
+
+// A replica count beyond MaxReplicas is an error naming the field, not an out-of-memory.
+func TestReplicasCapped(t *testing.T) {
+	_, err := LoadReader("big.yaml", strings.NewReader(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: big, namespace: default}
+spec: {replicas: 10000000, selector: {matchLabels: {app: a}}, template: {metadata: {labels: {app: a}}, spec: {containers: [{name: c, image: x}]}}}
+`))
+	if err == nil || !strings.Contains(err.Error(), "spec.replicas") || !strings.Contains(err.Error(), "at most 20000") {
+		t.Errorf("err %v, want spec.replicas refused at most 20000", err)
+	}
+}
