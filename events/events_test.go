@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -426,5 +427,28 @@ func TestDecodeRefusesWrongAttributeTypes(t *testing.T) {
 		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), field+": must be a JSON string") {
 			t.Errorf("%s: %v, want malformed naming %s", in, err, field)
 		}
+	}
+}
+
+// A snapshot with a million bad pods yields a bounded error: MaxFieldErrors field errors and a
+// count of the rest, each reason cut to MaxReasonBytes (a 22 MB error string was built and logged
+// by every consumer).
+func TestValidationErrorsAreBounded(t *testing.T) {
+	var errs fieldErrs
+	long := strings.Repeat("x", 5<<20)
+	for i := 0; i < 100000; i++ {
+		errs.add(fmt.Sprintf("snapshot.pendingPods[%d].metadata.name", i), "%q is not a name", long)
+	}
+	err := errs.err()
+	msg := err.Error()
+	if len(msg) > MaxFieldErrors*(MaxReasonBytes+64)+64 {
+		t.Errorf("error of %d bytes", len(msg))
+	}
+	if !strings.Contains(msg, "and 99980 more field errors") || strings.Count(msg, "is not") > MaxFieldErrors {
+		t.Errorf("error %.200q..., want %d field errors and the count of the rest", msg, MaxFieldErrors)
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Path != "snapshot.pendingPods[0].metadata.name" {
+		t.Errorf("first field error %+v", fe)
 	}
 }

@@ -20,14 +20,43 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Path + ": " + e.Reason }
 
-// fieldErrs collects FieldErrors; err() joins them (errors.Join) so callers can errors.As each.
-type fieldErrs []error
+// Bounds of a validation error, so a message of a million bad elements yields a readable error
+// of bounded size (every consumer logs it, and the dead-letter reason carries it).
+const (
+	// MaxFieldErrors is how many field errors are kept; the rest are counted.
+	MaxFieldErrors = 20
+	// MaxReasonBytes bounds one field error's reason (a value echoed in it is cut).
+	MaxReasonBytes = 256
+)
 
-func (f *fieldErrs) add(path, format string, args ...any) {
-	*f = append(*f, &FieldError{Path: path, Reason: fmt.Sprintf(format, args...)})
+// fieldErrs collects FieldErrors (at most MaxFieldErrors, the rest counted); err() joins them
+// (errors.Join) so callers can errors.As each.
+type fieldErrs struct {
+	errs    []error
+	dropped int
 }
 
-func (f fieldErrs) err() error { return errors.Join(f...) }
+func (f *fieldErrs) add(path, format string, args ...any) {
+	if len(f.errs) >= MaxFieldErrors {
+		f.dropped++
+		return
+	}
+	reason := fmt.Sprintf(format, args...)
+	if len(reason) > MaxReasonBytes {
+		reason = reason[:MaxReasonBytes] + "..."
+	}
+	if len(path) > MaxReasonBytes {
+		path = path[:MaxReasonBytes] + "..."
+	}
+	f.errs = append(f.errs, &FieldError{Path: path, Reason: reason})
+}
+
+func (f fieldErrs) err() error {
+	if f.dropped > 0 {
+		return errors.Join(append(f.errs, fmt.Errorf("and %d more field errors", f.dropped))...)
+	}
+	return errors.Join(f.errs...)
+}
 
 // Capacity types a mark may name (karpenter.sh/capacity-type values).
 var capacityTypes = map[string]bool{"on-demand": true, "spot": true, "reserved": true}

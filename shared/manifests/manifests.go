@@ -104,6 +104,10 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	reason := e.Reason
+	if len(reason) > MaxReasonBytes {
+		reason = reason[:MaxReasonBytes] + fmt.Sprintf("... (%d bytes in all)", len(e.Reason))
+	}
 	msg := e.Source.String()
 	if e.Kind != "" {
 		msg += ": " + e.Kind
@@ -112,10 +116,13 @@ func (e *Error) Error() string {
 		}
 	}
 	if e.Field != "" {
-		return msg + ": " + e.Field + ": " + e.Reason
+		return msg + ": " + e.Field + ": " + reason
 	}
-	return msg + ": " + e.Reason
+	return msg + ": " + reason
 }
+
+// MaxReasonBytes bounds the reason an Error prints: a bad value of megabytes is cut, not echoed.
+const MaxReasonBytes = 512
 
 // claim records kind/namespace/name as read at src; a second object with the same identity is
 // an error (kubectl apply would silently let the later one win).

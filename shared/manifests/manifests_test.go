@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -333,5 +334,17 @@ spec: {replicas: 10000000, selector: {matchLabels: {app: a}}, template: {metadat
 `))
 	if err == nil || !strings.Contains(err.Error(), "spec.replicas") || !strings.Contains(err.Error(), "at most 20000") {
 		t.Errorf("err %v, want spec.replicas refused at most 20000", err)
+	}
+}
+
+// A 5 MB bad value is not echoed whole in the error.
+func TestHugeBadValueIsCut(t *testing.T) {
+	_, err := LoadReader("p.yaml", strings.NewReader(`apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "`+strings.Repeat("9", 5<<20)+`x"}}}]}
+`))
+	if err == nil || len(err.Error()) > 2048 || !strings.Contains(err.Error(), "requests") {
+		t.Errorf("error of %d bytes (%.120q), want a short one naming the field", len(fmt.Sprint(err)), fmt.Sprint(err))
 	}
 }
