@@ -142,7 +142,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func testNode(name string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{apisv1.LabelNodePool: "default"}}}
 }
 
 func testPod(name, nodeName string) *corev1.Pod {

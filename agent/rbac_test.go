@@ -166,7 +166,9 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	n3 := testNode("n3") // registering: the lifecycle commands' node
 	n3.Spec.ProviderID = pid3
 	n3.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute}}
-	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"), testNode("n2"), n3, testPod("app", "n1"), testPod("on-n3", "n3"), testPod("pending", ""))
+	n1 := testNode("n1") // drained, then deleted: its termination finalizer lets the agent delete it
+	n1.Finalizers = []string{events.FinalizerTermination}
+	e := newEnv(t, clock.RealClock{}, 0, 0, -1, n1, testNode("n2"), n3, testPod("app", "n1"), testPod("on-n3", "n3"), testPod("pending", ""))
 	e.waitSynced(t)
 	rev := e.agent.Watcher().Revision()
 	if _, err := e.kube.CoreV1().Pods("default").Create(e.ctx, testPod("late", "n2"), metav1.CreateOptions{}); err != nil {

@@ -359,8 +359,15 @@ func validateTaint(path string, t *corev1.Taint) error {
 }
 
 func (a *Applier) drainNode(ctx context.Context, cmd *events.Command) error {
-	if _, err := a.checkNode(ctx, cmd, true); err != nil {
+	node, err := a.checkNode(ctx, cmd, true)
+	if err != nil {
 		return err
+	}
+	// Dovetail drains only the nodes it manages: a managed node group's or a hand-made node is
+	// someone else's to empty, whatever a function decided.
+	if node != nil && !Managed(node) {
+		return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("node is not managed by Dovetail (no %s label, no %s finalizer)",
+			apisv1.LabelNodePool, events.FinalizerTermination))
 	}
 	var (
 		pods    []*corev1.Pod
@@ -410,6 +417,29 @@ func (a *Applier) drainNode(ctx context.Context, cmd *events.Command) error {
 	return nil
 }
 
+// Managed reports whether Dovetail manages a node: it carries karpenter.sh/nodepool (every node
+// Dovetail launches registers with it) or the termination finalizer.
+func Managed(n *corev1.Node) bool {
+	return n.Labels[apisv1.LabelNodePool] != "" || hasString(n.Finalizers, events.FinalizerTermination)
+}
+
+// undrained names the pods on a node a drain would still evict (not DaemonSet, mirror, terminal
+// or terminating pods), at most five.
+func (a *Applier) undrained(node string) []string {
+	var out []string
+	for _, p := range a.state.PodsOnNode(node) {
+		if IsDaemonSetPod(p) || IsMirrorPod(p) || IsTerminal(p) || p.DeletionTimestamp != nil {
+			continue
+		}
+		if len(out) == 5 {
+			out = append(out, "...")
+			break
+		}
+		out = append(out, podKey(p))
+	}
+	return out
+}
+
 // evict asks the Eviction API (policy/v1) to evict the pod, with a UID precondition so a pod
 // re-created under the same name is left alone.
 func (a *Applier) evict(ctx context.Context, p *corev1.Pod) error {
@@ -430,6 +460,14 @@ func (a *Applier) deleteNode(ctx context.Context, cmd *events.Command) error {
 	node, err := a.checkNode(ctx, cmd, false)
 	if err != nil {
 		return err
+	}
+	// Deleting a Node object its pods still run on loses them without a PodDisruptionBudget
+	// asked. A node with the termination finalizer is drained by the termination path its
+	// deletion starts; any other is deleted only once drained.
+	if node != nil && !hasString(node.Finalizers, events.FinalizerTermination) {
+		if left := a.undrained(cmd.NodeName); len(left) > 0 {
+			return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("node still runs %d pods that were not drained (%s)", len(left), strings.Join(left, ", ")))
+		}
 	}
 	opts := metav1.DeleteOptions{}
 	if node != nil && node.UID != "" {

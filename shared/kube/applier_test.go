@@ -244,8 +244,10 @@ func TestDeleteNodeClaimStaleness(t *testing.T) {
 func TestDrainNodeEvictsThroughEvictionAPI(t *testing.T) {
 	mirror := func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationMirrorPod: "hash"} }
 	done := func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }
+	n1 := node("n1")
+	n1.Labels[apisv1.LabelNodePool] = "default" // a node Dovetail manages: the agent drains no other
 	f := newFixture(t, []runtime.Object{
-		node("n1"), node("n2"),
+		n1, node("n2"),
 		pod("default", "app-1", "n1"), pod("default", "app-2", "n1"), pod("default", "app-3", "n1"),
 		pod("kube-system", "ds-1", "n1", ownedByDaemonSet), pod("kube-system", "static-1", "n1", mirror),
 		pod("default", "job-1", "n1", done), pod("default", "other", "n2"),
@@ -378,5 +380,32 @@ func TestInvalidCommands(t *testing.T) {
 		if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want ErrInvalidCommand naming %s", c.cmd.Kind, err, c.want)
 		}
+	}
+}
+
+// The agent defends itself whatever a function decided: it drains only nodes Dovetail manages,
+// and deletes a node without the termination finalizer only once its pods are drained.
+func TestAgentRefusesUnsafeNodeCommands(t *testing.T) {
+	managed := node("managed")
+	managed.Labels[apisv1.LabelNodePool] = "default"
+	f := newFixture(t, []runtime.Object{node("foreign"), managed, pod("default", "app", "managed"), pod("default", "db", "foreign")})
+	eventually(t, "sync", func() bool {
+		return len(f.watcher.PodsOnNode("managed")) == 1 && len(f.watcher.PodsOnNode("foreign")) == 1
+	})
+	rev := settledRevision(t, f.watcher)
+	var refused *RefusedError
+	drain := &events.Command{ID: "drain-foreign", Kind: events.CommandDrainNode, Cluster: "test", SnapshotRevision: rev, NodeName: "foreign"}
+	if err := f.applier.Apply(f.ctx, drain); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "not managed by Dovetail") {
+		t.Errorf("drain of an unmanaged node: %v, want a refusal", err)
+	}
+	if n := countActions(f.kube.Actions(), "create", "pods", "eviction"); n != 0 {
+		t.Errorf("%d evictions on an unmanaged node", n)
+	}
+	del := &events.Command{ID: "del-managed", Kind: events.CommandDeleteNode, Cluster: "test", SnapshotRevision: rev, NodeName: "managed"}
+	if err := f.applier.Apply(f.ctx, del); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "1 pods that were not drained (default/app)") {
+		t.Errorf("delete of an undrained node: %v, want a refusal naming the pod", err)
+	}
+	if _, err := f.kube.CoreV1().Nodes().Get(f.ctx, "managed", metav1.GetOptions{}); err != nil {
+		t.Errorf("node deleted: %v", err)
 	}
 }

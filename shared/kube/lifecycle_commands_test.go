@@ -394,7 +394,9 @@ func TestDeletePods(t *testing.T) {
 
 func TestDrainNodeLeavesDoNotDisruptPods(t *testing.T) {
 	dnd := func(p *corev1.Pod) { p.Annotations = map[string]string{apisv1.AnnotationDoNotDisrupt: "true"} }
-	f := newFixture(t, []runtime.Object{node("n1"), pod("default", "app-1", "n1"), pod("default", "batch-1", "n1", dnd)})
+	n1 := node("n1")
+	n1.Labels[apisv1.LabelNodePool] = "default"
+	f := newFixture(t, []runtime.Object{n1, pod("default", "app-1", "n1"), pod("default", "batch-1", "n1", dnd)})
 	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 2 })
 	rev := settledRevision(t, f.watcher)
 	var mu sync.Mutex
