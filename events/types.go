@@ -33,6 +33,9 @@ type Snapshot struct {
 	Revision int64 `json:"revision"`
 	// Time is the agent's clock when the snapshot was taken; the core uses it instead of a wall clock.
 	Time metav1.Time `json:"time"`
+	// Complete says the snapshot was built from synced informers of every kind, so what it does
+	// not list does not exist: only then may absence (an orphan instance) become action.
+	Complete bool `json:"complete,omitempty"`
 	// PendingPods are unschedulable pods waiting for capacity (PodScheduled=False, reason Unschedulable,
 	// or simply unbound and not terminal).
 	PendingPods []corev1.Pod `json:"pendingPods,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -39,6 +40,15 @@ type Handler struct {
 	Log          *slog.Logger
 	// OrphanGracePeriod overrides DefaultOrphanGracePeriod.
 	OrphanGracePeriod time.Duration
+	// Now is the function's clock (default time.Now): orphan collection trusts it, not the
+	// snapshot's.
+	Now func() time.Time
+
+	// suspects are the orphans this process saw on an earlier snapshot (by provider ID, with its
+	// revision): an instance is terminated only when its absence held on two complete snapshots.
+	// A cold process only starts the count again.
+	mu       sync.Mutex
+	suspects map[string]int64
 	// OnDecision, when set, receives every decision (local dev prints them).
 	OnDecision func(Decision)
 }
@@ -130,10 +140,29 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	return d, nil
 }
 
-// collectOrphans terminates instances tagged for this cluster that no NodeClaim records and
-// that are older than the grace period (by the snapshot's clock): launches whose function died
-// before its command was applied and whose message was never retried.
+// MaxSnapshotSkew is how far a snapshot's time may be from the function's clock before no
+// absence-based decision is taken on it (orphan collection): 2 minutes, a few snapshot periods.
+const MaxSnapshotSkew = 2 * time.Minute
+
+// collectOrphans terminates instances tagged for this cluster that no NodeClaim or Node names:
+// launches whose function died before its command was applied and whose message was never
+// retried. Absence becomes action only when the snapshot is complete and its time within
+// MaxSnapshotSkew of the function's clock, the instance is older than the grace period by its
+// cloud launch time and the function's clock, and it was already an orphan on an earlier
+// snapshot seen by this process.
 func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot) ([]string, error) {
+	now := time.Now()
+	if h.Now != nil {
+		now = h.Now()
+	}
+	if !snap.Complete {
+		return nil, nil
+	}
+	if skew := snap.Time.Sub(now); skew > MaxSnapshotSkew || skew < -MaxSnapshotSkew {
+		h.log().Warn("snapshot time is skewed from this function's clock; no orphan collection on it",
+			"revision", snap.Revision, "snapshotTime", snap.Time.Time, "now", now, "skew", skew)
+		return nil, nil
+	}
 	insts, err := h.Provider.List(ctx, h.Cluster)
 	if err != nil {
 		return nil, fmt.Errorf("listing instances of cluster %s: %w", h.Cluster, err)
@@ -154,15 +183,34 @@ func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot) ([]
 	if grace == 0 {
 		grace = DefaultOrphanGracePeriod
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.suspects == nil {
+		h.suspects = map[string]int64{}
+	}
+	seen := map[string]bool{}
 	var out []string
 	for _, inst := range insts {
-		if known[inst.ProviderID] || known[inst.Tags[apisv1.TagNodeClaim]] || snap.Time.Sub(inst.LaunchTime) < grace {
+		if known[inst.ProviderID] || known[inst.Tags[apisv1.TagNodeClaim]] || now.Sub(inst.LaunchTime) < grace {
 			continue
+		}
+		seen[inst.ProviderID] = true
+		if rev, ok := h.suspects[inst.ProviderID]; !ok || rev >= snap.Revision {
+			if !ok {
+				h.suspects[inst.ProviderID] = snap.Revision
+			}
+			continue // the first sighting: the next complete snapshot decides
 		}
 		if err := h.Provider.Delete(ctx, inst.ProviderID); err != nil {
 			return out, fmt.Errorf("terminating orphan %s: %w", inst.ProviderID, err)
 		}
 		out = append(out, inst.ProviderID)
+		delete(h.suspects, inst.ProviderID)
+	}
+	for id := range h.suspects {
+		if !seen[id] {
+			delete(h.suspects, id) // no longer an orphan (or gone): forget it
+		}
 	}
 	return out, nil
 }

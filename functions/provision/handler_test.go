@@ -95,8 +95,8 @@ func TestMalformedEventIsPoison(t *testing.T) {
 		t.Fatalf("want a poison error, got %v", err)
 	}
 	// Another cluster's event is refused the same way, naming the field.
-	other := *e.h
-	other.Cluster = "elsewhere"
+	other := &Handler{Cluster: "elsewhere", Catalog: e.h.Catalog, NodeSettings: e.h.NodeSettings, Provider: e.h.Provider,
+		Publisher: e.h.Publisher, Codec: e.h.Codec, Log: e.h.Log}
 	err = other.Handle(context.Background(), queue.Message{Data: pendingEvent(t, pool("a", 10, "m5.large"))})
 	if !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "snapshot.cluster") {
 		t.Fatalf("want a poison error naming snapshot.cluster, got %v", err)
@@ -144,6 +144,7 @@ func TestCapacityErrorReplansOntoAnotherPool(t *testing.T) {
 
 func TestOrphansPastGraceAreTerminated(t *testing.T) {
 	e := newEnv(t)
+	e.h.Now = func() time.Time { return snapTime } // the function's clock agrees with the agent's
 	tags := map[string]string{apisv1.TagCluster: cluster, apisv1.TagNodeClaim: "gone"}
 	old := cloud.Instance{ID: "i-0aaaaaaaaaaaaaaaa", Zone: "us-east-1a", InstanceType: "m5.large", Tags: tags, LaunchTime: snapTime.Add(-11 * time.Minute)}
 	young := cloud.Instance{ID: "i-0bbbbbbbbbbbbbbbb", Zone: "us-east-1a", InstanceType: "m5.large", Tags: tags, LaunchTime: snapTime.Add(-9 * time.Minute)}
@@ -152,13 +153,28 @@ func TestOrphansPastGraceAreTerminated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	snap := &events.Snapshot{Cluster: cluster, Revision: 8, Time: metav1.NewTime(snapTime)}
-	d, err := e.h.Decide(context.Background(), snap)
-	if err != nil {
-		t.Fatal(err)
+	decide := func(s *events.Snapshot) []string {
+		t.Helper()
+		d, err := e.h.Decide(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Orphans
 	}
-	// Grace period 10 minutes: the 11-minute-old orphan goes, the 9-minute-old one stays.
-	if len(d.Orphans) != 1 || d.Orphans[0] != cloud.AWSProviderID("us-east-1a", old.ID) {
-		t.Fatalf("orphans = %v", d.Orphans)
+	// An incomplete snapshot (informers not synced) and one dated an hour ahead of the function's
+	// clock decide nothing by absence.
+	if o := decide(&events.Snapshot{Cluster: cluster, Revision: 6, Time: metav1.NewTime(snapTime)}); len(o) != 0 {
+		t.Fatalf("incomplete snapshot: orphans %v", o)
+	}
+	if o := decide(&events.Snapshot{Cluster: cluster, Revision: 7, Time: metav1.NewTime(snapTime.Add(time.Hour)), Complete: true}); len(o) != 0 {
+		t.Fatalf("skewed snapshot: orphans %v", o)
+	}
+	// Grace period 10 minutes by the function's clock: the 11-minute-old orphan goes on the second
+	// complete snapshot that still lists no NodeClaim for it; the 9-minute-old one stays.
+	if o := decide(&events.Snapshot{Cluster: cluster, Revision: 8, Time: metav1.NewTime(snapTime), Complete: true}); len(o) != 0 {
+		t.Fatalf("first sighting: orphans %v, want none yet", o)
+	}
+	if o := decide(&events.Snapshot{Cluster: cluster, Revision: 9, Time: metav1.NewTime(snapTime), Complete: true}); len(o) != 1 || o[0] != cloud.AWSProviderID("us-east-1a", old.ID) {
+		t.Fatalf("second sighting: orphans %v, want %s", o, old.ID)
 	}
 }

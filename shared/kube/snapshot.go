@@ -59,6 +59,8 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 		Cluster:       b.cluster,
 		Revision:      rev,
 		Time:          metav1.NewTime(now),
+		// The builder serves only after the watcher's caches synced (Watcher.Start).
+		Complete: true,
 	}
 	// Pods the lifecycle function nominated to the node planned for them stay pending pods: their
 	// nomination is Dovetail's hint, not a preemption (which IsProvisionable leaves alone).
