@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -100,7 +101,7 @@ func (c Codec) Payload(ctx context.Context, env Envelope) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s: event %q is claim-checked but no BlobStore is configured", ErrMalformed, ExtensionDataRef, env.ID)
 	}
 	data, err := c.Blobs.Get(ctx, env.DataRef)
-	if errors.Is(err, ErrBlobNotFound) {
+	if errors.Is(err, ErrBlobNotFound) || errors.Is(err, ErrBlobTooLarge) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, ExtensionDataRef, err)
 	}
 	if err != nil {
@@ -147,6 +148,26 @@ func (c Codec) Command(ctx context.Context, env Envelope) (*Command, error) {
 		return nil, err
 	}
 	return DecodeCommand(data)
+}
+
+// MaxBlobBytes bounds a claim-checked payload as stored (compressed): 64 MiB, an order of
+// magnitude above the largest snapshot Dovetail writes. The stores refuse a larger blob before
+// reading it, and read through a limit, so a reference to a huge object costs no memory.
+const MaxBlobBytes = 64 << 20
+
+// ErrBlobTooLarge is wrapped when a blob exceeds MaxBlobBytes (a malformed reference: poison).
+var ErrBlobTooLarge = errors.New("blob exceeds MaxBlobBytes")
+
+// ReadBlob reads at most MaxBlobBytes from r, refusing more; what names the blob in the error.
+func ReadBlob(r io.Reader, what string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxBlobBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxBlobBytes {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrBlobTooLarge, what, MaxBlobBytes)
+	}
+	return data, nil
 }
 
 // ErrBlobNotFound is returned by the BlobStores here when a URI names nothing stored.
@@ -261,11 +282,18 @@ func (f FileBlobStore) Get(_ context.Context, uri string) ([]byte, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return nil, fmt.Errorf("%w: %s is outside the blob store dir %s", ErrBlobNotFound, uri, dir)
 	}
-	b, err := os.ReadFile(path)
+	file, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrBlobNotFound, uri)
 	}
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	if st, err := file.Stat(); err == nil && st.Size() > MaxBlobBytes {
+		return nil, fmt.Errorf("%w: %s is %d bytes, at most %d", ErrBlobTooLarge, uri, st.Size(), MaxBlobBytes)
+	}
+	return ReadBlob(file, uri)
 }
 
 // URI is the mem:// URI Put gives key.

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strings"
 
@@ -97,7 +96,10 @@ func (s *Store) Get(ctx context.Context, uri string) ([]byte, error) {
 		return nil, fmt.Errorf("s3 get %s: %w", uri, err)
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
+	if n := aws.ToInt64(out.ContentLength); n > events.MaxBlobBytes {
+		return nil, fmt.Errorf("%w: %s is %d bytes, at most %d", events.ErrBlobTooLarge, uri, n, events.MaxBlobBytes)
+	}
+	data, err := events.ReadBlob(out.Body, uri)
 	if err != nil {
 		return nil, fmt.Errorf("s3 get %s: reading body: %w", uri, err)
 	}
