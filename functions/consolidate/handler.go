@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/internal/emit"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -184,6 +186,20 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, d *disrupt
 // instance and removes the finalizers); candidates whose drain is validated are drained.
 func (h *Handler) advance(ctx context.Context, snap *events.Snapshot, out *Outcome) error {
 	for _, p := range out.Progress {
+		if p.Rollback != "" {
+			// Given up: untaint the candidates so the abandoned decision holds no capacity.
+			out.Abandoned = fmt.Sprintf("consolidation %s rolled back: %s", p.ID, p.Rollback)
+			h.log().Info("consolidation rolled back", "decision", p.ID, "reason", p.Rollback)
+			for _, n := range p.Candidates {
+				t := corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}
+				c := events.Command{ID: events.CommandID(h.Cluster, "consolidation-rollback", p.ID, n.Name()), Kind: events.CommandUntaintNode,
+					Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: n.Name(), Taint: &t, Reason: out.Abandoned}
+				if err := h.publish(ctx, snap, c); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		sort.Slice(p.Finish, func(i, j int) bool { return p.Finish[i].Name() < p.Finish[j].Name() })
 		for _, n := range p.Finish {
 			out.Finished = append(out.Finished, n.Name())

@@ -282,3 +282,29 @@ func kinds(cs []events.Command) []string {
 	}
 	return out
 }
+
+// A consolidation whose candidates were tainted ConsolidationTimeout ago and still wait (here,
+// for a replacement that never appeared) is rolled back: its candidates are untainted and serve
+// pods again, instead of keeping the taint forever. Before the timeout it only waits.
+func TestStuckConsolidationRollsBack(t *testing.T) {
+	taint := func(age time.Duration) *events.Snapshot {
+		n, nc := node("old", "m5.2xlarge", "aws:///us-east-1a/i-0123456789abcdef0")
+		added := metav1.NewTime(now.Add(-age))
+		n.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValuePrefix + "abc.1", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &added}}
+		return &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: 3, Time: metav1.NewTime(now),
+			NodePools: []apisv1.NodePool{pool()}, Nodes: []corev1.Node{n}, NodeClaims: []apisv1.NodeClaim{nc}, Pods: []corev1.Pod{pod("p1", "old")}}
+	}
+	e := newEnv(t)
+	if out := e.handle(taint(9 * time.Minute)); out.Abandoned != "" || len(e.commands()) != 0 {
+		t.Fatalf("at 9 min: abandoned %q, commands %v; want it still waiting", out.Abandoned, kinds(e.commands()))
+	}
+	e = newEnv(t)
+	out := e.handle(taint(disruption.ConsolidationTimeout))
+	cmds := e.commands()
+	if len(cmds) != 1 || cmds[0].Kind != events.CommandUntaintNode || cmds[0].NodeName != "old" || cmds[0].Taint.Key != apisv1.TaintKeyDisrupted {
+		t.Fatalf("at the timeout: commands %v, want UntaintNode old", kinds(cmds))
+	}
+	if !strings.Contains(out.Abandoned, "rolled back") || !strings.Contains(out.Abandoned, "0 of 1 replacement") {
+		t.Errorf("abandoned %q", out.Abandoned)
+	}
+}

@@ -97,6 +97,26 @@ type Progress struct {
 	Finish []*Node
 	// Waiting says why the rest waits ("" when nothing waits).
 	Waiting string
+	// Rollback says why the decision is given up ("" when it is not): it waited
+	// ConsolidationTimeout since its candidates were tainted without any candidate finishing.
+	// Its candidates are untainted and serve pods again.
+	Rollback string
+}
+
+// ConsolidationTimeout is how long a consolidation may wait (replacements that never become
+// ready, a drain a PodDisruptionBudget keeps blocked) before its taints are removed: 10 minutes,
+// as long as Karpenter's disruption queue retries a command before rolling it back.
+const ConsolidationTimeout = 10 * time.Minute
+
+// taintedAt is when the node got its karpenter.sh/disrupted taint (its timeAdded; zero when
+// the taint carries none).
+func taintedAt(n *Node) time.Time {
+	for _, t := range n.Node.Spec.Taints {
+		if t.Key == apisv1.TaintKeyDisrupted && t.TimeAdded != nil {
+			return t.TimeAdded.Time
+		}
+	}
+	return time.Time{}
 }
 
 // InFlight returns the consolidations in progress, by ID, with what to do next for each.
@@ -140,6 +160,17 @@ func InFlight(s *State) []*Progress {
 				p.Waiting = err.Error()
 			} else {
 				p.Drain = busy
+			}
+		}
+		if p.Waiting != "" && len(p.Finish) == 0 {
+			var first time.Time
+			for _, n := range p.Candidates {
+				if t := taintedAt(n); !t.IsZero() && (first.IsZero() || t.Before(first)) {
+					first = t
+				}
+			}
+			if !first.IsZero() && s.Now.Sub(first) >= ConsolidationTimeout {
+				p.Rollback = fmt.Sprintf("waited %s since the taint (%s); the candidates serve pods again", s.Now.Sub(first).Round(time.Second), p.Waiting)
 			}
 		}
 		out = append(out, p)
