@@ -478,16 +478,22 @@ func (a *Applier) nominatePods(ctx context.Context, cmd *events.Command) error {
 	if err := validatePodRefs(cmd); err != nil {
 		return err
 	}
+	return eachPod(ctx, cmd, "nominate pods for node "+cmd.NodeName, func(ref events.PodRef) error { return a.nominatePod(ctx, cmd, ref) })
+}
+
+// eachPod applies fn to each pod of the command, going on past a failure to the rest: the failures
+// are reported together (podFailures), so one stuck pod does not hold back the others.
+func eachPod(ctx context.Context, cmd *events.Command, what string, fn func(events.PodRef) error) error {
 	var failed []string
 	for _, ref := range cmd.Pods {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := a.nominatePod(ctx, cmd, ref); err != nil {
+		if err := fn(ref); err != nil {
 			failed = append(failed, ref.Namespace+"/"+ref.Name+": "+err.Error())
 		}
 	}
-	return podFailures("nominate pods for node "+cmd.NodeName, len(cmd.Pods), failed)
+	return podFailures(what, len(cmd.Pods), failed)
 }
 
 // nominatePod sets status.nominatedNodeName through pods/status, with the resourceVersion read:
@@ -615,16 +621,7 @@ func (a *Applier) deletePods(ctx context.Context, cmd *events.Command) error {
 	if err := a.refuseIfNodeRecreated(ctx, cmd); err != nil {
 		return err
 	}
-	var failed []string
-	for _, ref := range cmd.Pods {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err := a.deletePod(ctx, cmd, ref); err != nil {
-			failed = append(failed, ref.Namespace+"/"+ref.Name+": "+err.Error())
-		}
-	}
-	return podFailures("delete pods on node "+cmd.NodeName, len(cmd.Pods), failed)
+	return eachPod(ctx, cmd, "delete pods on node "+cmd.NodeName, func(ref events.PodRef) error { return a.deletePod(ctx, cmd, ref) })
 }
 
 // deletePod deletes one pod of the node with the command's grace period. The precondition is
