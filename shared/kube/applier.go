@@ -2,8 +2,6 @@ package kube
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -560,36 +558,12 @@ func (a *Applier) markUnavailable(ctx context.Context, cmd *events.Command) erro
 // refusal finds it already there; if it cannot be written, a plain error asks for redelivery,
 // so a refusal is never silent.
 func (a *Applier) refuse(ctx context.Context, cmd *events.Command, ref corev1.ObjectReference, reason string) error {
-	ns := ref.Namespace
-	if ns == "" {
-		ns = metav1.NamespaceDefault // where kubectl looks for events of cluster-scoped objects
-	}
-	sum := sha256.Sum256([]byte(cmd.ID + "\x00" + string(cmd.Kind) + "\x00" + ref.Kind + "/" + ref.Name))
-	suffix := "." + hex.EncodeToString(sum[:8])
-	base := ref.Name
-	if max := validation.DNS1123SubdomainMaxLength - len(suffix); len(base) > max {
-		base = base[:max]
-	}
-	now := metav1.NewTime(a.opts.Clock.Now())
 	msg := fmt.Sprintf("command %s (%s, snapshot revision %d) refused: %s", cmd.ID, cmd.Kind, cmd.SnapshotRevision, reason)
 	if cmd.Reason != "" {
 		msg += "; command reason: " + cmd.Reason
 	}
-	ev := &corev1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Name: base + suffix, Namespace: ns},
-		InvolvedObject:      ref,
-		Reason:              ReasonCommandRefused,
-		Message:             msg,
-		Type:                corev1.EventTypeWarning,
-		Source:              corev1.EventSource{Component: a.opts.Component},
-		FirstTimestamp:      now,
-		LastTimestamp:       now,
-		Count:               1,
-		ReportingController: "dovetail.dev/agent",
-		ReportingInstance:   a.opts.Component,
-	}
-	if _, err := a.kube.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("record refusal of command %s on %s/%s: %w", cmd.ID, ref.Kind, ref.Name, err)
+	if err := a.event(ctx, cmd, ref, ReasonCommandRefused, msg); err != nil {
+		return fmt.Errorf("record refusal of command %s: %w", cmd.ID, err)
 	}
 	a.opts.Logger.Info("command refused", "command", cmd.ID, "kind", cmd.Kind, "target", ref.Kind+"/"+ref.Name, "reason", reason)
 	return &RefusedError{CommandID: cmd.ID, Kind: cmd.Kind, Target: ref.Kind + "/" + ref.Name, Reason: reason}

@@ -179,11 +179,20 @@ func (a *Applier) patchStatus(ctx context.Context, gvr schema.GroupVersionResour
 	return err
 }
 
-// event records a Warning Event on ref, named after the command and the object so a redelivered
-// command finds it already there. Cluster-scoped objects' Events go to "default", where kubectl
-// describe looks.
+// event records a Warning Event on ref, named after the command, the reason and the object so
+// a redelivered command finds it already there (AlreadyExists is success). A namespaced object's
+// Event goes to its namespace; a cluster-scoped object's to "default", where kubectl describe
+// looks.
 func (a *Applier) event(ctx context.Context, cmd *events.Command, ref corev1.ObjectReference, reason, msg string) error {
-	sum := sha256.Sum256([]byte(cmd.ID + "\x00" + reason + "\x00" + ref.Kind + "/" + ref.Name))
+	ns := ref.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	key := cmd.ID + "\x00" + reason + "\x00" + ref.Kind + "/" + ref.Name
+	if reason == ReasonCommandRefused {
+		key = cmd.ID + "\x00" + string(cmd.Kind) + "\x00" + ref.Kind + "/" + ref.Name // the name refusals always had
+	}
+	sum := sha256.Sum256([]byte(key))
 	suffix := "." + hex.EncodeToString(sum[:8])
 	base := ref.Name
 	if max := validation.DNS1123SubdomainMaxLength - len(suffix); len(base) > max {
@@ -194,13 +203,13 @@ func (a *Applier) event(ctx context.Context, cmd *events.Command, ref corev1.Obj
 	}
 	now := metav1.NewTime(a.opts.Clock.Now())
 	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: base + suffix, Namespace: metav1.NamespaceDefault},
+		ObjectMeta:     metav1.ObjectMeta{Name: base + suffix, Namespace: ns},
 		InvolvedObject: ref, Reason: reason, Message: msg, Type: corev1.EventTypeWarning,
 		Source:         corev1.EventSource{Component: a.opts.Component},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: "dovetail.dev/agent", ReportingInstance: a.opts.Component,
 	}
-	if _, err := a.kube.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := a.kube.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("record %s event on %s/%s: %w", reason, ref.Kind, ref.Name, err)
 	}
 	return nil

@@ -275,12 +275,3 @@ func (p *Provider) fromFleet(req cloud.LaunchRequest, ct, id string, fi ec2types
 	}
 	return inst
 }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}

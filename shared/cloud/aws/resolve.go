@@ -18,6 +18,7 @@ import (
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
 var _ cloud.NodeClassResolver = (*Provider)(nil)
@@ -511,32 +512,12 @@ func variantKey(a apisv1.AMI) string {
 	return strings.Join(parts, ",")
 }
 
-// amiServes reports whether labels (an instance type's) satisfy every requirement of the AMI.
+// amiServes reports whether labels (an instance type's) satisfy every requirement of the AMI,
+// with the solver's requirement semantics (shared/scheduling). A malformed requirement serves
+// nothing.
 func amiServes(a apisv1.AMI, labels map[string]string) bool {
-	for _, r := range a.Requirements {
-		v, has := labels[r.Key]
-		switch r.Operator {
-		case corev1.NodeSelectorOpIn:
-			if !has || !contains(r.Values, v) {
-				return false
-			}
-		case corev1.NodeSelectorOpNotIn:
-			if has && contains(r.Values, v) {
-				return false
-			}
-		case corev1.NodeSelectorOpExists:
-			if !has {
-				return false
-			}
-		case corev1.NodeSelectorOpDoesNotExist:
-			if has {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
+	reqs, err := scheduling.NewRequirements(a.Requirements...)
+	return err == nil && reqs.MatchLabels(labels) == nil
 }
 
 func dedupe(sorted []string) []string {
