@@ -34,7 +34,7 @@ func setup(t *testing.T) (*scenarios.World, *drift.Handler) {
 				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}},
 				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
 			}}}}}
-	class := apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-test"}, Status: apisv1.EC2NodeClassStatus{AMIs: []apisv1.AMI{{ID: "ami-1"}}}}
+	class := apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-test"}, Status: apisv1.EC2NodeClassStatus{AMIs: []apisv1.AMI{{ID: "ami-1"}}, InstanceProfile: "test_profile"}}
 	w.AddPools([]apisv1.NodePool{pool}, []apisv1.NodeClass{{EC2: &class}})
 	w.AddPods(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", Controller: ptr(true)}}},

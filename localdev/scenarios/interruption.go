@@ -59,7 +59,10 @@ func spotPool() apisv1.NodePool {
 func defaultClass(ami string) apisv1.EC2NodeClass {
 	return apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: apisv1.EC2NodeClassSpec{AMISelectorTerms: []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}}, Role: "KarpenterNodeRole-dovetail-dev"},
+		// The status the lifecycle function resolves (this World has no resolver): the AMI
+		// and the instance profile made for spec.role.
 		Status: apisv1.EC2NodeClassStatus{
+			InstanceProfile: "dev_scenario",
 			AMIs: []apisv1.AMI{{ID: ami, Name: "al2023-ami-" + ami, Requirements: []corev1.NodeSelectorRequirement{
 				{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}},
 			SecurityGroups: []apisv1.SecurityGroup{{ID: "sg-0123456789abcdef0"}},

@@ -675,13 +675,13 @@ func (c *Cloud) AddInstance(inst cloud.Instance) error {
 	return nil
 }
 
-// hasIdentity reports whether instances of the NodeClass get an IAM identity (an instance
-// profile, or a role one is made for): without one a real node's kubelet cannot authenticate
-// to the API server, so the fake's never registers either.
+// hasIdentity reports whether instances of the NodeClass get an IAM identity: an instance
+// profile (spec.instanceProfile, or the one resolved for spec.role in status). EC2 launches an
+// instance with a profile, never with a bare role, so a spec.role class whose profile was not
+// resolved yet boots a node whose kubelet cannot authenticate: the fake's never registers either.
 func hasIdentity(nc apisv1.NodeClass) bool {
 	if nc.EC2 == nil {
 		return true // other clouds' identities are not modelled here
 	}
-	return nc.EC2.Spec.Role != "" || nc.EC2.Status.InstanceProfile != "" ||
-		(nc.EC2.Spec.InstanceProfile != nil && *nc.EC2.Spec.InstanceProfile != "")
+	return nc.EC2.Status.InstanceProfile != "" || (nc.EC2.Spec.InstanceProfile != nil && *nc.EC2.Spec.InstanceProfile != "")
 }

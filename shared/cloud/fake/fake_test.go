@@ -291,7 +291,7 @@ func TestBootRegistersNodeAsKubeletWould(t *testing.T) {
 	req.Labels[apisv1.LabelNodeClaim] = "default-abc12"
 	req.Taints = []corev1.Taint{{Key: "dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule}}
 	bottlerocket := apisv1.AMIFamilyBottlerocket
-	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{AMIFamily: &bottlerocket, Role: "KarpenterNodeRole-test"}}}
+	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{AMIFamily: &bottlerocket, InstanceProfile: &testProfile}}}
 	inst := mustCreate(t, c, req)
 	ctx := context.Background()
 
@@ -652,13 +652,14 @@ func TestInjectedBootFailureNeverRegisters(t *testing.T) {
 	}
 }
 
-// A NodeClass with neither spec.role nor an instance profile boots instances with no IAM
-// identity: a real kubelet cannot authenticate, so the instance runs (and bills) but its Node
+// A NodeClass without an instance profile (none named, none resolved for spec.role) boots
+// instances with no IAM identity: a real kubelet cannot authenticate, so the instance runs (and bills) but its Node
 // never registers, which the lifecycle's registration TTL then reaps.
 func TestInstanceWithoutIdentityNeverRegisters(t *testing.T) {
 	c, clk, reg := newCloud(t, 10*time.Second)
 	req := request("t-noid", off("m5.large", "us-east-1c", "on-demand"))
-	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{}}
+	// spec.role alone, its profile not resolved into status yet: EC2 has no profile to give.
+	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-test"}}}
 	inst := mustCreate(t, c, req)
 	clk.Step(time.Minute)
 	if err := c.Tick(context.Background()); err != nil {
@@ -668,3 +669,6 @@ func TestInstanceWithoutIdentityNeverRegisters(t *testing.T) {
 		t.Fatalf("state %s with %d nodes, want running and none registered", got.State, reg.count())
 	}
 }
+
+// testProfile is the instance profile the test NodeClasses name: an instance needs one to join.
+var testProfile = "KarpenterNodeInstanceProfile-test"

@@ -118,7 +118,7 @@ func TestRealCatalogM5LargeNode(t *testing.T) {
 func TestRealCatalogNodeClassSettings(t *testing.T) {
 	maxPods := int32(20)
 	size := resource.MustParse("100Gi")
-	al2023 := &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-test",
+	al2023 := &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{InstanceProfile: &testProfile,
 		AMISelectorTerms:    []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}},
 		Kubelet:             &apisv1.KubeletConfiguration{MaxPods: &maxPods},
 		BlockDeviceMappings: []apisv1.BlockDeviceMapping{{DeviceName: ptr("/dev/xvda"), EBS: &apisv1.BlockDevice{VolumeSize: &size}}},
@@ -134,7 +134,7 @@ func TestRealCatalogNodeClassSettings(t *testing.T) {
 		t.Errorf("osImage %q", node.Status.NodeInfo.OSImage)
 	}
 
-	bottlerocket := &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-test",
+	bottlerocket := &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{InstanceProfile: &testProfile,
 		AMISelectorTerms: []apisv1.AMISelectorTerm{{Alias: "bottlerocket@latest"}},
 		Kubelet:          &apisv1.KubeletConfiguration{MaxPods: &maxPods},
 	}}
@@ -147,7 +147,7 @@ func TestRealCatalogNodeClassSettings(t *testing.T) {
 func TestInvalidNodeClassIsRefused(t *testing.T) {
 	c, _ := realCloud(t)
 	req := request("t1", off("m5.large", "us-east-1a", "on-demand"))
-	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-test",
+	req.NodeClass = apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{InstanceProfile: &testProfile,
 		Kubelet: &apisv1.KubeletConfiguration{KubeReserved: map[string]string{"cpu": "lots"}},
 	}}}
 	_, err := c.Create(context.Background(), req)
