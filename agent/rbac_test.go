@@ -170,7 +170,7 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	n1.Finalizers = []string{events.FinalizerTermination}
 	e := newEnv(t, clock.RealClock{}, 0, 0, -1, n1, testNode("n2"), n3, testPod("app", "n1"), testPod("on-n3", "n3"), testPod("pending", ""))
 	e.waitSynced(t)
-	rev := e.agent.Watcher().Revision()
+	rev := settled(t, e.agent.Watcher())
 	if _, err := e.kube.CoreV1().Pods("default").Create(e.ctx, testPod("late", "n2"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -321,4 +321,21 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Key != apisv1.TaintKeyPlanned || p.Spec.Tolerations[0].Value != "nc-3" {
 		t.Errorf("pending pod nominated %q tolerations %+v, want n3 and the planned toleration", p.Status.NominatedNodeName, p.Spec.Tolerations)
 	}
+}
+
+// settled returns the watcher's revision once it has not moved for 50 ms: the informers'
+// initial events can still arrive after the caches report synced, and a revision read before
+// them makes the commands decided on it stale.
+func settled(t *testing.T, w *kube.Watcher) int64 {
+	t.Helper()
+	last, since := w.Revision(), time.Now()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cur := w.Revision(); cur != last {
+			last, since = cur, time.Now()
+		} else if time.Since(since) >= 50*time.Millisecond {
+			return last
+		}
+	}
+	t.Fatal("the watcher's revision never settled")
+	return 0
 }
