@@ -82,6 +82,12 @@ type PlanOutput struct {
 	ExistingNodes     []ExistingNodeOutput `json:"existingNodes"`
 	Unschedulable     []UnschedulableOut   `json:"unschedulable"`
 	TotalPricePerHour float64              `json:"totalPricePerHour"`
+	// LowerBoundPerHour is what no plan can beat for the pods placed on new NodeClaims (USD per
+	// hour; the fit-cut bound, see shared/provisioning/lowerbound); Gap is
+	// totalPricePerHour / lowerBoundPerHour − 1: the plan costs at most that fraction more than
+	// the cheapest possible plan. Both 0 when no new NodeClaim is needed.
+	LowerBoundPerHour float64 `json:"lowerBoundPerHour"`
+	Gap               float64 `json:"gap"`
 }
 
 // CatalogOutput names the catalog a plan was priced with: its region and source ("embedded":
@@ -141,10 +147,14 @@ func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSe
 	for _, u := range plan.Unschedulable {
 		out.Unschedulable = append(out.Unschedulable, UnschedulableOut{Pod: podName(u.Pod), Reason: u.Reason})
 	}
-	// Round to a tenth of a micro-dollar so float sums print cleanly.
-	out.TotalPricePerHour = float64(int64(plan.TotalPricePerHour()*1e7+0.5)) / 1e7
+	out.TotalPricePerHour = round7(plan.TotalPricePerHour())
+	out.LowerBoundPerHour = round7(plan.LowerBoundPerHour)
+	out.Gap = float64(int64(plan.Gap()*1e4+0.5)) / 1e4
 	return out, nil
 }
+
+// round7 rounds to a tenth of a micro-dollar so float sums print cleanly.
+func round7(v float64) float64 { return float64(int64(v*1e7+0.5)) / 1e7 }
 
 func podName(p *corev1.Pod) string {
 	ns := p.Namespace
@@ -178,6 +188,9 @@ func writeTable(w io.Writer, out *PlanOutput) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nTotal: %d NodeClaims, %.4f USD/h (spot prices marked est. are estimates)\n", len(out.NodeClaims), out.TotalPricePerHour)
+	if out.LowerBoundPerHour > 0 {
+		fmt.Fprintf(w, "Lower bound: %.4f USD/h (no plan for these pods can cost less); gap %.1f %%\n", out.LowerBoundPerHour, 100*out.Gap)
+	}
 	fmt.Fprintf(w, "Catalog: %s %s catalog\n", out.Catalog.Source, out.Catalog.Region)
 	for _, e := range out.ExistingNodes {
 		fmt.Fprintf(w, "Existing node %s takes %d pods: %s\n", e.Name, len(e.Pods), strings.Join(e.Pods, ", "))

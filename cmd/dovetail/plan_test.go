@@ -34,7 +34,7 @@ func TestPlanJSONSeed(t *testing.T) {
 	if dec.More() {
 		t.Fatal("more than one JSON value printed")
 	}
-	for _, k := range []string{"nodeClaims", "existingNodes", "unschedulable", "totalPricePerHour"} {
+	for _, k := range []string{"nodeClaims", "existingNodes", "unschedulable", "totalPricePerHour", "lowerBoundPerHour", "gap"} {
 		if _, ok := raw[k]; !ok {
 			t.Fatalf("key %q missing", k)
 		}
@@ -140,5 +140,56 @@ spec:
 	// 1000 vCPU exceeds every instance type (the largest in c/m/r generation > 5 have 192 vCPU).
 	if len(plan.Unschedulable) != 1 || plan.Unschedulable[0].Pod != "default/huge" || len(plan.NodeClaims) != 0 {
 		t.Fatalf("want default/huge unschedulable and no launch, got %+v", plan)
+	}
+}
+
+// The bound and gap, by hand. A pool of m5.large (1930m allocatable, $0.096) and m5.xlarge
+// (3920m, $0.192), on-demand, no DaemonSets; five pods of 1000m. One m5.large holds one such pod
+// (⌊1930/1000⌋), one m5.xlarge three. Best whole plan: 0.384 (two m5.xlarge, or one m5.xlarge
+// and two m5.large). The bound's LP: minimise 0.096·L + 0.192·X subject to the count cut
+// L + 3X ≥ 5, the node-count row L + X ≥ ⌈5000/3920⌉ = 2 and the CPU row 1930L + 3920X ≥ 5000:
+// the first two meet at X = 1.5, L = 0.5 (CPU 6845 ≥ 5000), cost 0.336. Gap 0.384/0.336 − 1 =
+// 0.142857 (printed to four places: 0.1429).
+func TestPlanBoundAndGapByHand(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 5
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, image: x, resources: {requests: {cpu: 1000m}}}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "plan", "-o", "json", "-f", "../../testdata/scenarios/common/nodeclass.yaml", "-f", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if plan.TotalPricePerHour != 0.384 || plan.LowerBoundPerHour != 0.336 || plan.Gap != 0.1429 {
+		t.Fatalf("total %v, bound %v, gap %v; want 0.384, 0.336, 0.1429", plan.TotalPricePerHour, plan.LowerBoundPerHour, plan.Gap)
+	}
+	code, out, _ = runCLI(t, "plan", "-f", "../../testdata/scenarios/common/nodeclass.yaml", "-f", f)
+	if code != 0 || !strings.Contains(out, "Lower bound: 0.3360 USD/h (no plan for these pods can cost less); gap 14.3 %") {
+		t.Fatalf("table footer missing the bound and gap:\n%s", out)
 	}
 }

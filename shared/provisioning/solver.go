@@ -172,6 +172,7 @@ func Solve(in Input) (*Plan, error) {
 	for _, c := range s.claims {
 		plan.NodeClaims = append(plan.NodeClaims, s.finalize(c))
 	}
+	plan.LowerBoundPerHour = s.lowerBound()
 	sort.SliceStable(plan.Unschedulable, func(i, j int) bool {
 		return podKey(plan.Unschedulable[i].Pod) < podKey(plan.Unschedulable[j].Pod)
 	})

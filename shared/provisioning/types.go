@@ -68,6 +68,20 @@ type Plan struct {
 	NodeClaims    []*NodeClaimPlan
 	ExistingNodes []*NodePlacement
 	Unschedulable []Unschedulable
+	// LowerBoundPerHour is a lower bound (USD per hour) on the cost of any plan that places the
+	// pods this plan put on new NodeClaims on new nodes (the fit-cut bound of package
+	// lowerbound: no plan can be cheaper); 0 when no pod needs a new node.
+	LowerBoundPerHour float64
+}
+
+// Gap is how much more than the lower bound the plan costs, as a fraction: TotalPricePerHour /
+// LowerBoundPerHour − 1. The plan costs at most this fraction more than the cheapest possible
+// plan (0.05: at most 5 % more). 0 when there is no bound (no new NodeClaims).
+func (p *Plan) Gap() float64 {
+	if p.LowerBoundPerHour <= 0 {
+		return 0
+	}
+	return max(p.TotalPricePerHour()/p.LowerBoundPerHour-1, 0)
 }
 
 // NodeClaimPlan is one node to launch.

@@ -262,6 +262,10 @@ func Check(e Expect, in provisioning.Input, plan *provisioning.Plan) []string {
 			}
 		}
 	}
+	// Always: no plan costs less than its own lower bound (else the bound is wrong).
+	if got := plan.TotalPricePerHour(); got < plan.LowerBoundPerHour*(1-1e-9) {
+		c.failf("lower bound: plan costs %.6f USD/h, below its lower bound %.6f", got, plan.LowerBoundPerHour)
+	}
 	if e.MaxPricePerHour != nil {
 		if got := plan.TotalPricePerHour(); got > *e.MaxPricePerHour+1e-9 {
 			c.failf("maxPricePerHour: plan costs %.6f USD/h, want at most %.6f%s", got, *e.MaxPricePerHour, c.summary())
