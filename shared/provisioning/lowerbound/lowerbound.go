@@ -178,4 +178,3 @@ func dimensionsOf(classes []Class) []dim {
 	}
 	return dims
 }
-
