@@ -64,6 +64,8 @@ type podInfo struct {
 	strictPNS bool
 	sig       string
 	err       error
+	// compat caches the solver's compatibility per pool for sig (cleared by activate).
+	compat []*podPool
 
 	// Per placement attempt (prepare): what the topology allows, computed once because counts
 	// only change when a pod is placed.
@@ -307,6 +309,7 @@ func (p *podInfo) activate() {
 		}
 	}
 	p.sig = signature(p.pod, p.alts, p.strictPNS)
+	p.compat = nil
 }
 
 // untolerated returns the first taint that blocks the pod at its relax level.

@@ -33,6 +33,9 @@ type poolType struct {
 	special   bool // GPU, accelerator or bare metal: used only when needed or nothing else fits
 	// daemonPorts are the host ports of the DaemonSets that run on this type under the pool.
 	daemonPorts []scheduling.HostPort
+	// offers has a bit per (zone, capacity type) of the pool's universe (pool.offerKeys) this
+	// type has an offering in.
+	offers uint64
 }
 
 // pool is a NodePool compiled for the solver.
@@ -49,6 +52,44 @@ type pool struct {
 	committed scheduling.Resources // capacity of open NodeClaims' cheapest types
 	minValues []*scheduling.Requirement
 	err       error // why the pool cannot be used at all
+	// offerKeys are the (zone, capacity type) pairs the pool's types are offered in, in bit
+	// order of poolType.offers; more than 64 disable the bit test.
+	offerKeys [][2]string
+}
+
+// offerMask returns the bits of the (zone, capacity type) pairs the requirements allow, and
+// false when the pool has too many pairs for a bit test.
+func (p *pool) offerMask(reqs scheduling.Requirements) (uint64, bool) {
+	if len(p.offerKeys) > 64 {
+		return 0, false
+	}
+	zr, cr := reqs[corev1.LabelTopologyZone], reqs[apisv1.LabelCapacityType]
+	var m uint64
+	for i, k := range p.offerKeys {
+		if (zr == nil || zr.Has(k[0])) && (cr == nil || cr.Has(k[1])) {
+			m |= 1 << i
+		}
+	}
+	return m, true
+}
+
+// indexOffers assigns the pool's (zone, capacity type) bits.
+func (p *pool) indexOffers() {
+	bit := map[[2]string]int{}
+	for _, t := range p.types {
+		for _, o := range t.offerings {
+			k := [2]string{o.Zone, o.CapacityType}
+			b, ok := bit[k]
+			if !ok {
+				b = len(p.offerKeys)
+				bit[k] = b
+				p.offerKeys = append(p.offerKeys, k)
+			}
+			if b < 64 {
+				t.offers |= 1 << b
+			}
+		}
+	}
 }
 
 // daemon is a DaemonSet's pod template compiled for overhead checks.
@@ -253,6 +294,7 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 	if len(p.types) == 0 {
 		p.err = fmt.Errorf("nodepool %q: no instance type with an available offering satisfies its requirements (%s)", np.Name, reqs)
 	}
+	p.indexOffers()
 	return p
 }
 

@@ -41,6 +41,8 @@ type claim struct {
 	// topo is set once a pod that topology counts is on the claim: refine must not move it.
 	topo  bool
 	ports []scheduling.HostPort
+	// slot is the claim's position + 1 in the solver's claimIndex (0: not indexed).
+	slot int
 }
 
 // domainOf is the claim's value for a topology key: its requirement's single value, or "".
@@ -101,6 +103,12 @@ type solver struct {
 	topo   *topology
 	// eligible caches spread domains per (pod signature, key, policies).
 	eligible map[string][]string
+	// scratch is tryAdd's buffer for the candidate types that remain.
+	scratch []int
+	// index finds open claims with room during first-fit.
+	index claimIndex
+	// offerCache holds ranked offering lists by offeringKey.
+	offerCache map[string][]Offering
 }
 
 // Solve places the pending pods: on existing nodes' free capacity first, then in-flight
@@ -112,7 +120,7 @@ func Solve(in Input) (*Plan, error) {
 	if in.Catalog == nil {
 		return nil, fmt.Errorf("input.catalog: required")
 	}
-	s := &solver{in: &in, topo: newTopology(), eligible: map[string][]string{}}
+	s := &solver{in: &in, topo: newTopology(), eligible: map[string][]string{}, offerCache: map[string][]Offering{}}
 	daemons := compileDaemons(in.DaemonSets)
 	s.bins = buildBins(&in, daemons)
 	s.pools = compilePools(&in, daemons, usedByPool(&in))
@@ -276,12 +284,20 @@ func plannedBins(in *Input, bins []*bin) map[string]*bin {
 
 // compatibility returns (cached per signature) how the pod fits pool i.
 func (s *solver) compatibility(i int, p *podInfo) *podPool {
+	if i < len(p.compat) && p.compat[i] != nil {
+		return p.compat[i]
+	}
+	if p.compat == nil {
+		p.compat = make([]*podPool, len(s.pools))
+	}
 	if pp, ok := s.compat[i][p.sig]; ok {
+		p.compat[i] = pp
 		return pp
 	}
 	pl := s.pools[i]
 	pp := &podPool{}
 	s.compat[i][p.sig] = pp
+	p.compat[i] = pp
 	if pl.err != nil {
 		pp.reason = pl.err.Error()
 		return pp
@@ -369,12 +385,7 @@ func hasOffering(t *poolType, reqs scheduling.Requirements) bool {
 
 // placeOnClaim adds the pod to the first open NodeClaim that can still take it.
 func (s *solver) placeOnClaim(p *podInfo) bool {
-	for _, c := range s.claims {
-		if s.tryAdd(c, p) {
-			return true
-		}
-	}
-	return false
+	return s.index.each(p.requests, s.index.bits.need(p), func(c *claim) bool { return s.tryAdd(c, p) })
 }
 
 // tryAdd adds p to c when some candidate instance type still fits all of c's pods and p, and
@@ -433,13 +444,14 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 				}
 			}
 		}
-		kept := make([]int, 0, len(c.types))
+		kept := s.scratch[:0]
+		want, byMask := c.pool.offerMask(merged)
 		for _, ti := range c.types {
 			t := c.pool.types[ti]
 			if !ac.types[ti] || !p.requests.FitsAfter(c.requests, t.avail) {
 				continue
 			}
-			if zoneCT && !hasOffering(t, merged) {
+			if zoneCT && ((byMask && t.offers&want == 0) || (!byMask && !hasOffering(t, merged))) {
 				continue
 			}
 			if checkTypes && !typeMatches(topoReqs, t.it) {
@@ -450,6 +462,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 			}
 			kept = append(kept, ti)
 		}
+		s.scratch = kept
 		kept = s.withinLimits(c.pool, c, kept)
 		if len(kept) == 0 || !meetsMinValues(c.pool, kept) {
 			continue
@@ -465,6 +478,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		}
 		s.topo.record(p.pod, p.active, c, c.domainOf)
 		c.updateHead()
+		s.index.update(c)
 		return true
 	}
 	return false
@@ -490,6 +504,7 @@ func (s *solver) openClaim(p *podInfo) string {
 		}
 		if s.tryAdd(c, p) {
 			s.claims = append(s.claims, c)
+			s.index.add(c)
 			return ""
 		}
 		reasons = append(reasons, s.whyNot(pl, pp, p))
@@ -601,7 +616,8 @@ func (s *solver) commit(c *claim, kept []int) {
 		}
 		pl.committed = pl.committed.Add(pl.types[kept[0]].capacity)
 	}
-	c.types = kept
+	// kept is a subsequence of c.types in the solver's scratch buffer; c.types owns its array.
+	c.types = append(c.types[:0], kept...)
 }
 
 // meetsMinValues checks the pool's minValues over the candidate types' label values.
@@ -631,7 +647,7 @@ func meetsMinValues(pl *pool, kept []int) bool {
 // finalize ranks the claim's offerings: every offering of its candidate types that its zone and
 // capacity-type requirements allow, cheapest first, capped at MaxInstanceTypes types. GPU,
 // accelerator and bare-metal types are dropped when the pods need none of them and other
-// types remain.
+// types remain. Claims with the same candidate types and requirements share one offering list.
 func (s *solver) finalize(c *claim) *NodeClaimPlan {
 	pl := c.pool
 	types := c.types
@@ -646,56 +662,7 @@ func (s *solver) finalize(c *claim) *NodeClaimPlan {
 			types = plain
 		}
 	}
-	zr, cr := c.reqs[corev1.LabelTopologyZone], c.reqs[apisv1.LabelCapacityType]
-	allowed := func(o catalog.Offering) bool {
-		return (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType))
-	}
-	// Keep the MaxInstanceTypes types whose cheapest allowed offering is cheapest (ties by name)
-	// before building offerings, so a claim with hundreds of candidate types stays cheap.
-	type ranked struct {
-		ti    int
-		price float64
-	}
-	rs := make([]ranked, 0, len(types))
-	for _, ti := range types {
-		for _, o := range pl.types[ti].offerings { // sorted by price
-			if allowed(o) {
-				rs = append(rs, ranked{ti, o.PricePerHour})
-				break
-			}
-		}
-	}
-	sort.Slice(rs, func(i, j int) bool {
-		if rs[i].price != rs[j].price {
-			return rs[i].price < rs[j].price
-		}
-		return pl.types[rs[i].ti].it.Name < pl.types[rs[j].ti].it.Name
-	})
-	if len(rs) > MaxInstanceTypes {
-		rs = rs[:MaxInstanceTypes]
-	}
-	var offs []Offering
-	for _, r := range rs {
-		t := pl.types[r.ti]
-		for _, o := range t.offerings {
-			if allowed(o) {
-				offs = append(offs, Offering{InstanceType: t.it, Offering: o, DaemonOverhead: t.daemon})
-			}
-		}
-	}
-	sort.SliceStable(offs, func(i, j int) bool {
-		a, b := offs[i], offs[j]
-		if a.PricePerHour != b.PricePerHour {
-			return a.PricePerHour < b.PricePerHour
-		}
-		if a.InstanceType.Name != b.InstanceType.Name {
-			return a.InstanceType.Name < b.InstanceType.Name
-		}
-		if a.CapacityType != b.CapacityType {
-			return a.CapacityType == apisv1.CapacityTypeSpot
-		}
-		return a.Zone < b.Zone
-	})
+	offs := s.rankedOfferings(pl, c.reqs, types)
 	labels := map[string]string{}
 	for k, v := range pl.labels {
 		labels[k] = v
@@ -850,4 +817,91 @@ func plansCost(cs []*claim) float64 {
 		t += claimCost(c)
 	}
 	return t
+}
+
+// offeringKey identifies a ranked offering list: the pool, the zone and capacity-type
+// requirements and the candidate types.
+func offeringKey(pl *pool, zr, cr *scheduling.Requirement, types []int) string {
+	var b strings.Builder
+	b.Grow(16 + 3*len(types))
+	fmt.Fprintf(&b, "%d|", pl.index)
+	if zr != nil {
+		b.WriteString(zr.String())
+	}
+	b.WriteByte('|')
+	if cr != nil {
+		b.WriteString(cr.String())
+	}
+	b.WriteByte('|')
+	for _, ti := range types {
+		b.WriteByte(byte(ti))
+		b.WriteByte(byte(ti >> 8))
+		b.WriteByte(byte(ti >> 16))
+	}
+	return b.String()
+}
+
+// rankedOfferings returns every offering of the candidate types that the zone and
+// capacity-type requirements allow, cheapest first, keeping the MaxInstanceTypes types whose
+// cheapest allowed offering is cheapest (ties by name). Results are cached per solve: claims
+// with the same candidates share one list, which callers must not modify in place.
+func (s *solver) rankedOfferings(pl *pool, reqs scheduling.Requirements, types []int) []Offering {
+	zr, cr := reqs[corev1.LabelTopologyZone], reqs[apisv1.LabelCapacityType]
+	key := offeringKey(pl, zr, cr, types)
+	if offs, ok := s.offerCache[key]; ok {
+		return offs
+	}
+	allowed := func(o catalog.Offering) bool {
+		return (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType))
+	}
+	type ranked struct {
+		ti    int
+		price float64
+	}
+	rs := make([]ranked, 0, len(types))
+	for _, ti := range types {
+		for _, o := range pl.types[ti].offerings { // sorted by price
+			if allowed(o) {
+				rs = append(rs, ranked{ti, o.PricePerHour})
+				break
+			}
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].price != rs[j].price {
+			return rs[i].price < rs[j].price
+		}
+		return pl.types[rs[i].ti].it.Name < pl.types[rs[j].ti].it.Name
+	})
+	if len(rs) > MaxInstanceTypes {
+		rs = rs[:MaxInstanceTypes]
+	}
+	n := 0
+	for _, r := range rs {
+		n += len(pl.types[r.ti].offerings)
+	}
+	offs := make([]Offering, 0, n)
+	for _, r := range rs {
+		t := pl.types[r.ti]
+		for _, o := range t.offerings {
+			if allowed(o) {
+				offs = append(offs, Offering{InstanceType: t.it, Offering: o, DaemonOverhead: t.daemon})
+			}
+		}
+	}
+	sort.SliceStable(offs, func(i, j int) bool {
+		a, b := offs[i], offs[j]
+		if a.PricePerHour != b.PricePerHour {
+			return a.PricePerHour < b.PricePerHour
+		}
+		if a.InstanceType.Name != b.InstanceType.Name {
+			return a.InstanceType.Name < b.InstanceType.Name
+		}
+		if a.CapacityType != b.CapacityType {
+			return a.CapacityType == apisv1.CapacityTypeSpot
+		}
+		return a.Zone < b.Zone
+	})
+	s.offerCache[key] = offs
+	return offs
 }

@@ -98,7 +98,8 @@ type NodeClaimPlan struct {
 	Pods          []*corev1.Pod
 	// Requests is the sum of the pods' effective requests (DaemonSet overhead excluded).
 	Requests scheduling.Resources
-	// Offerings are what the fleet request may choose from, cheapest first.
+	// Offerings are what the fleet request may choose from, cheapest first. NodeClaims of one
+	// plan with the same candidates share the slice: filter into a new one, never in place.
 	Offerings []Offering
 }
 
