@@ -148,9 +148,18 @@ func (s *solver) lowerBound() float64 {
 	if len(pods) == 0 {
 		return 0
 	}
-	b, err := lowerbound.FitCut(s.boundProblem(pods))
+	prob := s.boundProblem(pods)
+	b, err := lowerbound.FitCut(prob)
 	if err != nil {
 		return 0
 	}
-	return b.PricePerHour
+	bound := b.PricePerHour
+	// The pattern LP's bound is often tighter (it knows how whole pods fill a node); its work is
+	// budgeted, and its bound is valid whenever it stops.
+	if len(prob.Classes) <= maxPatternClasses {
+		if r, err := lowerbound.Patterns(prob, boundBudget); err == nil {
+			bound = max(bound, r.PricePerHour)
+		}
+	}
+	return bound
 }

@@ -172,6 +172,7 @@ func Solve(in Input) (*Plan, error) {
 	}
 	s.refine()
 	s.lpRepack()
+	s.patternPack()
 	for _, b := range s.bins {
 		if len(b.pods) > 0 {
 			plan.ExistingNodes = append(plan.ExistingNodes, &NodePlacement{Name: b.name, InFlight: b.inFlight, Pods: b.pods})

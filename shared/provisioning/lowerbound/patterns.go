@@ -1,0 +1,446 @@
+package lowerbound
+
+import (
+	"math"
+	"sort"
+)
+
+// Pattern is one node configuration: an option and how many pods of each class it holds.
+type Pattern struct {
+	Option int
+	// Counts per class (indexed like Problem.Classes).
+	Counts []int
+}
+
+// PatternResult is the outcome of column generation over node patterns.
+type PatternResult struct {
+	// PricePerHour is a certified lower bound (USD per hour) on any plan: Farley's bound from
+	// the last duals, max(it, the fit-cut bound) is what callers report.
+	PricePerHour float64
+	// Patterns and Use are the restricted master LP's columns and their (fractional) number of
+	// nodes in its last solution; Σ_P Use_P·Counts_P[k] ≥ Count_k for every class k.
+	Patterns []Pattern
+	Use      []float64
+	// Optimal reports that no pattern prices out: Use is an optimal LP solution.
+	Optimal bool
+	// Work is the knapsack nodes and Simplex pivots spent.
+	Work int
+}
+
+// PatternBudget bounds the work of Patterns deterministically (no clock): column-generation
+// rounds, and knapsack search nodes over the whole run.
+type PatternBudget struct {
+	Rounds        int
+	KnapsackNodes int
+}
+
+// Patterns solves the configuration LP
+//
+//	minimise Σ_P p_{j(P)}·λ_P  subject to  Σ_P Counts_P[k]·λ_P ≥ n_k (every class k),  λ ≥ 0
+//
+// over every pattern P (an option j and a multiset of pods of the classes allowed on it that
+// fits its allocatable, with at most one pod of each exclusive set) by column generation: the
+// master LP over the patterns found so far gives dual prices π; for every option a bounded
+// integer knapsack finds the pattern of highest value Σ_k π_k·c_k; patterns worth more than
+// their price enter. Every pattern's value is at most θ·p_j with θ = max_j UB_j/p_j (UB_j the
+// knapsack's upper bound), so π/θ is dual feasible and (Σ_k π_k·n_k)/θ a lower bound on the LP,
+// hence on every plan (Farley's bound) — after any number of rounds. It is never weaker than the
+// LP optimum once no pattern prices out.
+func Patterns(p Problem, budget PatternBudget) (*PatternResult, error) {
+	if err := validate(p); err != nil {
+		return nil, err
+	}
+	res := &PatternResult{}
+	if len(p.Classes) == 0 {
+		return res, nil
+	}
+	g := newPatternGen(p)
+	lp := newCoverLP(len(p.Classes))
+	seen := map[string]bool{}
+	add := func(pt Pattern) bool {
+		key := patternKey(pt)
+		if seen[key] {
+			return false
+		}
+		seen[key] = true
+		col := make([]float64, len(p.Classes))
+		for k, c := range pt.Counts {
+			col[k] = float64(min(c, p.Classes[k].Count)) / float64(p.Classes[k].Count)
+		}
+		lp.addColumn(col, p.Options[pt.Option].PricePerHour)
+		res.Patterns = append(res.Patterns, pt)
+		return true
+	}
+	for k := range p.Classes {
+		add(g.single(k))
+	}
+	nodes := 0
+	for round := 0; round < max(budget.Rounds, 1); round++ {
+		lp.solve(maxPivots(len(p.Classes), len(res.Patterns)))
+		pi := make([]float64, len(p.Classes))
+		var dualObj float64
+		for k := range pi {
+			y := max(lp.y[k], 0)
+			dualObj += y
+			pi[k] = y / float64(p.Classes[k].Count)
+		}
+		theta := 1.0
+		added := 0
+		// Partial pricing: every option's relaxation bound is cheap; only the most promising
+		// options get the branch and bound, the others' relaxation bounds enter θ as they are.
+		type cand struct {
+			j     int
+			ratio float64
+		}
+		var cands []cand
+		for _, j := range g.options {
+			price := p.Options[j].PricePerHour
+			ub := g.rootBound(j, pi)
+			switch {
+			case price <= 0 && ub > 0:
+				theta = math.Inf(1)
+			case price <= 0:
+			case ub > price*(1+1e-9):
+				cands = append(cands, cand{j, ub / price})
+			default:
+				theta = math.Max(theta, ub/price)
+			}
+		}
+		sort.SliceStable(cands, func(a, b int) bool { return cands[a].ratio > cands[b].ratio })
+		for i, c := range cands {
+			left := budget.KnapsackNodes - nodes
+			if i >= pricedPerRound || left <= 0 {
+				theta = math.Max(theta, c.ratio)
+				continue
+			}
+			pt, value, ub, used := g.knapsack(c.j, pi, min(left, nodesPerKnapsack))
+			nodes += used
+			price := p.Options[c.j].PricePerHour
+			theta = math.Max(theta, ub/price)
+			if value > price*(1+1e-9)+1e-12 && add(pt) {
+				added++
+			}
+		}
+		if !math.IsInf(theta, 1) {
+			res.PricePerHour = math.Max(res.PricePerHour, dualObj/theta*(1-1e-9))
+		}
+		if added == 0 {
+			res.Optimal = nodes < budget.KnapsackNodes
+			break
+		}
+		if nodes >= budget.KnapsackNodes {
+			lp.solve(maxPivots(len(p.Classes), len(res.Patterns)))
+			break
+		}
+	}
+	res.Use = lp.primal()
+	res.Work = nodes + lp.Pivots
+	return res, nil
+}
+
+// pricedPerRound and nodesPerKnapsack bound one round's branch and bound.
+const (
+	pricedPerRound   = 24
+	nodesPerKnapsack = 20_000
+)
+
+// rootBound is an upper bound on the value of any pattern on option j under duals pi: per
+// resource, the remaining room times the best value per unit among the classes that use it,
+// and the value of every pod of every class; the smallest of these.
+func (g *patternGen) rootBound(j int, pi []float64) float64 {
+	var all float64
+	nd := len(g.dims)
+	best := make([]float64, nd)
+	for _, k := range g.allowed[j] {
+		if pi[k] <= 0 {
+			continue
+		}
+		c := g.p.Classes[k]
+		n := float64(c.Count)
+		if c.Exclusive != 0 {
+			n = 1
+		}
+		all += pi[k] * n
+		for d := range nd {
+			if r := g.req[k][d]; r > 0 {
+				best[d] = math.Max(best[d], pi[k]/float64(r))
+			} else {
+				best[d] = math.Inf(1)
+			}
+		}
+	}
+	b := all
+	for d := range nd {
+		if a := g.alloc[j][d]; a != math.MaxInt64 && best[d] > 0 && !math.IsInf(best[d], 1) {
+			b = math.Min(b, float64(a)*best[d])
+		}
+	}
+	return b
+}
+
+func patternKey(pt Pattern) string {
+	b := make([]byte, 0, 4+2*len(pt.Counts))
+	b = append(b, byte(pt.Option), byte(pt.Option>>8), byte(pt.Option>>16))
+	for _, c := range pt.Counts {
+		b = append(b, byte(c), byte(c>>8))
+	}
+	return string(b)
+}
+
+// patternGen prices patterns: the resources as integer vectors, and which classes each option
+// takes.
+type patternGen struct {
+	p       Problem
+	dims    []dim
+	req     [][]int64 // per class, per dim
+	alloc   [][]int64 // per option, per dim (math.MaxInt64 for an unlimited dimension)
+	allowed [][]int   // per option: classes allowed on it whose pod fits
+	options []int     // options worth pricing (undominated, some class allowed)
+}
+
+func newPatternGen(p Problem) *patternGen {
+	g := &patternGen{p: p, dims: dimensionsOf(p.Classes)}
+	for _, c := range p.Classes {
+		v := make([]int64, len(g.dims))
+		for d, dm := range g.dims {
+			v[d] = dm.get(c.Requests)
+		}
+		g.req = append(g.req, v)
+	}
+	for _, o := range p.Options {
+		al := clamp(o.Allocatable)
+		v := make([]int64, len(g.dims))
+		for d, dm := range g.dims {
+			v[d] = dm.get(al)
+			if v[d] == 0 && dm.unlimitedIfZero {
+				v[d] = math.MaxInt64
+			}
+		}
+		g.alloc = append(g.alloc, v)
+	}
+	g.allowed = make([][]int, len(p.Options))
+	for k, c := range p.Classes {
+		for _, j := range c.Options {
+			if g.fitsOne(k, j) {
+				g.allowed[j] = append(g.allowed[j], k)
+			}
+		}
+	}
+	for j := range p.Options {
+		if len(g.allowed[j]) > 0 && !g.dominated(j) {
+			g.options = append(g.options, j)
+		}
+	}
+	return g
+}
+
+func (g *patternGen) fitsOne(k, j int) bool {
+	for d := range g.dims {
+		if g.req[k][d] > g.alloc[j][d] {
+			return false
+		}
+	}
+	return g.alloc[j][2] >= 1 // pods
+}
+
+// dominated: another option takes every class j takes, offers at least as much of every
+// resource and costs no more (ties keep the lower index), so no pattern of j is worth more
+// per dollar than the same pattern on it.
+func (g *patternGen) dominated(j int) bool {
+	for o := range g.p.Options {
+		if o == j || len(g.allowed[o]) < len(g.allowed[j]) {
+			continue
+		}
+		po, pj := g.p.Options[o].PricePerHour, g.p.Options[j].PricePerHour
+		if po > pj || (po == pj && o > j && sameInts(g.allowed[o], g.allowed[j]) && sameI64(g.alloc[o], g.alloc[j])) {
+			continue
+		}
+		ge := true
+		for d := range g.dims {
+			if g.alloc[o][d] < g.alloc[j][d] {
+				ge = false
+				break
+			}
+		}
+		if ge && subset(g.allowed[j], g.allowed[o]) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sameI64(a, b []int64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// subset reports whether sorted a ⊆ sorted b.
+func subset(a, b []int) bool {
+	i := 0
+	for _, x := range a {
+		for i < len(b) && b[i] < x {
+			i++
+		}
+		if i == len(b) || b[i] != x {
+			return false
+		}
+	}
+	return true
+}
+
+// single returns the cheapest pattern per pod made of class k alone.
+func (g *patternGen) single(k int) Pattern {
+	best, bestCost, bestN := -1, math.Inf(1), 0
+	for _, j := range g.p.Classes[k].Options {
+		if !g.fitsOne(k, j) {
+			continue
+		}
+		n := g.p.Classes[k].Count
+		for d := range g.dims {
+			if g.req[k][d] > 0 {
+				n = min(n, int(g.alloc[j][d]/g.req[k][d]))
+			}
+		}
+		if g.p.Classes[k].Exclusive != 0 {
+			n = min(n, 1)
+		}
+		if c := g.p.Options[j].PricePerHour / float64(n); c < bestCost {
+			best, bestCost, bestN = j, c, n
+		}
+	}
+	counts := make([]int, len(g.p.Classes))
+	counts[k] = bestN
+	return Pattern{Option: best, Counts: counts}
+}
+
+// knapsack finds the most valuable pattern on option j under duals pi (depth-first branch and
+// bound over the classes in decreasing value density, at most maxNodes nodes). It returns the
+// best pattern found, its value, an upper bound on every pattern's value on j (the best value
+// when the search finished, else the root's relaxation), and the nodes used.
+func (g *patternGen) knapsack(j int, pi []float64, maxNodes int) (Pattern, float64, float64, int) {
+	type item struct {
+		k       int
+		v       float64
+		density float64
+	}
+	var items []item
+	for _, k := range g.allowed[j] {
+		if pi[k] <= 0 {
+			continue
+		}
+		var w float64
+		for d := range g.dims {
+			if a := g.alloc[j][d]; a > 0 && a != math.MaxInt64 {
+				w += float64(g.req[k][d]) / float64(a)
+			}
+		}
+		items = append(items, item{k: k, v: pi[k], density: pi[k] / math.Max(w, 1e-12)})
+	}
+	sort.SliceStable(items, func(a, b int) bool { return items[a].density > items[b].density })
+	nd := len(g.dims)
+	// suffix[i][d]: the most value per unit of dimension d among items i…; suffixV[i]: the
+	// value of taking every remaining pod of items i….
+	suffix := make([][]float64, len(items)+1)
+	suffixV := make([]float64, len(items)+1)
+	suffix[len(items)] = make([]float64, nd)
+	for i := len(items) - 1; i >= 0; i-- {
+		suffix[i] = append([]float64(nil), suffix[i+1]...)
+		it := items[i]
+		for d := range nd {
+			// An item that needs none of d gains value without using it: d bounds nothing.
+			if r := g.req[it.k][d]; r > 0 {
+				suffix[i][d] = math.Max(suffix[i][d], it.v/float64(r))
+			} else {
+				suffix[i][d] = math.Inf(1)
+			}
+		}
+		suffixV[i] = suffixV[i+1] + it.v*float64(g.p.Classes[it.k].Count)
+	}
+	left := append([]int64(nil), g.alloc[j]...)
+	bound := func(i int) float64 {
+		b := suffixV[i]
+		for d := range nd {
+			if left[d] != math.MaxInt64 && suffix[i][d] > 0 && !math.IsInf(suffix[i][d], 1) {
+				b = math.Min(b, float64(left[d])*suffix[i][d])
+			}
+		}
+		return b
+	}
+	rootUB := bound(0)
+	counts := make([]int, len(g.p.Classes))
+	best := make([]int, len(g.p.Classes))
+	bestV := 0.0
+	usedExcl := map[int]bool{}
+	nodes := 0
+	var rec func(i int, v float64)
+	rec = func(i int, v float64) {
+		nodes++
+		if v > bestV {
+			bestV = v
+			copy(best, counts)
+		}
+		if i == len(items) || nodes >= maxNodes || v+bound(i) <= bestV*(1+1e-12) {
+			return
+		}
+		it := items[i]
+		c := g.p.Classes[it.k]
+		n := c.Count
+		for d := range nd {
+			if r := g.req[it.k][d]; r > 0 && left[d] != math.MaxInt64 {
+				n = min(n, int(left[d]/r))
+			}
+		}
+		if c.Exclusive != 0 {
+			if usedExcl[c.Exclusive] {
+				n = 0
+			}
+			n = min(n, 1)
+		}
+		for x := n; x >= 0; x-- {
+			for d := range nd {
+				if left[d] != math.MaxInt64 {
+					left[d] -= int64(x) * g.req[it.k][d]
+				}
+			}
+			counts[it.k] = x
+			if c.Exclusive != 0 && x > 0 {
+				usedExcl[c.Exclusive] = true
+			}
+			rec(i+1, v+float64(x)*it.v)
+			if c.Exclusive != 0 && x > 0 {
+				usedExcl[c.Exclusive] = false
+			}
+			counts[it.k] = 0
+			for d := range nd {
+				if left[d] != math.MaxInt64 {
+					left[d] += int64(x) * g.req[it.k][d]
+				}
+			}
+			if nodes >= maxNodes {
+				break
+			}
+		}
+	}
+	rec(0, 0)
+	ub := bestV
+	if nodes >= maxNodes {
+		ub = math.Max(rootUB, bestV)
+	}
+	return Pattern{Option: j, Counts: best}, bestV, ub, nodes
+}
