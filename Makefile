@@ -5,7 +5,7 @@ BIN       ?= bin
 PKGS      ?= ./...
 # Go's own caches stay where go env puts them; bin/ is git-ignored.
 
-.PHONY: all build run package tools test test-short bench vet fmt lint staticcheck clean tidy generate verify-generated
+.PHONY: all build run package tools test test-short bench fuzz vet fmt lint staticcheck clean tidy generate verify-generated
 
 all: build
 
@@ -40,6 +40,17 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x -timeout 30m ./shared/provisioning/ ./shared/catalog/ ./events/
 	$(GO) test -count=1 -run '^TestCostQuality$$' -v ./shared/provisioning/
 	$(GO) test -run '^$$' -bench Consolidate -benchmem -benchtime 1x -timeout 30m ./shared/disruption/
+
+## fuzz: each native fuzz target for FUZZTIME (their seed corpora already run in make test):
+## the envelope, the payloads (snapshot, podsPending, command), claim checks, notices, manifests
+## and the bounded JSON walk under them
+FUZZTIME ?= 20s
+FUZZ_TARGETS = ./events:FuzzDecode ./events:FuzzDecodePayload ./events:FuzzClaimCheck \
+	./events/notices:FuzzDecode ./shared/manifests:FuzzLoad ./shared/boundedjson:FuzzCheck
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 vet:
 	$(GO) vet $(PKGS)

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/dovetail-dev/dovetail/shared/boundedjson"
 )
 
 // MaxDecodedPayloadBytes bounds the decompressed size of one payload (512 MiB), so a small
@@ -35,30 +37,31 @@ var (
 	}}
 )
 
-// maxRatio bounds the output buffer reserved up front, as a multiple of the compressed size.
-const maxRatio = 16
-
 // decompress streams a zstd frame through a pooled decoder, growing the output only as bytes
-// are decoded and refusing more than MaxDecodedPayloadBytes.
+// are decoded and refusing more than maxDecoded(len(data)): MaxExpansion times the input (at
+// least MinDecodedBudget), at most MaxDecodedPayloadBytes.
 func decompress(data []byte) ([]byte, error) {
 	d := zdecs.Get().(*zstd.Decoder)
 	defer zdecs.Put(d)
 	if err := d.Reset(bytes.NewReader(data)); err != nil {
 		return nil, err
 	}
+	limit := maxDecoded(len(data))
 	var out bytes.Buffer
-	// Start from the declared content size, but never more than maxRatio times the input: a
-	// header alone cannot make the decoder allocate (Dovetail's payloads compress about 7:1).
+	// Start from the declared content size (Dovetail's encoder declares it: one allocation of
+	// the right size), but never more than the limit: a header alone cannot make the decoder
+	// allocate more than the input may expand to.
 	var h zstd.Header
 	if h.Decode(data) == nil && h.HasFCS {
-		out.Grow(int(min(h.FrameContentSize, uint64(len(data))*maxRatio, MaxDecodedPayloadBytes)))
+		out.Grow(int(min(h.FrameContentSize, uint64(limit))))
 	}
-	n, err := io.Copy(&out, io.LimitReader(d, MaxDecodedPayloadBytes+1))
+	n, err := io.Copy(&out, io.LimitReader(d, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if n > MaxDecodedPayloadBytes {
-		return nil, fmt.Errorf("decompresses to more than %d bytes", MaxDecodedPayloadBytes)
+	if n > limit {
+		return nil, fmt.Errorf("decompresses to more than %d bytes (%d times its %d bytes; real payloads expand at most 22 times)",
+			limit, MaxExpansion, len(data))
 	}
 	return out.Bytes(), nil
 }
@@ -81,7 +84,12 @@ func decodePayload(what string, data []byte, v any) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: not a zstd frame (datacontenttype %s): %v", ErrMalformed, what, ContentTypeJSONZstd, err)
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	// Count before allocating: the objects a payload describes are bounded by its size and by
+	// the per-message object counts (bounds.go).
+	if err := boundedjson.Unmarshal(raw, v, Limits(len(data))); err != nil {
+		if errors.Is(err, boundedjson.ErrLimit) {
+			return fmt.Errorf("%w: %s: %v", ErrMalformed, what, err)
+		}
 		return fmt.Errorf("%w: %s: invalid JSON: %v", ErrMalformed, what, err)
 	}
 	return nil

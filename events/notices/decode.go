@@ -4,7 +4,22 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
+
+	"github.com/dovetail-dev/dovetail/shared/boundedjson"
 )
+
+// MaxNoticeBytes bounds one notice message: 1 MiB, the largest event Event Grid delivers and the
+// largest SQS message (an EventBridge event is at most 256 KB). Real notices are a few KB.
+const MaxNoticeBytes = 1 << 20
+
+// maxNoticeDepth bounds the nesting of a notice: the deepest real one (an AWS Health event's
+// affected entities' tags) nests 5 levels.
+const maxNoticeDepth = 32
+
+// noticeLimits bound the JSON before any decoder builds from it: depth, and what a decode into
+// generic values would allocate (RawMessage copies, 32 bytes per input byte at most).
+var noticeLimits = boundedjson.Limits{MaxDepth: maxNoticeDepth, MaxBytes: 32 * MaxNoticeBytes}
 
 // Decode reads any notice format the interruption function accepts and returns its notices:
 //   - a JSON array: an Event Grid push batch (DecodeEventGrid);
@@ -20,6 +35,12 @@ func Decode(data []byte) ([]Notice, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil, malformed("notice", "empty message")
+	}
+	if len(trimmed) > MaxNoticeBytes {
+		return nil, malformed("notice", "%d bytes, more than the %d a notice may have", len(trimmed), MaxNoticeBytes)
+	}
+	if _, err := boundedjson.Check(trimmed, reflect.TypeFor[any](), noticeLimits); err != nil {
+		return nil, malformed("notice", "%v", err)
 	}
 	if trimmed[0] == '[' {
 		return DecodeEventGrid(trimmed)

@@ -97,9 +97,20 @@ func (n *Notice) Names() []string {
 	return append(append([]string(nil), n.InstanceIDs...), n.ResourceIDs...)
 }
 
+// maxReasonBytes bounds an error's reason: a value echoed in it is cut, so a hostile notice
+// cannot make every log line and dead-letter reason as large as itself.
+const maxReasonBytes = 512
+
 // malformed builds an error naming the field, wrapping events.ErrMalformed.
 func malformed(field, format string, args ...any) error {
-	return fmt.Errorf("%w: notice: %s: %s", events.ErrMalformed, field, fmt.Sprintf(format, args...))
+	reason := fmt.Sprintf(format, args...)
+	if len(reason) > maxReasonBytes {
+		reason = strings.ToValidUTF8(reason[:maxReasonBytes], "") + "..."
+	}
+	if len(field) > 128 {
+		field = field[:128] + "..."
+	}
+	return fmt.Errorf("%w: notice: %s: %s", events.ErrMalformed, field, reason)
 }
 
 // MatchesProviderID reports whether the notice names the instance behind a node's providerID:

@@ -134,6 +134,9 @@ func (s *Set) decodeList(src Source, h header, raw []byte) error {
 var jsonFieldError = regexp.MustCompile(`Go struct field \w+\.([\w.\[\]]+) of type (\S+)`)
 
 func (s *Set) decodeCore(src Source, h header, raw []byte) error {
+	if err := checkBounds(src, h, raw); err != nil {
+		return err
+	}
 	obj, _, err := coreDecoder.Decode(raw, nil, nil)
 	if err != nil {
 		return coreError(src, h, raw, err)
@@ -434,6 +437,9 @@ func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
 			Reason: fmt.Sprintf("%s %s is not supported; Dovetail reads karpenter.sh/v1 (and v1beta1) NodePool, karpenter.sh/v1 NodeClaim, karpenter.k8s.aws/v1 (and v1beta1) EC2NodeClass and karpenter.azure.com/v1beta1 (and v1alpha2) AKSNodeClass", h.APIVersion, h.Kind)}
 	}
 	if err := checkName(src, h); err != nil {
+		return err
+	}
+	if err := checkBounds(src, h, raw); err != nil {
 		return err
 	}
 	obj, err := apis.Load(raw)
