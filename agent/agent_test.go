@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -287,6 +288,16 @@ func TestHandleCommandOutcomes(t *testing.T) {
 		Taint: &corev1.Taint{Key: "bad key!", Effect: corev1.TaintEffectNoSchedule}})
 	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: bad}); !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "command.taint.key") {
 		t.Fatalf("invalid taint: %v, want poison naming command.taint.key", err)
+	}
+	// A command that cannot be decoded at all (a zstd bomb of 2,000,000 pod references) is poison.
+	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
+	bomb, err := events.NewEvent(cluster, "provision", events.TypeCommand, "bomb", enc.EncodeAll([]byte(
+		`{"id":"x","kind":"NominatePods","cluster":"`+cluster+`","nodeName":"n1","pods":[{}`+strings.Repeat(`,{}`, 1_999_999)+`]}`), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: bomb}); !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "decompresses to more than") {
+		t.Fatalf("command bomb: %v, want poison naming the expansion", err)
 	}
 	// A transient API failure asks for redelivery (not poison).
 	var once sync.Once

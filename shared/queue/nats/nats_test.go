@@ -244,6 +244,29 @@ func TestPoisonGoesToDeadLetterWithReason(t *testing.T) {
 	}
 }
 
+// A poison message is dead-lettered on its first delivery and does not hold the messages behind
+// it, though the consumer holds one message at a time (MaxAckPending 1, DESIGN invariant 3).
+func TestPoisonDoesNotHoldTheMessagesBehindIt(t *testing.T) {
+	e := newEnv(t)
+	e.publish("ev-bad", "garbage")
+	e.publish("ev-good", "fine")
+	handled := make(chan string, 4)
+	c := e.consumer(nil, nil)
+	run(t, c, func(_ context.Context, m queue.Message) error {
+		handled <- fmt.Sprintf("%s#%d", m.ID, m.Attempt)
+		if m.ID == "ev-bad" {
+			return fmt.Errorf("%w: data_base64: must be a JSON string", queue.ErrPoison)
+		}
+		return nil
+	})
+	if a, b := recv(t, handled, "first"), recv(t, handled, "second"); a != "ev-bad#1" || b != "ev-good#1" {
+		t.Fatalf("handled %s then %s, want ev-bad#1 then ev-good#1", a, b)
+	}
+	if got := e.dlq().Headers().Get(HeaderDLQReason); !strings.Contains(got, "data_base64") {
+		t.Errorf("dead-letter reason %q", got)
+	}
+}
+
 func TestMaxDeliverExhaustionGoesToDeadLetter(t *testing.T) {
 	e := newEnv(t)
 	e.publish("ev-1", "x")
