@@ -3,6 +3,8 @@
 package events
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -56,6 +58,29 @@ type Snapshot struct {
 	StorageClasses []storagev1.StorageClass       `json:"storageClasses,omitempty"`
 	// UnavailableOfferings are offerings marked unavailable (ICE) and not yet expired.
 	UnavailableOfferings []UnavailableOfferingMark `json:"unavailableOfferings,omitempty"`
+}
+
+// MaxClockSkew is how far a snapshot's time may be from the clock of the function deciding on
+// it: 2 minutes, four periods of the agent's timer snapshots (30 s) plus queueing, and well under
+// every time-based rule (consolidateAfter, expiry, the 15-minute registration TTL, a
+// NodeClaim's terminationGracePeriod, the orphan grace period, a spot notice's 2 minutes). A
+// snapshot dated further ahead means a wrong clock (dead-lettered: no time-based decision trusts
+// it); one dated further back is stale (skipped: a newer one follows).
+const MaxClockSkew = 2 * time.Minute
+
+// ErrClockSkew is wrapped when a snapshot's time is more than MaxClockSkew from the deciding
+// function's clock.
+var ErrClockSkew = errors.New("snapshot time skewed from the function's clock")
+
+// CheckClock returns nil when the snapshot's time is within MaxClockSkew of now, else an error
+// wrapping ErrClockSkew naming snapshot.time, the skew and the bound.
+func (s *Snapshot) CheckClock(now time.Time) error {
+	skew := s.Time.Sub(now)
+	if skew > MaxClockSkew || skew < -MaxClockSkew {
+		return fmt.Errorf("%w: snapshot.time: %s is %s from this function's clock %s (at most %s)",
+			ErrClockSkew, s.Time.UTC().Format(time.RFC3339), skew.Round(time.Second), now.UTC().Format(time.RFC3339), MaxClockSkew)
+	}
+	return nil
 }
 
 // OfferingKey names one offering: instance type × zone × capacity type. It is the one

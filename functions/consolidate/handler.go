@@ -8,10 +8,12 @@ package consolidate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -49,6 +51,10 @@ type Handler struct {
 	Latest func(ctx context.Context) (*events.Snapshot, error)
 	// OnOutcome, when set, receives what every message led to (local dev prints it).
 	OnOutcome func(Outcome)
+	// Now is the function's clock (default time.Now): consolidateAfter, expireAfter and the
+	// consolidation timeout read it, and a snapshot dated more than events.MaxClockSkew from it
+	// is refused.
+	Now func() time.Time
 }
 
 // Outcome is what one message led to, for logs, audit and local dev.
@@ -89,6 +95,13 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return err
 	}
+	if snap, err = emit.Dated(snap, emit.Clock(h.Now)); err != nil {
+		if errors.Is(err, emit.ErrStaleSnapshot) {
+			h.log().Warn("stale snapshot skipped; a newer one follows", "err", err)
+			return nil
+		}
+		return err
+	}
 	out, err := h.Process(ctx, snap)
 	if h.OnOutcome != nil {
 		h.OnOutcome(out)
@@ -120,6 +133,10 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 			return out, fmt.Errorf("fetching a fresh snapshot to validate consolidation %s: %w", d.ID, err)
 		}
 		if fresh != nil && fresh.Revision != snap.Revision {
+			if fresh, err = emit.Dated(fresh, snap.Time.Time); err != nil {
+				out.Abandoned = fmt.Sprintf("the fresh snapshot is not usable: %v", err)
+				return out, nil
+			}
 			fs, err := disruption.NewState(fresh, h.Catalog, h.NodeSettings)
 			if err != nil {
 				return out, err

@@ -107,6 +107,7 @@ func (e *env) handle(s *events.Snapshot) Outcome {
 	}
 	var out Outcome
 	e.h.OnOutcome = func(o Outcome) { out = o }
+	e.h.Now = func() time.Time { return s.Time.Time } // the function's clock agrees with the agent's
 	if err := e.h.Handle(context.Background(), queue.Message{Data: data, Attempt: 1}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -306,5 +307,49 @@ func TestStuckConsolidationRollsBack(t *testing.T) {
 	}
 	if !strings.Contains(out.Abandoned, "rolled back") || !strings.Contains(out.Abandoned, "0 of 1 replacement") {
 		t.Errorf("abandoned %q", out.Abandoned)
+	}
+}
+
+// consolidateAfter is read on the function's clock, not the snapshot's: the node's pods last
+// changed 4 minutes before the function's clock, so with consolidateAfter 5m it is no candidate,
+// though the snapshot (dated 90 s ahead, within events.MaxClockSkew) would make it 5m30s. A
+// snapshot dated an hour ahead is refused as poison naming snapshot.time; one 10 minutes old is
+// skipped (acknowledged without a decision).
+func TestConsolidateAfterReadsTheFunctionClock(t *testing.T) {
+	e := newEnv(t)
+	n, nc := node("old", "m5.2xlarge", "aws:///us-east-1a/i-0123456789abcdef0")
+	last := metav1.NewTime(now.Add(-4 * time.Minute))
+	nc.Status.LastPodEventTime = &last
+	np := pool()
+	five := apisv1.MustParseNillableDuration("5m")
+	np.Spec.Disruption.ConsolidateAfter = &five
+	snapAt := func(t time.Time) []byte {
+		s := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: 10, Time: metav1.NewTime(t),
+			NodePools: []apisv1.NodePool{np}, Nodes: []corev1.Node{n}, NodeClaims: []apisv1.NodeClaim{nc}}
+		data, err := e.h.Codec.NewEvent(context.Background(), cluster, "agent", events.TypeSnapshot, "snap-"+t.String(), s)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return data
+	}
+	e.h.Now = func() time.Time { return now }
+	var out *Outcome
+	e.h.OnOutcome = func(o Outcome) { out = &o }
+	if err := e.h.Handle(context.Background(), queue.Message{Data: snapAt(now.Add(90 * time.Second)), Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if out == nil || out.Decision != nil || len(out.Report.Skipped) != 1 || !strings.Contains(out.Report.Skipped[0].Reason, "pods changed 4m0s ago, consolidateAfter is 5m0s") {
+		t.Fatalf("outcome %+v: want no decision, the node waiting for consolidateAfter on the function's clock", out)
+	}
+	out = nil
+	err := e.h.Handle(context.Background(), queue.Message{Data: snapAt(now.Add(time.Hour)), Attempt: 1})
+	if !errors.Is(err, queue.ErrPoison) || !errors.Is(err, events.ErrClockSkew) || !strings.Contains(err.Error(), "snapshot.time") || out != nil {
+		t.Fatalf("a snapshot dated an hour ahead: %v (outcome %v), want poison naming snapshot.time and no decision", err, out)
+	}
+	if err := e.h.Handle(context.Background(), queue.Message{Data: snapAt(now.Add(-10 * time.Minute)), Attempt: 1}); err != nil || out != nil {
+		t.Fatalf("a 10-minute-old snapshot: %v (outcome %v), want skipped", err, out)
+	}
+	if cmds := e.commands(); len(cmds) != 0 {
+		t.Fatalf("commands %v, want none", kinds(cmds))
 	}
 }

@@ -19,10 +19,12 @@ package drift
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,6 +65,9 @@ type Handler struct {
 	Log          *slog.Logger
 	// OnDecision, when set, receives every decision (local dev prints them).
 	OnDecision func(Decision)
+	// Now is the function's clock (default time.Now): expiry and the termination grace period
+	// read it, and a snapshot dated more than events.MaxClockSkew from it is refused.
+	Now func() time.Time
 }
 
 // Decision is what one snapshot led to.
@@ -113,6 +118,13 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
 	if err != nil {
+		return err
+	}
+	if snap, err = emit.Dated(snap, emit.Clock(h.Now)); err != nil {
+		if errors.Is(err, emit.ErrStaleSnapshot) {
+			h.log().Warn("stale snapshot skipped; a newer one follows", "err", err)
+			return nil
+		}
 		return err
 	}
 	d, err := h.Decide(ctx, snap)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +127,48 @@ func TestDriftStepsAndTerminationGracePeriod(t *testing.T) {
 	}
 	if inst, err := w.Cloud.Get(ctx, node.Spec.ProviderID); err == nil && inst.State == cloud.StateRunning {
 		t.Fatalf("instance %s still running", inst.ID)
+	}
+}
+
+// handleAt runs the handler on snap dated at, with the function's clock at now, and returns
+// the decision it made (nil when none) and its error.
+func handleAt(t *testing.T, h *drift.Handler, snap *events.Snapshot, at, now time.Time) (*drift.Decision, error) {
+	t.Helper()
+	s := *snap
+	s.Time = metav1.NewTime(at)
+	data, err := events.NewEvent(scenarios.Cluster, "agent", events.TypeSnapshot, "snap-"+at.String(), &s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *drift.Decision
+	h.OnDecision = func(d drift.Decision) { got = &d }
+	h.Now = func() time.Time { return now }
+	err = h.Handle(context.Background(), queue.Message{Data: data, Attempt: 1})
+	return got, err
+}
+
+// Expiry is read on the function's clock: a NodeClaim with expireAfter 1h created at T is not
+// expired at T+59m by the function's clock, though the snapshot (dated 90 s ahead, within
+// events.MaxClockSkew) would say T+60m30s; at T+60m it is. A snapshot dated a day ahead is
+// poison naming snapshot.time (it would have expired every node); a stale one is skipped.
+func TestExpiryReadsTheFunctionClock(t *testing.T) {
+	w, h := setup(t)
+	snap := w.Snapshot()
+	hour := apisv1.MustParseNillableDuration("1h")
+	snap.NodeClaims[0].Spec.ExpireAfter = hour
+	created := snap.NodeClaims[0].CreationTimestamp.Time
+	if d, err := handleAt(t, h, snap, created.Add(time.Hour+30*time.Second), created.Add(59*time.Minute)); err != nil || d != nil {
+		t.Fatalf("at T+59m by the function's clock: decision %v, %v; want none", d, err)
+	}
+	d, err := handleAt(t, h, snap, created.Add(24*time.Hour), created.Add(time.Minute))
+	if !errors.Is(err, queue.ErrPoison) || !errors.Is(err, events.ErrClockSkew) || !strings.Contains(err.Error(), "snapshot.time") || d != nil {
+		t.Fatalf("a snapshot dated a day ahead: %v, %v; want poison naming snapshot.time", d, err)
+	}
+	if d, err := handleAt(t, h, snap, created.Add(time.Hour), created.Add(time.Hour+10*time.Minute)); err != nil || d != nil {
+		t.Fatalf("a 10-minute-old snapshot: %v, %v; want skipped", d, err)
+	}
+	d, err = handleAt(t, h, snap, created.Add(time.Hour), created.Add(time.Hour))
+	if err != nil || d == nil || len(d.Steps) != 1 || !strings.Contains(d.Steps[0].Why, "expire") {
+		t.Fatalf("at T+60m: %v, %v; want the node replaced for expiry", d, err)
 	}
 }

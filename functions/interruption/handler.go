@@ -174,6 +174,12 @@ func (h *Handler) latest(ctx context.Context, n notices.Notice) (*events.Snapsho
 	if snap == nil {
 		return nil, nil, ErrAwaitingSnapshot
 	}
+	// A snapshot dated far from this function's clock is stale, or its agent's clock is wrong:
+	// "newer than the notice" cannot be trusted on it (a snapshot dated ahead that does not list
+	// the instance would drop the notice), so wait for one that is on time.
+	if err := snap.CheckClock(h.now()); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrAwaitingSnapshot, err)
+	}
 	targets := disruption.FindTargets(snap, n.MatchesProviderID)
 	if len(targets) == 0 && snap.Time.Time.Before(n.Time) && (n.Deadline.IsZero() || h.now().Before(n.Deadline)) {
 		// The instance may have been launched after this snapshot: wait for the next one.

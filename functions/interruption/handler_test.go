@@ -134,6 +134,39 @@ func TestNoSnapshotYetKeepsNoticePending(t *testing.T) {
 	}
 }
 
+// A snapshot dated far from the function's clock is not trusted to say "newer than the notice":
+// one dated 10 minutes ahead that does not list the instance (its agent's clock is wrong) must
+// not drop the notice as "no node has the instance"; nor may a 10-minute-old one. The notice
+// waits for a snapshot on time, then is acted on.
+func TestSkewedSnapshotKeepsNoticePending(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.spotNode(t)
+	it, err := e.w.Cloud.Interrupt(n.Spec.ProviderID, fake.KindSpotInterruption)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notice := scenarios.SpotNoticeJSON(it, "n-1")
+	for _, skew := range []time.Duration{10 * time.Minute, -10 * time.Minute} {
+		snap := e.w.Snapshot()
+		snap.Nodes, snap.NodeClaims, snap.Pods = nil, nil, nil
+		snap.Time = metav1.NewTime(e.w.Clock.Now().Add(skew))
+		e.snaps.Set(snap)
+		err = e.h.Handle(context.Background(), queue.Message{Data: notice, Attempt: 1})
+		if !errors.Is(err, interruption.ErrAwaitingSnapshot) || !errors.Is(err, events.ErrClockSkew) {
+			t.Fatalf("a snapshot %s off: %v, want ErrAwaitingSnapshot naming the skew", skew, err)
+		}
+		e.snaps = &interruption.LatestSnapshot{Cluster: scenarios.Cluster}
+		e.h.Snapshots = e.snaps
+	}
+	e.snaps.Set(e.w.Snapshot())
+	if err := e.h.Handle(context.Background(), queue.Message{Data: notice, Attempt: 2}); err != nil && !errors.Is(err, interruption.ErrAwaitingReplacement) {
+		t.Fatalf("on a snapshot on time: %v", err)
+	}
+	if _, got := e.kinds(t, 1); !strings.HasPrefix(got, string(events.CommandMarkUnavailable)) {
+		t.Fatalf("commands %s, want the interruption acted on", got)
+	}
+}
+
 // Two pods of 500m on one spot node, no other node: the replacement must be launched at once,
 // in this order: mark the offering, create the replacement, taint; no drain yet (it is not ready
 // and the deadline rule's start, notice + 120 s − 15 s − 30 s = +75 s, is not reached). At

@@ -60,6 +60,10 @@ type Handler struct {
 	// RefreshInterval is how often a Ready NodeClass is resolved again (a new AMI behind an
 	// alias, a subnet added); default DefaultRefreshInterval.
 	RefreshInterval time.Duration
+	// Now is the function's clock (default time.Now): the registration TTL, the registration
+	// window and the termination grace period read it, and a snapshot dated more than
+	// events.MaxClockSkew from it is refused.
+	Now func() time.Time
 
 	// resolved remembers when this process last resolved each NodeClass (by uid and
 	// generation). It only spaces out the cloud calls: a cold process resolves every class once,
@@ -101,6 +105,13 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
 	if err != nil {
+		return err
+	}
+	if snap, err = emit.Dated(snap, emit.Clock(h.Now)); err != nil {
+		if errors.Is(err, emit.ErrStaleSnapshot) {
+			h.log().Warn("stale snapshot skipped; a newer one follows", "err", err)
+			return nil
+		}
 		return err
 	}
 	out, err := h.Decide(ctx, snap)
@@ -194,7 +205,7 @@ func (h *Handler) nodeClasses(ctx context.Context, snap *events.Snapshot, out *O
 				}
 			}
 			out.Released = append(out.Released, a.NodeClass.Name())
-		case a.Resolve && h.due(a.NodeClass, time.Now()):
+		case a.Resolve && h.due(a.NodeClass, emit.Clock(h.Now)):
 			resolved, err := r.ResolveNodeClass(ctx, a.NodeClass)
 			if err != nil {
 				return fmt.Errorf("resolving %s %s: %w", a.NodeClass.Kind(), a.NodeClass.Name(), err)
@@ -205,7 +216,7 @@ func (h *Handler) nodeClasses(ctx context.Context, snap *events.Snapshot, out *O
 				}
 				out.NodeClassStatuses = append(out.NodeClassStatuses, *c)
 			}
-			h.mark(a.NodeClass, time.Now())
+			h.mark(a.NodeClass, emit.Clock(h.Now))
 		}
 	}
 	return nil

@@ -267,3 +267,48 @@ func TestForeignInstanceTerminationIsPoison(t *testing.T) {
 		t.Errorf("foreign instance %s, want running", got.State)
 	}
 }
+
+// discard accepts every command without applying it.
+type discard struct{}
+
+func (discard) Publish(context.Context, string, string, []byte) error { return nil }
+
+// The registration TTL (15 minutes) is read on the function's clock: a launch whose node never
+// registered is reaped once the function's clock says 15 minutes, not when a snapshot dated
+// 90 s ahead (within events.MaxClockSkew) says so; a snapshot dated an hour ahead, which would
+// have reaped every launch in flight, is poison naming snapshot.time.
+func TestRegistrationTTLReadsTheFunctionClock(t *testing.T) {
+	w := world(t)
+	snap := w.Snapshot()
+	snap.Nodes, snap.Pods = nil, nil // the instance never registered a node
+	created := snap.NodeClaims[0].CreationTimestamp.Time
+	h := handler(w, discard{})
+	reaped := func(at, now time.Time) (bool, error) {
+		s := *snap
+		s.Time = metav1.NewTime(at)
+		data, err := events.NewEvent(scenarios.Cluster, "agent", events.TypeSnapshot, "snap-"+at.String(), &s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out lifecycle.Outcome
+		h.OnDecision = func(o lifecycle.Outcome) { out = o }
+		h.Now = func() time.Time { return now }
+		err = h.Handle(context.Background(), queue.Message{Data: data, Attempt: 1})
+		for _, c := range out.Commands {
+			if c.Kind == events.CommandDeleteNodeClaim {
+				return true, err
+			}
+		}
+		return false, err
+	}
+	if got, err := reaped(created.Add(15*time.Minute+30*time.Second), created.Add(14*time.Minute)); err != nil || got {
+		t.Fatalf("at 14 minutes by the function's clock: reaped %v, %v; want kept", got, err)
+	}
+	got, err := reaped(created.Add(time.Hour), created.Add(time.Minute))
+	if !errors.Is(err, queue.ErrPoison) || !errors.Is(err, events.ErrClockSkew) || !strings.Contains(err.Error(), "snapshot.time") || got {
+		t.Fatalf("a snapshot dated an hour ahead: reaped %v, %v; want poison naming snapshot.time", got, err)
+	}
+	if got, err := reaped(created.Add(15*time.Minute), created.Add(15*time.Minute)); err != nil || !got {
+		t.Fatalf("at 15 minutes: reaped %v, %v; want the launch reaped", got, err)
+	}
+}

@@ -6,6 +6,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -85,6 +86,13 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return err
 	}
+	if snap, err = emit.Dated(snap, emit.Clock(h.Now)); err != nil {
+		if errors.Is(err, emit.ErrStaleSnapshot) {
+			h.log().Warn("stale snapshot skipped; a newer one follows", "err", err)
+			return nil
+		}
+		return err
+	}
 	d, err := h.Decide(ctx, snap)
 	if h.OnDecision != nil {
 		h.OnDecision(d)
@@ -140,25 +148,19 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	return d, nil
 }
 
-// MaxSnapshotSkew is how far a snapshot's time may be from the function's clock before no
-// absence-based decision is taken on it (orphan collection): 2 minutes, a few snapshot periods.
-const MaxSnapshotSkew = 2 * time.Minute
-
 // collectOrphans terminates instances tagged for this cluster that no NodeClaim or Node names:
 // launches whose function died before its command was applied and whose message was never
 // retried. Absence becomes action only when the snapshot is complete and its time within
-// MaxSnapshotSkew of the function's clock, the instance is older than the grace period by its
+// events.MaxClockSkew of the function's clock, the instance is older than the grace period by its
 // cloud launch time and the function's clock, and it was already an orphan on an earlier
 // snapshot seen by this process.
 func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot) ([]string, error) {
-	now := time.Now()
-	if h.Now != nil {
-		now = h.Now()
-	}
+	now := emit.Clock(h.Now)
 	if !snap.Complete {
 		return nil, nil
 	}
-	if skew := snap.Time.Sub(now); skew > MaxSnapshotSkew || skew < -MaxSnapshotSkew {
+	if err := snap.CheckClock(now); err != nil { // Decide may be called without Handle's check
+		skew := snap.Time.Sub(now)
 		h.log().Warn("snapshot time is skewed from this function's clock; no orphan collection on it",
 			"revision", snap.Revision, "snapshotTime", snap.Time.Time, "now", now, "skew", skew)
 		return nil, nil

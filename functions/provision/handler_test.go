@@ -58,7 +58,8 @@ func newEnv(t *testing.T) *env {
 	}
 	cat := catalog.MustAWS()
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: cluster, Clock: clocktesting.NewFakeClock(snapTime)})
-	e := &env{cloud: fc, h: &Handler{Cluster: cluster, Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Provider: fc, Publisher: pub}}
+	e := &env{cloud: fc, h: &Handler{Cluster: cluster, Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Provider: fc, Publisher: pub,
+		Now: func() time.Time { return snapTime }}}
 	e.cmds = functest.CollectCommands(ctx, t, nc, cluster)
 	return e
 }

@@ -64,7 +64,8 @@ func Consolidation(ctx context.Context, out io.Writer) (*ConsolidationResult, er
 
 	pub := &recorder{}
 	h := &consolidate.Handler{Cluster: clusterName, Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Provider: m.cloud, Publisher: pub,
-		Codec: events.Codec{Blobs: &events.MemoryBlobStore{}}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Codec: events.Codec{Blobs: &events.MemoryBlobStore{}}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now: func() time.Time { return m.now }}
 	for step := 0; step < 40; step++ {
 		m.now = m.now.Add(30 * time.Second)
 		m.rev++

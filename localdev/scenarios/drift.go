@@ -64,7 +64,7 @@ func Drift(ctx context.Context, out io.Writer) (*DriftResult, error) {
 	w.SetNodeClassAMIs("default", defaultClass(NewAMI).Status.AMIs)
 
 	h := &drift.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: w,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now,
 		OnDecision: func(d drift.Decision) {
 			res.DecisionsPrinted++
 			for _, line := range strings.Split(strings.TrimSpace(d.String()), "\n") {

@@ -465,7 +465,7 @@ func (w *World) Schedule() int {
 
 // Provision runs the provision function's decision on the current snapshot.
 func (w *World) Provision(ctx context.Context) (provision.Decision, error) {
-	h := &provision.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := &provision.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now}
 	return h.Decide(ctx, w.Snapshot())
 }
 
@@ -485,7 +485,7 @@ func (w *World) Step(ctx context.Context, d time.Duration) error {
 
 // Lifecycle runs the lifecycle function's decision on the current snapshot.
 func (w *World) Lifecycle(ctx context.Context) error {
-	h := &lifecycle.Handler{Cluster: Cluster, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := &lifecycle.Handler{Cluster: Cluster, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now}
 	_, err := h.Decide(ctx, w.Snapshot())
 	return err
 }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
@@ -71,4 +73,35 @@ func SnapshotOf(ctx context.Context, codec events.Codec, cluster string, env eve
 		return nil, fmt.Errorf("%w: snapshot.cluster: %q is not this function's cluster %q", queue.ErrPoison, snap.Cluster, cluster)
 	}
 	return snap, nil
+}
+
+// ErrStaleSnapshot is returned by Dated for a snapshot older than events.MaxClockSkew: a handler
+// acknowledges it without a decision (a newer snapshot follows every 30 s).
+var ErrStaleSnapshot = errors.New("stale snapshot")
+
+// Dated is the snapshot a function decides on: a shallow copy dated by the function's own clock
+// now, so every time-based rule (consolidateAfter, expiry, registration TTL, termination grace,
+// mark expiry) reads the function's clock, never the message's. A snapshot dated more than
+// events.MaxClockSkew ahead of now is poison (a wrong clock: dead-lettered with the reason); one
+// more than that behind wraps ErrStaleSnapshot. Nothing idempotent derives from the time (command
+// IDs and NodeClaim names come from revisions and names), so a redelivery decided later is
+// deduplicated all the same.
+func Dated(snap *events.Snapshot, now time.Time) (*events.Snapshot, error) {
+	if err := snap.CheckClock(now); err != nil {
+		if snap.Time.After(now) {
+			return nil, Poison(err)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrStaleSnapshot, err)
+	}
+	d := *snap
+	d.Time = metav1.NewTime(now)
+	return &d, nil
+}
+
+// Clock returns now() or, when now is nil, the wall clock.
+func Clock(now func() time.Time) time.Time {
+	if now != nil {
+		return now()
+	}
+	return time.Now()
 }

@@ -58,3 +58,20 @@ func TestSnapshotOf(t *testing.T) {
 		t.Fatalf("a command carries no snapshot: want poison, got %v", err)
 	}
 }
+
+func TestDated(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	snap := &events.Snapshot{Cluster: "prod", Revision: 3, Time: metav1.NewTime(now.Add(90 * time.Second))}
+	d, err := Dated(snap, now)
+	if err != nil || !d.Time.Time.Equal(now) || !snap.Time.Time.Equal(now.Add(90*time.Second)) || d.Revision != 3 {
+		t.Fatalf("within the bound: %+v, %v; want a copy dated by the function's clock, the original untouched", d, err)
+	}
+	snap.Time = metav1.NewTime(now.Add(events.MaxClockSkew + time.Second))
+	if _, err := Dated(snap, now); !errors.Is(err, queue.ErrPoison) || !errors.Is(err, events.ErrClockSkew) {
+		t.Fatalf("dated ahead beyond the bound: %v, want poison (a wrong clock)", err)
+	}
+	snap.Time = metav1.NewTime(now.Add(-events.MaxClockSkew - time.Second))
+	if _, err := Dated(snap, now); !errors.Is(err, ErrStaleSnapshot) || errors.Is(err, queue.ErrPoison) {
+		t.Fatalf("older than the bound: %v, want stale (skipped), not poison", err)
+	}
+}
