@@ -122,7 +122,11 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 	return bins
 }
 
-// usedByPool sums the capacity of each NodePool's nodes and in-flight NodeClaims (for limits).
+// usedByPool sums the capacity of each NodePool's nodes and in-flight NodeClaims (for limits),
+// with one "nodes" each. Every Node labelled karpenter.sh/nodepool counts, with or without a
+// NodeClaim object, as Karpenter's cluster state counts it; a Node that states no capacity (a
+// manifest may give only allocatable) counts its instance type's catalog capacity, else its
+// allocatable.
 func usedByPool(in *Input) map[string]scheduling.Resources {
 	used := map[string]scheduling.Resources{}
 	counted := map[string]bool{}
@@ -131,7 +135,15 @@ func usedByPool(in *Input) map[string]scheduling.Resources {
 		if pool == "" {
 			continue
 		}
-		used[pool] = used[pool].Add(scheduling.FromList(n.Status.Capacity))
+		capacity := n.Status.Capacity
+		if len(capacity) == 0 {
+			if it := in.Catalog.Get(n.Labels[corev1.LabelInstanceTypeStable]); it != nil {
+				capacity = it.Capacity
+			} else {
+				capacity = n.Status.Allocatable
+			}
+		}
+		used[pool] = used[pool].Add(scheduling.FromList(capacity)).Add(oneNode)
 		counted[n.Name] = true
 		if n.Spec.ProviderID != "" {
 			counted[n.Spec.ProviderID] = true
@@ -148,7 +160,7 @@ func usedByPool(in *Input) map[string]scheduling.Resources {
 				capacity = it.Capacity
 			}
 		}
-		used[pool] = used[pool].Add(scheduling.FromList(capacity))
+		used[pool] = used[pool].Add(scheduling.FromList(capacity)).Add(oneNode)
 	}
 	return used
 }

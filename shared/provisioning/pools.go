@@ -204,6 +204,7 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		p.err = fmt.Errorf("nodepool %q: requirement %s can never be met", np.Name, bad)
 		return p
 	}
+	reqs = withDefaultCapacityType(reqs)
 	p.reqs = reqs
 	// Single-valued requirements become node labels, as Karpenter labels its nodes.
 	for _, k := range reqs.Keys() {
@@ -235,6 +236,7 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		p.err = fmt.Errorf("nodepool %q: %s %q: %w", np.Name, strings.ToLower(nodeClass.Kind()), nodeClass.Name(), err)
 		return p
 	}
+	_, limitsNodes := np.Spec.Limits[ResourceNodes]
 	if len(np.Spec.Limits) > 0 {
 		rem := scheduling.FromList(np.Spec.Limits).Sub(used)
 		p.remaining = &rem
@@ -270,6 +272,9 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		pt.minPrice = pt.offerings[0].PricePerHour
 		capacity, alloc := it.ResourcesWith(settings)
 		pt.capacity = scheduling.FromList(capacity.List())
+		if limitsNodes {
+			pt.capacity = pt.capacity.Add(oneNode)
+		}
 		pt.alloc = scheduling.FromList(alloc.List())
 		labels := mergeLabels(it.Labels, p.labels)
 		for i := range daemons {
@@ -296,6 +301,21 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 	}
 	p.indexOffers()
 	return p
+}
+
+// ResourceNodes is the NodePool limit on the number of nodes (spec.limits.nodes): each node
+// and in-flight NodeClaim counts one.
+const ResourceNodes corev1.ResourceName = "nodes"
+
+var oneNode = scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceNodes: 1}}
+
+// withDefaultCapacityType gives a NodePool that says nothing about karpenter.sh/capacity-type
+// Karpenter's default, on-demand: silence never buys spot.
+func withDefaultCapacityType(reqs scheduling.Requirements) scheduling.Requirements {
+	if _, ok := reqs[apisv1.LabelCapacityType]; ok {
+		return reqs
+	}
+	return reqs.Intersect(scheduling.Requirements{apisv1.LabelCapacityType: scheduling.MustRequirement(apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, apisv1.CapacityTypeOnDemand)})
 }
 
 // typeMatches checks the requirements whose keys are instance-type labels. Offering keys are

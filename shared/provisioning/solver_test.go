@@ -272,7 +272,8 @@ func TestArchAndZoneSelectors(t *testing.T) {
 }
 
 func TestSpotPreferredWhenCheaper(t *testing.T) {
-	np := nodePool("default", req(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large"))
+	np := nodePool("default", req(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large"),
+		req(apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, "spot", "on-demand"))
 	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{np}})
 	first := p.NodeClaims[0].Cheapest()
 	// The spot model prices m5.large near 0.426 × 0.096 ≈ 0.041, below on-demand.

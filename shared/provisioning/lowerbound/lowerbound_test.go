@@ -276,7 +276,8 @@ func TestOptionsForRealCatalog(t *testing.T) {
 	// Spot allowed: the price is the cheapest offering, a spot estimate (the spot model prices
 	// spot at about 0.426 of on-demand); with every spot offering marked unavailable it is the
 	// on-demand list price again.
-	np = nodePool(corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}})
+	np = nodePool(corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}},
+		corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot", "on-demand"}})
 	cheapest := c.Get("m5.large").Offerings[0] // sorted by price
 	opts, err = OptionsFor(Source{Catalog: c, NodePool: np})
 	if err != nil || len(opts) != 1 || opts[0].PricePerHour != cheapest.PricePerHour || cheapest.CapacityType != apisv1.CapacityTypeSpot || cheapest.PricePerHour >= 0.096 {

@@ -65,6 +65,9 @@ func OptionsFor(s Source) ([]Option, error) {
 	if bad := reqs.Unsatisfiable(); bad != nil {
 		return nil, fmt.Errorf("nodePool %q: spec.template.spec.requirements: %s can never be met", np.Name, bad)
 	}
+	if _, ok := reqs[apisv1.LabelCapacityType]; !ok { // Karpenter's default: on-demand
+		reqs = reqs.Intersect(scheduling.Requirements{apisv1.LabelCapacityType: scheduling.MustRequirement(apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, apisv1.CapacityTypeOnDemand)})
+	}
 	for _, k := range reqs.Keys() {
 		if v, ok := reqs[k].Single(); ok && !offeringKeys[k] {
 			poolLabels[k] = v
