@@ -42,9 +42,12 @@ type Snapshot struct {
 	// or simply unbound and not terminal).
 	PendingPods []corev1.Pod `json:"pendingPods,omitempty"`
 	// Nodes and the pods bound to them (non-terminal).
-	Nodes       []corev1.Node                  `json:"nodes,omitempty"`
-	Pods        []corev1.Pod                   `json:"pods,omitempty"`
-	DaemonSets  []appsv1.DaemonSet             `json:"daemonSets,omitempty"`
+	Nodes      []corev1.Node      `json:"nodes,omitempty"`
+	Pods       []corev1.Pod       `json:"pods,omitempty"`
+	DaemonSets []appsv1.DaemonSet `json:"daemonSets,omitempty"`
+	// LimitRanges give DaemonSet pods their admission defaults (optional: older agents send
+	// none, and then no defaults apply).
+	LimitRanges []corev1.LimitRange            `json:"limitRanges,omitempty"`
 	PDBs        []policyv1.PodDisruptionBudget `json:"pdbs,omitempty"`
 	NodePools   []apisv1.NodePool              `json:"nodePools,omitempty"`
 	NodeClasses []apisv1.NodeClass             `json:"nodeClasses,omitempty"`

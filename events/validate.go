@@ -115,6 +115,9 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 	for i := range s.DaemonSets {
 		checkNamespaced(fmt.Sprintf("%s.daemonSets[%d]", p, i), s.DaemonSets[i].Name, s.DaemonSets[i].Namespace, errs)
 	}
+	for i := range s.LimitRanges {
+		checkNamespaced(fmt.Sprintf("%s.limitRanges[%d]", p, i), s.LimitRanges[i].Name, s.LimitRanges[i].Namespace, errs)
+	}
 	for i := range s.PDBs {
 		checkNamespaced(fmt.Sprintf("%s.pdbs[%d]", p, i), s.PDBs[i].Name, s.PDBs[i].Namespace, errs)
 	}

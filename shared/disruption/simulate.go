@@ -13,6 +13,7 @@ import (
 // simInputs are the parts of every simulation's input that do not depend on what is removed.
 type simInputs struct {
 	daemonSets  []*appsv1.DaemonSet
+	limitRanges []*corev1.LimitRange
 	nodePools   []*apisv1.NodePool
 	unavailable func(instanceType, zone, capacityType string) bool
 }
@@ -22,6 +23,9 @@ func (s *State) simBase() simInputs {
 	snap := s.Snapshot
 	for i := range snap.DaemonSets {
 		b.daemonSets = append(b.daemonSets, &snap.DaemonSets[i])
+	}
+	for i := range snap.LimitRanges {
+		b.limitRanges = append(b.limitRanges, &snap.LimitRanges[i])
 	}
 	for i := range snap.NodePools {
 		b.nodePools = append(b.nodePools, &snap.NodePools[i])
@@ -41,8 +45,8 @@ func (s *State) Simulate(remove map[string]bool, pods []*corev1.Pod) (*provision
 		b := s.simBase()
 		s.base = &b
 	}
-	in := provisioning.Input{Pods: pods, Catalog: s.Catalog, DaemonSets: s.base.daemonSets,
-		NodePools: s.base.nodePools, NodeClasses: s.Snapshot.NodeClasses, NodeSettings: s.NodeSettings, Unavailable: s.base.unavailable}
+	in := provisioning.Input{Pods: pods, Catalog: s.Catalog, DaemonSets: s.base.daemonSets, LimitRanges: s.base.limitRanges,
+		Simulation: true, NodePools: s.base.nodePools, NodeClasses: s.Snapshot.NodeClasses, NodeSettings: s.NodeSettings, Unavailable: s.base.unavailable}
 	var least scheduling.Resources
 	for i, p := range pods {
 		r := scheduling.PodRequests(p)

@@ -33,4 +33,5 @@ const (
 	KindPVC                 = "PersistentVolumeClaim"
 	KindPV                  = "PersistentVolume"
 	KindStorageClass        = "StorageClass"
+	KindLimitRange          = "LimitRange"
 )

@@ -79,6 +79,9 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 	for _, d := range listTyped[appsv1.DaemonSet](st.daemonSets) {
 		snap.DaemonSets = append(snap.DaemonSets, *d.DeepCopy())
 	}
+	for _, lr := range listTyped[corev1.LimitRange](st.limitRanges) {
+		snap.LimitRanges = append(snap.LimitRanges, *lr.DeepCopy())
+	}
 	for _, p := range listTyped[policyv1.PodDisruptionBudget](st.pdbs) {
 		snap.PDBs = append(snap.PDBs, *p.DeepCopy())
 	}

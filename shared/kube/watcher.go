@@ -61,7 +61,7 @@ type Watcher struct {
 	dynamic   dynamicinformer.DynamicSharedInformerFactory
 
 	pods, nodes, daemonSets, pdbs, configMaps cache.SharedIndexInformer
-	pvcs, pvs, storageClasses                 cache.SharedIndexInformer
+	pvcs, pvs, storageClasses, limitRanges    cache.SharedIndexInformer
 	nodePools, nodeClaims, nodeClasses        cache.SharedIndexInformer
 }
 
@@ -97,6 +97,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	w.pvcs = w.factory.Core().V1().PersistentVolumeClaims().Informer()
 	w.pvs = w.factory.Core().V1().PersistentVolumes().Informer()
 	w.storageClasses = w.factory.Storage().V1().StorageClasses().Informer()
+	w.limitRanges = w.factory.Core().V1().LimitRanges().Informer()
 	w.nodePools = w.dynamic.ForResource(NodePoolGVR).Informer()
 	w.nodeClaims = w.dynamic.ForResource(NodeClaimGVR).Informer()
 	w.nodeClasses = w.dynamic.ForResource(EC2NodeClassGVR).Informer()
@@ -127,6 +128,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 		KindNode: w.nodes, KindDaemonSet: w.daemonSets, KindPodDisruptionBudget: w.pdbs,
 		KindConfigMap: w.configMaps, KindNodePool: w.nodePools, KindNodeClaim: w.nodeClaims,
 		KindEC2NodeClass: w.nodeClasses, KindPVC: w.pvcs, KindPV: w.pvs, KindStorageClass: w.storageClasses,
+		KindLimitRange: w.limitRanges,
 	} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { w.onChange(kind, obj, OpAdd) },
@@ -357,7 +359,7 @@ func listTyped[T any](store cache.Store) []*T {
 // stores groups the informers' stores for the snapshot builder.
 type stores struct {
 	pods, nodes, daemonSets, pdbs, configMaps cache.Store
-	pvcs, pvs, storageClasses                 cache.Store
+	pvcs, pvs, storageClasses, limitRanges    cache.Store
 	nodePools, nodeClaims, nodeClasses        cache.Store
 }
 
@@ -366,6 +368,7 @@ func (w *Watcher) stores() stores {
 		pods: w.pods.GetStore(), nodes: w.nodes.GetStore(), daemonSets: w.daemonSets.GetStore(),
 		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(),
 		pvcs: w.pvcs.GetStore(), pvs: w.pvs.GetStore(), storageClasses: w.storageClasses.GetStore(),
-		nodePools: w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(),
+		limitRanges: w.limitRanges.GetStore(),
+		nodePools:   w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(),
 	}
 }

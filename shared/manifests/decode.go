@@ -55,6 +55,8 @@ var coreKinds = map[string]string{
 	"PersistentVolumeClaim": "v1",
 	"PersistentVolume":      "v1",
 	"StorageClass":          "storage.k8s.io/v1",
+	// LimitRange: the defaults admission gives the pods of its namespace.
+	"LimitRange": "v1",
 }
 
 func (s *Set) decodeDocument(src Source, raw []byte) error {
@@ -224,6 +226,12 @@ func (s *Set) decodeCore(src Source, h header, raw []byte) error {
 			return err
 		}
 		s.PVs = append(s.PVs, o)
+	case *corev1.LimitRange:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		if err := checkName(src, h); err != nil {
+			return err
+		}
+		s.LimitRanges = append(s.LimitRanges, o)
 	case *storagev1.StorageClass:
 		if err := checkName(src, h); err != nil {
 			return err

@@ -36,7 +36,10 @@ type Set struct {
 	// ExpandPods turns them into pods.
 	Workloads  []*Workload
 	DaemonSets []*appsv1.DaemonSet
-	PDBs       []*policyv1.PodDisruptionBudget
+	// LimitRanges give the pods of their namespace (controllers' pods, Pods, DaemonSet pods)
+	// the defaults admission would.
+	LimitRanges []*corev1.LimitRange
+	PDBs        []*policyv1.PodDisruptionBudget
 	// Nodes are existing capacity.
 	Nodes      []*corev1.Node
 	Namespaces []*corev1.Namespace

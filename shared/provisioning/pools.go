@@ -101,10 +101,13 @@ type daemon struct {
 	ports       []scheduling.HostPort
 }
 
-func compileDaemons(dss []*appsv1.DaemonSet) []daemon {
+// compileDaemons compiles the DaemonSets' pod templates, each with the defaults its
+// namespace's LimitRanges give at admission (the API server admits every DaemonSet pod through
+// LimitRanger, so its requests are those defaults where the template states none).
+func compileDaemons(dss []*appsv1.DaemonSet, lrs []*corev1.LimitRange) []daemon {
 	out := make([]daemon, 0, len(dss))
 	for _, ds := range dss {
-		pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+		pod := &corev1.Pod{Spec: scheduling.ApplyLimitRangeDefaults(ds.Spec.Template.Spec, scheduling.LimitRangesIn(lrs, ds.Namespace))}
 		alts, err := scheduling.PodNodeRequirements(pod)
 		if err != nil || len(alts) == 0 {
 			continue // a DaemonSet that cannot run anywhere adds no overhead

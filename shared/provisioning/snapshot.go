@@ -26,6 +26,9 @@ func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog, settings NodeSe
 	for i := range s.DaemonSets {
 		in.DaemonSets = append(in.DaemonSets, &s.DaemonSets[i])
 	}
+	for i := range s.LimitRanges {
+		in.LimitRanges = append(in.LimitRanges, &s.LimitRanges[i])
+	}
 	for i := range s.NodePools {
 		in.NodePools = append(in.NodePools, &s.NodePools[i])
 	}

@@ -121,7 +121,7 @@ func Solve(in Input) (*Plan, error) {
 		return nil, fmt.Errorf("input.catalog: required")
 	}
 	s := &solver{in: &in, topo: newTopology(), eligible: map[string][]string{}, offerCache: map[string][]Offering{}}
-	daemons := compileDaemons(in.DaemonSets)
+	daemons := compileDaemons(in.DaemonSets, in.LimitRanges)
 	s.bins = buildBins(&in, daemons)
 	s.pools = compilePools(&in, daemons, usedByPool(&in))
 	s.compat = make([]map[string]*podPool, len(s.pools))
@@ -172,7 +172,9 @@ func Solve(in Input) (*Plan, error) {
 	}
 	s.refine()
 	s.lpRepack()
-	s.patternPack()
+	if !in.Simulation {
+		s.patternPack()
+	}
 	for _, b := range s.bins {
 		if len(b.pods) > 0 {
 			plan.ExistingNodes = append(plan.ExistingNodes, &NodePlacement{Name: b.name, InFlight: b.inFlight, Pods: b.pods})
@@ -181,7 +183,9 @@ func Solve(in Input) (*Plan, error) {
 	for _, c := range s.claims {
 		plan.NodeClaims = append(plan.NodeClaims, s.finalize(c))
 	}
-	plan.LowerBoundPerHour = s.lowerBound()
+	if !in.Simulation {
+		plan.LowerBoundPerHour = s.lowerBound()
+	}
 	sort.SliceStable(plan.Unschedulable, func(i, j int) bool {
 		return podKey(plan.Unschedulable[i].Pod) < podKey(plan.Unschedulable[j].Pod)
 	})

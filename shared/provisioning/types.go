@@ -29,8 +29,11 @@ type Input struct {
 	BoundPods []*corev1.Pod
 	// NodeClaims are all NodeClaims. Those not yet backed by a registered Node are in flight:
 	// their capacity absorbs pods before new NodeClaims are opened.
-	NodeClaims  []*apisv1.NodeClaim
-	DaemonSets  []*appsv1.DaemonSet
+	NodeClaims []*apisv1.NodeClaim
+	DaemonSets []*appsv1.DaemonSet
+	// LimitRanges give DaemonSet pods the defaults admission would (their overhead is counted
+	// with them); pending pods arrive admitted already.
+	LimitRanges []*corev1.LimitRange
 	NodePools   []*apisv1.NodePool
 	NodeClasses []apisv1.NodeClass
 	Catalog     *catalog.Catalog
@@ -50,6 +53,10 @@ type Input struct {
 	// (the lifecycle function has not resolved it), not only those Ready=False. The functions
 	// set it when their provider resolves NodeClasses; `dovetail plan` over manifests does not.
 	RequireResolvedNodeClasses bool
+	// Simulation asks for placements only, as consolidation does hundreds of times per
+	// decision: no lower bound (Plan.LowerBoundPerHour stays 0) and no pattern packing (first-fit,
+	// refine and the LP-guided re-pack only), which keeps a simulation cheap.
+	Simulation bool
 }
 
 // NodeSettingsFunc computes a NodeClass's node settings; the zero NodeClass (a NodePool whose

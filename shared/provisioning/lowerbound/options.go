@@ -19,8 +19,10 @@ type Source struct {
 	// Settings are the settings the pool's nodes boot with (the edge's node settings of its
 	// NodeClass: image family, kubelet block, ephemeral volume); the zero value means the defaults.
 	Settings catalog.NodeSettings
-	// DaemonSets whose pods run on the pool's nodes take their requests off every node.
-	DaemonSets []*appsv1.DaemonSet
+	// DaemonSets whose pods run on the pool's nodes take their requests off every node, with
+	// the defaults their namespace's LimitRanges give at admission.
+	DaemonSets  []*appsv1.DaemonSet
+	LimitRanges []*corev1.LimitRange
 	// Unavailable reports offerings marked unavailable (ICE); nil means none are.
 	Unavailable func(instanceType, zone, capacityType string) bool
 }
@@ -76,7 +78,7 @@ func OptionsFor(s Source) ([]Option, error) {
 	if rr := reqs[corev1.LabelTopologyRegion]; rr != nil && s.Catalog.Region != "" && !rr.Has(s.Catalog.Region) {
 		return nil, nil
 	}
-	daemons := compileDaemons(s.DaemonSets, np.Spec.Template.Spec.Taints)
+	daemons := compileDaemons(s.DaemonSets, s.LimitRanges, np.Spec.Template.Spec.Taints)
 	zr, cr := reqs[corev1.LabelTopologyZone], reqs[apisv1.LabelCapacityType]
 	var out []Option
 	for _, it := range s.Catalog.Types() {
@@ -154,10 +156,10 @@ type daemon struct {
 	alts     []scheduling.Requirements
 }
 
-func compileDaemons(dss []*appsv1.DaemonSet, taints []corev1.Taint) []daemon {
+func compileDaemons(dss []*appsv1.DaemonSet, lrs []*corev1.LimitRange, taints []corev1.Taint) []daemon {
 	var out []daemon
 	for _, ds := range dss {
-		pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+		pod := &corev1.Pod{Spec: scheduling.ApplyLimitRangeDefaults(ds.Spec.Template.Spec, scheduling.LimitRangesIn(lrs, ds.Namespace))}
 		if scheduling.UntoleratedTaint(pod.Spec.Tolerations, taints) != nil {
 			continue
 		}

@@ -107,6 +107,9 @@ func TestScenariosThroughSnapshot(t *testing.T) {
 			for _, x := range in.StorageClasses {
 				snap.StorageClasses = append(snap.StorageClasses, *x)
 			}
+			for _, x := range in.LimitRanges {
+				snap.LimitRanges = append(snap.LimitRanges, *x)
+			}
 			enc, err := events.EncodeSnapshot(snap)
 			if err != nil {
 				t.Fatal(err)
