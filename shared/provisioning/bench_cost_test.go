@@ -48,6 +48,8 @@ type costMix struct {
 	// does not apply.
 	hard  bool
 	input func(t testing.TB, np *apisv1.NodePool) Input
+	// pool builds the NodePool for the capacity types (nil: the seed pool, costPool).
+	pool func(t testing.TB, capacityTypes ...string) *apisv1.NodePool
 }
 
 type costRow struct {
@@ -70,7 +72,107 @@ func costMixes() []costMix {
 	for _, n := range []int{100, 1000} {
 		mixes = append(mixes, costMix{name: fmt.Sprintf("bitnami-%d", n), input: csvCostInput("bitnami", n)})
 	}
+	mixes = append(mixes,
+		costMix{name: "svc+batch-323", input: servicesAndBatchInput},
+		costMix{name: "svc+batch-any", input: servicesAndBatchInput, pool: openPool},
+		costMix{name: "gpu-200", input: gpuInput(200), pool: gpuPool})
 	return mixes
+}
+
+// servicesAndBatchInput is the mixed shape: 240 small service pods (the requests of the
+// Online Boutique and Sock Shop deployments, testdata/workloads/service_requests.csv, drawn
+// uniformly) next to 83 batch pods of 8–32 vCPU (the Alibaba openb CPU-only shapes of at least
+// 8 vCPU, drawn by their count).
+func servicesAndBatchInput(t testing.TB, np *apisv1.NodePool) Input {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(2023, 323))
+	var pods []*corev1.Pod
+	svc := readCSV(t, "../../testdata/workloads/service_requests.csv")
+	for i := range 240 {
+		r := svc[rng.IntN(len(svc))]
+		pods = append(pods, requestPod(fmt.Sprintf("svc-%d", i), int64(atoi(t, r[2])), int64(atoi(t, r[3])), nil))
+	}
+	var big [][]string
+	for _, r := range readCSV(t, "../../testdata/workloads/alibaba_openb_cpu_only.csv") {
+		if atoi(t, r[0]) >= 8000 {
+			big = append(big, r)
+		}
+	}
+	for i, r := range weightedDraws(t, rng, big, 4, 83) {
+		pods = append(pods, requestPod(fmt.Sprintf("batch-%d", i), int64(atoi(t, r[0])), int64(atoi(t, r[1])), nil))
+	}
+	set := seedSet(t)
+	return Input{Pods: pods, DaemonSets: set.DaemonSets, NodePools: []*apisv1.NodePool{np}, NodeClasses: set.NodeClasses, NodeSettings: cloud.NodeSettingsFor}
+}
+
+// gpuInput draws n pods from the Alibaba openb shapes that ask for whole GPUs
+// (testdata/workloads/alibaba_openb_gpu_whole.csv), each with its nvidia.com/gpu count.
+func gpuInput(n int) func(testing.TB, *apisv1.NodePool) Input {
+	return func(t testing.TB, np *apisv1.NodePool) Input {
+		t.Helper()
+		rng := rand.New(rand.NewPCG(2023, uint64(n)))
+		var pods []*corev1.Pod
+		for i, r := range weightedDraws(t, rng, readCSV(t, "../../testdata/workloads/alibaba_openb_gpu_whole.csv"), 4, n) {
+			gpu := resource.NewQuantity(int64(atoi(t, r[2])), resource.DecimalSI)
+			pods = append(pods, requestPod(fmt.Sprintf("gpu-%d", i), int64(atoi(t, r[0])), int64(atoi(t, r[1])), gpu))
+		}
+		set := seedSet(t)
+		return Input{Pods: pods, DaemonSets: set.DaemonSets, NodePools: []*apisv1.NodePool{np}, NodeClasses: set.NodeClasses, NodeSettings: cloud.NodeSettingsFor}
+	}
+}
+
+func weightedDraws(t testing.TB, rng *rand.Rand, rows [][]string, weightCol, n int) [][]string {
+	var cum []int
+	total := 0
+	for _, r := range rows {
+		total += atoi(t, r[weightCol])
+		cum = append(cum, total)
+	}
+	out := make([][]string, n)
+	for i := range out {
+		x := rng.IntN(total)
+		k := 0
+		for cum[k] <= x {
+			k++
+		}
+		out[i] = rows[k]
+	}
+	return out
+}
+
+func requestPod(name string, milliCPU, memMiB int64, gpus *resource.Quantity) *corev1.Pod {
+	reqs := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(milliCPU, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(memMiB<<20, resource.BinarySI),
+	}
+	if gpus != nil {
+		reqs["nvidia.com/gpu"] = *gpus
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: reqs}}}}}
+}
+
+// openPool is the seed NodePool with only its capacity-type requirement: every instance type
+// of the catalog (the "unrestricted pool").
+func openPool(t testing.TB, capacityTypes ...string) *apisv1.NodePool {
+	np := costPool(t, capacityTypes...)
+	var keep []apisv1.NodeSelectorRequirementWithMinValues
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		if r.Key == apisv1.LabelCapacityType {
+			keep = append(keep, r)
+		}
+	}
+	np.Spec.Template.Spec.Requirements = keep
+	return np
+}
+
+// gpuPool is the seed NodePool restricted to the GPU categories g and p, amd64.
+func gpuPool(t testing.TB, capacityTypes ...string) *apisv1.NodePool {
+	np := openPool(t, capacityTypes...)
+	np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
+		apisv1.NodeSelectorRequirementWithMinValues{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelInstanceCategory, Operator: corev1.NodeSelectorOpIn, Values: []string{"g", "p"}}},
+		apisv1.NodeSelectorRequirementWithMinValues{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}})
+	return np
 }
 
 // seedSet loads the seed manifests from the checkout (read as files, not imported, so shared/
@@ -190,7 +292,11 @@ func atoi(t testing.TB, s string) int {
 // measureCost solves the input and bounds the pods the plan puts on new NodeClaims.
 func measureCost(t testing.TB, c *catalog.Catalog, mix costMix, capacity string, capacityTypes []string) (costRow, Input) {
 	t.Helper()
-	np := costPool(t, capacityTypes...)
+	pool := mix.pool
+	if pool == nil {
+		pool = costPool
+	}
+	np := pool(t, capacityTypes...)
 	in := mix.input(t, np)
 	in.Catalog = c
 	p, err := Solve(in)

@@ -20,13 +20,13 @@ import (
 // first-fit and the LP-guided re-pack stand).
 const (
 	maxPatternClasses = 64
-	maxPatternDives   = 8
+	maxPatternDives   = 32
 )
 
 var (
-	packBudget  = lowerbound.PatternBudget{Rounds: 80, KnapsackNodes: 1_500_000}
-	diveBudget  = lowerbound.PatternBudget{Rounds: 20, KnapsackNodes: 100_000}
-	boundBudget = lowerbound.PatternBudget{Rounds: 80, KnapsackNodes: 1_500_000}
+	packBudget  = lowerbound.PatternBudget{Rounds: 300, KnapsackNodes: 5_000_000}
+	diveBudget  = lowerbound.PatternBudget{Rounds: 200, KnapsackNodes: 2_000_000}
+	boundBudget = lowerbound.PatternBudget{Rounds: 300, KnapsackNodes: 5_000_000}
 )
 
 // patternPack re-packs, per NodePool without limits, the NodeClaims whose pods carry no
@@ -111,6 +111,7 @@ func (s *solver) packPatterns(pi int, pods []*podInfo) []*claim {
 		if len(built) == 0 {
 			built = s.roundPatterns(pi, left, res, true)
 		}
+
 		if len(built) == 0 {
 			break
 		}
@@ -225,7 +226,8 @@ func (s *solver) roundPatterns(pi int, classes []*packClass, res *lowerbound.Pat
 	for _, i := range order {
 		n := int(math.Floor(res.Use[i] + 1e-6))
 		if up {
-			if res.Use[i] <= 1e-6 {
+			// Nothing is whole: round up the largest λ, and every other λ ≥ ½.
+			if res.Use[i] <= 1e-6 || (len(out) > 0 && res.Use[i] < 0.5) {
 				break
 			}
 			n = 1
@@ -237,9 +239,6 @@ func (s *solver) roundPatterns(pi int, classes []*packClass, res *lowerbound.Pat
 				break
 			}
 			out = append(out, c)
-		}
-		if up && len(out) > 0 {
-			break
 		}
 	}
 	return out
