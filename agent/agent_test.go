@@ -321,7 +321,9 @@ func TestHandleCommandOutcomes(t *testing.T) {
 // A drain a PDB holds is acknowledged, not redelivered: the deciding function drains again on a
 // later snapshot, and a redelivery with backoff would hold up every command behind it.
 func TestHeldDrainIsAcknowledged(t *testing.T) {
-	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"), testPod("guarded", "n1"))
+	n1 := testNode("n1")
+	n1.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}}
+	e := newEnv(t, clock.RealClock{}, 0, 0, -1, n1, testPod("guarded", "n1"))
 	e.waitSynced(t)
 	evictions := 0
 	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {

@@ -244,6 +244,26 @@ type Command struct {
 	NodeClass *apisv1.NodeClass `json:"nodeClass,omitempty"`
 	// NodePool is the target of SetNodePoolStatus, with the status to write.
 	NodePool *apisv1.NodePool `json:"nodePool,omitempty"`
+	// Budget, on a TaintNode that starts a voluntary disruption (consolidation, drift), is the
+	// unit of the NodePool's disruption budget the taint reserves (see BudgetReservation).
+	Budget *BudgetReservation `json:"budget,omitempty"`
+}
+
+// BudgetReservation makes the agent the one ledger of a cluster's disruption budgets. Every
+// function counts disrupting nodes from its snapshot (the karpenter.sh/disrupted taint, deletion,
+// NotReady), but two functions deciding on the same snapshot would each spend the same free
+// unit. So a TaintNode starting a voluntary disruption carries the budget it was decided under,
+// and the agent, which applies commands one at a time in order, applies the taint only while
+// fewer than MaxDisrupting nodes of NodePool are disrupting by its own count (its caches plus the
+// taints it granted that its caches do not show yet); otherwise it refuses the command (an Event
+// names the budget) and the function decides again on a later snapshot.
+type BudgetReservation struct {
+	NodePool string `json:"nodePool"`
+	// Reason is the disruption reason whose budgets applied: Empty, Underutilized or Drifted.
+	Reason string `json:"reason"`
+	// MaxDisrupting is how many of the pool's nodes the budgets allow disrupting at once, for
+	// Reason, when the function decided (disruption.BudgetTotal).
+	MaxDisrupting int `json:"maxDisrupting"`
 }
 
 // PodsPending is the payload of TypePodsPending: the batch trigger plus the snapshot.

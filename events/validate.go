@@ -326,6 +326,17 @@ func (c *Command) Validate() error {
 	default:
 		errs.add("command.kind", "%q is not a known command kind", c.Kind)
 	}
+	if b := c.Budget; b != nil {
+		if c.Kind != CommandTaintNode {
+			errs.add("command.budget", "only a TaintNode reserves a disruption budget, not %s", c.Kind)
+		}
+		if b.NodePool == "" {
+			errs.add("command.budget.nodePool", "required")
+		}
+		if b.MaxDisrupting < 0 {
+			errs.add("command.budget.maxDisrupting", "must be >= 0, got %d", b.MaxDisrupting)
+		}
+	}
 	return errs.err()
 }
 

@@ -1,7 +1,8 @@
 // Package drift is the drift function: on every snapshot (the agent's timer, or a pending-pods
-// batch) it replaces nodes that drifted from their NodePool or NodeClass, or expired
-// (disruption.PlanDrift), gracefully and within the NodePools' disruption budgets (reason
-// Drifted), empty nodes first, then oldest first.
+// batch) it replaces nodes that drifted from their NodePool or NodeClass (disruption.PlanDrift),
+// gracefully and within the NodePools' disruption budgets (reason Drifted; each taint reserves
+// its unit with the agent), empty nodes first, then oldest first. Expired NodeClaims are handed
+// to the termination path at once (StepExpire): expiry is forceful, as in Karpenter v1.
 //
 // Each node goes through three steps, one or more snapshots apart; the cluster holds the state
 // between them (the karpenter.sh/disrupted=drifted taint and its timeAdded), so the function
@@ -51,6 +52,7 @@ const (
 	StepDelete      = "delete"       // node empty: instance terminated, Node and NodeClaim deleted
 	StepForceDelete = "force-delete" // terminationGracePeriod passed with the drain blocked
 	StepSkip        = "skip"         // pods would have no place, or a launch failed
+	StepExpire      = "expire"       // past expireAfter: handed to the termination path at once (forceful)
 )
 
 // Handler handles one event. Its fields are its dependencies; it holds no state.
@@ -139,6 +141,16 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	plan := disruption.PlanDrift(snap)
 	d := Decision{Revision: snap.Revision, Blocked: plan.Blocked, OverBudget: plan.OverBudget}
 	now := snap.Time.Time
+	// Expiry is forceful (Karpenter v1): no budget, no replacement first, no do-not-disrupt
+	// wait; the termination path drains within the NodeClaim's terminationGracePeriod.
+	for _, c := range plan.Expired {
+		s := Step{Node: c.Name(), Step: StepExpire, Why: c.Why(), Detail: "handed to the termination path"}
+		if err := h.publish(ctx, snap, disruption.HandOff(h.Cluster, snap.Revision, c.Name(), c.NodeClaim,
+			disruption.ReasonExpired+": "+c.Why(), "expire", c.NodeClaim.Name)); err != nil {
+			return d, err
+		}
+		d.Steps = append(d.Steps, s)
+	}
 	for _, c := range plan.InProgress {
 		s := Step{Node: c.Name(), Why: c.Why()}
 		var tainted *metav1.Time = c.Tainted
@@ -181,7 +193,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		if len(c.Pods) == 0 {
 			// An empty node needs no replacement: taint (so nothing lands while it goes) and delete.
 			s.Step, s.Detail = StepDelete, "empty node"
-			if err := h.taint(ctx, snap, c.Target); err != nil {
+			if err := h.taint(ctx, snap, c.Target, plan.Budgets[c.NodePool.Name]); err != nil {
 				return d, err
 			}
 			if err := h.remove(ctx, snap, c.Target, s.Detail); err != nil {
@@ -198,7 +210,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 			d.Steps = append(d.Steps, s)
 			continue
 		}
-		if err := h.taint(ctx, snap, c.Target); err != nil {
+		if err := h.taint(ctx, snap, c.Target, plan.Budgets[c.NodePool.Name]); err != nil {
 			return d, err
 		}
 		s.Step = StepStart
@@ -262,13 +274,16 @@ func (h *Handler) evacuate(ctx context.Context, snap *events.Snapshot, t disrupt
 	return plan, nil
 }
 
-func (h *Handler) taint(ctx context.Context, snap *events.Snapshot, t disruption.Target) error {
+// taint starts the node's disruption: the karpenter.sh/disrupted taint, reserving a unit of the
+// pool's budget (the agent refuses it when another decision spent the unit first; the revision
+// in the ID lets a later decision ask again).
+func (h *Handler) taint(ctx context.Context, snap *events.Snapshot, t disruption.Target, budget *events.BudgetReservation) error {
 	if t.Node == nil {
 		return nil
 	}
 	at := metav1.NewTime(snap.Time.Time)
-	return h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-taint", t.Node.Name, string(t.Node.UID)),
-		Kind: events.CommandTaintNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name,
+	return h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-taint", t.Node.Name, string(t.Node.UID), fmt.Sprint(snap.Revision)),
+		Kind: events.CommandTaintNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name, Budget: budget,
 		Taint:  &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValueDrifted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at},
 		Reason: apisv1.DisruptionReasonDrifted})
 }

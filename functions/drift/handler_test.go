@@ -172,3 +172,31 @@ func TestExpiryReadsTheFunctionClock(t *testing.T) {
 		t.Fatalf("at T+60m: %v, %v; want the node replaced for expiry", d, err)
 	}
 }
+
+// Expiry is forceful, as in Karpenter v1: an expired NodeClaim is handed to the termination
+// path though its pool's budget allows no disruption and its pod carries
+// karpenter.sh/do-not-disrupt, and no replacement is launched first (the termination path drains
+// it through the Eviction API within its terminationGracePeriod; the provision function places
+// the evicted pods).
+func TestExpiryIsForceful(t *testing.T) {
+	w, h := setup(t)
+	snap := w.Snapshot()
+	snap.NodeClaims[0].Spec.ExpireAfter = apisv1.MustParseNillableDuration("1h")
+	snap.NodePools[0].Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "0"}}
+	for i := range snap.Pods {
+		snap.Pods[i].Annotations = map[string]string{apisv1.AnnotationDoNotDisrupt: "true"}
+	}
+	before, _ := w.Cloud.List(context.Background(), scenarios.Cluster)
+	created := snap.NodeClaims[0].CreationTimestamp.Time
+	d, err := handleAt(t, h, snap, created.Add(time.Hour), created.Add(time.Hour))
+	if err != nil || d == nil || len(d.Steps) != 1 || d.Steps[0].Step != drift.StepExpire || len(d.OverBudget)+len(d.Blocked) != 0 {
+		t.Fatalf("decision %v, %v; want the expired node handed off despite budget 0 and do-not-disrupt", d, err)
+	}
+	after, _ := w.Cloud.List(context.Background(), scenarios.Cluster)
+	if len(after) != len(before) {
+		t.Fatalf("%d instances, was %d: expiry launches no replacement first", len(after), len(before))
+	}
+	if nc := w.Snapshot().NodeClaims[0]; nc.DeletionTimestamp == nil {
+		t.Fatal("the expired NodeClaim must be deleted (the termination path takes it from there)")
+	}
+}

@@ -70,6 +70,19 @@ func BudgetNodes(b apisv1.Budget, nodesInPool int) (int, error) {
 // A budget that cannot be evaluated (bad nodes value or schedule) fails closed: the result is 0
 // and the error names the budget's field path (spec.disruption.budgets[i].schedule).
 func AllowedDisruptions(pool *apisv1.NodePool, reason string, nodesInPool, disrupting int, now time.Time) (int, error) {
+	total, err := BudgetTotal(pool, reason, nodesInPool, now)
+	if err != nil || total == Unlimited {
+		return total, err
+	}
+	return max(total-disrupting, 0), nil
+}
+
+// BudgetTotal is how many of the pool's nodes its budgets allow disrupting at once for reason
+// at now: the smallest BudgetNodes over the active budgets that apply to reason, Unlimited when
+// none does (a pool without budgets gets Karpenter's default, nodes: 10%). It is what every
+// voluntary disruption reserves against (events.BudgetReservation). A budget that cannot be
+// evaluated fails closed: 0 and an error naming the budget's field path.
+func BudgetTotal(pool *apisv1.NodePool, reason string, nodesInPool int, now time.Time) (int, error) {
 	budgets := pool.Spec.Disruption.Budgets
 	if budgets == nil {
 		budgets = []apisv1.Budget{{Nodes: apis.DefaultBudgetNodes}}
@@ -93,10 +106,22 @@ func AllowedDisruptions(pool *apisv1.NodePool, reason string, nodesInPool, disru
 		}
 		allowed = min(allowed, n)
 	}
-	if allowed == Unlimited {
-		return Unlimited, nil
+	return allowed, nil
+}
+
+// Reservation is what a taint starting a voluntary disruption of the pool's node for reason
+// reserves: the budget total at the state's time (0 when a budget cannot be evaluated: fail
+// closed); nil when no budget limits the reason.
+func (s *State) Reservation(pool, reason string) *events.BudgetReservation {
+	np := s.Pools[pool]
+	if np == nil {
+		return &events.BudgetReservation{NodePool: pool, Reason: reason}
 	}
-	return max(allowed-disrupting, 0), nil
+	total, err := BudgetTotal(np, reason, s.Counts[pool].Nodes, s.Now)
+	if err == nil && total == Unlimited {
+		return nil
+	}
+	return &events.BudgetReservation{NodePool: pool, Reason: reason, MaxDisrupting: total}
 }
 
 // PoolCount is what a NodePool's budgets are computed over.
@@ -118,18 +143,34 @@ func CountPoolNodes(snap *events.Snapshot) map[string]PoolCount {
 	out := map[string]PoolCount{}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		pool := n.Labels[apisv1.LabelNodePool]
-		if pool == "" || !Initialized(n, claims[n.Name]) {
+		pool := BudgetPool(n, claims[n.Name])
+		if pool == "" {
 			continue
 		}
 		c := out[pool]
 		c.Nodes++
-		if !nodeReady(n) || MarkedForDeletion(n, claims[n.Name]) {
+		if Disrupting(n, claims[n.Name]) {
 			c.Disrupting++
 		}
 		out[pool] = c
 	}
 	return out
+}
+
+// BudgetPool is the NodePool whose budgets a node counts against: its karpenter.sh/nodepool
+// label once it is initialized, "" otherwise. The agent counts with it too, so the functions'
+// and the agent's ledgers agree.
+func BudgetPool(n *corev1.Node, nc *apisv1.NodeClaim) string {
+	if pool := n.Labels[apisv1.LabelNodePool]; pool != "" && Initialized(n, nc) {
+		return pool
+	}
+	return ""
+}
+
+// Disrupting reports whether a node holds a unit of its pool's budget: NotReady, or marked for
+// deletion (MarkedForDeletion).
+func Disrupting(n *corev1.Node, nc *apisv1.NodeClaim) bool {
+	return !nodeReady(n) || MarkedForDeletion(n, nc)
 }
 
 // MarkedForDeletion reports whether a node is on its way out: being deleted, its NodeClaim

@@ -30,9 +30,11 @@ func (d *Decision) TaintCommands(cluster string, revision int64) []events.Comman
 	taint := corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: d.TaintValue(), Effect: corev1.TaintEffectNoSchedule}
 	for _, c := range d.Candidates {
 		t := taint
+		// The revision is part of the ID: a taint the agent refused (its budget spent by another
+		// decision) may be asked for again by a later decision.
 		out = append(out, events.Command{
-			ID: events.CommandID(cluster, "consolidate-taint", d.ID, c.Node), Kind: events.CommandTaintNode,
-			Cluster: cluster, SnapshotRevision: revision, NodeName: c.Node, Taint: &t,
+			ID: events.CommandID(cluster, "consolidate-taint", d.ID, c.Node, strconv.FormatInt(revision, 10)), Kind: events.CommandTaintNode,
+			Cluster: cluster, SnapshotRevision: revision, NodeName: c.Node, Taint: &t, Budget: d.Budgets[c.NodePool],
 			Reason: fmt.Sprintf("consolidation %s (%s): %s", d.ID, d.Reason, d.Why),
 		})
 	}

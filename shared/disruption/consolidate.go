@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
@@ -510,6 +511,12 @@ func (s *State) decision(set []*Candidate, reason, strategy string, plan *provis
 		}
 		d.Candidates = append(d.Candidates, ref)
 		d.PriceBefore += c.Price
+		if _, ok := d.Budgets[c.Pool.Name]; !ok {
+			if d.Budgets == nil {
+				d.Budgets = map[string]*events.BudgetReservation{}
+			}
+			d.Budgets[c.Pool.Name] = s.Reservation(c.Pool.Name, reason)
+		}
 	}
 	if len(repl) > 0 {
 		d.Method = MethodReplace

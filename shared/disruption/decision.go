@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
 
@@ -51,6 +52,9 @@ type Decision struct {
 	Savings float64
 	// Why explains the decision in one line.
 	Why string
+	// Budgets are the reservations its taints carry, by NodePool (events.BudgetReservation):
+	// the agent grants them in order, so no two decisions overspend a budget.
+	Budgets map[string]*events.BudgetReservation
 }
 
 // CandidateRef is one node a decision disrupts.

@@ -11,8 +11,10 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
 
-// ReasonExpired is the reason recorded on commands for expired nodes. Budgets count expired and
-// drifted nodes together under apisv1.DisruptionReasonDrifted (the rule).
+// ReasonExpired is the reason recorded on commands for expired nodes. Expiry is forceful, as in
+// Karpenter v1: an expired NodeClaim is handed to the termination path at once, with no budget,
+// no replacement launched first and no do-not-disrupt wait beyond its terminationGracePeriod
+// (the termination path drains through the Eviction API, then deletes what is left).
 const ReasonExpired = "Expired"
 
 // DriftCandidate is a node to replace because it drifted or expired.
@@ -50,6 +52,10 @@ type DriftPlan struct {
 	// Blocked carry karpenter.sh/do-not-disrupt (node or pod); OverBudget wait for budget.
 	Blocked    []DriftSkip
 	OverBudget []DriftSkip
+	// Expired are NodeClaims past expireAfter: handed to the termination path now (forceful).
+	Expired []DriftCandidate
+	// Budgets are the reservations the Selected nodes' taints carry, by NodePool.
+	Budgets map[string]*events.BudgetReservation
 }
 
 // PlanDrift finds the snapshot's drifted and expired nodes and chooses which to replace now.
@@ -84,12 +90,15 @@ func PlanDrift(snap *events.Snapshot) DriftPlan {
 			continue
 		}
 		c := DriftCandidate{Target: t}
+		if Expired(t.NodeClaim, now) {
+			c.Reason = ReasonExpired
+			c.ExpiredAt, _ = ExpiresAt(t.NodeClaim)
+			plan.Expired = append(plan.Expired, c)
+			continue
+		}
 		class := apisv1.FindNodeClass(snap.NodeClasses, t.NodeClaim.Spec.NodeClassRef)
 		if d := Drifted(t.NodeClaim, n, t.NodePool, class); d.Kind != "" {
 			c.Reason, c.Drift = apisv1.DisruptionReasonDrifted, d
-		} else if Expired(t.NodeClaim, now) {
-			c.Reason = ReasonExpired
-			c.ExpiredAt, _ = ExpiresAt(t.NodeClaim)
 		} else if !t.Disrupting {
 			continue
 		}
@@ -119,11 +128,18 @@ func PlanDrift(snap *events.Snapshot) DriftPlan {
 	for _, c := range cands {
 		pool := c.NodePool.Name
 		if _, ok := allowed[pool]; !ok {
-			n, err := AllowedDisruptions(c.NodePool, apisv1.DisruptionReasonDrifted, counts[pool].Nodes, counts[pool].Disrupting, now)
-			allowed[pool] = n
+			total, err := BudgetTotal(c.NodePool, apisv1.DisruptionReasonDrifted, counts[pool].Nodes, now)
+			n := 0
 			if err != nil {
 				budgetErr[pool] = err.Error()
+			} else if n = Unlimited; total != Unlimited {
+				n = max(total-counts[pool].Disrupting, 0)
+				if plan.Budgets == nil {
+					plan.Budgets = map[string]*events.BudgetReservation{}
+				}
+				plan.Budgets[pool] = &events.BudgetReservation{NodePool: pool, Reason: apisv1.DisruptionReasonDrifted, MaxDisrupting: total}
 			}
+			allowed[pool] = n
 		}
 		if allowed[pool] <= 0 {
 			why := fmt.Sprintf("NodePool %s: disruption budget for %s allows no more nodes now (%d of %d already disrupting)",

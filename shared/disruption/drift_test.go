@@ -218,12 +218,14 @@ func TestPlanDriftExpired(t *testing.T) {
 	ync.Spec.ExpireAfter = apisv1.MustParseNillableDuration("720h")
 	snap := &events.Snapshot{Cluster: "c", Time: metav1.NewTime(driftNow), NodePools: []apisv1.NodePool{np},
 		NodeClasses: []apisv1.NodeClass{{EC2: &class}}, Nodes: []corev1.Node{node, young}, NodeClaims: []apisv1.NodeClaim{nc, ync}}
+	// Expiry is forceful (Karpenter v1): no budget is spent, even a budget of 0 does not hold it.
+	snap.NodePools[0].Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "0"}}
 	plan := PlanDrift(snap)
-	if len(plan.Selected) != 1 || plan.Selected[0].Name() != "old" || plan.Selected[0].Reason != ReasonExpired {
-		t.Fatalf("want old expired, got %+v", plan.Selected)
+	if len(plan.Expired) != 1 || plan.Expired[0].Name() != "old" || plan.Expired[0].Reason != ReasonExpired || len(plan.Selected)+len(plan.OverBudget) != 0 {
+		t.Fatalf("want old expired (and nothing selected or over budget), got expired %+v selected %+v over budget %+v", plan.Expired, plan.Selected, plan.OverBudget)
 	}
-	if want := driftNow.Add(-time.Hour); !plan.Selected[0].ExpiredAt.Equal(want) {
-		t.Fatalf("expired at %v, want creation + 720h = %v", plan.Selected[0].ExpiredAt, want)
+	if want := driftNow.Add(-time.Hour); !plan.Expired[0].ExpiredAt.Equal(want) {
+		t.Fatalf("expired at %v, want creation + 720h = %v", plan.Expired[0].ExpiredAt, want)
 	}
 }
 

@@ -82,10 +82,11 @@ type ApplierOptions struct {
 // Applier applies commands to the cluster. It reads the Watcher's caches for staleness checks and
 // pod lists, and writes through the API clients.
 type Applier struct {
-	kube  kubernetes.Interface
-	dyn   dynamic.Interface
-	state *Watcher
-	opts  ApplierOptions
+	kube   kubernetes.Interface
+	dyn    dynamic.Interface
+	state  *Watcher
+	opts   ApplierOptions
+	ledger ledger
 }
 
 // NewApplier returns an Applier writing through kube and dyn, checking staleness against state.
@@ -120,6 +121,10 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 // from before this agent started has no history and counts as stale):
 //   - CreateNodeClaim and MarkOfferingsUnavailable are never refused: the instance was launched
 //     or the cloud refused an offering, and recording that is what prevents orphans and retries.
+//   - A TaintNode carrying a budget reservation (events.BudgetReservation) is refused when the
+//     NodePool already has as many disrupting nodes as the reservation allows.
+//   - DrainNode is refused for a node that is not tainted karpenter.sh/disrupted (nor being
+//     deleted): its taint, which reserves the disruption, was refused or never sent.
 //   - TaintNode and DrainNode are refused when a pod (not DaemonSet, mirror or terminal) was
 //     bound to the node after the revision, the node was (re)created after it, or the node is
 //     being deleted without the karpenter.sh/termination finalizer (with it, the deletion
@@ -308,6 +313,9 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 		a.opts.Logger.Info("TaintNode: node gone, nothing to taint", "command", cmd.ID, "node", cmd.NodeName)
 		return nil
 	}
+	if err := a.reserve(ctx, cmd, cached); err != nil {
+		return err
+	}
 	// Read-modify-write with the resourceVersion in the merge patch: the API server answers 409
 	// if the node changed in between, and RetryOnConflict reads again. (The fake clientset does
 	// not check resourceVersion; the real-control-plane e2e does.)
@@ -332,8 +340,13 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 		if err != nil {
 			return err
 		}
-		_, err = a.kube.CoreV1().Nodes().Patch(ctx, cmd.NodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: a.opts.Component})
-		return err
+		if _, err = a.kube.CoreV1().Nodes().Patch(ctx, cmd.NodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: a.opts.Component}); err != nil {
+			return err
+		}
+		if cmd.Taint.Key == apisv1.TaintKeyDisrupted {
+			a.ledger.note(cmd.NodeName, node.Labels[apisv1.LabelNodePool], a.opts.Clock.Now())
+		}
+		return nil
 	})
 }
 
@@ -366,6 +379,12 @@ func (a *Applier) drainNode(ctx context.Context, cmd *events.Command) error {
 	if node != nil && !Managed(node) {
 		return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("node is not managed by Dovetail (no %s label, no %s finalizer)",
 			apisv1.LabelNodePool, events.FinalizerTermination))
+	}
+	// Every function taints before it drains (the taint is the budget's unit, and keeps new pods
+	// off): a drain of a node that is not disrupting, say behind a taint the budget refused,
+	// would disrupt it without the budget.
+	if node != nil && node.DeletionTimestamp == nil && !a.disrupting(node) {
+		return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("node is not tainted %s: a drain follows the taint that reserves its disruption", apisv1.TaintKeyDisrupted))
 	}
 	var (
 		pods    []*corev1.Pod

@@ -245,7 +245,8 @@ func TestDrainNodeEvictsThroughEvictionAPI(t *testing.T) {
 	mirror := func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationMirrorPod: "hash"} }
 	done := func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }
 	n1 := node("n1")
-	n1.Labels[apisv1.LabelNodePool] = "default" // a node Dovetail manages: the agent drains no other
+	n1.Labels[apisv1.LabelNodePool] = "default"     // a node Dovetail manages: the agent drains no other
+	n1.Spec.Taints = []corev1.Taint{disruptedTaint} // and only once its disruption is reserved
 	f := newFixture(t, []runtime.Object{
 		n1, node("n2"),
 		pod("default", "app-1", "n1"), pod("default", "app-2", "n1"), pod("default", "app-3", "n1"),
@@ -409,3 +410,6 @@ func TestAgentRefusesUnsafeNodeCommands(t *testing.T) {
 		t.Errorf("node deleted: %v", err)
 	}
 }
+
+// disruptedTaint is the taint every function puts on a node before it drains it.
+var disruptedTaint = corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}

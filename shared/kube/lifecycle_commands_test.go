@@ -396,6 +396,7 @@ func TestDrainNodeLeavesDoNotDisruptPods(t *testing.T) {
 	dnd := func(p *corev1.Pod) { p.Annotations = map[string]string{apisv1.AnnotationDoNotDisrupt: "true"} }
 	n1 := node("n1")
 	n1.Labels[apisv1.LabelNodePool] = "default"
+	n1.Spec.Taints = []corev1.Taint{disruptedTaint}
 	f := newFixture(t, []runtime.Object{n1, pod("default", "app-1", "n1"), pod("default", "batch-1", "n1", dnd)})
 	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 2 })
 	rev := settledRevision(t, f.watcher)

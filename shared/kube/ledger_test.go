@@ -1,0 +1,73 @@
+package kube
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+func poolNode(name string) *corev1.Node {
+	n := node(name)
+	n.Labels[apisv1.LabelNodePool] = "default"
+	n.Labels[apisv1.LabelNodeInitialized] = "true"
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	return n
+}
+
+// The agent is the ledger of the budget: two reservations of a budget of one, applied back to
+// back (before the informer shows the first taint), grant one; a taint without a reservation
+// (an interruption: involuntary) is applied all the same and counts against the budget after;
+// once the caches show the taints, the count comes from them; a lapsed grant frees its unit.
+func TestBudgetReservationsAreGrantedInOrder(t *testing.T) {
+	f := newFixture(t, []runtime.Object{poolNode("a"), poolNode("b"), poolNode("c"), poolNode("d")})
+	eventually(t, "sync", func() bool { return len(f.watcher.DisruptingNodes("default")) == 0 && f.watcher.Node("d") != nil })
+	rev := settledRevision(t, f.watcher)
+	budget := &events.BudgetReservation{NodePool: "default", Reason: apisv1.DisruptionReasonDrifted, MaxDisrupting: 1}
+	taint := func(id, node string, b *events.BudgetReservation) error {
+		return f.applier.Apply(f.ctx, &events.Command{ID: id, Kind: events.CommandTaintNode, Cluster: "test", SnapshotRevision: rev, NodeName: node,
+			Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}, Budget: b})
+	}
+	if err := taint("t-a", "a", budget); err != nil {
+		t.Fatal(err)
+	}
+	var refused *RefusedError
+	if err := taint("t-b", "b", budget); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "allows 1 disrupting node(s), 1 already are (a)") {
+		t.Fatalf("second reservation: %v, want refused naming the budget and node a", err)
+	}
+	if err := taint("t-a-again", "a", budget); err != nil {
+		t.Fatalf("the node holding the unit asks again: %v, want granted", err)
+	}
+	if err := taint("t-c", "c", nil); err != nil {
+		t.Fatalf("an interruption's taint: %v, want applied (involuntary, no reservation)", err)
+	}
+	eventually(t, "the caches show both taints", func() bool { return len(f.watcher.DisruptingNodes("default")) == 2 })
+	b2 := *budget
+	b2.MaxDisrupting = 2
+	if err := taint("t-d", "d", &b2); !errors.As(err, &refused) {
+		t.Fatalf("a budget of two with a and c disrupting: %v, want refused", err)
+	}
+	// A grant the caches never show (the taint lost) frees its unit after grantTTL.
+	f.applier.ledger.note("ghost", "default", f.clock.Now())
+	f.clock.Step(grantTTL + time.Second)
+	b2.MaxDisrupting = 3
+	if err := taint("t-d-2", "d", &b2); err != nil {
+		t.Fatalf("a budget of three with a and c disrupting and a lapsed grant: %v, want granted", err)
+	}
+	// A drain follows the taint: a node not tainted karpenter.sh/disrupted is not drained.
+	err := f.applier.Apply(f.ctx, &events.Command{ID: "drain-b", Kind: events.CommandDrainNode, Cluster: "test", SnapshotRevision: rev, NodeName: "b"})
+	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, "not tainted") {
+		t.Fatalf("drain of an untainted node: %v, want refused", err)
+	}
+	evs, _ := f.kube.CoreV1().Events(metav1.NamespaceDefault).List(f.ctx, metav1.ListOptions{})
+	if len(evs.Items) == 0 {
+		t.Fatal("refusals must be recorded as Events")
+	}
+}
