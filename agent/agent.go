@@ -57,7 +57,8 @@ type Config struct {
 	Publisher queue.Publisher
 	// Commands, if set, delivers commands from queue.CommandsSubject(Cluster).
 	Commands queue.Consumer
-	// Blobs claim-checks payloads larger than an event may carry (nil: such events fail).
+	// Blobs claim-checks payloads larger than an event may carry (nil: such events fail), and
+	// keeps the latest snapshot under events.LatestSnapshotKey for functions that read it there.
 	Blobs events.BlobStore
 	// Clock drives batching, the snapshot timer and timestamps (nil: real clock).
 	Clock clock.WithTicker
@@ -244,6 +245,9 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	if len(pods) == 0 {
 		return nil
 	}
+	if _, err := a.storeLatest(ctx, snap); err != nil {
+		a.log().Warn("storing the latest snapshot", "err", err)
+	}
 	// Same revision means same cluster state and same triggers, so the id doubles as the
 	// queue's deduplication key.
 	id := "pods-pending-" + strconv.FormatInt(snap.Revision, 10)
@@ -311,7 +315,28 @@ func (a *Agent) PublishSnapshot(ctx context.Context) error {
 		return err
 	}
 	id := fmt.Sprintf("snapshot-%d-%d", snap.Revision, snap.Time.Unix())
-	return a.publish(ctx, events.TypeSnapshot, id, snap)
+	encoded, err := a.storeLatest(ctx, snap)
+	if err != nil {
+		a.log().Warn("storing the latest snapshot", "err", err)
+	}
+	if encoded == nil {
+		return a.publish(ctx, events.TypeSnapshot, id, snap)
+	}
+	return a.publish(ctx, events.TypeSnapshot, id, encoded)
+}
+
+// storeLatest writes snap as the cluster's latest snapshot (events.LatestSnapshotKey) when a
+// BlobStore is configured, and returns its encoding (nil without a store or on an encoding error).
+// A failed write is logged by the caller: the events still carry every snapshot.
+func (a *Agent) storeLatest(ctx context.Context, snap *events.Snapshot) ([]byte, error) {
+	if a.cfg.Blobs == nil {
+		return nil, nil
+	}
+	encoded, err := events.EncodeSnapshot(snap)
+	if err != nil {
+		return nil, err
+	}
+	return encoded, events.PutLatestSnapshot(ctx, a.cfg.Blobs, a.cfg.Cluster, encoded)
 }
 
 // publish encodes and publishes with a short exponential backoff (5 tries from 100 ms) for

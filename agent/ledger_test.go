@@ -165,3 +165,27 @@ func TestConsolidationAndDriftShareOneBudget(t *testing.T) {
 }
 
 func resourceQuantity(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+
+// The agent keeps its latest snapshot in the claim-check store under the cluster's well-known
+// key, for the functions that read it there (the interruption function on Lambda).
+func TestAgentStoresTheLatestSnapshot(t *testing.T) {
+	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"))
+	e.waitSynced(t)
+	store := &events.MemoryBlobStore{}
+	e.agent.cfg.Blobs = store
+	if got, err := events.ReadLatestSnapshot(e.ctx, store, cluster); err != nil || got != nil {
+		t.Fatalf("before any snapshot: %v, %v; want none", got, err)
+	}
+	if err := e.agent.PublishSnapshot(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	env := e.nextEvent(t)
+	got, err := events.ReadLatestSnapshot(e.ctx, store, cluster)
+	if err != nil || got == nil || len(got.Nodes) != 1 || got.Nodes[0].Name != "n1" || !got.Complete {
+		t.Fatalf("latest snapshot %+v, %v; want the one published, with n1", got, err)
+	}
+	published, err := events.Codec{Blobs: store}.Snapshot(e.ctx, env)
+	if err != nil || published.Revision != got.Revision {
+		t.Fatalf("published revision %v (%v), stored %d: want the same snapshot", published, err, got.Revision)
+	}
+}

@@ -307,3 +307,47 @@ func (f FileBlobStore) URI(key string) string {
 	}
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(dir, filepath.FromSlash(key)))}).String()
 }
+
+// LatestSnapshotKey is the well-known BlobStore key of a cluster's latest snapshot,
+// "<cluster>/latest-snapshot.json.zst" (the EncodeSnapshot bytes). The agent overwrites it with
+// every snapshot it publishes, so a function that keeps no state between invocations and
+// receives no snapshot events (the interruption function on Lambda) reads the cluster there.
+func LatestSnapshotKey(cluster string) string { return cluster + "/latest-snapshot.json.zst" }
+
+// KeyedBlobStore is a BlobStore that can name the URI of a key without storing it (the stores
+// here and s3blob.Store).
+type KeyedBlobStore interface {
+	BlobStore
+	URI(key string) string
+}
+
+// PutLatestSnapshot stores an EncodeSnapshot payload as the cluster's latest snapshot.
+func PutLatestSnapshot(ctx context.Context, store BlobStore, cluster string, encoded []byte) error {
+	_, err := store.Put(ctx, LatestSnapshotKey(cluster), encoded)
+	return err
+}
+
+// ReadLatestSnapshot returns the cluster's latest snapshot from store, or nil when none was
+// stored yet. A stored snapshot that does not decode wraps ErrMalformed; a store failure is
+// returned as it is (maybe transient).
+func ReadLatestSnapshot(ctx context.Context, store BlobStore, cluster string) (*Snapshot, error) {
+	ks, ok := store.(KeyedBlobStore)
+	if !ok {
+		return nil, fmt.Errorf("blob store %T cannot name the URI of %s", store, LatestSnapshotKey(cluster))
+	}
+	data, err := store.Get(ctx, ks.URI(LatestSnapshotKey(cluster)))
+	if errors.Is(err, ErrBlobNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the latest snapshot of %s: %w", cluster, err)
+	}
+	snap, err := DecodeSnapshot(data)
+	if err != nil {
+		return nil, fmt.Errorf("the latest snapshot of %s: %w", cluster, err)
+	}
+	if snap.Cluster != cluster {
+		return nil, fmt.Errorf("%w: snapshot.cluster: %q stored as the latest snapshot of %q", ErrMalformed, snap.Cluster, cluster)
+	}
+	return snap, nil
+}

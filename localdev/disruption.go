@@ -37,20 +37,22 @@ func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Pu
 		Codec: codec, Log: o.Log, OnDecision: e.Progress.Drift}
 	e.Snapshots = &interruption.LatestSnapshot{Cluster: o.Cluster, Codec: codec}
 	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.Provider, Publisher: pub,
-		Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: dnats.DefaultMaxDeliver, OnDecision: e.Progress.Interruption}
+		Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: interruption.MaxDeliveries, OnDecision: e.Progress.Interruption}
 	lc := &lifecycle.Handler{Cluster: o.Cluster, Provider: e.Provider, Publisher: pub, Codec: codec, Log: o.Log,
 		Options: lifecyclecore.Options{RegistrationTTL: o.RegistrationTTL}, OnDecision: e.Progress.Lifecycle, RefreshInterval: o.NodeClassRefresh}
 	workers := []struct {
 		durable, subject string
 		handle           queue.Handler
+		maxDeliver       int
 	}{
-		{lifecycle.Component, queue.EventsSubject(o.Cluster), lc.Handle},
-		{consolidate.Component, queue.EventsSubject(o.Cluster), cons.Handle},
-		{drift.Component, queue.EventsSubject(o.Cluster), dr.Handle},
-		{interruption.Component, queue.NoticesSubject(o.Cluster), in.Handle},
+		{lifecycle.Component, queue.EventsSubject(o.Cluster), lc.Handle, 0},
+		{consolidate.Component, queue.EventsSubject(o.Cluster), cons.Handle, 0},
+		{drift.Component, queue.EventsSubject(o.Cluster), dr.Handle, 0},
+		{interruption.Component, queue.NoticesSubject(o.Cluster), in.Handle, interruption.MaxDeliveries},
 	}
 	for _, w := range workers {
-		c, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: w.durable, Subject: w.subject, Logger: o.Log})
+		c, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: w.durable, Subject: w.subject, Logger: o.Log,
+			MaxDeliver: w.maxDeliver})
 		if err != nil {
 			return fmt.Errorf("%s function: %w", w.durable, err)
 		}

@@ -63,6 +63,17 @@ const (
 	RebalanceReplace RebalancePolicy = "Replace"
 )
 
+// RedriveInterval is how soon a notice waiting for a snapshot or a replacement comes back (or
+// sooner, at its drain start): every transport honours it (queue.RetryAfter), on Lambda too,
+// where the notice queue's visibility timeout (120 s) would bring it back at the reclaim.
+const RedriveInterval = 5 * time.Second
+
+// MaxDeliveries is the delivery limit of the notices a function waits on: re-driven every
+// RedriveInterval, a spot notice's 2 minutes take 24 deliveries; 40 leaves room for a rebalance
+// replacement (no deadline) that boots slowly, after which the handler drains anyway (see
+// Handler.MaxAttempts). The NATS consumer and the notice queue's redrive policy use it.
+const MaxDeliveries = 40
+
 // ErrAwaitingSnapshot and ErrAwaitingReplacement are retryable: the notice is redelivered.
 var (
 	ErrAwaitingSnapshot    = errors.New("awaiting a snapshot that shows the instance")
@@ -121,6 +132,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 		return fmt.Errorf("%w: %w", queue.ErrPoison, err)
 	}
 	var retry error
+	redrive := RedriveInterval
 	for _, n := range ns {
 		d, err := h.Decide(ctx, n, msg.Attempt)
 		if h.OnDecision != nil {
@@ -131,6 +143,13 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 		if err != nil && retry == nil {
 			retry = err
 		}
+		// Come back by the drain start at the latest, so the drain is never late for a delivery.
+		if until := d.Drain.Start.Sub(h.now()); !d.Drain.Start.IsZero() && until < redrive {
+			redrive = max(until, time.Second)
+		}
+	}
+	if errors.Is(retry, ErrAwaitingSnapshot) || errors.Is(retry, ErrAwaitingReplacement) {
+		return queue.RetryAfter(retry, redrive)
 	}
 	return retry
 }

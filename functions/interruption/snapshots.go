@@ -14,18 +14,15 @@ import (
 // carry no cluster state, and a function keeps none, so the snapshot comes from where the agent
 // already puts it:
 //
-//   - The agent publishes a TypeSnapshot event on a timer (agent.DefaultSnapshotInterval, 30 s)
-//     and one with every pending-pods batch. A source keeps the newest one it has seen:
-//     LatestSnapshot below (one consumer of the events subject per function instance; in local
-//     dev and on a long-running NATS worker), or, on Lambda, the claim-checked snapshot blob the
-//     agent writes (issue 4's S3 claim check: the newest object of the cluster's prefix).
-//   - When the source has nothing recent enough (no snapshot, or one that predates the notice
-//     and does not show the instance yet), the handler returns ErrAwaitingSnapshot: the notice
-//     stays pending in the queue and is redelivered with backoff until the next timer snapshot
-//     arrives (at most one interval, 30 s, well inside a spot notice's 2 minutes).
-//
-// Asking the agent for a fresh snapshot through a command would be faster but needs a new
-// command kind in the agent; waiting for the timer keeps the agent unchanged and loses nothing.
+//   - On Lambda (and wherever a claim-check store is configured): BlobSnapshot, the snapshot the
+//     agent writes under events.LatestSnapshotKey with every snapshot it publishes (at least
+//     every 30 s, within a second of a node change). Nothing lives in the execution environment.
+//   - On a long-running NATS worker without a store: LatestSnapshot, the newest snapshot event
+//     the worker followed on the events subject.
+//   - When the source has nothing recent enough (no snapshot, one dated more than
+//     events.MaxClockSkew from the function's clock, or one that predates the notice and does
+//     not show the instance yet), the handler returns ErrAwaitingSnapshot: the notice comes back
+//     within RedriveInterval (5 s) until a snapshot shows the instance.
 type SnapshotSource interface {
 	// Latest returns the newest snapshot known, or nil when there is none yet.
 	Latest(ctx context.Context) (*events.Snapshot, error)
@@ -75,4 +72,18 @@ func (l *LatestSnapshot) Latest(context.Context) (*events.Snapshot, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.snap, nil
+}
+
+// BlobSnapshot is a SnapshotSource reading the latest snapshot the agent stored in the
+// claim-check store (events.ReadLatestSnapshot): each call reads it afresh, so the function
+// keeps nothing between invocations.
+type BlobSnapshot struct {
+	Cluster string
+	Blobs   events.BlobStore
+}
+
+// Latest returns the stored snapshot, or nil when the agent stored none yet. A stored snapshot
+// that does not decode is an error (the notice waits, and the agent's next write replaces it).
+func (b BlobSnapshot) Latest(ctx context.Context) (*events.Snapshot, error) {
+	return events.ReadLatestSnapshot(ctx, b.Blobs, b.Cluster)
 }

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/events/notices"
+	"github.com/dovetail-dev/dovetail/functions/interruption"
 	"github.com/dovetail-dev/dovetail/shared/lifecycle"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
@@ -66,6 +68,9 @@ func TestFunctionRolesLeastPrivilege(t *testing.T) {
 			for _, a := range s.Actions {
 				if f.name == "lifecycle" && slices.Contains(instanceProfileActions, a) {
 					continue // NodeClass instance profiles: lifecycle's alone (TestLifecycleRoleLaunchesNothing)
+				}
+				if f.name == "interruption" && a == "sqs:GetQueueUrl" && slices.Equal(s.Resources, []string{"{NoticeQueue}"}) {
+					continue // re-driving a waiting notice within seconds: its queue's URL, nothing else
 				}
 				if !provisionActions[a] {
 					t.Errorf("%s %s: %s is more than the provision role has", f.role, s.Sid, a)
@@ -339,8 +344,8 @@ func TestFunctionsQueuesAndMappings(t *testing.T) {
 				t.Errorf("%s visibility %vs, %s timeout %vs: want >= 6x", q, v, f.samName, timeout)
 			}
 			dlq := samValue(t, res(q, "RedrivePolicy", "deadLetterTargetArn"))
-			if n := num(res(q, "RedrivePolicy", "maxReceiveCount")); n != sqs.DefaultMaxReceives || len(dlq) != 1 {
-				t.Errorf("%s redrive %v after %v, want one DLQ after %d", q, dlq, n, sqs.DefaultMaxReceives)
+			if n := num(res(q, "RedrivePolicy", "maxReceiveCount")); n != float64(maxReceives(q)) || len(dlq) != 1 {
+				t.Errorf("%s redrive %v after %v, want one DLQ after %d", q, dlq, n, maxReceives(q))
 			}
 			dlqName := strings.Trim(dlq[0], "{}")
 			if res(q, "FifoQueue") == true && res(dlqName, "FifoQueue") != true {
@@ -382,7 +387,7 @@ func TestFunctionsQueuesAndMappings(t *testing.T) {
 				num(tq["max_message_size"]) != num(res(q, "MaximumMessageSize")) || (tq["fifo_queue"] == true) != (res(q, "FifoQueue") == true) {
 				t.Errorf("terraform queue %s %v differs from SAM %s", f.tfConsumes[i], tq, q)
 			}
-			want := fmt.Sprintf("${jsonencode({deadLetterTargetArn = aws_sqs_queue.%s_dlq.arn, maxReceiveCount = %d})}", f.tfConsumes[i], sqs.DefaultMaxReceives)
+			want := fmt.Sprintf("${jsonencode({deadLetterTargetArn = aws_sqs_queue.%s_dlq.arn, maxReceiveCount = %d})}", f.tfConsumes[i], maxReceives(q))
 			if tq["redrive_policy"] != want {
 				t.Errorf("terraform queue %s redrive %v, want %s", f.tfConsumes[i], tq["redrive_policy"], want)
 			}
@@ -408,10 +413,21 @@ func TestFunctionsQueuesAndMappings(t *testing.T) {
 			t.Errorf("terraform mappings of %s: %v, want %v", f.tfName, tfQueues, want)
 		}
 	}
-	// The snapshot view of the interruption function lives in its execution environment: one.
-	if rc := num(res("InterruptionFunction", "ReservedConcurrentExecutions")); rc != 1 {
-		t.Errorf("interruption reserved concurrency %v, want 1", rc)
+	// The interruption function keeps nothing between invocations (its snapshot is read from the
+	// claim-check bucket): any number of execution environments decide alike.
+	if rc := res("InterruptionFunction", "ReservedConcurrentExecutions"); rc != nil || tfr("aws_lambda_function", "interruption").(map[string]any)["reserved_concurrent_executions"] != nil {
+		t.Errorf("interruption reserved concurrency %v: want none (stateless)", rc)
 	}
+}
+
+// maxReceives is the redrive policy's maxReceiveCount a function's queue needs: the transport's
+// limit, or for the notice queue interruption.MaxDeliveries (a waiting notice is re-driven every
+// few seconds until its drain).
+func maxReceives(queue string) int {
+	if queue == "NoticeQueue" {
+		return interruption.MaxDeliveries
+	}
+	return sqs.DefaultMaxReceives
 }
 
 var noticeRules = []string{"SpotNoticesRule", "StateChangeNoticesRule", "HealthNoticesRule"}
@@ -544,5 +560,30 @@ func TestNoticeRulesAndQueuePolicy(t *testing.T) {
 	}
 	if len(tfCond) != len(tfRules) {
 		t.Errorf("terraform notice queue policy names %v", tfCond)
+	}
+}
+
+// The interruption function reads the cluster's latest snapshot where the agent writes it (the
+// claim-check prefix, events.LatestSnapshotKey): the agent may put it, the interruption role get
+// it, SAM and Terraform alike.
+func TestLatestSnapshotKeyIsReadableAndWritable(t *testing.T) {
+	sam := load(t, "template.yaml")
+	key := "{bucket}/" + s3blob.DefaultPrefix + events.LatestSnapshotKey("{cluster}")
+	for role, action := range map[string]string{"AgentRole": "s3:PutObject", "InterruptionRole": "s3:GetObject"} {
+		ok := false
+		for _, s := range samStatements(t, sam, role) {
+			if s.Effect != "Allow" || !slices.Contains(s.Actions, action) {
+				continue
+			}
+			for _, r := range s.Resources {
+				// IAM's wildcard: * matches any characters, "/" included.
+				if regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(r), `\*`, ".*") + "$").MatchString(key) {
+					ok = true
+				}
+			}
+		}
+		if !ok {
+			t.Errorf("%s: no %s on %s", role, action, key)
+		}
 	}
 }

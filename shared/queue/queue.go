@@ -7,6 +7,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Message is one delivered message.
@@ -27,6 +28,30 @@ type Handler func(ctx context.Context, msg Message) error
 // ErrPoison marks a message that can never succeed (malformed, wrong version). Wrap it with the
 // reason: fmt.Errorf("%w: field snapshot.revision: missing", queue.ErrPoison).
 var ErrPoison = errors.New("poison message")
+
+// RetryAfter marks err (retryable, not poison) with when its message should come back: every
+// transport redelivers it after d (JetStream NakWithDelay, SQS ChangeMessageVisibility, on Lambda
+// too) instead of after its backoff or visibility timeout. A handler waiting on something that
+// will happen within seconds (a notice waiting for its drain start) uses it; d is rounded up to
+// whole seconds where the transport counts in seconds.
+func RetryAfter(err error, d time.Duration) error { return &retryAfter{err: err, after: d} }
+
+type retryAfter struct {
+	err   error
+	after time.Duration
+}
+
+func (r *retryAfter) Error() string { return r.err.Error() }
+func (r *retryAfter) Unwrap() error { return r.err }
+
+// RetryDelay returns the delay a RetryAfter error in err's chain asks for.
+func RetryDelay(err error) (time.Duration, bool) {
+	var r *retryAfter
+	if errors.As(err, &r) {
+		return max(r.after, 0), true
+	}
+	return 0, false
+}
 
 // Publisher publishes one message on a subject.
 type Publisher interface {

@@ -7,9 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -27,6 +31,8 @@ func InLambda() bool { return os.Getenv(EnvLambdaRuntimeAPI) != "" }
 // LambdaOptions configures LambdaHandler.
 type LambdaOptions struct {
 	// SQS and DeadLetterURL, when both set, receive poison records directly (see LambdaHandler).
+	// SQS also re-drives records whose error asks for it (queue.RetryAfter): it must then
+	// resolve queue URLs (GetQueueUrl, as the SDK client does).
 	SQS           sqs.API
 	DeadLetterURL string
 	// Logger defaults to slog.Default().
@@ -42,7 +48,10 @@ type LambdaOptions struct {
 //
 // Per record: nil → done. A transient error (or a panic) → reported; on a FIFO queue the later
 // records of the same message group are reported too without running, so the group's order
-// holds. A poison record (queue.ErrPoison) is logged with its reason and then:
+// holds. A transient error that asks to come back soon (queue.RetryAfter) also sets the
+// record's visibility to that delay (ChangeMessageVisibility with its receipt handle), so it is
+// re-driven within seconds instead of after the queue's visibility timeout: how a notice
+// waiting for its drain start keeps its deadline on Lambda. A poison record (queue.ErrPoison) is logged with its reason and then:
 //
 //   - sent straight to the dead-letter queue (DeadLetterURL) with the reason as the
 //     "dovetail-dlq-reason" message attribute, and reported done, so Lambda deletes it; or
@@ -61,6 +70,7 @@ func LambdaHandler(h queue.Handler, o LambdaOptions) func(context.Context, event
 	if log == nil {
 		log = slog.Default()
 	}
+	urls := &queueURLs{api: o.SQS}
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 		fail := func(r events.SQSMessage) {
@@ -93,6 +103,9 @@ func LambdaHandler(h queue.Handler, o LambdaOptions) func(context.Context, event
 				rlog.Info("poison message sent to the dead-letter queue", "dlq", o.DeadLetterURL)
 			default:
 				rlog.Warn("handler failed; the record will be redelivered", "err", err)
+				if d, ok := queue.RetryDelay(err); ok {
+					redrive(ctx, urls, r, d, rlog)
+				}
 				fail(r)
 				if group != "" {
 					blocked[group] = true
@@ -139,4 +152,62 @@ func deadLetter(r events.SQSMessage, msg queue.Message, reason string) sqs.DeadL
 	}
 	return sqs.DeadLetter{MessageID: r.MessageId, Body: r.Body, GroupID: r.Attributes["MessageGroupId"],
 		Attributes: attrs, Reason: reason, Source: r.EventSourceARN, ReceiveCount: msg.Attempt}
+}
+
+// redrive sets a failed record's visibility to d (whole seconds, rounded up), so SQS delivers it
+// again after d rather than after the queue's visibility timeout. Failing that, the record
+// still comes back after the timeout: it is reported failed either way.
+func redrive(ctx context.Context, urls *queueURLs, r events.SQSMessage, d time.Duration, log *slog.Logger) {
+	if urls.api == nil || r.ReceiptHandle == "" {
+		log.Warn("no SQS client to re-drive the record sooner; it returns after the visibility timeout")
+		return
+	}
+	url, err := urls.of(ctx, r.EventSourceARN)
+	if err == nil {
+		secs := int32((d + time.Second - 1) / time.Second)
+		_, err = urls.api.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url),
+			ReceiptHandle: aws.String(r.ReceiptHandle), VisibilityTimeout: secs})
+	}
+	if err != nil {
+		log.Warn("re-driving the record sooner failed; it returns after the visibility timeout", "err", err)
+		return
+	}
+	log.Info("record re-driven", "after", d)
+}
+
+// queueURLs resolves SQS queue ARNs ("arn:aws:sqs:<region>:<account>:<name>") to queue URLs with
+// GetQueueUrl, once per ARN for the life of the execution environment.
+type queueURLs struct {
+	api   sqs.API
+	mu    sync.Mutex
+	cache map[string]string
+}
+
+type getQueueURL interface {
+	GetQueueUrl(ctx context.Context, in *awssqs.GetQueueUrlInput, opts ...func(*awssqs.Options)) (*awssqs.GetQueueUrlOutput, error)
+}
+
+func (u *queueURLs) of(ctx context.Context, arn string) (string, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if url, ok := u.cache[arn]; ok {
+		return url, nil
+	}
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" {
+		return "", fmt.Errorf("event source %q is not an SQS queue ARN", arn)
+	}
+	g, ok := u.api.(getQueueURL)
+	if !ok {
+		return "", fmt.Errorf("the SQS client cannot resolve queue URLs (GetQueueUrl)")
+	}
+	out, err := g.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: aws.String(parts[5]), QueueOwnerAWSAccountId: aws.String(parts[4])})
+	if err != nil {
+		return "", fmt.Errorf("GetQueueUrl of %s: %w", arn, err)
+	}
+	if u.cache == nil {
+		u.cache = map[string]string{}
+	}
+	u.cache[arn] = aws.ToString(out.QueueUrl)
+	return u.cache[arn], nil
 }

@@ -65,6 +65,9 @@ type Function struct {
 	// Subject is what the function consumes in NATS mode; default queue.EventsSubject. (Under
 	// Lambda the event source mapping decides.)
 	Subject func(cluster string) string
+	// MaxDeliver is the NATS consumer's delivery limit (0: qnats.DefaultMaxDeliver); under
+	// Lambda the queue's redrive policy (maxReceiveCount) sets it.
+	MaxDeliver int
 	// Flags adds the function's own flags (bind their env defaults with EnvDefault).
 	Flags func(fs *pflag.FlagSet)
 	// Build makes the handler once the transport is ready. It runs once per process (once per
@@ -234,7 +237,8 @@ func RunNATS(ctx context.Context, f Function, nc *natsgo.Conn, o Options, log *s
 	if f.Subject != nil {
 		subject = f.Subject(o.Cluster)
 	}
-	cons, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{Cluster: o.Cluster, Durable: f.Name, Subject: subject, Logger: log})
+	cons, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{Cluster: o.Cluster, Durable: f.Name, Subject: subject, Logger: log,
+		MaxDeliver: f.MaxDeliver})
 	if err != nil {
 		return err
 	}

@@ -252,6 +252,9 @@ func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.H
 		c.deadLetter(settle, log, m, md, fmt.Sprintf("failed %d of %d deliveries; last error: %v", msg.Attempt, c.cfg.MaxDeliver, err))
 	default:
 		delay := c.backoff(msg.Attempt)
+		if d, ok := queue.RetryDelay(err); ok {
+			delay = d
+		}
 		log.Warn("handler failed; redelivering", "err", err, "delay", delay)
 		if err := m.NakWithDelay(delay); err != nil {
 			log.Warn("nak failed; the message will be redelivered after the ack wait", "err", err)

@@ -214,6 +214,25 @@ func TestHandlerErrorIsRedeliveredWithBackoff(t *testing.T) {
 	}
 }
 
+// A handler that asks to be retried after a delay (queue.RetryAfter) gets that delay, not the
+// consumer's backoff: a 200 ms retry comes back long before the configured 1 minute.
+func TestRetryAfterOverridesTheBackoff(t *testing.T) {
+	e := newEnv(t)
+	e.publish("ev-1", "x")
+	attempts := make(chan int, 4)
+	c := e.consumer(nil, func(c *ConsumerConfig) { c.Backoff = []time.Duration{time.Minute} })
+	run(t, c, func(_ context.Context, m queue.Message) error {
+		attempts <- m.Attempt
+		if m.Attempt == 1 {
+			return queue.RetryAfter(errors.New("awaiting a replacement"), 200*time.Millisecond)
+		}
+		return nil
+	})
+	if a, b := recv(t, attempts, "attempt 1"), recv(t, attempts, "attempt 2 (within 10 s: the 1 min backoff was not used)"); a != 1 || b != 2 {
+		t.Fatalf("attempts %d, %d; want 1, 2", a, b)
+	}
+}
+
 func TestPoisonGoesToDeadLetterWithReason(t *testing.T) {
 	e := newEnv(t)
 	e.publish("ev-bad", "garbage")

@@ -192,6 +192,9 @@ func (c *Consumer) process(ctx context.Context, m types.Message, handler queue.H
 		return c.deadLetter(settle, log, m, msg, fmt.Sprintf("failed %d of %d receives; last error: %v", msg.Attempt, c.cfg.MaxReceives, err))
 	default:
 		delay := c.backoff(msg.Attempt)
+		if d, ok := queue.RetryDelay(err); ok {
+			delay = (d + time.Second - 1).Truncate(time.Second) // whole seconds, rounded up
+		}
 		log.Warn("handler failed; redelivering", "err", err, "delay", delay)
 		c.setVisibility(settle, log, m, delay)
 		return false

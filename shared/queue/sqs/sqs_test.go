@@ -326,6 +326,33 @@ func TestFailedMessageRedeliveredAfterBackoff(t *testing.T) {
 	}
 }
 
+// A handler that asks to be retried after a delay (queue.RetryAfter) gets that visibility, not
+// the consumer's backoff: a 1 s retry comes back long before the configured 10 minutes.
+func TestRetryAfterOverridesTheBackoff(t *testing.T) {
+	f := fauxqs(t)
+	ctx := context.Background()
+	events, dlq := newQueues(t, f, nil)
+	client := f.SQS()
+	if err := publisher(client, events, "").Publish(ctx, queue.EventsSubject(cluster), "waiting", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sqs.NewConsumer(sqs.ConsumerConfig{Client: client, QueueURL: events, DeadLetterURL: dlq, WaitTime: time.Second,
+		Backoff: []time.Duration{10 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{fn: func(m queue.Message) error {
+		if m.Attempt == 1 {
+			return queue.RetryAfter(errors.New("awaiting a replacement"), 300*time.Millisecond) // rounded up to 1 s
+		}
+		return nil
+	}}
+	consumeUntil(t, c, rec.handle, func() bool { return rec.count() >= 2 && queueDepth(t, client, events) == 0 })
+	if got := rec.snapshot(); len(got) != 2 || got[1].Attempt != 2 {
+		t.Fatalf("deliveries = %+v, want a second attempt (the 10 min backoff was not used)", got)
+	}
+}
+
 func TestVisibilityTimeoutRedeliversUnsettledMessage(t *testing.T) {
 	f := fauxqs(t)
 	ctx := context.Background()

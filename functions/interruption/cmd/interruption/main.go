@@ -1,20 +1,21 @@
 // Command interruption runs the interruption function: cloud notices in; replacement capacity,
 // offering marks and taint/drain/delete commands out.
 //
-// Cloud notices carry no cluster state, so the function keeps the newest snapshot the agent has
-// published (interruption.LatestSnapshot) beside the notices it consumes:
+// Cloud notices carry no cluster state, and the function keeps none:
 //
+//   - AWS Lambda: the notices queue (EventBridge rule → SQS) feeds the function, and every
+//     invocation reads the cluster's latest snapshot from the claim-check bucket
+//     (interruption.BlobSnapshot: the agent writes it under events.LatestSnapshotKey with every
+//     snapshot), so any execution environment, cold or warm, one or many, decides alike. A notice
+//     that waits (for a snapshot showing its instance, or for its replacement) is re-driven
+//     within interruption.RedriveInterval by ChangeMessageVisibility, not after the queue's
+//     120 s visibility timeout, so its drain starts before deadline − margin. Records of the
+//     events subject (an older deployment's snapshot queue) are acknowledged and ignored. Without
+//     a bucket (--blob-bucket) it falls back to the snapshots those records carry, kept in the
+//     execution environment.
 //   - NATS worker (the default): it consumes the notices subject (durable "interruption") and
 //     follows the events subject with its own ordered consumer (shared/queue/nats.Follow), which
 //     starts at the last event stored, so a restarted worker has a snapshot at once.
-//   - AWS Lambda: two SQS event sources feed the one function: the notices queue (EventBridge
-//     rule → SQS) and the function's own FIFO copy of the agent's events (the agent publishes
-//     every event to each function's queue). Records published on queue.EventsSubject (the
-//     "dovetail-subject" attribute the agent's publisher sets) update the snapshot; every other
-//     record is a notice. The snapshot lives in the execution environment: infra/aws reserves a
-//     concurrency of 1, so notices and snapshots meet in the same environment, and a cold one
-//     answers ErrAwaitingSnapshot (the notice comes back after the queue's visibility timeout)
-//     until the agent's next periodic snapshot (at most 30 s) arrives.
 //
 // The cloud is the in-memory fake unless --cloud aws (DOVETAIL_CLOUD=aws) selects EC2.
 package main
@@ -30,7 +31,6 @@ import (
 	"github.com/dovetail-dev/dovetail/functions/interruption"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
-	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
 )
@@ -47,9 +47,10 @@ func function(onBuild func(*interruption.Handler, *interruption.LatestSnapshot))
 	o := &cloudflags.Options{}
 	var rebalance string
 	return runtime.Function{
-		Name:    interruption.Component,
-		Short:   "Dovetail's interruption function: cloud notices in; replacements launched before the reclaim, then taint and drain",
-		Subject: queue.NoticesSubject,
+		Name:       interruption.Component,
+		Short:      "Dovetail's interruption function: cloud notices in; replacements launched before the reclaim, then taint and drain",
+		Subject:    queue.NoticesSubject,
+		MaxDeliver: interruption.MaxDeliveries,
 		Flags: func(fs *pflag.FlagSet) {
 			o.Register(fs)
 			fs.StringVar(&rebalance, "rebalance", runtime.EnvDefault("rebalance", string(interruption.RebalanceRecord)),
@@ -72,14 +73,17 @@ func function(onBuild func(*interruption.Handler, *interruption.LatestSnapshot))
 			if onBuild != nil {
 				onBuild(h, latest)
 			}
-			switch t.Mode {
-			case runtime.ModeNATS:
-				// On the last delivery the handler drains rather than wait (see Handler.MaxAttempts).
-				h.MaxAttempts = qnats.DefaultMaxDeliver
+			// On the last delivery the handler drains rather than wait (see Handler.MaxAttempts):
+			// the NATS consumer and the notice queue's redrive policy allow MaxDeliveries.
+			h.MaxAttempts = interruption.MaxDeliveries
+			switch {
+			case t.Mode == runtime.ModeNATS:
 				go follow(ctx, t, latest)
 				return h.Handle, nil
+			case t.Blobs != nil:
+				h.Snapshots = interruption.BlobSnapshot{Cluster: t.Cluster, Blobs: t.Blobs}
+				return Dispatch(t.Cluster, nil, h.Handle), nil
 			default:
-				h.MaxAttempts = sqs.DefaultMaxReceives
 				return Dispatch(t.Cluster, latest, h.Handle), nil
 			}
 		},
@@ -87,14 +91,18 @@ func function(onBuild func(*interruption.Handler, *interruption.LatestSnapshot))
 }
 
 // Dispatch routes a record of the function's Lambda event sources: one published on the
-// cluster's events subject feeds the snapshot source, anything else is a notice.
+// cluster's events subject feeds latest (acknowledged and ignored when latest is nil: the
+// snapshot comes from the claim-check store), anything else is a notice.
 func Dispatch(cluster string, latest *interruption.LatestSnapshot, notices queue.Handler) queue.Handler {
 	eventsSubject := queue.EventsSubject(cluster)
 	return func(ctx context.Context, msg queue.Message) error {
-		if msg.Subject == eventsSubject {
-			return latest.Observe(ctx, msg)
+		switch {
+		case msg.Subject != eventsSubject:
+			return notices(ctx, msg)
+		case latest == nil:
+			return nil
 		}
-		return notices(ctx, msg)
+		return latest.Observe(ctx, msg)
 	}
 }
 

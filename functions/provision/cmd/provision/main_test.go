@@ -6,17 +6,9 @@ package main
 // reached with the real SDK from inside the bootstrap.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,103 +29,18 @@ const cluster = "rie-test"
 func TestMain(m *testing.M) {
 	code := m.Run()
 	sqstest.StopShared()
-	if bootstrapDir != "" {
-		os.RemoveAll(bootstrapDir)
-	}
+	sqstest.StopBootstrap()
 	os.Exit(code)
 }
 
-// buildBootstrap builds this command as Lambda's "bootstrap" with the lambda.norpc tag (the
-// provided.al2023 runtime speaks only the Runtime API). It keeps the test's GOOS/GOARCH/CGO so
-// the build cache of the test binary is reused.
-func buildBootstrap(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dovetail-bootstrap-*")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		bootstrapDir = dir
-		out := filepath.Join(dir, "bootstrap")
-		if b, err := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", out, ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build bootstrap: %v\n%s", err, b)
-			return
-		}
-		bootstrap = out
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return bootstrap
-}
+func buildBootstrap(t *testing.T) string { return sqstest.Bootstrap(t) }
 
-var (
-	buildOnce               sync.Once
-	bootstrap, bootstrapDir string
-	buildErr                error
-)
-
-// rie runs the bootstrap under aws-lambda-rie with env and returns the invoke URL.
 func rie(t *testing.T, bootstrap string, env []string) string {
-	t.Helper()
-	bin := sqstest.RIE(t)
-	apiPort, err := sqstest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rtPort, err := sqstest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--runtime-interface-emulator-address", "127.0.0.1:"+strconv.Itoa(apiPort),
-		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(rtPort), bootstrap)
-	cmd.Env = append(os.Environ(), env...)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("aws-lambda-rie and bootstrap output:\n%s", logs.String())
-		}
-	})
-	return "http://127.0.0.1:" + strconv.Itoa(apiPort) + "/2015-03-31/functions/function/invocations"
+	return sqstest.RunRIE(t, bootstrap, env)
 }
 
-// invoke POSTs an event, retrying while the emulator is not yet listening (at most 20 s).
-func invoke(t *testing.T, url string, ev any) lambdaevents.SQSEventResponse {
-	t.Helper()
-	body, err := json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("invoke: %v", err)
-			}
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("invoke: HTTP %d: %s", resp.StatusCode, b)
-		}
-		var out lambdaevents.SQSEventResponse
-		if err := json.Unmarshal(b, &out); err != nil {
-			t.Fatalf("response %s: %v", b, err)
-		}
-		return out
-	}
+func invoke(t *testing.T, url string, ev lambdaevents.SQSEvent) lambdaevents.SQSEventResponse {
+	return sqstest.Invoke(t, url, ev)
 }
 
 // snapshotEvent is a valid snapshot event with nothing pending: provision decides "no launch"
