@@ -66,7 +66,7 @@ func TestFunctionRolesLeastPrivilege(t *testing.T) {
 		var consumed, sent []string
 		for _, s := range samStatements(t, sam, f.role) {
 			for _, a := range s.Actions {
-				if f.name == "lifecycle" && slices.Contains(instanceProfileActions, a) {
+				if f.name == "lifecycle" && (slices.Contains(instanceProfileActions, a) || a == "iam:PassRole") {
 					continue // NodeClass instance profiles: lifecycle's alone (TestLifecycleRoleLaunchesNothing)
 				}
 				if f.name == "interruption" && a == "sqs:GetQueueUrl" && slices.Equal(s.Resources, []string{"{NoticeQueue}"}) {
@@ -180,8 +180,6 @@ var lifecycleStatements = []statement{
 		Resources: []string{"arn:{partition}:ec2:{region}:{account}:instance/*"}, Conditions: []string{clusterResourceTag}},
 	{Sid: "DescribeInRegion", Effect: "Allow", Actions: []string{"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets"},
 		Resources: []string{"*"}, Conditions: []string{"StringEquals|aws:RequestedRegion|{region}"}},
-	{Sid: "PublicAMIParameters", Effect: "Allow", Actions: []string{"ssm:GetParameter"}, Resources: []string{
-		"arn:{partition}:ssm:{region}::parameter/aws/service/bottlerocket/*", "arn:{partition}:ssm:{region}::parameter/aws/service/eks/optimized-ami/*"}},
 	{Sid: "CreateClusterInstanceProfiles", Effect: "Allow", Actions: []string{"iam:CreateInstanceProfile", "iam:TagInstanceProfile"},
 		Resources: []string{clusterProfiles}, Conditions: []string{clusterRequestTag}},
 	{Sid: "ManageClusterInstanceProfiles", Effect: "Allow", Actions: []string{"iam:AddRoleToInstanceProfile", "iam:DeleteInstanceProfile", "iam:RemoveRoleFromInstanceProfile"},
@@ -373,6 +371,9 @@ func TestFunctionsQueuesAndMappings(t *testing.T) {
 		var samEnv, tfEnv []string
 		for k := range fn("Environment", "Variables").(map[string]any) {
 			samEnv = append(samEnv, k)
+		}
+		for k := range get(t, sam, "Globals", "Function", "Environment", "Variables").(map[string]any) {
+			samEnv = append(samEnv, k) // the governance settings, every function's
 		}
 		for k := range lf["environment"].([]any)[0].(map[string]any)["variables"].(map[string]any) {
 			tfEnv = append(tfEnv, k)

@@ -1,14 +1,13 @@
-// Package awsinfra holds the tests of infra/aws: the SAM template and the Terraform (JSON syntax)
-// stack are parsed (sigs.k8s.io/yaml; long-form intrinsics keep the template plain YAML), their
-// IAM statements reduced to one canonical form, and checked for least privilege and for granting
-// exactly the same thing in both.
 package awsinfra
+
+// Helpers over the templates' raw text (sigs.k8s.io/yaml; long-form intrinsics keep the template
+// plain YAML) for the structural tests; governance_test.go decides requests against the roles
+// as both stacks resolve them.
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -174,137 +173,10 @@ func tfStatements(t *testing.T, tf doc, policy string) []statement {
 	return out
 }
 
-// noResourceLevelActions are the actions this stack grants on Resource "*": AWS supports no
-// resource-level permissions for them (Service Authorization Reference, "Actions, resources,
-// and condition keys for Amazon EC2" — the Describe* rows list no resource type — and "for AWS
-// Price List").
-var noResourceLevelActions = map[string]bool{
-	"ec2:DescribeImages": true, "ec2:DescribeInstanceTypeOfferings": true, "ec2:DescribeInstanceTypes": true,
-	"ec2:DescribeInstances": true, "ec2:DescribeLaunchTemplates": true, "ec2:DescribeSecurityGroups": true,
-	"ec2:DescribeSpotPriceHistory": true, "ec2:DescribeSubnets": true, "pricing:GetProducts": true,
-}
-
 const (
 	clusterRequestTag  = "StringEquals|aws:RequestTag/dovetail.dev/cluster|{cluster}"
 	clusterResourceTag = "StringEquals|aws:ResourceTag/dovetail.dev/cluster|{cluster}"
 )
-
-var actionRE = regexp.MustCompile(`^[a-z0-9-]+:[A-Za-z0-9]+$`)
-
-// stackQueueRE matches the queues of this stack (as both sources reduce them).
-var stackQueueRE = regexp.MustCompile(`^\{(EventQueue|EventDLQ|CommandQueue|CommandDLQ|(Consolidate|Drift|Interruption|Lifecycle)Event(Queue|DLQ)|NoticeQueue|NoticeDLQ)\}$`)
-
-// checkLeastPrivilege asserts the rules every role of the stack follows.
-func checkLeastPrivilege(t *testing.T, name string, stmts []statement) {
-	t.Helper()
-	ec2Created := regexp.MustCompile(`^arn:\{partition\}:ec2:\{region\}:\{account\}:(fleet|instance|launch-template|network-interface|spot-instances-request|volume)/\*$`)
-	for _, s := range stmts {
-		if s.Effect != "Allow" {
-			t.Errorf("%s %s: effect %s, want only Allow statements in a role policy", name, s.Sid, s.Effect)
-		}
-		for _, a := range s.Actions {
-			// No wildcard in any action: every permission is named.
-			if !actionRE.MatchString(a) {
-				t.Errorf("%s %s: action %q is not one named action (no wildcards)", name, s.Sid, a)
-			}
-		}
-		for _, r := range s.Resources {
-			if r == "*" {
-				for _, a := range s.Actions {
-					if !noResourceLevelActions[a] {
-						t.Errorf("%s %s: %s on Resource \"*\", but it supports resource-level permissions", name, s.Sid, a)
-					}
-				}
-			} else if strings.Contains(r, ":*:") || strings.HasPrefix(r, "arn:*") {
-				t.Errorf("%s %s: resource %q wildcards a partition, region or account", name, s.Sid, r)
-			}
-		}
-		for _, a := range s.Actions {
-			switch a {
-			case "ec2:TerminateInstances", "ec2:DeleteLaunchTemplate":
-				// Destroy only what is tagged for this cluster (DESIGN invariant 4).
-				if !slices.Contains(s.Conditions, clusterResourceTag) {
-					t.Errorf("%s %s: %s without the condition %s", name, s.Sid, a, clusterResourceTag)
-				}
-			case "ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:CreateTags":
-				// Created resources must carry the cluster tag in the request; existing ones used by
-				// a launch are either the cluster's launch templates or network/image resources.
-				for _, r := range s.Resources {
-					switch {
-					case strings.HasSuffix(r, ":launch-template/*") && slices.Contains(s.Conditions, clusterResourceTag):
-					case ec2Created.MatchString(r):
-						if !slices.Contains(s.Conditions, clusterRequestTag) {
-							t.Errorf("%s %s: %s on %s without %s", name, s.Sid, a, r, clusterRequestTag)
-						}
-					case a != "ec2:CreateTags" && a != "ec2:CreateLaunchTemplate" && regexp.MustCompile(`:(image|snapshot|security-group|subnet)/\*$`).MatchString(r):
-					default:
-						t.Errorf("%s %s: %s on unexpected resource %s", name, s.Sid, a, r)
-					}
-				}
-				if a == "ec2:CreateTags" && !slices.Contains(s.Conditions, "StringEquals|ec2:CreateAction|CreateFleet,CreateLaunchTemplate,RunInstances") {
-					t.Errorf("%s %s: ec2:CreateTags must be limited to tagging on create (ec2:CreateAction)", name, s.Sid)
-				}
-			case "iam:CreateInstanceProfile", "iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:DeleteInstanceProfile", "iam:RemoveRoleFromInstanceProfile":
-				// Instance-profile writes: only the cluster's profiles, known by path and tag.
-				want := clusterResourceTag
-				if a == "iam:CreateInstanceProfile" || a == "iam:TagInstanceProfile" {
-					want = clusterRequestTag
-				}
-				if fmt.Sprint(s.Resources) != "[arn:{partition}:iam::{account}:instance-profile/dovetail/{region}/{cluster}/*]" || !slices.Contains(s.Conditions, want) {
-					t.Errorf("%s %s: %s must be limited to the cluster's instance-profile path and %s", name, s.Sid, a, want)
-				}
-			case "iam:PassRole":
-				if fmt.Sprint(s.Resources) != "[{NodeRoleArn}]" || !slices.Contains(s.Conditions, "StringEquals|iam:PassedToService|ec2.amazonaws.com") {
-					t.Errorf("%s %s: iam:PassRole must name only the node role and be passed only to EC2", name, s.Sid)
-				}
-			}
-			if strings.HasPrefix(a, "sqs:") {
-				for _, r := range s.Resources {
-					if !stackQueueRE.MatchString(r) {
-						t.Errorf("%s %s: %s on %s, want only this stack's queues", name, s.Sid, a, r)
-					}
-				}
-			}
-			if strings.HasPrefix(a, "s3:") && fmt.Sprint(s.Resources) != "[{bucket}/"+s3blob.DefaultPrefix+"*]" {
-				t.Errorf("%s %s: %s on %v, want only {bucket}/%s*", name, s.Sid, a, s.Resources, s3blob.DefaultPrefix)
-			}
-		}
-	}
-}
-
-func TestIAMLeastPrivilegeAndParity(t *testing.T) {
-	sam := load(t, "template.yaml")
-	tf := load(t, "main.tf.json")
-	for _, c := range []struct{ samRole, tfPolicy string }{{"ProvisionRole", "provision"}, {"AgentRole", "agent"},
-		{"ConsolidateRole", "consolidate"}, {"DriftRole", "drift"}, {"InterruptionRole", "interruption"}, {"LifecycleRole", "lifecycle"}} {
-		s := samStatements(t, sam, c.samRole)
-		f := tfStatements(t, tf, c.tfPolicy)
-		checkLeastPrivilege(t, "SAM "+c.samRole, s)
-		checkLeastPrivilege(t, "Terraform "+c.tfPolicy, f)
-		if len(s) != len(f) {
-			t.Errorf("%s: SAM has %d statements, Terraform %d", c.tfPolicy, len(s), len(f))
-		}
-		for i := range min(len(s), len(f)) {
-			if s[i].String() != f[i].String() {
-				t.Errorf("%s statement %d differs:\n SAM       %s\n Terraform %s", c.tfPolicy, i, s[i], f[i])
-			}
-		}
-	}
-	// The provision role can do what the provider and the runtime call, and terminate only
-	// tagged instances (the statement must exist, not just be well-formed if present).
-	var terminate, dlq bool
-	for _, s := range samStatements(t, sam, "ProvisionRole") {
-		if slices.Contains(s.Actions, "ec2:TerminateInstances") && slices.Contains(s.Conditions, clusterResourceTag) {
-			terminate = true
-		}
-		if slices.Contains(s.Actions, "sqs:SendMessage") && slices.Contains(s.Resources, "{EventDLQ}") {
-			dlq = true
-		}
-	}
-	if !terminate || !dlq {
-		t.Errorf("provision role: tag-scoped TerminateInstances %v, SendMessage to the event DLQ %v; want both", terminate, dlq)
-	}
-}
 
 func TestQueuesBucketAndFunction(t *testing.T) {
 	sam := load(t, "template.yaml")
