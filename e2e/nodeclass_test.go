@@ -282,7 +282,8 @@ func checkAMIDriftOnRefresh(ctx context.Context, t *testing.T, env *localdev.Env
 		}
 	}
 	img := env.EC2API.AddImage(ec2types.Image{Name: aws.String("dovetail-e2e-" + strings.ToLower(alias.Family) + "-arm64-v20261215"),
-		Architecture: ec2types.ArchitectureValuesArm64, CreationDate: aws.String("2026-12-15T00:00:00.000Z"), OwnerId: aws.String(ec2api.DefaultAccountID)})
+		Architecture: ec2types.ArchitectureValuesArm64, CreationDate: aws.String("2026-12-15T00:00:00.000Z"),
+		OwnerId: aws.String(ec2api.AmazonImageAccount), ImageOwnerAlias: aws.String("amazon")}) // a new release behind the alias
 	env.EC2API.PutParameter(param, aws.ToString(img.ImageId))
 	nc := &apisv1.EC2NodeClass{}
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

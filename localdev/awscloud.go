@@ -27,6 +27,12 @@ const (
 // kubelets only read the cluster name, so these are placeholders, never contacted.
 const localClusterEndpoint = "https://kubernetes.default.svc"
 
+// eksClusterName is the name of the EKS cluster local dev stands in for: "dovetail-<cluster>".
+// The fake account's node subnets and security group carry Karpenter's discovery tag with it
+// (karpenter.sh/discovery=dovetail-dev, as the seed EC2NodeClass selects), and the provider's
+// governance allows only those (dvaws.Governance defaults), as the deployed IAM does.
+func eksClusterName(cluster string) string { return "dovetail-" + cluster }
+
 var localClusterCA = base64.StdEncoding.EncodeToString([]byte("dovetail dev: placeholder cluster CA"))
 
 // provider returns the cloud.Provider the functions launch through. Either way NodeClasses are
@@ -67,7 +73,7 @@ func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
 		return nil, err
 	}
 	ec2c, ssmc := dvaws.Clients(cfg)
-	p, err := dvaws.New(dvaws.Options{Cluster: e.Options.Cluster, ClusterEndpoint: localClusterEndpoint, ClusterCA: localClusterCA,
+	p, err := dvaws.New(dvaws.Options{Cluster: e.Options.Cluster, ClusterName: eksClusterName(e.Options.Cluster), ClusterEndpoint: localClusterEndpoint, ClusterCA: localClusterCA,
 		KubernetesVersion: majorMinor(fake.DefaultKubeletVersion), Catalog: e.Catalog, EC2: ec2c, SSM: ssmc,
 		IAM: dvaws.IAMClient(cfg), Region: cfg.Region})
 	if err != nil {
@@ -86,9 +92,11 @@ type resolvingFake struct {
 	cloud.NodeClassResolver
 }
 
-// discoveryTags are the tags the fake VPC's subnets and security group carry so that the
-// scenario's EC2NodeClass selector terms find them: every key=value of their tag selectors
-// (wildcard "*" values excepted), the first value in sorted order where two terms disagree.
+// discoveryTags are the tags the fake VPC's node subnets and security group carry: the discovery
+// tag of the local EKS cluster, and, so that the scenario's EC2NodeClass selector terms find
+// them, every other key=value of their tag selectors (wildcard "*" values excepted), the first
+// value in sorted order where two terms disagree. A selector asking for another discovery value
+// finds nothing the deployment allows, as it would in a real account.
 func discoveryTags(e *Env) map[string]string {
 	values := map[string][]string{}
 	add := func(tags map[string]string) {
@@ -110,11 +118,12 @@ func discoveryTags(e *Env) map[string]string {
 			add(t.Tags)
 		}
 	}
-	out := map[string]string{"karpenter.sh/discovery": e.Options.Cluster}
+	out := map[string]string{}
 	for k, vs := range values {
 		sort.Strings(vs)
 		out[k] = vs[0]
 	}
+	out[dvaws.DefaultDiscoveryTagKey] = eksClusterName(e.Options.Cluster)
 	return out
 }
 

@@ -83,7 +83,7 @@ func TestNodeClassStatusResolvedWrittenAndRefreshed(t *testing.T) {
 	// A new AMI behind the alias: the next pass after the refresh interval writes it, and drift
 	// then reads the new image from the status.
 	img := srv.AddImage(ec2types.Image{Name: aws.String("amazon-eks-node-al2023-x86_64-standard-1.37-v20261201"), Architecture: ec2types.ArchitectureValuesX8664,
-		CreationDate: aws.String("2026-12-01T00:00:00.000Z"), OwnerId: aws.String(ec2api.DefaultAccountID)})
+		CreationDate: aws.String("2026-12-01T00:00:00.000Z"), OwnerId: aws.String(ec2api.AmazonImageAccount), ImageOwnerAlias: aws.String("amazon")}) // a new EKS release
 	srv.PutParameter("/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/x86_64/standard/recommended/image_id", aws.ToString(img.ImageId))
 	h.RefreshInterval = time.Nanosecond
 	if out, err = h.Decide(ctx, w.Snapshot()); err != nil || len(out.NodeClassStatuses) != 1 {

@@ -157,14 +157,14 @@ func fullTable() []row {
 	for _, action := range []string{"ec2:RunInstances", "ec2:CreateFleet"} {
 		a := strings.TrimPrefix(action, "ec2:")
 		rows = append(rows,
-			row{a + ": subnet with the discovery tag, in the cluster's VPC", req(action, ec2("subnet", "subnet-1"), discovered(vpc, "karpenter.sh/discovery", cluster)), launchers},
+			row{a + ": subnet with the discovery tag, in the cluster's VPC", req(action, ec2("subnet", "subnet-1"), discovered(vpc, "karpenter.sh/discovery", eksName)), launchers},
 			row{a + ": subnet with another cluster's discovery tag", req(action, ec2("subnet", "subnet-1"), discovered(vpc, "karpenter.sh/discovery", "dev")), noRole},
 			row{a + ": untagged subnet", req(action, ec2("subnet", "subnet-2"), discovered(vpc)), noRole},
-			row{a + ": tagged subnet in a foreign VPC", req(action, ec2("subnet", "subnet-3"), discovered("vpc-0other", "karpenter.sh/discovery", cluster)), noRole},
-			row{a + ": tagged subnet of another account", req(action, "arn:aws:ec2:us-east-1:"+community+":subnet/subnet-4", discovered(vpc, "karpenter.sh/discovery", cluster)), noRole},
-			row{a + ": tagged security group in the VPC", req(action, ec2("security-group", "sg-1"), discovered(vpc, "karpenter.sh/discovery", cluster)), launchers},
+			row{a + ": tagged subnet in a foreign VPC", req(action, ec2("subnet", "subnet-3"), discovered("vpc-0other", "karpenter.sh/discovery", eksName)), noRole},
+			row{a + ": tagged subnet of another account", req(action, "arn:aws:ec2:us-east-1:"+community+":subnet/subnet-4", discovered(vpc, "karpenter.sh/discovery", eksName)), noRole},
+			row{a + ": tagged security group in the VPC", req(action, ec2("security-group", "sg-1"), discovered(vpc, "karpenter.sh/discovery", eksName)), launchers},
 			row{a + ": untagged security group (the VPC's default)", req(action, ec2("security-group", "sg-2"), discovered(vpc)), noRole},
-			row{a + ": tagged security group in a foreign VPC", req(action, ec2("security-group", "sg-3"), discovered("vpc-0other", "karpenter.sh/discovery", cluster)), noRole},
+			row{a + ": tagged security group in a foreign VPC", req(action, ec2("security-group", "sg-3"), discovered("vpc-0other", "karpenter.sh/discovery", eksName)), noRole},
 			row{a + ": Amazon image", req(action, "arn:aws:ec2:us-east-1::image/ami-1", kv("ec2:Owner", "amazon")), launchers},
 			row{a + ": approved account's image", req(action, "arn:aws:ec2:us-east-1::image/ami-2", kv("ec2:Owner", approved)), launchers},
 			row{a + ": community image", req(action, "arn:aws:ec2:us-east-1::image/ami-3", kv("ec2:Owner", community)), noRole},
@@ -260,7 +260,7 @@ func fullTable() []row {
 func defaultTable() []row {
 	return []row{
 		{"instance with only the cluster tag (no mandatory tags)", req("ec2:RunInstances", ec2("instance", "*"), created("dovetail.dev/cluster", cluster)), launchers},
-		{"tagged subnet in any VPC (no VpcId)", req("ec2:RunInstances", ec2("subnet", "subnet-1"), discovered("vpc-0any", "karpenter.sh/discovery", cluster)), launchers},
+		{"tagged subnet in any VPC (no VpcId)", req("ec2:RunInstances", ec2("subnet", "subnet-1"), discovered("vpc-0any", "karpenter.sh/discovery", eksName)), launchers},
 		{"untagged subnet", req("ec2:RunInstances", ec2("subnet", "subnet-1"), discovered("vpc-0any")), noRole},
 		{"Amazon image", req("ec2:RunInstances", "arn:aws:ec2:us-east-1::image/ami-1", kv("ec2:Owner", "amazon")), launchers},
 		{"an account's image (none approved)", req("ec2:RunInstances", "arn:aws:ec2:us-east-1::image/ami-2", kv("ec2:Owner", approved)), noRole},
@@ -273,7 +273,7 @@ func defaultTable() []row {
 func customKeyTable() []row {
 	return []row{
 		{"subnet with the configured discovery tag", req("ec2:RunInstances", ec2("subnet", "s"), discovered("vpc-1", "example.com/nodes", "team-a")), launchers},
-		{"subnet with Karpenter's tag only", req("ec2:RunInstances", ec2("subnet", "s"), discovered("vpc-1", "karpenter.sh/discovery", cluster)), noRole},
+		{"subnet with Karpenter's tag only", req("ec2:RunInstances", ec2("subnet", "s"), discovered("vpc-1", "karpenter.sh/discovery", eksName)), noRole},
 		{"subnet with the key and another value", req("ec2:RunInstances", ec2("subnet", "s"), discovered("vpc-1", "example.com/nodes", cluster)), noRole},
 	}
 }

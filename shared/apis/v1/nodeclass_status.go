@@ -37,6 +37,14 @@ const (
 	ReasonUnsupportedAlias        = "UnsupportedAlias"
 	ReasonInstanceProfileNotFound = "InstanceProfileNotFound"
 	ReasonInstanceProfileError    = "InstanceProfileReconcileFailed"
+	// Governance refusals (Dovetail's own, no Karpenter counterpart): the deployment's IAM
+	// would refuse a launch with what the selectors resolved (an untagged or foreign subnet or
+	// security group, an image of an unapproved owner, a parameter outside the approved paths)
+	// or without the mandatory tags.
+	ReasonSubnetsNotAllowed        = "SubnetsNotAllowed"
+	ReasonSecurityGroupsNotAllowed = "SecurityGroupsNotAllowed"
+	ReasonAMINotAllowed            = "AMINotAllowed"
+	ReasonMandatoryTagsMissing     = "MandatoryTagsMissing"
 	// ReasonUnhealthyDependents is the Ready=False reason when a dependent condition is False;
 	// the message lists them ("SubnetsReady=False, AMIsReady=False").
 	ReasonUnhealthyDependents = "UnhealthyDependents"

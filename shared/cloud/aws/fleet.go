@@ -155,6 +155,9 @@ func (p *Provider) validate(req cloud.LaunchRequest) error {
 		return fmt.Errorf("tags[%q]: %q is not this provider's cluster %q (only tagged instances can be found and terminated)",
 			apisv1.TagCluster, req.Tags[apisv1.TagCluster], p.o.Cluster)
 	}
+	if g := p.governance(); len(g.missingTags(req.Tags)) > 0 {
+		return fmt.Errorf("%s %s: %s", apisv1.KindEC2NodeClass, req.NodeClass.Name(), g.mandatoryTagsMessage(g.missingTags(req.Tags)))
+	}
 	return nil
 }
 

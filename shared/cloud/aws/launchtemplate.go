@@ -102,7 +102,24 @@ func (p *Provider) TemplateData(req cloud.LaunchRequest, family, imageID string,
 	if e := nc.Spec.EnclaveOptions; e != nil && e.Enabled != nil {
 		d.EnclaveOptions = &ec2types.LaunchTemplateEnclaveOptionsRequest{Enabled: e.Enabled}
 	}
+	// The network interface a launch creates is tagged from the template (CreateFleet tags only
+	// the fleet, instances and volumes), as Karpenter's templates do: the cluster tag and the
+	// NodeClass's tags, so the interface carries the mandatory tags IAM asks for.
+	d.TagSpecifications = []ec2types.LaunchTemplateTagSpecificationRequest{
+		{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: ec2Tags(p.templateTags(req.NodeClass))}}
 	return d, nil
+}
+
+// templateTags are a launch template's tags and its network interfaces': the cluster tag, the
+// NodeClass's name and its spec.tags (Dovetail's own win).
+func (p *Provider) templateTags(nc apisv1.NodeClass) map[string]string {
+	tags := map[string]string{apisv1.TagCluster: p.o.Cluster, apisv1.LabelEC2NodeClass: nc.Name()}
+	for k, v := range nc.Tags() {
+		if _, own := tags[k]; !own {
+			tags[k] = v
+		}
+	}
+	return tags
 }
 
 // blockDevices maps spec.blockDeviceMappings (volume sizes rounded up to whole GiB, EBS's unit),
@@ -190,15 +207,9 @@ func (p *Provider) ensureTemplate(ctx context.Context, req cloud.LaunchRequest, 
 	if !hasCode(err, "InvalidLaunchTemplateName.NotFoundException") {
 		return "", fmt.Errorf("DescribeLaunchTemplates %s: %w", name, err)
 	}
-	tags := map[string]string{apisv1.TagCluster: p.o.Cluster, apisv1.LabelEC2NodeClass: req.NodeClass.Name()}
-	for k, v := range req.NodeClass.Tags() {
-		if _, own := tags[k]; !own {
-			tags[k] = v
-		}
-	}
 	_, err = p.o.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(name), LaunchTemplateData: d,
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ec2Tags(tags)}},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ec2Tags(p.templateTags(req.NodeClass))}},
 	})
 	if err != nil && !hasCode(err, "InvalidLaunchTemplateName.AlreadyExistsException") {
 		return "", fmt.Errorf("CreateLaunchTemplate %s: %w", name, err)

@@ -9,6 +9,7 @@ package aws
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -64,6 +65,10 @@ type Options struct {
 	IAM IAMAPI
 	// Region is the region instance profiles are named and tagged for (the config's region).
 	Region string
+	// Governance is what the deployment's IAM lets NodeClasses launch with (the zero value:
+	// infra/aws's defaults); ResolveNodeClass refuses the rest in status, Create refuses a
+	// launch without the mandatory tags.
+	Governance Governance
 }
 
 // Provider launches and terminates EC2 instances. It keeps no state between calls, so it is
@@ -91,6 +96,9 @@ func New(o Options) (*Provider, error) {
 	}
 	if o.ClusterName == "" {
 		o.ClusterName = o.Cluster
+	}
+	if err := ValidateGovernance(o.Governance); err != nil {
+		return nil, fmt.Errorf("aws provider: governance: %w", err)
 	}
 	return &Provider{o: o}, nil
 }

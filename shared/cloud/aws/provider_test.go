@@ -75,7 +75,7 @@ func (c *counter) get(action string) int {
 	return c.n[action]
 }
 
-func setup(t *testing.T) *env {
+func setup(t *testing.T, opts ...func(*dvaws.Options)) *env {
 	t.Helper()
 	cat := catalog.MustAWS()
 	reg := &nodes{}
@@ -103,8 +103,12 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e, s := dvaws.Clients(cfg)
-	p, err := dvaws.New(dvaws.Options{Cluster: cluster, ClusterEndpoint: endpoint, ClusterCA: clusterCA, KubernetesVersion: k8s,
-		Catalog: cat, EC2: e, SSM: s, IAM: dvaws.IAMClient(cfg), Region: "us-east-1"})
+	o := dvaws.Options{Cluster: cluster, ClusterEndpoint: endpoint, ClusterCA: clusterCA, KubernetesVersion: k8s,
+		Catalog: cat, EC2: e, SSM: s, IAM: dvaws.IAMClient(cfg), Region: "us-east-1"}
+	for _, f := range opts {
+		f(&o)
+	}
+	p, err := dvaws.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +526,8 @@ func TestAliasResolvedThroughSSM(t *testing.T) {
 	amdParam := "/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/x86_64/standard/recommended/image_id"
 	armParam := "/aws/service/eks/optimized-ami/1.37/amazon-linux-2023/arm64/standard/recommended/image_id"
 	custom := e.srv.AddImage(ec2types.Image{Name: aws.String("amazon-eks-node-al2023-x86_64-standard-1.37-v20261201"),
-		Architecture: ec2types.ArchitectureValuesX8664, CreationDate: aws.String("2026-12-01T00:00:00.000Z"), OwnerId: aws.String("123456789012")})
+		Architecture: ec2types.ArchitectureValuesX8664, CreationDate: aws.String("2026-12-01T00:00:00.000Z"),
+		OwnerId: aws.String(ec2api.AmazonImageAccount), ImageOwnerAlias: aws.String("amazon")}) // a new EKS release
 	e.srv.PutParameter(amdParam, aws.ToString(custom.ImageId))
 	armImage, ok := e.srv.Parameter(armParam)
 	if !ok {
@@ -563,7 +568,7 @@ func TestAliasResolvedThroughSSM(t *testing.T) {
 		t.Errorf("by id: %+v", amis)
 	}
 	byName := nodeClass("")
-	byName.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Name: "amazon-eks-node-al2023-x86_64-standard-1.37-*", Owner: "123456789012"}}
+	byName.Spec.AMISelectorTerms = []apisv1.AMISelectorTerm{{Name: "amazon-eks-node-al2023-x86_64-standard-1.37-*", Owner: "amazon"}}
 	if amis := resolveAMIs(t, e, byName); amis["amd64"] != aws.ToString(custom.ImageId) {
 		t.Errorf("by name (newest wins): %+v", amis)
 	}

@@ -44,15 +44,20 @@ func (p *Provider) resources(ctx context.Context, nc *apisv1.EC2NodeClass) (*nod
 	st := nc.Status
 	if !meta.IsStatusConditionTrue(st.Conditions, apisv1.ConditionReady) || len(st.Subnets) == 0 || len(st.SecurityGroups) == 0 || len(st.AMIs) == 0 {
 		var err error
-		if st.Subnets, err = p.subnets(ctx, nc); err != nil {
+		var subnetProb, groupProb, prob *problem
+		if st.Subnets, subnetProb, err = p.subnets(ctx, nc); err != nil {
 			return nil, err
 		}
-		if st.SecurityGroups, err = p.securityGroups(ctx, nc); err != nil {
+		if st.SecurityGroups, groupProb, err = p.securityGroups(ctx, nc); err != nil {
 			return nil, err
 		}
-		var prob *problem
 		if st.AMIs, prob, err = p.AMIs(ctx, nc); err != nil {
 			return nil, err
+		}
+		for _, pr := range []*problem{subnetProb, groupProb} {
+			if pr != nil {
+				return nil, fmt.Errorf("%s %s: %s", apisv1.KindEC2NodeClass, nc.Name, pr.message)
+			}
 		}
 		switch {
 		case prob != nil:
@@ -117,20 +122,28 @@ func (p *Provider) ResolveNodeClass(ctx context.Context, in apisv1.NodeClass) (a
 		apisv1.SetCondition(&st.Conditions, c)
 	}
 
-	subnets, err := p.subnets(ctx, nc)
+	subnets, subnetProblem, err := p.subnets(ctx, nc)
 	if err != nil {
 		return apisv1.NodeClass{}, err
 	}
 	st.Subnets = subnets
-	set(apisv1.ConditionSubnetsReady, len(subnets) > 0, apisv1.ReasonSubnetsNotFound, selectorMessage("subnetSelectorTerms", "subnets", len(nc.Spec.SubnetSelectorTerms)))
+	if subnetProblem != nil {
+		set(apisv1.ConditionSubnetsReady, false, subnetProblem.reason, subnetProblem.message)
+	} else {
+		set(apisv1.ConditionSubnetsReady, len(subnets) > 0, apisv1.ReasonSubnetsNotFound, selectorMessage("subnetSelectorTerms", "subnets", len(nc.Spec.SubnetSelectorTerms)))
+	}
 
-	groups, err := p.securityGroups(ctx, nc)
+	groups, groupProblem, err := p.securityGroups(ctx, nc)
 	if err != nil {
 		return apisv1.NodeClass{}, err
 	}
 	st.SecurityGroups = groups
-	set(apisv1.ConditionSecurityGroupsReady, len(groups) > 0, apisv1.ReasonSecurityGroupsNotFound,
-		selectorMessage("securityGroupSelectorTerms", "security groups", len(nc.Spec.SecurityGroupSelectorTerms)))
+	if groupProblem != nil {
+		set(apisv1.ConditionSecurityGroupsReady, false, groupProblem.reason, groupProblem.message)
+	} else {
+		set(apisv1.ConditionSecurityGroupsReady, len(groups) > 0, apisv1.ReasonSecurityGroupsNotFound,
+			selectorMessage("securityGroupSelectorTerms", "security groups", len(nc.Spec.SecurityGroupSelectorTerms)))
+	}
 
 	amis, amiProblem, err := p.AMIs(ctx, nc)
 	if err != nil {
@@ -155,8 +168,11 @@ func (p *Provider) ResolveNodeClass(ctx context.Context, in apisv1.NodeClass) (a
 		set(apisv1.ConditionInstanceProfileReady, true, "", "")
 	}
 
+	g := p.governance()
 	if unsupported := apisv1.UnsupportedEC2NodeClassFields(nc); len(unsupported) > 0 {
 		set(apisv1.ConditionValidationSucceeded, false, apisv1.ReasonNotSupported, strings.Join(unsupported, "; "))
+	} else if missing := g.missingTags(nc.Spec.Tags); len(missing) > 0 {
+		set(apisv1.ConditionValidationSucceeded, false, apisv1.ReasonMandatoryTagsMissing, g.mandatoryTagsMessage(missing))
 	} else {
 		set(apisv1.ConditionValidationSucceeded, true, "", "")
 	}
@@ -196,8 +212,9 @@ func tagFilters(tags map[string]string) []ec2types.Filter {
 
 // subnets resolves spec.subnetSelectorTerms (terms are ORed, a term's fields ANDed) into status
 // subnets, most free addresses first, then by id (Karpenter's order, which its launches follow).
-// No match is an empty list; errors are failed calls.
-func (p *Provider) subnets(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.Subnet, error) {
+// No match is an empty list; a subnet Governance refuses (no discovery tag, another VPC) is a
+// problem naming it, and only the allowed ones are listed; errors are failed calls.
+func (p *Provider) subnets(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.Subnet, *problem, error) {
 	seen := map[string]ec2types.Subnet{}
 	for i, t := range nc.Spec.SubnetSelectorTerms {
 		in := &ec2.DescribeSubnetsInput{Filters: tagFilters(t.Tags)}
@@ -214,7 +231,7 @@ func (p *Provider) subnets(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apis
 				break // an id term naming a subnet that does not exist matches nothing
 			}
 			if err != nil {
-				return nil, fmt.Errorf("spec.subnetSelectorTerms[%d]: DescribeSubnets: %w", i, err)
+				return nil, nil, fmt.Errorf("spec.subnetSelectorTerms[%d]: DescribeSubnets: %w", i, err)
 			}
 			for _, s := range out.Subnets {
 				seen[aws.ToString(s.SubnetId)] = s
@@ -232,16 +249,34 @@ func (p *Provider) subnets(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apis
 		}
 		return aws.ToString(list[a].SubnetId) < aws.ToString(list[b].SubnetId)
 	})
+	g := p.governance()
 	out := make([]apisv1.Subnet, 0, len(list))
+	var refused []string
 	for _, s := range list {
+		if why := g.networkRefusal(aws.ToString(s.SubnetId), ec2TagValue(s.Tags, "Name"), aws.ToString(s.VpcId), s.Tags); why != "" {
+			refused = append(refused, why)
+			continue
+		}
 		out = append(out, apisv1.Subnet{ID: aws.ToString(s.SubnetId), Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId)})
 	}
-	return out, nil
+	return out, g.networkProblem("subnetSelectorTerms", "subnets", apisv1.ReasonSubnetsNotAllowed, refused), nil
 }
 
-// securityGroups resolves spec.securityGroupSelectorTerms into status security groups, by id.
-func (p *Provider) securityGroups(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.SecurityGroup, error) {
-	seen := map[string]string{}
+func ec2TagValue(tags []ec2types.Tag, key string) string {
+	for _, t := range tags {
+		if aws.ToString(t.Key) == key {
+			return aws.ToString(t.Value)
+		}
+	}
+	return ""
+}
+
+// securityGroups resolves spec.securityGroupSelectorTerms into status security groups, by id; a
+// group Governance refuses is a problem naming it, as for subnets.
+func (p *Provider) securityGroups(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.SecurityGroup, *problem, error) {
+	g := p.governance()
+	seen := map[string]string{}    // allowed: id → name
+	refused := map[string]string{} // id → why
 	for i, t := range nc.Spec.SecurityGroupSelectorTerms {
 		in := &ec2.DescribeSecurityGroupsInput{Filters: tagFilters(t.Tags)}
 		if t.ID != "" {
@@ -257,10 +292,15 @@ func (p *Provider) securityGroups(ctx context.Context, nc *apisv1.EC2NodeClass) 
 				break
 			}
 			if err != nil {
-				return nil, fmt.Errorf("spec.securityGroupSelectorTerms[%d]: DescribeSecurityGroups: %w", i, err)
+				return nil, nil, fmt.Errorf("spec.securityGroupSelectorTerms[%d]: DescribeSecurityGroups: %w", i, err)
 			}
-			for _, g := range out.SecurityGroups {
-				seen[aws.ToString(g.GroupId)] = aws.ToString(g.GroupName)
+			for _, sg := range out.SecurityGroups {
+				id := aws.ToString(sg.GroupId)
+				if why := g.networkRefusal(id, aws.ToString(sg.GroupName), aws.ToString(sg.VpcId), sg.Tags); why != "" {
+					refused[id] = why
+					continue
+				}
+				seen[id] = aws.ToString(sg.GroupName)
 			}
 		}
 	}
@@ -269,7 +309,11 @@ func (p *Provider) securityGroups(ctx context.Context, nc *apisv1.EC2NodeClass) 
 		out = append(out, apisv1.SecurityGroup{ID: id, Name: name})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out, nil
+	whys := make([]string, 0, len(refused))
+	for _, why := range refused {
+		whys = append(whys, why)
+	}
+	return out, g.networkProblem("securityGroupSelectorTerms", "security groups", apisv1.ReasonSecurityGroupsNotAllowed, whys), nil
 }
 
 // ec2Arch maps a Kubernetes architecture to EC2's.
@@ -388,6 +432,8 @@ func AliasImages(a apisv1.Alias, k8s string) ([]AliasImage, error) {
 // architecture is kept. The problem is a term the user must fix (an alias family Dovetail does
 // not resolve, a named parameter that does not exist); err is a failed call.
 func (p *Provider) AMIs(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.AMI, *problem, error) {
+	g := p.governance()
+	refused := map[string]string{}  // images Governance refuses: id → why
 	known := map[string][]Variant{} // image id → variants, for alias images
 	var ids []string
 	var queries []*ec2.DescribeImagesInput
@@ -416,6 +462,9 @@ func (p *Provider) AMIs(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.
 				}
 			}
 		case t.SSMParameter != "":
+			if why := g.parameterRefusal(t.SSMParameter); why != "" {
+				return nil, &problem{apisv1.ReasonAMINotAllowed, field + ".ssmParameter: " + why}, nil
+			}
 			id, found, err := p.parameter(ctx, t.SSMParameter)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s.ssmParameter: %w", field, err)
@@ -465,6 +514,10 @@ func (p *Provider) AMIs(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.
 			}
 			for _, img := range page.Images {
 				id, arch := aws.ToString(img.ImageId), kubeArch(img.Architecture)
+				if why := g.imageRefusal(img); why != "" {
+					refused[id] = why
+					continue
+				}
 				if variants, ok := known[id]; ok {
 					if aliasSeen[id] {
 						continue
@@ -484,6 +537,14 @@ func (p *Provider) AMIs(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.
 				}
 			}
 		}
+	}
+	if len(refused) > 0 {
+		whys := make([]string, 0, len(refused))
+		for _, why := range refused {
+			whys = append(whys, why)
+		}
+		sort.Strings(whys)
+		return nil, &problem{apisv1.ReasonAMINotAllowed, "spec.amiSelectorTerms selects images IAM refuses to launch (ec2:Owner): " + strings.Join(whys, "; ")}, nil
 	}
 	for arch, c := range newest {
 		out = append(out, apisv1.AMI{ID: aws.ToString(c.ImageId), Name: aws.ToString(c.Name),

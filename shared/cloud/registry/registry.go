@@ -64,6 +64,8 @@ type AWSConfig struct {
 	ServiceCIDR string
 	// KubernetesVersion is the minor version ("1.31") for AMI aliases.
 	KubernetesVersion string
+	// Governance is what the deployment's IAM lets NodeClasses launch with.
+	Governance dvaws.Governance
 }
 
 // Cloud is one registered cloud.
@@ -167,7 +169,7 @@ func newAWS(ctx context.Context, c Config) (cloud.Provider, error) {
 	ec2c, ssmc := dvaws.Clients(cfg)
 	return dvaws.New(dvaws.Options{Cluster: c.Cluster, ClusterName: c.AWS.EKSName, ClusterEndpoint: c.AWS.EKSEndpoint,
 		ClusterCA: c.AWS.EKSCA, ServiceCIDR: c.AWS.ServiceCIDR, KubernetesVersion: c.AWS.KubernetesVersion, Catalog: c.Catalog, EC2: ec2c, SSM: ssmc,
-		IAM: dvaws.IAMClient(cfg), Region: cfg.Region})
+		IAM: dvaws.IAMClient(cfg), Region: cfg.Region, Governance: c.AWS.Governance})
 }
 
 // ForNodeClasses picks the cloud a set of NodeClasses is for: the registered real cloud (not the

@@ -14,6 +14,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/catalog/awsrefresh"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
 	"github.com/dovetail-dev/dovetail/shared/cloud/registry"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
@@ -23,6 +24,9 @@ import (
 type Options struct {
 	Cloud, AWSEndpoint, Region                                  string
 	EKSName, EKSEndpoint, EKSCA, ServiceCIDR, KubernetesVersion string
+	// Governance is what the deployment's IAM lets NodeClasses launch with (infra/aws's
+	// governance parameters, passed as DOVETAIL_DISCOVERY_TAG_KEY and the like).
+	Governance dvaws.Governance
 }
 
 // Register adds the flags to fs, with their environment variables as defaults.
@@ -35,6 +39,25 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EKSCA, "eks-ca", runtime.EnvDefault("eks-ca", ""), "aws: EKS cluster CA bundle (base64)")
 	fs.StringVar(&o.ServiceCIDR, "service-cidr", runtime.EnvDefault("service-cidr", ""), "aws: cluster service CIDR; empty: the provider's default")
 	fs.StringVar(&o.KubernetesVersion, "kubernetes-version", runtime.EnvDefault("kubernetes-version", ""), "aws: Kubernetes minor version (1.31) for AMI aliases")
+	g := &o.Governance
+	fs.StringVar(&g.DiscoveryTagKey, "discovery-tag-key", runtime.EnvDefault("discovery-tag-key", ""), "aws: tag key of the subnets and security groups nodes may use; empty: "+dvaws.DefaultDiscoveryTagKey)
+	fs.StringVar(&g.DiscoveryTagValue, "discovery-tag-value", runtime.EnvDefault("discovery-tag-value", ""), "aws: the discovery tag's value; empty: --eks-cluster-name")
+	fs.StringVar(&g.VPC, "vpc-id", runtime.EnvDefault("vpc-id", ""), "aws: the only VPC nodes may use; empty: any")
+	fs.StringSliceVar(&g.ImageOwners, "image-owners", envList("image-owners"), "aws: account IDs whose AMIs may boot besides Amazon's (comma-separated)")
+	fs.StringSliceVar(&g.AMIParameterPaths, "ami-parameter-paths", envList("ami-parameter-paths"), "aws: SSM paths custom ssmParameter AMI terms may read (comma-separated)")
+	fs.StringSliceVar(&g.MandatoryTags, "mandatory-tags", envList("mandatory-tags"), "aws: tag keys every EC2NodeClass's spec.tags must hold (comma-separated)")
+}
+
+// envList reads a comma-separated list flag's environment variable; empty items are dropped (the
+// stacks pass "" for an empty list).
+func envList(flag string) []string {
+	var out []string
+	for _, v := range strings.Split(runtime.EnvDefault(flag, ""), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Env is what a function's Build starts with: the selected cloud's catalog, its NodeClass →
@@ -56,7 +79,7 @@ func (o *Options) Setup(ctx context.Context, t runtime.Transport) (Env, error) {
 	}
 	cfg := registry.Config{Cluster: t.Cluster, Logger: t.Logger, DriveClock: t.Mode == runtime.ModeNATS,
 		AWS: registry.AWSConfig{Endpoint: o.AWSEndpoint, Region: o.Region, EKSName: o.EKSName, EKSEndpoint: o.EKSEndpoint,
-			EKSCA: o.EKSCA, ServiceCIDR: o.ServiceCIDR, KubernetesVersion: o.KubernetesVersion}}
+			EKSCA: o.EKSCA, ServiceCIDR: o.ServiceCIDR, KubernetesVersion: o.KubernetesVersion, Governance: o.Governance}}
 	if s, ok := t.Blobs.(awsrefresh.Store); ok {
 		cfg.Blobs = s
 	}

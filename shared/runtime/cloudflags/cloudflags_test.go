@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
@@ -95,5 +97,28 @@ func TestFunctionCatalogOfASecondRegion(t *testing.T) {
 	}
 	if blobs.Len() != 1 {
 		t.Errorf("%d blobs, want the one cached catalog", blobs.Len())
+	}
+}
+
+// The governance settings arrive as the stacks pass them (infra/aws: DOVETAIL_* variables, a
+// list as "a,b", an empty list as ""), and flags win over them.
+func TestGovernanceFromEnvironment(t *testing.T) {
+	t.Setenv("DOVETAIL_DISCOVERY_TAG_KEY", "example.com/nodes")
+	t.Setenv("DOVETAIL_DISCOVERY_TAG_VALUE", "team-a")
+	t.Setenv("DOVETAIL_VPC_ID", "vpc-0abc")
+	t.Setenv("DOVETAIL_IMAGE_OWNERS", "444455556666,111122223333")
+	t.Setenv("DOVETAIL_AMI_PARAMETER_PATHS", "")
+	t.Setenv("DOVETAIL_MANDATORY_TAGS", "Environment, CostCenter")
+	fs := pflag.NewFlagSet("fn", pflag.ContinueOnError)
+	var o cloudflags.Options
+	o.Register(fs)
+	if err := fs.Parse([]string{"--vpc-id", "vpc-0flag"}); err != nil {
+		t.Fatal(err)
+	}
+	g := o.Governance
+	if g.DiscoveryTagKey != "example.com/nodes" || g.DiscoveryTagValue != "team-a" || g.VPC != "vpc-0flag" ||
+		strings.Join(g.ImageOwners, "|") != "444455556666|111122223333" || len(g.AMIParameterPaths) != 0 ||
+		strings.Join(g.MandatoryTags, "|") != "Environment|CostCenter" {
+		t.Errorf("governance %+v", g)
 	}
 }

@@ -133,10 +133,12 @@ func TestTrustPolicyPrincipal(t *testing.T) {
 		t.Fatalf("the function itself: %+v %v", d, err)
 	}
 	for name, mutate := range map[string]func(*Request){
-		"other service":  func(r *Request) { r.Principal = &Principal{"Service", "ec2.amazonaws.com"} },
-		"other account":  func(r *Request) { r.Context["aws:SourceAccount"] = []string{"999999999999"} },
-		"other function": func(r *Request) { r.Context["aws:SourceArn"] = []string{"arn:aws:lambda:us-east-1:111122223333:function:other"} },
-		"no source arn":  func(r *Request) { delete(r.Context, "aws:SourceArn") },
+		"other service": func(r *Request) { r.Principal = &Principal{"Service", "ec2.amazonaws.com"} },
+		"other account": func(r *Request) { r.Context["aws:SourceAccount"] = []string{"999999999999"} },
+		"other function": func(r *Request) {
+			r.Context["aws:SourceArn"] = []string{"arn:aws:lambda:us-east-1:111122223333:function:other"}
+		},
+		"no source arn": func(r *Request) { delete(r.Context, "aws:SourceArn") },
 	} {
 		r := ok
 		r.Context = map[string][]string{}

@@ -16,9 +16,11 @@
 // from the catalog), SSM GetParameter (the public EKS AMI parameters) and Pricing GetProducts
 // (on-demand prices of the catalog). Signatures are not checked.
 //
-// The fake VPC has one subnet per catalog zone (10.0.(32·z).0/19, the fake cloud's address plan)
-// and one security group, all tagged with Options.DiscoveryTags; EKS-optimized AL2023, AL2 and
-// Bottlerocket images exist for x86_64 and arm64 with their SSM parameters.
+// The fake VPC has one node subnet per catalog zone (10.0.(32·z).0/19, the fake cloud's address
+// plan) and one node security group, all tagged with Options.DiscoveryTags, and, untagged for
+// discovery, one public subnet per zone and the default security group; EKS-optimized AL2023,
+// AL2 and Bottlerocket images (owned by Amazon) exist for x86_64 and arm64 with their SSM
+// parameters.
 package ec2api
 
 import (
@@ -50,6 +52,12 @@ import (
 // DefaultAccountID is the account that owns the fake's resources: the placeholder AWS uses in its
 // documentation.
 const DefaultAccountID = "123456789012"
+
+// AmazonImageAccount owns the seeded EKS-optimized and Bottlerocket images, as Amazon's
+// publishing account owns the real ones (602401143452 publishes the EKS-optimized AMIs in most
+// commercial regions); DescribeImages reports them with the owner alias "amazon", which is also
+// their ec2:Owner. They are not the caller's ("self").
+const AmazonImageAccount = "602401143452"
 
 // EC2 error codes the endpoint answers with (EC2 API reference, "Error codes").
 const (
@@ -272,7 +280,45 @@ func (s *Server) seedNetwork() {
 		Description: aws.String("nodes of the fake cloud"), VpcId: aws.String(s.vpcID), OwnerId: aws.String(s.account),
 		Tags: s.tags(map[string]string{"Name": "dovetail-fake-nodes"}),
 	})
+	// What a real VPC has besides the nodes' network, none of it carrying the discovery tag: a
+	// public subnet per zone (tagged for load balancers, as the EKS User Guide's VPC template
+	// tags them) and the VPC's default security group, untagged as AWS creates it.
+	for i, z := range s.zones() {
+		idx := i % 8
+		s.subnets = append(s.subnets, types.Subnet{
+			SubnetId: aws.String(resourceID("subnet", "public/"+z)), VpcId: aws.String(s.vpcID), AvailabilityZone: aws.String(z),
+			AvailabilityZoneId: aws.String(fmt.Sprintf("use1-az%d", idx+1)), CidrBlock: aws.String(fmt.Sprintf("10.1.%d.0/24", idx)),
+			AvailableIpAddressCount: aws.Int32(256 - 5), State: types.SubnetStateAvailable, OwnerId: aws.String(s.account),
+			MapPublicIpOnLaunch: aws.Bool(true),
+			Tags:                tagList(map[string]string{"Name": PublicSubnetName(z), "kubernetes.io/role/elb": "1"}),
+		})
+	}
+	s.groups = append(s.groups, types.SecurityGroup{
+		GroupId: aws.String(resourceID("sg", s.region+"/default")), GroupName: aws.String("default"),
+		Description: aws.String("default VPC security group"), VpcId: aws.String(s.vpcID), OwnerId: aws.String(s.account),
+	})
 }
+
+// PublicSubnetName is the Name tag of the fake VPC's public subnet in a zone: a subnet without
+// the discovery tag, which governance refuses to launch into.
+func PublicSubnetName(zone string) string { return "dovetail-fake-public-" + zone }
+
+// AddSecurityGroup registers a security group (e.g. one of another VPC); GroupId is required.
+func (s *Server) AddSecurityGroup(g types.SecurityGroup) error {
+	if g.GroupId == nil {
+		return errors.New("security group: GroupId is required")
+	}
+	if g.VpcId == nil {
+		g.VpcId = aws.String(s.vpcID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups = append(s.groups, g)
+	return nil
+}
+
+// VPC is the id of the fake VPC.
+func (s *Server) VPC() string { return s.vpcID }
 
 // SSM parameter names of the EKS-optimized images (Amazon EKS User Guide, "Retrieve recommended
 // Amazon Linux AMI IDs" and "Retrieve recommended Bottlerocket AMI IDs").
@@ -305,7 +351,7 @@ func (s *Server) seedImages() {
 			{apisv1.AMIFamilyAL2, "amazon-eks-node-" + s.k8s + "-v20261101" + map[bool]string{true: "-arm64"}[arch == "arm64"], AL2Parameter(s.k8s, arch)},
 		} {
 			img := s.addImage(types.Image{Name: aws.String(f.name), Architecture: types.ArchitectureValues(arch),
-				ImageOwnerAlias: aws.String("amazon"), OwnerId: aws.String(s.account), CreationDate: aws.String(fakeImageDate)}, f.family)
+				ImageOwnerAlias: aws.String("amazon"), OwnerId: aws.String(AmazonImageAccount), CreationDate: aws.String(fakeImageDate)}, f.family)
 			s.params[f.param] = aws.ToString(img.ImageId)
 		}
 	}
@@ -328,7 +374,7 @@ func (s *Server) seedImages() {
 			"/aws/service/eks/optimized-ami/" + s.k8s + "/amazon-linux-2-gpu/recommended/image_id"},
 	} {
 		img := s.addImage(types.Image{Name: aws.String(f.name), Architecture: types.ArchitectureValues(f.arch),
-			ImageOwnerAlias: aws.String("amazon"), OwnerId: aws.String(s.account), CreationDate: aws.String(fakeImageDate)}, f.family)
+			ImageOwnerAlias: aws.String("amazon"), OwnerId: aws.String(AmazonImageAccount), CreationDate: aws.String(fakeImageDate)}, f.family)
 		s.params[f.param] = aws.ToString(img.ImageId)
 	}
 }
