@@ -90,11 +90,13 @@ func roleName(short string) string { return "dovetail-" + cluster + "-" + short 
 
 var (
 	launchers = []string{"provision", "consolidate", "drift", "interruption"}
-	fnRoles = append(slices.Clone(launchers), "lifecycle")
+	fnRoles   = append(slices.Clone(launchers), "lifecycle")
 	noRole    []string
 )
 
-func ec2(kind, id string) string { return "arn:aws:ec2:" + region + ":" + account + ":" + kind + "/" + id }
+func ec2(kind, id string) string {
+	return "arn:aws:ec2:" + region + ":" + account + ":" + kind + "/" + id
+}
 
 func kv(pairs ...string) map[string][]string {
 	m := map[string][]string{}
