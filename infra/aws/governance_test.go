@@ -94,7 +94,7 @@ var (
 	noRole    []string
 )
 
-func ec2(kind, id string) string {
+func ec2ARN(kind, id string) string {
 	return "arn:aws:ec2:" + region + ":" + account + ":" + kind + "/" + id
 }
 
@@ -114,7 +114,7 @@ func discovered(vpcID string, tags ...string) map[string][]string {
 		m["ec2:ResourceTag/"+tags[i]] = []string{tags[i+1]}
 		m["aws:ResourceTag/"+tags[i]] = []string{tags[i+1]}
 	}
-	m["ec2:Vpc"] = []string{ec2("vpc", vpcID)}
+	m["ec2:Vpc"] = []string{ec2ARN("vpc", vpcID)}
 	return m
 }
 
@@ -159,33 +159,33 @@ func fullTable() []row {
 	for _, action := range []string{"ec2:RunInstances", "ec2:CreateFleet"} {
 		a := strings.TrimPrefix(action, "ec2:")
 		rows = append(rows,
-			row{a + ": subnet with the discovery tag, in the cluster's VPC", req(action, ec2("subnet", "subnet-1"), discovered(vpc, "karpenter.sh/discovery", eksName)), launchers},
-			row{a + ": subnet with another cluster's discovery tag", req(action, ec2("subnet", "subnet-1"), discovered(vpc, "karpenter.sh/discovery", "dev")), noRole},
-			row{a + ": untagged subnet", req(action, ec2("subnet", "subnet-2"), discovered(vpc)), noRole},
-			row{a + ": tagged subnet in a foreign VPC", req(action, ec2("subnet", "subnet-3"), discovered("vpc-0other", "karpenter.sh/discovery", eksName)), noRole},
+			row{a + ": subnet with the discovery tag, in the cluster's VPC", req(action, ec2ARN("subnet", "subnet-1"), discovered(vpc, "karpenter.sh/discovery", eksName)), launchers},
+			row{a + ": subnet with another cluster's discovery tag", req(action, ec2ARN("subnet", "subnet-1"), discovered(vpc, "karpenter.sh/discovery", "dev")), noRole},
+			row{a + ": untagged subnet", req(action, ec2ARN("subnet", "subnet-2"), discovered(vpc)), noRole},
+			row{a + ": tagged subnet in a foreign VPC", req(action, ec2ARN("subnet", "subnet-3"), discovered("vpc-0other", "karpenter.sh/discovery", eksName)), noRole},
 			row{a + ": tagged subnet of another account", req(action, "arn:aws:ec2:us-east-1:"+community+":subnet/subnet-4", discovered(vpc, "karpenter.sh/discovery", eksName)), noRole},
-			row{a + ": tagged security group in the VPC", req(action, ec2("security-group", "sg-1"), discovered(vpc, "karpenter.sh/discovery", eksName)), launchers},
-			row{a + ": untagged security group (the VPC's default)", req(action, ec2("security-group", "sg-2"), discovered(vpc)), noRole},
-			row{a + ": tagged security group in a foreign VPC", req(action, ec2("security-group", "sg-3"), discovered("vpc-0other", "karpenter.sh/discovery", eksName)), noRole},
+			row{a + ": tagged security group in the VPC", req(action, ec2ARN("security-group", "sg-1"), discovered(vpc, "karpenter.sh/discovery", eksName)), launchers},
+			row{a + ": untagged security group (the VPC's default)", req(action, ec2ARN("security-group", "sg-2"), discovered(vpc)), noRole},
+			row{a + ": tagged security group in a foreign VPC", req(action, ec2ARN("security-group", "sg-3"), discovered("vpc-0other", "karpenter.sh/discovery", eksName)), noRole},
 			row{a + ": Amazon image", req(action, "arn:aws:ec2:us-east-1::image/ami-1", kv("ec2:Owner", "amazon")), launchers},
 			row{a + ": approved account's image", req(action, "arn:aws:ec2:us-east-1::image/ami-2", kv("ec2:Owner", approved)), launchers},
 			row{a + ": community image", req(action, "arn:aws:ec2:us-east-1::image/ami-3", kv("ec2:Owner", community)), noRole},
 			row{a + ": Marketplace image", req(action, "arn:aws:ec2:us-east-1::image/ami-4", kv("ec2:Owner", "aws-marketplace")), noRole},
 			row{a + ": Amazon image's snapshot", req(action, "arn:aws:ec2:us-east-1::snapshot/snap-1", kv("ec2:Owner", "amazon")), launchers},
 			row{a + ": community snapshot", req(action, "arn:aws:ec2:us-east-1::snapshot/snap-2", kv("ec2:Owner", community)), noRole},
-			row{a + ": the cluster's launch template", req(action, ec2("launch-template", "lt-1"), kv("aws:ResourceTag/dovetail.dev/cluster", cluster)), launchers},
-			row{a + ": another cluster's launch template", req(action, ec2("launch-template", "lt-2"), kv("aws:ResourceTag/dovetail.dev/cluster", "dev")), noRole},
-			row{a + ": fleet tagged for the cluster", req(action, ec2("fleet", "*"), created("dovetail.dev/cluster", cluster)), launchers},
-			row{a + ": fleet tagged for another cluster", req(action, ec2("fleet", "*"), created("dovetail.dev/cluster", "dev")), noRole},
-			row{a + ": spot request tagged for the cluster", req(action, ec2("spot-instances-request", "*"), created("dovetail.dev/cluster", cluster)), launchers},
+			row{a + ": the cluster's launch template", req(action, ec2ARN("launch-template", "lt-1"), kv("aws:ResourceTag/dovetail.dev/cluster", cluster)), launchers},
+			row{a + ": another cluster's launch template", req(action, ec2ARN("launch-template", "lt-2"), kv("aws:ResourceTag/dovetail.dev/cluster", "dev")), noRole},
+			row{a + ": fleet tagged for the cluster", req(action, ec2ARN("fleet", "*"), created("dovetail.dev/cluster", cluster)), launchers},
+			row{a + ": fleet tagged for another cluster", req(action, ec2ARN("fleet", "*"), created("dovetail.dev/cluster", "dev")), noRole},
+			row{a + ": spot request tagged for the cluster", req(action, ec2ARN("spot-instances-request", "*"), created("dovetail.dev/cluster", cluster)), launchers},
 		)
 		for _, kind := range []string{"instance", "volume", "network-interface"} {
 			rows = append(rows,
-				row{a + ": " + kind + " with the cluster and mandatory tags", req(action, ec2(kind, "*"), created(fullTags...)), launchers},
-				row{a + ": " + kind + " without CostCenter", req(action, ec2(kind, "*"), created(fullTags[:4]...)), noRole},
-				row{a + ": " + kind + " without Environment", req(action, ec2(kind, "*"), created("dovetail.dev/cluster", cluster, "CostCenter", "cc-42")), noRole},
-				row{a + ": " + kind + " tagged for another cluster", req(action, ec2(kind, "*"), created("dovetail.dev/cluster", "dev", "Environment", "prod", "CostCenter", "cc-42")), noRole},
-				row{a + ": " + kind + " with no tag", req(action, ec2(kind, "*"), nil), noRole},
+				row{a + ": " + kind + " with the cluster and mandatory tags", req(action, ec2ARN(kind, "*"), created(fullTags...)), launchers},
+				row{a + ": " + kind + " without CostCenter", req(action, ec2ARN(kind, "*"), created(fullTags[:4]...)), noRole},
+				row{a + ": " + kind + " without Environment", req(action, ec2ARN(kind, "*"), created("dovetail.dev/cluster", cluster, "CostCenter", "cc-42")), noRole},
+				row{a + ": " + kind + " tagged for another cluster", req(action, ec2ARN(kind, "*"), created("dovetail.dev/cluster", "dev", "Environment", "prod", "CostCenter", "cc-42")), noRole},
+				row{a + ": " + kind + " with no tag", req(action, ec2ARN(kind, "*"), nil), noRole},
 			)
 		}
 	}
@@ -193,25 +193,25 @@ func fullTable() []row {
 		return with(created(tags...), "ec2:CreateAction", action)
 	}
 	rows = append(rows,
-		row{"CreateLaunchTemplate tagged for the cluster", req("ec2:CreateLaunchTemplate", ec2("launch-template", "*"), created("dovetail.dev/cluster", cluster)), launchers},
-		row{"CreateLaunchTemplate tagged for another cluster", req("ec2:CreateLaunchTemplate", ec2("launch-template", "*"), created("dovetail.dev/cluster", "dev")), noRole},
-		row{"CreateTags on a new instance", req("ec2:CreateTags", ec2("instance", "i-1"), onCreate("RunInstances", fullTags...)), launchers},
-		row{"CreateTags on a fleet's new volume", req("ec2:CreateTags", ec2("volume", "vol-1"), onCreate("CreateFleet", fullTags...)), launchers},
-		row{"CreateTags on an existing instance", req("ec2:CreateTags", ec2("instance", "i-1"), created(fullTags...)), noRole},
-		row{"CreateTags on a new instance without CostCenter", req("ec2:CreateTags", ec2("instance", "i-1"), onCreate("RunInstances", fullTags[:4]...)), noRole},
-		row{"CreateTags on a new instance without Environment", req("ec2:CreateTags", ec2("instance", "i-1"), onCreate("RunInstances", "dovetail.dev/cluster", cluster, "CostCenter", "cc")), noRole},
-		row{"CreateTags on a new instance of another cluster", req("ec2:CreateTags", ec2("instance", "i-1"), onCreate("RunInstances", "dovetail.dev/cluster", "dev", "Environment", "prod", "CostCenter", "cc")), noRole},
-		row{"CreateTags on a new fleet", req("ec2:CreateTags", ec2("fleet", "fleet-1"), onCreate("CreateFleet", "dovetail.dev/cluster", cluster)), launchers},
-		row{"CreateTags on an existing launch template", req("ec2:CreateTags", ec2("launch-template", "lt-1"), created("dovetail.dev/cluster", cluster)), noRole},
-		row{"CreateTags on a new fleet of another cluster", req("ec2:CreateTags", ec2("fleet", "fleet-1"), onCreate("CreateFleet", "dovetail.dev/cluster", "dev")), noRole},
+		row{"CreateLaunchTemplate tagged for the cluster", req("ec2:CreateLaunchTemplate", ec2ARN("launch-template", "*"), created("dovetail.dev/cluster", cluster)), launchers},
+		row{"CreateLaunchTemplate tagged for another cluster", req("ec2:CreateLaunchTemplate", ec2ARN("launch-template", "*"), created("dovetail.dev/cluster", "dev")), noRole},
+		row{"CreateTags on a new instance", req("ec2:CreateTags", ec2ARN("instance", "i-1"), onCreate("RunInstances", fullTags...)), launchers},
+		row{"CreateTags on a fleet's new volume", req("ec2:CreateTags", ec2ARN("volume", "vol-1"), onCreate("CreateFleet", fullTags...)), launchers},
+		row{"CreateTags on an existing instance", req("ec2:CreateTags", ec2ARN("instance", "i-1"), created(fullTags...)), noRole},
+		row{"CreateTags on a new instance without CostCenter", req("ec2:CreateTags", ec2ARN("instance", "i-1"), onCreate("RunInstances", fullTags[:4]...)), noRole},
+		row{"CreateTags on a new instance without Environment", req("ec2:CreateTags", ec2ARN("instance", "i-1"), onCreate("RunInstances", "dovetail.dev/cluster", cluster, "CostCenter", "cc")), noRole},
+		row{"CreateTags on a new instance of another cluster", req("ec2:CreateTags", ec2ARN("instance", "i-1"), onCreate("RunInstances", "dovetail.dev/cluster", "dev", "Environment", "prod", "CostCenter", "cc")), noRole},
+		row{"CreateTags on a new fleet", req("ec2:CreateTags", ec2ARN("fleet", "fleet-1"), onCreate("CreateFleet", "dovetail.dev/cluster", cluster)), launchers},
+		row{"CreateTags on an existing launch template", req("ec2:CreateTags", ec2ARN("launch-template", "lt-1"), created("dovetail.dev/cluster", cluster)), noRole},
+		row{"CreateTags on a new fleet of another cluster", req("ec2:CreateTags", ec2ARN("fleet", "fleet-1"), onCreate("CreateFleet", "dovetail.dev/cluster", "dev")), noRole},
 		row{"PassRole of the node role to EC2", req("iam:PassRole", nodeRole, kv("iam:PassedToService", "ec2.amazonaws.com")), fnRoles},
 		row{"PassRole of the node role to Lambda", req("iam:PassRole", nodeRole, kv("iam:PassedToService", "lambda.amazonaws.com")), noRole},
 		row{"PassRole of another role", req("iam:PassRole", "arn:aws:iam::111122223333:role/admin", kv("iam:PassedToService", "ec2.amazonaws.com")), noRole},
-		row{"TerminateInstances of the cluster's instance", req("ec2:TerminateInstances", ec2("instance", "i-1"), kv("aws:ResourceTag/dovetail.dev/cluster", cluster)), fnRoles},
-		row{"TerminateInstances of another cluster's instance", req("ec2:TerminateInstances", ec2("instance", "i-2"), kv("aws:ResourceTag/dovetail.dev/cluster", "dev")), noRole},
-		row{"TerminateInstances of an untagged instance", req("ec2:TerminateInstances", ec2("instance", "i-3"), nil), noRole},
-		row{"DeleteLaunchTemplate of the cluster's", req("ec2:DeleteLaunchTemplate", ec2("launch-template", "lt-1"), kv("aws:ResourceTag/dovetail.dev/cluster", cluster)), []string{"provision"}},
-		row{"DeleteLaunchTemplate of another cluster's", req("ec2:DeleteLaunchTemplate", ec2("launch-template", "lt-2"), kv("aws:ResourceTag/dovetail.dev/cluster", "dev")), noRole},
+		row{"TerminateInstances of the cluster's instance", req("ec2:TerminateInstances", ec2ARN("instance", "i-1"), kv("aws:ResourceTag/dovetail.dev/cluster", cluster)), fnRoles},
+		row{"TerminateInstances of another cluster's instance", req("ec2:TerminateInstances", ec2ARN("instance", "i-2"), kv("aws:ResourceTag/dovetail.dev/cluster", "dev")), noRole},
+		row{"TerminateInstances of an untagged instance", req("ec2:TerminateInstances", ec2ARN("instance", "i-3"), nil), noRole},
+		row{"DeleteLaunchTemplate of the cluster's", req("ec2:DeleteLaunchTemplate", ec2ARN("launch-template", "lt-1"), kv("aws:ResourceTag/dovetail.dev/cluster", cluster)), []string{"provision"}},
+		row{"DeleteLaunchTemplate of another cluster's", req("ec2:DeleteLaunchTemplate", ec2ARN("launch-template", "lt-2"), kv("aws:ResourceTag/dovetail.dev/cluster", "dev")), noRole},
 		row{"GetParameter of a public EKS AMI parameter", req("ssm:GetParameter", "arn:aws:ssm:us-east-1::parameter/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id", nil), fnRoles},
 		row{"GetParameter of a public Bottlerocket parameter", req("ssm:GetParameter", "arn:aws:ssm:us-east-1::parameter/aws/service/bottlerocket/aws-k8s-1.31/x86_64/latest/image_id", nil), fnRoles},
 		row{"GetParameter under an approved path", req("ssm:GetParameter", "arn:aws:ssm:us-east-1:111122223333:parameter/platform/amis/al2023", nil), fnRoles},
@@ -261,9 +261,9 @@ func fullTable() []row {
 // defaultTable is decided against the stacks with no governance parameter set.
 func defaultTable() []row {
 	return []row{
-		{"instance with only the cluster tag (no mandatory tags)", req("ec2:RunInstances", ec2("instance", "*"), created("dovetail.dev/cluster", cluster)), launchers},
-		{"tagged subnet in any VPC (no VpcId)", req("ec2:RunInstances", ec2("subnet", "subnet-1"), discovered("vpc-0any", "karpenter.sh/discovery", eksName)), launchers},
-		{"untagged subnet", req("ec2:RunInstances", ec2("subnet", "subnet-1"), discovered("vpc-0any")), noRole},
+		{"instance with only the cluster tag (no mandatory tags)", req("ec2:RunInstances", ec2ARN("instance", "*"), created("dovetail.dev/cluster", cluster)), launchers},
+		{"tagged subnet in any VPC (no VpcId)", req("ec2:RunInstances", ec2ARN("subnet", "subnet-1"), discovered("vpc-0any", "karpenter.sh/discovery", eksName)), launchers},
+		{"untagged subnet", req("ec2:RunInstances", ec2ARN("subnet", "subnet-1"), discovered("vpc-0any")), noRole},
 		{"Amazon image", req("ec2:RunInstances", "arn:aws:ec2:us-east-1::image/ami-1", kv("ec2:Owner", "amazon")), launchers},
 		{"an account's image (none approved)", req("ec2:RunInstances", "arn:aws:ec2:us-east-1::image/ami-2", kv("ec2:Owner", approved)), noRole},
 		{"own account's image (not approved unless listed)", req("ec2:RunInstances", "arn:aws:ec2:us-east-1::image/ami-3", kv("ec2:Owner", account)), noRole},
@@ -274,9 +274,9 @@ func defaultTable() []row {
 
 func customKeyTable() []row {
 	return []row{
-		{"subnet with the configured discovery tag", req("ec2:RunInstances", ec2("subnet", "s"), discovered("vpc-1", "example.com/nodes", "team-a")), launchers},
-		{"subnet with Karpenter's tag only", req("ec2:RunInstances", ec2("subnet", "s"), discovered("vpc-1", "karpenter.sh/discovery", eksName)), noRole},
-		{"subnet with the key and another value", req("ec2:RunInstances", ec2("subnet", "s"), discovered("vpc-1", "example.com/nodes", cluster)), noRole},
+		{"subnet with the configured discovery tag", req("ec2:RunInstances", ec2ARN("subnet", "s"), discovered("vpc-1", "example.com/nodes", "team-a")), launchers},
+		{"subnet with Karpenter's tag only", req("ec2:RunInstances", ec2ARN("subnet", "s"), discovered("vpc-1", "karpenter.sh/discovery", eksName)), noRole},
+		{"subnet with the key and another value", req("ec2:RunInstances", ec2ARN("subnet", "s"), discovered("vpc-1", "example.com/nodes", cluster)), noRole},
 	}
 }
 

@@ -270,6 +270,11 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, target, reqID
 	var code, msg string
 	switch target {
 	case "AmazonSSM.GetParameter":
+		if denied := s.authorizeParameter(r.Context(), body); denied != nil {
+			// SSM's wording of the same refusal (AWS JSON protocol: AccessDeniedException).
+			writeJSONError(w, http.StatusBadRequest, "AccessDeniedException", strings.SplitN(denied.message, ". Encoded", 2)[0]+".", reqID)
+			return
+		}
 		out, code, msg = s.getParameter(body)
 	case "AWSPriceListService.GetProducts":
 		out, code, msg = s.getProducts(body)
@@ -400,4 +405,16 @@ func (s *Server) getProducts(body []byte) (any, string, string) {
 		out["NextToken"] = strconv.Itoa(end)
 	}
 	return out, "", ""
+}
+
+// authorizeParameter checks ssm:GetParameter on the parameter's ARN: the public parameters are
+// AWS's (no account in the ARN), others the caller's account's.
+func (s *Server) authorizeParameter(ctx context.Context, body []byte) *apiError {
+	var in struct{ Name string }
+	_ = json.Unmarshal(body, &in)
+	account := s.account
+	if strings.HasPrefix(in.Name, "/aws/service/") {
+		account = ""
+	}
+	return s.authorize(ctx, check{"ssm:GetParameter", "arn:aws:ssm:" + s.region + ":" + account + ":parameter" + in.Name, nil})
 }

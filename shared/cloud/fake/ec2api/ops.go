@@ -68,7 +68,7 @@ func respond(action, reqID string, members ...member) ([]byte, *apiError) {
 // letters, digits, ( ) . / _ and - (CreateLaunchTemplate reference).
 var launchTemplateName = regexp.MustCompile(`^[a-zA-Z0-9().\-/_]{3,128}$`)
 
-func (s *Server) createLaunchTemplate(_ context.Context, form url.Values, reqID string) ([]byte, *apiError) {
+func (s *Server) createLaunchTemplate(ctx context.Context, form url.Values, reqID string) ([]byte, *apiError) {
 	in, aerr := decode[ec2.CreateLaunchTemplateInput](s, "CreateLaunchTemplate", form)
 	if aerr != nil {
 		return nil, aerr
@@ -101,6 +101,9 @@ func (s *Server) createLaunchTemplate(_ context.Context, form url.Values, reqID 
 		if ts.ResourceType == types.ResourceTypeLaunchTemplate {
 			tags = append(tags, ts.Tags...)
 		}
+	}
+	if aerr := s.authorize(ctx, created("ec2:CreateLaunchTemplate", s.arn("launch-template", resourceID("lt", name)), tagMap(tags))...); aerr != nil {
+		return nil, aerr
 	}
 	now := s.now().UTC()
 	t := &template{LaunchTemplate: types.LaunchTemplate{
@@ -382,6 +385,14 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 			}
 		}
 	}
+	offerings, unauthorized, aerr := s.authorizeFleet(ctx, in, token, lifecycle, offerings, sources)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if len(offerings) == 0 { // IAM refused every offering's launch: the fleet answers with the errors
+		return s.fleetAnswer(token, digest, reqID, []member{{"fleetId", aws.String(fleetID(token))}, {"errorSet", unauthorized},
+			{"fleetInstanceSet", []types.CreateFleetInstance{}}})
+	}
 	first := sources[offerings[0]]
 	nodeClass := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: tags[apisv1.LabelEC2NodeClass]},
 		Spec: apisv1.EC2NodeClassSpec{AMIFamily: aws.String(family), Kubelet: node.Kubelet, BlockDeviceMappings: nodeClassBDMs(first.template.data.BlockDeviceMappings)}}
@@ -396,7 +407,7 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	var ice *cloud.InsufficientCapacityError
 	switch {
 	case errors.As(err, &ice):
-		var errs []types.CreateFleetError
+		errs := unauthorized
 		for _, u := range ice.Unavailable {
 			src := sources[cloud.OfferingRef{InstanceType: u.Offering.InstanceType, Zone: u.Offering.Zone, CapacityType: u.Offering.CapacityType}]
 			spec, ov := src.spec, src.overrides
@@ -425,11 +436,16 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 			templateID: aws.ToString(src.template.LaunchTemplateId), templateName: aws.ToString(src.template.LaunchTemplateName),
 			clientToken: token, groups: groups, metadata: src.template.data.MetadataOptions}
 		s.mu.Unlock()
-		members = []member{{"fleetId", aws.String(fleetID(token))}, {"errorSet", []types.CreateFleetError{}},
+		members = []member{{"fleetId", aws.String(fleetID(token))}, {"errorSet", nonNil(unauthorized)},
 			{"fleetInstanceSet", []types.CreateFleetInstance{{InstanceIds: []string{inst.ID}, InstanceType: types.InstanceType(inst.InstanceType),
 				Lifecycle: types.InstanceLifecycle(lifecycle), LaunchTemplateAndOverrides: &types.LaunchTemplateAndOverridesResponse{
 					LaunchTemplateSpecification: &spec, Overrides: &ov}}}}}
 	}
+	return s.fleetAnswer(token, digest, reqID, members)
+}
+
+// fleetAnswer encodes a CreateFleet answer and keeps it for the token's replays.
+func (s *Server) fleetAnswer(token, digest, reqID string, members []member) ([]byte, *apiError) {
 	body, aerr := respond("CreateFleet", reqID, members...)
 	if aerr != nil {
 		return nil, aerr
@@ -438,6 +454,76 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	s.fleets[token] = fleetRecord{digest: digest, body: body}
 	s.mu.Unlock()
 	return body, nil
+}
+
+// authorizeFleet decides a fleet as IAM would for the caller: ec2:CreateFleet on the fleet (with
+// its tags) and on each launch template, and iam:PassRole of each instance profile's role to
+// EC2 (a refusal fails the call: 403 UnauthorizedOperation); then each offering's launch
+// (launchChecks), a refused one becoming a fleet error with EC2's code and message, as EC2
+// reports a RunInstances refusal within a fleet. Returns the offerings IAM allows.
+func (s *Server) authorizeFleet(ctx context.Context, in *ec2.CreateFleetInput, token, lifecycle string, offerings []cloud.OfferingRef,
+	sources map[cloud.OfferingRef]offeringSource) ([]cloud.OfferingRef, []types.CreateFleetError, *apiError) {
+	if callerOf(ctx) == nil {
+		return offerings, nil, nil
+	}
+	fleetTags := map[types.ResourceType]map[string]string{}
+	for _, ts := range in.TagSpecifications {
+		if fleetTags[ts.ResourceType] == nil {
+			fleetTags[ts.ResourceType] = map[string]string{}
+		}
+		for k, v := range tagMap(ts.Tags) {
+			fleetTags[ts.ResourceType][k] = v
+		}
+	}
+	merged := func(t *template, rt types.ResourceType) map[string]string {
+		out := templateTags(t, rt)
+		for k, v := range fleetTags[rt] {
+			out[k] = v
+		}
+		return out
+	}
+	checks := created("ec2:CreateFleet", s.arn("fleet", fleetID(token)), fleetTags[types.ResourceTypeFleet])
+	s.mu.Lock()
+	seen := map[*template]bool{}
+	for _, ref := range offerings {
+		t := sources[ref].template
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		checks = append(checks, check{"ec2:CreateFleet", s.arn("launch-template", aws.ToString(t.LaunchTemplateId)), resourceTags(t.Tags)})
+		if ip := t.data.IamInstanceProfile; ip != nil && s.profiles[aws.ToString(ip.Name)] != nil {
+			for _, role := range s.profiles[aws.ToString(ip.Name)].roles {
+				checks = append(checks, check{"iam:PassRole", "arn:aws:iam::" + s.account + ":role/" + role,
+					map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}})
+			}
+		}
+	}
+	s.mu.Unlock()
+	if aerr := s.authorize(ctx, checks...); aerr != nil {
+		return nil, nil, aerr
+	}
+	var allowed []cloud.OfferingRef
+	var refused []types.CreateFleetError
+	for _, ref := range offerings {
+		src := sources[ref]
+		s.mu.Lock()
+		launch := s.launchChecks(src.template, src.subnet, merged(src.template, types.ResourceTypeInstance),
+			merged(src.template, types.ResourceTypeVolume), merged(src.template, types.ResourceTypeNetworkInterface))
+		s.mu.Unlock()
+		if aerr := s.authorize(ctx, launch...); aerr != nil {
+			if aerr.code != CodeUnauthorizedOperation {
+				return nil, nil, aerr
+			}
+			spec, ov := src.spec, src.overrides
+			refused = append(refused, types.CreateFleetError{ErrorCode: aws.String(aerr.code), ErrorMessage: aws.String(aerr.message),
+				Lifecycle: types.InstanceLifecycle(lifecycle), LaunchTemplateAndOverrides: &types.LaunchTemplateAndOverridesResponse{
+					LaunchTemplateSpecification: &spec, Overrides: &ov}})
+			continue
+		}
+		allowed = append(allowed, ref)
+	}
+	return allowed, refused, nil
 }
 
 // iceMessage is the message EC2 gives with each fleet error code (wording after EC2's own).
@@ -667,6 +753,15 @@ func (s *Server) terminateInstances(ctx context.Context, form url.Values, reqID 
 	}
 	if len(missing) > 0 {
 		return nil, badRequest(CodeInvalidInstanceIDNotFound, "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
+	}
+	tagsOf := map[string]map[string]string{}
+	for _, r := range s.cloud.Records() {
+		tagsOf[r.ID] = r.Tags
+	}
+	for _, id := range in.InstanceIds {
+		if aerr := s.authorize(ctx, check{"ec2:TerminateInstances", s.arn("instance", id), resourceTags(tagList(tagsOf[id]))}); aerr != nil {
+			return nil, aerr
+		}
 	}
 	var changes []types.InstanceStateChange
 	for _, id := range in.InstanceIds {

@@ -94,6 +94,12 @@ type Options struct {
 	Log *slog.Logger
 	// Roles are the IAM roles that exist (node roles an EC2NodeClass's spec.role may name).
 	Roles []string
+	// Identities, when set, are the only credentials accepted (by access key ID), and each
+	// request is authorized against its caller's policies as IAM would (EC2 and SSM actions;
+	// see authz.go): a refused request is answered UnauthorizedOperation as EC2 answers it,
+	// and a fleet's offering whose launch IAM refuses becomes a fleet error with that code.
+	// Nil: every request is allowed. The IAM face is not authorized.
+	Identities map[string]Identity
 }
 
 // Request is one decoded request, for tests: Action and the SDK input struct it decoded to
@@ -131,6 +137,8 @@ type Server struct {
 	seq       int
 	roles     map[string]*iamRole
 	profiles  map[string]*iamProfile
+
+	identities map[string]Identity
 }
 
 // image is an AMI with the family whose user data it boots.
@@ -167,7 +175,7 @@ func New(o Options) (*Server, error) {
 		cloud: o.Cloud, cat: o.Cloud.Catalog(), region: o.Cloud.Region(), account: o.AccountID,
 		k8s: o.KubernetesVersion, now: o.Now, log: o.Log,
 		params: map[string]string{}, fleets: map[string]fleetRecord{}, instances: map[string]instanceMeta{}, throttle: map[string]int{},
-		roles: map[string]*iamRole{}, profiles: map[string]*iamProfile{},
+		roles: map[string]*iamRole{}, profiles: map[string]*iamProfile{}, identities: o.Identities,
 	}
 	if s.account == "" {
 		s.account = DefaultAccountID
@@ -494,6 +502,12 @@ func badRequest(code, format string, args ...any) *apiError {
 // ServeHTTP answers one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := s.requestID()
+	id, aerr := s.caller(r)
+	if aerr != nil {
+		s.writeError(w, "", aerr, reqID)
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), callerKey{}, id))
 	if target := r.Header.Get("X-Amz-Target"); target != "" {
 		s.serveJSON(w, r, target, reqID)
 		return
@@ -515,6 +529,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		s.writeError(w, action, badRequest(CodeInvalidAction, "The action %s is not valid for this web service.", action), reqID)
 		return
+	}
+	if strings.HasPrefix(action, "Describe") {
+		// Describe calls have no resource-level permissions: "*" in the region asked.
+		if aerr := s.authorize(r.Context(), check{"ec2:" + action, "*", map[string][]string{"aws:RequestedRegion": {s.region}}}); aerr != nil {
+			s.writeError(w, action, aerr, reqID)
+			return
+		}
 	}
 	body, aerr := h(r.Context(), r.Form, reqID)
 	if aerr != nil {
