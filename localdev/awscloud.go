@@ -7,8 +7,10 @@ import (
 	"sort"
 	"strings"
 
+	awsinfra "github.com/dovetail-dev/dovetail/infra/aws"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
+	"github.com/dovetail-dev/dovetail/shared/cloud/aws/iampolicy"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
 )
@@ -51,7 +53,12 @@ func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
 	}
 	endpoint := e.Options.AWSEndpoint
 	if endpoint == "" {
-		srv, err := ec2api.New(ec2api.Options{Cloud: e.Cloud, DiscoveryTags: discoveryTags(e), Roles: nodeRoles(e), Log: e.Options.Log})
+		identities, err := stackIdentities(e)
+		if err != nil {
+			return nil, err
+		}
+		srv, err := ec2api.New(ec2api.Options{Cloud: e.Cloud, DiscoveryTags: discoveryTags(e), Roles: nodeRoles(e), Log: e.Options.Log,
+			Identities: identities})
 		if err != nil {
 			return nil, err
 		}
@@ -83,6 +90,33 @@ func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
 		return p, nil
 	}
 	return resolvingFake{Cloud: e.Cloud, NodeClassResolver: p}, nil
+}
+
+// localAccessKey is the access key local dev's AWS clients sign with (dvaws.NewConfig's for an
+// endpoint without credentials).
+const localAccessKey = "AKIDLOCALENDPOINT"
+
+// stackIdentities has the in-process endpoint enforce infra/aws's SAM stack, deployed for the
+// local cluster with its defaults (discovery tag karpenter.sh/discovery=<EKS cluster>, Amazon's
+// images, no mandatory tag): local dev's one set of credentials holds the provision and
+// lifecycle roles' policies (one process plays both), so a launch the deployed stack would
+// refuse is refused here too, with EC2's UnauthorizedOperation. The node role the stack passes
+// is the scenario's first spec.role.
+func stackIdentities(e *Env) (map[string]ec2api.Identity, error) {
+	nodeRole := "KarpenterNodeRole-" + eksClusterName(e.Options.Cluster)
+	if roles := nodeRoles(e); len(roles) > 0 {
+		nodeRole = roles[0]
+	}
+	account := ec2api.DefaultAccountID
+	roles, err := awsinfra.Roles(awsinfra.Stack{Partition: "aws", Region: e.Catalog.Region, Account: account, Params: map[string]string{
+		"ClusterName": e.Options.Cluster, "EksClusterName": eksClusterName(e.Options.Cluster), "EksEndpoint": localClusterEndpoint,
+		"EksCertificateAuthority": localClusterCA, "NodeRoleArn": "arn:aws:iam::" + account + ":role/" + nodeRole}})
+	if err != nil {
+		return nil, fmt.Errorf("infra/aws stack: %w", err)
+	}
+	provision, lifecycle := roles["dovetail-"+e.Options.Cluster+"-provision"], roles["dovetail-"+e.Options.Cluster+"-lifecycle"]
+	return map[string]ec2api.Identity{localAccessKey: {RoleARN: "arn:aws:iam::" + account + ":role/" + provision.Name,
+		Policies: append(append([]iampolicy.Policy(nil), provision.Policies...), lifecycle.Policies...)}}, nil
 }
 
 // resolvingFake launches through the fake cloud's Go interface and resolves NodeClasses through
