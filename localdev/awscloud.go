@@ -29,11 +29,34 @@ const (
 // kubelets only read the cluster name, so these are placeholders, never contacted.
 const localClusterEndpoint = "https://kubernetes.default.svc"
 
-// eksClusterName is the name of the EKS cluster local dev stands in for: "dovetail-<cluster>".
-// The fake account's node subnets and security group carry Karpenter's discovery tag with it
-// (karpenter.sh/discovery=dovetail-dev, as the seed EC2NodeClass selects), and the provider's
-// governance allows only those (dvaws.Governance defaults), as the deployed IAM does.
-func eksClusterName(cluster string) string { return "dovetail-" + cluster }
+// eksClusterName is the name of the EKS cluster local dev stands in for: the value the
+// scenario's EC2NodeClasses select Karpenter's discovery tag with (the first in sorted order;
+// the seed's is dovetail-dev), else "dovetail-<cluster>". The fake account's node subnets and
+// security group carry the discovery tag with it, and the provider's governance allows only
+// those (dvaws.Governance defaults), as the deployed IAM does.
+func eksClusterName(e *Env) string {
+	var values []string
+	for _, c := range e.Set.NodeClasses {
+		if c.EC2 == nil {
+			continue
+		}
+		for _, t := range c.EC2.Spec.SubnetSelectorTerms {
+			if v, ok := t.Tags[dvaws.DefaultDiscoveryTagKey]; ok && v != "*" {
+				values = append(values, v)
+			}
+		}
+		for _, t := range c.EC2.Spec.SecurityGroupSelectorTerms {
+			if v, ok := t.Tags[dvaws.DefaultDiscoveryTagKey]; ok && v != "*" {
+				values = append(values, v)
+			}
+		}
+	}
+	if len(values) == 0 {
+		return "dovetail-" + e.Options.Cluster
+	}
+	sort.Strings(values)
+	return values[0]
+}
 
 var localClusterCA = base64.StdEncoding.EncodeToString([]byte("dovetail dev: placeholder cluster CA"))
 
@@ -80,7 +103,7 @@ func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
 		return nil, err
 	}
 	ec2c, ssmc := dvaws.Clients(cfg)
-	p, err := dvaws.New(dvaws.Options{Cluster: e.Options.Cluster, ClusterName: eksClusterName(e.Options.Cluster), ClusterEndpoint: localClusterEndpoint, ClusterCA: localClusterCA,
+	p, err := dvaws.New(dvaws.Options{Cluster: e.Options.Cluster, ClusterName: eksClusterName(e), ClusterEndpoint: localClusterEndpoint, ClusterCA: localClusterCA,
 		KubernetesVersion: majorMinor(fake.DefaultKubeletVersion), Catalog: e.Catalog, EC2: ec2c, SSM: ssmc,
 		IAM: dvaws.IAMClient(cfg), Region: cfg.Region})
 	if err != nil {
@@ -103,13 +126,13 @@ const localAccessKey = "AKIDLOCALENDPOINT"
 // refuse is refused here too, with EC2's UnauthorizedOperation. The node role the stack passes
 // is the scenario's first spec.role.
 func stackIdentities(e *Env) (map[string]ec2api.Identity, error) {
-	nodeRole := "KarpenterNodeRole-" + eksClusterName(e.Options.Cluster)
+	nodeRole := "KarpenterNodeRole-" + eksClusterName(e)
 	if roles := nodeRoles(e); len(roles) > 0 {
 		nodeRole = roles[0]
 	}
 	account := ec2api.DefaultAccountID
 	roles, err := awsinfra.Roles(awsinfra.Stack{Partition: "aws", Region: e.Catalog.Region, Account: account, Params: map[string]string{
-		"ClusterName": e.Options.Cluster, "EksClusterName": eksClusterName(e.Options.Cluster), "EksEndpoint": localClusterEndpoint,
+		"ClusterName": e.Options.Cluster, "EksClusterName": eksClusterName(e), "EksEndpoint": localClusterEndpoint,
 		"EksCertificateAuthority": localClusterCA, "NodeRoleArn": "arn:aws:iam::" + account + ":role/" + nodeRole}})
 	if err != nil {
 		return nil, fmt.Errorf("infra/aws stack: %w", err)
@@ -157,7 +180,7 @@ func discoveryTags(e *Env) map[string]string {
 		sort.Strings(vs)
 		out[k] = vs[0]
 	}
-	out[dvaws.DefaultDiscoveryTagKey] = eksClusterName(e.Options.Cluster)
+	out[dvaws.DefaultDiscoveryTagKey] = eksClusterName(e)
 	return out
 }
 
