@@ -157,7 +157,7 @@ func (r *cfn) role(logical string, res resource) (Role, error) {
 		m, _ := p.(map[string]any)
 		doc, err := r.policy(m["PolicyDocument"])
 		if err != nil {
-			return Role{}, fmt.Errorf("Policies[%d]: %w", i, err)
+			return Role{}, fmt.Errorf("property Policies[%d]: %w", i, err)
 		}
 		role.Policies = append(role.Policies, doc)
 	}
@@ -374,7 +374,7 @@ func (r *cfn) ref(name string) (any, error) {
 	}
 	res, ok := r.resources[name]
 	if !ok {
-		return nil, fmt.Errorf("Ref %s: no such parameter or resource", name)
+		return nil, fmt.Errorf("intrinsic Ref %s: no such parameter or resource", name)
 	}
 	switch res.typ {
 	case "AWS::IAM::Role", "AWS::S3::Bucket":

@@ -110,7 +110,7 @@ func (s Statement) matches(req Request, ctx map[string][]string) (bool, error) {
 			vals, present := ctx[strings.ToLower(k)]
 			ok, err := o.test(k, s.Condition[op][k], vals, present)
 			if err != nil {
-				return false, fmt.Errorf("Condition %s %s: %w", op, k, err)
+				return false, fmt.Errorf("condition %s %s: %w", op, k, err)
 			}
 			if !ok {
 				return false, nil
@@ -250,7 +250,7 @@ func parseOperator(op string) (operator, error) {
 func (o operator) test(key string, want, got []string, present bool) (bool, error) {
 	if o.base == "Null" {
 		if len(want) != 1 || (want[0] != "true" && want[0] != "false") {
-			return false, fmt.Errorf("Null wants \"true\" or \"false\", got %v", want)
+			return false, fmt.Errorf("operator Null wants \"true\" or \"false\", got %v", want)
 		}
 		absent := !present || len(got) == 0
 		return absent == (want[0] == "true"), nil

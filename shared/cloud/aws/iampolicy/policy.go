@@ -128,7 +128,7 @@ func parseStatement(b []byte) (Statement, error) {
 func (s Statement) check() error {
 	switch {
 	case s.Effect != "Allow" && s.Effect != "Deny":
-		return fmt.Errorf("Effect %q: must be Allow or Deny", s.Effect)
+		return fmt.Errorf("element Effect %q: must be Allow or Deny", s.Effect)
 	case (len(s.Action) == 0) == (len(s.NotAction) == 0):
 		return fmt.Errorf("exactly one of Action and NotAction is required")
 	case len(s.Principal) == 0 && (len(s.Resource) == 0) == (len(s.NotResource) == 0):
@@ -148,7 +148,7 @@ func (s Statement) check() error {
 		for k, vs := range kv {
 			for _, v := range vs {
 				if strings.Contains(v, "${") {
-					return fmt.Errorf("Condition %s %s %q: policy variables are not supported by this evaluator", op, k, v)
+					return fmt.Errorf("condition %s %s %q: policy variables are not supported by this evaluator", op, k, v)
 				}
 			}
 		}

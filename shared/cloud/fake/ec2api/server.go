@@ -311,23 +311,6 @@ func (s *Server) seedNetwork() {
 // the discovery tag, which governance refuses to launch into.
 func PublicSubnetName(zone string) string { return "dovetail-fake-public-" + zone }
 
-// AddSecurityGroup registers a security group (e.g. one of another VPC); GroupId is required.
-func (s *Server) AddSecurityGroup(g types.SecurityGroup) error {
-	if g.GroupId == nil {
-		return errors.New("security group: GroupId is required")
-	}
-	if g.VpcId == nil {
-		g.VpcId = aws.String(s.vpcID)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.groups = append(s.groups, g)
-	return nil
-}
-
-// VPC is the id of the fake VPC.
-func (s *Server) VPC() string { return s.vpcID }
-
 // SSM parameter names of the EKS-optimized images (Amazon EKS User Guide, "Retrieve recommended
 // Amazon Linux AMI IDs" and "Retrieve recommended Bottlerocket AMI IDs").
 func AL2023Parameter(k8s, arch string) string {
