@@ -326,6 +326,7 @@ func (s *solver) widen(c *claim) {
 	sort.SliceStable(types, func(i, j int) bool { return pl.types[types[i]].minPrice < pl.types[types[j]].minPrice })
 	if len(types) > 0 {
 		c.types = types
+		c.maxOK = false
 		c.updateHead()
 	}
 }

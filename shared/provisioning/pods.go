@@ -66,6 +66,8 @@ type podInfo struct {
 	err       error
 	// compat caches the solver's compatibility per pool for sig (cleared by activate).
 	compat []*podPool
+	// countedSet: 0 unknown, 1 no topology group counts the pod, 2 some group does.
+	countedSet uint8
 
 	// Per placement attempt (prepare): what the topology allows, computed once because counts
 	// only change when a pod is placed.

@@ -18,6 +18,7 @@ type altCompat struct {
 	types  []bool                  // per pool type: labels compatible and an offering remains
 	zoneCT bool                    // the alternative constrains zone or capacity type
 	any    bool
+	all    bool // every pool type is compatible
 }
 
 // podPool is a pod signature's compatibility with one pool.
@@ -43,7 +44,14 @@ type claim struct {
 	ports []scheduling.HostPort
 	// slot is the claim's position + 1 in the solver's claimIndex (0: not indexed).
 	slot int
+	// maxAvail is the most room (CPU, memory, pods) of the candidate types when maxOK.
+	maxAvail scheduling.Resources
+	maxOK    bool
 }
+
+// fits reports whether candidate type ti holds the claim's pods. The candidate list may keep
+// types that no longer do (see tryAdd's fast path); its first type always does.
+func (c *claim) fits(ti int) bool { return c.requests.Fits(c.pool.types[ti].avail) }
 
 // domainOf is the claim's value for a topology key: its requirement's single value, or "".
 func (c *claim) domainOf(key string) string {
@@ -55,21 +63,28 @@ func (c *claim) domainOf(key string) string {
 	return ""
 }
 
-// updateHead recomputes the claim's headroom over its candidate types.
+// updateHead recomputes the claim's headroom over its candidate types. The most room any
+// candidate offers (maxAvail) is recomputed only after the list was replaced (maxOK false);
+// the fast path of tryAdd only drops types, so a kept maximum can only overestimate, which
+// the head allows (it is a filter; tryAdd decides).
 func (c *claim) updateHead() {
-	var h scheduling.Resources
-	for i, ti := range c.types {
-		a := c.pool.types[ti].avail
-		if i == 0 || a.MilliCPU > h.MilliCPU {
-			h.MilliCPU = a.MilliCPU
+	if !c.maxOK {
+		var h scheduling.Resources
+		for i, ti := range c.types {
+			a := c.pool.types[ti].avail
+			if i == 0 || a.MilliCPU > h.MilliCPU {
+				h.MilliCPU = a.MilliCPU
+			}
+			if i == 0 || a.Memory > h.Memory {
+				h.Memory = a.Memory
+			}
+			if i == 0 || a.Pods > h.Pods {
+				h.Pods = a.Pods
+			}
 		}
-		if i == 0 || a.Memory > h.Memory {
-			h.Memory = a.Memory
-		}
-		if i == 0 || a.Pods > h.Pods {
-			h.Pods = a.Pods
-		}
+		c.maxAvail, c.maxOK = h, true
 	}
+	h := c.maxAvail
 	h.MilliCPU -= c.requests.MilliCPU
 	h.Memory -= c.requests.Memory
 	h.Pods -= c.requests.Pods
@@ -328,10 +343,13 @@ func (s *solver) compatibility(i int, p *podInfo) *podPool {
 		if _, ok := alt[apisv1.LabelCapacityType]; ok {
 			ac.zoneCT = true
 		}
+		ac.all = true
 		for ti, t := range pl.types {
 			if typeMatches(alt, t.it) && (!ac.zoneCT || hasOffering(t, merged)) {
 				ac.types[ti] = true
 				ac.any = true
+			} else {
+				ac.all = false
 			}
 		}
 		if !ac.any {
@@ -422,6 +440,9 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if len(c.pods) > 0 && !p.requests.FitsAfter(c.requests, c.pool.types[c.types[0]].avail) && len(c.types) == 1 {
 		return false
 	}
+	if s.fastAdd(c, p, pp, topoReqs) {
+		return true
+	}
 	total := c.requests.Add(p.requests)
 	for _, ac := range pp.alts {
 		if !ac.any {
@@ -477,7 +498,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		c.requests = total
 		c.pods = append(c.pods, p)
 		c.ports = append(c.ports, p.ports...)
-		if len(p.active) > 0 || s.topo.matchesAny(p.pod) {
+		if len(p.active) > 0 || s.counted(p) {
 			c.topo = true
 			s.pin(c, s.topo.countedKeys(p.pod, p.active))
 		}
@@ -487,6 +508,50 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		return true
 	}
 	return false
+}
+
+// fastAdd is tryAdd for the common case where the pod narrows nothing: one alternative that
+// allows every pool type and adds no requirement, no topology requirement, no host ports, a
+// pool without limits or minValues. Candidate types only drop out because the pods no longer
+// fit, and types are sorted by price, so it is enough to drop the types ahead of the first one
+// that still fits (later ones that no longer fit stay in the list, and are skipped wherever
+// the list is read). It reports false when the slow path must decide.
+func (s *solver) fastAdd(c *claim, p *podInfo, pp *podPool, topoReqs scheduling.Requirements) bool {
+	pl := c.pool
+	if len(c.pods) == 0 || len(pp.alts) != 1 || !pp.alts[0].all || len(pp.alts[0].reqs) != 0 || len(topoReqs) != 0 ||
+		len(p.ports) > 0 || pl.remaining != nil || len(pl.minValues) > 0 || len(c.types) == 0 {
+		return false
+	}
+	i := 0
+	for i < len(c.types) && !p.requests.FitsAfter(c.requests, pl.types[c.types[i]].avail) {
+		i++
+	}
+	if i == len(c.types) {
+		return false
+	}
+	c.types = c.types[i:]
+	c.requests = c.requests.Add(p.requests)
+	c.pods = append(c.pods, p)
+	if len(p.active) > 0 || s.counted(p) {
+		c.topo = true
+		s.pin(c, s.topo.countedKeys(p.pod, p.active))
+	}
+	s.topo.record(p.pod, p.active, c, c.domainOf)
+	c.updateHead()
+	s.index.update(c)
+	return true
+}
+
+// counted reports (once per pod: groups are all made before placement starts) whether some
+// topology group counts the pod.
+func (s *solver) counted(p *podInfo) bool {
+	if p.countedSet == 0 {
+		p.countedSet = 1
+		if s.topo.matchesAny(p.pod) {
+			p.countedSet = 2
+		}
+	}
+	return p.countedSet == 2
 }
 
 // openClaim starts a new NodeClaim for p on the first pool (by weight) that can take it, or
@@ -623,6 +688,7 @@ func (s *solver) commit(c *claim, kept []int) {
 	}
 	// kept is a subsequence of c.types in the solver's scratch buffer; c.types owns its array.
 	c.types = append(c.types[:0], kept...)
+	c.maxOK = false
 }
 
 // meetsMinValues checks the pool's minValues over the candidate types' label values.
@@ -655,7 +721,22 @@ func meetsMinValues(pl *pool, kept []int) bool {
 // types remain. Claims with the same candidate types and requirements share one offering list.
 func (s *solver) finalize(c *claim) *NodeClaimPlan {
 	pl := c.pool
-	types := c.types
+	types := s.firstPlainFitting(c)
+	if types != nil {
+		return s.claimPlan(c, s.rankedOfferings(pl, c.reqs, types))
+	}
+	types = c.types
+	for i, ti := range c.types {
+		if !c.fits(ti) { // drop the types the fast path left behind (copy only then)
+			types = append([]int(nil), c.types[:i]...)
+			for _, tj := range c.types[i+1:] {
+				if c.fits(tj) {
+					types = append(types, tj)
+				}
+			}
+			break
+		}
+	}
 	if !needsSpecial(c.requests) {
 		plain := make([]int, 0, len(types))
 		for _, ti := range types {
@@ -667,7 +748,34 @@ func (s *solver) finalize(c *claim) *NodeClaimPlan {
 			types = plain
 		}
 	}
-	offs := s.rankedOfferings(pl, c.reqs, types)
+	return s.claimPlan(c, s.rankedOfferings(pl, c.reqs, types))
+}
+
+// firstPlainFitting is finalize's short cut for the common claim: no zone or capacity-type
+// requirement (so offerings rank like their types' cheapest price, the candidate order), no
+// minValues, no accelerator need: the first MaxInstanceTypes fitting non-special candidates are
+// exactly the types finalize would keep. nil when the short cut does not apply or finds fewer.
+func (s *solver) firstPlainFitting(c *claim) []int {
+	pl := c.pool
+	if c.reqs[corev1.LabelTopologyZone] != nil || c.reqs[apisv1.LabelCapacityType] != nil || len(pl.minValues) > 0 || needsSpecial(c.requests) {
+		return nil
+	}
+	out := make([]int, 0, MaxInstanceTypes)
+	for _, ti := range c.types {
+		if pl.types[ti].special || !c.fits(ti) {
+			continue
+		}
+		out = append(out, ti)
+		if len(out) == MaxInstanceTypes {
+			return out
+		}
+	}
+	return nil
+}
+
+// claimPlan renders a claim with its ranked offerings.
+func (s *solver) claimPlan(c *claim, offs []Offering) *NodeClaimPlan {
+	pl := c.pool
 	labels := map[string]string{}
 	for k, v := range pl.labels {
 		labels[k] = v
@@ -803,6 +911,9 @@ func claimCost(c *claim) float64 {
 		t := c.pool.types[ti]
 		if best >= 0 && t.minPrice >= best {
 			break // types are sorted by their cheapest offering; none later can beat best
+		}
+		if !c.fits(ti) {
+			continue
 		}
 		for _, o := range t.offerings {
 			if (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType)) {

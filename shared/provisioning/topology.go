@@ -80,6 +80,8 @@ type topology struct {
 	anyAnti bool // some group carries required anti-affinity on a non-hostname key
 	// hostAnti are the hostname groups carrying required anti-affinity.
 	hostAnti []*group
+	// byRaw finds groups by their term's raw spelling (rawGroupKey).
+	byRaw map[string]*group
 }
 
 // matchesAny reports whether some group counts the pod.
@@ -98,6 +100,76 @@ func newTopology() *topology {
 
 // groupFor returns the group for (key, selector, namespaces), creating it.
 func (t *topology) groupFor(key string, sel *metav1.LabelSelector, extra map[string]string, owner *corev1.Pod, namespaces []string, nsSelector *metav1.LabelSelector) (*group, error) {
+	// Pods of one workload repeat the same term: find its group by the term's raw spelling
+	// before parsing the selector (parsing is most of compiling a pod).
+	raw := rawGroupKey(key, sel, extra, owner, namespaces, nsSelector)
+	if g, ok := t.byRaw[raw]; ok {
+		return g, nil
+	}
+	g, err := t.newGroup(key, sel, extra, owner, namespaces, nsSelector)
+	if err == nil {
+		if t.byRaw == nil {
+			t.byRaw = map[string]*group{}
+		}
+		t.byRaw[raw] = g
+	}
+	return g, err
+}
+
+// rawGroupKey spells a term exactly: key, selector (labels sorted, expressions in order), extra
+// labels, namespaces and whether a namespace selector is set.
+func rawGroupKey(key string, sel *metav1.LabelSelector, extra map[string]string, owner *corev1.Pod, namespaces []string, nsSelector *metav1.LabelSelector) string {
+	var b strings.Builder
+	b.WriteString(key)
+	b.WriteByte(0)
+	if sel == nil {
+		b.WriteString("<nil>")
+	} else {
+		writeSorted(&b, sel.MatchLabels)
+		for _, e := range sel.MatchExpressions {
+			b.WriteString(e.Key)
+			b.WriteByte(1)
+			b.WriteString(string(e.Operator))
+			for _, v := range e.Values {
+				b.WriteByte(1)
+				b.WriteString(v)
+			}
+			b.WriteByte(2)
+		}
+	}
+	b.WriteByte(0)
+	writeSorted(&b, extra)
+	b.WriteByte(0)
+	switch {
+	case nsSelector != nil:
+		b.WriteByte('*')
+	case len(namespaces) > 0:
+		for _, n := range namespaces {
+			b.WriteString(n)
+			b.WriteByte(1)
+		}
+	default:
+		b.WriteString("=")
+		b.WriteString(namespaceOf(owner))
+	}
+	return b.String()
+}
+
+func writeSorted(b *strings.Builder, m map[string]string) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(m[k])
+		b.WriteByte(1)
+	}
+}
+
+func (t *topology) newGroup(key string, sel *metav1.LabelSelector, extra map[string]string, owner *corev1.Pod, namespaces []string, nsSelector *metav1.LabelSelector) (*group, error) {
 	s, err := metav1.LabelSelectorAsSelector(sel)
 	if err != nil {
 		return nil, err

@@ -300,5 +300,6 @@ func (s *solver) pin(c *claim, keys []string) {
 			pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity).Add(pl.types[kept[0]].capacity)
 		}
 		c.types = kept
+		c.maxOK = false
 	}
 }

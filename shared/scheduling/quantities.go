@@ -23,55 +23,57 @@ var (
 // its request. The error names the field ("spec.containers[1].resources.requests.cpu") and the
 // value, truncated.
 func ValidatePodResources(spec *corev1.PodSpec) error {
-	check := func(field string, r corev1.ResourceRequirements) error {
-		for _, list := range []struct {
+	// Field paths are spelled only for an error: a valid pod (the common case) costs no string.
+	check := func(list string, i int, r corev1.ResourceRequirements) error {
+		for _, l := range []struct {
 			name string
 			l    corev1.ResourceList
 		}{{"requests", r.Requests}, {"limits", r.Limits}} {
-			for _, name := range sortedNames(list.l) {
-				if err := checkQuantity(fmt.Sprintf("%s.resources.%s.%s", field, list.name, name), name, list.l[name]); err != nil {
-					return err
+			for _, name := range sortedNames(l.l) {
+				if why := checkQuantity(name, l.l[name]); why != "" {
+					return fmt.Errorf("spec.%s[%d].resources.%s.%s: %s", list, i, l.name, name, why)
 				}
 			}
 		}
 		for _, name := range sortedNames(r.Requests) {
 			req := r.Requests[name]
 			if lim, ok := r.Limits[name]; ok && lim.Cmp(req) < 0 {
-				return fmt.Errorf("%s.resources.requests.%s: %s must be less than or equal to the %s limit %s", field, name, short(req), name, short(lim))
+				return fmt.Errorf("spec.%s[%d].resources.requests.%s: %s must be less than or equal to the %s limit %s", list, i, name, short(req), name, short(lim))
 			}
 		}
 		return nil
 	}
 	for i, c := range spec.InitContainers {
-		if err := check(fmt.Sprintf("spec.initContainers[%d]", i), c.Resources); err != nil {
+		if err := check("initContainers", i, c.Resources); err != nil {
 			return err
 		}
 	}
 	for i, c := range spec.Containers {
-		if err := check(fmt.Sprintf("spec.containers[%d]", i), c.Resources); err != nil {
+		if err := check("containers", i, c.Resources); err != nil {
 			return err
 		}
 	}
 	for _, name := range sortedNames(spec.Overhead) {
-		if err := checkQuantity("spec.overhead."+string(name), name, spec.Overhead[name]); err != nil {
-			return err
+		if why := checkQuantity(name, spec.Overhead[name]); why != "" {
+			return fmt.Errorf("spec.overhead.%s: %s", name, why)
 		}
 	}
 	return nil
 }
 
-func checkQuantity(field string, name corev1.ResourceName, q resource.Quantity) error {
+// checkQuantity says what is wrong with a quantity ("" when nothing is).
+func checkQuantity(name corev1.ResourceName, q resource.Quantity) string {
 	if q.Sign() < 0 {
-		return fmt.Errorf("%s: %s must be greater than or equal to 0", field, short(q))
+		return short(q) + " must be greater than or equal to 0"
 	}
 	limit := maxUnits
 	if name == corev1.ResourceCPU {
 		limit = maxMilli
 	}
 	if q.Cmp(*limit) > 0 {
-		return fmt.Errorf("%s: %s is too large (at most %s)", field, short(q), limit.String())
+		return fmt.Sprintf("%s is too large (at most %s)", short(q), limit.String())
 	}
-	return nil
+	return ""
 }
 
 // short renders a quantity for an error, at most 32 characters.
@@ -84,6 +86,9 @@ func short(q resource.Quantity) string {
 }
 
 func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
+	if len(l) == 0 {
+		return nil
+	}
 	out := make([]corev1.ResourceName, 0, len(l))
 	for k := range l {
 		out = append(out, k)

@@ -376,16 +376,10 @@ func solveRows(rows []row, opts []Option, wantMix bool) (float64, []Use) {
 // stays valid if it is reached).
 func maxPivots(rows, cols int) int { return 50 * (rows + cols) }
 
-// thresholdsN is thresholds with a given cap.
+// thresholdsN picks up to limit of the distinct sizes, evenly spread over them in ascending
+// order and always including the largest.
 func thresholdsN(sizes []int64, limit int) []int64 {
-	distinct := append([]int64(nil), sizes...)
-	sort.Slice(distinct, func(i, j int) bool { return distinct[i] < distinct[j] })
-	u := distinct[:0]
-	for i, v := range distinct {
-		if i == 0 || v != distinct[i-1] {
-			u = append(u, v)
-		}
-	}
+	u := slices.Compact(slices.Sorted(slices.Values(sizes)))
 	if len(u) <= limit {
 		return u
 	}
