@@ -157,31 +157,11 @@ func (s *solver) lpPlan(pi int, pods []*podInfo, mix map[int]float64, fill fillM
 		s.widen(c)
 		out = append(out, c)
 	}
-	var rest []*claim
-	for _, p := range left {
-		placed := false
-		for _, c := range rest {
-			if s.tryAdd(c, p) {
-				placed = true
-				break
-			}
-		}
-		if placed {
-			continue
-		}
-		c := &claim{pool: pl, reqs: pl.reqs, types: make([]int, len(pl.types))}
-		for ti := range pl.types {
-			c.types[ti] = ti
-		}
-		if !s.tryAdd(c, p) {
-			return nil
-		}
-		rest = append(rest, c)
+	rest := s.firstFitRefined(pi, left)
+	if rest == nil && len(left) > 0 {
+		return nil
 	}
-	for _, c := range rest {
-		out = append(out, s.refineClaim(c)...)
-	}
-	return out
+	return append(out, rest...)
 }
 
 // fillMode is how pods are spread over the LP mix's nodes; lpRepack tries each and keeps the

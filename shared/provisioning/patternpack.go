@@ -123,8 +123,18 @@ func (s *solver) packPatterns(pi int, pods []*podInfo) []*claim {
 		rest = append(rest, c.pods...)
 	}
 	sortPods(rest)
+	ffd := s.firstFitRefined(pi, rest)
+	if ffd == nil && len(rest) > 0 {
+		return nil
+	}
+	return append(out, ffd...)
+}
+
+// firstFitRefined packs pods (in first-fit-decreasing order) first-fit onto new claims of pool
+// pi, each claim then refined; nil when some pod fits no new claim.
+func (s *solver) firstFitRefined(pi int, pods []*podInfo) []*claim {
 	var ffd []*claim
-	for _, p := range rest {
+	for _, p := range pods {
 		placed := false
 		for _, c := range ffd {
 			if s.tryAdd(c, p) {
@@ -141,6 +151,7 @@ func (s *solver) packPatterns(pi int, pods []*podInfo) []*claim {
 		}
 		ffd = append(ffd, c)
 	}
+	var out []*claim
 	for _, c := range ffd {
 		out = append(out, s.refineClaim(c)...)
 	}

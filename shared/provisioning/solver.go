@@ -443,7 +443,6 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if s.fastAdd(c, p, pp, topoReqs) {
 		return true
 	}
-	total := c.requests.Add(p.requests)
 	for _, ac := range pp.alts {
 		if !ac.any {
 			continue
@@ -495,19 +494,25 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		}
 		s.commit(c, kept)
 		c.reqs = merged
-		c.requests = total
-		c.pods = append(c.pods, p)
 		c.ports = append(c.ports, p.ports...)
-		if len(p.active) > 0 || s.counted(p) {
-			c.topo = true
-			s.pin(c, s.topo.countedKeys(p.pod, p.active))
-		}
-		s.topo.record(p.pod, p.active, c, c.domainOf)
-		c.updateHead()
-		s.index.update(c)
+		s.placed(c, p)
 		return true
 	}
 	return false
+}
+
+// placed records p on c once its candidate types and requirements are settled: requests,
+// topology (pinning the claim's domains when a group counts the pod), head and index.
+func (s *solver) placed(c *claim, p *podInfo) {
+	c.requests = c.requests.Add(p.requests)
+	c.pods = append(c.pods, p)
+	if len(p.active) > 0 || s.counted(p) {
+		c.topo = true
+		s.pin(c, s.topo.countedKeys(p.pod, p.active))
+	}
+	s.topo.record(p.pod, p.active, c, c.domainOf)
+	c.updateHead()
+	s.index.update(c)
 }
 
 // fastAdd is tryAdd for the common case where the pod narrows nothing: one alternative that
@@ -530,15 +535,7 @@ func (s *solver) fastAdd(c *claim, p *podInfo, pp *podPool, topoReqs scheduling.
 		return false
 	}
 	c.types = c.types[i:]
-	c.requests = c.requests.Add(p.requests)
-	c.pods = append(c.pods, p)
-	if len(p.active) > 0 || s.counted(p) {
-		c.topo = true
-		s.pin(c, s.topo.countedKeys(p.pod, p.active))
-	}
-	s.topo.record(p.pod, p.active, c, c.domainOf)
-	c.updateHead()
-	s.index.update(c)
+	s.placed(c, p)
 	return true
 }
 

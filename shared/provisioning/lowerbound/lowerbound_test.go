@@ -138,48 +138,18 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// optimum is the exact cheapest plan of a small instance: every partition of the pods into
-// nodes, each node the cheapest option that holds its block.
+// optimum is the exact cheapest plan of a small instance (bruteForce with every pod free to use
+// every option).
 func optimum(reqs []scheduling.Resources, opts []Option) float64 {
-	best := math.Inf(1)
-	var blocks [][]int
-	var rec func(i int, cost float64)
-	blockCost := func(b []int) float64 {
-		var sum scheduling.Resources
-		for _, p := range b {
-			sum = sum.Add(reqs[p])
-		}
-		c := math.Inf(1)
-		for _, o := range opts {
-			if sum.Fits(o.Allocatable) {
-				c = math.Min(c, o.PricePerHour)
-			}
-		}
-		return c
+	p := Problem{Options: opts}
+	all := make([]int, len(opts))
+	for j := range opts {
+		all[j] = j
 	}
-	rec = func(i int, cost float64) {
-		if cost >= best {
-			return
-		}
-		if i == len(reqs) {
-			var total float64
-			for _, b := range blocks {
-				total += blockCost(b)
-			}
-			best = math.Min(best, total)
-			return
-		}
-		for k := range blocks {
-			blocks[k] = append(blocks[k], i)
-			rec(i+1, cost)
-			blocks[k] = blocks[k][:len(blocks[k])-1]
-		}
-		blocks = append(blocks, []int{i})
-		rec(i+1, cost)
-		blocks = blocks[:len(blocks)-1]
+	for _, r := range reqs {
+		p.Classes = append(p.Classes, Class{Requests: r, Count: 1, Options: all})
 	}
-	rec(0, 0)
-	return best
+	return bruteForce(p)
 }
 
 // The defining property, on random small instances: the bound never exceeds the exact optimum
