@@ -132,7 +132,11 @@ func Compute(requests []scheduling.Resources, options []Option) (*Bound, error) 
 
 func clamp(r scheduling.Resources) scheduling.Resources {
 	r.MilliCPU, r.Memory, r.EphemeralStorage, r.Pods = max(r.MilliCPU, 0), max(r.Memory, 0), max(r.EphemeralStorage, 0), max(r.Pods, 0)
-	if len(r.Scalar) > 0 {
+	neg := false
+	for _, v := range r.Scalar {
+		neg = neg || v < 0
+	}
+	if neg { // copy only when something changes: clamp runs in hot loops
 		s := make(map[corev1.ResourceName]int64, len(r.Scalar))
 		for k, v := range r.Scalar {
 			s[k] = max(v, 0)
