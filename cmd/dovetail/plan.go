@@ -70,7 +70,7 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file or directory (repeatable)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json or table")
-	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: "+strings.Join(catalog.EmbeddedRegions, ", ")+"; empty: us-east-1")
+	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: for EC2NodeClasses "+strings.Join(catalog.EmbeddedRegions, ", ")+" (empty: us-east-1); for AKSNodeClasses a zonal Azure region such as eastus or westeurope (empty: eastus)")
 	return cmd
 }
 

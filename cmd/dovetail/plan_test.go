@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/dovetail-dev/dovetail/shared/catalog"
 )
 
 var seed = []string{"-f", "../../localdev/manifests/nodepool.yaml", "-f", "../../localdev/manifests/system-nodes.yaml", "-f", "../../localdev/manifests/workloads.yaml"}
@@ -192,4 +194,76 @@ spec:
 	if code != 0 || !strings.Contains(out, "Lower bound: 0.3360 USD/h (no plan for these pods can cost less); gap 14.3 %") {
 		t.Fatalf("table footer missing the bound and gap:\n%s", out)
 	}
+}
+var azureSeed = []string{"-f", "../../localdev/manifests/azure", "-f", "../../localdev/manifests/workloads.yaml"}
+
+// TestPlanAzureSeed: an AKS NodePool (D, E and F families, at most 32 vCPUs, amd64, spot and on
+// demand) with its AKSNodeClass picks the Azure cloud and places every seed pod on sizes that
+// satisfy the requirements, in zones eastus-N, priced per node; on demand only, at the region's
+// list price.
+func TestPlanAzureSeed(t *testing.T) {
+	cat, err := catalog.AzureRegionCatalog("eastus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := os.ReadFile("../../localdev/manifests/azure/nodepool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	onDemand := filepath.Join(dir, "nodepool.yaml")
+	if err := os.WriteFile(onDemand, bytes.Replace(pool, []byte(`["spot", "on-demand"]`), []byte(`["on-demand"]`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"spot and on-demand": azureSeed,
+		"on-demand":          {"-f", onDemand, "-f", "../../localdev/manifests/azure/system-nodes.yaml", "-f", "../../localdev/manifests/workloads.yaml"},
+	} {
+		code, out, stderr := runCLI(t, append([]string{"plan", "--output", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, stderr)
+		}
+		var plan PlanOutput
+		if err := json.Unmarshal([]byte(out), &plan); err != nil {
+			t.Fatal(err)
+		}
+		if plan.Catalog.Region != "eastus" || len(plan.Unschedulable) != 0 || len(plan.ExistingNodes) != 2 {
+			t.Fatalf("%s: catalog %+v, unschedulable %+v, existing %+v", name, plan.Catalog, plan.Unschedulable, plan.ExistingNodes)
+		}
+		placed := 0
+		for _, n := range plan.NodeClaims {
+			placed += len(n.Pods)
+			if !regexp.MustCompile(`^eastus-[123]$`).MatchString(n.Zone) || n.PricePerHour <= 0 {
+				t.Errorf("%s: %s in zone %q at %v USD/h", name, n.InstanceType, n.Zone, n.PricePerHour)
+			}
+			if name == "on-demand" {
+				if n.CapacityType != "on-demand" || n.PriceSource != "embedded-list-price" {
+					t.Errorf("on-demand pool got %s (%s)", n.CapacityType, n.PriceSource)
+				}
+				// The eastus Linux pay-as-you-go price of the chosen size (data/azure/on_demand_prices.csv).
+				if off := cat.Get(n.InstanceType).Offerings; !hasOffering(off, n.Zone, "on-demand", n.PricePerHour) {
+					t.Errorf("%s %s: %v USD/h is not its list price", n.InstanceType, n.Zone, n.PricePerHour)
+				}
+			}
+			for _, opt := range n.InstanceTypeOptions {
+				it := cat.Get(opt)
+				family, cpu := it.Labels["karpenter.azure.com/sku-family"], it.Labels["karpenter.azure.com/sku-cpu"]
+				if (family != "D" && family != "E" && family != "F") || len(cpu) > 2 || (len(cpu) == 2 && cpu > "32") || it.Labels["kubernetes.io/arch"] != "amd64" {
+					t.Errorf("%s: option %s (family %s, %s vCPU, %s) is outside the requirements", name, opt, family, cpu, it.Labels["kubernetes.io/arch"])
+				}
+			}
+		}
+		if placed != 36 {
+			t.Errorf("%s: %d pods on new NodeClaims, want 36", name, placed)
+		}
+	}
+}
+
+func hasOffering(offs []catalog.Offering, zone, capacityType string, price float64) bool {
+	for _, o := range offs {
+		if o.Zone == zone && o.CapacityType == capacityType && o.PricePerHour == price {
+			return true
+		}
+	}
+	return false
 }

@@ -14,7 +14,7 @@ import (
 
 // RestrictedLabelDomains may not be used in NodePool labels or requirements except for the
 // well-known labels: they are kubelet-owned or reserved by Karpenter.
-var RestrictedLabelDomains = []string{"kubernetes.io", "k8s.io", v1.Group, v1.AWSGroup}
+var RestrictedLabelDomains = []string{"kubernetes.io", "k8s.io", v1.Group, v1.AWSGroup, v1.AzureGroup}
 
 // LabelDomainExceptions are sub-domains of restricted domains that users may set.
 var LabelDomainExceptions = []string{"kops.k8s.io", corev1.LabelNamespaceSuffixNode, corev1.LabelNamespaceNodeRestriction}
@@ -45,6 +45,14 @@ var WellKnownLabels = map[string]bool{
 	"karpenter.k8s.aws/capacity-reservation-id":                  true,
 	"karpenter.k8s.aws/capacity-reservation-type":                true,
 	"topology.k8s.aws/zone-id":                                   true,
+}
+
+func init() {
+	// The Azure provider's well-known labels (karpenter.azure.com/sku-*, placement-scope and the
+	// kubernetes.azure.com labels it offers as requirements).
+	for _, k := range v1.AzureWellKnownLabels {
+		WellKnownLabels[k] = true
+	}
 }
 
 // NormalizedLabels are deprecated aliases Karpenter reads as their stable label.

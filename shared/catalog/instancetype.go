@@ -55,6 +55,10 @@ func (it *InstanceType) ResourcesWith(s NodeSettings) (capacity, allocatable Res
 	if s.Kubelet == nil && s.EphemeralStorageBytes == 0 && (s.AMIFamily == "" || s.AMIFamily == DefaultAMIFamily) {
 		return it.CapacityFast(), it.AllocatableFast()
 	}
+	if it.Azure != nil {
+		n := it.Azure.compute(s)
+		return n.capacity, n.allocatable()
+	}
 	if it.Spec != nil {
 		n := it.Spec.compute(s)
 		return n.capacity, n.allocatable()

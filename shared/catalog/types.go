@@ -46,6 +46,8 @@ type InstanceType struct {
 	// limit, devices); nil for types built by hand, which then derive overrides from Capacity and
 	// Overhead alone.
 	Spec *Spec
+	// Azure is the VM size's hardware for the AKS rules (azurerules.go); nil for EC2 types.
+	Azure *AzureSpec
 
 	// Numeric views of Capacity and Allocatable(), computed once by New (see prepare).
 	capacityFast, allocatableFast Resources

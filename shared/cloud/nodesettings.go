@@ -24,7 +24,8 @@ var ephemeralDevice = map[string]string{
 // into catalog.NodeSettings. It is the edge's half of the solver's allocatable: the core takes it
 // as provisioning.Input.NodeSettings and never parses a NodeClass of any cloud itself.
 //
-// For an EC2NodeClass: the resolved AMI family, the kubelet block and the size of the volume
+// For an AKSNodeClass: AKSNodeSettings under Azure CNI Overlay (AKS Node Auto-Provisioning's
+// network plugin). For an EC2NodeClass: the resolved AMI family, the kubelet block and the size of the volume
 // that backs ephemeral storage. That volume is chosen as Karpenter does: the mapping marked
 // rootVolume; else, for Custom, the last mapping; else the family's ephemeral device (/dev/xvda
 // on Amazon Linux, /dev/xvdb on Bottlerocket); else the 20Gi default. Instance-store RAID0
@@ -32,7 +33,7 @@ var ephemeralDevice = map[string]string{
 // field under "spec".
 func NodeSettingsFor(class apisv1.NodeClass) (catalog.NodeSettings, error) {
 	if class.AKS != nil {
-		return catalog.NodeSettings{}, fmt.Errorf("%s %q: node settings of an AKSNodeClass need the Azure provider, which this build does not include", class.Kind(), class.Name())
+		return AKSNodeSettings(class.AKS, catalog.AKSNetworkOverlay)
 	}
 	nc := class.EC2
 	if nc == nil {
@@ -66,4 +67,36 @@ func ephemeralVolumeSize(family string, bdms []apisv1.BlockDeviceMapping) *resou
 		}
 	}
 	return nil
+}
+
+// AKSNodeSettings are an AKSNodeClass's node settings on a cluster with the given network plugin
+// (catalog.AKSNetwork*): pods = spec.maxPods, else the plugin's default (250 overlay, 30 Azure
+// CNI node subnet, 110 kubenet, 250 none; provider utils.GetMaxPods); ephemeral storage =
+// spec.osDiskSizeGB × 10^9 bytes (default 128 GB); the image family is recorded as AMIFamily.
+// Errors name the field: a Windows image family (Dovetail launches no Windows nodes yet), maxPods
+// outside 10–250 or osDiskSizeGB outside 30–2048 (the CRD's bounds), an unknown plugin.
+func AKSNodeSettings(nc *apisv1.AKSNodeClass, networkPlugin string) (catalog.NodeSettings, error) {
+	pods, ok := catalog.AKSDefaultMaxPods(networkPlugin)
+	if !ok {
+		return catalog.NodeSettings{}, fmt.Errorf("network plugin %q: want %s, %s, %s or %s", networkPlugin,
+			catalog.AKSNetworkOverlay, catalog.AKSNetworkNodeSubnet, catalog.AKSNetworkKubenet, catalog.AKSNetworkNone)
+	}
+	family := nc.ImageFamily()
+	if apisv1.IsWindowsImageFamily(family) {
+		return catalog.NodeSettings{}, fmt.Errorf("spec.imageFamily %s: Dovetail does not launch Windows nodes yet", family)
+	}
+	if m := nc.Spec.MaxPods; m != nil {
+		if *m < 10 || *m > 250 {
+			return catalog.NodeSettings{}, fmt.Errorf("spec.maxPods: %d is outside 10-250", *m)
+		}
+		pods = int64(*m)
+	}
+	s := catalog.NodeSettings{AMIFamily: family, Kubelet: &catalog.KubeletOverrides{MaxPods: &pods}}
+	if d := nc.Spec.OSDiskSizeGB; d != nil {
+		if *d < 30 || *d > 2048 {
+			return catalog.NodeSettings{}, fmt.Errorf("spec.osDiskSizeGB: %d is outside 30-2048", *d)
+		}
+		s.EphemeralStorageBytes = int64(*d) * 1_000_000_000
+	}
+	return s, nil
 }

@@ -53,3 +53,28 @@ func TestNodeSettingsForRefusesBadKubelet(t *testing.T) {
 		t.Fatalf("err %v, want spec.kubelet.maxPods", err)
 	}
 }
+
+func TestAKSNodeSettings(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	family := apisv1.ImageFamilyAzureLinux
+	nc := &apisv1.AKSNodeClass{Spec: apisv1.AKSNodeClassSpec{ImageFamily: &family, MaxPods: i32(60), OSDiskSizeGB: i32(64)}}
+	s, err := NodeSettingsFor(apisv1.NodeClassOf(nc))
+	if err != nil || *s.Kubelet.MaxPods != 60 || s.EphemeralStorageBytes != 64e9 || s.AMIFamily != family {
+		t.Fatalf("AzureLinux, maxPods 60, 64 GB: %+v, %v", s, err)
+	}
+	for plugin, want := range map[string]int64{"azure-overlay": 250, "azure": 30, "kubenet": 110, "none": 250} {
+		s, err := AKSNodeSettings(&apisv1.AKSNodeClass{}, plugin)
+		if err != nil || *s.Kubelet.MaxPods != want || s.EphemeralStorageBytes != 0 {
+			t.Errorf("%s: %+v %v, want %d pods", plugin, s, err, want)
+		}
+	}
+	win := apisv1.ImageFamilyWindows2022
+	for _, bad := range []*apisv1.AKSNodeClass{
+		{Spec: apisv1.AKSNodeClassSpec{MaxPods: i32(5)}}, {Spec: apisv1.AKSNodeClassSpec{OSDiskSizeGB: i32(10)}},
+		{Spec: apisv1.AKSNodeClassSpec{ImageFamily: &win}},
+	} {
+		if _, err := NodeSettingsFor(apisv1.NodeClassOf(bad)); err == nil || !strings.Contains(err.Error(), "spec.") {
+			t.Errorf("%+v: error %v, want one naming the field", bad.Spec, err)
+		}
+	}
+}

@@ -342,13 +342,16 @@ func typeMatches(reqs scheduling.Requirements, it *catalog.InstanceType) bool {
 	return true
 }
 
-// isTypeKey reports whether a label key is set from the instance type (well-known labels).
+// isTypeKey reports whether a label key is set from the instance type (well-known labels): the
+// upstream ones, karpenter.k8s.aws/* (but the NodeClass name), karpenter.azure.com/* and AKS's
+// kubernetes.azure.com/sku-cpu and sku-memory.
 func isTypeKey(k string) bool {
 	switch k {
-	case corev1.LabelArchStable, corev1.LabelOSStable, corev1.LabelInstanceTypeStable, corev1.LabelWindowsBuild:
+	case corev1.LabelArchStable, corev1.LabelOSStable, corev1.LabelInstanceTypeStable, corev1.LabelWindowsBuild,
+		apisv1.AKSLabelCPU, apisv1.AKSLabelMemory:
 		return true
 	}
-	return len(k) > len("karpenter.k8s.aws/") && k[:len("karpenter.k8s.aws/")] == "karpenter.k8s.aws/" && k != apisv1.LabelEC2NodeClass
+	return (strings.HasPrefix(k, apisv1.AWSGroup+"/") && k != apisv1.LabelEC2NodeClass) || strings.HasPrefix(k, apisv1.AzureGroup+"/")
 }
 
 // acceleratorResources are the extended resources that make an instance type special: GPUs and

@@ -31,6 +31,8 @@ const (
 	Fake = "fake"
 	// AWS is EC2 through aws-sdk-go-v2 (shared/cloud/aws).
 	AWS = "aws"
+	// Azure is Azure VMs through azure-sdk-for-go (shared/cloud/azure), for AKSNodeClass NodePools.
+	Azure = "azure"
 )
 
 // Config is what a provider is built from. Fields a cloud does not use are ignored.
@@ -45,6 +47,8 @@ type Config struct {
 	DriveClock bool
 	// AWS holds the EC2 provider's settings.
 	AWS AWSConfig
+	// Azure holds the Azure provider's settings.
+	Azure AzureConfig
 	// Blobs is the claim-check store, where the aws cloud caches the region's catalog
 	// (awsrefresh.Cached); nil refreshes on every start.
 	Blobs awsrefresh.Store
@@ -92,6 +96,7 @@ type Cloud struct {
 var clouds = []Cloud{
 	{Name: Fake, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: embeddedAWS, FunctionCatalog: fakeCatalog, NodeSettings: cloud.NodeSettingsFor, New: newFake},
 	{Name: AWS, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: embeddedAWS, FunctionCatalog: liveAWSCatalog, NodeSettings: cloud.NodeSettingsFor, New: newAWS},
+	{Name: Azure, NodeClassKind: apisv1.KindAKSNodeClass, Catalog: catalog.AzureRegionCatalog, FunctionCatalog: azureFunctionCatalog, NodeSettings: cloud.NodeSettingsFor, New: newAzure},
 }
 
 // Names lists the registered clouds in registration order, the default first.

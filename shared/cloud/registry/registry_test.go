@@ -16,7 +16,7 @@ func TestLookup(t *testing.T) {
 			t.Errorf("%s: %+v, %v", name, c, err)
 		}
 	}
-	if _, err := Lookup("gcp"); err == nil || err.Error() != `"gcp": must be fake or aws` {
+	if _, err := Lookup("gcp"); err == nil || err.Error() != `"gcp": must be fake or aws or azure` {
 		t.Errorf("err %v", err)
 	}
 }
@@ -33,7 +33,14 @@ func TestForNodeClasses(t *testing.T) {
 	if _, err := ForNodeClasses([]apisv1.NodeClass{ec2, aks}); err == nil || !strings.Contains(err.Error(), "AKSNodeClass and EC2NodeClass") {
 		t.Errorf("mixed: %v", err)
 	}
-	if _, err := ForNodeClasses([]apisv1.NodeClass{aks}); err == nil || !strings.Contains(err.Error(), "kind AKSNodeClass is served by no registered cloud") {
-		t.Errorf("AKS without an Azure provider: %v", err)
+	if c, err := ForNodeClasses([]apisv1.NodeClass{aks}); err != nil || c.Name != Azure {
+		t.Errorf("AKSNodeClass: %s, %v; want azure", c.Name, err)
+	}
+	c, err := Lookup(Azure)
+	if err != nil || c.NodeClassKind != apisv1.KindAKSNodeClass {
+		t.Fatalf("azure: %+v, %v", c, err)
+	}
+	if cat, err := c.Catalog(""); err != nil || cat.Region != "eastus" || cat.Get("Standard_D2s_v5") == nil {
+		t.Errorf("azure embedded catalog: %v", err)
 	}
 }

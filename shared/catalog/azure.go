@@ -1,0 +1,312 @@
+package catalog
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// The embedded Azure data (provenance and licences in data/azure/README.md).
+var (
+	//go:embed data/azure/vm_sizes.json
+	azureSizesJSON []byte
+	//go:embed data/azure/on_demand_prices.csv
+	azurePricesCSV []byte
+	//go:embed data/azure/resource_skus_eastus_skewer_fixture.json
+	azureSKUsEastUS []byte
+	//go:embed data/azure/resource_skus_southcentralus_karpenter_fixture.json
+	azureSKUsSouthCentralUS []byte
+)
+
+// AzureRegion is the default region of the embedded Azure catalog.
+const AzureRegion = "eastus"
+
+// AzureZonalRegions are the regions with availability zones that the embedded prices cover: the
+// provider's zonalRegions list (instancetypes.go, after Azure "Azure regions with availability
+// zone support"), less usgovvirginia and chinanorth3, which the price data does not have. Each has
+// three zones, labelled <region>-1 … <region>-3.
+var AzureZonalRegions = []string{
+	"australiaeast", "brazilsouth", "canadacentral", "centralindia", "centralus", "eastasia", "eastus", "eastus2",
+	"francecentral", "germanywestcentral", "israelcentral", "italynorth", "japaneast", "koreacentral", "northeurope",
+	"norwayeast", "polandcentral", "qatarcentral", "southafricanorth", "southcentralus", "southeastasia", "swedencentral",
+	"switzerlandnorth", "uaenorth", "uksouth", "westeurope", "westus2", "westus3",
+}
+
+// AzureZone is the topology.kubernetes.io/zone value of an Azure zone: "<region>-<zone>" (eastus-1),
+// as the Azure cloud provider labels nodes and the Karpenter provider names offerings.
+func AzureZone(region, zone string) string { return region + "-" + zone }
+
+// AzureSizeFacts are the facts of one VM size in the units the rules use.
+type AzureSizeFacts struct {
+	Name      string // Standard_D2s_v5
+	VCPU      int64
+	MemoryMiB int64 // MemoryGB × 1024
+	Arch      string
+	GPUCount  int64
+	// GPUManufacturer is nvidia or amd; GPUModel the accelerator (A100, T4, V100), "" when unknown.
+	GPUManufacturer, GPUModel                     string
+	PremiumIO, AcceleratedNetworking, SpotCapable bool
+	// HyperVGenerations are "1" and/or "2" (nil when unknown).
+	HyperVGenerations []string
+	// EphemeralOSMaxGB is the largest ephemeral OS disk in GB (0 when unknown or none).
+	EphemeralOSMaxGB int64
+}
+
+// AKSUnsupportedReason says why AKS Node Auto-Provisioning does not offer a size, or "" when it
+// does (provider DefaultProvider.isSupported): fewer than 2 vCPUs or 3.5 GiB, a size AKS
+// restricts, a GPU size AKS has no driver for, constrained vCPUs (M8-2ms), confidential DC/EC
+// sizes, and names outside the naming convention.
+func AKSUnsupportedReason(f AzureSizeFacts, aksGPU bool) string {
+	n, ok := ParseAzureSizeName(f.Name)
+	switch {
+	case !ok:
+		return "size name outside the Azure naming convention"
+	case f.VCPU < 2:
+		return "fewer than 2 vCPUs"
+	case f.MemoryMiB < 3584:
+		return "less than 3.5 GiB of memory"
+	case aksRestrictedSizes[f.Name]:
+		return "restricted by AKS"
+	case f.GPUCount > 0 && !aksGPU:
+		return "GPU size without an AKS-supported driver"
+	case n.Constrained != "":
+		return "constrained vCPUs"
+	case (n.Family == "D" || n.Family == "E") && strings.HasPrefix(n.Subfamily, "C"):
+		return "confidential VM"
+	}
+	return ""
+}
+
+// aksRestrictedSizes are the sizes the provider never offers (RestrictedVMSizes, restricted.go).
+var aksRestrictedSizes = map[string]bool{
+	"Standard_A0": true, "Standard_A1": true, "Standard_A1_v2": true, "Standard_B1s": true, "Standard_B1ms": true,
+	"Standard_F1": true, "Standard_F1s": true, "Basic_A0": true, "Basic_A1": true, "Basic_A2": true, "Basic_A3": true, "Basic_A4": true,
+}
+
+// NewAzureInstanceType builds a VM size's instance type for region with its offerings (sorted
+// here): labels as the Karpenter provider's computeRequirements sets them, capacity and overhead
+// from the AKS rules under default settings (azurerules.go).
+func NewAzureInstanceType(f AzureSizeFacts, region string, offerings []Offering) *InstanceType {
+	spec := &AzureSpec{VCPU: f.VCPU, MemoryMiB: f.MemoryMiB}
+	switch f.GPUManufacturer {
+	case apisv1.ManufacturerNvidia:
+		spec.NVIDIAGPU = f.GPUCount
+	case apisv1.ManufacturerAMD:
+		spec.AMDGPU = f.GPUCount
+	}
+	n := spec.compute(NodeSettings{})
+	it := &InstanceType{
+		Name:         f.Name,
+		Labels:       azureLabels(f, region),
+		Capacity:     n.capacity.List(),
+		Overhead:     Overhead{KubeReserved: n.kubeReserved.nonZeroList(), SystemReserved: n.systemReserved.nonZeroList(), EvictionThreshold: n.eviction.nonZeroList()},
+		Azure:        spec,
+		capacityFast: n.capacity, allocatableFast: n.allocatable(), fastReady: true,
+	}
+	it.Offerings = append([]Offering(nil), offerings...)
+	SortOfferings(it.Offerings)
+	return it
+}
+
+// azureLabels are a size's node labels (provider computeRequirements): the upstream well-known
+// ones, karpenter.azure.com/sku-* (sku-memory in MiB, sku-gpu-count "0" without GPUs, sku-version
+// "1" when the name has none) and kubernetes.azure.com/sku-cpu and sku-memory. Labels a NodeClass
+// or the offering decides (os-sku, capacity type, zone, mode, cluster) are not the type's.
+func azureLabels(f AzureSizeFacts, region string) map[string]string {
+	l := map[string]string{
+		corev1.LabelArchStable: f.Arch, corev1.LabelOSStable: string(corev1.Linux),
+		corev1.LabelInstanceTypeStable: f.Name, corev1.LabelTopologyRegion: region,
+		apisv1.LabelSKUName: f.Name, apisv1.LabelSKUCPU: itoa(f.VCPU), apisv1.LabelSKUMemory: itoa(f.MemoryMiB),
+		apisv1.AKSLabelCPU: itoa(f.VCPU), apisv1.AKSLabelMemory: itoa(f.MemoryMiB),
+		apisv1.LabelSKUGPUCount:              itoa(f.GPUCount),
+		apisv1.LabelSKUStoragePremiumCapable: strconv.FormatBool(f.PremiumIO),
+		apisv1.LabelSKUAcceleratedNetworking: strconv.FormatBool(f.AcceleratedNetworking),
+		apisv1.LabelPlacementScope:           apisv1.PlacementScopeZonal,
+	}
+	if n, ok := ParseAzureSizeName(f.Name); ok {
+		l[apisv1.LabelSKUFamily], l[apisv1.LabelSKUSeries], l[apisv1.LabelSKUVersion] = n.Family, n.Series(), n.VersionLabel()
+	}
+	if f.GPUCount > 0 && f.GPUManufacturer != "" {
+		l[apisv1.LabelSKUGPUManufacturer] = f.GPUManufacturer
+		if g := azureGPUName(f); g != "" {
+			l[apisv1.LabelSKUGPUName] = g
+		}
+	}
+	if f.EphemeralOSMaxGB > 0 {
+		l[apisv1.LabelSKUStorageEphemeralOSMaxSize] = itoa(f.EphemeralOSMaxGB)
+	}
+	return l
+}
+
+// azureGPUName is the sku-gpu-name value: the accelerator token of the size name (A100 in
+// NC24ads_A100_v4), as the provider parses it, else the data's model when it is one token (V100
+// for NC6s_v3, whose name carries none); "A100 PCIE 80GB"-style descriptions are no label value.
+func azureGPUName(f AzureSizeFacts) string {
+	if n, ok := ParseAzureSizeName(f.Name); ok && n.Accelerator != "" {
+		return n.Accelerator
+	}
+	if strings.ContainsAny(f.GPUModel, " /") {
+		return ""
+	}
+	return f.GPUModel
+}
+
+// AzureOfferings are a size's offerings in zones (1, 2, 3) of region: on demand at onDemand USD/h,
+// and, when spotCapable, spot at the spot-price model's estimate (no Azure spot data is embedded;
+// the model's one ratio is the only calibrated figure, see SpotPriceEstimate). Sorted.
+func AzureOfferings(name, region string, zones []string, onDemand float64, spotCapable bool) []Offering {
+	labelled := make([]string, len(zones))
+	for i, z := range zones {
+		labelled[i] = AzureZone(region, z)
+	}
+	out := make([]Offering, 0, 2*len(zones))
+	for _, z := range labelled {
+		out = append(out, Offering{Zone: z, CapacityType: apisv1.CapacityTypeOnDemand, PricePerHour: onDemand, PriceSource: PriceSourceEmbedded, Available: true})
+		if spotCapable {
+			out = append(out, Offering{Zone: z, CapacityType: apisv1.CapacityTypeSpot, PricePerHour: SpotPriceEstimate(name, z, labelled, onDemand), PriceSource: PriceSourceSpotModel, Available: true})
+		}
+	}
+	SortOfferings(out)
+	return out
+}
+
+// azureRecord is one size of the embedded vm_sizes.json.
+type azureRecord struct {
+	Name            string   `json:"name"`
+	VCPU            int64    `json:"vcpu"`
+	MemoryMiB       int64    `json:"memory_mib"`
+	Architecture    string   `json:"architecture"`
+	GPUCount        int64    `json:"gpu_count"`
+	GPUManufacturer *string  `json:"gpu_manufacturer"`
+	GPUModel        *string  `json:"gpu_model"`
+	AKSGPUOS        *string  `json:"aks_gpu_supported_os"`
+	OnDemandEastUS  *float64 `json:"on_demand_usd_per_hour_eastus"`
+}
+
+// facts derives what the data lacks from the naming convention and the documented rules
+// (premium storage from the "s" feature, accelerated networking and spot by rule).
+func (r *azureRecord) facts() AzureSizeFacts {
+	n, _ := ParseAzureSizeName(r.Name)
+	return AzureSizeFacts{Name: r.Name, VCPU: r.VCPU, MemoryMiB: r.MemoryMiB, Arch: r.Architecture, GPUCount: r.GPUCount,
+		GPUManufacturer: deref(r.GPUManufacturer), GPUModel: deref(r.GPUModel), PremiumIO: n.PremiumStorage(),
+		AcceleratedNetworking: azureAcceleratedNetworkingByRule(r.Name, r.VCPU), SpotCapable: azureSpotCapableByRule(r.Name)}
+}
+
+// aksGPU reports whether AKS installs a driver for the size on Ubuntu (supported-gpus.yaml).
+func (r *azureRecord) aksGPU() bool { return strings.Contains(deref(r.AKSGPUOS), "ubuntu") }
+
+var (
+	loadAzureRecords = sync.OnceValues(func() ([]azureRecord, error) {
+		var f struct {
+			Sizes []azureRecord `json:"vm_sizes"`
+		}
+		if err := json.Unmarshal(azureSizesJSON, &f); err != nil {
+			return nil, fmt.Errorf("embedded Azure sizes: %w", err)
+		}
+		for i, r := range f.Sizes {
+			// memory_mib 0 (Standard_B1ls, whose 0.5 GiB the source truncated) is kept: such a size
+			// is below AKS's 3.5 GiB minimum and never offered.
+			if r.Name == "" || r.VCPU <= 0 || r.MemoryMiB < 0 || (r.Architecture != "amd64" && r.Architecture != "arm64") {
+				return nil, fmt.Errorf("embedded Azure sizes: vm_sizes[%d] (%q): missing name, vcpu, memory or architecture", i, r.Name)
+			}
+		}
+		return f.Sizes, nil
+	})
+	loadAzurePrices = sync.OnceValues(func() (map[string]map[string]float64, error) { return parseAzurePrices(azurePricesCSV) })
+	azureCatalogs   sync.Map // region → func() (*Catalog, error)
+)
+
+// parseAzurePrices reads region,vm_size,usd_per_hour rows into region → size → USD/h.
+func parseAzurePrices(data []byte) (map[string]map[string]float64, error) {
+	rows, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+	if err != nil || len(rows) < 2 || strings.Join(rows[0], ",") != "region,vm_size,usd_per_hour" {
+		return nil, fmt.Errorf("embedded Azure prices: want a region,vm_size,usd_per_hour header (%v)", err)
+	}
+	out := map[string]map[string]float64{}
+	for i, r := range rows[1:] {
+		p, err := strconv.ParseFloat(r[2], 64)
+		if err != nil || p < 0 {
+			return nil, fmt.Errorf("embedded Azure prices row %d: price %q", i+2, r[2])
+		}
+		if out[r[0]] == nil {
+			out[r[0]] = map[string]float64{}
+		}
+		out[r[0]][r[1]] = p
+	}
+	return out, nil
+}
+
+// azureFixtureSKUs are the recorded Resource SKUs responses embedded per region: where a size is
+// listed, its capabilities, zones and restrictions replace the rules.
+var azureFixtureSKUs = map[string][]byte{"eastus": azureSKUsEastUS, "southcentralus": azureSKUsSouthCentralUS}
+
+// AzureRegionCatalog returns the embedded catalog of a zonal Azure region (AzureZonalRegions;
+// "" is eastus): every size of the embedded data that AKS NAP offers (AKSUnsupportedReason) and
+// that has a Linux pay-as-you-go price in the region, offered in zones 1–3 on demand and, where
+// spot-capable, spot (estimated). Where the region's recorded Resource SKUs response lists a size,
+// its capabilities, zones and restrictions win: a Location restriction (NotAvailableForSubscription)
+// removes the size, a Zone restriction its zones. Built once per region and shared.
+func AzureRegionCatalog(region string) (*Catalog, error) {
+	if region == "" {
+		region = AzureRegion
+	}
+	if !slices.Contains(AzureZonalRegions, region) {
+		return nil, fmt.Errorf("region %q: no embedded Azure catalog (embedded: the zonal regions %s)", region, strings.Join(AzureZonalRegions, ", "))
+	}
+	f, _ := azureCatalogs.LoadOrStore(region, sync.OnceValues(func() (*Catalog, error) { return buildAzureRegion(region) }))
+	return f.(func() (*Catalog, error))()
+}
+
+func buildAzureRegion(region string) (*Catalog, error) {
+	recs, err := loadAzureRecords()
+	if err != nil {
+		return nil, err
+	}
+	prices, err := loadAzurePrices()
+	if err != nil {
+		return nil, err
+	}
+	skus := map[string]*AzureResourceSKU{}
+	if raw := azureFixtureSKUs[region]; raw != nil {
+		list, err := ParseAzureResourceSKUs(raw)
+		if err != nil {
+			return nil, fmt.Errorf("embedded %s resource SKUs: %w", region, err)
+		}
+		for i := range list {
+			skus[list[i].Name] = &list[i]
+		}
+	}
+	var types []*InstanceType
+	for i := range recs {
+		r := &recs[i]
+		f, zones := r.facts(), []string{"1", "2", "3"}
+		if s := skus[r.Name]; s != nil {
+			if s.LocationRestricted(region) {
+				continue
+			}
+			if sf, err := s.Facts(); err == nil {
+				sf.GPUManufacturer, sf.GPUModel = f.GPUManufacturer, f.GPUModel
+				f = sf
+			}
+			zones = s.Zones(region)
+		}
+		price, ok := prices[region][r.Name]
+		if !ok || len(zones) == 0 || AKSUnsupportedReason(f, r.aksGPU()) != "" {
+			continue
+		}
+		types = append(types, NewAzureInstanceType(f, region, AzureOfferings(r.Name, region, zones, price, f.SpotCapable)))
+	}
+	c := New(region, types)
+	c.Source = SourceEmbedded
+	return c, nil
+}
