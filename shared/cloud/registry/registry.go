@@ -109,7 +109,7 @@ func Names() []string {
 }
 
 // Lookup returns the named cloud. Error: a name that is not registered, e.g.
-// `"gcp": must be fake or aws`.
+// `"gcp": must be fake or aws or azure`.
 func Lookup(name string) (Cloud, error) {
 	for _, c := range clouds {
 		if c.Name == name {

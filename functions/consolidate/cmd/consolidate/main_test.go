@@ -17,7 +17,7 @@ func TestFlagsSelectModeAndCloud(t *testing.T) {
 		want string
 	}{
 		{[]string{"--mode", "greedy"}, `--mode (DOVETAIL_MODE) "greedy": must be search or prefix`},
-		{[]string{"--cloud", "gcp"}, `--cloud (DOVETAIL_CLOUD) "gcp": must be fake or aws`},
+		{[]string{"--cloud", "gcp"}, `--cloud (DOVETAIL_CLOUD) "gcp": must be fake or aws or azure`},
 	} {
 		if _, err := functest.Build(t, function(), "c1", c.args...); err == nil || err.Error() != c.want {
 			t.Errorf("%v: err = %v, want %q", c.args, err, c.want)

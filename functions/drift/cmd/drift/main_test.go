@@ -16,7 +16,7 @@ func TestFlagsSelectCloud(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--cloud", "gcp"}, `--cloud (DOVETAIL_CLOUD) "gcp": must be fake or aws`},
+		{[]string{"--cloud", "gcp"}, `--cloud (DOVETAIL_CLOUD) "gcp": must be fake or aws or azure`},
 	} {
 		if _, err := functest.Build(t, function(), "c1", c.args...); err == nil || err.Error() != c.want {
 			t.Errorf("%v: err = %v, want %q", c.args, err, c.want)

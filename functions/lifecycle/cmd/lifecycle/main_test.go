@@ -16,7 +16,7 @@ func TestFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--cloud", "gcp"}, `--cloud (DOVETAIL_CLOUD) "gcp": must be fake or aws`},
+		{[]string{"--cloud", "gcp"}, `--cloud (DOVETAIL_CLOUD) "gcp": must be fake or aws or azure`},
 		{[]string{"--registration-ttl", "soon"}, `--registration-ttl (DOVETAIL_REGISTRATION_TTL) "soon": must be a positive duration such as 15m`},
 		{[]string{"--registration-ttl", "-1m"}, `--registration-ttl (DOVETAIL_REGISTRATION_TTL) "-1m": must be a positive duration such as 15m`},
 	} {
