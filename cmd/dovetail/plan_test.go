@@ -195,7 +195,8 @@ spec:
 		t.Fatalf("table footer missing the bound and gap:\n%s", out)
 	}
 }
-var azureSeed = []string{"-f", "../../localdev/manifests/azure", "-f", "../../localdev/manifests/workloads.yaml"}
+
+var azureSeed = []string{"-f", "../../localdev/azureseed", "-f", "../../localdev/manifests/workloads.yaml"}
 
 // TestPlanAzureSeed: an AKS NodePool (D, E and F families, at most 32 vCPUs, amd64, spot and on
 // demand) with its AKSNodeClass picks the Azure cloud and places every seed pod on sizes that
@@ -206,7 +207,7 @@ func TestPlanAzureSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := os.ReadFile("../../localdev/manifests/azure/nodepool.yaml")
+	pool, err := os.ReadFile("../../localdev/azureseed/nodepool.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestPlanAzureSeed(t *testing.T) {
 	}
 	for name, args := range map[string][]string{
 		"spot and on-demand": azureSeed,
-		"on-demand":          {"-f", onDemand, "-f", "../../localdev/manifests/azure/system-nodes.yaml", "-f", "../../localdev/manifests/workloads.yaml"},
+		"on-demand":          {"-f", onDemand, "-f", "../../localdev/azureseed/system-nodes.yaml", "-f", "../../localdev/manifests/workloads.yaml"},
 	} {
 		code, out, stderr := runCLI(t, append([]string{"plan", "--output", "json"}, args...)...)
 		if code != 0 {

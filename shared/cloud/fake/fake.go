@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -582,6 +583,9 @@ func (c *Cloud) Get(ctx context.Context, providerID string) (*cloud.Instance, er
 
 // lookup finds an instance by providerID. Called with c.mu held.
 func (c *Cloud) lookup(providerID string) (*instance, error) {
+	if strings.HasPrefix(providerID, "azure://") {
+		return c.lookupAzure(providerID)
+	}
 	_, id, err := cloud.ParseAWSProviderID(providerID)
 	if err != nil {
 		return nil, err

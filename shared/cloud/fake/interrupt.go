@@ -2,6 +2,7 @@ package fake
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -16,7 +17,15 @@ const (
 	KindSpotInterruption InterruptionKind = "EC2 Spot Instance Interruption Warning"
 	// KindRebalanceRecommendation: the spot instance is at elevated risk; nothing is reclaimed.
 	KindRebalanceRecommendation InterruptionKind = "EC2 Instance Rebalance Recommendation"
+	// KindAzurePreempt: Azure evicts the spot VM (a Scheduled Events "Preempt" event; with
+	// evictionPolicy Delete the VM is deleted) at NotBefore, AzurePreemptNotice after the notice.
+	KindAzurePreempt InterruptionKind = "Preempt"
 )
+
+// AzurePreemptNotice is the warning a Spot VM gets before eviction: Scheduled Events announce a
+// Preempt at least 30 seconds ahead (Azure "Scheduled Events for Linux VMs": minimum notice,
+// Preempt 30 seconds).
+const AzurePreemptNotice = 30 * time.Second
 
 // SpotInterruptionWarning is the notice EC2 gives before reclaiming a spot instance: two minutes
 // (EC2 User Guide, "Spot Instance interruption notices").
@@ -51,8 +60,10 @@ func (c *Cloud) Interrupt(providerID string, kind InterruptionKind) (Interruptio
 	}
 	var fail error
 	switch {
-	case kind != KindSpotInterruption && kind != KindRebalanceRecommendation:
-		fail = fmt.Errorf("kind: %q is not %q or %q", kind, KindSpotInterruption, KindRebalanceRecommendation)
+	case kind != KindSpotInterruption && kind != KindRebalanceRecommendation && kind != KindAzurePreempt:
+		fail = fmt.Errorf("kind: %q is not %q, %q or %q", kind, KindSpotInterruption, KindRebalanceRecommendation, KindAzurePreempt)
+	case (kind == KindAzurePreempt) != strings.HasPrefix(inst.ProviderID, "azure://"):
+		fail = fmt.Errorf("kind: %q does not happen to %s", kind, inst.ProviderID)
 	case inst.CapacityType != "spot":
 		fail = fmt.Errorf("%s is %s, only spot instances get %q", inst.ID, inst.CapacityType, kind)
 	case inst.State != cloud.StatePending && inst.State != cloud.StateRunning:
@@ -72,8 +83,11 @@ func (c *Cloud) Interrupt(providerID string, kind InterruptionKind) (Interruptio
 		CapacityType: inst.CapacityType,
 		Time:         now,
 	}
-	if kind == KindSpotInterruption {
+	if kind == KindSpotInterruption || kind == KindAzurePreempt {
 		n.ReclaimTime = now.Add(SpotInterruptionWarning)
+		if kind == KindAzurePreempt {
+			n.ReclaimTime = now.Add(AzurePreemptNotice)
+		}
 		if inst.reclaimAt.IsZero() || n.ReclaimTime.Before(inst.reclaimAt) {
 			inst.reclaimAt = n.ReclaimTime
 		}

@@ -1,0 +1,356 @@
+package azure
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v8"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/azure/customdata"
+)
+
+// MaxAttempts bounds the VM creates one Create makes: Azure has no fleet call, so each offering
+// is one create, and a launch that has tried this many has said enough about capacity (the
+// refused offerings are marked; the launch step re-plans around them).
+const MaxAttempts = 6
+
+// PollFrequency is how often a long-running operation is polled when ARM gives no Retry-After
+// (the SDK's floor is one second outside tests).
+var PollFrequency = 2 * time.Second
+
+// Codes the provider gives offerings it could not try.
+const (
+	CodeUnknownSize     = "SkuNotAvailable"         // the catalog does not know the size
+	CodeNoImageForSize  = "NoImageForSize"          // the image family has no image for the size (architecture, GPU)
+	CodeUnsupportedType = "UnsupportedCapacityType" // reserved capacity is not launched on Azure yet
+)
+
+// capacityScope says what an ARM error code takes out of the running.
+type capacityScope int
+
+const (
+	notCapacity       capacityScope = iota
+	scopeOffering                   // this size in this zone at this priority
+	scopeCapacityType               // every offering of the priority (spot LowPriorityCores quota, regional quota)
+	scopeFamily                     // every offering of the size's family at this priority (family vCPU quota)
+)
+
+// classify maps an ARM error to what it rules out. SkuNotAvailable (the size is not offered to the
+// subscription in that zone or at that priority), ZonalAllocationFailed, AllocationFailed and
+// OverconstrainedAllocationRequest / OverconstrainedZonalAllocationRequest (no capacity for the
+// size, zone and priority) rule out the offering; OperationNotAllowed and QuotaExceeded (vCPU quota
+// reached: "exceeding approved LowPriorityCores quota", "… standardDSv5Family Cores quota", "Total
+// Regional Cores quota") rule out the priority, or the family's offerings for a family quota
+// (Azure "Resolve errors for SKU not available", "Troubleshoot allocation failures", "vCPU quotas").
+func classify(err error) (code string, scope capacityScope) {
+	code = responseCode(err)
+	switch code {
+	case "SkuNotAvailable", "ZonalAllocationFailed", "AllocationFailed", "OverconstrainedAllocationRequest", "OverconstrainedZonalAllocationRequest":
+		return code, scopeOffering
+	case "OperationNotAllowed", "QuotaExceeded":
+		msg := err.Error()
+		if strings.Contains(msg, "Family Cores quota") {
+			return code, scopeFamily
+		}
+		return code, scopeCapacityType
+	}
+	return code, notCapacity
+}
+
+// Create launches one VM for the request. The VM is named from the NodeClaim (VMName), so a
+// redelivered launch finds the VM the first delivery made and returns it. Offerings are tried in
+// the request's order (cheapest first), spot before on demand, one VM create each, at most
+// MaxAttempts: a capacity error marks the offering (or, for a quota, every offering it covers) and
+// the next is tried, so a spot launch that finds no spot capacity falls back to a regular VM in
+// the same call. A NIC named like the VM is created (or updated) first in the AKSNodeClass's
+// subnet. When nothing launches the error is a *cloud.InsufficientCapacityError listing every
+// refused offering with ARM's code; other errors (auth, a bad request) are returned as they are,
+// an *azcore.ResponseError inside.
+func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Instance, error) {
+	nc, subnet, err := p.validate(req)
+	if err != nil {
+		return nil, err
+	}
+	name := VMName(req.NodeClaim.Name)
+	if inst, err := p.existing(ctx, name, req); inst != nil || err != nil {
+		return inst, err
+	}
+	settings, err := cloud.AKSNodeSettings(nc, p.o.NetworkPlugin)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", apisv1.KindAKSNodeClass, nc.Name, err)
+	}
+	var refused []cloud.UnavailableOffering
+	out := map[cloud.OfferingRef]string{} // offerings ruled out, with the code
+	attempts := 0
+	for _, o := range ordered(req.Offerings) {
+		key := cloud.OfferingRef{InstanceType: o.InstanceType, Zone: o.Zone, CapacityType: o.CapacityType}
+		it := p.o.Catalog.Get(o.InstanceType)
+		code := out[key]
+		switch {
+		case code != "":
+		case it == nil:
+			code = CodeUnknownSize
+		case o.CapacityType != apisv1.CapacityTypeSpot && o.CapacityType != apisv1.CapacityTypeOnDemand:
+			code = CodeUnsupportedType
+		case imageFor(nc.ImageFamily(), it) == "":
+			code = CodeNoImageForSize
+		}
+		if code != "" {
+			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: code})
+			continue
+		}
+		if attempts == MaxAttempts {
+			break
+		}
+		attempts++
+		inst, err := p.launch(ctx, name, req, nc, settings, subnet, o, it)
+		if err == nil {
+			return inst, nil
+		}
+		code, scope := classify(err)
+		if scope == notCapacity {
+			return nil, fmt.Errorf("creating VM %s (%s): %w", name, o, err)
+		}
+		refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: code})
+		p.ruleOut(req.Offerings, o, it, code, scope, out)
+		if err := p.deleteFailed(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	return nil, &cloud.InsufficientCapacityError{Unavailable: refused}
+}
+
+// ruleOut records the offerings an error covers beyond the one tried.
+func (p *Provider) ruleOut(all []cloud.OfferingRef, tried cloud.OfferingRef, it *catalog.InstanceType, code string, scope capacityScope, out map[cloud.OfferingRef]string) {
+	for _, o := range all {
+		if o.CapacityType != tried.CapacityType {
+			continue
+		}
+		other := p.o.Catalog.Get(o.InstanceType)
+		if scope == scopeCapacityType || (scope == scopeFamily && other != nil && other.Labels[apisv1.LabelSKUSeries] == it.Labels[apisv1.LabelSKUSeries]) {
+			out[cloud.OfferingRef{InstanceType: o.InstanceType, Zone: o.Zone, CapacityType: o.CapacityType}] = code
+		}
+	}
+}
+
+// validate checks the request and picks the NodeClass and subnet. Errors name the field.
+func (p *Provider) validate(req cloud.LaunchRequest) (*apisv1.AKSNodeClass, string, error) {
+	nc := req.NodeClass.AKS
+	switch {
+	case nc == nil && !req.NodeClass.IsZero():
+		return nil, "", fmt.Errorf("nodeClass: %s %s is not served by the azure provider (it launches for %s)", req.NodeClass.Kind(), req.NodeClass.Name(), apisv1.KindAKSNodeClass)
+	case nc == nil:
+		return nil, "", fmt.Errorf("nodeClass: an %s is required", apisv1.KindAKSNodeClass)
+	case req.NodeClaim == nil || req.NodeClaim.Name == "":
+		return nil, "", errors.New("nodeClaim: its name is required (the VM is named from it)")
+	case req.Tags[apisv1.TagCluster] != p.o.Cluster:
+		return nil, "", fmt.Errorf("tags[%q]: %q is not this provider's cluster %q", apisv1.TagCluster, req.Tags[apisv1.TagCluster], p.o.Cluster)
+	case len(req.Offerings) == 0:
+		return nil, "", errors.New("offerings: empty, nothing to launch")
+	}
+	subnet := p.o.SubnetID
+	if nc.Spec.VNETSubnetID != nil && *nc.Spec.VNETSubnetID != "" {
+		subnet = *nc.Spec.VNETSubnetID
+	}
+	if subnet == "" {
+		return nil, "", fmt.Errorf("%s %s: spec.vnetSubnetID is unset and the provider has no default subnet", apisv1.KindAKSNodeClass, nc.Name)
+	}
+	return nc, subnet, nil
+}
+
+// ordered puts spot offerings first, each group in the request's order (cheapest first).
+func ordered(offs []cloud.OfferingRef) []cloud.OfferingRef {
+	out := make([]cloud.OfferingRef, 0, len(offs))
+	for _, spot := range []bool{true, false} {
+		for _, o := range offs {
+			if (o.CapacityType == apisv1.CapacityTypeSpot) == spot {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}
+
+// vmNameUnsafe are the characters a VM's computer name cannot hold.
+var vmNameUnsafe = regexp.MustCompile(`[^a-z0-9-]`)
+
+// VMName is the VM (and computer, and so Node) name of a NodeClaim: "aks-" + the NodeClaim name,
+// lower case, as AKS Node Auto-Provisioning names its VMs; a name over 64 characters (the Linux
+// computer-name limit) keeps its first 53 and a hash of the whole.
+func VMName(nodeClaim string) string {
+	name := "aks-" + vmNameUnsafe.ReplaceAllString(strings.ToLower(nodeClaim), "-")
+	if len(name) <= 64 {
+		return strings.TrimRight(name, "-")
+	}
+	sum := sha256.Sum256([]byte(nodeClaim))
+	return strings.TrimRight(name[:53], "-") + "-" + hex.EncodeToString(sum[:5])
+}
+
+// existing returns the VM a former delivery of the same launch made. A VM of that name that
+// belongs to another NodeClaim or cluster wraps cloud.ErrIdempotentParameterMismatch; one left
+// in state Failed is deleted so the launch can start over.
+func (p *Provider) existing(ctx context.Context, name string, req cloud.LaunchRequest) (*cloud.Instance, error) {
+	got, err := p.vms.Get(ctx, p.o.ResourceGroup, name, nil)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading VM %s: %w", name, err)
+	}
+	vm := got.VirtualMachine
+	tags := FromAzureTags(vm.Tags)
+	if tags[apisv1.TagCluster] != p.o.Cluster || tags[apisv1.TagNodeClaim] != req.NodeClaim.Name {
+		return nil, fmt.Errorf("%w: VM %s exists for cluster %q, NodeClaim %q", cloud.ErrIdempotentParameterMismatch, name, tags[apisv1.TagCluster], tags[apisv1.TagNodeClaim])
+	}
+	if val(vm.Properties.ProvisioningState) == "Failed" {
+		return nil, p.deleteFailed(ctx, name)
+	}
+	inst := p.toInstance(&vm)
+	return &inst, nil
+}
+
+// deleteFailed removes a VM a failed create left behind (ARM keeps it in state Failed), waiting
+// for the delete, so the name can be used again.
+func (p *Provider) deleteFailed(ctx context.Context, name string) error {
+	poller, err := p.vms.BeginDelete(ctx, p.o.ResourceGroup, name, nil)
+	if err == nil {
+		_, err = poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: PollFrequency})
+	}
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("deleting failed VM %s: %w", name, err)
+	}
+	return nil
+}
+
+// launch creates the NIC and the VM for one offering, polling both operations to completion.
+func (p *Provider) launch(ctx context.Context, name string, req cloud.LaunchRequest, nc *apisv1.AKSNodeClass, settings catalog.NodeSettings,
+	subnet string, o cloud.OfferingRef, it *catalog.InstanceType) (*cloud.Instance, error) {
+	tags := ToAzureTags(req.Tags)
+	nicPoller, err := p.nics.BeginCreateOrUpdate(ctx, p.o.ResourceGroup, name, armnetwork.Interface{
+		Location: to.Ptr(p.o.Location), Tags: tags,
+		Properties: &armnetwork.InterfacePropertiesFormat{
+			EnableAcceleratedNetworking: to.Ptr(it.Labels[apisv1.LabelSKUAcceleratedNetworking] == "true"),
+			IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{Name: to.Ptr("ipconfig1"), Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{
+				Primary: to.Ptr(true), PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodDynamic), Subnet: &armnetwork.Subnet{ID: to.Ptr(subnet)},
+			}}},
+		},
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("network interface %s: %w", name, err)
+	}
+	nic, err := nicPoller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: PollFrequency})
+	if err != nil {
+		return nil, fmt.Errorf("network interface %s: %w", name, err)
+	}
+	vm, err := p.vmParameters(name, req, nc, settings, o, it, val(nic.ID), tags)
+	if err != nil {
+		return nil, err
+	}
+	poller, err := p.vms.BeginCreateOrUpdate(ctx, p.o.ResourceGroup, name, vm, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: PollFrequency})
+	if err != nil {
+		return nil, err
+	}
+	inst := p.toInstance(&res.VirtualMachine)
+	return &inst, nil
+}
+
+// vmParameters is the VM a NodeClaim gets for one offering.
+func (p *Provider) vmParameters(name string, req cloud.LaunchRequest, nc *apisv1.AKSNodeClass, settings catalog.NodeSettings,
+	o cloud.OfferingRef, it *catalog.InstanceType, nicID string, tags map[string]*string) (armcompute.VirtualMachine, error) {
+	data, err := customdata.Render(customdata.Spec{APIServer: p.o.Bootstrap.APIServer, CA: p.o.Bootstrap.CA, BootstrapToken: p.o.Bootstrap.Token,
+		Labels: p.kubeletLabels(req, nc), Taints: req.Taints, MaxPods: *settings.Kubelet.MaxPods, ClusterDNS: p.o.Bootstrap.ClusterDNS})
+	if err != nil {
+		return armcompute.VirtualMachine{}, err
+	}
+	zone := strings.TrimPrefix(o.Zone, p.o.Location+"-")
+	disk := armcompute.StorageAccountTypesStandardLRS
+	if it.Labels[apisv1.LabelSKUStoragePremiumCapable] == "true" {
+		disk = armcompute.StorageAccountTypesPremiumLRS
+	}
+	diskGB := int32(catalog.AKSDefaultOSDiskSizeGB)
+	if nc.Spec.OSDiskSizeGB != nil {
+		diskGB = *nc.Spec.OSDiskSizeGB
+	}
+	vm := armcompute.VirtualMachine{
+		Location: to.Ptr(p.o.Location), Zones: []*string{to.Ptr(zone)}, Tags: tags,
+		Properties: &armcompute.VirtualMachineProperties{
+			HardwareProfile: &armcompute.HardwareProfile{VMSize: to.Ptr(armcompute.VirtualMachineSizeTypes(it.Name))},
+			StorageProfile: &armcompute.StorageProfile{
+				ImageReference: &armcompute.ImageReference{CommunityGalleryImageID: to.Ptr(imageFor(nc.ImageFamily(), it))},
+				OSDisk: &armcompute.OSDisk{CreateOption: to.Ptr(armcompute.DiskCreateOptionTypesFromImage), OSType: to.Ptr(armcompute.OperatingSystemTypesLinux),
+					DiskSizeGB: to.Ptr(diskGB), DeleteOption: to.Ptr(armcompute.DiskDeleteOptionTypesDelete),
+					ManagedDisk: &armcompute.ManagedDiskParameters{StorageAccountType: to.Ptr(disk)}},
+			},
+			OSProfile: &armcompute.OSProfile{ComputerName: to.Ptr(name), AdminUsername: to.Ptr(AdminUsername), CustomData: to.Ptr(data),
+				LinuxConfiguration: &armcompute.LinuxConfiguration{DisablePasswordAuthentication: to.Ptr(true),
+					SSH: &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{Path: to.Ptr("/home/" + AdminUsername + "/.ssh/authorized_keys"), KeyData: to.Ptr(p.o.SSHPublicKey)}}}}},
+			NetworkProfile: &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{{ID: to.Ptr(nicID),
+				Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: to.Ptr(true), DeleteOption: to.Ptr(armcompute.DeleteOptionsDelete)}}}},
+			Priority: to.Ptr(armcompute.VirtualMachinePriorityTypesRegular),
+		},
+	}
+	if nc.Spec.Security != nil && nc.Spec.Security.EncryptionAtHost != nil && *nc.Spec.Security.EncryptionAtHost {
+		vm.Properties.SecurityProfile = &armcompute.SecurityProfile{EncryptionAtHost: to.Ptr(true)}
+	}
+	if o.CapacityType == apisv1.CapacityTypeSpot {
+		// Evicted spot VMs are deleted, not deallocated, and pay up to the on-demand price (-1).
+		vm.Properties.Priority = to.Ptr(armcompute.VirtualMachinePriorityTypesSpot)
+		vm.Properties.EvictionPolicy = to.Ptr(armcompute.VirtualMachineEvictionPolicyTypesDelete)
+		vm.Properties.BillingProfile = &armcompute.BillingProfile{MaxPrice: to.Ptr(-1.0)}
+	}
+	return vm, nil
+}
+
+// AdminUsername is the Linux admin user of AKS nodes.
+const AdminUsername = "azureuser"
+
+// kubeletLabels are the labels the kubelet registers with: the request's (NodePool template and
+// single-valued requirements) plus those AKS node bootstrapping adds (the provider's
+// AddAgentBakerGeneratedLabels: kubernetes.azure.com/role=agent, the cluster's node resource
+// group, the kubelet identity) and the OS SKU of the image family.
+func (p *Provider) kubeletLabels(req cloud.LaunchRequest, nc *apisv1.AKSNodeClass) map[string]string {
+	l := make(map[string]string, len(req.Labels)+4)
+	for k, v := range req.Labels {
+		l[k] = v
+	}
+	l["kubernetes.azure.com/role"] = "agent"
+	l[apisv1.AKSLabelCluster] = NormalizeResourceGroupLabel(p.o.ResourceGroup)
+	l[apisv1.AKSLabelOSSKU] = apisv1.OSSKUForImageFamily(nc.ImageFamily())
+	if id := p.o.Bootstrap.KubeletIdentityClientID; id != "" {
+		l[apisv1.AKSLabelKubeletIdentityClientID] = id
+	}
+	return l
+}
+
+// NormalizeResourceGroupLabel is the kubernetes.azure.com/cluster value of a node resource group:
+// parentheses become "-", at most 63 characters, and a trailing "-", "_" or "." gets a "z" (AKS
+// node bootstrapping, provider labels.normalizeResourceGroupNameForLabel).
+func NormalizeResourceGroupLabel(rg string) string {
+	s := strings.NewReplacer("(", "-", ")", "-").Replace(rg)
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	if strings.HasSuffix(s, "-") || strings.HasSuffix(s, "_") || strings.HasSuffix(s, ".") {
+		if len(s) > 62 {
+			return s[:len(s)-1] + "z"
+		}
+		return s + "z"
+	}
+	return s
+}

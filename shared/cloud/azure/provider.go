@@ -1,0 +1,170 @@
+// Package azure is the cloud.Provider for Azure VMs, over azure-sdk-for-go (armcompute/v7 and
+// armnetwork/v8), as AKS Node Auto-Provisioning launches nodes: one network interface and one VM
+// per NodeClaim, named from the NodeClaim (so a redelivered launch finds the VM it made), tagged
+// with the cluster, NodePool and NodeClaim, booted from the AKS node image of the AKSNodeClass's
+// image family with custom data that joins the cluster, pinned to the offering's zone; spot VMs
+// are deleted on eviction. Only VMs tagged for this cluster are ever deleted.
+//
+// Retries of throttled or transient ARM calls are the SDK's (azcore's retry policy); long-running
+// operations are polled to completion with the SDK's pollers.
+package azure
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v8"
+
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+)
+
+// Options configure the provider.
+type Options struct {
+	// Cluster is the value of the cluster tag this provider launches with and may delete. Required.
+	Cluster string
+	// SubscriptionID, ResourceGroup (the cluster's node resource group, MC_…) and Location
+	// (eastus) say where VMs and NICs are created. Required.
+	SubscriptionID, ResourceGroup, Location string
+	// SubnetID is the ARM id of the subnet NICs join when the AKSNodeClass gives no vnetSubnetID
+	// (the provider's --vnet-subnet-id). Required unless every class sets one.
+	SubnetID string
+	// Catalog gives each size's labels (architecture, accelerated networking, premium storage)
+	// and prices. Required.
+	Catalog *catalog.Catalog
+	// Credential authenticates ARM calls (azidentity; the fakes take azfake.TokenCredential).
+	// Required.
+	Credential azcore.TokenCredential
+	// ClientOptions are the ARM clients' options (a fake server's transport in tests); nil is
+	// the public cloud.
+	ClientOptions *arm.ClientOptions
+	// Bootstrap is what nodes join the cluster with.
+	Bootstrap Bootstrap
+	// NetworkPlugin is the cluster's (catalog.AKSNetwork*; "" is Azure CNI Overlay): the pods a
+	// node takes when the AKSNodeClass sets no maxPods.
+	NetworkPlugin string
+	// SSHPublicKey is the admin key every AKS Linux node carries (required by the Compute API for
+	// Linux VMs without a password).
+	SSHPublicKey string
+}
+
+// Bootstrap is what custom data gives a node to join the cluster.
+type Bootstrap struct {
+	// APIServer (https URL) and CA (base64 PEM) of the cluster. APIServer is required.
+	APIServer, CA string
+	// Token is the kubelet's TLS bootstrap token; never logged.
+	Token string
+	// KubeletIdentityClientID is the kubelet managed identity's client id
+	// (kubernetes.azure.com/kubelet-identity-client-id); optional.
+	KubeletIdentityClientID string
+	// ClusterDNS is the kube-dns service IP (AKS default 10.0.0.10 when empty).
+	ClusterDNS string
+}
+
+// Provider launches and deletes Azure VMs. It keeps no state between calls: it is safe for
+// concurrent use and for stateless functions.
+type Provider struct {
+	o    Options
+	vms  *armcompute.VirtualMachinesClient
+	nics *armnetwork.InterfacesClient
+}
+
+var _ cloud.Provider = (*Provider)(nil)
+
+// New checks the options and builds the ARM clients. Errors name the missing option.
+func New(o Options) (*Provider, error) {
+	var missing []string
+	for name, v := range map[string]string{"Cluster": o.Cluster, "SubscriptionID": o.SubscriptionID, "ResourceGroup": o.ResourceGroup,
+		"Location": o.Location, "Bootstrap.APIServer": o.Bootstrap.APIServer, "SSHPublicKey": o.SSHPublicKey} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if o.Catalog == nil {
+		missing = append(missing, "Catalog")
+	}
+	if o.Credential == nil {
+		missing = append(missing, "Credential")
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("azure provider: Options.%s required", strings.Join(missing, ", Options."))
+	}
+	if _, ok := catalog.AKSDefaultMaxPods(o.NetworkPlugin); !ok {
+		return nil, fmt.Errorf("azure provider: Options.NetworkPlugin %q is not one of %s, %s, %s, %s", o.NetworkPlugin,
+			catalog.AKSNetworkOverlay, catalog.AKSNetworkNodeSubnet, catalog.AKSNetworkKubenet, catalog.AKSNetworkNone)
+	}
+	if o.Bootstrap.ClusterDNS == "" {
+		o.Bootstrap.ClusterDNS = DefaultClusterDNS
+	}
+	vms, err := armcompute.NewVirtualMachinesClient(o.SubscriptionID, o.Credential, o.ClientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("azure provider: %w", err)
+	}
+	nics, err := armnetwork.NewInterfacesClient(o.SubscriptionID, o.Credential, o.ClientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("azure provider: %w", err)
+	}
+	return &Provider{o: o, vms: vms, nics: nics}, nil
+}
+
+// DefaultClusterDNS is AKS's default kube-dns service IP (the .10 of the default 10.0.0.0/16
+// service CIDR).
+const DefaultClusterDNS = "10.0.0.10"
+
+// Name is "azure".
+func (p *Provider) Name() string { return "azure" }
+
+// ProviderID renders a VM's node.spec.providerID as the Azure cloud provider writes it:
+// azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachines/<name>.
+func ProviderID(subscription, resourceGroup, vm string) string {
+	return "azure://" + VMID(subscription, resourceGroup, vm)
+}
+
+// VMID is a VM's ARM resource id.
+func VMID(subscription, resourceGroup, vm string) string {
+	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s", subscription, resourceGroup, vm)
+}
+
+var providerIDPattern = regexp.MustCompile(`(?i)^azure:///subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Compute/virtualMachines/([^/]+)$`)
+
+// ParseProviderID splits an Azure VM providerID. Error: another shape (a VMSS instance, an AWS id).
+func ParseProviderID(providerID string) (subscription, resourceGroup, vm string, err error) {
+	m := providerIDPattern.FindStringSubmatch(providerID)
+	if m == nil {
+		return "", "", "", fmt.Errorf("providerID %q: want azure:///subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachines/<name>", providerID)
+	}
+	return m[1], m[2], m[3], nil
+}
+
+// vmName checks that a providerID names a VM of this provider's subscription and resource group.
+func (p *Provider) vmName(providerID string) (string, error) {
+	sub, rg, name, err := ParseProviderID(providerID)
+	if err != nil {
+		return "", err
+	}
+	if !strings.EqualFold(sub, p.o.SubscriptionID) || !strings.EqualFold(rg, p.o.ResourceGroup) {
+		return "", fmt.Errorf("%w: %s is not in resource group %s of subscription %s", cloud.ErrNotOwned, providerID, p.o.ResourceGroup, p.o.SubscriptionID)
+	}
+	return name, nil
+}
+
+// responseCode returns the ARM error code of err ("" when err is not an *azcore.ResponseError).
+func responseCode(err error) string {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.ErrorCode
+	}
+	return ""
+}
+
+func isNotFound(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && (re.StatusCode == 404 || re.ErrorCode == "ResourceNotFound" || re.ErrorCode == "NotFound")
+}

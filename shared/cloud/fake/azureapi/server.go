@@ -1,0 +1,169 @@
+// Package azureapi is the fake cloud's Azure Resource Manager face: the azure-sdk-for-go's own
+// server fakes (armcompute/v7/fake VirtualMachinesServer, armnetwork/v8/fake InterfacesServer)
+// answered from the fake cloud's state, so the real Azure provider runs through the real SDK
+// clients, pipeline and long-running-operation pollers offline. It checks what ARM checks on the
+// calls the provider makes (names, locations, the NIC a VM references, zones, spot eviction
+// policy, custom data, image, tags) and fails with ARM's error codes as *azcore.ResponseError:
+// SkuNotAvailable and quota errors at once, allocation failures at the end of the create
+// operation (which leaves the VM in provisioning state Failed, as ARM does).
+package azureapi
+
+import (
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+	computefake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v8"
+	networkfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v8/fake"
+
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+)
+
+// Options configure the face.
+type Options struct {
+	// Cloud runs the VMs (capacity, boot, Node registration, preemption). Required.
+	Cloud *fake.Cloud
+	// SubscriptionID and ResourceGroup are the only ones that exist (other resource groups: 404
+	// ResourceGroupNotFound).
+	SubscriptionID, ResourceGroup string
+	// Subnets are the ARM ids of the subnets that exist; a NIC in another fails with
+	// InvalidResourceReference.
+	Subnets []string
+	// Log receives one line per refused call (ARM's message is not carried by the SDK fakes'
+	// error responses, only the code).
+	Log *slog.Logger
+}
+
+// Server holds the ARM resources. Safe for concurrent use.
+type Server struct {
+	o      Options
+	region string
+
+	mu   sync.Mutex
+	vms  map[string]*armcompute.VirtualMachine // by lower-case name
+	nics map[string]*armnetwork.Interface
+	// customData keeps each VM's custom data, which ARM stores but never returns.
+	customData map[string]string
+	// failedOps are the VM names whose last create operation ended in an error.
+	failedOps map[string]bool
+}
+
+// New returns the face over o.Cloud; its region is the cloud's.
+func New(o Options) *Server {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{o: o, region: o.Cloud.Region(), vms: map[string]*armcompute.VirtualMachine{}, nics: map[string]*armnetwork.Interface{}, customData: map[string]string{}, failedOps: map[string]bool{}}
+}
+
+// ClientOptions are the options ARM clients take to talk to this face (fake transports of both
+// SDK modules, chosen by the resource provider in the request path).
+func (s *Server) ClientOptions() *arm.ClientOptions {
+	network := networkfake.NewServerFactoryTransport(&networkfake.ServerFactory{InterfacesServer: s.interfaces()})
+	return &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: &byProvider{s: s, network: network, compute: map[string]policy.Transporter{}}}}
+}
+
+// byProvider sends Microsoft.Network calls to the network fakes and the rest to compute's, with
+// one compute transport per VM name. The SDK fake keeps a long-running operation's responder
+// per request path and does not drop it when the operation ends in an error, so the next create
+// of the same name would replay the spent one; a create after a failed one gets a new transport
+// (ARM itself starts a new operation).
+type byProvider struct {
+	s       *Server
+	network policy.Transporter
+	mu      sync.Mutex
+	compute map[string]policy.Transporter // by lower-case VM name ("" for list calls)
+}
+
+var vmPathName = regexp.MustCompile(`(?i)/virtualMachines/([^/]+)`)
+
+func (b *byProvider) Do(req *http.Request) (*http.Response, error) {
+	if strings.Contains(strings.ToLower(req.URL.Path), "/providers/microsoft.network/") {
+		return b.network.Do(req)
+	}
+	name := ""
+	if m := vmPathName.FindStringSubmatch(req.URL.Path); m != nil {
+		name = strings.ToLower(m[1])
+	}
+	b.mu.Lock()
+	t, ok := b.compute[name]
+	if !ok || (req.Method == http.MethodPut && b.s.takeFailed(name)) {
+		t = computefake.NewServerFactoryTransport(&computefake.ServerFactory{VirtualMachinesServer: b.s.virtualMachines()})
+		b.compute[name] = t
+	}
+	b.mu.Unlock()
+	return t.Do(req)
+}
+
+// takeFailed reports (and forgets) that the last create of name ended in an error.
+func (s *Server) takeFailed(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.failedOps[name]
+	delete(s.failedOps, name)
+	return f
+}
+
+// VM returns the named VM as a GET shows it (without customData; see CustomData).
+func (s *Server) VM(name string) (armcompute.VirtualMachine, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[strings.ToLower(name)]
+	if !ok {
+		return armcompute.VirtualMachine{}, false
+	}
+	return viewOf(vm), true
+}
+
+// CustomData returns the custom data a VM was created with (ARM keeps it, and never returns it).
+func (s *Server) CustomData(name string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.customData[strings.ToLower(name)]
+	return d, ok
+}
+
+// NIC returns a copy of the named network interface.
+func (s *Server) NIC(name string) (armnetwork.Interface, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nics[strings.ToLower(name)]
+	if !ok {
+		return armnetwork.Interface{}, false
+	}
+	return *n, true
+}
+
+// NICNames lists the network interfaces, sorted.
+func (s *Server) NICNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.nics))
+	for _, n := range s.nics {
+		out = append(out, *n.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Server) rgOK(rg string) bool { return strings.EqualFold(rg, s.o.ResourceGroup) }
+
+func (s *Server) refuse(call, code, why string) {
+	s.o.Log.Warn("azure fake refused a call", "call", call, "code", code, "reason", why)
+}
+
+// val dereferences an SDK pointer field, the zero value for nil.
+func val[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
