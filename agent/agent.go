@@ -74,6 +74,9 @@ type Config struct {
 	EvictionTimeout time.Duration
 	// SyncTimeout bounds the initial cache sync (default 2 minutes).
 	SyncTimeout time.Duration
+	// NodeClassKind is the NodeClass kind the cluster's NodePools reference: EC2NodeClass
+	// (default) or AKSNodeClass; the agent watches that CRD only.
+	NodeClassKind string
 	// Logger receives the agent's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -133,10 +136,11 @@ func New(cfg Config) (*Agent, error) {
 		synced:  make(chan struct{}),
 	}
 	w, err := kube.NewWatcher(cfg.Kube, cfg.Dynamic, kube.WatcherOptions{
-		Namespace:    cfg.Namespace,
-		Clock:        cfg.Clock,
-		SyncTimeout:  cfg.SyncTimeout,
-		OnPendingPod: a.batcher.Trigger,
+		Namespace:     cfg.Namespace,
+		Clock:         cfg.Clock,
+		SyncTimeout:   cfg.SyncTimeout,
+		OnPendingPod:  a.batcher.Trigger,
+		NodeClassKind: cfg.NodeClassKind,
 	})
 	if err != nil {
 		return nil, err
@@ -283,7 +287,7 @@ func (a *Agent) changeLoop(ctx context.Context) {
 	revs := a.watcher.Revisions()
 	mark := func() int64 {
 		return max(revs.LastChange(kube.KindNode), revs.LastChange(kube.KindNodeClaim), revs.LastDelete(kube.KindPod),
-			revs.LastChange(kube.KindEC2NodeClass), revs.LastChange(kube.KindNodePool))
+			revs.LastChange(kube.KindNodeClass), revs.LastChange(kube.KindNodePool))
 	}
 	seen := mark()
 	t := a.cfg.Clock.NewTicker(a.cfg.ChangeSnapshotInterval)

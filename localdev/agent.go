@@ -8,6 +8,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/dovetail-dev/dovetail/agent"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 )
@@ -24,7 +25,11 @@ func (e *Env) startAgent(ctx context.Context, nc *natsgo.Conn, pub queue.Publish
 	if e.Cluster.AgentKube != nil {
 		kc, dc = e.Cluster.AgentKube, e.Cluster.AgentDynamic
 	}
-	a, err := agent.New(agent.Config{Cluster: e.Options.Cluster, Namespace: e.Options.Namespace,
+	kind := apisv1.KindEC2NodeClass
+	if e.Options.CloudProvider == CloudAzure {
+		kind = apisv1.KindAKSNodeClass
+	}
+	a, err := agent.New(agent.Config{Cluster: e.Options.Cluster, Namespace: e.Options.Namespace, NodeClassKind: kind,
 		Kube: kc, Dynamic: dc, Publisher: pub, Commands: cmds, Blobs: e.blobs, Logger: e.Options.Log})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

@@ -71,8 +71,13 @@ func (e *Env) provider(ctx context.Context) (cloud.Provider, error) {
 			return nil, fmt.Errorf("--aws-endpoint %s: needs --cloud %s", e.Options.AWSEndpoint, CloudAWS)
 		}
 	case CloudAWS:
+	case CloudAzure:
+		if e.Options.AWSEndpoint != "" {
+			return nil, fmt.Errorf("--aws-endpoint %s: needs --cloud %s", e.Options.AWSEndpoint, CloudAWS)
+		}
+		return e.azureProvider()
 	default:
-		return nil, fmt.Errorf("--cloud %q: want %s or %s", e.Options.CloudProvider, CloudFake, CloudAWS)
+		return nil, fmt.Errorf("--cloud %q: want %s, %s or %s", e.Options.CloudProvider, CloudFake, CloudAWS, CloudAzure)
 	}
 	endpoint := e.Options.AWSEndpoint
 	if endpoint == "" {

@@ -57,10 +57,14 @@ func (c *Cluster) Apply(ctx context.Context, set *manifests.Set) (int, error) {
 		}
 	}
 	for _, nc := range set.NodeClasses {
-		if nc.EC2 == nil {
-			return 0, fmt.Errorf("nodeclass %s: local dev applies EC2NodeClasses only, not %s", nc.Name(), nc.Kind())
+		var err error
+		switch {
+		case nc.EC2 != nil:
+			err = c.createCR(ctx, nc.EC2, apisv1.AWSGroupVersion, apisv1.KindEC2NodeClass)
+		case nc.AKS != nil:
+			err = c.createCR(ctx, nc.AKS, apisv1.AzureGroupVersion, apisv1.KindAKSNodeClass)
 		}
-		if err := c.createCR(ctx, nc.EC2, apisv1.AWSGroupVersion, apisv1.KindEC2NodeClass); err != nil {
+		if err != nil {
 			return 0, err
 		}
 	}
@@ -125,8 +129,10 @@ func (c *Cluster) createCR(ctx context.Context, obj any, apiVersion, kind string
 		return err
 	}
 	gvr := kube.NodePoolGVR
-	if kind == "EC2NodeClass" {
-		gvr = kube.EC2NodeClassGVR
+	if kind != "NodePool" {
+		if gvr, err = kube.NodeClassGVR(kind); err != nil {
+			return err
+		}
 	}
 	if _, err := c.Dynamic.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("%s %s: %w", kind, u.GetName(), err)

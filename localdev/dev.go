@@ -30,6 +30,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake/azureapi"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
 	"github.com/dovetail-dev/dovetail/shared/cloud/registry"
 	"github.com/dovetail-dev/dovetail/shared/kube"
@@ -74,7 +75,7 @@ type Options struct {
 	ControlPlane string
 	// RealControlPlane configures the real control plane (binaries, working directory).
 	RealControlPlane realcluster.Options
-	// CloudProvider is CloudFake (default) or CloudAWS: the provider the provision function uses.
+	// CloudProvider is CloudFake (default), CloudAWS or CloudAzure: the provider the functions use.
 	CloudProvider string
 	// AWSEndpoint is the EC2/SSM endpoint of CloudAWS; empty starts the fake cloud's own on loopback.
 	AWSEndpoint string
@@ -137,6 +138,8 @@ type Env struct {
 	Provider cloud.Provider
 	// EC2API is the fake cloud's in-process EC2/SSM endpoint (CloudAWS without an AWSEndpoint).
 	EC2API *ec2api.Server
+	// AzureAPI is the fake cloud's Azure Resource Manager face (CloudAzure).
+	AzureAPI *azureapi.Server
 	// Functions are the durable consumers of the functions running beside provision
 	// ("consolidate", "drift", "interruption").
 	Functions []string
@@ -193,7 +196,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	case o.ControlPlane == ControlPlaneReal && o.Kubeconfig != "":
 		return nil, fmt.Errorf("--control-plane real starts its own cluster: it cannot be combined with --kubeconfig %s", o.Kubeconfig)
 	}
-	set, err := loadScenario(o.Manifests)
+	set, err := loadScenario(o.Manifests, o.CloudProvider)
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +456,10 @@ func (e *Env) count(ctx context.Context) (bound, total int, err error) {
 	return bound, total, nil
 }
 
-func loadScenario(paths []string) (*manifests.Set, error) {
+func loadScenario(paths []string, cloudName string) (*manifests.Set, error) {
+	if len(paths) == 0 && cloudName == CloudAzure {
+		return loadAzureSeed()
+	}
 	if len(paths) == 0 {
 		return manifests.LoadFS(seed.FS, ".")
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,10 @@ import (
 // against: one on-demand instance type for every node, as a typical managed node group.
 const BaselineInstanceType = "m5.2xlarge"
 
+// AzureBaselineInstanceType is the baseline on Azure: Standard_D8s_v5, the D-series size of
+// m5.2xlarge's shape (8 vCPU, 32 GiB).
+const AzureBaselineInstanceType = "Standard_D8s_v5"
+
 // Summary is what a local run produced.
 type Summary struct {
 	Nodes []NodeSummary
@@ -33,7 +38,10 @@ type Summary struct {
 	EstimatedSpot                 bool
 	// CPUAllocation and MemoryAllocation are requests / allocatable over Dovetail's nodes.
 	CPUAllocation, MemoryAllocation float64
-	// Baseline is the same workload on a static node group of BaselineInstanceType.
+	// BaselineType is the static group's instance type (BaselineInstanceType, or
+	// AzureBaselineInstanceType on an Azure catalog).
+	BaselineType string
+	// Baseline is the same workload on a static node group of BaselineType.
 	BaselineNodes        int
 	BaselinePricePerHour float64
 	BaselineUnplaced     int
@@ -133,9 +141,13 @@ func Summarize(ctx context.Context, c *Cluster, provider cloud.Provider, cluster
 // on-demand nodes, with the same existing nodes and DaemonSets, using the same packer: the
 // cost a Cluster-Autoscaler node group of that one shape would pay.
 func (s *Summary) baseline(set *manifests.Set, cat *catalog.Catalog) error {
-	np := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "static-" + BaselineInstanceType}}
+	s.BaselineType = BaselineInstanceType
+	if cat.Get(BaselineInstanceType) == nil {
+		s.BaselineType = AzureBaselineInstanceType
+	}
+	np := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "static-" + strings.ToLower(strings.ReplaceAll(s.BaselineType, "_", "-"))}}
 	np.Spec.Template.Spec.Requirements = []apisv1.NodeSelectorRequirementWithMinValues{
-		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{BaselineInstanceType}}},
+		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{s.BaselineType}}},
 		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{apisv1.CapacityTypeOnDemand}}},
 	}
 	// The static group carries the same labels a managed node group's template would give the
@@ -156,7 +168,7 @@ func (s *Summary) baseline(set *manifests.Set, cat *catalog.Catalog) error {
 		return err
 	}
 	s.BaselineNodes = len(plan.NodeClaims)
-	if it := cat.Get(BaselineInstanceType); it != nil {
+	if it := cat.Get(s.BaselineType); it != nil {
 		for _, o := range it.Offerings {
 			if o.CapacityType == apisv1.CapacityTypeOnDemand {
 				s.BaselinePricePerHour = float64(s.BaselineNodes) * o.PricePerHour
@@ -189,7 +201,7 @@ func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, "Dovetail nodes: %d, total %.4f USD/h%s; the same types on demand: %.4f USD/h\n", len(s.Nodes), s.PricePerHour, est, s.OnDemandPerHour)
 	fmt.Fprintf(w, "Allocation (requests / allocatable on Dovetail nodes): CPU %.0f%%, memory %.0f%%\n", 100*s.CPUAllocation, 100*s.MemoryAllocation)
 	fmt.Fprintf(w, "Baseline: a Cluster-Autoscaler static node group of %s on-demand needs %d nodes, %.4f USD/h",
-		BaselineInstanceType, s.BaselineNodes, s.BaselinePricePerHour)
+		s.BaselineType, s.BaselineNodes, s.BaselinePricePerHour)
 	if s.BaselineUnplaced > 0 {
 		fmt.Fprintf(w, " (and still leaves %d pods unplaced)", s.BaselineUnplaced)
 	}

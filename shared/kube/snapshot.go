@@ -94,9 +94,16 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 	// and the others still can. A NodeClaim that does not convert fails the build: leaving
 	// in-flight capacity out would make the next decision launch it again.
 	snap.NodePools, _ = convertAll[apisv1.NodePool](b.log(), st.nodePools, KindNodePool, true)
-	ec2Classes, _ := convertAll[apisv1.EC2NodeClass](b.log(), st.nodeClasses, KindEC2NodeClass, true)
-	for i := range ec2Classes {
-		snap.NodeClasses = append(snap.NodeClasses, apisv1.NodeClass{EC2: &ec2Classes[i]})
+	if st.nodeClassKind == apisv1.KindAKSNodeClass {
+		aksClasses, _ := convertAll[apisv1.AKSNodeClass](b.log(), st.nodeClasses, apisv1.KindAKSNodeClass, true)
+		for i := range aksClasses {
+			snap.NodeClasses = append(snap.NodeClasses, apisv1.NodeClass{AKS: &aksClasses[i]})
+		}
+	} else {
+		ec2Classes, _ := convertAll[apisv1.EC2NodeClass](b.log(), st.nodeClasses, apisv1.KindEC2NodeClass, true)
+		for i := range ec2Classes {
+			snap.NodeClasses = append(snap.NodeClasses, apisv1.NodeClass{EC2: &ec2Classes[i]})
+		}
 	}
 	if snap.NodeClaims, err = convertAll[apisv1.NodeClaim](b.log(), st.nodeClaims, KindNodeClaim, false); err != nil {
 		return nil, err

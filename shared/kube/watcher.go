@@ -46,12 +46,16 @@ type WatcherOptions struct {
 	OnPendingPod PendingPodFunc
 	// SyncTimeout bounds Start's wait for the initial lists (default 2 minutes).
 	SyncTimeout time.Duration
+	// NodeClassKind is the NodeClass kind of the cluster's cloud: EC2NodeClass (default) or
+	// AKSNodeClass. Only that CRD is watched: a cluster has the other cloud's CRD no more than
+	// its RBAC grants it, and an informer on a missing resource never syncs.
+	NodeClassKind string
 }
 
 // Watcher runs the informers Dovetail's decisions need: Pods, Nodes, DaemonSets,
 // PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses, the agent's
 // ConfigMap, and the Karpenter CRDs NodePool, NodeClaim and
-// EC2NodeClass through the dynamic client. Every informer event bumps its Revisions.
+// the NodeClass of WatcherOptions.NodeClassKind through the dynamic client. Every informer event bumps its Revisions.
 type Watcher struct {
 	opts      WatcherOptions
 	revisions *Revisions
@@ -100,7 +104,14 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	w.limitRanges = w.factory.Core().V1().LimitRanges().Informer()
 	w.nodePools = w.dynamic.ForResource(NodePoolGVR).Informer()
 	w.nodeClaims = w.dynamic.ForResource(NodeClaimGVR).Informer()
-	w.nodeClasses = w.dynamic.ForResource(EC2NodeClassGVR).Informer()
+	ncGVR, err := NodeClassGVR(opts.NodeClassKind)
+	if err != nil {
+		return nil, fmt.Errorf("WatcherOptions.NodeClassKind: %w", err)
+	}
+	if opts.NodeClassKind == "" {
+		w.opts.NodeClassKind = apisv1.KindEC2NodeClass
+	}
+	w.nodeClasses = w.dynamic.ForResource(ncGVR).Informer()
 	for _, inf := range []cache.SharedIndexInformer{w.nodePools, w.nodeClaims, w.nodeClasses} {
 		if err := inf.SetTransform(stripManagedFields); err != nil {
 			return nil, fmt.Errorf("set informer transform: %w", err)
@@ -127,7 +138,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	for kind, inf := range map[string]cache.SharedIndexInformer{
 		KindNode: w.nodes, KindDaemonSet: w.daemonSets, KindPodDisruptionBudget: w.pdbs,
 		KindConfigMap: w.configMaps, KindNodePool: w.nodePools, KindNodeClaim: w.nodeClaims,
-		KindEC2NodeClass: w.nodeClasses, KindPVC: w.pvcs, KindPV: w.pvs, KindStorageClass: w.storageClasses,
+		KindNodeClass: w.nodeClasses, KindPVC: w.pvcs, KindPV: w.pvs, KindStorageClass: w.storageClasses,
 		KindLimitRange: w.limitRanges,
 	} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -297,7 +308,7 @@ func (w *Watcher) onChange(kind string, obj any, op Op) {
 // finalizers, deletion, spec, readiness or allocatable changed).
 func lifecycleRelevant(kind string, oldObj, obj any) bool {
 	switch kind {
-	case KindNodeClaim, KindEC2NodeClass, KindNodePool:
+	case KindNodeClaim, KindNodeClass, KindNodePool:
 		return true
 	case KindNode:
 		o, ok1 := oldObj.(*corev1.Node)
@@ -361,6 +372,7 @@ type stores struct {
 	pods, nodes, daemonSets, pdbs, configMaps cache.Store
 	pvcs, pvs, storageClasses, limitRanges    cache.Store
 	nodePools, nodeClaims, nodeClasses        cache.Store
+	nodeClassKind                             string
 }
 
 func (w *Watcher) stores() stores {
@@ -369,6 +381,6 @@ func (w *Watcher) stores() stores {
 		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(),
 		pvcs: w.pvcs.GetStore(), pvs: w.pvs.GetStore(), storageClasses: w.storageClasses.GetStore(),
 		limitRanges: w.limitRanges.GetStore(),
-		nodePools:   w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(),
+		nodePools:   w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(), nodeClassKind: w.opts.NodeClassKind,
 	}
 }

@@ -9,6 +9,7 @@
 package azureapi
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -89,8 +90,8 @@ func (b *byProvider) Do(req *http.Request) (*http.Response, error) {
 		return b.network.Do(req)
 	}
 	name := ""
-	if m := vmPathName.FindStringSubmatch(req.URL.Path); m != nil {
-		name = strings.ToLower(m[1])
+	if m := vmPathName.FindStringSubmatch(req.URL.Path); m != nil && !strings.HasPrefix(m[1], "fake_page_") {
+		name = strings.ToLower(m[1]) // a list's next pages ("…/virtualMachines/fake_page_N") stay with the list
 	}
 	b.mu.Lock()
 	t, ok := b.compute[name]
@@ -99,7 +100,10 @@ func (b *byProvider) Do(req *http.Request) (*http.Response, error) {
 		b.compute[name] = t
 	}
 	b.mu.Unlock()
-	return t.Do(req)
+	// The SDK fake answers from a goroutine and panics sending its result when the caller's
+	// context ended first (it closes the channel on return); the face answers at once, so the
+	// call runs to its end whatever the caller's context.
+	return t.Do(req.WithContext(context.WithoutCancel(req.Context())))
 }
 
 // takeFailed reports (and forgets) that the last create of name ended in an error.
