@@ -40,6 +40,7 @@ type options struct {
 	kubeQPS                                                       float32
 	kubeBurst                                                     int
 	ensureStream                                                  bool
+	nodeClassKind                                                 string
 	// --transport sqs
 	transport, commandQueueURL, commandDLQURL string
 	eventQueueURLs                            []string
@@ -58,7 +59,8 @@ func newCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Dovetail's in-cluster agent: watches the cluster, publishes events, applies commands",
-		Long: "The agent watches Pods, Nodes, DaemonSets, PDBs, NodePools, NodeClaims and EC2NodeClasses,\n" +
+		Long: "The agent watches Pods, Nodes, DaemonSets, PDBs, NodePools, NodeClaims and the NodeClasses\n" +
+			"of its cloud (EC2NodeClasses or AKSNodeClasses),\n" +
 			"publishes batched pending-pod events and periodic snapshots to NATS JetStream, and applies\n" +
 			"the commands Dovetail's functions send back. It decides nothing.",
 		SilenceUsage: true,
@@ -73,6 +75,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty: in-cluster config")
 	f.StringVar(&o.cluster, "cluster", "", "cluster name (RFC 1123 label) used in queue subjects and event sources (required)")
 	f.StringVar(&o.namespace, "namespace", "", "the agent's namespace (its ConfigMap); default: the service account's namespace")
+	f.StringVar(&o.nodeClassKind, "node-class-kind", "EC2NodeClass", "the NodeClass kind the cluster's NodePools reference and the agent watches: EC2NodeClass (EKS) or AKSNodeClass (AKS)")
 	f.StringVar(&o.transport, "transport", "nats", "queue transport: nats or sqs")
 	f.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
 	f.StringSliceVar(&o.eventQueueURLs, "event-queue-url", nil, "sqs: FIFO queue URL events are published to, repeated (or comma-separated) for one queue per function: an SQS message reaches one consumer (required with --transport sqs)")
@@ -162,7 +165,7 @@ func run(ctx context.Context, o options) error {
 		Cluster: o.cluster, Namespace: o.namespace, Kube: kc, Dynamic: dc,
 		Publisher: pub, Commands: cons, Blobs: blobs,
 		BatchIdle: o.batchIdle, BatchMax: o.batchMax, SnapshotInterval: o.snapshotInterval, ChangeSnapshotInterval: o.changeSnapshotInterval,
-		EvictionTimeout: o.evictionTimeout, SyncTimeout: o.syncTimeout,
+		EvictionTimeout: o.evictionTimeout, SyncTimeout: o.syncTimeout, NodeClassKind: o.nodeClassKind,
 	})
 }
 

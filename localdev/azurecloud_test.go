@@ -1,0 +1,95 @@
+package localdev
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud/azure/customdata"
+	"github.com/dovetail-dev/dovetail/shared/kube"
+)
+
+// The AKS seed scenario with the real Azure provider: every launch goes through the
+// azure-sdk-for-go armnetwork and armcompute clients to the SDK's server fakes, answered by the
+// fake cloud's Azure face; the fake's kubelets boot from the custom data the provider rendered.
+// Each Dovetail node carries exactly what an AKS node would: the labels its custom data gives the
+// kubelet, the kubelet's and the Azure cloud provider's own (hostname, os, arch, instance type,
+// zone <region>-N, region, and their beta forms), and what registration synced from its NodeClaim.
+func TestSeedScenarioAllPodsBoundThroughAzureProvider(t *testing.T) {
+	env, out := startEnv(t, Options{CloudProvider: CloudAzure})
+	ctx := context.Background()
+	bound, total, err := env.count(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bound != total || total != 40 {
+		t.Fatalf("bound %d of %d workload pods, want 40 of 40\n%s", bound, total, out)
+	}
+	if env.Provider.Name() != "azure" || env.AzureAPI == nil || env.Catalog.Region != "eastus" {
+		t.Fatalf("provider %s, face %v, catalog %s", env.Provider.Name(), env.AzureAPI, env.Catalog.Region)
+	}
+	if err := env.WaitNodeClaimsReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := env.Cluster.Dynamic.Resource(kube.NodeClaimGVR).List(ctx, metav1.ListOptions{})
+	if err != nil || len(claims.Items) == 0 {
+		t.Fatalf("NodeClaims: %v (%d)", err, len(claims.Items))
+	}
+	zone := regexp.MustCompile(`^eastus-[123]$`)
+	for i := range claims.Items {
+		var nc apisv1.NodeClaim
+		if err := kube.FromUnstructured(&claims.Items[i], &nc); err != nil {
+			t.Fatal(err)
+		}
+		node, err := env.Cluster.Kube.CoreV1().Nodes().Get(ctx, nc.Status.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, ok := env.AzureAPI.CustomData(node.Name)
+		if !ok {
+			t.Fatalf("node %s: no VM custom data", node.Name)
+		}
+		kubelet, err := customdata.Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := node.Labels
+		facts := map[string]string{
+			"kubernetes.io/hostname": node.Name, "kubernetes.io/os": "linux", "beta.kubernetes.io/os": "linux",
+			"kubernetes.io/arch": l["kubernetes.io/arch"], "beta.kubernetes.io/arch": l["kubernetes.io/arch"],
+			"node.kubernetes.io/instance-type": nc.Labels["node.kubernetes.io/instance-type"], "beta.kubernetes.io/instance-type": nc.Labels["node.kubernetes.io/instance-type"],
+			"topology.kubernetes.io/zone": l["topology.kubernetes.io/zone"], "failure-domain.beta.kubernetes.io/zone": l["topology.kubernetes.io/zone"],
+			"topology.kubernetes.io/region": "eastus", "failure-domain.beta.kubernetes.io/region": "eastus",
+		}
+		for k, v := range facts {
+			if l[k] != v {
+				t.Errorf("node %s: %s = %q, want %q", node.Name, k, l[k], v)
+			}
+		}
+		if !zone.MatchString(l["topology.kubernetes.io/zone"]) || !strings.HasPrefix(node.Spec.ProviderID, "azure:///subscriptions/") {
+			t.Errorf("node %s: zone %q, providerID %q", node.Name, l["topology.kubernetes.io/zone"], node.Spec.ProviderID)
+		}
+		for k, v := range map[string]string{"kubernetes.azure.com/role": "agent", apisv1.AKSLabelCluster: localNodeResourceGroup, apisv1.AKSLabelOSSKU: "Ubuntu"} {
+			if kubelet.Labels[k] != v || l[k] != v {
+				t.Errorf("node %s: AKS bootstrap label %s = %q (kubelet given %q), want %q", node.Name, k, l[k], kubelet.Labels[k], v)
+			}
+		}
+		if l[apisv1.LabelSKUName] != l["node.kubernetes.io/instance-type"] || l[apisv1.LabelSKUFamily] == "" {
+			t.Errorf("node %s: registration did not sync the SKU labels: %v", node.Name, l)
+		}
+		lifecycle := map[string]bool{"karpenter.sh/registered": true, "karpenter.sh/initialized": true} // Karpenter's own, on registration and initialization
+		for k, v := range l {
+			if facts[k] == "" && kubelet.Labels[k] != v && nc.Labels[k] != v && !lifecycle[k] {
+				t.Errorf("node %s: label %s=%s comes from neither its kubelet, the cloud provider, its NodeClaim nor the lifecycle", node.Name, k, v)
+			}
+		}
+	}
+	checkNoOrphans(t, env)
+	if len(env.AzureAPI.NICNames()) != len(claims.Items) {
+		t.Errorf("%d NICs for %d NodeClaims", len(env.AzureAPI.NICNames()), len(claims.Items))
+	}
+}
