@@ -3,6 +3,7 @@ package localdev
 import (
 	"encoding/base64"
 	"io/fs"
+	"time"
 
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 
@@ -36,7 +37,7 @@ func (e *Env) azureProvider() (cloud.Provider, error) {
 	e.Progress.Printf("Azure Resource Manager face of the fake cloud (armcompute/armnetwork server fakes), azure provider, %s catalog", e.Catalog.Region)
 	return azure.New(azure.Options{Cluster: e.Options.Cluster, SubscriptionID: localSubscription, ResourceGroup: localNodeResourceGroup,
 		Location: e.Catalog.Region, SubnetID: localSubnet, Catalog: e.Catalog, Credential: &azfake.TokenCredential{},
-		ClientOptions: e.AzureAPI.ClientOptions(), SSHPublicKey: localSSHKey,
+		ClientOptions: e.AzureAPI.ClientOptions(), SSHPublicKey: localSSHKey, PollInterval: time.Second,
 		Bootstrap: azure.Bootstrap{APIServer: localClusterEndpoint, CA: base64.StdEncoding.EncodeToString([]byte("dovetail dev: placeholder cluster CA"))}})
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dovetail-dev/dovetail/localdev"
 	"github.com/dovetail-dev/dovetail/localdev/scenarios"
 )
 
@@ -14,7 +15,7 @@ import (
 // before.
 func addScenarioFlag(cmd *cobra.Command) {
 	var name string
-	cmd.Flags().StringVar(&name, "scenario", "", "run a disruption scenario instead: consolidation (scale down → fewer, cheaper nodes), interruption (spot notice → replacement before the reclaim) or drift (new AMI → nodes roll within budget)")
+	cmd.Flags().StringVar(&name, "scenario", "", "run a disruption scenario instead: consolidation (scale down → fewer, cheaper nodes), interruption (spot notice → replacement before the reclaim; with --cloud azure a Scheduled Events Preempt through the Azure provider) or drift (new AMI → nodes roll within budget)")
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		out := cmd.OutOrStdout()
@@ -22,7 +23,11 @@ func addScenarioFlag(cmd *cobra.Command) {
 		case "":
 			return run(cmd, args)
 		case "interruption":
-			res, err := scenarios.Interruption(cmd.Context(), out)
+			interrupt := scenarios.Interruption
+			if c, _ := cmd.Flags().GetString("cloud"); c == localdev.CloudAzure {
+				interrupt = scenarios.AzurePreemption // a Scheduled Events Preempt through the Azure provider
+			}
+			res, err := interrupt(cmd.Context(), out)
 			if err == nil && (res.Lost > 0 || res.Bound != res.Total) {
 				err = fmt.Errorf("interruption scenario lost %d pods (%d/%d bound)", res.Lost, res.Bound, res.Total)
 			}

@@ -63,7 +63,7 @@ func Drift(ctx context.Context, out io.Writer) (*DriftResult, error) {
 	w.printf("%d nodes on %s; publishing %s behind al2023@latest", len(old), OldAMI, NewAMI)
 	w.SetNodeClassAMIs("default", defaultClass(NewAMI).Status.AMIs)
 
-	h := &drift.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: w,
+	h := &drift.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: w,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now,
 		OnDecision: func(d drift.Decision) {
 			res.DecisionsPrinted++

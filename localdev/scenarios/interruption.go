@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/events/notices"
 	"github.com/dovetail-dev/dovetail/functions/interruption"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -103,6 +104,22 @@ func Interruption(ctx context.Context, out io.Writer) (*InterruptionResult, erro
 	const bootDelay = 40 * time.Second
 	w := NewWorld(Start, bootDelay, out)
 	w.AddPools([]apisv1.NodePool{spotPool()}, []apisv1.NodeClass{{EC2: ptr(defaultClass("ami-0aaaaaaaaaaaaaaa1"))}})
+	return runInterruption(ctx, w, bootDelay, reclaim{kind: fake.KindSpotInterruption, who: "EC2", what: "spot interruption warning",
+		notice: func(it fake.Interruption) []byte { return SpotNoticeJSON(it, "00000000-0000-4000-8000-000000000001") }})
+}
+
+// reclaim says how the cloud takes a spot node back: the fake's interruption kind, and the notice
+// message the interruption function receives for it.
+type reclaim struct {
+	kind      fake.InterruptionKind
+	who, what string
+	notice    func(fake.Interruption) []byte
+}
+
+// runInterruption provisions 6 web pods on the world's spot capacity, has the cloud reclaim the
+// spot node with the most pods, and delivers the notice to the interruption function until it is
+// acknowledged (every 5 s, the transport's backoff), then runs past the reclaim.
+func runInterruption(ctx context.Context, w *World, bootDelay time.Duration, r reclaim) (*InterruptionResult, error) {
 	w.AddPods(webPods(6, "500m", "1Gi", 30)...)
 	d, err := w.Provision(ctx)
 	if err != nil {
@@ -114,8 +131,44 @@ func Interruption(ctx context.Context, out io.Writer) (*InterruptionResult, erro
 	if err := w.Step(ctx, bootDelay); err != nil {
 		return nil, err
 	}
-	// The victim: the spot node with the most pods.
-	snap := w.Snapshot()
+	victim, most := spotVictim(w.Snapshot())
+	if victim == nil {
+		return nil, errors.New("no spot node was provisioned")
+	}
+	res := &InterruptionResult{Node: victim.Name, Offering: offeringOf(victim)}
+	it, err := w.Cloud.Interrupt(victim.Spec.ProviderID, r.kind)
+	if err != nil {
+		return nil, err
+	}
+	res.NoticeTime, res.ReclaimTime = it.Time, it.ReclaimTime
+	w.printf("%s: %s for %s (%s, %d pods); reclaim at %s", r.who, r.what, victim.Name, res.Offering, most, it.ReclaimTime.Format("15:04:05"))
+	if err := deliverNotice(ctx, w, res, queue.Message{ID: "notice-1", Subject: interruption.NoticesSubject(Cluster), Data: r.notice(it)}); err != nil {
+		return res, err
+	}
+	w.Schedule()
+	// Run on past the reclaim.
+	for w.Clock.Now().Before(res.ReclaimTime.Add(10 * time.Second)) {
+		if err := w.Step(ctx, 5*time.Second); err != nil {
+			return res, err
+		}
+	}
+	// The replacement is the node of the replacement's offering that registered after the notice
+	// (on Azure the drain may start before it is up: the notice is too short to wait for it).
+	for _, n := range w.Snapshot().Nodes {
+		if at := w.Registered[n.Name]; n.Name != victim.Name && offeringOf(&n) == res.Replacement && at.After(res.NoticeTime) {
+			res.ReplacementUp = at
+		}
+	}
+	res.Evicted, res.Lost = w.Evictions, len(w.Lost)
+	res.Bound, res.Total = w.PodsBound()
+	res.ReplacementUsed = res.Replacement != "" && res.Replacement != res.Offering
+	w.printf("result: replacement %s up at %s, drain at %s, reclaim at %s; %d pods evicted, %d lost; %d/%d pods bound",
+		res.Replacement, fmtTime(res.ReplacementUp), fmtTime(res.DrainTime), res.ReclaimTime.Format("15:04:05"), res.Evicted, res.Lost, res.Bound, res.Total)
+	return res, nil
+}
+
+// spotVictim is the spot node with the most pods.
+func spotVictim(snap *events.Snapshot) (*corev1.Node, int) {
 	var victim *corev1.Node
 	most := -1
 	for i := range snap.Nodes {
@@ -133,20 +186,15 @@ func Interruption(ctx context.Context, out io.Writer) (*InterruptionResult, erro
 			victim, most = n, c
 		}
 	}
-	if victim == nil {
-		return nil, errors.New("no spot node was provisioned")
-	}
-	res := &InterruptionResult{Node: victim.Name, Offering: offeringOf(victim)}
-	it, err := w.Cloud.Interrupt(victim.Spec.ProviderID, fake.KindSpotInterruption)
-	if err != nil {
-		return nil, err
-	}
-	res.NoticeTime, res.ReclaimTime = it.Time, it.ReclaimTime
-	w.printf("EC2: spot interruption warning for %s (%s, %d pods); reclaim at %s", victim.Name, res.Offering, most, it.ReclaimTime.Format("15:04:05"))
+	return victim, most
+}
 
+// deliverNotice hands the notice to the interruption function on the latest snapshot until it is
+// acknowledged, stepping 5 s (the redelivery backoff) between deliveries, and records what it did.
+func deliverNotice(ctx context.Context, w *World, res *InterruptionResult, msg queue.Message) error {
 	latest := &interruption.LatestSnapshot{Cluster: Cluster}
 	marked := map[string]bool{}
-	h := &interruption.Handler{Cluster: Cluster, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: w, Snapshots: latest, Now: w.Clock.Now,
+	h := &interruption.Handler{Cluster: Cluster, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: w, Snapshots: latest, Now: w.Clock.Now,
 		OnDecision: func(d interruption.Decision) {
 			w.printf("interruption: %s %v — %s", d.Action, d.Nodes, d.Why)
 			for _, nc := range d.Launched {
@@ -159,52 +207,33 @@ func Interruption(ctx context.Context, out io.Writer) (*InterruptionResult, erro
 					continue
 				}
 				marked[key] = true
-				w.printf("interruption:   marked %s/%s/%s unavailable until %s (%s)", m.InstanceType, m.Zone, m.CapacityType, m.Expires.UTC().Format("15:04:05"), m.Reason)
-				if m.InstanceType+"/"+m.Zone+"/"+m.CapacityType == res.Offering {
+				w.printf("interruption:   marked %s unavailable until %s (%s)", key, m.Expires.UTC().Format("15:04:05"), m.Reason)
+				if key == res.Offering {
 					res.MarkedOffering = true
 				}
 			}
-			if d.Drained {
+			if d.Drained && res.DrainTime.IsZero() {
 				res.DrainTime, res.DrainWhy = w.Clock.Now(), d.Why
 			}
 		}}
-	msg := queue.Message{ID: "notice-1", Subject: interruption.NoticesSubject(Cluster), Data: SpotNoticeJSON(it, "00000000-0000-4000-8000-000000000001")}
 	for attempt := 1; ; attempt++ {
 		latest.Set(w.Snapshot()) // the agent's latest snapshot
 		msg.Attempt = attempt
 		err := h.Handle(ctx, msg)
 		res.Deliveries = attempt
 		if err == nil {
-			break
+			return nil
 		}
 		if !errors.Is(err, interruption.ErrAwaitingReplacement) && !errors.Is(err, interruption.ErrAwaitingSnapshot) {
-			return res, err
+			return err
 		}
 		if attempt > 40 {
-			return res, fmt.Errorf("notice still pending after %d deliveries: %w", attempt, err)
+			return fmt.Errorf("notice still pending after %d deliveries: %w", attempt, err)
 		}
 		if err := w.Step(ctx, 5*time.Second); err != nil { // redelivery backoff
-			return res, err
+			return err
 		}
 	}
-	for _, n := range w.Snapshot().Nodes {
-		if at := w.Registered[n.Name]; n.Name != victim.Name && offeringOf(&n) == res.Replacement && at.After(res.NoticeTime) {
-			res.ReplacementUp = at
-		}
-	}
-	w.Schedule()
-	// Run on past the reclaim.
-	for w.Clock.Now().Before(res.ReclaimTime.Add(10 * time.Second)) {
-		if err := w.Step(ctx, 5*time.Second); err != nil {
-			return res, err
-		}
-	}
-	res.Evicted, res.Lost = w.Evictions, len(w.Lost)
-	res.Bound, res.Total = w.PodsBound()
-	res.ReplacementUsed = res.Replacement != "" && res.Replacement != res.Offering
-	w.printf("result: replacement %s up at %s, drain at %s, reclaim at %s; %d pods evicted, %d lost; %d/%d pods bound",
-		res.Replacement, fmtTime(res.ReplacementUp), fmtTime(res.DrainTime), res.ReclaimTime.Format("15:04:05"), res.Evicted, res.Lost, res.Bound, res.Total)
-	return res, nil
 }
 
 func fmtTime(t time.Time) string {

@@ -41,8 +41,11 @@ type World struct {
 	// NodeSettings is the AWS NodeClass → node settings rule the functions plan with.
 	NodeSettings provisioning.NodeSettingsFunc
 	Cloud        *fake.Cloud
-	Clock        *clocktesting.FakeClock
-	Out          io.Writer
+	// Provider is what the functions launch and delete through: Cloud itself, or the Azure
+	// provider against Cloud's Azure face (NewAzureWorld).
+	Provider cloud.Provider
+	Clock    *clocktesting.FakeClock
+	Out      io.Writer
 
 	mu      sync.Mutex
 	rev     int64
@@ -69,6 +72,7 @@ func NewWorld(start time.Time, bootDelay time.Duration, out io.Writer) *World {
 	w := &World{Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Clock: clocktesting.NewFakeClock(start), Out: out,
 		nodes: map[string]*corev1.Node{}, pods: map[string]*corev1.Pod{}, claims: map[string]*apisv1.NodeClaim{}, Registered: map[string]time.Time{}}
 	w.Cloud = fake.New(fake.Options{Catalog: cat, Cluster: Cluster, Clock: w.Clock, BootDelay: bootDelay, Registrar: w})
+	w.Provider = w.Cloud
 	return w
 }
 
@@ -465,7 +469,7 @@ func (w *World) Schedule() int {
 
 // Provision runs the provision function's decision on the current snapshot.
 func (w *World) Provision(ctx context.Context) (provision.Decision, error) {
-	h := &provision.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now}
+	h := &provision.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now}
 	return h.Decide(ctx, w.Snapshot())
 }
 
@@ -485,7 +489,7 @@ func (w *World) Step(ctx context.Context, d time.Duration) error {
 
 // Lifecycle runs the lifecycle function's decision on the current snapshot.
 func (w *World) Lifecycle(ctx context.Context) error {
-	h := &lifecycle.Handler{Cluster: Cluster, Provider: w.Cloud, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now}
+	h := &lifecycle.Handler{Cluster: Cluster, Provider: w.Provider, Publisher: w, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now}
 	_, err := h.Decide(ctx, w.Snapshot())
 	return err
 }

@@ -26,9 +26,9 @@ import (
 // refused offerings are marked; the launch step re-plans around them).
 const MaxAttempts = 6
 
-// PollFrequency is how often a long-running operation is polled when ARM gives no Retry-After
-// (the SDK's floor is one second outside tests).
-var PollFrequency = 2 * time.Second
+// DefaultPollInterval is how often a long-running operation is polled when ARM gives no
+// Retry-After (Options.PollInterval; the SDK's floor is one second outside tests).
+const DefaultPollInterval = 2 * time.Second
 
 // Codes the provider gives offerings it could not try.
 const (
@@ -226,7 +226,7 @@ func (p *Provider) existing(ctx context.Context, name string, req cloud.LaunchRe
 func (p *Provider) deleteFailed(ctx context.Context, name string) error {
 	poller, err := p.vms.BeginDelete(ctx, p.o.ResourceGroup, name, nil)
 	if err == nil {
-		_, err = poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: PollFrequency})
+		_, err = poller.PollUntilDone(ctx, p.poll())
 	}
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("deleting failed VM %s: %w", name, err)
@@ -250,7 +250,7 @@ func (p *Provider) launch(ctx context.Context, name string, req cloud.LaunchRequ
 	if err != nil {
 		return nil, fmt.Errorf("network interface %s: %w", name, err)
 	}
-	nic, err := nicPoller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: PollFrequency})
+	nic, err := nicPoller.PollUntilDone(ctx, p.poll())
 	if err != nil {
 		return nil, fmt.Errorf("network interface %s: %w", name, err)
 	}
@@ -262,7 +262,7 @@ func (p *Provider) launch(ctx context.Context, name string, req cloud.LaunchRequ
 	if err != nil {
 		return nil, err
 	}
-	res, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: PollFrequency})
+	res, err := poller.PollUntilDone(ctx, p.poll())
 	if err != nil {
 		return nil, err
 	}
@@ -353,4 +353,8 @@ func NormalizeResourceGroupLabel(rg string) string {
 		return s + "z"
 	}
 	return s
+}
+
+func (p *Provider) poll() *runtime.PollUntilDoneOptions {
+	return &runtime.PollUntilDoneOptions{Frequency: p.o.PollInterval}
 }

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
@@ -52,6 +53,9 @@ type Options struct {
 	// SSHPublicKey is the admin key every AKS Linux node carries (required by the Compute API for
 	// Linux VMs without a password).
 	SSHPublicKey string
+	// PollInterval is how often long-running operations are polled without a Retry-After
+	// (default DefaultPollInterval).
+	PollInterval time.Duration
 }
 
 // Bootstrap is what custom data gives a node to join the cluster.
@@ -99,6 +103,9 @@ func New(o Options) (*Provider, error) {
 	if _, ok := catalog.AKSDefaultMaxPods(o.NetworkPlugin); !ok {
 		return nil, fmt.Errorf("azure provider: Options.NetworkPlugin %q is not one of %s, %s, %s, %s", o.NetworkPlugin,
 			catalog.AKSNetworkOverlay, catalog.AKSNetworkNodeSubnet, catalog.AKSNetworkKubenet, catalog.AKSNetworkNone)
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
 	}
 	if o.Bootstrap.ClusterDNS == "" {
 		o.Bootstrap.ClusterDNS = DefaultClusterDNS

@@ -50,12 +50,11 @@ func newWorld(t *testing.T, cluster string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	azure.PollFrequency = 10 * time.Millisecond
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clk, BootDelay: 10 * time.Second})
 	srv := azureapi.New(azureapi.Options{Cloud: fc, SubscriptionID: sub, ResourceGroup: rg, Subnets: []string{subnet}})
 	p, err := azure.New(azure.Options{Cluster: cluster, SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
-		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAAB3NzaC1yc2E fake",
+		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAAB3NzaC1yc2E fake", PollInterval: 10 * time.Millisecond,
 		Bootstrap: azure.Bootstrap{APIServer: "https://dev-dns-00000000.hcp.eastus.azmk8s.io:443", CA: "Y2E=", Token: "abcdef.0123456789abcdef"}})
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +300,7 @@ func TestDeleteOnlyClusterTaggedVMs(t *testing.T) {
 func newProviderOn(t *testing.T, w *world, cluster string) *azure.Provider {
 	t.Helper()
 	p, err := azure.New(azure.Options{Cluster: cluster, SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
-		Catalog: w.cloud.Catalog(), Credential: &azfake.TokenCredential{}, ClientOptions: w.srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAA fake",
+		Catalog: w.cloud.Catalog(), Credential: &azfake.TokenCredential{}, ClientOptions: w.srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAA fake", PollInterval: 10 * time.Millisecond,
 		Bootstrap: azure.Bootstrap{APIServer: "https://example.invalid"}})
 	if err != nil {
 		t.Fatal(err)
