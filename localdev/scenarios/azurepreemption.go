@@ -100,3 +100,47 @@ func AzurePreemption(ctx context.Context, out io.Writer) (*InterruptionResult, e
 			return ScheduledEventsJSON(it, 1, "00000000-0000-4000-8000-000000000011")
 		}})
 }
+
+// EventGridPreemptedJSON renders a preemption as Event Grid pushes it from the HealthResources
+// system topic: a one-event batch (CloudEvents 1.0) of a ResourceAnnotated event with annotation
+// VirtualMachinePreempted for the VM (the shape of shared/data/events/azure/
+// eventgrid_health_resource_annotated_spot_preempted_cloudevent.json).
+func EventGridPreemptedJSON(n fake.Interruption, eventID string) []byte {
+	vm := n.ProviderID[len("azure://"):]
+	at := n.Time.UTC().Format(time.RFC3339Nano)
+	ev := map[string]any{
+		"id": eventID, "source": "/subscriptions/" + azureSubscription, "subject": vm, "specversion": "1.0", "time": at,
+		"type": "Microsoft.ResourceNotifications.HealthResources.ResourceAnnotated",
+		"data": map[string]any{
+			"resourceInfo": map[string]any{
+				"id": vm + "/providers/Microsoft.ResourceHealth/resourceAnnotations/" + eventID, "name": eventID, "type": "Microsoft.ResourceHealth/resourceAnnotations",
+				"properties": map[string]any{"targetResourceId": vm, "targetResourceType": "Microsoft.Compute/virtualMachines", "occurredTime": at,
+					"annotationName": "VirtualMachinePreempted", "reason": "Virtual machine preempted", "context": "Platform Initiated", "category": "Unplanned",
+					"summary": "If you're running a Spot/Low Priority Virtual Machine, it has been preempted."},
+			},
+			"operationalInfo": map[string]any{"resourceEventTime": at}, "apiVersion": "2022-08-01",
+		},
+	}
+	b, err := json.Marshal([]any{ev})
+	if err != nil {
+		panic(fmt.Sprintf("event grid batch: %v", err)) // maps of strings always marshal
+	}
+	return b
+}
+
+// AzureEventGridPreemption is AzurePreemption with the notice coming from Event Grid's
+// VirtualMachinePreempted resource annotation instead of Scheduled Events: it reports the
+// eviction as happening now, so the drain starts at once and the replacement is launched at the
+// notice.
+func AzureEventGridPreemption(ctx context.Context, out io.Writer) (*InterruptionResult, error) {
+	const bootDelay = 20 * time.Second
+	w, err := NewAzureWorld(Start, bootDelay, out)
+	if err != nil {
+		return nil, err
+	}
+	family := apisv1.ImageFamilyUbuntu2204
+	w.AddPools([]apisv1.NodePool{aksSpotPool()}, []apisv1.NodeClass{{AKS: &apisv1.AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: apisv1.AKSNodeClassSpec{ImageFamily: &family}}}})
+	return runInterruption(ctx, w, bootDelay, reclaim{kind: fake.KindAzurePreempt, who: "Azure", what: "Event Grid VirtualMachinePreempted",
+		notice: func(it fake.Interruption) []byte { return EventGridPreemptedJSON(it, "00000000-0000-4000-8000-000000000062") }})
+}

@@ -36,3 +36,22 @@ func TestAzurePreemptionScenario(t *testing.T) {
 		t.Fatalf("evicted %d, lost %d, bound %d/%d; want none lost, all bound", res.Evicted, res.Lost, res.Bound, res.Total)
 	}
 }
+
+// TestAzureEventGridPreemption: the same eviction reported by Event Grid (HealthResources
+// ResourceAnnotated VirtualMachinePreempted, deadline now): the offering is marked, the
+// replacement launched at the notice, the node drained at once; no pod is lost (all are evicted
+// before the VM goes at NotBefore).
+func TestAzureEventGridPreemption(t *testing.T) {
+	var out bytes.Buffer
+	res, err := AzureEventGridPreemption(context.Background(), &out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.MarkedOffering || !res.ReplacementUsed || !res.DrainTime.Equal(res.NoticeTime) {
+		t.Fatalf("marked %v, replacement %s, drain %v (notice %v), deliveries %d", res.MarkedOffering, res.Replacement, res.DrainTime, res.NoticeTime, res.Deliveries)
+	}
+	if res.Lost != 0 || res.Bound != res.Total {
+		t.Fatalf("lost %d, bound %d/%d", res.Lost, res.Bound, res.Total)
+	}
+}
