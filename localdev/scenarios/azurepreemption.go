@@ -142,5 +142,7 @@ func AzureEventGridPreemption(ctx context.Context, out io.Writer) (*Interruption
 	w.AddPools([]apisv1.NodePool{aksSpotPool()}, []apisv1.NodeClass{{AKS: &apisv1.AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: apisv1.AKSNodeClassSpec{ImageFamily: &family}}}})
 	return runInterruption(ctx, w, bootDelay, reclaim{kind: fake.KindAzurePreempt, who: "Azure", what: "Event Grid VirtualMachinePreempted",
-		notice: func(it fake.Interruption) []byte { return EventGridPreemptedJSON(it, "00000000-0000-4000-8000-000000000062") }})
+		notice: func(it fake.Interruption) []byte {
+			return EventGridPreemptedJSON(it, "00000000-0000-4000-8000-000000000062")
+		}})
 }

@@ -310,3 +310,55 @@ func buildAzureRegion(region string) (*Catalog, error) {
 	c.Source = SourceEmbedded
 	return c, nil
 }
+
+// AzureLiveCatalog builds a region's catalog from what the cloud's APIs report now: the Resource
+// SKUs list (capabilities, zones, restrictions) and the Retail Prices API's Linux pay-as-you-go
+// and Spot prices (USD per hour, by size). Sizes are kept under the same AKS rules as the
+// embedded catalog (AKSUnsupportedReason; a Location restriction removes a size, a Zone
+// restriction its zones; a size without an on-demand price or a zone is left out); GPU makers and
+// models come from the embedded size data. Spot offerings take the API's Spot price, or the
+// spot-price model's estimate (labelled) for a spot-capable size the API gave none for.
+func AzureLiveCatalog(region string, skus []AzureResourceSKU, onDemand, spot map[string]float64) *Catalog {
+	known := map[string]*azureRecord{}
+	if recs, err := loadAzureRecords(); err == nil {
+		for i := range recs {
+			known[recs[i].Name] = &recs[i]
+		}
+	}
+	var types []*InstanceType
+	for i := range skus {
+		s := &skus[i]
+		if !strings.EqualFold(s.ResourceType, "virtualMachines") || s.LocationRestricted(region) {
+			continue
+		}
+		f, err := s.Facts()
+		price, priced := onDemand[s.Name]
+		zones := s.Zones(region)
+		if err != nil || !priced || len(zones) == 0 {
+			continue
+		}
+		aksGPU := f.GPUCount == 0
+		if r := known[s.Name]; r != nil {
+			f.GPUManufacturer, f.GPUModel, aksGPU = deref(r.GPUManufacturer), deref(r.GPUModel), aksGPU || r.aksGPU()
+		}
+		if AKSUnsupportedReason(f, aksGPU) != "" {
+			continue
+		}
+		offs := AzureOfferings(s.Name, region, zones, price, f.SpotCapable)
+		for j := range offs {
+			offs[j].PriceSource = PriceSourceLive
+			if offs[j].CapacityType != apisv1.CapacityTypeSpot {
+				continue
+			}
+			if p, ok := spot[s.Name]; ok {
+				offs[j].PricePerHour = p
+			} else {
+				offs[j].PriceSource = PriceSourceSpotModel
+			}
+		}
+		types = append(types, NewAzureInstanceType(f, region, offs))
+	}
+	c := New(region, types)
+	c.Source = SourceLive
+	return c
+}

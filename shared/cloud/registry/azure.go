@@ -7,8 +7,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/catalog/azurerefresh"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
 )
@@ -33,20 +35,53 @@ type AzureConfig struct {
 	ClientOptions *arm.ClientOptions
 }
 
-// azureFunctionCatalog is the catalog the functions decide with on Azure: the embedded catalog of
-// Config.Azure.Region (the Resource SKUs and Retail Prices refresh is not built yet).
-func azureFunctionCatalog(_ context.Context, c Config) (*catalog.Catalog, error) {
-	return catalog.AzureRegionCatalog(c.Azure.Region)
+// azureFunctionCatalog is the catalog the functions decide with on Azure: with a subscription
+// (a deployment), the region's catalog from the Resource SKUs and Retail Prices APIs
+// (azurerefresh), falling back to the embedded one, logged, when they cannot be read; without
+// one (local dev, tests), the embedded catalog of Config.Azure.Region.
+func azureFunctionCatalog(ctx context.Context, c Config) (*catalog.Catalog, error) {
+	a := c.Azure
+	region := a.Region
+	if region == "" {
+		region = catalog.AzureRegion
+	}
+	if a.SubscriptionID == "" {
+		return catalog.AzureRegionCatalog(region)
+	}
+	cred, err := azureCredential(a)
+	if err != nil {
+		return nil, err
+	}
+	skus, err := armcompute.NewResourceSKUsClient(a.SubscriptionID, cred, a.ClientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("azure resource SKUs client: %w", err)
+	}
+	cat, err := azurerefresh.Build(ctx, azurerefresh.Options{Region: region, SKUs: skus})
+	if err == nil {
+		return cat, nil
+	}
+	if c.Logger != nil {
+		c.Logger.Warn("azure catalog refresh failed; deciding with the embedded catalog", "region", region, "err", err)
+	}
+	return catalog.AzureRegionCatalog(region)
+}
+
+func azureCredential(a AzureConfig) (azcore.TokenCredential, error) {
+	if a.Credential != nil {
+		return a.Credential, nil
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		return nil, fmt.Errorf("azure credential: %w", err)
+	}
+	return cred, nil
 }
 
 func newAzure(_ context.Context, c Config) (cloud.Provider, error) {
 	a := c.Azure
-	cred := a.Credential
-	if cred == nil {
-		var err error
-		if cred, err = azidentity.NewDefaultAzureCredential(nil); err != nil {
-			return nil, fmt.Errorf("azure credential: %w", err)
-		}
+	cred, err := azureCredential(a)
+	if err != nil {
+		return nil, err
 	}
 	region := a.Region
 	if region == "" {
