@@ -61,6 +61,21 @@ func aksSpotPool() apisv1.NodePool {
 	return pool
 }
 
+// aksBootDelay is the fake VMs' boot time in the AKS scenarios.
+const aksBootDelay = 20 * time.Second
+
+// aksSpotWorld is an Azure world with the D-family spot pool and an Ubuntu 22.04 AKSNodeClass.
+func aksSpotWorld(out io.Writer) (*World, error) {
+	w, err := NewAzureWorld(Start, aksBootDelay, out)
+	if err != nil {
+		return nil, err
+	}
+	family := apisv1.ImageFamilyUbuntu2204
+	w.AddPools([]apisv1.NodePool{aksSpotPool()}, []apisv1.NodeClass{{AKS: &apisv1.AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: apisv1.AKSNodeClassSpec{ImageFamily: &family}}}})
+	return w, nil
+}
+
 // ScheduledEventsJSON renders a fake-cloud preemption as the IMDS Scheduled Events document the
 // VM sees (GET /metadata/scheduledevents?api-version=2020-07-01; the shape of
 // shared/data/events/azure/scheduled_events_preempt_spot.json), which the node's Scheduled Events
@@ -87,15 +102,11 @@ func ScheduledEventsJSON(n fake.Interruption, incarnation int, eventID string) [
 // pods wait pending for it) registers before NotBefore and the pods land there. Nothing is lost:
 // every pod is evicted before the VM goes.
 func AzurePreemption(ctx context.Context, out io.Writer) (*InterruptionResult, error) {
-	const bootDelay = 20 * time.Second
-	w, err := NewAzureWorld(Start, bootDelay, out)
+	w, err := aksSpotWorld(out)
 	if err != nil {
 		return nil, err
 	}
-	family := apisv1.ImageFamilyUbuntu2204
-	w.AddPools([]apisv1.NodePool{aksSpotPool()}, []apisv1.NodeClass{{AKS: &apisv1.AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: apisv1.AKSNodeClassSpec{ImageFamily: &family}}}})
-	return runInterruption(ctx, w, bootDelay, reclaim{kind: fake.KindAzurePreempt, who: "Azure", what: "Scheduled Events Preempt",
+	return runInterruption(ctx, w, aksBootDelay, reclaim{kind: fake.KindAzurePreempt, who: "Azure", what: "Scheduled Events Preempt",
 		notice: func(it fake.Interruption) []byte {
 			return ScheduledEventsJSON(it, 1, "00000000-0000-4000-8000-000000000011")
 		}})
@@ -133,15 +144,11 @@ func EventGridPreemptedJSON(n fake.Interruption, eventID string) []byte {
 // eviction as happening now, so the drain starts at once and the replacement is launched at the
 // notice.
 func AzureEventGridPreemption(ctx context.Context, out io.Writer) (*InterruptionResult, error) {
-	const bootDelay = 20 * time.Second
-	w, err := NewAzureWorld(Start, bootDelay, out)
+	w, err := aksSpotWorld(out)
 	if err != nil {
 		return nil, err
 	}
-	family := apisv1.ImageFamilyUbuntu2204
-	w.AddPools([]apisv1.NodePool{aksSpotPool()}, []apisv1.NodeClass{{AKS: &apisv1.AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: apisv1.AKSNodeClassSpec{ImageFamily: &family}}}})
-	return runInterruption(ctx, w, bootDelay, reclaim{kind: fake.KindAzurePreempt, who: "Azure", what: "Event Grid VirtualMachinePreempted",
+	return runInterruption(ctx, w, aksBootDelay, reclaim{kind: fake.KindAzurePreempt, who: "Azure", what: "Event Grid VirtualMachinePreempted",
 		notice: func(it fake.Interruption) []byte {
 			return EventGridPreemptedJSON(it, "00000000-0000-4000-8000-000000000062")
 		}})
