@@ -15,6 +15,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog/awsrefresh"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
+	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
 	"github.com/dovetail-dev/dovetail/shared/cloud/registry"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
@@ -27,11 +28,15 @@ type Options struct {
 	// Governance is what the deployment's IAM lets NodeClasses launch with (infra/aws's
 	// governance parameters, passed as DOVETAIL_DISCOVERY_TAG_KEY and the like).
 	Governance dvaws.Governance
+	// Azure: where node VMs go and what they join with (registry.AzureConfig). The bootstrap
+	// token is a secret: pass it in the environment (DOVETAIL_AKS_BOOTSTRAP_TOKEN), not argv.
+	AzureSubscriptionID, AzureNodeResourceGroup, AzureSubnetID, AzureNetworkPlugin      string
+	AKSAPIServer, AKSCA, AKSBootstrapToken, AKSSSHPublicKey, AKSKubeletIdentityClientID string
 }
 
 // Register adds the flags to fs, with their environment variables as defaults.
 func (o *Options) Register(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Cloud, "cloud", runtime.EnvDefault("cloud", registry.Fake), "cloud provider: "+strings.Join(registry.Names(), ", ")+" (fake: in-memory, local dev; aws: EC2); env "+runtime.EnvName("cloud"))
+	fs.StringVar(&o.Cloud, "cloud", runtime.EnvDefault("cloud", registry.Fake), "cloud provider: "+strings.Join(registry.Names(), ", ")+" (fake: in-memory, local dev; aws: EC2; azure: Azure VMs for AKS); env "+runtime.EnvName("cloud"))
 	fs.StringVar(&o.AWSEndpoint, "aws-endpoint", runtime.EnvDefault("aws-endpoint", ""), "aws: EC2/SSM endpoint URL (a local endpoint); empty: the real AWS endpoints")
 	fs.StringVar(&o.Region, "region", runtime.EnvDefault("region", ""), "region whose catalog the function decides with; aws: empty is the SDK's default (AWS_REGION), the catalog is refreshed from the EC2 and Price List APIs; fake: an embedded region ("+strings.Join(catalog.EmbeddedRegions, ", ")+"), empty is us-east-1")
 	fs.StringVar(&o.EKSName, "eks-cluster-name", runtime.EnvDefault("eks-cluster-name", ""), "aws: EKS cluster name nodes join; empty: --cluster")
@@ -46,6 +51,15 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&g.ImageOwners, "image-owners", envList("image-owners"), "aws: account IDs whose AMIs may boot besides Amazon's (comma-separated)")
 	fs.StringSliceVar(&g.AMIParameterPaths, "ami-parameter-paths", envList("ami-parameter-paths"), "aws: SSM paths custom ssmParameter AMI terms may read (comma-separated)")
 	fs.StringSliceVar(&g.MandatoryTags, "mandatory-tags", envList("mandatory-tags"), "aws: tag keys every EC2NodeClass's spec.tags must hold (comma-separated)")
+	fs.StringVar(&o.AzureSubscriptionID, "azure-subscription-id", runtime.EnvDefault("azure-subscription-id", ""), "azure: subscription of the node resource group; with it the catalog is read from the Resource SKUs and Retail Prices APIs")
+	fs.StringVar(&o.AzureNodeResourceGroup, "azure-node-resource-group", runtime.EnvDefault("azure-node-resource-group", ""), "azure: the cluster's node resource group (MC_...)")
+	fs.StringVar(&o.AzureSubnetID, "azure-subnet-id", runtime.EnvDefault("azure-subnet-id", ""), "azure: default subnet of node NICs (ARM id)")
+	fs.StringVar(&o.AzureNetworkPlugin, "azure-network-plugin", runtime.EnvDefault("azure-network-plugin", ""), "azure: azure-overlay (default), azure, kubenet or none")
+	fs.StringVar(&o.AKSAPIServer, "aks-api-server", runtime.EnvDefault("aks-api-server", ""), "azure: API server URL nodes join")
+	fs.StringVar(&o.AKSCA, "aks-ca", runtime.EnvDefault("aks-ca", ""), "azure: cluster CA bundle (base64)")
+	fs.StringVar(&o.AKSBootstrapToken, "aks-bootstrap-token", runtime.EnvDefault("aks-bootstrap-token", ""), "azure: kubelet TLS bootstrap token (set it in the environment)")
+	fs.StringVar(&o.AKSSSHPublicKey, "aks-ssh-public-key", runtime.EnvDefault("aks-ssh-public-key", ""), "azure: admin SSH public key of the nodes")
+	fs.StringVar(&o.AKSKubeletIdentityClientID, "aks-kubelet-identity-client-id", runtime.EnvDefault("aks-kubelet-identity-client-id", ""), "azure: kubelet managed identity client id")
 }
 
 // envList reads a comma-separated list flag's environment variable; empty items are dropped (the
@@ -79,7 +93,10 @@ func (o *Options) Setup(ctx context.Context, t runtime.Transport) (Env, error) {
 	}
 	cfg := registry.Config{Cluster: t.Cluster, Logger: t.Logger, DriveClock: t.Mode == runtime.ModeNATS,
 		AWS: registry.AWSConfig{Endpoint: o.AWSEndpoint, Region: o.Region, EKSName: o.EKSName, EKSEndpoint: o.EKSEndpoint,
-			EKSCA: o.EKSCA, ServiceCIDR: o.ServiceCIDR, KubernetesVersion: o.KubernetesVersion, Governance: o.Governance}}
+			EKSCA: o.EKSCA, ServiceCIDR: o.ServiceCIDR, KubernetesVersion: o.KubernetesVersion, Governance: o.Governance},
+		Azure: registry.AzureConfig{Region: o.Region, SubscriptionID: o.AzureSubscriptionID, NodeResourceGroup: o.AzureNodeResourceGroup,
+			SubnetID: o.AzureSubnetID, NetworkPlugin: o.AzureNetworkPlugin, SSHPublicKey: o.AKSSSHPublicKey,
+			Bootstrap: azure.Bootstrap{APIServer: o.AKSAPIServer, CA: o.AKSCA, Token: o.AKSBootstrapToken, KubeletIdentityClientID: o.AKSKubeletIdentityClientID}}}
 	if s, ok := t.Blobs.(awsrefresh.Store); ok {
 		cfg.Blobs = s
 	}

@@ -1,0 +1,29 @@
+package cloudflags_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dovetail-dev/dovetail/shared/runtime"
+	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
+)
+
+// --cloud azure: the flags reach the Azure provider, which names every setting a deployment left
+// out (without a subscription the catalog is the region's embedded one, so nothing is called).
+func TestAzureFlags(t *testing.T) {
+	tr := runtime.Transport{Cluster: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var o cloudflags.Options
+	fs := pflag.NewFlagSet("f", pflag.ContinueOnError)
+	o.Register(fs)
+	if err := fs.Parse([]string{"--cloud", "azure", "--region", "westeurope"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Setup(context.Background(), tr); err == nil || !strings.Contains(err.Error(), "Options.Bootstrap.APIServer, Options.ResourceGroup, Options.SSHPublicKey, Options.SubscriptionID required") {
+		t.Fatalf("missing settings: %v", err)
+	}
+}
