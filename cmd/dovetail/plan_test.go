@@ -268,3 +268,68 @@ func hasOffering(offs []catalog.Offering, zone, capacityType string, price float
 	}
 	return false
 }
+
+// TestPlanAzureLabelRequirements: requirements over the Azure provider's labels narrow the sizes
+// exactly: premium storage, accelerated networking, a version above 4, 4 to 8 vCPUs, one zone.
+func TestPlanAzureLabelRequirements(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "pool.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: premium}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.azure.com, kind: AKSNodeClass, name: default}
+      requirements:
+      - {key: karpenter.azure.com/sku-storage-premium-capable, operator: In, values: ["true"]}
+      - {key: karpenter.azure.com/sku-networking-accelerated, operator: In, values: ["true"]}
+      - {key: karpenter.azure.com/sku-version, operator: Gt, values: ["4"]}
+      - {key: karpenter.azure.com/sku-cpu, operator: In, values: ["4", "8"]}
+      - {key: topology.kubernetes.io/zone, operator: In, values: [eastus-2]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: karpenter.azure.com/v1beta1
+kind: AKSNodeClass
+metadata: {name: default}
+spec: {imageFamily: AzureLinux}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, image: x, resources: {requests: {cpu: 1500m, memory: 2Gi}}}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "plan", "-o", "json", "-f", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	cat, _ := catalog.AzureRegionCatalog("eastus")
+	if len(plan.NodeClaims) == 0 || len(plan.Unschedulable) != 0 {
+		t.Fatalf("plan %+v", plan)
+	}
+	for _, n := range plan.NodeClaims {
+		if n.Zone != "eastus-2" || n.CapacityType != "on-demand" {
+			t.Errorf("%s in %s (%s)", n.InstanceType, n.Zone, n.CapacityType)
+		}
+		for _, opt := range n.InstanceTypeOptions {
+			l := cat.Get(opt).Labels
+			v := l["karpenter.azure.com/sku-version"]
+			if l["karpenter.azure.com/sku-storage-premium-capable"] != "true" || l["karpenter.azure.com/sku-networking-accelerated"] != "true" ||
+				len(v) != 1 || v <= "4" || (l["karpenter.azure.com/sku-cpu"] != "4" && l["karpenter.azure.com/sku-cpu"] != "8") {
+				t.Errorf("option %s has labels %v", opt, l)
+			}
+		}
+	}
+}
