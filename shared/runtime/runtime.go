@@ -1,7 +1,9 @@
 // Package runtime starts a Dovetail function the way its environment asks: under AWS Lambda
-// (aws-lambda-go, SQS batches with partial batch responses) when Lambda started the process,
-// otherwise as a long-running NATS JetStream worker. Flags (cobra) configure either; every flag
-// also reads an environment variable (DOVETAIL_<FLAG>), which is how Lambda passes settings.
+// (aws-lambda-go, SQS batches with partial batch responses) when Lambda started the process, as
+// an Azure Functions custom handler (Event Grid trigger; commands to an Event Grid namespace
+// topic) when the Functions host started it, otherwise as a long-running NATS JetStream worker.
+// Flags (cobra) configure each; every flag also reads an environment variable (DOVETAIL_<FLAG>),
+// which is how Lambda and Functions app settings pass them.
 package runtime
 
 import (
@@ -15,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -26,6 +30,8 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/queue/azureblob"
+	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
@@ -37,6 +43,7 @@ type Mode string
 const (
 	ModeLambda Mode = "lambda"
 	ModeNATS   Mode = "nats"
+	// ModeAzureFunctions is defined in azure.go.
 )
 
 // Transport is what a function's Build gets: where to publish and where claim-checked payloads live.
@@ -86,7 +93,16 @@ type Options struct {
 	CommandQueueURL, EventQueueURL, DeadLetterURL string
 	BlobBucket, BlobPrefix                        string
 	S3PathStyle                                   bool
-	LogLevel                                      string
+	// Azure Functions mode.
+	EventGridNamespace, CommandsTopic, EventGridTopicEndpoint string
+	StorageAccountURL, BlobContainer, DeadLetterContainer     string
+	// AzureClientOptions are the Azure SDK clients' options (not a flag: a test's transport).
+	AzureClientOptions azcore.ClientOptions
+	LogLevel           string
+}
+
+func (o Options) blobOptions() *container.ClientOptions {
+	return &container.ClientOptions{ClientOptions: o.AzureClientOptions}
 }
 
 // EnvName is the environment variable of a flag: "command-queue-url" → DOVETAIL_COMMAND_QUEUE_URL.
@@ -144,8 +160,14 @@ func Command(f Function) *cobra.Command {
 	fs.StringVar(&o.EventQueueURL, "event-queue-url", EnvDefault("event-queue-url", ""), "Lambda mode: SQS queue URL for events the function publishes (optional)")
 	fs.StringVar(&o.DeadLetterURL, "dlq-url", EnvDefault("dlq-url", ""), "Lambda mode: dead-letter queue URL for poison records; empty: left to the redrive policy")
 	fs.StringVar(&o.BlobBucket, "blob-bucket", EnvDefault("blob-bucket", ""), "Lambda mode: S3 bucket of claim-checked payloads; empty: refuse oversize payloads")
-	fs.StringVar(&o.BlobPrefix, "blob-prefix", EnvDefault("blob-prefix", s3blob.DefaultPrefix), "Lambda mode: key prefix of claim-checked payloads (the lifecycle rule expires it)")
+	fs.StringVar(&o.BlobPrefix, "blob-prefix", EnvDefault("blob-prefix", s3blob.DefaultPrefix), "Lambda and Azure Functions modes: key prefix of claim-checked payloads (the lifecycle rule expires it)")
 	fs.BoolVar(&o.S3PathStyle, "s3-path-style", EnvBool("s3-path-style", false), "Lambda mode: path-style S3 addressing (local endpoints)")
+	fs.StringVar(&o.EventGridNamespace, "eventgrid-namespace-endpoint", EnvDefault("eventgrid-namespace-endpoint", ""), "Azure Functions mode: Event Grid namespace of the commands topic (https://<namespace>.<region>-1.eventgrid.azure.net; required)")
+	fs.StringVar(&o.CommandsTopic, "commands-topic", EnvDefault("commands-topic", eventgrid.DefaultCommandsTopic), "Azure Functions mode: the namespace topic commands are sent to")
+	fs.StringVar(&o.EventGridTopicEndpoint, "eventgrid-topic-endpoint", EnvDefault("eventgrid-topic-endpoint", ""), "Azure Functions mode: custom topic for events the function publishes (https://<topic>.<region>-1.eventgrid.azure.net/api/events; optional)")
+	fs.StringVar(&o.StorageAccountURL, "storage-account-url", EnvDefault("storage-account-url", ""), "Azure Functions mode: Blob endpoint of the storage account (https://<account>.blob.core.windows.net); "+azureblob.EnvConnectionString+" overrides it for local endpoints")
+	fs.StringVar(&o.BlobContainer, "blob-container", EnvDefault("blob-container", ""), "Azure Functions mode: container of claim-checked payloads (under --blob-prefix); empty: refuse oversize payloads")
+	fs.StringVar(&o.DeadLetterContainer, "dead-letter-container", EnvDefault("dead-letter-container", ""), "Azure Functions mode: container poison events are written to with their reason; empty: left to Event Grid's dead-lettering")
 	fs.StringVar(&o.LogLevel, "log-level", EnvDefault("log-level", "info"), "debug, info, warn or error")
 	if f.Flags != nil {
 		f.Flags(fs)
@@ -170,6 +192,9 @@ func Run(ctx context.Context, f Function, o Options) error {
 	}
 	if InLambda() {
 		return runLambda(ctx, f, o, log)
+	}
+	if InAzureFunctions() {
+		return runAzure(ctx, f, o, log)
 	}
 	return runNATS(ctx, f, o, log)
 }

@@ -13,9 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
@@ -120,4 +122,23 @@ func putJSON(ctx context.Context, c *container.Client, name string, data []byte)
 		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
 	})
 	return err
+}
+
+// EnvConnectionString is a storage connection string read only from the environment (local
+// endpoints such as Azurite); deployments leave it unset and use Microsoft Entra ID.
+const EnvConnectionString = "DOVETAIL_STORAGE_CONNECTION_STRING"
+
+// NewContainer is a client of one container: from EnvConnectionString when set, else of
+// accountURL ("https://<account>.blob.core.windows.net") with cred. opts may be nil.
+func NewContainer(accountURL, name string, cred azcore.TokenCredential, opts *container.ClientOptions) (*container.Client, error) {
+	if name == "" {
+		return nil, errors.New("blob container name: required")
+	}
+	if cs := os.Getenv(EnvConnectionString); cs != "" {
+		return container.NewClientFromConnectionString(cs, name, opts)
+	}
+	if accountURL == "" || cred == nil {
+		return nil, fmt.Errorf("blob container %s: an account URL and a credential are required when %s is unset", name, EnvConnectionString)
+	}
+	return container.NewClient(strings.TrimSuffix(accountURL, "/")+"/"+name, cred, opts)
 }

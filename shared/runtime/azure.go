@@ -1,0 +1,253 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/queue/azureblob"
+	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
+)
+
+// EnvCustomHandlerPort is set by the Azure Functions host for a custom handler it starts: the
+// port the handler's HTTP server must listen on (Azure Functions documentation, "Azure Functions
+// custom handlers").
+const EnvCustomHandlerPort = "FUNCTIONS_CUSTOMHANDLER_PORT"
+
+// ModeAzureFunctions runs the function as an Azure Functions custom handler.
+const ModeAzureFunctions Mode = "azure-functions"
+
+// InAzureFunctions reports whether the Azure Functions host started the process.
+func InAzureFunctions() bool { return os.Getenv(EnvCustomHandlerPort) != "" }
+
+// DefaultTriggerBinding is the name of the eventGridTrigger binding in each function.json of
+// infra/azure: the key of the event in the invocation's Data.
+const DefaultTriggerBinding = "event"
+
+// MaxInvocationBytes bounds an invocation request: Event Grid events are at most 1 MB
+// (eventgrid.MaxEventBytes), and the host's envelope and metadata add little.
+const MaxInvocationBytes = 2 << 20
+
+// EventsRouteSuffix names a function's second route: "/<function>-events" carries the agent's
+// events to a function whose own subject is another (interruption: notices on "/interruption",
+// snapshots on "/interruption-events").
+const EventsRouteSuffix = "-events"
+
+func runAzure(ctx context.Context, f Function, o Options, log *slog.Logger) error {
+	if o.EventGridNamespace == "" {
+		return fmt.Errorf("--eventgrid-namespace-endpoint (%s): required under Azure Functions (commands are sent there)", EnvName("eventgrid-namespace-endpoint"))
+	}
+	// The function's user-assigned managed identity (AZURE_CLIENT_ID), or any other source of
+	// the default chain; keys only for local endpoints (eventgrid.EnvTopicKey, …).
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		return fmt.Errorf("azure credential: %w", err)
+	}
+	pub, err := eventgrid.Config{Cluster: o.Cluster, EventsTopicEndpoint: o.EventGridTopicEndpoint, NamespaceEndpoint: o.EventGridNamespace,
+		CommandsTopic: o.CommandsTopic, Credential: cred, ClientOptions: o.AzureClientOptions}.Publisher()
+	if err != nil {
+		return err
+	}
+	t := Transport{Mode: ModeAzureFunctions, Cluster: o.Cluster, Publisher: pub, Logger: log}
+	var dead azureblob.DeadLetterWriter
+	if o.BlobContainer != "" {
+		c, err := azureblob.NewContainer(o.StorageAccountURL, o.BlobContainer, cred, o.blobOptions())
+		if err != nil {
+			return err
+		}
+		t.Blobs = &azureblob.Store{Container: c, Prefix: o.BlobPrefix}
+	}
+	if o.DeadLetterContainer != "" {
+		c, err := azureblob.NewContainer(o.StorageAccountURL, o.DeadLetterContainer, cred, o.blobOptions())
+		if err != nil {
+			return err
+		}
+		dead = &azureblob.DeadLetters{Container: c}
+	}
+	h, err := f.Build(ctx, t)
+	if err != nil {
+		return fmt.Errorf("building the %s handler: %w", f.Name, err)
+	}
+	subject := queue.EventsSubject(o.Cluster)
+	if f.Subject != nil {
+		subject = f.Subject(o.Cluster)
+	}
+	routes := map[string]string{f.Name: subject, f.Name + EventsRouteSuffix: queue.EventsSubject(o.Cluster)}
+	srv := &http.Server{Handler: AzureFunctionsHandler(h, AzureOptions{Routes: routes, DeadLetters: dead, Source: f.Name, Logger: log}),
+		ReadHeaderTimeout: 30 * time.Second}
+	// The host calls the handler on loopback; nothing else needs to reach it.
+	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv(EnvCustomHandlerPort))
+	if err != nil {
+		return fmt.Errorf("%s: %w", EnvCustomHandlerPort, err)
+	}
+	log.Info("starting as an Azure Functions custom handler", "cluster", o.Cluster, "addr", ln.Addr().String(), "deadLetters", dead != nil)
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// AzureOptions configures AzureFunctionsHandler.
+type AzureOptions struct {
+	// Routes maps a function name (the request path "/<name>", the folder of its function.json)
+	// to the subject of its events. A path not listed answers 404.
+	Routes map[string]string
+	// Binding is the trigger binding's name; default DefaultTriggerBinding.
+	Binding string
+	// DeadLetters receives poison events with their reason; nil fails their invocation instead,
+	// so Event Grid retries and finally dead-letters them without the reason.
+	DeadLetters azureblob.DeadLetterWriter
+	// Source names the function in dead letters.
+	Source string
+	Logger *slog.Logger
+}
+
+// invokeRequest and invokeResponse are the custom handler's documented payloads.
+type invokeRequest struct {
+	Data     map[string]json.RawMessage
+	Metadata map[string]any
+}
+
+type invokeResponse struct {
+	Outputs     map[string]any
+	Logs        []string
+	ReturnValue any
+}
+
+// AzureFunctionsHandler serves the Functions host's invocations of Event Grid-triggered
+// functions: POST /<function> with {"Data": {"<binding>": <CloudEvent>}, "Metadata": {…}} (the
+// event as a JSON object, or as a JSON string holding it). One invocation is one event; the
+// host's Event Grid extension invokes once per event of a delivered batch and fails the
+// delivery when any invocation failed, so Event Grid delivers the whole batch again: handlers
+// are idempotent (DESIGN invariant 2).
+//
+// Per event: nil → 200. queue.ErrPoison (or an invocation whose event cannot be read) → the
+// dead letter with the reason, then 200, so the batch's good events are not delivered again
+// for it; if the write fails or no writer is set → 500. Any other error (or a panic) → 500:
+// Event Grid retries, and after the subscription's maxDeliveryAttempts dead-letters it to the
+// storage dead-letter destination (deadLetterReason MaxDeliveryAttemptsExceeded). The host does
+// not pass Event Grid's delivery count, so Message.Attempt is 1.
+//
+// Invocations run one at a time: Event Grid keeps no order and may deliver concurrently, and one
+// decision at a time per cluster (DESIGN invariant 3) is kept within the instance; infra/azure
+// limits each function app to one instance, and commands carry their snapshot revision, which
+// the agent checks.
+func AzureFunctionsHandler(h queue.Handler, o AzureOptions) http.Handler {
+	if o.Binding == "" {
+		o.Binding = DefaultTriggerBinding
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	var one sync.Mutex
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		subject, ok := o.Routes[strings.TrimPrefix(r.URL.Path, "/")]
+		if !ok || r.Method != http.MethodPost {
+			http.Error(w, "no function at "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		one.Lock()
+		defer one.Unlock()
+		status, resp := invoke(r, h, subject, o)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(resp)
+	})
+}
+
+func invoke(r *http.Request, h queue.Handler, subject string, o AzureOptions) (int, invokeResponse) {
+	ctx := r.Context()
+	msg, meta, err := readInvocation(r, o.Binding)
+	msg.Subject = subject
+	log := o.Logger.With("path", r.URL.Path, "id", msg.ID, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId"))
+	if err == nil {
+		err = runRecord(ctx, h, msg, log)
+	}
+	resp := invokeResponse{Outputs: map[string]any{}}
+	switch {
+	case err == nil:
+		return http.StatusOK, resp
+	case errors.Is(err, queue.ErrPoison):
+		log.Error("poison event", "reason", err.Error())
+		resp.Logs = append(resp.Logs, "poison event "+msg.ID+": "+err.Error())
+		if o.DeadLetters == nil {
+			resp.Logs = append(resp.Logs, "no dead-letter container configured; failing the invocation for Event Grid's dead-lettering")
+			return http.StatusInternalServerError, resp
+		}
+		id := msg.ID
+		if id == "" {
+			id = "invocation-" + meta
+		}
+		d := azureblob.DeadLetter{Reason: err.Error(), DeliveryAttempts: msg.Attempt, Source: o.Source, EventID: id, Time: time.Now(), Event: msg.Data}
+		if werr := o.DeadLetters.WriteDeadLetter(context.WithoutCancel(ctx), d); werr != nil {
+			log.Error("dead-letter write failed; failing the invocation so Event Grid retries", "err", werr)
+			resp.Logs = append(resp.Logs, "dead-letter write failed: "+werr.Error())
+			return http.StatusInternalServerError, resp
+		}
+		log.Info("poison event dead-lettered")
+		return http.StatusOK, resp
+	default:
+		log.Warn("handler failed; Event Grid will deliver the event again", "err", err)
+		resp.Logs = append(resp.Logs, "handler failed: "+err.Error())
+		return http.StatusInternalServerError, resp
+	}
+}
+
+// readInvocation reads the request's event. Errors wrap queue.ErrPoison: an invocation that
+// cannot be read never will be. meta is a name for it when it has no event id.
+func readInvocation(r *http.Request, binding string) (queue.Message, string, error) {
+	msg := queue.Message{Attempt: 1}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxInvocationBytes+1))
+	if err != nil {
+		return msg, "", fmt.Errorf("%w: reading the invocation: %v", queue.ErrPoison, err)
+	}
+	meta := r.Header.Get("X-Azure-Functions-InvocationId")
+	if len(body) > MaxInvocationBytes {
+		msg.Data = body[:64<<10]
+		return msg, meta, fmt.Errorf("%w: invocation payload is larger than %d bytes", queue.ErrPoison, MaxInvocationBytes)
+	}
+	var req invokeRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		msg.Data = body
+		return msg, meta, fmt.Errorf("%w: invocation payload: %v", queue.ErrPoison, err)
+	}
+	if id, ok := req.Metadata["InvocationId"].(string); ok && meta == "" {
+		meta = id
+	}
+	raw, ok := req.Data[binding]
+	if !ok {
+		msg.Data = body
+		return msg, meta, fmt.Errorf("%w: invocation Data.%s: missing (the trigger binding's name)", queue.ErrPoison, binding)
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil { // the host may pass the event as a JSON string
+		raw = json.RawMessage(s)
+	}
+	msg.Data = raw
+	var head struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return msg, meta, fmt.Errorf("%w: invocation Data.%s: not a CloudEvent: %v", queue.ErrPoison, binding, err)
+	}
+	msg.ID = head.ID
+	return msg, meta, nil
+}
