@@ -1,7 +1,9 @@
 // Command agent runs Dovetail's in-cluster agent against a cluster (in-cluster config, or
-// --kubeconfig) and a queue: NATS JetStream (--transport nats, the default) or Amazon SQS
+// --kubeconfig) and a queue: NATS JetStream (--transport nats, the default), Amazon SQS
 // (--transport sqs: events to one FIFO queue per function, commands long-polled from another, claim
-// checks in S3).
+// checks in S3) or Azure Event Grid (--transport eventgrid: events to a custom topic that pushes
+// them to each function, commands pulled from a namespace topic's queue subscription, claim checks
+// and dead letters in Blob Storage).
 package main
 
 import (
@@ -14,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -25,6 +30,8 @@ import (
 	"github.com/dovetail-dev/dovetail/agent"
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/queue/azureblob"
+	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
@@ -46,6 +53,10 @@ type options struct {
 	eventQueueURLs                            []string
 	blobBucket, blobPrefix                    string
 	s3PathStyle                               bool
+	// --transport eventgrid
+	egTopicEndpoint, egNamespace, commandsTopic, commandsSubscription string
+	storageAccountURL, blobContainer, deadLetterContainer            string
+	azureClientOptions                                               azcore.ClientOptions // tests
 }
 
 func main() {
@@ -76,7 +87,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.cluster, "cluster", "", "cluster name (RFC 1123 label) used in queue subjects and event sources (required)")
 	f.StringVar(&o.namespace, "namespace", "", "the agent's namespace (its ConfigMap); default: the service account's namespace")
 	f.StringVar(&o.nodeClassKind, "node-class-kind", "EC2NodeClass", "the NodeClass kind the cluster's NodePools reference and the agent watches: EC2NodeClass (EKS) or AKSNodeClass (AKS)")
-	f.StringVar(&o.transport, "transport", "nats", "queue transport: nats or sqs")
+	f.StringVar(&o.transport, "transport", "nats", "queue transport: nats, sqs or eventgrid")
 	f.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
 	f.StringSliceVar(&o.eventQueueURLs, "event-queue-url", nil, "sqs: FIFO queue URL events are published to, repeated (or comma-separated) for one queue per function: an SQS message reaches one consumer (required with --transport sqs)")
 	f.StringVar(&o.commandQueueURL, "command-queue-url", "", "sqs: FIFO queue URL commands are long-polled from (required with --transport sqs)")
@@ -84,6 +95,13 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.blobBucket, "blob-bucket", "", "sqs: S3 bucket for claim-checked payloads; empty: --blob-dir or refuse them")
 	f.StringVar(&o.blobPrefix, "blob-prefix", s3blob.DefaultPrefix, "sqs: key prefix of claim-checked payloads (the bucket's lifecycle rule expires it)")
 	f.BoolVar(&o.s3PathStyle, "s3-path-style", false, "sqs: path-style S3 addressing (local endpoints)")
+	f.StringVar(&o.egTopicEndpoint, "eventgrid-topic-endpoint", "", "eventgrid: custom topic events are published to (https://<topic>.<region>-1.eventgrid.azure.net/api/events; required)")
+	f.StringVar(&o.egNamespace, "eventgrid-namespace-endpoint", "", "eventgrid: namespace of the commands topic (https://<namespace>.<region>-1.eventgrid.azure.net; required)")
+	f.StringVar(&o.commandsTopic, "commands-topic", eventgrid.DefaultCommandsTopic, "eventgrid: namespace topic of commands")
+	f.StringVar(&o.commandsSubscription, "commands-subscription", eventgrid.DefaultCommandsSubscription, "eventgrid: the agent's queue subscription of the commands topic")
+	f.StringVar(&o.storageAccountURL, "storage-account-url", "", "eventgrid: Blob endpoint of the storage account (https://<account>.blob.core.windows.net); "+azureblob.EnvConnectionString+" overrides it for local endpoints")
+	f.StringVar(&o.blobContainer, "blob-container", "", "eventgrid: container of claim-checked payloads; empty: --blob-dir or refuse them")
+	f.StringVar(&o.deadLetterContainer, "dead-letter-container", "", "eventgrid: container poison commands are written to with their reason; empty: rejected to Event Grid's dead-letter destination")
 	f.BoolVar(&o.ensureStream, "ensure-stream", true, "create or update the cluster's JetStream stream at start")
 	f.StringVar(&o.blobDir, "blob-dir", "", "directory for claim-checked payloads too large for an event; empty: refuse them")
 	f.DurationVar(&o.batchIdle, "batch-idle", agent.DefaultBatchIdle, "close a pending-pod batch after this long without a new pending pod")
@@ -158,8 +176,13 @@ func run(ctx context.Context, o options) error {
 		if pub, cons, blobs, err = sqsTransport(ctx, o, blobs); err != nil {
 			return err
 		}
+	case "eventgrid":
+		var err error
+		if pub, cons, blobs, err = eventGridTransport(o, blobs); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("--transport %q: must be nats or sqs", o.transport)
+		return fmt.Errorf("--transport %q: must be nats, sqs or eventgrid", o.transport)
 	}
 	return agent.Run(ctx, agent.Config{
 		Cluster: o.cluster, Namespace: o.namespace, Kube: kc, Dynamic: dc,
@@ -192,6 +215,54 @@ func sqsTransport(ctx context.Context, o options, blobs events.BlobStore) (queue
 	if o.blobBucket != "" {
 		s3c := s3.NewFromConfig(cfg, func(so *s3.Options) { so.UsePathStyle = o.s3PathStyle })
 		blobs = &s3blob.Store{Client: s3c, Bucket: o.blobBucket, Prefix: o.blobPrefix}
+	}
+	return pub, cons, blobs, nil
+}
+
+// eventGridTransport builds the Event Grid publisher (events to the custom topic), the pulling
+// command consumer (the namespace topic's queue subscription) and, with --blob-container, the Blob
+// claim-check store. Credentials come from azidentity's default chain: in AKS, Workload Identity
+// (the federated service account token, AZURE_CLIENT_ID and AZURE_TENANT_ID the webhook injects);
+// shared keys only for local endpoints (eventgrid.EnvTopicKey, EnvNamespaceKey).
+func eventGridTransport(o options, blobs events.BlobStore) (queue.Publisher, queue.Consumer, events.BlobStore, error) {
+	if o.egTopicEndpoint == "" || o.egNamespace == "" {
+		return nil, nil, nil, errors.New("--eventgrid-topic-endpoint and --eventgrid-namespace-endpoint: required with --transport eventgrid")
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("azure credential: %w", err)
+	}
+	cfg := eventgrid.Config{Cluster: o.cluster, EventsTopicEndpoint: o.egTopicEndpoint, NamespaceEndpoint: o.egNamespace,
+		CommandsTopic: o.commandsTopic, CommandsSubscription: o.commandsSubscription, Credential: cred, ClientOptions: o.azureClientOptions}
+	pub, err := cfg.Publisher()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// The agent only publishes events; commands are the functions' to send.
+	delete(pub.Namespaces, queue.CommandsSubject(o.cluster))
+	rc, err := cfg.Receiver()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cc := eventgrid.ConsumerConfig{Receiver: rc, Subject: queue.CommandsSubject(o.cluster), Source: "agent"}
+	blobOpts := &container.ClientOptions{ClientOptions: o.azureClientOptions}
+	if o.deadLetterContainer != "" {
+		c, err := azureblob.NewContainer(o.storageAccountURL, o.deadLetterContainer, cred, blobOpts)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		cc.DeadLetters = &azureblob.DeadLetters{Container: c}
+	}
+	cons, err := eventgrid.NewConsumer(cc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if o.blobContainer != "" {
+		c, err := azureblob.NewContainer(o.storageAccountURL, o.blobContainer, cred, blobOpts)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		blobs = &azureblob.Store{Container: c}
 	}
 	return pub, cons, blobs, nil
 }

@@ -15,6 +15,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/queue/azureblob/azuritetest"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs/sqstest"
 )
@@ -22,6 +23,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	sqstest.StopShared()
+	azuritetest.StopShared()
 	os.Exit(code)
 }
 
