@@ -55,8 +55,8 @@ type options struct {
 	s3PathStyle                               bool
 	// --transport eventgrid
 	egTopicEndpoint, egNamespace, commandsTopic, commandsSubscription string
-	storageAccountURL, blobContainer, deadLetterContainer            string
-	azureClientOptions                                               azcore.ClientOptions // tests
+	storageAccountURL, blobContainer, deadLetterContainer             string
+	azureClientOptions                                                azcore.ClientOptions // tests
 }
 
 func main() {
