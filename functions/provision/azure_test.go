@@ -82,7 +82,7 @@ func TestAzureFunctionsPoisonDeadLetteredAndRedeliveryLaunchesOnce(t *testing.T)
 
 	cat := catalog.MustAWS()
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: cluster, Clock: clocktesting.NewFakeClock(snapTime)})
-	h := &Handler{Cluster: cluster, Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Provider: fc, Publisher: pub}
+	h := &Handler{Cluster: cluster, Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Provider: fc, Publisher: pub, Now: func() time.Time { return snapTime }}
 	custom := httptest.NewServer(runtime.AzureFunctionsHandler(h.Handle, runtime.AzureOptions{
 		Routes: map[string]string{Component: queue.EventsSubject(cluster)}, Source: Component,
 		DeadLetters: &azureblob.DeadLetters{Container: dlc}, Logger: quiet()}))
