@@ -1,0 +1,59 @@
+# One Linux Function App per function on a Consumption plan, each a custom handler (the Go
+# binary serves the Functions host on FUNCTIONS_CUSTOMHANDLER_PORT; shared/runtime) running under
+# its own user-assigned identity. app_scale_limit 1: one instance per function, so one decision
+# at a time per cluster (Event Grid keeps no order; the handler serializes its invocations).
+
+resource "azurerm_service_plan" "functions" {
+  name                = "${local.name}-plan"
+  resource_group_name = azurerm_resource_group.dovetail.name
+  location            = var.location
+  os_type             = "Linux"
+  sku_name            = "Y1"
+  tags                = local.tags
+}
+
+resource "azurerm_user_assigned_identity" "fn" {
+  for_each            = local.functions
+  name                = "${local.name}-${each.key}"
+  resource_group_name = azurerm_resource_group.dovetail.name
+  location            = var.location
+  tags                = local.tags
+}
+
+resource "azurerm_linux_function_app" "fn" {
+  for_each                      = local.functions
+  name                          = "${local.name}-${each.key}"
+  resource_group_name           = azurerm_resource_group.dovetail.name
+  location                      = var.location
+  service_plan_id               = azurerm_service_plan.functions.id
+  storage_account_name          = azurerm_storage_account.host.name
+  storage_uses_managed_identity = true
+  https_only                    = true
+  functions_extension_version   = "~4"
+  identity {
+    type         = "UserAssigned"
+    identity_ids = [azurerm_user_assigned_identity.fn[each.key].id]
+  }
+  site_config {
+    app_scale_limit = 1
+    application_stack {
+      use_custom_runtime = true
+    }
+  }
+  app_settings = {
+    FUNCTIONS_WORKER_RUNTIME              = "custom"
+    WEBSITE_RUN_FROM_PACKAGE              = lookup(var.package_urls, each.key, "")
+    AzureWebJobsStorage__accountName      = azurerm_storage_account.host.name
+    AzureWebJobsStorage__credential       = "managedidentity"
+    AzureWebJobsStorage__clientId         = azurerm_user_assigned_identity.fn[each.key].client_id
+    AZURE_CLIENT_ID                       = azurerm_user_assigned_identity.fn[each.key].client_id
+    DOVETAIL_CLUSTER                      = var.cluster_name
+    DOVETAIL_CLOUD                        = "azure"
+    DOVETAIL_EVENTGRID_NAMESPACE_ENDPOINT = local.namespace_endpoint
+    DOVETAIL_COMMANDS_TOPIC               = azapi_resource.commands_topic.name
+    DOVETAIL_STORAGE_ACCOUNT_URL          = azurerm_storage_account.dovetail.primary_blob_endpoint
+    DOVETAIL_BLOB_CONTAINER               = azurerm_storage_container.claims.name
+    DOVETAIL_DEAD_LETTER_CONTAINER        = azurerm_storage_container.deadletters.name
+  }
+  tags = local.tags
+}

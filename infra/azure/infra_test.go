@@ -1,0 +1,407 @@
+// Package azureinfra holds the tests of infra/azure: the Terraform (HCL) files are parsed with
+// hashicorp/hcl/v2 and checked for least privilege (custom roles with no wildcard and only the
+// node resource group as scope, no launch right for lifecycle, the tag rules in Azure Policy),
+// dead-lettering on every subscription, the agent's Workload Identity federation, and parity of
+// the function apps and their function.json folders with the code's functions and routes.
+package azureinfra
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/queue/azureblob"
+	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
+	"github.com/dovetail-dev/dovetail/shared/runtime"
+)
+
+// block is one top-level block of the configuration with its source.
+type block struct {
+	*hclsyntax.Block
+	src []byte
+}
+
+// config parses every .tf file of this folder.
+func config(t *testing.T) []block {
+	t.Helper()
+	files, err := filepath.Glob("*.tf")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no .tf files: %v", err)
+	}
+	p := hclparse.NewParser()
+	var out []block
+	for _, f := range files {
+		file, diags := p.ParseHCLFile(f)
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", f, diags.Error())
+		}
+		for _, b := range file.Body.(*hclsyntax.Body).Blocks {
+			out = append(out, block{b, file.Bytes})
+		}
+	}
+	return out
+}
+
+// find returns the block of kind ("resource", "data", "locals", …) and labels.
+func find(t *testing.T, cfg []block, kind string, labels ...string) block {
+	t.Helper()
+	for _, b := range cfg {
+		if b.Type == kind && slices.Equal(b.Labels, labels) {
+			return b
+		}
+	}
+	t.Fatalf("no %s %v", kind, labels)
+	return block{}
+}
+
+func all(cfg []block, kind, typ string) []block {
+	var out []block
+	for _, b := range cfg {
+		if b.Type == kind && len(b.Labels) > 0 && b.Labels[0] == typ {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// expr is the source text of an attribute of b (or of a nested block path "a.b.attr").
+func (b block) expr(t *testing.T, path string) string {
+	t.Helper()
+	body := b.Body
+	parts := strings.Split(path, ".")
+	for _, nested := range parts[:len(parts)-1] {
+		var next *hclsyntax.Body
+		for _, nb := range body.Blocks {
+			if nb.Type == nested {
+				next = nb.Body
+			}
+		}
+		if next == nil {
+			t.Fatalf("%s %v: no block %q", b.Type, b.Labels, nested)
+		}
+		body = next
+	}
+	a, ok := body.Attributes[parts[len(parts)-1]]
+	if !ok {
+		t.Fatalf("%s %v: no attribute %q", b.Type, b.Labels, path)
+	}
+	r := a.Expr.Range()
+	return string(b.src[r.Start.Byte:r.End.Byte])
+}
+
+// has reports whether b has the nested block path ("a.b").
+func (b block) has(path string) bool {
+	body := b.Body
+	for _, nested := range strings.Split(path, ".") {
+		var next *hclsyntax.Body
+		for _, nb := range body.Blocks {
+			if nb.Type == nested {
+				next = nb.Body
+			}
+		}
+		if next == nil {
+			return false
+		}
+		body = next
+	}
+	return true
+}
+
+// locals evaluates the literal value of a local (lists of strings, objects of literals).
+func local(t *testing.T, cfg []block, name string) cty.Value {
+	t.Helper()
+	for _, b := range cfg {
+		if b.Type != "locals" {
+			continue
+		}
+		if a, ok := b.Body.Attributes[name]; ok {
+			v, diags := a.Expr.Value(&hcl.EvalContext{})
+			if diags.HasErrors() {
+				t.Fatalf("local.%s is not a literal: %s", name, diags.Error())
+			}
+			return v
+		}
+	}
+	t.Fatalf("no local %q", name)
+	return cty.NilVal
+}
+
+func strs(v cty.Value) []string {
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		out = append(out, e.AsString())
+	}
+	return out
+}
+
+// The code's functions: the runtime's names and routes (shared/runtime: "/<name>", and
+// "/<name>-events" for the agent's events where the function's own subject is another).
+var codeFunctions = []string{"consolidate", "drift", "interruption", "lifecycle", "provision"}
+
+func TestFunctionParityWithTheCode(t *testing.T) {
+	cfg := config(t)
+	fns := local(t, cfg, "functions")
+	var names []string
+	var folders []string
+	for it := fns.ElementIterator(); it.Next(); {
+		k, v := it.Element()
+		names = append(names, k.AsString())
+		folders = append(folders, strs(v.GetAttr("folders"))...)
+		if launches := v.GetAttr("launches").True(); launches == (k.AsString() == "lifecycle") {
+			t.Errorf("function %s: launches = %v; every function but lifecycle launches (replacements, re-plans)", k.AsString(), launches)
+		}
+	}
+	sort.Strings(names)
+	if !slices.Equal(names, codeFunctions) {
+		t.Fatalf("function apps %v, want the code's %v", names, codeFunctions)
+	}
+	// Every folder is a route of its function, and app/ holds exactly these folders, each an
+	// eventGridTrigger bound to runtime.DefaultTriggerBinding.
+	entries, err := os.ReadDir("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onDisk []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		onDisk = append(onDisk, e.Name())
+		b, err := os.ReadFile(filepath.Join("app", e.Name(), "function.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fj struct {
+			Bindings []struct{ Type, Direction, Name string }
+		}
+		if err := json.Unmarshal(b, &fj); err != nil {
+			t.Fatal(err)
+		}
+		if len(fj.Bindings) != 1 || fj.Bindings[0].Type != "eventGridTrigger" || fj.Bindings[0].Direction != "in" || fj.Bindings[0].Name != runtime.DefaultTriggerBinding {
+			t.Errorf("app/%s/function.json bindings %+v, want one eventGridTrigger named %q", e.Name(), fj.Bindings, runtime.DefaultTriggerBinding)
+		}
+		name, _ := strings.CutSuffix(e.Name(), runtime.EventsRouteSuffix)
+		if !slices.Contains(codeFunctions, name) {
+			t.Errorf("app/%s is no route of a function", e.Name())
+		}
+	}
+	sort.Strings(folders)
+	if !slices.Equal(onDisk, folders) {
+		t.Fatalf("app/ folders %v, want local.functions' %v", onDisk, folders)
+	}
+	var host struct {
+		CustomHandler struct {
+			Description struct{ DefaultExecutablePath string }
+		}
+	}
+	b, _ := os.ReadFile("app/host.json")
+	if err := json.Unmarshal(b, &host); err != nil || host.CustomHandler.Description.DefaultExecutablePath != "handler" {
+		t.Fatalf("app/host.json: %v %+v, want a custom handler running ./handler", err, host)
+	}
+}
+
+// The function apps run the custom handler with the settings the runtime reads, under their own
+// identity, one instance each.
+func TestFunctionApps(t *testing.T) {
+	cfg := config(t)
+	app := find(t, cfg, "resource", "azurerm_linux_function_app", "fn")
+	for attr, want := range map[string]string{
+		"for_each":                    "local.functions",
+		"site_config.app_scale_limit": "1",
+		"site_config.application_stack.use_custom_runtime": "true",
+		"identity.type":                 `"UserAssigned"`,
+		"identity.identity_ids":         "[azurerm_user_assigned_identity.fn[each.key].id]",
+		"storage_uses_managed_identity": "true",
+		"https_only":                    "true",
+	} {
+		if got := app.expr(t, attr); got != want {
+			t.Errorf("function app %s = %s, want %s", attr, got, want)
+		}
+	}
+	settings := app.expr(t, "app_settings")
+	for _, flag := range []string{"cluster", "cloud", "eventgrid-namespace-endpoint", "commands-topic", "storage-account-url", "blob-container", "dead-letter-container"} {
+		if !strings.Contains(settings, runtime.EnvName(flag)+" ") {
+			t.Errorf("app_settings lack %s (--%s)", runtime.EnvName(flag), flag)
+		}
+	}
+	for _, s := range []string{`FUNCTIONS_WORKER_RUNTIME              = "custom"`, "AZURE_CLIENT_ID"} {
+		if !strings.Contains(settings, s) {
+			t.Errorf("app_settings lack %s", s)
+		}
+	}
+	if strings.Contains(settings, "KEY") || strings.Contains(settings, "CONNECTION_STRING") {
+		t.Error("app_settings carry a key or connection string; identities only")
+	}
+}
+
+func TestCustomRolesLeastPrivilege(t *testing.T) {
+	cfg := config(t)
+	launch, terminate := strs(local(t, cfg, "launch_actions")), strs(local(t, cfg, "terminate_actions"))
+	for _, a := range append(slices.Clone(launch), terminate...) {
+		if strings.Contains(a, "*") {
+			t.Errorf("action %s: no wildcard", a)
+		}
+		if !strings.HasPrefix(a, "Microsoft.Compute/") && !strings.HasPrefix(a, "Microsoft.Network/") && !strings.HasPrefix(a, "Microsoft.ManagedIdentity/") {
+			t.Errorf("action %s: outside compute, network and identity", a)
+		}
+	}
+	for _, a := range launch {
+		if strings.HasSuffix(a, "/delete") {
+			t.Errorf("launch role: %s deletes", a)
+		}
+	}
+	for _, a := range terminate {
+		if !strings.HasSuffix(a, "/delete") && !strings.HasSuffix(a, "/read") {
+			t.Errorf("terminate role: %s is neither a delete nor a read", a)
+		}
+	}
+	if !slices.Contains(terminate, "Microsoft.Compute/virtualMachines/delete") || !slices.Contains(launch, "Microsoft.Compute/virtualMachines/write") {
+		t.Error("the roles must create and delete VMs")
+	}
+	for _, name := range []string{"launch", "terminate"} {
+		r := find(t, cfg, "resource", "azurerm_role_definition", name)
+		if r.expr(t, "scope") != "data.azurerm_resource_group.nodes.id" || r.expr(t, "assignable_scopes") != "[data.azurerm_resource_group.nodes.id]" {
+			t.Errorf("role %s: scope %s, assignable %s: want the node resource group only", name, r.expr(t, "scope"), r.expr(t, "assignable_scopes"))
+		}
+		if r.expr(t, "permissions.actions") != "local."+name+"_actions" || r.expr(t, "permissions.not_actions") != "[]" {
+			t.Errorf("role %s: permissions are not local.%s_actions", name, name)
+		}
+		if _, ok := r.Body.Blocks[0].Body.Attributes["data_actions"]; ok {
+			t.Errorf("role %s: data actions", name)
+		}
+	}
+	// Every ARM role assignment of the functions is one of these two, at the node resource group;
+	// lifecycle gets no launch role.
+	for _, a := range all(cfg, "resource", "azurerm_role_assignment") {
+		if _, custom := a.Body.Attributes["role_definition_id"]; !custom {
+			continue
+		}
+		if a.expr(t, "scope") != "data.azurerm_resource_group.nodes.id" {
+			t.Errorf("assignment %s: custom role outside the node resource group", a.Labels[1])
+		}
+	}
+	if got := find(t, cfg, "resource", "azurerm_role_assignment", "launch").expr(t, "for_each"); got != "{ for f, spec in local.functions : f => spec if spec.launches }" {
+		t.Errorf("launch assignment for_each %s: only the functions that launch", got)
+	}
+	// Built-in roles: only the data-plane ones named here.
+	allowed := []string{`"EventGrid Data Sender"`, `"EventGrid Data Receiver"`, `"Storage Blob Data Contributor"`, `"Storage Blob Data Owner"`}
+	for _, a := range all(cfg, "resource", "azurerm_role_assignment") {
+		if _, ok := a.Body.Attributes["role_definition_name"]; ok && !slices.Contains(allowed, a.expr(t, "role_definition_name")) {
+			t.Errorf("assignment %s: built-in role %s", a.Labels[1], a.expr(t, "role_definition_name"))
+		}
+	}
+	if got := find(t, cfg, "resource", "azurerm_role_assignment", "host_storage").expr(t, "scope"); got != "azurerm_storage_account.host.id" {
+		t.Errorf("Storage Blob Data Owner at %s: only on the host's own account", got)
+	}
+}
+
+// What RBAC cannot condition on (tags of VMs and NICs) is Azure Policy at the node resource group:
+// create only with this cluster's tag, delete only VMs carrying it. The tag is the one the
+// provider writes: dovetail.dev/cluster with "/" as "_".
+func TestPolicyEnforcesTheClusterTag(t *testing.T) {
+	cfg := config(t)
+	if got, want := local(t, cfg, "cluster_tag").AsString(), strings.ReplaceAll(apisv1.TagCluster, "/", "_"); got != want {
+		t.Fatalf("local.cluster_tag %q, want %q", got, want)
+	}
+	for name, effect := range map[string]string{"tag_on_create": `effect = "deny"`, "delete_only_tagged": `effect  = "denyAction"`} {
+		p := find(t, cfg, "resource", "azurerm_policy_definition", name)
+		rule := p.expr(t, "policy_rule")
+		for _, want := range []string{effect, "tags['${local.cluster_tag}']", "notEquals = var.cluster_name", `"Microsoft.Compute/virtualMachines"`} {
+			if !strings.Contains(rule, want) {
+				t.Errorf("policy %s: rule lacks %s", name, want)
+			}
+		}
+		a := find(t, cfg, "resource", "azurerm_resource_group_policy_assignment", name)
+		if a.expr(t, "resource_group_id") != "data.azurerm_resource_group.nodes.id" || a.expr(t, "policy_definition_id") != "azurerm_policy_definition."+name+".id" {
+			t.Errorf("policy %s: not assigned to the node resource group", name)
+		}
+	}
+	if rule := find(t, cfg, "resource", "azurerm_policy_definition", "delete_only_tagged").expr(t, "policy_rule"); !strings.Contains(rule, `actionNames = ["delete"]`) {
+		t.Error("delete_only_tagged must deny the delete action")
+	}
+}
+
+// Every subscription dead-letters to the container the code writes its own dead letters to,
+// CloudEvents schema, bounded retries; the agent's queue subscription matches the consumer.
+func TestSubscriptionsDeadLetter(t *testing.T) {
+	cfg := config(t)
+	s := find(t, cfg, "resource", "azurerm_eventgrid_event_subscription", "push")
+	for attr, want := range map[string]string{
+		"for_each":              "local.push_subscriptions",
+		"event_delivery_schema": `"CloudEventSchemaV1_0"`,
+		"storage_blob_dead_letter_destination.storage_blob_container_name": "azurerm_storage_container.deadletters.name",
+		"retry_policy.max_delivery_attempts":                               "5",
+		"azure_function_endpoint.function_id":                              `"${azurerm_linux_function_app.fn[each.value.app].id}/functions/${each.value.folder}"`,
+	} {
+		if got := s.expr(t, attr); got != want {
+			t.Errorf("push subscription %s = %s, want %s", attr, got, want)
+		}
+	}
+	if !s.has("dead_letter_identity") {
+		t.Error("push subscriptions dead-letter without an identity")
+	}
+	for _, topic := range []string{"events", "notices"} {
+		tp := find(t, cfg, "resource", "azurerm_eventgrid_topic", topic)
+		if tp.expr(t, "input_schema") != `"CloudEventSchemaV1_0"` || tp.expr(t, "local_auth_enabled") != "false" {
+			t.Errorf("topic %s: CloudEvents input and no keys", topic)
+		}
+	}
+	if got := find(t, cfg, "resource", "azurerm_storage_container", "deadletters").expr(t, "name"); got != `"deadletters"` {
+		t.Errorf("dead-letter container %s", got)
+	}
+	if got := find(t, cfg, "resource", "azurerm_storage_container", "claims").expr(t, "name"); got != `"claims"` {
+		t.Errorf("claims container %s", got)
+	}
+	if got := find(t, cfg, "resource", "azurerm_storage_management_policy", "claims").expr(t, "rule.filters.prefix_match"); got != `["claims/`+azureblob.DefaultPrefix+`"]` {
+		t.Errorf("claim-check expiry prefix %s, want claims/%s", got, azureblob.DefaultPrefix)
+	}
+	agent := find(t, cfg, "resource", "azapi_resource", "commands_agent").expr(t, "body")
+	for _, want := range []string{`deliveryMode = "Queue"`, "receiveLockDurationInSeconds = 60", "maxDeliveryCount             = 10",
+		`endpointType = "StorageBlob"`, `blobContainerName = "deadletters"`} {
+		if !strings.Contains(agent, want) {
+			t.Errorf("agent subscription lacks %s", want)
+		}
+	}
+	if eventgrid.DefaultLockDuration.Seconds() != 60 || eventgrid.DefaultMaxDeliveries >= 10 {
+		t.Error("the consumer's lock and delivery defaults no longer match the subscription")
+	}
+	if find(t, cfg, "resource", "azapi_resource", "commands_topic").expr(t, "name") != `"`+eventgrid.DefaultCommandsTopic+`"` ||
+		find(t, cfg, "resource", "azapi_resource", "commands_agent").expr(t, "name") != `"`+eventgrid.DefaultCommandsSubscription+`"` {
+		t.Error("commands topic and subscription names differ from the code's defaults")
+	}
+}
+
+func TestAgentWorkloadIdentity(t *testing.T) {
+	cfg := config(t)
+	fic := find(t, cfg, "resource", "azurerm_federated_identity_credential", "agent")
+	for attr, want := range map[string]string{
+		"parent_id": "azurerm_user_assigned_identity.agent.id",
+		"issuer":    "var.aks_oidc_issuer_url",
+		"subject":   `"system:serviceaccount:${var.agent_namespace}:${var.agent_service_account}"`,
+		"audience":  `["api://AzureADTokenExchange"]`,
+	} {
+		if got := fic.expr(t, attr); got != want {
+			t.Errorf("federated credential %s = %s, want %s", attr, got, want)
+		}
+	}
+	// The agent holds no ARM role: only Event Grid data roles and its containers.
+	for _, a := range all(cfg, "resource", "azurerm_role_assignment") {
+		if strings.Contains(a.expr(t, "principal_id"), "agent") && a.Body.Attributes["role_definition_id"] != nil {
+			t.Errorf("assignment %s gives the agent a custom ARM role", a.Labels[1])
+		}
+	}
+	if got := find(t, cfg, "resource", "azurerm_role_assignment", "agent_receive").expr(t, "scope"); got != "azapi_resource.commands_agent.id" {
+		t.Errorf("agent receives at %s, want its own subscription", got)
+	}
+}

@@ -1,0 +1,97 @@
+# Dovetail on Azure for one AKS cluster: Event Grid topics and subscriptions with dead-lettering,
+# one Linux Function App per function (custom handler), the storage account of claim checks and
+# dead letters, a user-assigned managed identity per function with custom roles scoped to the
+# cluster's node resource group, Azure Policy for what RBAC cannot condition on, and Workload
+# Identity federation for the agent. See README.md.
+
+terraform {
+  required_version = ">= 1.6"
+  required_providers {
+    azurerm = {
+      source  = "hashicorp/azurerm"
+      version = "~> 4.0"
+    }
+    azapi = {
+      source  = "Azure/azapi"
+      version = "~> 2.0"
+    }
+  }
+}
+
+provider "azurerm" {
+  features {}
+  # The function apps' storage is reached with Microsoft Entra ID, not account keys.
+  storage_use_azuread = true
+}
+
+variable "cluster_name" {
+  description = "Dovetail cluster name (RFC 1123 label): the dovetail.dev_cluster tag of every VM, and part of every resource name."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", var.cluster_name))
+    error_message = "cluster_name must be an RFC 1123 label."
+  }
+}
+
+variable "location" {
+  description = "Azure region of the Dovetail resources (the AKS cluster's)."
+  type        = string
+}
+
+variable "node_resource_group_name" {
+  description = "The AKS cluster's node resource group (MC_<rg>_<cluster>_<region>): where VMs and NICs are created, and the only scope of the launch and terminate roles."
+  type        = string
+}
+
+variable "aks_oidc_issuer_url" {
+  description = "The AKS cluster's OIDC issuer URL (az aks show --query oidcIssuerProfile.issuerUrl), trusted for the agent's service account."
+  type        = string
+}
+
+variable "agent_namespace" {
+  description = "Namespace of the agent's service account."
+  type        = string
+  default     = "dovetail"
+}
+
+variable "agent_service_account" {
+  description = "Name of the agent's service account."
+  type        = string
+  default     = "dovetail-agent"
+}
+
+variable "package_urls" {
+  description = "Per function, the URL of its package (host.json, the function folders of infra/azure/app and the linux/amd64 handler binary, zipped), for WEBSITE_RUN_FROM_PACKAGE."
+  type        = map(string)
+  default     = {}
+}
+
+locals {
+  name = "dovetail-${var.cluster_name}"
+  # One Function App per function: each runs under its own identity. Each function's
+  # function.json folders are in app/<function>/ (the routes of shared/runtime: the function's own
+  # subject at /<name>, the agent's events at /<name>-events when that is not its subject).
+  functions = {
+    provision    = { launches = true, folders = ["provision"] }
+    consolidate  = { launches = true, folders = ["consolidate"] }
+    drift        = { launches = true, folders = ["drift"] }
+    interruption = { launches = true, folders = ["interruption", "interruption-events"] }
+    lifecycle    = { launches = false, folders = ["lifecycle"] }
+  }
+  # The tag Dovetail writes as dovetail.dev/cluster: ARM tag names cannot hold "/"
+  # (shared/cloud/azure ToAzureTags).
+  cluster_tag = "dovetail.dev_cluster"
+  tags        = { "dovetail.dev_cluster" = var.cluster_name }
+}
+
+data "azurerm_client_config" "current" {}
+
+resource "azurerm_resource_group" "dovetail" {
+  name     = "${local.name}-rg"
+  location = var.location
+  tags     = local.tags
+}
+
+data "azurerm_resource_group" "nodes" {
+  name = var.node_resource_group_name
+}
