@@ -175,7 +175,10 @@ var ErrBlobNotFound = errors.New("blob not found")
 
 var blobKeyRE = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
 
-func checkBlobKey(key string) error {
+// CheckBlobKey refuses a key that is not a relative slash-separated path of [A-Za-z0-9._-] segments
+// without "." or ".." segments: the shape Codec writes ("<cluster>/<sha256>.json.zst"), which every
+// BlobStore may rely on.
+func CheckBlobKey(key string) error {
 	if !blobKeyRE.MatchString(key) {
 		return fmt.Errorf("blob key %q: must be a relative path of [A-Za-z0-9._-] segments", key)
 	}
@@ -196,7 +199,7 @@ type MemoryBlobStore struct {
 
 // Put stores a copy of data.
 func (m *MemoryBlobStore) Put(_ context.Context, key string, data []byte) (string, error) {
-	if err := checkBlobKey(key); err != nil {
+	if err := CheckBlobKey(key); err != nil {
 		return "", err
 	}
 	m.mu.Lock()
@@ -238,7 +241,7 @@ type FileBlobStore struct {
 
 // Put writes data to Dir/key.
 func (f FileBlobStore) Put(_ context.Context, key string, data []byte) (string, error) {
-	if err := checkBlobKey(key); err != nil {
+	if err := CheckBlobKey(key); err != nil {
 		return "", err
 	}
 	dir, err := filepath.Abs(f.Dir)

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -49,21 +48,6 @@ func (s *Store) prefix() string {
 	return s.Prefix
 }
 
-// keyRE is the key shape the events package writes ("<cluster>/<sha256>.json.zst").
-var keyRE = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
-
-func checkKey(key string) error {
-	if !keyRE.MatchString(key) {
-		return fmt.Errorf("blob key %q: must be a relative path of [A-Za-z0-9._-] segments", key)
-	}
-	for _, seg := range strings.Split(key, "/") {
-		if seg == "." || seg == ".." {
-			return fmt.Errorf("blob key %q: must not contain %q segments", key, seg)
-		}
-	}
-	return nil
-}
-
 // URI is the URL Put gives key: "<container URL>/<prefix><key>".
 func (s *Store) URI(key string) string {
 	return strings.TrimSuffix(s.Container.URL(), "/") + "/" + s.prefix() + key
@@ -72,7 +56,7 @@ func (s *Store) URI(key string) string {
 // Put uploads data as the block blob Prefix+key (one Put Blob call up to 256 MiB, far above
 // events.MaxBlobBytes; an upload of the same key and data is idempotent) and returns its URL.
 func (s *Store) Put(ctx context.Context, key string, data []byte) (string, error) {
-	if err := checkKey(key); err != nil {
+	if err := events.CheckBlobKey(key); err != nil {
 		return "", err
 	}
 	if s.Container == nil {
@@ -95,7 +79,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) (string, error
 func (s *Store) Get(ctx context.Context, uri string) ([]byte, error) {
 	base := strings.TrimSuffix(s.Container.URL(), "/") + "/" + s.prefix()
 	key, ok := strings.CutPrefix(uri, base)
-	if !ok || checkKey(key) != nil {
+	if !ok || events.CheckBlobKey(key) != nil {
 		return nil, fmt.Errorf("%w: %s is outside this store (%s)", events.ErrBlobNotFound, uri, base)
 	}
 	resp, err := s.Container.NewBlobClient(s.prefix()+key).DownloadStream(ctx, nil)

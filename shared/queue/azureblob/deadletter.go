@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/dovetail-dev/dovetail/events"
 )
 
 // DefaultDeadLetterPrefix is where Dovetail's own dead letters live in the dead-letter container,
@@ -62,7 +64,7 @@ func (w *DeadLetters) WriteDeadLetter(ctx context.Context, d DeadLetter) error {
 	if w.Container == nil {
 		return errors.New("dead letters container: required")
 	}
-	if !keyRE.MatchString(d.Source) {
+	if events.CheckBlobKey(d.Source) != nil {
 		return fmt.Errorf("dead letter source %q: must be a path of [A-Za-z0-9._-] segments", d.Source)
 	}
 	data, err := json.Marshal(Normalize(d))

