@@ -34,6 +34,7 @@ resource "azurerm_linux_function_app" "fn" {
     type         = "UserAssigned"
     identity_ids = [azurerm_user_assigned_identity.fn[each.key].id]
   }
+  key_vault_reference_identity_id = azurerm_user_assigned_identity.fn[each.key].id
   site_config {
     app_scale_limit = 1
     application_stack {
@@ -54,6 +55,26 @@ resource "azurerm_linux_function_app" "fn" {
     DOVETAIL_STORAGE_ACCOUNT_URL          = azurerm_storage_account.dovetail.primary_blob_endpoint
     DOVETAIL_BLOB_CONTAINER               = azurerm_storage_container.claims.name
     DOVETAIL_DEAD_LETTER_CONTAINER        = azurerm_storage_container.deadletters.name
+    # The Azure provider (shared/runtime/cloudflags): where nodes go and how they join.
+    DOVETAIL_REGION                         = var.location
+    DOVETAIL_AZURE_SUBSCRIPTION_ID          = data.azurerm_client_config.current.subscription_id
+    DOVETAIL_AZURE_NODE_RESOURCE_GROUP      = var.node_resource_group_name
+    DOVETAIL_AZURE_SUBNET_ID                = var.node_subnet_id
+    DOVETAIL_AZURE_NETWORK_PLUGIN           = var.network_plugin
+    DOVETAIL_AKS_API_SERVER                 = var.aks_api_server
+    DOVETAIL_AKS_CA                         = var.aks_ca
+    DOVETAIL_AKS_KUBELET_IDENTITY_CLIENT_ID = var.aks_kubelet_identity_client_id
+    DOVETAIL_AKS_SSH_PUBLIC_KEY             = var.aks_ssh_public_key
+    # The kubelet's bootstrap token is a secret: a Key Vault reference, resolved by the app's identity.
+    DOVETAIL_AKS_BOOTSTRAP_TOKEN = "@Microsoft.KeyVault(SecretUri=${var.aks_bootstrap_token_secret_uri})"
   }
   tags = local.tags
+}
+
+# Each function reads the bootstrap token secret, and only it.
+resource "azurerm_role_assignment" "bootstrap_token" {
+  for_each             = local.functions
+  scope                = var.aks_bootstrap_token_secret_id
+  role_definition_name = "Key Vault Secrets User"
+  principal_id         = azurerm_user_assigned_identity.fn[each.key].principal_id
 }

@@ -17,12 +17,14 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/spf13/pflag"
 	"github.com/zclconf/go-cty/cty"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/queue/azureblob"
 	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
+	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
 )
 
 // block is one top-level block of the configuration with its source.
@@ -240,8 +242,27 @@ func TestFunctionApps(t *testing.T) {
 			t.Errorf("app_settings lack %s", s)
 		}
 	}
-	if strings.Contains(settings, "KEY") || strings.Contains(settings, "CONNECTION_STRING") {
-		t.Error("app_settings carry a key or connection string; identities only")
+	for _, secret := range []string{eventgrid.EnvTopicKey, eventgrid.EnvNamespaceKey, azureblob.EnvConnectionString, "AccountKey"} {
+		if strings.Contains(settings, secret) {
+			t.Errorf("app_settings carry %s; identities only", secret)
+		}
+	}
+	// Every Azure provider flag of the functions (shared/runtime/cloudflags) is set, the
+	// bootstrap token only as a Key Vault reference.
+	fs := pflag.NewFlagSet("fn", pflag.ContinueOnError)
+	(&cloudflags.Options{}).Register(fs)
+	fs.VisitAll(func(f *pflag.Flag) {
+		if strings.HasPrefix(f.Name, "azure-") || strings.HasPrefix(f.Name, "aks-") {
+			if !strings.Contains(settings, runtime.EnvName(f.Name)+" ") {
+				t.Errorf("app_settings lack %s (--%s)", runtime.EnvName(f.Name), f.Name)
+			}
+		}
+	})
+	if !strings.Contains(settings, `DOVETAIL_AKS_BOOTSTRAP_TOKEN = "@Microsoft.KeyVault(SecretUri=${var.aks_bootstrap_token_secret_uri})"`) {
+		t.Error("the bootstrap token must be a Key Vault reference")
+	}
+	if got := find(t, cfg, "resource", "azurerm_role_assignment", "bootstrap_token").expr(t, "scope"); got != "var.aks_bootstrap_token_secret_id" {
+		t.Errorf("Key Vault Secrets User at %s: only on the token's secret", got)
 	}
 }
 
@@ -295,7 +316,7 @@ func TestCustomRolesLeastPrivilege(t *testing.T) {
 		t.Errorf("launch assignment for_each %s: only the functions that launch", got)
 	}
 	// Built-in roles: only the data-plane ones named here.
-	allowed := []string{`"EventGrid Data Sender"`, `"EventGrid Data Receiver"`, `"Storage Blob Data Contributor"`, `"Storage Blob Data Owner"`}
+	allowed := []string{`"EventGrid Data Sender"`, `"EventGrid Data Receiver"`, `"Storage Blob Data Contributor"`, `"Storage Blob Data Owner"`, `"Key Vault Secrets User"`}
 	for _, a := range all(cfg, "resource", "azurerm_role_assignment") {
 		if _, ok := a.Body.Attributes["role_definition_name"]; ok && !slices.Contains(allowed, a.expr(t, "role_definition_name")) {
 			t.Errorf("assignment %s: built-in role %s", a.Labels[1], a.expr(t, "role_definition_name"))

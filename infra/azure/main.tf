@@ -60,6 +60,48 @@ variable "agent_service_account" {
   default     = "dovetail-agent"
 }
 
+variable "node_subnet_id" {
+  description = "ARM id of the subnet node NICs join when an AKSNodeClass sets no vnetSubnetID (the cluster's node subnet)."
+  type        = string
+}
+
+variable "network_plugin" {
+  description = "The cluster's network plugin as the Azure provider names it: azure-overlay (default), azure, kubenet or none."
+  type        = string
+  default     = "azure-overlay"
+}
+
+variable "aks_api_server" {
+  description = "The AKS API server URL nodes join."
+  type        = string
+}
+
+variable "aks_ca" {
+  description = "The AKS cluster CA (base64 PEM)."
+  type        = string
+}
+
+variable "aks_kubelet_identity_client_id" {
+  description = "Client id of the cluster's kubelet identity (optional)."
+  type        = string
+  default     = ""
+}
+
+variable "aks_ssh_public_key" {
+  description = "The admin SSH public key of AKS Linux nodes."
+  type        = string
+}
+
+variable "aks_bootstrap_token_secret_uri" {
+  description = "Key Vault secret URI (versionless) of the kubelet TLS bootstrap token: never an app setting in clear."
+  type        = string
+}
+
+variable "aks_bootstrap_token_secret_id" {
+  description = "ARM resource id of that secret, the only scope of the functions' Key Vault Secrets User role."
+  type        = string
+}
+
 variable "package_urls" {
   description = "Per function, the URL of its package (host.json, the function folders of infra/azure/app and the linux/amd64 handler binary, zipped), for WEBSITE_RUN_FROM_PACKAGE."
   type        = map(string)
