@@ -179,3 +179,55 @@ func TestOrphansPastGraceAreTerminated(t *testing.T) {
 		t.Fatalf("second sighting: orphans %v, want %s", o, old.ID)
 	}
 }
+
+// A decision launches before the agent applies its CreateNodeClaim commands, so the next
+// snapshot can still list the same pods pending and no NodeClaim for them (seen in `make run`:
+// a NodePool status write published a snapshot in that window and the seed was launched twice).
+// The instances already launched for the cluster are in flight: the second decision launches
+// nothing, and a redelivery of the first decision still publishes its command.
+func TestSnapshotBeforeCommandsLaunchesNothingTwice(t *testing.T) {
+	e := newEnv(t)
+	p := pool("a", 10, "m5.large")
+	first, err := events.DecodePodsPending(mustPayload(t, pendingEvent(t, p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, err := e.h.Decide(context.Background(), first.Snapshot)
+	if err != nil || len(d1.Launched) != 1 {
+		t.Fatalf("first decision: launched %d, err %v; want 1", len(d1.Launched), err)
+	}
+	// The next revision: the same pod pending, the NodeClaim not applied yet.
+	next := *first.Snapshot
+	next.Revision++
+	d2, err := e.h.Decide(context.Background(), &next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d2.Launched) != 0 {
+		t.Fatalf("second decision launched %d NodeClaims for pods already launched for", len(d2.Launched))
+	}
+	if insts, _ := e.cloud.List(context.Background(), cluster); len(insts) != 1 {
+		t.Fatalf("%d instances, want 1", len(insts))
+	}
+	if len(d2.Existing) != 1 || d2.Existing[0].Name != d1.Launched[0].NodeClaim.Name {
+		t.Fatalf("second decision placed the pod on %+v, want the in-flight %s", d2.Existing, d1.Launched[0].NodeClaim.Name)
+	}
+	// The first decision redelivered (its command lost with a crash): its own instance is not
+	// in flight for it; the launch finds it by client token and the command goes out again.
+	d3, err := e.h.Decide(context.Background(), first.Snapshot)
+	if err != nil || len(d3.Launched) != 1 || d3.Launched[0].Instance.ProviderID != d1.Launched[0].Instance.ProviderID {
+		t.Fatalf("redelivered decision: %+v, err %v; want the same instance again", d3.Launched, err)
+	}
+	if insts, _ := e.cloud.List(context.Background(), cluster); len(insts) != 1 {
+		t.Fatalf("%d instances after the redelivery, want 1", len(insts))
+	}
+}
+
+func mustPayload(t *testing.T, event []byte) []byte {
+	t.Helper()
+	env, err := events.Decode(event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env.Data
+}
