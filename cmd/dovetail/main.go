@@ -24,7 +24,10 @@ func (e usageError) Unwrap() error { return e.err }
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // run executes the CLI and returns the process exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int { return runWith(args, os.Stdin, stdout, stderr) }
+
+// runWith is run with stdin as what `-f -` reads.
+func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:           "dovetail",
 		Short:         "Dovetail provisions Kubernetes nodes from pending pods, as event-driven functions",
@@ -33,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	root.AddCommand(newPlanCommand(), newDevCommand())
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.Execute(); err != nil {

@@ -41,7 +41,7 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			if output != "json" && output != "table" {
 				return usageError{fmt.Errorf("--output: %q is not json or table", output)}
 			}
-			set, err := manifests.Load(files...)
+			set, err := manifests.LoadFrom(cmd.InOrStdin(), files...)
 			if err != nil {
 				return usageError{err}
 			}
@@ -68,7 +68,7 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			return writeTable(cmd.OutOrStdout(), out)
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file or directory (repeatable)")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file or directory (repeatable; - reads standard input)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json or table")
 	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: for EC2NodeClasses "+strings.Join(catalog.EmbeddedRegions, ", ")+" (empty: us-east-1); for AKSNodeClasses a zonal Azure region such as eastus or westeurope (empty: eastus)")
 	return cmd

@@ -93,8 +93,7 @@ func (s *Set) decodeDocument(src Source, raw []byte) error {
 		}
 		return s.decodeCore(src, h, raw)
 	default:
-		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s %s (%s) is not used by Dovetail; skipped",
-			src, h.Kind, h.Metadata.Name, h.APIVersion))
+		s.skip(h.Kind)
 		return nil
 	}
 }

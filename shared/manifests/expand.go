@@ -18,6 +18,11 @@ import (
 // spec.nodeName unless the template itself sets one. A CronJob contributes the pods of one run
 // of its job template. DaemonSets are not expanded: the solver adds their overhead per node.
 //
+// A cluster dump holds the controllers' pods too: a workload adds only the pods it lacks
+// (Replicas minus the Pods it already runs, found by their owner references, see owners.go),
+// skipping the names its pods already have; a ReplicaSet owned by a Deployment of the Set, or
+// a Job owned by a CronJob of the Set, adds none (its owner stands for it).
+//
 // The pods are fresh copies; changing them does not change the Set.
 func (s *Set) ExpandPods() []*corev1.Pod {
 	type entry struct {
@@ -44,6 +49,8 @@ func (s *Set) ExpandPods() []*corev1.Pod {
 	}
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].seq < entries[j].seq })
 
+	idx := s.workloadIndex()
+	live := s.running(idx)
 	var pods []*corev1.Pod
 	for _, e := range entries {
 		if e.pod != nil {
@@ -60,7 +67,10 @@ func (s *Set) ExpandPods() []*corev1.Pod {
 			pods = append(pods, p)
 			continue
 		}
-		pods = append(pods, e.w.Pods()...)
+		if idx.owner(e.w) != nil {
+			continue
+		}
+		pods = append(pods, e.w.missing(live[e.w])...)
 	}
 	return pods
 }
@@ -70,7 +80,11 @@ func (s *Set) ExpandPods() []*corev1.Pod {
 // volumeClaimTemplate, named after the template and referring to the claim
 // "<template>-<statefulset>-<ordinal>" (replacing a template volume of the same name), as the
 // StatefulSet controller builds them (Kubernetes docs, "StatefulSets: Stable Storage").
-func (w *Workload) Pods() []*corev1.Pod {
+func (w *Workload) Pods() []*corev1.Pod { return w.missing(nil) }
+
+// missing returns the workload's pods as Pods does, less those it already runs (their names in
+// running): Replicas − len(running) pods, at the first indices whose names are free.
+func (w *Workload) missing(running map[string]bool) []*corev1.Pod {
 	ns := w.Namespace
 	if ns == "" {
 		ns = DefaultNamespace
@@ -88,8 +102,12 @@ func (w *Workload) Pods() []*corev1.Pod {
 	if sts != nil && sts.Spec.Ordinals != nil {
 		start = sts.Spec.Ordinals.Start
 	}
-	pods := make([]*corev1.Pod, 0, w.Replicas)
-	for i := start; i < start+w.Replicas; i++ {
+	want := int(w.Replicas) - len(running)
+	pods := make([]*corev1.Pod, 0, max(want, 0))
+	for i := start; len(pods) < want; i++ {
+		if running[fmt.Sprintf("%s-%d", w.Name, i)] {
+			continue
+		}
 		t := w.Template.DeepCopy()
 		if sts != nil {
 			for _, ct := range sts.Spec.VolumeClaimTemplates {

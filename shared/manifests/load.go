@@ -21,13 +21,35 @@ import (
 // manifestExts are the file name endings read when walking a directory.
 var manifestExts = []string{".yaml", ".yml", ".json"}
 
+// Stdin is the path that names standard input ("-f -", as kubectl reads it); StdinName is
+// how its documents are located in warnings and errors.
+const (
+	Stdin     = "-"
+	StdinName = "<stdin>"
+)
+
 // Load reads manifests from files and directories. A directory is walked recursively and every
 // *.yaml, *.yml and *.json file in it is read, in lexical path order (filepath.WalkDir order);
-// a file named explicitly is read whatever its extension. Paths are read in the order given.
-// Errors: a missing path, an unreadable file, or a malformed document (*Error).
-func Load(paths ...string) (*Set, error) {
+// a file named explicitly is read whatever its extension; "-" reads standard input (a `kubectl
+// get ... -o yaml` piped in). Paths are read in the order given.
+// Errors: a missing path, an unreadable file, "-" given twice, or a malformed document (*Error).
+func Load(paths ...string) (*Set, error) { return LoadFrom(os.Stdin, paths...) }
+
+// LoadFrom is Load with stdin as what "-" reads.
+func LoadFrom(stdin io.Reader, paths ...string) (*Set, error) {
 	s := &Set{}
+	readStdin := false
 	for _, p := range paths {
+		if p == Stdin {
+			if readStdin {
+				return nil, fmt.Errorf("manifests: standard input (-) is given twice")
+			}
+			readStdin = true
+			if err := s.read(StdinName, stdin); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		files, err := listFiles(p, func(root string, fn fs.WalkDirFunc) error { return filepath.WalkDir(root, fn) }, os.Stat)
 		if err != nil {
 			return nil, err
@@ -38,6 +60,7 @@ func Load(paths ...string) (*Set, error) {
 			}
 		}
 	}
+	s.summarise()
 	return s, nil
 }
 
@@ -58,6 +81,7 @@ func LoadFS(fsys fs.FS, paths ...string) (*Set, error) {
 			}
 		}
 	}
+	s.summarise()
 	return s, nil
 }
 
@@ -67,6 +91,7 @@ func LoadReader(name string, r io.Reader) (*Set, error) {
 	if err := s.read(name, r); err != nil {
 		return nil, err
 	}
+	s.summarise()
 	return s, nil
 }
 

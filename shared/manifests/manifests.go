@@ -11,6 +11,8 @@ package manifests
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,8 +51,12 @@ type Set struct {
 	// PVs and StorageClasses are cluster-scoped (no namespace).
 	PVs            []*corev1.PersistentVolume
 	StorageClasses []*storagev1.StorageClass
-	// Warnings lists skipped documents (unknown kinds, documents that are not Kubernetes objects).
+	// Warnings lists documents that are not Kubernetes objects and skipped Karpenter kinds, one
+	// line each, then one line counting the objects of kinds Dovetail does not use, per kind (a
+	// `kubectl get` dump holds thousands of them: ConfigMaps, Events, Services...).
 	Warnings []string
+	// Skipped counts the objects of kinds Dovetail does not use, by kind.
+	Skipped map[string]int
 
 	// order remembers the document position of pods and workloads so ExpandPods can interleave
 	// them in document order.
@@ -152,4 +158,36 @@ func (s *Set) remember(obj any) {
 	}
 	s.order[obj] = s.seq
 	s.seq++
+}
+
+// skip counts an object of a kind Dovetail does not use.
+func (s *Set) skip(kind string) {
+	if s.Skipped == nil {
+		s.Skipped = map[string]int{}
+	}
+	s.Skipped[kind]++
+}
+
+// summarise appends the one warning line that counts the skipped objects per kind ("skipped 7
+// objects of kinds Dovetail does not use: ConfigMap 2, Service 5"), kinds in name order.
+func (s *Set) summarise() {
+	if len(s.Skipped) == 0 {
+		return
+	}
+	kinds := make([]string, 0, len(s.Skipped))
+	total := 0
+	for k, n := range s.Skipped {
+		kinds = append(kinds, k)
+		total += n
+	}
+	sort.Strings(kinds)
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %d", k, s.Skipped[k])
+	}
+	noun := "objects"
+	if total == 1 {
+		noun = "object"
+	}
+	s.Warnings = append(s.Warnings, fmt.Sprintf("skipped %d %s of kinds Dovetail does not use: %s", total, noun, strings.Join(parts, ", ")))
 }

@@ -1,47 +1,95 @@
-// Package planner turns a set of Kubernetes manifests into the solver's input, the one path
-// `dovetail plan` and the scenario suite (testdata/scenarios) share: manifests → Input → Solve.
+// Package planner turns a set of Kubernetes manifests (or a dump of a live cluster) into what
+// the functions decide on: the cluster snapshot, and the solver's input built from it. It is the
+// one path `dovetail plan` and the scenario suite (testdata/scenarios) share: manifests →
+// Snapshot → Input → Solve.
 package planner
 
 import (
 	"fmt"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
-// Input builds the solver's input from manifests (LimitRanges give every pod, and the solver
-// every DaemonSet pod, the defaults admission would), planning allocatable with the cloud
-// provider's node settings rule (settings, from the edge): the pods of controllers and the Pods without
-// spec.nodeName are pending; Pods with spec.nodeName run on that Node (which must be in the
-// manifests); NodePools, EC2NodeClasses, NodeClaims, Nodes and DaemonSets are passed as read;
-// claims come from Set.ExpandPVCs (documents, StatefulSet volumeClaimTemplates, ephemeral
+// SnapshotCluster is the cluster name a snapshot built from manifests carries.
+const SnapshotCluster = "plan"
+
+// Snapshot builds the snapshot the agent would publish for the manifests' cluster, dated at:
+// the pods of Set.ExpandPods (with the defaults their namespace's LimitRanges give, as the API
+// server's LimitRanger would before any scheduler sees them; a pod already admitted has its
+// requests and is unchanged) sorted into pending pods (unbound, not finished, not being deleted,
+// not a DaemonSet's: those wait for their own node) and pods bound to a node (spec.nodeName,
+// not finished); NodePools, NodeClasses, NodeClaims, Nodes, DaemonSets, LimitRanges and PDBs as
+// read; claims from Set.ExpandPVCs (documents, StatefulSet volumeClaimTemplates, ephemeral
 // volumes, default StorageClass), PersistentVolumes and StorageClasses as read.
 //
 // Error: a bound Pod whose node is not in the manifests ("pod ns/name: spec.nodeName: ...").
-func Input(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (provisioning.Input, error) {
-	in := provisioning.Input{Catalog: cat, NodeSettings: settings, Nodes: set.Nodes, DaemonSets: set.DaemonSets, LimitRanges: set.LimitRanges,
-		NodePools: set.NodePools, NodeClasses: set.NodeClasses, NodeClaims: set.NodeClaims,
-		PVCs: set.ExpandPVCs(), PVs: set.PVs, StorageClasses: set.StorageClasses}
+func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
+	snap := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: SnapshotCluster, Revision: 1,
+		Time: metav1.NewTime(at), Complete: true}
 	nodes := map[string]bool{}
 	for _, n := range set.Nodes {
 		nodes[n.Name] = true
+		snap.Nodes = append(snap.Nodes, *n)
 	}
 	for _, p := range set.ExpandPods() {
-		// Manifests are not admitted yet: the namespace's LimitRanges give their defaults, as
-		// the API server's LimitRanger would before any scheduler sees the pod.
-		p.Spec = scheduling.ApplyLimitRangeDefaults(p.Spec, scheduling.LimitRangesIn(set.LimitRanges, p.Namespace))
-		if p.Spec.NodeName == "" {
-			in.Pods = append(in.Pods, p)
+		if scheduling.IsTerminal(p) {
 			continue
 		}
-		if !nodes[p.Spec.NodeName] {
-			return provisioning.Input{}, fmt.Errorf("pod %s/%s: spec.nodeName: node %q is not in the manifests", p.Namespace, p.Name, p.Spec.NodeName)
+		p.Spec = scheduling.ApplyLimitRangeDefaults(p.Spec, scheduling.LimitRangesIn(set.LimitRanges, p.Namespace))
+		switch {
+		case p.Spec.NodeName == "" && (p.DeletionTimestamp != nil || scheduling.IsDaemonSetPod(p)):
+		case p.Spec.NodeName == "":
+			snap.PendingPods = append(snap.PendingPods, *p)
+		case !nodes[p.Spec.NodeName]:
+			return nil, fmt.Errorf("pod %s/%s: spec.nodeName: node %q is not in the manifests", p.Namespace, p.Name, p.Spec.NodeName)
+		default:
+			snap.Pods = append(snap.Pods, *p)
 		}
-		in.BoundPods = append(in.BoundPods, p)
 	}
-	return in, nil
+	for _, d := range set.DaemonSets {
+		snap.DaemonSets = append(snap.DaemonSets, *d)
+	}
+	for _, lr := range set.LimitRanges {
+		snap.LimitRanges = append(snap.LimitRanges, *lr)
+	}
+	for _, p := range set.PDBs {
+		snap.PDBs = append(snap.PDBs, *p)
+	}
+	for _, np := range set.NodePools {
+		snap.NodePools = append(snap.NodePools, *np)
+	}
+	snap.NodeClasses = append(snap.NodeClasses, set.NodeClasses...)
+	for _, nc := range set.NodeClaims {
+		snap.NodeClaims = append(snap.NodeClaims, *nc)
+	}
+	for _, c := range set.ExpandPVCs() {
+		snap.PVCs = append(snap.PVCs, *c)
+	}
+	for _, pv := range set.PVs {
+		snap.PVs = append(snap.PVs, *pv)
+	}
+	for _, sc := range set.StorageClasses {
+		snap.StorageClasses = append(snap.StorageClasses, *sc)
+	}
+	return snap, nil
+}
+
+// Input builds the solver's input from manifests (provisioning.InputFromSnapshot over
+// Snapshot), planning allocatable with the cloud provider's node settings rule (settings, from
+// the edge). Its errors are Snapshot's.
+func Input(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (provisioning.Input, error) {
+	snap, err := Snapshot(set, time.Time{})
+	if err != nil {
+		return provisioning.Input{}, err
+	}
+	return provisioning.InputFromSnapshot(snap, cat, settings), nil
 }
 
 // Plan is Input followed by provisioning.Solve; it also returns the input it solved.
