@@ -1,0 +1,259 @@
+package preview
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+)
+
+// driftFields names, for each drift kind (shared/disruption/drift.go), the field that no
+// longer matches.
+var driftFields = map[disruption.DriftKind]string{
+	disruption.DriftNodePoolHash:   "NodePool spec.template (karpenter.sh/nodepool-hash)",
+	disruption.DriftRequirements:   "NodePool spec.template.spec.requirements (against the node's labels)",
+	disruption.DriftNodeClassRef:   "NodePool spec.template.spec.nodeClassRef",
+	disruption.DriftAMI:            "NodeClaim status.imageID (against the NodeClass's status.amis)",
+	disruption.DriftSubnet:         "NodeClaim subnet (against the NodeClass's status.subnets)",
+	disruption.DriftSecurityGroups: "NodeClaim security groups (against the NodeClass's status.securityGroups)",
+	disruption.DriftNodeClassHash:  "EC2NodeClass spec (karpenter.k8s.aws/ec2nodeclass-hash)",
+}
+
+// drift is the drift function on the world: disruption.PlanDrift finds the expired and drifted
+// nodes. Expired nodes are handed to the termination path at once (their deletion then counts
+// against the budgets, as the agent's ledger counts it), so the drifted nodes are chosen on a
+// second PlanDrift that sees them being deleted; each chosen node is evacuated as the function
+// does (disruption.EvacuationInput, provisioning.Solve), its replacements launched, the node
+// tainted and drained.
+func (r *runner) drift() error {
+	for _, c := range disruption.PlanDrift(r.w.snap).Expired {
+		if err := r.expire(c); err != nil {
+			return err
+		}
+	}
+	plan := disruption.PlanDrift(r.w.snap)
+	for _, s := range plan.Blocked {
+		r.block(Blocker{Node: s.Node, Function: FunctionDrift, Kind: classify(s.Reason), Reason: "drifted but not replaced: " + s.Reason})
+	}
+	for _, s := range plan.OverBudget {
+		r.block(Blocker{Node: s.Node, Function: FunctionDrift, Kind: BlockerBudget, Reason: "drifted but not replaced now: " + s.Reason})
+	}
+	for _, c := range plan.Selected {
+		if err := r.replaceDrifted(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expire hands an expired node to the termination path: forceful, no budget, no replacement
+// launched first; the evicted pods are placed by the provision function.
+func (r *runner) expire(c disruption.DriftCandidate) error {
+	name := c.Name()
+	d := Decision{Function: FunctionDrift, Action: ActionDelete, Reason: disruption.ReasonExpired, Nodes: []NodeRef{r.w.ref(name)},
+		Why: c.Why() + "; handed to the termination path at once (expiry is forceful: no budget, no replacement first)"}
+	d.PricePerHourBefore = d.Nodes[0].PricePerHour
+	r.w.taint(name, "", true)
+	if err := r.drainAndPlace(&d, name); err != nil {
+		return err
+	}
+	if len(d.Launched) > 0 {
+		d.Action = ActionReplace
+	}
+	r.add(d)
+	return nil
+}
+
+// replaceDrifted evacuates a drifted node as the drift function does: the plan for its pods
+// with the node left out; the NodeClaims it needs are launched before the node is tainted and
+// drained. A node whose pods would have no place is left alone.
+func (r *runner) replaceDrifted(c disruption.DriftCandidate) error {
+	name := c.Name()
+	d := Decision{Function: FunctionDrift, Action: ActionDelete, Reason: apisv1.DisruptionReasonDrifted, Why: c.Why(),
+		DriftedField: driftFields[c.Drift.Kind], Nodes: []NodeRef{r.w.ref(name)}}
+	d.PricePerHourBefore = d.Nodes[0].PricePerHour
+	if len(c.Pods) > 0 {
+		in, _ := disruption.EvacuationInput(r.w.snap, r.o.Catalog, r.o.NodeSettings, []string{name}, nil)
+		plan, err := provisioning.Solve(in)
+		if err != nil {
+			return err
+		}
+		if len(plan.Unschedulable) > 0 {
+			u := plan.Unschedulable[0]
+			r.block(Blocker{Node: name, Function: FunctionDrift, Kind: BlockerNoPlace,
+				Reason: fmt.Sprintf("drifted but not replaced: pod %s would have no place: %s", podKey(u.Pod), u.Reason)})
+			return nil
+		}
+		keep, waits := r.drainBlockers(name)
+		plan = withoutPods(plan, keep)
+		if d.Moved, d.Launched, err = r.apply(plan); err != nil {
+			return err
+		}
+		if len(waits) > 0 {
+			d.Waits = append(waits, r.waitUntil(name))
+		}
+	}
+	if len(d.Launched) > 0 {
+		d.Action = ActionReplace
+	}
+	d.PricePerHourAfter = launchedPrice(d.Launched)
+	r.w.taint(name, disruption.TaintValueDrifted, false)
+	if len(d.Waits) == 0 {
+		r.w.leaving[name] = true
+	}
+	r.add(d)
+	return nil
+}
+
+// withoutPods drops from the plan's placements the pods that stay where they are (a drain
+// waits for them); the NodeClaims launched for them are still launched, as the function does.
+func withoutPods(plan *provisioning.Plan, keep map[string]bool) *provisioning.Plan {
+	if len(keep) == 0 {
+		return plan
+	}
+	out := &provisioning.Plan{Unschedulable: plan.Unschedulable}
+	for _, e := range plan.ExistingNodes {
+		c := *e
+		c.Pods = nil
+		for _, p := range e.Pods {
+			if !keep[podKey(p)] {
+				c.Pods = append(c.Pods, p)
+			}
+		}
+		out.ExistingNodes = append(out.ExistingNodes, &c)
+	}
+	for _, nc := range plan.NodeClaims {
+		c := *nc
+		c.Pods = nil
+		for _, p := range nc.Pods {
+			if !keep[podKey(p)] {
+				c.Pods = append(c.Pods, p)
+			}
+		}
+		out.NodeClaims = append(out.NodeClaims, &c)
+	}
+	return out
+}
+
+// consolidate is the consolidate function on the world: disruption.NewState and
+// disruption.Consolidate decide one consolidation (none while another is in flight), which is
+// carried out: replacements launched, pods moved where the decision placed them, candidates
+// tainted and gone at the end of the round. Every node of a NodePool that is not a candidate is
+// reported with why, and candidates a disruption budget holds back as blocked by it.
+func (r *runner) consolidate() error {
+	st, err := disruption.NewState(r.w.snap, r.o.Catalog, r.o.NodeSettings)
+	if err != nil {
+		return err
+	}
+	if p := disruption.InFlight(st); len(p) > 0 {
+		r.cur.Notes = append(r.cur.Notes, fmt.Sprintf("consolidation %s is in flight: no new decision until it is done", p[0].ID))
+		return nil
+	}
+	d, rep := disruption.Consolidate(st, r.o.Consolidation)
+	r.cur.Notes = append(r.cur.Notes, rep.Tried...)
+	r.cur.Notes = append(r.cur.Notes, rep.BudgetErrors...)
+	for _, s := range rep.Skipped {
+		if r.w.leaving[s.Node] || strings.HasPrefix(s.Reason, "already being disrupted") {
+			continue // another decision of this round (or one under way) has the node
+		}
+		r.block(Blocker{Node: s.Node, Function: FunctionConsolidation, Kind: classify(s.Reason), Reason: s.Reason})
+	}
+	r.budgetBlocked(st, d, rep)
+	if d == nil {
+		return nil
+	}
+	out := Decision{Function: FunctionConsolidation, Action: ActionDelete, Reason: d.Reason, Why: d.Why + " (" + d.Strategy + ")",
+		PricePerHourBefore: d.PriceBefore, PricePerHourAfter: d.PriceAfter}
+	if d.Method == disruption.MethodReplace {
+		out.Action = ActionReplace
+	}
+	for _, c := range d.Candidates {
+		out.Nodes = append(out.Nodes, r.w.ref(c.Node))
+	}
+	for _, repl := range d.Replacements {
+		l, err := r.launch(repl)
+		if err != nil {
+			return err
+		}
+		out.Launched = append(out.Launched, l)
+	}
+	for _, p := range d.Placements {
+		to := p.Node
+		if p.Replacement >= 0 {
+			to = out.Launched[p.Replacement].Name
+		}
+		r.w.bind(p.Pod, to)
+		out.Moved = append(out.Moved, PodMove{Pod: p.Pod, To: to})
+	}
+	for _, c := range d.Candidates {
+		r.w.taint(c.Node, d.TaintValue(), false)
+		r.w.leaving[c.Node] = true
+	}
+	r.add(out)
+	return nil
+}
+
+// budgetBlocked reports the candidates a disruption budget holds back: those of a pool whose
+// budget for their reason (Empty or Underutilized) the decision, if any, has used up.
+func (r *runner) budgetBlocked(st *disruption.State, d *disruption.Decision, rep *disruption.Report) {
+	cands, _ := st.Candidates()
+	in := map[string]bool{}
+	used := map[string]int{}
+	if d != nil {
+		for _, c := range d.Candidates {
+			in[c.Node] = true
+			used[c.NodePool+"/"+d.Reason]++
+		}
+	}
+	for _, c := range cands {
+		reason := apisv1.DisruptionReasonUnderutilized
+		if c.Empty {
+			reason = apisv1.DisruptionReasonEmpty
+		}
+		key := c.Pool.Name + "/" + reason
+		allowed, ok := rep.Budgets[key]
+		if in[c.Name()] || !ok || allowed-used[key] > 0 {
+			continue
+		}
+		cnt := st.Counts[c.Pool.Name]
+		why := fmt.Sprintf("NodePool %s: disruption budget for %s allows %d node(s) now (%d of %d nodes already disrupting)",
+			c.Pool.Name, reason, allowed, cnt.Disrupting, cnt.Nodes)
+		if used[key] > 0 {
+			why = fmt.Sprintf("NodePool %s: disruption budget for %s allows %d node(s) now, all taken by this round's consolidation (%d of %d nodes already disrupting)",
+				c.Pool.Name, reason, allowed, cnt.Disrupting, cnt.Nodes)
+		}
+		r.block(Blocker{Node: c.Name(), Function: FunctionConsolidation, Kind: BlockerBudget, Reason: why})
+	}
+}
+
+// classify names the kind of a blocking reason (the reasons shared/disruption gives).
+func classify(reason string) string {
+	switch {
+	case strings.Contains(reason, "PodDisruptionBudget"):
+		return BlockerPDB
+	case strings.Contains(reason, apisv1.AnnotationDoNotDisrupt):
+		return BlockerDoNotDisrupt
+	case strings.Contains(reason, "disruption budget"), strings.Contains(reason, "budget left"), strings.Contains(reason, "budgets["):
+		return BlockerBudget
+	case strings.Contains(reason, "no controller owner"):
+		return BlockerNoController
+	case strings.Contains(reason, "consolidateAfter"):
+		return BlockerConsolidateAfter
+	case strings.Contains(reason, "would have no place"):
+		return BlockerNoPlace
+	}
+	return BlockerOther
+}
+
+// sortBlockers orders a round's blockers by node, then function.
+func sortBlockers(bs []Blocker) {
+	sort.SliceStable(bs, func(i, j int) bool {
+		if bs[i].Node != bs[j].Node {
+			return bs[i].Node < bs[j].Node
+		}
+		return bs[i].Function < bs[j].Function
+	})
+}
