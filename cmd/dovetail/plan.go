@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
-	"github.com/dovetail-dev/dovetail/shared/cloud/registry"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
@@ -22,6 +21,7 @@ func newPlanCommand() *cobra.Command {
 	var files []string
 	var output string
 	var region string
+	var live liveFlags
 	cmd := &cobra.Command{
 		Use:   "plan -f PATH [-f PATH ...] [--output json|table]",
 		Short: "Print the provisioning decision for manifests, without launching anything",
@@ -33,32 +33,60 @@ controller are named <controller>-<index>; a StatefulSet's volumeClaimTemplates 
 named <template>-<statefulset>-<index>. It prints the NodeClaims Dovetail would launch,
 the pods placed on existing nodes, and the pods no node can take, with the reason.
 Spot prices of the embedded catalog are estimates (see the catalog's spot-price model).
+
+It also reads a live cluster's state: a dump piped in (kubectl get nodes,pods,pdb,daemonsets,
+nodepools,ec2nodeclasses,nodeclaims,limitranges,pvc,pv,storageclasses -A -o yaml | dovetail
+plan -f -), a directory of such dumps, or the cluster itself through --kubeconfig (list calls
+only). Running pods stay on their nodes; a controller adds only the pods it does not run yet.
+With nodes in the input it adds the saving against today: today's $/h at catalog prices, the
+$/h Dovetail converges to (provision and consolidation repeated to a fixed point, within PDBs
+and disruption budgets) and a lower bound. --disruption prints every decision of that
+preview (consolidation, drift, expiry: what goes, what replaces it, why) and what blocks the
+rest. Nothing is evicted or launched.
 Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid input.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(files) == 0 {
-				return usageError{fmt.Errorf("-f: at least one manifest file or directory is required")}
+			if len(files) == 0 && live.kubeconfig == "" {
+				return usageError{fmt.Errorf("-f: at least one manifest file or directory (or --kubeconfig) is required")}
 			}
 			if output != "json" && output != "table" {
 				return usageError{fmt.Errorf("--output: %q is not json or table", output)}
 			}
-			set, err := manifests.LoadFrom(cmd.InOrStdin(), files...)
+			set, err := live.load(cmd, files)
+			if err != nil {
+				return err
+			}
+			cl, err := cloudOf(set)
 			if err != nil {
 				return usageError{err}
 			}
-			cl, err := registry.ForNodeClasses(set.NodeClasses)
-			if err != nil {
-				return usageError{err}
-			}
-			cat, err := cl.Catalog(region)
+			cat, err := cl.Catalog(regionOf(region, set))
 			if err != nil {
 				return usageError{fmt.Errorf("--region: %w", err)}
+			}
+			for _, w := range set.Warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
+			if live.disruption {
+				res, err := live.preview(set, cl, cat)
+				if err != nil {
+					return err
+				}
+				d := &DisruptionOutput{Catalog: CatalogOutput{Region: cat.Region, Source: cat.Source}, Result: res}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), d)
+				}
+				return writeDisruptionTable(cmd.OutOrStdout(), d)
 			}
 			out, err := Plan(set, cat, cl.NodeSettings)
 			if err != nil {
 				return usageError{err}
 			}
-			for _, w := range set.Warnings {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			if len(set.Nodes) > 0 {
+				res, err := live.preview(set, cl, cat)
+				if err != nil {
+					return err
+				}
+				out.Cluster = clusterOutput(res)
 			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -70,7 +98,8 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file or directory (repeatable; - reads standard input)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json or table")
-	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: for EC2NodeClasses "+strings.Join(catalog.EmbeddedRegions, ", ")+" (empty: us-east-1); for AKSNodeClasses a zonal Azure region such as eastus or westeurope (empty: eastus)")
+	live.register(cmd.Flags())
+	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: for EC2NodeClasses "+strings.Join(catalog.EmbeddedRegions, ", ")+" (empty: the nodes' topology.kubernetes.io/region, else us-east-1); for AKSNodeClasses a zonal Azure region such as eastus or westeurope (empty: eastus)")
 	return cmd
 }
 
@@ -88,6 +117,8 @@ type PlanOutput struct {
 	// the cheapest possible plan. Both 0 when no new NodeClaim is needed.
 	LowerBoundPerHour float64 `json:"lowerBoundPerHour"`
 	Gap               float64 `json:"gap"`
+	// Cluster is the saving against today's nodes, when the input holds nodes.
+	Cluster *ClusterOutput `json:"cluster,omitempty"`
 }
 
 // CatalogOutput names the catalog a plan was priced with: its region and source ("embedded":
@@ -197,6 +228,9 @@ func writeTable(w io.Writer, out *PlanOutput) error {
 	}
 	for _, u := range out.Unschedulable {
 		fmt.Fprintf(w, "Unschedulable %s: %s\n", u.Pod, u.Reason)
+	}
+	if out.Cluster != nil {
+		writeClusterTable(w, out.Cluster)
 	}
 	return nil
 }

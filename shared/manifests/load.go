@@ -36,8 +36,22 @@ const (
 func Load(paths ...string) (*Set, error) { return LoadFrom(os.Stdin, paths...) }
 
 // LoadFrom is Load with stdin as what "-" reads.
-func LoadFrom(stdin io.Reader, paths ...string) (*Set, error) {
+func LoadFrom(stdin io.Reader, paths ...string) (*Set, error) { return LoadAll(stdin, nil, paths...) }
+
+// Stream is a named stream of manifests (a cluster's state listed through its API).
+type Stream struct {
+	Name string
+	R    io.Reader
+}
+
+// LoadAll reads the streams, then the paths as LoadFrom does, into one Set.
+func LoadAll(stdin io.Reader, streams []Stream, paths ...string) (*Set, error) {
 	s := &Set{}
+	for _, st := range streams {
+		if err := s.read(st.Name, st.R); err != nil {
+			return nil, err
+		}
+	}
 	readStdin := false
 	for _, p := range paths {
 		if p == Stdin {

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/dovetail-dev/dovetail/shared/kube"
+	"github.com/dovetail-dev/dovetail/shared/preview/previewtest"
+)
+
+// testdata/liveplan/cluster.yaml is the e2e suite's cluster (e2e/livestate.go) dumped from the
+// real API server by kube.ListState with managed fields (`kubectl get --show-managed-fields -o
+// yaml` of nodes, pods, PDBs, DaemonSets, NodePools, EC2NodeClasses and NodeClaims): Karpenter
+// v1 objects with status, managedFields, finalizers, owner references, resourceVersion, uid and
+// creationTimestamp, read without edits. liveAt is its NodeClaim D's creation + 2h.
+const (
+	liveDump = "testdata/liveplan/cluster.yaml"
+	liveAt   = "2026-12-02T07:39:58Z"
+)
+
+func runCLIWithStdin(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := runWith(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// The disruption preview of the dump is the hand calculation of shared/preview/previewtest.
+func TestPlanDisruptionOnClusterDump(t *testing.T) {
+	code, out, stderr := runCLI(t, "plan", "--disruption", "-f", liveDump, "--at", liveAt, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("stderr %q, want nothing: every kind of the dump is read", stderr)
+	}
+	var got DisruptionOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range previewtest.CheckLive(got.Result) {
+		t.Error(d)
+	}
+	if got.Catalog.Region != "us-east-1" {
+		t.Errorf("catalog region %q, want the nodes' us-east-1", got.Catalog.Region)
+	}
+
+	// The same dump piped in (kubectl get ... -o yaml | dovetail plan -f -) plans the same.
+	raw, err := os.ReadFile(liveDump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, piped, stderr := runCLIWithStdin(t, string(raw), "plan", "--disruption", "-f", "-", "--at", liveAt, "-o", "json")
+	if code != 0 || piped != out {
+		t.Errorf("-f - gave exit %d, %s; want the file's output", code, stderr)
+	}
+
+	code, table, stderr := runCLI(t, "plan", "--disruption", "-f", liveDump, "--at", liveAt)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"Round 1 at 2026-12-02T07:39:58Z",
+		"drift delete Expired ip-10-0-1-13.ec2.internal (c5.large on-demand 0.0850)",
+		"drifted field: NodeClaim status.imageID",
+		"blocked ip-10-0-1-15.ec2.internal (consolidate, PodDisruptionBudget): PodDisruptionBudget shop/db allows 0 disruption(s)",
+		"Before: 0.8707 (est.) USD/h (8 nodes); after: 0.4017 (est.) USD/h (4 nodes); saves 0.4690 USD/h; lower bound 0.3797 USD/h",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+// plan without --disruption adds the saving against today to the plan of pending pods (none).
+func TestPlanClusterSaving(t *testing.T) {
+	code, out, stderr := runCLI(t, "plan", "-f", liveDump, "--at", liveAt, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got PlanOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	c := got.Cluster
+	if c == nil || len(got.NodeClaims) != 0 {
+		t.Fatalf("cluster %+v, nodeClaims %d; want the saving and no launch", c, len(got.NodeClaims))
+	}
+	if c.TodayPerHour != previewtest.LiveToday || c.ConvergedPerHour != previewtest.LiveConverged || !c.TodayEstimated ||
+		c.LowerBoundPerHour != previewtest.LiveLowerBound || c.Rounds != 5 {
+		t.Errorf("cluster %+v", c)
+	}
+	// Today by owner: the NodePool's 7 on-demand nodes (0.853) and the node group's spot node.
+	if len(c.Today) != 2 || c.Today[0].Owner != "default" || c.Today[0].Nodes != 7 || c.Today[0].PricePerHour != 0.853 ||
+		c.Today[1].Owner != "system" || c.Today[1].PricePerHour != 0.017722 || !c.Today[1].Estimated {
+		t.Errorf("today by owner: %+v", c.Today)
+	}
+}
+
+// Invalid input in a dump exits 2, naming the file, the document and item, and the field.
+func TestPlanClusterDumpBadInput(t *testing.T) {
+	raw, err := os.ReadFile(liveDump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The first node's allocatable CPU is "3920m" (the first such line of the file).
+	badQty := write("qty.yaml", strings.Replace(string(raw), "cpu: 3920m", "cpu: lots", 1))
+	code, _, stderr := runCLI(t, "plan", "--disruption", "-f", badQty, "--at", liveAt)
+	if code != exitInvalidInput || !strings.Contains(stderr, "qty.yaml doc 0 items[0]: Node ip-10-0-1-10.ec2.internal: status.allocatable.cpu: \"lots\" is not a quantity") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	badField := write("field.yaml", strings.Replace(string(raw), "    expireAfter: 1h\n", "    expireAfter: 1h\n    expireAfterr: 1h\n", 1))
+	code, _, stderr = runCLI(t, "plan", "-f", badField, "--at", liveAt)
+	if code != exitInvalidInput || !strings.Contains(stderr, "field.yaml doc 0 items[36]: NodeClaim default-hq5vt") || !strings.Contains(stderr, "spec.expireAfterr") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "plan", "--disruption", "-f", liveDump, "--at", "yesterday")
+	if code != exitInvalidInput || !strings.Contains(stderr, "--at: \"yesterday\" is not an RFC 3339 time") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "plan", "--disruption")
+	if code != exitInvalidInput || !strings.Contains(stderr, "or --kubeconfig") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// Kinds Dovetail does not use are counted in one line, whatever their number.
+func TestPlanClusterDumpSkipsUnusedKindsInOneLine(t *testing.T) {
+	raw, err := os.ReadFile(liveDump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := "- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a, namespace: shop}\n" +
+		"- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: b, namespace: shop}\n" +
+		"- apiVersion: v1\n  kind: Event\n  metadata: {name: e, namespace: shop}\n"
+	dump := strings.Replace(string(raw), "items:\n", "items:\n"+extra, 1)
+	code, _, stderr := runCLIWithStdin(t, dump, "plan", "-f", "-", "--at", liveAt)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := "warning: skipped 3 objects of kinds Dovetail does not use: ConfigMap 2, Event 1\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+}
+
+// plan-rbac.yaml grants list, and only list, on exactly the resources --kubeconfig lists.
+func TestPlanRBACGrantsListOnStateResources(t *testing.T) {
+	raw, err := os.ReadFile("plan-rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := map[string]bool{}
+	docs := strings.Split(string(raw), "\n---\n")
+	for _, doc := range docs {
+		var role rbacv1.ClusterRole
+		if err := sigsyaml.UnmarshalStrict([]byte(doc), &role); err != nil {
+			var binding rbacv1.ClusterRoleBinding
+			if err2 := sigsyaml.UnmarshalStrict([]byte(doc), &binding); err2 != nil {
+				t.Fatalf("plan-rbac.yaml: %v / %v", err, err2)
+			}
+			if binding.RoleRef.Name != "dovetail-plan-reader" || binding.RoleRef.Kind != "ClusterRole" {
+				t.Errorf("binding refers to %+v", binding.RoleRef)
+			}
+			continue
+		}
+		for _, r := range role.Rules {
+			if strings.Join(r.Verbs, ",") != "list" || len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+				t.Errorf("rule %+v: want the verb list only", r)
+			}
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					granted[g+"/"+res] = true
+				}
+			}
+		}
+	}
+	want := map[string]bool{}
+	for _, r := range kube.StateResources {
+		want[r.GVR.Group+"/"+r.GVR.Resource] = true
+	}
+	if fmt.Sprint(granted) != fmt.Sprint(want) {
+		t.Errorf("granted %v\nwant    %v", granted, want)
+	}
+}
