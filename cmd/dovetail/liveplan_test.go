@@ -4,15 +4,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/kube"
+	"github.com/dovetail-dev/dovetail/shared/preview"
 	"github.com/dovetail-dev/dovetail/shared/preview/previewtest"
 )
 
@@ -196,5 +202,103 @@ func TestPlanRBACGrantsListOnStateResources(t *testing.T) {
 	}
 	if fmt.Sprint(granted) != fmt.Sprint(want) {
 		t.Errorf("granted %v\nwant    %v", granted, want)
+	}
+}
+
+// An AKS cluster scaled by the cluster autoscaler (VMSS agent pools, no NodePool): the cloud
+// comes from the nodes' azure:// provider IDs, the catalog from their region (eastus); the
+// system pool stays, the user pool and the empty Spot pool node are drained onto node
+// auto-provisioning's default NodePool (SKU family D, on-demand).
+//
+// Hand calculation: today 2 system + 3 user Standard_D4s_v3 at eastus's list price 0.192, and a
+// Standard_D2s_v3 Spot node (its price the spot model's estimate). The user pods (3 × 500m,
+// 512Mi) do not tolerate the system pool's CriticalAddonsOnly taint: they get one new node, the
+// cheapest family-D on-demand size that holds them (found here by scanning the catalog).
+// Converged: 2 × 0.192 + that size.
+func TestPlanClusterAutoscalerAKS(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: List\nitems:\n")
+	node := func(name, pool, mode, size, prio string, taint bool) {
+		fmt.Fprintf(&b, `- apiVersion: v1
+  kind: Node
+  metadata:
+    name: %[1]s
+    labels: {kubernetes.azure.com/agentpool: %[2]s, agentpool: %[2]s, kubernetes.azure.com/mode: %[3]s,
+      kubernetes.azure.com/scalesetpriority: %[5]s, node.kubernetes.io/instance-type: %[4]s, kubernetes.io/arch: amd64,
+      kubernetes.io/os: linux, topology.kubernetes.io/region: eastus, topology.kubernetes.io/zone: eastus-1, kubernetes.io/hostname: %[1]s}
+  spec:
+    providerID: azure:///subscriptions/0000/resourceGroups/mc_rg/providers/Microsoft.Compute/virtualMachineScaleSets/aks-%[2]s-vmss/virtualMachines/%[1]s
+`, name, pool, mode, size, prio)
+		if taint {
+			b.WriteString("    taints: [{key: CriticalAddonsOnly, value: \"true\", effect: NoSchedule}]\n")
+		}
+		b.WriteString("  status:\n    allocatable: {cpu: 3860m, memory: 12Gi, pods: \"110\"}\n    conditions: [{type: Ready, status: \"True\"}]\n")
+	}
+	node("aks-system-0", "system", "system", "Standard_D4s_v3", "regular", true)
+	node("aks-system-1", "system", "system", "Standard_D4s_v3", "regular", true)
+	for i := 0; i < 3; i++ {
+		node(fmt.Sprintf("aks-user-%d", i), "user", "user", "Standard_D4s_v3", "regular", false)
+		fmt.Fprintf(&b, `- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: web-5d9-%[1]d
+    namespace: shop
+    ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web-5d9, uid: u1, controller: true}]
+  spec:
+    nodeName: aks-user-%[1]d
+    containers: [{name: c, image: nginx, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+  status: {phase: Running, conditions: [{type: Ready, status: "True"}]}
+`, i)
+	}
+	node("aks-spot-0", "spot", "user", "Standard_D2s_v3", "spot", false)
+
+	code, out, stderr := runCLIWithStdin(t, b.String(), "plan", "--disruption", "-f", "-", "--at", liveAt, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got DisruptionOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.AzureRegionCatalog("eastus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spot, _, _ := preview.OfferingPrice(cat, events.OfferingKey{InstanceType: "Standard_D2s_v3", Zone: "eastus-1", CapacityType: "spot"})
+	best, bestSize := math.Inf(1), ""
+	for _, it := range cat.Types() {
+		a := it.Allocatable()
+		if it.Labels[apisv1.LabelSKUFamily] != "D" || it.Labels[corev1.LabelArchStable] != "amd64" ||
+			a.Cpu().MilliValue() < 1500 || a.Memory().Value() < 3*512<<20 || a.Pods().Value() < 3 {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.CapacityType == "on-demand" && o.Available && o.PricePerHour < best {
+				best, bestSize = o.PricePerHour, it.Name
+			}
+		}
+	}
+	r := got.Result
+	if got.Catalog.Region != "eastus" || r.AssumedPool != "default" || !strings.Contains(r.AssumedWhat, "SKU family D") {
+		t.Errorf("catalog %+v, assumed %q %q", got.Catalog, r.AssumedPool, r.AssumedWhat)
+	}
+	if want := 5*0.192 + spot; math.Abs(r.Today.PricePerHour-want) > 1e-6 || !r.Today.Estimated {
+		t.Errorf("today %.6f (estimated %v), want %.6f estimated", r.Today.PricePerHour, r.Today.Estimated, want)
+	}
+	d := r.Rounds[0].Decisions[0]
+	if d.Function != "migration" || len(d.Nodes) != 4 || len(d.Launched) != 1 || d.Launched[0].InstanceType != bestSize {
+		t.Fatalf("migration %+v; want the 3 user nodes and the spot node drained onto one %s", d, bestSize)
+	}
+	if want := 2*0.192 + best; math.Abs(r.Converged.PricePerHour-want) > 1e-6 {
+		t.Errorf("converged %.6f, want %.6f", r.Converged.PricePerHour, want)
+	}
+	kept := 0
+	for _, bl := range r.Rounds[0].Blocked {
+		if bl.Kind == preview.BlockerSystemPool {
+			kept++
+		}
+	}
+	if kept != 2 {
+		t.Errorf("system pool nodes kept: %d, want 2: %+v", kept, r.Rounds[0].Blocked)
 	}
 }

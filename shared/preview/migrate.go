@@ -33,6 +33,7 @@ func (r *runner) assume() error {
 
 // migrate drains the node groups onto the assumed NodePool, as switching to Dovetail means
 // (the node groups scaled to zero, their pods pending, the provision function placing them).
+// AKS system node pools stay (a cluster must keep one).
 // A node stays where a pod may not be evicted (karpenter.sh/do-not-disrupt, no controller to
 // recreate it, a PodDisruptionBudget allowing no disruption: kubectl drain stops there too), or
 // where a pod has no place on the NodePool (a node selector only the node group satisfies).
@@ -104,6 +105,11 @@ func (r *runner) drainable() []string {
 			continue
 		}
 		var why string
+		if n.Labels[apisv1.AKSLabelMode] == apisv1.ModeSystem {
+			r.block(Blocker{Node: n.Name, Function: FunctionMigration, Kind: BlockerSystemPool,
+				Reason: "node group node kept: an AKS system node pool (kubernetes.azure.com/mode=system): AKS needs one, node auto-provisioning does not replace it"})
+			continue
+		}
 		for _, p := range r.w.pods(n.Name) {
 			if !disruption.Evacuable(p) {
 				continue

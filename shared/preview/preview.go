@@ -179,6 +179,7 @@ const (
 	BlockerNoController     = "NoController"
 	BlockerConsolidateAfter = "ConsolidateAfter"
 	BlockerNoPlace          = "NoPlace"
+	BlockerSystemPool       = "SystemPool"
 	BlockerOther            = "Other"
 )
 
