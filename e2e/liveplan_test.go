@@ -27,13 +27,13 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/preview/previewtest"
 )
 
-// TestPlanLiveCluster builds a cluster state in a real control plane (livestate.go: Karpenter
+// TestPlanLiveCluster builds a cluster state in a real control plane (livestate_test.go: Karpenter
 // nodes of several types with their NodeClaims, running pods of Deployments, two of them behind
 // PodDisruptionBudgets, a DaemonSet, a NodeClaim on a superseded AMI, an expired NodeClaim, a
 // do-not-disrupt pod, an empty node and a spot node of an EKS managed node group), dumps it
 // with kubectl's list calls through client-go (kube.ListState: a v1 List, each item with its
 // apiVersion and kind, as `kubectl get -o yaml` prints it), and checks `dovetail plan
-// --disruption` on the dump against the hand calculation in livestate.go; then the same state
+// --disruption` on the dump against the hand calculation in livestate_test.go; then the same state
 // read through --kubeconfig, as a user holding only cmd/dovetail/plan-rbac.yaml's ClusterRole,
 // must print the identical output, and that user may list and nothing else.
 //
@@ -197,7 +197,7 @@ func nodeReady(n *corev1.Node) bool {
 
 func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
 
-// checkHandCalculation compares the preview with the hand calculation of livestate.go.
+// checkHandCalculation compares the preview with the hand calculation of livestate_test.go.
 func checkHandCalculation(t *testing.T, out preview.Result) {
 	for _, d := range previewtest.CheckLive(&out) {
 		t.Error(d)

@@ -1,5 +1,5 @@
 // Package previewtest holds the hand calculation of the live-cluster preview scenario, which
-// both the e2e suite (the cluster built in a real control plane, e2e/livestate.go) and
+// both the e2e suite (the cluster built in a real control plane, e2e/livestate_test.go) and
 // `make test` (its dump, cmd/dovetail/testdata/liveplan/cluster.yaml) check `dovetail plan
 // --disruption` against.
 package previewtest
@@ -19,7 +19,7 @@ var LiveNodes = map[string]string{
 	"ip-10-0-1-16.ec2.internal": "H", "ip-10-0-2-20.ec2.internal": "G",
 }
 
-// The scenario (e2e/livestate.go): NodePool default (on-demand c5/m5 large and xlarge in
+// The scenario (e2e/livestate_test.go): NodePool default (on-demand c5/m5 large and xlarge in
 // us-east-1a/b, consolidateAfter 5m, the default budget: 10 % of its nodes, rounded up),
 // DaemonSet node-agent (100m) on every node; allocatable CPU 3920m (xlarge), 1930m (large).
 //
