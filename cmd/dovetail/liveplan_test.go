@@ -22,7 +22,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/preview/previewtest"
 )
 
-// testdata/liveplan/cluster.yaml is the e2e suite's cluster (e2e/livestate.go) dumped from the
+// testdata/liveplan/cluster.yaml is the e2e suite's cluster (e2e/livestate_test.go) dumped from the
 // real API server by kube.ListState with managed fields (`kubectl get --show-managed-fields -o
 // yaml` of nodes, pods, PDBs, DaemonSets, NodePools, EC2NodeClasses and NodeClaims): Karpenter
 // v1 objects with status, managedFields, finalizers, owner references, resourceVersion, uid and
