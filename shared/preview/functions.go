@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
@@ -114,25 +116,24 @@ func withoutPods(plan *provisioning.Plan, keep map[string]bool) *provisioning.Pl
 	if len(keep) == 0 {
 		return plan
 	}
+	moving := func(ps []*corev1.Pod) []*corev1.Pod {
+		var out []*corev1.Pod
+		for _, p := range ps {
+			if !keep[podKey(p)] {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
 	out := &provisioning.Plan{Unschedulable: plan.Unschedulable}
 	for _, e := range plan.ExistingNodes {
 		c := *e
-		c.Pods = nil
-		for _, p := range e.Pods {
-			if !keep[podKey(p)] {
-				c.Pods = append(c.Pods, p)
-			}
-		}
+		c.Pods = moving(e.Pods)
 		out.ExistingNodes = append(out.ExistingNodes, &c)
 	}
 	for _, nc := range plan.NodeClaims {
 		c := *nc
-		c.Pods = nil
-		for _, p := range nc.Pods {
-			if !keep[podKey(p)] {
-				c.Pods = append(c.Pods, p)
-			}
-		}
+		c.Pods = moving(nc.Pods)
 		out.NodeClaims = append(out.NodeClaims, &c)
 	}
 	return out
