@@ -17,7 +17,16 @@ const (
 	PriceSourceSpotModel PriceSource = "estimate-spot-model"
 	// PriceSourceLive is a price read from a cloud API at run time.
 	PriceSourceLive PriceSource = "live"
+	// PriceSourceReservation is a capacity reservation's: already paid for, so priced at the
+	// type's on-demand price / ReservedPriceDivisor (Karpenter's rule) to rank first.
+	PriceSourceReservation PriceSource = "capacity-reservation"
 )
+
+// ReservedPriceDivisor divides an instance type's on-demand price to price its reserved
+// offerings: Karpenter models a capacity reservation as free (it is paid whether used or not)
+// while keeping the relative order of types for consolidation (karpenter-provider-aws
+// pkg/providers/instancetype/offering: odPrice / 10,000,000).
+const ReservedPriceDivisor = 10_000_000.0
 
 // Offering is one way to buy an instance type: a zone and a capacity type at a price.
 type Offering struct {
@@ -26,6 +35,23 @@ type Offering struct {
 	PricePerHour float64     `json:"pricePerHour"` // USD per hour
 	PriceSource  PriceSource `json:"priceSource"`
 	Available    bool        `json:"available"`
+	// ReservationID and ReservationType name the capacity reservation of a reserved offering
+	// (capacity type "reserved"; type "default" or "capacity-block"); empty otherwise. Reserved
+	// offerings are not in the catalog: each NodeClass's resolved reservations make them.
+	ReservationID   string `json:"reservationID,omitempty"`
+	ReservationType string `json:"reservationType,omitempty"`
+}
+
+// OnDemandPrice returns the type's on-demand price (USD per hour, the cheapest zone's) and
+// whether it has one.
+func (it *InstanceType) OnDemandPrice() (float64, bool) {
+	best, ok := 0.0, false
+	for _, o := range it.Offerings {
+		if o.CapacityType == "on-demand" && (!ok || o.PricePerHour < best) {
+			best, ok = o.PricePerHour, true
+		}
+	}
+	return best, ok
 }
 
 // InstanceType is one instance type with its capacity, node overhead and offerings.

@@ -83,8 +83,13 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 
 // Input builds the solver's input from manifests (provisioning.InputFromSnapshot over
 // Snapshot), planning allocatable with the cloud provider's node settings rule (settings, from
-// the edge). Its errors are Snapshot's.
+// the edge). The free instances of the EC2NodeClasses' capacity reservations come from their
+// apisv1.AnnotationReservationCounts (the status carries none). Its errors are Snapshot's and a
+// malformed reservation-count annotation.
 func Input(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (provisioning.Input, error) {
+	if _, err := provisioning.ReservationCountsFromAnnotations(set.NodeClasses); err != nil {
+		return provisioning.Input{}, err
+	}
 	snap, err := Snapshot(set, time.Time{})
 	if err != nil {
 		return provisioning.Input{}, err

@@ -39,7 +39,7 @@ func (s *solver) boundProblem(pods []*podInfo) lowerbound.Problem {
 	var prob lowerbound.Problem
 	groupOpts := make([][]int, len(reps))
 	for pi, pl := range s.pools {
-		if pl.err != nil {
+		if pl.err != nil || pl.reserved {
 			continue
 		}
 		compat := make([]*podPool, len(reps))
@@ -139,11 +139,15 @@ func (s *solver) exclusiveSet(p *podInfo) int {
 }
 
 // lowerBound computes the plan's lower bound (USD per hour) over the pods it put on new
-// NodeClaims; 0 when there are none or the bound cannot be computed.
+// NodeClaims bought at spot or on-demand prices; 0 when there are none or the bound cannot be
+// computed. Pods on reserved NodeClaims are left out with the reservations, as pods on existing
+// nodes are: the capacity is already paid for.
 func (s *solver) lowerBound() float64 {
 	var pods []*podInfo
 	for _, c := range s.claims {
-		pods = append(pods, c.pods...)
+		if !c.pool.reserved {
+			pods = append(pods, c.pods...)
+		}
 	}
 	if len(pods) == 0 {
 		return 0

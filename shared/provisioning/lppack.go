@@ -23,7 +23,7 @@ const lpMinPods = 8
 // first-fit plan only when it is cheaper. Pools with limits are left as packed.
 func (s *solver) lpRepack() {
 	for pi, pl := range s.pools {
-		if pl.err != nil || pl.remaining != nil {
+		if pl.err != nil || pl.remaining != nil || pl.reserved {
 			continue
 		}
 		var movable, keep []*claim

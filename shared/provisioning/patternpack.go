@@ -33,7 +33,7 @@ var (
 // topology rule, host port or zone/capacity-type requirement.
 func (s *solver) patternPack() {
 	for pi, pl := range s.pools {
-		if pl.err != nil || pl.remaining != nil {
+		if pl.err != nil || pl.remaining != nil || pl.reserved {
 			continue
 		}
 		var movable []*claim

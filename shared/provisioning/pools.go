@@ -36,6 +36,8 @@ type poolType struct {
 	// offers has a bit per (zone, capacity type) of the pool's universe (pool.offerKeys) this
 	// type has an offering in.
 	offers uint64
+	// res is the capacity reservation of a reserved pool's type (its one offering), else "".
+	res string
 }
 
 // pool is a NodePool compiled for the solver.
@@ -46,15 +48,27 @@ type pool struct {
 	labels map[string]string
 	taints []corev1.Taint
 	types  []*poolType // sorted by minPrice, then name
-	// limits: remaining capacity (limit − in use); nil when the pool has no limits.
+	// limits: remaining capacity (limit − in use); nil when the pool has no limits. A reserved
+	// pool shares both with its NodePool's pool: one limit for the NodePool.
 	remaining *scheduling.Resources
 	limitKeys []corev1.ResourceName
-	committed scheduling.Resources // capacity of open NodeClaims' cheapest types
+	committed *scheduling.Resources // capacity of open NodeClaims' cheapest types
 	minValues []*scheduling.Requirement
 	err       error // why the pool cannot be used at all
 	// offerKeys are the (zone, capacity type) pairs the pool's types are offered in, in bit
 	// order of poolType.offers; more than 64 disable the bit test.
 	offerKeys [][2]string
+	// reserved marks the NodePool's capacity reservations (see compileReserved): each type is
+	// one reservation's instance type with that one reserved offering, and a claim of the pool
+	// holds one instance of the reservation its cheapest type belongs to.
+	reserved bool
+	// What compilePool resolved, for the reserved pool built from it.
+	nodeClass   apisv1.NodeClass
+	settings    catalog.NodeSettings
+	limitsNodes bool
+	// noTypes: err says only that no spot or on-demand offering is left (a pool allowing
+	// reserved capacity alone); its reserved pool may still launch.
+	noTypes bool
 }
 
 // offerMask returns the bits of the (zone, capacity type) pairs the requirements allow, and
@@ -146,7 +160,11 @@ func (d *daemon) runsOn(labels map[string]string, taints []corev1.Taint, poolReq
 	return false
 }
 
-func compilePools(in *Input, daemons []daemon, used map[string]scheduling.Resources) []*pool {
+// compilePools compiles the NodePools in weight order, each NodePool's reserved pool (its
+// NodeClass's capacity reservations, when it allows capacity type reserved) just ahead of it, so
+// a pod takes reserved capacity before the pool's spot and on-demand offerings, as Karpenter
+// prices reservations to be chosen first. left counts each reservation's free instances.
+func compilePools(in *Input, daemons []daemon, used map[string]scheduling.Resources, left map[string]int) []*pool {
 	nps := append([]*apisv1.NodePool(nil), in.NodePools...)
 	sort.SliceStable(nps, func(i, j int) bool {
 		wi, wj := weight(nps[i]), weight(nps[j])
@@ -158,6 +176,10 @@ func compilePools(in *Input, daemons []daemon, used map[string]scheduling.Resour
 	out := make([]*pool, 0, len(nps))
 	for _, np := range nps {
 		pl := compilePool(in, np, daemons, used[np.Name])
+		if rp := compileReserved(in, pl, daemons, left); rp != nil {
+			rp.index = len(out)
+			out = append(out, rp)
+		}
 		pl.index = len(out)
 		out = append(out, pl)
 	}
@@ -172,7 +194,7 @@ func weight(np *apisv1.NodePool) int32 {
 }
 
 func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduling.Resources) *pool {
-	p := &pool{np: np, labels: map[string]string{}, taints: np.Spec.Template.Spec.Taints}
+	p := &pool{np: np, labels: map[string]string{}, taints: np.Spec.Template.Spec.Taints, committed: &scheduling.Resources{}}
 	if np.DeletionTimestamp != nil {
 		p.err = fmt.Errorf("nodepool %q is being deleted", np.Name)
 		return p
@@ -240,6 +262,7 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		return p
 	}
 	_, limitsNodes := np.Spec.Limits[ResourceNodes]
+	p.nodeClass, p.settings, p.limitsNodes = nodeClass, settings, limitsNodes
 	if len(np.Spec.Limits) > 0 {
 		rem := scheduling.FromList(np.Spec.Limits).Sub(used)
 		p.remaining = &rem
@@ -272,38 +295,55 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 			continue
 		}
 		sortOfferings(pt.offerings)
-		pt.minPrice = pt.offerings[0].PricePerHour
-		capacity, alloc := it.ResourcesWith(settings)
-		pt.capacity = scheduling.FromList(capacity.List())
-		if limitsNodes {
-			pt.capacity = pt.capacity.Add(oneNode)
-		}
-		pt.alloc = scheduling.FromList(alloc.List())
-		labels := mergeLabels(it.Labels, p.labels)
-		for i := range daemons {
-			if daemons[i].runsOn(labels, p.taints, reqs) {
-				pt.daemon = pt.daemon.Add(daemons[i].requests)
-				pt.daemonPorts = append(pt.daemonPorts, daemons[i].ports...)
-			}
-		}
-		if _, ok := pt.alloc.Scalar[ResourceAttachableVolumes]; !ok {
-			pt.alloc = pt.alloc.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: attachLimit(it.Labels)}})
-		}
-		pt.avail = pt.alloc.Sub(pt.daemon)
-		pt.special = isSpecial(it)
-		p.types = append(p.types, pt)
+		p.addType(pt, daemons)
 	}
-	sort.SliceStable(p.types, func(i, j int) bool {
-		if p.types[i].minPrice != p.types[j].minPrice {
-			return p.types[i].minPrice < p.types[j].minPrice
-		}
-		return p.types[i].it.Name < p.types[j].it.Name
-	})
+	p.sortTypes()
 	if len(p.types) == 0 {
 		p.err = fmt.Errorf("nodepool %q: no instance type with an available offering satisfies its requirements (%s)", np.Name, reqs)
+		p.noTypes = true
 	}
 	p.indexOffers()
 	return p
+}
+
+// addType completes a type with its offerings set: price, resources with the pool's node
+// settings, DaemonSet overhead and host ports under the pool's labels and taints.
+func (p *pool) addType(pt *poolType, daemons []daemon) {
+	it := pt.it
+	pt.minPrice = pt.offerings[0].PricePerHour
+	capacity, alloc := it.ResourcesWith(p.settings)
+	pt.capacity = scheduling.FromList(capacity.List())
+	if p.limitsNodes {
+		pt.capacity = pt.capacity.Add(oneNode)
+	}
+	pt.alloc = scheduling.FromList(alloc.List())
+	labels := mergeLabels(it.Labels, p.labels)
+	for i := range daemons {
+		if daemons[i].runsOn(labels, p.taints, p.reqs) {
+			pt.daemon = pt.daemon.Add(daemons[i].requests)
+			pt.daemonPorts = append(pt.daemonPorts, daemons[i].ports...)
+		}
+	}
+	if _, ok := pt.alloc.Scalar[ResourceAttachableVolumes]; !ok {
+		pt.alloc = pt.alloc.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: attachLimit(it.Labels)}})
+	}
+	pt.avail = pt.alloc.Sub(pt.daemon)
+	pt.special = isSpecial(it)
+	p.types = append(p.types, pt)
+}
+
+// sortTypes orders the pool's types by their cheapest offering, then name, then reservation.
+func (p *pool) sortTypes() {
+	sort.SliceStable(p.types, func(i, j int) bool {
+		a, b := p.types[i], p.types[j]
+		if a.minPrice != b.minPrice {
+			return a.minPrice < b.minPrice
+		}
+		if a.it.Name != b.it.Name {
+			return a.it.Name < b.it.Name
+		}
+		return a.res < b.res
+	})
 }
 
 // ResourceNodes is the NodePool limit on the number of nodes (spec.limits.nodes): each node
@@ -424,7 +464,7 @@ func (p *pool) fitsLimits(capacity, budget scheduling.Resources) bool {
 
 // describeRemaining renders the remaining limit of each limited resource.
 func (p *pool) describeRemaining() string {
-	rem := p.remaining.Sub(p.committed)
+	rem := p.remaining.Sub(*p.committed)
 	parts := make([]string, 0, len(p.limitKeys))
 	for _, k := range p.limitKeys {
 		switch k {

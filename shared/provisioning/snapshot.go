@@ -43,5 +43,9 @@ func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog, settings NodeSe
 		in.StorageClasses = append(in.StorageClasses, &s.StorageClasses[i])
 	}
 	in.Unavailable = events.UnavailableAt(s.UnavailableOfferings, s.Time.Time)
+	in.Time = s.Time.Time
+	// The counts a NodeClass's annotation states (manifests); a deployed function replaces them
+	// with the cloud's own (cloud.ReservationCounter). A malformed annotation counts nothing.
+	in.ReservationCounts, _ = ReservationCountsFromAnnotations(s.NodeClasses)
 	return in
 }

@@ -44,6 +44,9 @@ type claim struct {
 	ports []scheduling.HostPort
 	// slot is the claim's position + 1 in the solver's claimIndex (0: not indexed).
 	slot int
+	// held is the capacity reservation a claim of a reserved pool holds an instance of (that of
+	// its cheapest type), else "".
+	held string
 	// maxAvail is the most room (CPU, memory, pods) of the candidate types when maxOK.
 	maxAvail scheduling.Resources
 	maxOK    bool
@@ -124,6 +127,8 @@ type solver struct {
 	index claimIndex
 	// offerCache holds ranked offering lists by offeringKey.
 	offerCache map[string][]Offering
+	// left counts each capacity reservation's free instances as claims take them.
+	left map[string]int
 }
 
 // Solve places the pending pods: on existing nodes' free capacity first, then in-flight
@@ -138,7 +143,8 @@ func Solve(in Input) (*Plan, error) {
 	s := &solver{in: &in, topo: newTopology(), eligible: map[string][]string{}, offerCache: map[string][]Offering{}}
 	daemons := compileDaemons(in.DaemonSets, in.LimitRanges)
 	s.bins = buildBins(&in, daemons)
-	s.pools = compilePools(&in, daemons, usedByPool(&in))
+	s.left = reservationsLeft(&in)
+	s.pools = compilePools(&in, daemons, usedByPool(&in), s.left)
 	s.compat = make([]map[string]*podPool, len(s.pools))
 	for i := range s.compat {
 		s.compat[i] = map[string]*podPool{}
@@ -485,6 +491,9 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 			if len(p.ports) > 0 && scheduling.PortsConflict(p.ports, t.daemonPorts) {
 				continue // a DaemonSet running on this type binds the same host port
 			}
+			if !s.usable(c, ti) {
+				continue // another claim holds the reservation's last free instance
+			}
 			kept = append(kept, ti)
 		}
 		s.scratch = kept
@@ -524,7 +533,7 @@ func (s *solver) placed(c *claim, p *podInfo) {
 func (s *solver) fastAdd(c *claim, p *podInfo, pp *podPool, topoReqs scheduling.Requirements) bool {
 	pl := c.pool
 	if len(c.pods) == 0 || len(pp.alts) != 1 || !pp.alts[0].all || len(pp.alts[0].reqs) != 0 || len(topoReqs) != 0 ||
-		len(p.ports) > 0 || pl.remaining != nil || len(pl.minValues) > 0 || len(c.types) == 0 {
+		len(p.ports) > 0 || pl.remaining != nil || len(pl.minValues) > 0 || len(c.types) == 0 || pl.reserved {
 		return false
 	}
 	i := 0
@@ -561,20 +570,26 @@ func (s *solver) openClaim(p *podInfo) string {
 	for i, pl := range s.pools {
 		pp := s.compatibility(i, p)
 		if pp.reason != "" {
-			reasons = append(reasons, pp.reason)
+			if !pl.reserved {
+				reasons = append(reasons, pp.reason)
+			}
 			continue
 		}
 		c := &claim{pool: pl, reqs: pl.reqs}
-		c.types = make([]int, len(pl.types))
+		c.types = make([]int, 0, len(pl.types))
 		for ti := range pl.types {
-			c.types[ti] = ti
+			if s.usable(c, ti) {
+				c.types = append(c.types, ti)
+			}
 		}
 		if s.tryAdd(c, p) {
 			s.claims = append(s.claims, c)
 			s.index.add(c)
 			return ""
 		}
-		reasons = append(reasons, s.whyNot(pl, pp, p))
+		if !pl.reserved { // the NodePool's own pool, next, says why
+			reasons = append(reasons, s.whyNot(pl, pp, p))
+		}
 	}
 	return strings.Join(reasons, "; ")
 }
@@ -660,7 +675,7 @@ func (s *solver) withinLimits(pl *pool, c *claim, kept []int) []int {
 	if pl.remaining == nil {
 		return kept
 	}
-	others := pl.committed
+	others := *pl.committed
 	if len(c.types) > 0 && len(c.pods) > 0 {
 		others = others.Sub(pl.types[c.types[0]].capacity)
 	}
@@ -679,13 +694,14 @@ func (s *solver) commit(c *claim, kept []int) {
 	pl := c.pool
 	if pl.remaining != nil {
 		if len(c.pods) > 0 {
-			pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity)
+			*pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity)
 		}
-		pl.committed = pl.committed.Add(pl.types[kept[0]].capacity)
+		*pl.committed = pl.committed.Add(pl.types[kept[0]].capacity)
 	}
 	// kept is a subsequence of c.types in the solver's scratch buffer; c.types owns its array.
 	c.types = append(c.types[:0], kept...)
 	c.maxOK = false
+	s.hold(c)
 }
 
 // meetsMinValues checks the pool's minValues over the candidate types' label values.
@@ -718,6 +734,9 @@ func meetsMinValues(pl *pool, kept []int) bool {
 // types remain. Claims with the same candidate types and requirements share one offering list.
 func (s *solver) finalize(c *claim) *NodeClaimPlan {
 	pl := c.pool
+	if pl.reserved {
+		return s.reservedPlan(c)
+	}
 	types := s.firstPlainFitting(c)
 	if types != nil {
 		return s.claimPlan(c, s.rankedOfferings(pl, c.reqs, types))
@@ -826,7 +845,7 @@ func (s *solver) refine() {
 // refineClaim returns the cheapest re-packing of one claim under halving vCPU caps (the claim
 // itself when nothing is cheaper).
 func (s *solver) refineClaim(c *claim) []*claim {
-	if len(c.pods) < 2 || c.topo {
+	if len(c.pods) < 2 || c.topo || c.pool.reserved {
 		return []*claim{c}
 	}
 	pl := c.pool
@@ -847,16 +866,16 @@ func (s *solver) refineClaim(c *claim) []*claim {
 			for _, a := range alt {
 				sum = sum.Add(pl.types[a.types[0]].capacity)
 			}
-			if !pl.fitsLimits(sum, pl.remaining.Sub(pl.committed).Add(own)) {
+			if !pl.fitsLimits(sum, pl.remaining.Sub(*pl.committed).Add(own)) {
 				continue
 			}
 		}
 		best, bestCost = alt, cost
 	}
 	if pl.remaining != nil && best[0] != c {
-		pl.committed = pl.committed.Sub(own)
+		*pl.committed = pl.committed.Sub(own)
 		for _, a := range best {
-			pl.committed = pl.committed.Add(pl.types[a.types[0]].capacity)
+			*pl.committed = pl.committed.Add(pl.types[a.types[0]].capacity)
 		}
 	}
 	return best

@@ -261,6 +261,9 @@ func (s *solver) pin(c *claim, keys []string) {
 			zr, cr := c.reqs[corev1.LabelTopologyZone], c.reqs[apisv1.LabelCapacityType]
 			best := -1.0
 			for _, ti := range c.types {
+				if !s.usable(c, ti) {
+					continue
+				}
 				for _, o := range pl.types[ti].offerings {
 					if (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType)) && (best < 0 || o.PricePerHour < best) {
 						best = o.PricePerHour
@@ -292,14 +295,15 @@ func (s *solver) pin(c *claim, keys []string) {
 		kept := c.types[:0:0]
 		for _, ti := range c.types {
 			t := pl.types[ti]
-			if (offeringKeys[key] && hasOffering(t, c.reqs)) || (!offeringKeys[key] && typeMatches(c.reqs, t.it)) {
+			if s.usable(c, ti) && ((offeringKeys[key] && hasOffering(t, c.reqs)) || (!offeringKeys[key] && typeMatches(c.reqs, t.it))) {
 				kept = append(kept, ti)
 			}
 		}
 		if pl.remaining != nil && len(kept) > 0 && kept[0] != c.types[0] {
-			pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity).Add(pl.types[kept[0]].capacity)
+			*pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity).Add(pl.types[kept[0]].capacity)
 		}
 		c.types = kept
 		c.maxOK = false
+		s.hold(c)
 	}
 }

@@ -5,6 +5,7 @@ package provisioning
 
 import (
 	"sort"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,8 +43,18 @@ type Input struct {
 	// provider (cloud.NodeSettingsFor), so the plan assumes exactly the room the node will
 	// report; nil gives catalog.NodeSettings' defaults for every NodeClass.
 	NodeSettings NodeSettingsFunc
-	// Unavailable reports offerings marked unavailable (ICE); nil means none are.
+	// Unavailable reports offerings marked unavailable (ICE); nil means none are. A reserved
+	// offering is marked as instance type × zone × "reserved".
 	Unavailable func(instanceType, zone, capacityType string) bool
+	// ReservationCounts are the free instances of the capacity reservations the NodeClasses'
+	// status lists, by reservation id, as the cloud reported them for this decision (the edge
+	// asks EC2; `dovetail plan` reads apisv1.AnnotationReservationCounts). A reservation without
+	// a count is not offered. See reservationsLeft for how NodeClaims in flight are counted.
+	ReservationCounts map[string]apisv1.ReservationCount
+	// Time is the decision's time (the snapshot's, dated by the function's clock), used only to
+	// stop offering a capacity block within apisv1.CapacityBlockExpiryLead of its end; zero:
+	// the reservations' status state alone decides.
+	Time time.Time
 	// Volumes: claims, volumes and classes the pods' volumes refer to. A bound PVC pins its PV's
 	// node affinity; an unbound WaitForFirstConsumer PVC its class's allowedTopologies.
 	PVCs           []*corev1.PersistentVolumeClaim

@@ -49,11 +49,6 @@ var refused = map[string]func() (kind string, msgs []string){
 		nc.Spec.CPUOptions = &v1.CPUOptions{NestedVirtualization: &e}
 		return "EC2NodeClass", v1.UnsupportedEC2NodeClassFields(nc)
 	},
-	"EC2NodeClass spec.capacityReservationSelectorTerms": func() (string, []string) {
-		nc := validClass()
-		nc.Spec.CapacityReservationSelectorTerms = []v1.CapacityReservationSelectorTerm{{ID: "cr-0123456789abcdef0"}}
-		return "EC2NodeClass", v1.UnsupportedEC2NodeClassFields(nc)
-	},
 	"EC2NodeClass spec.amiFamily": func() (string, []string) { // the Windows families
 		nc := validClass()
 		w := v1.AMIFamilyWindows2025
@@ -68,9 +63,7 @@ var refused = map[string]func() (kind string, msgs []string){
 }
 
 // notWritten are upstream status fields Dovetail never writes, and why.
-var notWritten = map[string]string{
-	"EC2NodeClass status.capacityReservations": "capacity reservations are refused in spec (spec.capacityReservationSelectorTerms)",
-}
+var notWritten = map[string]string{}
 
 // ahead are Go fields the targeted release's schema does not have (the API server prunes them
 // when they are written to a cluster with those CRDs): accepted from manifests for newer

@@ -61,7 +61,7 @@ const (
 // EC2NodeClassReadyDependents are the conditions an EC2NodeClass's Ready is the conjunction of.
 var EC2NodeClassReadyDependents = []string{
 	ConditionSubnetsReady, ConditionSecurityGroupsReady, ConditionAMIsReady, ConditionInstanceProfileReady,
-	ConditionValidationSucceeded,
+	ConditionCapacityReservationsReady, ConditionValidationSucceeded,
 }
 
 // Conditions returns the member's status conditions (nil for the zero NodeClass).
@@ -147,14 +147,11 @@ func SetCondition(conds *[]metav1.Condition, c metav1.Condition) {
 }
 
 // UnsupportedEC2NodeClassFields lists the fields of the NodeClass that a user set and Dovetail
-// does not implement, each with why ("spec.capacityReservationSelectorTerms: ..."). They make
+// does not implement, each with why ("spec.placementGroupSelector: ..."). They make
 // ValidationSucceeded (and so Ready) False, so the class launches nothing rather than launching
 // something other than what was asked.
 func UnsupportedEC2NodeClassFields(nc *EC2NodeClass) []string {
 	var out []string
-	if len(nc.Spec.CapacityReservationSelectorTerms) > 0 {
-		out = append(out, "spec.capacityReservationSelectorTerms: Dovetail does not launch into capacity reservations yet")
-	}
 	if IsWindowsFamily(nc.AMIFamily()) {
 		out = append(out, "spec.amiFamily "+nc.AMIFamily()+": Dovetail does not launch Windows nodes yet")
 	}

@@ -79,6 +79,12 @@ type Expect struct {
 	OnExistingNodes map[string]string `json:"onExistingNodes,omitempty"`
 	// MaxPricePerHour bounds the plan's price (sum of each NodeClaim's cheapest offering, USD/h).
 	MaxPricePerHour *float64 `json:"maxPricePerHour,omitempty"`
+	// CapacityTypes counts NodeClaims by the capacity type of their first offering (what the
+	// fleet gets first); exact: a capacity type not listed has none.
+	CapacityTypes map[string]int `json:"capacityTypes,omitempty"`
+	// Reservations counts NodeClaims by the capacity reservation of their first offering; exact:
+	// a reservation not listed has none.
+	Reservations map[string]int `json:"reservations,omitempty"`
 }
 
 // DomainCount is one pods-per-domain assertion.
@@ -262,6 +268,12 @@ func Check(e Expect, in provisioning.Input, plan *provisioning.Plan) []string {
 			}
 		}
 	}
+	if e.CapacityTypes != nil {
+		c.firstOfferings("capacityTypes", e.CapacityTypes, func(o provisioning.Offering) string { return o.CapacityType })
+	}
+	if e.Reservations != nil {
+		c.firstOfferings("reservations", e.Reservations, func(o provisioning.Offering) string { return o.ReservationID })
+	}
 	// Always: no plan costs less than its own lower bound (else the bound is wrong).
 	if got := plan.TotalPricePerHour(); got < plan.LowerBoundPerHour*(1-1e-9) {
 		c.failf("lower bound: plan costs %.6f USD/h, below its lower bound %.6f", got, plan.LowerBoundPerHour)
@@ -444,6 +456,7 @@ func (c *checker) match(what, pattern string, withRunning bool) []string {
 }
 
 func (c *checker) invariants() {
+	c.reservations()
 	unsched := map[string]bool{}
 	for _, u := range c.plan.Unschedulable {
 		k := key(u.Pod)
@@ -487,6 +500,58 @@ func (c *checker) invariants() {
 				c.failf("invariant: NodeClaim #%d offers %s, but its %d pods need %dm cpu, %dMi memory (+ DaemonSets %dm, %dMi, %d pods) against allocatable %dm, %dMi, %d pods",
 					i, o.InstanceType.Name, len(nc.Pods), cpu, mem>>20, dc, dm>>20, dp, acpu, amem>>20, apods)
 			}
+		}
+	}
+}
+
+// firstOfferings compares the NodeClaims counted by a property of their first offering ("" is
+// not counted) with want, exactly.
+func (c *checker) firstOfferings(what string, want map[string]int, of func(provisioning.Offering) string) {
+	got := map[string]int{}
+	for _, nc := range c.plan.NodeClaims {
+		if len(nc.Offerings) > 0 && of(nc.Offerings[0]) != "" {
+			got[of(nc.Offerings[0])]++
+		}
+	}
+	for _, k := range sortedKeys(union(got, want)) {
+		if got[k] != want[k] {
+			c.failf("%s: %d NodeClaims first offer %s, want %d%s", what, got[k], k, want[k], c.summary())
+		}
+	}
+}
+
+// reservations checks the reserved-capacity rules on every plan: a NodeClaim that may launch
+// into a reservation offers only that one (one instance, one reservation), and no reservation
+// takes more NodeClaims than it has free instances, nor, when its total is known, more than the
+// total less the NodeClaims and Nodes of the input already in it (Karpenter's reservation
+// manager, counted here from the input alone).
+func (c *checker) reservations() {
+	booked := map[string]int{}
+	for i, nc := range c.plan.NodeClaims {
+		ids := map[string]bool{}
+		for _, o := range nc.Offerings {
+			if o.ReservationID != "" {
+				ids[o.ReservationID] = true
+			}
+		}
+		if len(ids) > 0 && (len(ids) > 1 || len(nc.Offerings) > 1) {
+			c.failf("invariant: NodeClaim #%d mixes a reservation with other offerings: %d offerings, reservations %v", i, len(nc.Offerings), sortedKeys(ids))
+		}
+		for id := range ids {
+			booked[id]++
+		}
+	}
+	ours := map[string]int{}
+	for _, nc := range c.in.NodeClaims {
+		ours[nc.Labels[apisv1.LabelCapacityReservationID]]++
+	}
+	for _, n := range c.in.Nodes {
+		ours[n.Labels[apisv1.LabelCapacityReservationID]]++
+	}
+	for _, id := range sortedKeys(booked) {
+		cnt := c.in.ReservationCounts[id]
+		if booked[id] > cnt.Available || (cnt.Total > 0 && booked[id]+ours[id] > cnt.Total) {
+			c.failf("invariant: reservation %s is booked by %d NodeClaims, with %d available, %d total and %d already in it", id, booked[id], cnt.Available, cnt.Total, ours[id])
 		}
 	}
 }
