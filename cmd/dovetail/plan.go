@@ -140,6 +140,9 @@ type NodeClaimOutput struct {
 	PriceSource         string   `json:"priceSource"`
 	InstanceTypeOptions []string `json:"instanceTypeOptions"`
 	Pods                []string `json:"pods"`
+	// ReservationID and ReservationType name the capacity reservation of a reserved offering.
+	ReservationID   string `json:"reservationID,omitempty"`
+	ReservationType string `json:"reservationType,omitempty"`
 }
 
 // ExistingNodeOutput lists pods placed on an existing node.
@@ -170,6 +173,7 @@ func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSe
 			NodePool: nc.NodePool.Name, InstanceType: first.InstanceType.Name, CapacityType: first.CapacityType,
 			Zone: first.Zone, PricePerHour: first.PricePerHour, PriceSource: string(first.PriceSource),
 			InstanceTypeOptions: nc.InstanceTypeOptions(), Pods: podNames(nc.Pods),
+			ReservationID: first.ReservationID, ReservationType: first.ReservationType,
 		})
 	}
 	for _, e := range plan.ExistingNodes {
@@ -212,7 +216,11 @@ func writeTable(w io.Writer, out *PlanOutput) error {
 		if nc.PriceSource == string(catalog.PriceSourceSpotModel) {
 			price += " (est.)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", nc.NodePool, nc.InstanceType, nc.CapacityType, nc.Zone, price,
+		capacity := nc.CapacityType
+		if nc.ReservationID != "" {
+			capacity += " (" + nc.ReservationID + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", nc.NodePool, nc.InstanceType, capacity, nc.Zone, price,
 			len(nc.Pods), len(nc.InstanceTypeOptions)-1)
 	}
 	if err := tw.Flush(); err != nil {

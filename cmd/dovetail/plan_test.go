@@ -333,3 +333,37 @@ spec:
 		}
 	}
 }
+
+// dovetail plan shows reserved offerings read from an EC2NodeClass's status and its count
+// annotation: 3 free m5.xlarge in cr-0b22222222222222b take three of five 3-vCPU pods (one per
+// node: 2 x 3000m > 3920m allocatable), priced 0.192 / 1e7; the other two go on demand at
+// 0.192 USD/h each.
+func TestPlanShowsReservedOfferings(t *testing.T) {
+	code, out, stderr := runCLI(t, "plan", "--output", "json", "-f", "testdata/reserved.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	reserved, onDemand := 0, 0
+	for _, n := range plan.NodeClaims {
+		switch {
+		case n.CapacityType == "reserved" && n.ReservationID == "cr-0b22222222222222b" && n.ReservationType == "default" &&
+			n.Zone == "us-east-1b" && n.PriceSource == "capacity-reservation" && math.Abs(n.PricePerHour-0.192/1e7) < 1e-12:
+			reserved++
+		case n.CapacityType == "on-demand" && n.ReservationID == "" && n.PricePerHour == 0.192:
+			onDemand++
+		default:
+			t.Errorf("unexpected NodeClaim %+v", n)
+		}
+	}
+	if reserved != 3 || onDemand != 2 || math.Abs(plan.TotalPricePerHour-0.384) > 1e-6 {
+		t.Fatalf("%d reserved, %d on-demand, %.7f USD/h; want 3, 2, 0.384", reserved, onDemand, plan.TotalPricePerHour)
+	}
+	code, out, _ = runCLI(t, "plan", "-f", "testdata/reserved.yaml")
+	if code != 0 || strings.Count(out, "reserved (cr-0b22222222222222b)") != 3 {
+		t.Fatalf("table:\n%s", out)
+	}
+}

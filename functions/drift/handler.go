@@ -146,7 +146,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	for _, c := range plan.Expired {
 		s := Step{Node: c.Name(), Step: StepExpire, Why: c.Why(), Detail: "handed to the termination path"}
 		if err := h.publish(ctx, snap, disruption.HandOff(h.Cluster, snap.Revision, c.Name(), c.NodeClaim,
-			disruption.ReasonExpired+": "+c.Why(), "expire", c.NodeClaim.Name)); err != nil {
+			c.Reason+": "+c.Why(), "expire", c.NodeClaim.Name)); err != nil {
 			return d, err
 		}
 		d.Steps = append(d.Steps, s)

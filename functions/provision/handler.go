@@ -124,6 +124,15 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...)
 		work.NodeClaims = append(append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), inFlight...), launched...)
 		in := provisioning.InputFromSnapshot(&work, h.Catalog, h.NodeSettings)
+		// The cloud's count of each reservation's free instances, asked for every plan (a
+		// re-plan sees what this decision's launches took).
+		counts, err := launch.ReservationCounts(ctx, h.Provider, snap.NodeClasses)
+		if err != nil {
+			return nil, err
+		}
+		if counts != nil {
+			in.ReservationCounts = counts
+		}
 		// Where this deployment resolves NodeClasses (the lifecycle function writes their status),
 		// a class with no status yet launches nothing: its pods wait for the next snapshot rather
 		// than a launch without an instance profile.

@@ -22,6 +22,10 @@ type OfferingRef struct {
 	Zone         string  `json:"zone"`
 	CapacityType string  `json:"capacityType"`
 	PricePerHour float64 `json:"pricePerHour"` // USD per hour, as the decision saw it
+	// ReservationID and ReservationType name the capacity reservation a reserved offering
+	// launches into (capacity type reserved; type default or capacity-block).
+	ReservationID   string `json:"reservationID,omitempty"`
+	ReservationType string `json:"reservationType,omitempty"`
 }
 
 // Key is the offering's identity, as marks and maps spell it.
@@ -63,6 +67,10 @@ type Instance struct {
 	State        string            `json:"state"` // pending, running, shutting-down, terminated
 	LaunchTime   time.Time         `json:"launchTime"`
 	Tags         map[string]string `json:"tags,omitempty"`
+	// CapacityReservationID and CapacityReservationType are set for an instance launched into a
+	// capacity reservation (CapacityType reserved).
+	CapacityReservationID   string `json:"capacityReservationID,omitempty"`
+	CapacityReservationType string `json:"capacityReservationType,omitempty"`
 }
 
 // Instance states, as EC2 names them.
@@ -103,6 +111,15 @@ type NodeClassResolver interface {
 	// ReleaseNodeClass deletes what ResolveNodeClass created for the NodeClass (an instance
 	// profile for spec.role). What is already gone is success.
 	ReleaseNodeClass(ctx context.Context, nc apisv1.NodeClass) error
+}
+
+// ReservationCounter is a Provider that reports the free instances of capacity reservations,
+// as EC2's DescribeCapacityReservations does (AvailableInstanceCount, TotalInstanceCount). The
+// deciding functions ask it once per plan for the reservations their NodeClasses' status lists.
+type ReservationCounter interface {
+	// ReservationCounts returns the counts of the active reservations among ids; an id that does
+	// not exist or is not active is left out. The error is a failed call, to be retried.
+	ReservationCounts(ctx context.Context, ids []string) (map[string]apisv1.ReservationCount, error)
 }
 
 // ErrNotOwned is wrapped by Delete for an instance not tagged for the provider's cluster: a

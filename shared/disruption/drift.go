@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
@@ -35,6 +37,9 @@ const (
 	// on the NodeClaim differs from apisv1.EC2NodeClassHash of the class, same hash version):
 	// Karpenter's NodeClassDrift.
 	DriftNodeClassHash DriftKind = "NodeClassDrifted"
+	// DriftCapacityReservation: the NodeClaim runs in a capacity reservation its NodeClass no
+	// longer selects (not in status.capacityReservations): Karpenter's CapacityReservationDrift.
+	DriftCapacityReservation DriftKind = "CapacityReservationDrifted"
 )
 
 // Drift is why a NodeClaim drifted, or Kind "" when it has not.
@@ -109,7 +114,29 @@ func Drifted(nc *apisv1.NodeClaim, node *corev1.Node, np *apisv1.NodePool, nodeC
 			return Drift{DriftSecurityGroups, fmt.Sprintf("security groups [%s], NodeClass %s now selects [%s]", sgs, class.Name, want)}
 		}
 	}
+	// A reservation list is compared once the class's reservations are resolved (an empty list
+	// then means none is selected any more).
+	if id := nc.Labels[apisv1.LabelCapacityReservationID]; id != "" && meta.IsStatusConditionTrue(class.Status.Conditions, apisv1.ConditionCapacityReservationsReady) {
+		if _, ok := nodeClass.FindCapacityReservation(id); !ok {
+			return Drift{DriftCapacityReservation, fmt.Sprintf("capacity reservation %s is no longer selected by NodeClass %s", id, class.Name)}
+		}
+	}
 	return Drift{}
+}
+
+// ReservationExpiring returns when the capacity block a NodeClaim runs in started expiring
+// (apisv1.CapacityBlockExpiryLead before its end) and true when that is at or before now, or its
+// status says expiring: Karpenter deletes such NodeClaims so they drain before EC2 reclaims the
+// block (karpenter-provider-aws capacityreservation expiration controller).
+func ReservationExpiring(nc *apisv1.NodeClaim, nodeClass apisv1.NodeClass, now time.Time) (time.Time, bool) {
+	r, ok := nodeClass.FindCapacityReservation(nc.Labels[apisv1.LabelCapacityReservationID])
+	if !ok || r.Type() != apisv1.CapacityReservationTypeCapacityBlock || !r.Expiring(now) {
+		return time.Time{}, false
+	}
+	if r.EndTime == nil {
+		return now, true
+	}
+	return r.EndTime.Add(-apisv1.CapacityBlockExpiryLead), true
 }
 
 // requirementsDrift returns why labels no longer satisfy the pool's requirements and template

@@ -17,6 +17,10 @@ import (
 // (the termination path drains through the Eviction API, then deletes what is left).
 const ReasonExpired = "Expired"
 
+// ReasonCapacityBlockExpiring is the reason recorded for a node in a capacity block that is
+// about to end: forceful like expiry (ReservationExpiring), as Karpenter deletes such NodeClaims.
+const ReasonCapacityBlockExpiring = "CapacityBlockExpiring"
+
 // DriftCandidate is a node to replace because it drifted or expired.
 type DriftCandidate struct {
 	Target
@@ -29,8 +33,12 @@ type DriftCandidate struct {
 
 // Why renders the candidate's reason for logs and commands.
 func (c *DriftCandidate) Why() string {
-	if c.Reason == ReasonExpired {
+	switch c.Reason {
+	case ReasonExpired:
 		return fmt.Sprintf("expired at %s (expireAfter)", c.ExpiredAt.UTC().Format(time.RFC3339))
+	case ReasonCapacityBlockExpiring:
+		return fmt.Sprintf("capacity block %s expiring since %s (EC2 reclaims it 30 minutes before its end)",
+			c.NodeClaim.Labels[apisv1.LabelCapacityReservationID], c.ExpiredAt.UTC().Format(time.RFC3339))
 	}
 	return fmt.Sprintf("%s: %s", c.Drift.Kind, c.Drift.Detail)
 }
@@ -52,7 +60,8 @@ type DriftPlan struct {
 	// Blocked carry karpenter.sh/do-not-disrupt (node or pod); OverBudget wait for budget.
 	Blocked    []DriftSkip
 	OverBudget []DriftSkip
-	// Expired are NodeClaims past expireAfter: handed to the termination path now (forceful).
+	// Expired are NodeClaims past expireAfter or in an expiring capacity block: handed to the
+	// termination path now (forceful).
 	Expired []DriftCandidate
 	// Budgets are the reservations the Selected nodes' taints carry, by NodePool.
 	Budgets map[string]*events.BudgetReservation
@@ -97,6 +106,11 @@ func PlanDrift(snap *events.Snapshot) DriftPlan {
 			continue
 		}
 		class := apisv1.FindNodeClass(snap.NodeClasses, t.NodeClaim.Spec.NodeClassRef)
+		if at, ok := ReservationExpiring(t.NodeClaim, class, now); ok {
+			c.Reason, c.ExpiredAt = ReasonCapacityBlockExpiring, at
+			plan.Expired = append(plan.Expired, c)
+			continue
+		}
 		if d := Drifted(t.NodeClaim, n, t.NodePool, class); d.Kind != "" {
 			c.Reason, c.Drift = apisv1.DisruptionReasonDrifted, d
 		} else if !t.Disrupting {

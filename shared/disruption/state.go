@@ -208,11 +208,18 @@ func (s *State) prepareView(n *Node) {
 	n.view = &v
 }
 
-// offeringPrice finds the offering's price (USD per hour).
+// offeringPrice finds the offering's price (USD per hour). A node in a capacity reservation is
+// priced as Karpenter prices reserved offerings, on-demand / catalog.ReservedPriceDivisor: it is
+// paid for, so consolidation never replaces it with bought capacity, yet may still remove it
+// when empty.
 func offeringPrice(cat *catalog.Catalog, it, zone, ct string) (float64, bool) {
 	t := cat.Get(it)
 	if t == nil {
 		return 0, false
+	}
+	if ct == apisv1.CapacityTypeReserved {
+		price, ok := t.OnDemandPrice()
+		return price / catalog.ReservedPriceDivisor, ok
 	}
 	for _, o := range t.Offerings {
 		if o.Zone == zone && o.CapacityType == ct {

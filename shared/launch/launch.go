@@ -76,11 +76,19 @@ func NodeClaimName(cluster string, d Decision, plan *provisioning.NodeClaimPlan)
 	return name + "-" + hex.EncodeToString(h.Sum(nil))[:10]
 }
 
-// ClientToken is the fleet idempotency token for a NodeClaim: at most 64 ASCII characters
-// (the EC2 ClientToken limit).
-func ClientToken(cluster, nodeClaimName string) string {
-	sum := sha256.Sum256([]byte(cluster + "/" + nodeClaimName))
-	return "dovetail-" + hex.EncodeToString(sum[:])[:48]
+// ClientToken is the fleet idempotency token for a NodeClaim launched from these offerings: at
+// most 64 ASCII characters (the EC2 ClientToken limit). A redelivered decision makes the same
+// plan and so the same token (the fleet answers with its instance); a re-plan of the same pods
+// in the same decision (after a refusal) offers other offerings and gets a new token, since EC2
+// answers a token reused with other parameters with IdempotentParameterMismatch, even when the
+// first request launched nothing.
+func ClientToken(cluster, nodeClaimName string, offerings []cloud.OfferingRef) string {
+	h := sha256.New()
+	h.Write([]byte(cluster + "/" + nodeClaimName))
+	for _, o := range offerings {
+		fmt.Fprintf(h, "\x00%s/%s", o.String(), o.ReservationID)
+	}
+	return "dovetail-" + hex.EncodeToString(h.Sum(nil))[:48]
 }
 
 // Launch asks the provider for one instance from the plan's offerings and returns the NodeClaim
@@ -89,11 +97,12 @@ func ClientToken(cluster, nodeClaimName string) string {
 // the marks to record.
 func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.NodeClaimPlan, nodeClass apisv1.NodeClass) Result {
 	name := NodeClaimName(l.Cluster, d, plan)
-	token := ClientToken(l.Cluster, name)
 	offs := make([]cloud.OfferingRef, 0, len(plan.Offerings))
 	for _, o := range plan.Offerings {
-		offs = append(offs, cloud.OfferingRef{InstanceType: o.InstanceType.Name, Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.PricePerHour})
+		offs = append(offs, cloud.OfferingRef{InstanceType: o.InstanceType.Name, Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.PricePerHour,
+			ReservationID: o.ReservationID, ReservationType: o.ReservationType})
 	}
+	token := ClientToken(l.Cluster, name, offs)
 	nc := l.nodeClaim(name, token, d, plan)
 	tags := map[string]string{}
 	for k, v := range nodeClass.Tags() {
@@ -190,6 +199,14 @@ func (l *Launcher) record(nc *apisv1.NodeClaim, inst *cloud.Instance) {
 	nc.Labels[corev1.LabelInstanceTypeStable] = inst.InstanceType
 	nc.Labels[corev1.LabelTopologyZone] = inst.Zone
 	nc.Labels[apisv1.LabelCapacityType] = inst.CapacityType
+	// An instance in a capacity reservation is labelled with it (Karpenter's reserved NodeClaim
+	// labels); the labels the plan put there for a launch that ended elsewhere go.
+	delete(nc.Labels, apisv1.LabelCapacityReservationID)
+	delete(nc.Labels, apisv1.LabelCapacityReservationType)
+	if inst.CapacityReservationID != "" {
+		nc.Labels[apisv1.LabelCapacityReservationID] = inst.CapacityReservationID
+		nc.Labels[apisv1.LabelCapacityReservationType] = inst.CapacityReservationType
+	}
 	if l.Catalog != nil {
 		if it := l.Catalog.Get(inst.InstanceType); it != nil {
 			for k, v := range it.Labels {

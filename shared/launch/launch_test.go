@@ -49,8 +49,8 @@ func TestNamesAreDerivedFromTheDecision(t *testing.T) {
 		t.Fatal("a later decision must get a new name (and so a new fleet token)")
 	}
 	// "default-" + 10 hex digits; EC2 client tokens are at most 64 ASCII characters.
-	if len(a) != len("default-")+10 || len(ClientToken("prod", a)) > 64 {
-		t.Fatalf("name %q, token %q", a, ClientToken("prod", a))
+	if len(a) != len("default-")+10 || len(ClientToken("prod", a, nil)) > 64 {
+		t.Fatalf("name %q, token %q", a, ClientToken("prod", a, nil))
 	}
 }
 

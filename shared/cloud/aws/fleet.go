@@ -73,8 +73,8 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 	if err != nil {
 		return nil, err
 	}
-	templates := map[string]string{} // AMI id → launch template name
-	var spot, onDemand []candidate
+	templates := map[string]string{} // AMI id (and reservation) → launch template name
+	var reserved, spot, onDemand []candidate
 	for i, o := range req.Offerings {
 		it := p.o.Catalog.Get(o.InstanceType)
 		if it == nil {
@@ -91,23 +91,31 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeNoSubnetInZone})
 			continue
 		}
-		if templates[ami.ID] == "" {
+		if o.CapacityType == apisv1.CapacityTypeReserved && o.ReservationID == "" {
+			return nil, fmt.Errorf("offerings[%d].reservationID: required for capacity type reserved", i)
+		}
+		key := ami.ID + "/" + o.ReservationID
+		if templates[key] == "" {
 			d, err := p.TemplateData(req, res.family, ami.ID, res.groups, res.profile)
 			if err != nil {
 				return nil, err
 			}
-			if templates[ami.ID], err = p.ensureTemplate(ctx, req, d); err != nil {
+			if o.CapacityType == apisv1.CapacityTypeReserved {
+				reservedTemplateData(d, o) // one template per reservation, as Karpenter's
+			}
+			if templates[key], err = p.ensureTemplate(ctx, req, d); err != nil {
 				return nil, err
 			}
 		}
-		c := candidate{ref: o, template: templates[ami.ID], subnet: subnets[0], index: i}
+		c := candidate{ref: o, template: templates[key], subnet: subnets[0], index: i}
 		switch o.CapacityType {
+		case apisv1.CapacityTypeReserved:
+			reserved = append(reserved, c)
 		case apisv1.CapacityTypeSpot:
 			spot = append(spot, c)
 		case apisv1.CapacityTypeOnDemand:
 			onDemand = append(onDemand, c)
 		default:
-			// Reserved offerings need a capacity-reservation target, which Dovetail does not build yet.
 			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeUnknownType})
 		}
 	}
@@ -115,7 +123,7 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 	for _, batch := range []struct {
 		ct    string
 		cands []candidate
-	}{{apisv1.CapacityTypeSpot, spot}, {apisv1.CapacityTypeOnDemand, onDemand}} {
+	}{{apisv1.CapacityTypeReserved, oneReservationType(reserved)}, {apisv1.CapacityTypeSpot, spot}, {apisv1.CapacityTypeOnDemand, onDemand}} {
 		if len(batch.cands) == 0 {
 			continue
 		}
@@ -130,6 +138,23 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 		token = FallbackToken(req.ClientToken)
 	}
 	return nil, &cloud.InsufficientCapacityError{Unavailable: refused}
+}
+
+// oneReservationType keeps the reserved candidates of the cheapest one's reservation type: one
+// fleet launches either on-demand reservations or capacity blocks (its
+// DefaultTargetCapacityType), as Karpenter's capacity reservation type filter partitions them.
+func oneReservationType(cands []candidate) []candidate {
+	if len(cands) == 0 {
+		return nil
+	}
+	sort.SliceStable(cands, func(a, b int) bool { return cands[a].ref.PricePerHour < cands[b].ref.PricePerHour })
+	out := cands[:0:0]
+	for _, c := range cands {
+		if c.ref.ReservationType == cands[0].ref.ReservationType {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // FallbackToken derives the ClientToken of the on-demand fallback fleet from the request's:
@@ -190,10 +215,15 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
 		},
 	}
-	if ct == apisv1.CapacityTypeSpot {
+	switch {
+	case ct == apisv1.CapacityTypeSpot:
 		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeSpot
 		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
-	} else {
+	case ct == apisv1.CapacityTypeReserved && cands[0].ref.ReservationType == apisv1.CapacityReservationTypeCapacityBlock:
+		// Capacity blocks launch as their own capacity type, without on-demand options (Karpenter's
+		// CreateFleetInputBuilder).
+		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeCapacityBlock
+	default: // on-demand, and reserved on-demand capacity: the templates target the reservations
 		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeOnDemand
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
@@ -226,7 +256,9 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 	seen := map[cloud.OfferingRef]bool{}
 	for _, fe := range out.Errors {
 		code := aws.ToString(fe.ErrorCode)
-		if !unavailableCodes[code] {
+		// Any refusal of a reserved override makes its reservation unavailable (full, expired,
+		// gone), as Karpenter marks the reservation of every error of a reserved fleet.
+		if !unavailableCodes[code] && ct != apisv1.CapacityTypeReserved {
 			other = append(other, code+": "+aws.ToString(fe.ErrorMessage))
 			continue
 		}
@@ -240,7 +272,7 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 		}
 		for _, c := range cands {
 			if c.ref.InstanceType == ref.InstanceType && c.ref.Zone == ref.Zone {
-				ref.PricePerHour = c.ref.PricePerHour
+				ref.PricePerHour, ref.ReservationID, ref.ReservationType = c.ref.PricePerHour, c.ref.ReservationID, c.ref.ReservationType
 			}
 		}
 		if seen[ref] {
@@ -274,6 +306,7 @@ func (p *Provider) fromFleet(req cloud.LaunchRequest, ct, id string, fi ec2types
 	for _, o := range req.Offerings {
 		if o.InstanceType == inst.InstanceType && o.Zone == inst.Zone && o.CapacityType == ct {
 			inst.PricePerHour = o.PricePerHour
+			inst.CapacityReservationID, inst.CapacityReservationType = o.ReservationID, o.ReservationType
 		}
 	}
 	return inst

@@ -10,6 +10,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 )
 
@@ -111,6 +112,17 @@ func (p *Provider) toInstance(in ec2types.Instance) cloud.Instance {
 	if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
 		out.CapacityType = apisv1.CapacityTypeSpot
 	}
+	// Reserved: launched into a reservation it targeted (Karpenter's capacityTypeFromInstance); an
+	// instance that only matched an open reservation stays on-demand.
+	if spec := in.CapacityReservationSpecification; in.CapacityReservationId != nil && spec != nil &&
+		spec.CapacityReservationPreference == ec2types.CapacityReservationPreferenceCapacityReservationsOnly {
+		out.CapacityType = apisv1.CapacityTypeReserved
+		out.CapacityReservationID = aws.ToString(in.CapacityReservationId)
+		out.CapacityReservationType = apisv1.CapacityReservationTypeDefault
+		if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeCapacityBlock {
+			out.CapacityReservationType = apisv1.CapacityReservationTypeCapacityBlock
+		}
+	}
 	if in.State != nil {
 		out.State = string(in.State.Name)
 	}
@@ -120,7 +132,10 @@ func (p *Provider) toInstance(in ec2types.Instance) cloud.Instance {
 	for _, t := range in.Tags {
 		out.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
-	if it := p.o.Catalog.Get(out.InstanceType); it != nil {
+	if it := p.o.Catalog.Get(out.InstanceType); it != nil && out.CapacityType == apisv1.CapacityTypeReserved {
+		price, _ := it.OnDemandPrice()
+		out.PricePerHour = price / catalog.ReservedPriceDivisor
+	} else if it != nil {
 		for _, o := range it.Offerings {
 			if o.Zone == out.Zone && o.CapacityType == out.CapacityType {
 				out.PricePerHour = o.PricePerHour

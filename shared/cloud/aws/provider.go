@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -28,6 +29,7 @@ type EC2API interface {
 	DescribeSubnets(context.Context, *ec2.DescribeSubnetsInput, ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
 	DescribeSecurityGroups(context.Context, *ec2.DescribeSecurityGroupsInput, ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
 	DescribeImages(context.Context, *ec2.DescribeImagesInput, ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
+	DescribeCapacityReservations(context.Context, *ec2.DescribeCapacityReservationsInput, ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error)
 }
 
 // SSMAPI is the part of the SSM client the provider calls (satisfied by *ssm.Client).
@@ -69,6 +71,8 @@ type Options struct {
 	// infra/aws's defaults); ResolveNodeClass refuses the rest in status, Create refuses a
 	// launch without the mandatory tags.
 	Governance Governance
+	// Now is the clock capacity block states are decided on (default time.Now).
+	Now func() time.Time
 }
 
 // Provider launches and terminates EC2 instances. It keeps no state between calls, so it is

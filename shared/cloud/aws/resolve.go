@@ -102,8 +102,9 @@ func (r *nodeClassResources) imageFor(labels map[string]string) *apisv1.AMI {
 // EC2NodeClass status controllers do: status.subnets (most free addresses first),
 // status.securityGroups (by id), status.amis (each with the requirements of the instance types
 // it serves: architecture, and for alias images the standard / nvidia / neuron variant),
-// status.instanceProfile, and the conditions SubnetsReady, SecurityGroupsReady, AMIsReady,
-// InstanceProfileReady, ValidationSucceeded and Ready. A selector that matches nothing is a
+// status.instanceProfile, status.capacityReservations (see capacityReservations), and the
+// conditions SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady,
+// CapacityReservationsReady, ValidationSucceeded and Ready. A selector that matches nothing is a
 // False condition with a reason and a message naming the selector, not an error; the error is
 // for calls that failed (throttling past the SDK's retries, permissions), to be retried.
 // Conditions carry no lastTransitionTime: the agent keeps it when the status did not change.
@@ -113,7 +114,7 @@ func (p *Provider) ResolveNodeClass(ctx context.Context, in apisv1.NodeClass) (a
 	}
 	nc := in.EC2.DeepCopy()
 	gen := nc.Generation
-	st := apisv1.EC2NodeClassStatus{CapacityReservations: nc.Status.CapacityReservations}
+	st := apisv1.EC2NodeClassStatus{}
 	set := func(typ string, ok bool, reason, msg string) {
 		c := metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: typ, ObservedGeneration: gen}
 		if !ok {
@@ -167,6 +168,13 @@ func (p *Provider) ResolveNodeClass(ctx context.Context, in apisv1.NodeClass) (a
 	} else {
 		set(apisv1.ConditionInstanceProfileReady, true, "", "")
 	}
+
+	reservations, err := p.capacityReservations(ctx, nc)
+	if err != nil {
+		return apisv1.NodeClass{}, err
+	}
+	st.CapacityReservations = reservations
+	set(apisv1.ConditionCapacityReservationsReady, true, "", "")
 
 	g := p.governance()
 	if unsupported := apisv1.UnsupportedEC2NodeClassFields(nc); len(unsupported) > 0 {

@@ -114,6 +114,8 @@ type Cloud struct {
 	nextHost      map[string]int // per zone: next host index in the zone's subnet
 	interruptions []Interruption
 	stats         Stats
+	// reservations are the account's capacity reservations, by id.
+	reservations map[string]*CapacityReservation
 }
 
 // instance is the fake's record of one instance.
@@ -302,7 +304,14 @@ func (c *Cloud) validate(req cloud.LaunchRequest) (catalog.NodeSettings, error) 
 			return none, fmt.Errorf("offerings[%d].instanceType: %q is not in the %s catalog", i, o.InstanceType, c.region)
 		}
 		switch o.CapacityType {
-		case apisv1.CapacityTypeOnDemand, apisv1.CapacityTypeSpot, apisv1.CapacityTypeReserved:
+		case apisv1.CapacityTypeOnDemand, apisv1.CapacityTypeSpot:
+			if o.ReservationID != "" {
+				return none, fmt.Errorf("offerings[%d].reservationID: %s offerings launch into no capacity reservation", i, o.CapacityType)
+			}
+		case apisv1.CapacityTypeReserved:
+			if o.ReservationID == "" {
+				return none, fmt.Errorf("offerings[%d].reservationID: required for capacity type reserved (a launch targets one reservation)", i)
+			}
 		default:
 			return none, fmt.Errorf("offerings[%d].capacityType: %q is not one of on-demand, spot, reserved", i, o.CapacityType)
 		}
@@ -380,12 +389,24 @@ func (c *Cloud) candidates(refs []cloud.OfferingRef, refused *[]cloud.Unavailabl
 	seen := map[cloud.OfferingRef]bool{}
 	var out []candidate
 	for i, ref := range refs {
-		key := cloud.OfferingRef{InstanceType: ref.InstanceType, Zone: ref.Zone, CapacityType: ref.CapacityType}
+		key := cloud.OfferingRef{InstanceType: ref.InstanceType, Zone: ref.Zone, CapacityType: ref.CapacityType, ReservationID: ref.ReservationID}
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
 		it := c.catalog.Get(ref.InstanceType)
+		if ref.CapacityType == apisv1.CapacityTypeReserved {
+			// Reserved capacity is the reservation's, not the catalog's: EC2 checks the target.
+			key.ReservationType = ref.ReservationType
+			cand, code := c.reservedCandidate(key, it)
+			if code != "" {
+				*refused = append(*refused, cloud.UnavailableOffering{Offering: ref, Code: code})
+				c.stats.ICEs++
+				continue
+			}
+			out = append(out, candidate{ref: cand, it: it, index: i})
+			continue
+		}
 		off, ok := findOffering(it, ref.Zone, ref.CapacityType)
 		switch {
 		case !ok:
@@ -443,6 +464,9 @@ func (c *Cloud) launch(req cloud.LaunchRequest, cand candidate, ip netip.Addr, s
 			State:        cloud.StatePending,
 			LaunchTime:   now,
 			Tags:         tags,
+			// An instance launched into a reservation takes one of its instances until it terminates.
+			CapacityReservationID:   cand.ref.ReservationID,
+			CapacityReservationType: cand.ref.ReservationType,
 		},
 		nodeName:   cloud.PrivateDNSName(ip, c.region),
 		neverJoins: c.bootFails(cand.ref) || !hasIdentity(req.NodeClass),

@@ -44,6 +44,7 @@ func (s *Server) handlers() map[string]handler {
 		"DescribeInstanceTypes":          s.describeInstanceTypes,
 		"DescribeInstanceTypeOfferings":  s.describeInstanceTypeOfferings,
 		"DescribeSpotPriceHistory":       s.describeSpotPriceHistory,
+		"DescribeCapacityReservations":   s.describeCapacityReservations,
 	}
 }
 
@@ -154,6 +155,15 @@ func responseData(d *types.RequestLaunchTemplateData) types.ResponseLaunchTempla
 	}
 	for _, ts := range d.TagSpecifications {
 		out.TagSpecifications = append(out.TagSpecifications, types.LaunchTemplateTagSpecification{ResourceType: ts.ResourceType, Tags: ts.Tags})
+	}
+	if c := d.CapacityReservationSpecification; c != nil {
+		out.CapacityReservationSpecification = &types.LaunchTemplateCapacityReservationSpecificationResponse{CapacityReservationPreference: c.CapacityReservationPreference}
+		if t := c.CapacityReservationTarget; t != nil {
+			out.CapacityReservationSpecification.CapacityReservationTarget = &types.CapacityReservationTargetResponse{CapacityReservationId: t.CapacityReservationId}
+		}
+	}
+	if m := d.InstanceMarketOptions; m != nil {
+		out.InstanceMarketOptions = &types.LaunchTemplateInstanceMarketOptions{MarketType: m.MarketType}
 	}
 	return out
 }
@@ -297,8 +307,12 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 		if o := in.OnDemandOptions; o != nil && o.AllocationStrategy == types.FleetOnDemandAllocationStrategyPrioritized {
 			return nil, badRequest(CodeInvalidParameterValue, "OnDemandOptions.AllocationStrategy %q is not served by this endpoint", o.AllocationStrategy)
 		}
+	case types.DefaultTargetCapacityTypeCapacityBlock:
+		// Capacity blocks launch only into a capacity block the templates target (EC2 User
+		// Guide, "Launch instances into Capacity Blocks using EC2 Fleet").
+		capacityType, lifecycle = apisv1.CapacityTypeReserved, "capacity-block"
 	default:
-		return nil, badRequest(CodeInvalidParameterValue, "TargetCapacitySpecification.DefaultTargetCapacityType %q is not spot or on-demand", tcs.DefaultTargetCapacityType)
+		return nil, badRequest(CodeInvalidParameterValue, "TargetCapacitySpecification.DefaultTargetCapacityType %q is not spot, on-demand or capacity-block", tcs.DefaultTargetCapacityType)
 	}
 	if len(in.LaunchTemplateConfigs) == 0 {
 		return nil, badRequest(CodeMissingParameter, "The request must contain the parameter LaunchTemplateConfigs")
@@ -362,6 +376,10 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 				return nil, aerr
 			}
 			ref := cloud.OfferingRef{InstanceType: string(o.InstanceType), Zone: aws.ToString(sn.AvailabilityZone), CapacityType: capacityType}
+			if aerr := targetReservation(&ref, t.data, tcs.DefaultTargetCapacityType); aerr != nil {
+				s.mu.Unlock()
+				return nil, aerr
+			}
 			if _, dup := sources[ref]; dup {
 				continue
 			}
@@ -409,7 +427,8 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	case errors.As(err, &ice):
 		errs := unauthorized
 		for _, u := range ice.Unavailable {
-			src := sources[cloud.OfferingRef{InstanceType: u.Offering.InstanceType, Zone: u.Offering.Zone, CapacityType: u.Offering.CapacityType}]
+			src := sources[cloud.OfferingRef{InstanceType: u.Offering.InstanceType, Zone: u.Offering.Zone, CapacityType: u.Offering.CapacityType,
+				ReservationID: u.Offering.ReservationID, ReservationType: u.Offering.ReservationType}]
 			spec, ov := src.spec, src.overrides
 			errs = append(errs, types.CreateFleetError{ErrorCode: aws.String(u.Code), ErrorMessage: aws.String(iceMessage(u)),
 				Lifecycle: types.InstanceLifecycle(lifecycle), LaunchTemplateAndOverrides: &types.LaunchTemplateAndOverridesResponse{
@@ -421,7 +440,8 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	case err != nil:
 		return nil, badRequest(CodeInvalidParameterValue, "%v", err)
 	default:
-		src := sources[cloud.OfferingRef{InstanceType: inst.InstanceType, Zone: inst.Zone, CapacityType: inst.CapacityType}]
+		src := sources[cloud.OfferingRef{InstanceType: inst.InstanceType, Zone: inst.Zone, CapacityType: inst.CapacityType,
+			ReservationID: inst.CapacityReservationID, ReservationType: inst.CapacityReservationType}]
 		spec, ov := src.spec, src.overrides
 		imageID := aws.ToString(src.template.data.ImageId)
 		if ov.ImageId != nil {
@@ -510,6 +530,10 @@ func (s *Server) authorizeFleet(ctx context.Context, in *ec2.CreateFleetInput, t
 		s.mu.Lock()
 		launch := s.launchChecks(src.template, src.subnet, merged(src.template, types.ResourceTypeInstance),
 			merged(src.template, types.ResourceTypeVolume), merged(src.template, types.ResourceTypeNetworkInterface))
+		if ref.ReservationID != "" {
+			// A launch into a capacity reservation uses it as a resource of the RunInstances.
+			launch = append(launch, check{"ec2:RunInstances", s.arn("capacity-reservation", ref.ReservationID), nil})
+		}
 		s.mu.Unlock()
 		if aerr := s.authorize(ctx, launch...); aerr != nil {
 			if aerr.code != CodeUnauthorizedOperation {
@@ -645,6 +669,16 @@ func (s *Server) ec2Instance(r fake.InstanceRecord) types.Instance {
 	}
 	if r.CapacityType == apisv1.CapacityTypeSpot {
 		inst.InstanceLifecycle = types.InstanceLifecycleTypeSpot
+	}
+	if r.CapacityReservationID != "" {
+		// EC2 shows the reservation and the preference the launch targeted it with.
+		inst.CapacityReservationId = aws.String(r.CapacityReservationID)
+		inst.CapacityReservationSpecification = &types.CapacityReservationSpecificationResponse{
+			CapacityReservationPreference: types.CapacityReservationPreferenceCapacityReservationsOnly,
+			CapacityReservationTarget:     &types.CapacityReservationTargetResponse{CapacityReservationId: aws.String(r.CapacityReservationID)}}
+		if r.CapacityReservationType == apisv1.CapacityReservationTypeCapacityBlock {
+			inst.InstanceLifecycle = types.InstanceLifecycleTypeCapacityBlock
+		}
 	}
 	if r.PrivateIP != "" && r.State != "terminated" {
 		inst.PrivateIpAddress = aws.String(r.PrivateIP)

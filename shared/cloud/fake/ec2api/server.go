@@ -62,6 +62,7 @@ const AmazonImageAccount = "602401143452"
 // EC2 error codes the endpoint answers with (EC2 API reference, "Error codes").
 const (
 	CodeInvalidParameterValue       = "InvalidParameterValue"
+	CodeInvalidParameterCombination = "InvalidParameterCombination"
 	CodeMissingParameter            = "MissingParameter"
 	CodeInvalidAction               = "InvalidAction"
 	CodeRequestLimitExceeded        = "RequestLimitExceeded"

@@ -51,6 +51,7 @@ var xmlNames = map[string]string{
 	"Reservation.Groups":                                      "groupSet",
 	"Reservation.Instances":                                   "instancesSet",
 	"Subnet.Tags":                                             "tagSet",
+	"CapacityReservation.Tags":                                "tagSet",
 	"SecurityGroup.Description":                               "groupDescription",
 	"SecurityGroup.Tags":                                      "tagSet",
 	"IpPermission.UserIdGroupPairs":                           "groups",
