@@ -178,6 +178,8 @@ func fullTable() []row {
 			row{a + ": fleet tagged for the cluster", req(action, ec2ARN("fleet", "*"), created("dovetail.dev/cluster", cluster)), launchers},
 			row{a + ": fleet tagged for another cluster", req(action, ec2ARN("fleet", "*"), created("dovetail.dev/cluster", "dev")), noRole},
 			row{a + ": spot request tagged for the cluster", req(action, ec2ARN("spot-instances-request", "*"), created("dovetail.dev/cluster", cluster)), launchers},
+			row{a + ": the account's capacity reservation", req(action, ec2ARN("capacity-reservation", "cr-1"), nil), launchers},
+			row{a + ": another account's capacity reservation", req(action, "arn:aws:ec2:us-east-1:"+community+":capacity-reservation/cr-2", nil), noRole},
 		)
 		for _, kind := range []string{"instance", "volume", "network-interface"} {
 			rows = append(rows,
@@ -220,6 +222,10 @@ func fullTable() []row {
 		row{"GetParameter of another parameter", req("ssm:GetParameter", "arn:aws:ssm:us-east-1:111122223333:parameter/db/password", nil), noRole},
 		row{"DescribeSubnets in the stack's region", req("ec2:DescribeSubnets", "*", kv("aws:RequestedRegion", region)), fnRoles},
 		row{"DescribeSubnets in another region", req("ec2:DescribeSubnets", "*", kv("aws:RequestedRegion", "eu-west-1")), noRole},
+		row{"DescribeCapacityReservations in the stack's region", req("ec2:DescribeCapacityReservations", "*", kv("aws:RequestedRegion", region)), []string{"lifecycle", "provision"}},
+		row{"DescribeCapacityReservations in another region", req("ec2:DescribeCapacityReservations", "*", kv("aws:RequestedRegion", "eu-west-1")), noRole},
+		row{"CancelCapacityReservation", req("ec2:CancelCapacityReservation", ec2ARN("capacity-reservation", "cr-1"), nil), noRole},
+		row{"ModifyCapacityReservation", req("ec2:ModifyCapacityReservation", ec2ARN("capacity-reservation", "cr-1"), nil), noRole},
 		row{"DescribeInstanceTypes in another region", req("ec2:DescribeInstanceTypes", "*", kv("aws:RequestedRegion", "eu-west-1")), noRole},
 		row{"CreateInstanceProfile under the cluster's path, tagged", req("iam:CreateInstanceProfile", "arn:aws:iam::111122223333:instance-profile/dovetail/us-east-1/prod/uid/p", created("dovetail.dev/cluster", cluster)), []string{"lifecycle"}},
 		row{"CreateInstanceProfile under the cluster's path, untagged", req("iam:CreateInstanceProfile", "arn:aws:iam::111122223333:instance-profile/dovetail/us-east-1/prod/uid/p", nil), noRole},
