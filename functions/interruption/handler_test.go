@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +36,9 @@ type env struct {
 	cmds  *functest.Commands
 }
 
-func newEnv(t *testing.T, pods int) *env {
+// jetStream starts an embedded NATS JetStream server with the cluster's stream and returns a
+// connection to it and a publisher, both closed with the test.
+func jetStream(t *testing.T) (context.Context, *natsgo.Conn, *dnats.Publisher) {
 	t.Helper()
 	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{})
 	if err != nil {
@@ -56,6 +59,12 @@ func newEnv(t *testing.T, pods int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, nc, pub
+}
+
+func newEnv(t *testing.T, pods int) *env {
+	t.Helper()
+	ctx, nc, pub := jetStream(t)
 	w := scenarios.NewWorld(scenarios.Start, 30*time.Second, nil)
 	pool := apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.NodePoolSpec{Template: apisv1.NodeClaimTemplate{
 		Spec: apisv1.NodeClaimSpec{Requirements: []apisv1.NodeSelectorRequirementWithMinValues{

@@ -1,7 +1,6 @@
 package interruption_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +19,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/queue"
-	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/runtime/functest"
 )
 
@@ -31,25 +29,7 @@ import (
 // as for a spot interruption.
 func TestCapacityReservationInterruptionReplacesOutsideTheReservation(t *testing.T) {
 	const cr = "cr-0a1b2c3d4e5f60009"
-	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := dnats.Connect(url, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if _, err := dnats.EnsureStream(ctx, nc, dnats.StreamConfig{Cluster: scenarios.Cluster, Memory: true}); err != nil {
-		t.Fatal(err)
-	}
-	pub, err := dnats.NewPublisher(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, nc, pub := jetStream(t)
 	w := scenarios.NewWorld(scenarios.Start, 30*time.Second, nil)
 	if err := w.Cloud.AddCapacityReservation(fake.CapacityReservation{ID: cr, InstanceType: "m5.xlarge", Zone: "us-east-1a", Total: 1}); err != nil {
 		t.Fatal(err)
