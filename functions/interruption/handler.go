@@ -321,13 +321,6 @@ func (h *Handler) launchReplacements(ctx context.Context, snap *events.Snapshot,
 	if len(leaving) == 0 {
 		return &provisioning.Plan{}, nil
 	}
-	// Replacements launched on an earlier snapshot whose commands are not applied yet are in
-	// flight: a notice handled again waits for them instead of launching more.
-	insts, err := h.Provider.List(ctx, h.Cluster)
-	if err != nil {
-		return nil, fmt.Errorf("listing instances of cluster %s: %w", h.Cluster, err)
-	}
-	inFlight := launch.InFlight(insts, snap, h.Catalog, snap.Revision, snap.Time.Time, launch.DefaultInFlightWindow)
 	step := launch.Step{
 		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
 		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time},
@@ -340,7 +333,7 @@ func (h *Handler) launchReplacements(ctx context.Context, snap *events.Snapshot,
 	out, err := step.Run(ctx, func(refused []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error) {
 		work := *snap
 		work.UnavailableOfferings = append(append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...), refused...)
-		work.NodeClaims = append(append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), inFlight...), launched...)
+		work.NodeClaims = append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), launched...)
 		in, _ := disruption.EvacuationInput(&work, h.Catalog, h.NodeSettings, leaving, nil)
 		return provisioning.Solve(in)
 	})

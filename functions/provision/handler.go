@@ -26,9 +26,8 @@ import (
 const Component = "provision"
 
 // DefaultOrphanGracePeriod is how long a tagged instance may exist without a NodeClaim before
-// it is terminated as an orphan (long enough for a retried invocation to record it); until then
-// it is in flight (launch.InFlight).
-const DefaultOrphanGracePeriod = launch.DefaultInFlightWindow
+// it is terminated as an orphan (long enough for a retried invocation to record it).
+const DefaultOrphanGracePeriod = 10 * time.Minute
 
 // Handler handles one message. Its fields are its dependencies; it holds no state.
 type Handler struct {
@@ -107,11 +106,6 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 // later decisions honour them.
 func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, error) {
 	d := Decision{Revision: snap.Revision}
-	insts, err := h.Provider.List(ctx, h.Cluster)
-	if err != nil {
-		return d, fmt.Errorf("listing instances of cluster %s: %w", h.Cluster, err)
-	}
-	inFlight := launch.InFlight(insts, snap, h.Catalog, snap.Revision, emit.Clock(h.Now), h.orphanGrace())
 	step := launch.Step{
 		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
 		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time},
@@ -122,7 +116,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	out, err := step.Run(ctx, func(marks []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error) {
 		work := *snap
 		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...)
-		work.NodeClaims = append(append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), inFlight...), launched...)
+		work.NodeClaims = append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), launched...)
 		in := provisioning.InputFromSnapshot(&work, h.Catalog, h.NodeSettings)
 		// The cloud's count of each reservation's free instances, asked for every plan (a
 		// re-plan sees what this decision's launches took).
@@ -153,7 +147,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		return d, err
 	}
 	d.Existing, d.Unschedulable = out.Plan.ExistingNodes, out.Plan.Unschedulable
-	orphans, err := h.collectOrphans(ctx, snap, insts)
+	orphans, err := h.collectOrphans(ctx, snap)
 	d.Orphans = orphans
 	if err != nil {
 		return d, err
@@ -169,7 +163,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 // events.MaxClockSkew of the function's clock, the instance is older than the grace period by its
 // cloud launch time and the function's clock, and it was already an orphan on an earlier
 // snapshot seen by this process.
-func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot, insts []cloud.Instance) ([]string, error) {
+func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot) ([]string, error) {
 	now := emit.Clock(h.Now)
 	if !snap.Complete {
 		return nil, nil
@@ -179,6 +173,10 @@ func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot, ins
 		h.log().Warn("snapshot time is skewed from this function's clock; no orphan collection on it",
 			"revision", snap.Revision, "snapshotTime", snap.Time.Time, "now", now, "skew", skew)
 		return nil, nil
+	}
+	insts, err := h.Provider.List(ctx, h.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("listing instances of cluster %s: %w", h.Cluster, err)
 	}
 	known := map[string]bool{}
 	for _, nc := range snap.NodeClaims {
@@ -192,7 +190,10 @@ func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot, ins
 			known[n.Spec.ProviderID] = true
 		}
 	}
-	grace := h.orphanGrace()
+	grace := h.OrphanGracePeriod
+	if grace == 0 {
+		grace = DefaultOrphanGracePeriod
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.suspects == nil {
@@ -234,13 +235,4 @@ func (h *Handler) log() *slog.Logger {
 		return h.Log
 	}
 	return slog.Default()
-}
-
-// orphanGrace is OrphanGracePeriod or its default: younger tagged instances without a NodeClaim
-// are in flight, older ones orphans.
-func (h *Handler) orphanGrace() time.Duration {
-	if h.OrphanGracePeriod == 0 {
-		return DefaultOrphanGracePeriod
-	}
-	return h.OrphanGracePeriod
 }

@@ -112,7 +112,6 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 	tags[apisv1.TagCluster] = l.Cluster
 	tags[apisv1.TagNodePool] = plan.NodePool.Name
 	tags[apisv1.TagNodeClaim] = name
-	tags[apisv1.TagSnapshotRevision] = strconv.FormatInt(d.Revision, 10)
 	tags["Name"] = name
 	// The node registers with the pool's taints, its startup taints and karpenter.sh/unregistered
 	// (as Karpenter's user data registers it): no pod lands before the lifecycle function has

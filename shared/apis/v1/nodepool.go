@@ -61,9 +61,6 @@ const (
 	TagCluster                 = "dovetail.dev/cluster"
 	TagNodePool                = "karpenter.sh/nodepool"
 	TagNodeClaim               = "karpenter.sh/nodeclaim"
-	// TagSnapshotRevision is the snapshot revision an instance was launched on (its NodeClaim's
-	// AnnotationSnapshotRevision): a later decision tells its own launches from another's by it.
-	TagSnapshotRevision = "dovetail.dev/snapshot-revision"
 )
 
 // Consolidation policies. The v1beta1 name WhenUnderutilized converts to WhenEmptyOrUnderutilized.
