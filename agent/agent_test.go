@@ -296,8 +296,8 @@ func TestHandleCommandOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: bomb}); !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "decompresses to more than") {
-		t.Fatalf("command bomb: %v, want poison naming the expansion", err)
+	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: bomb}); !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "over a decoding limit") {
+		t.Fatalf("command bomb: %v, want poison naming the decoding limit", err)
 	}
 	// A transient API failure asks for redelivery (not poison).
 	var once sync.Once

@@ -50,10 +50,12 @@ const (
 	// compressed byte (real snapshots need 44 to 134). With MaxExpansion it keeps the peak
 	// memory of decoding any input of 1 MiB under 256 MiB (TestHostileInputsPeakMemory).
 	MaxObjectBytesPerInputByte = 160
-	// MinDecodedBudget is the floor of both bounds (1 MiB of JSON, 32 MiB of objects), so a
-	// small command is never refused for its size.
-	MinDecodedBudget = 1 << 20
-	minObjectBudget  = 32 << 20
+	// MinDecodedBudget is the floor of both bounds (16 MiB of JSON, 96 MiB of objects): a
+	// snapshot of a few hundred nodes is never refused however well it compresses (identical pods
+	// with sequential names compress far better than the 22:1 of real ones), and a hostile small
+	// input still peaks well under 256 MiB (TestHostileInputsPeakMemory).
+	MinDecodedBudget = 16 << 20
+	minObjectBudget  = 96 << 20
 )
 
 // Caps are the per-message object counts, by element type, for boundedjson.

@@ -37,12 +37,15 @@ type Cluster struct {
 }
 
 // NewInMemoryCluster returns an empty in-memory cluster. Mind what client-go's fake clientset
-// does not do: it ignores field selectors, PDBs on eviction, binding and resourceVersion
-// conflicts. Dovetail's agent does not rely on any of them; the real-control-plane e2e checks them.
+// does not do: it ignores field selectors, binding and resourceVersion conflicts (Dovetail's agent
+// relies on none of them; the real-control-plane e2e checks them). The Eviction API with
+// PodDisruptionBudgets and the controllers' re-creation of evicted pods are given to it here
+// (evictionRules), as drains depend on them.
 func NewInMemoryCluster() *Cluster {
 	kc := kubefake.NewClientset()
 	dc := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kube.ListKinds)
 	apiServerRules(kc, time.Now)
+	evictionRules(kc)
 	apiServerRules(dc, time.Now)
 	return &Cluster{Kube: kc, Dynamic: dc, InMemory: true}
 }

@@ -41,18 +41,18 @@ func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Pu
 	lc := &lifecycle.Handler{Cluster: o.Cluster, Provider: e.Provider, Publisher: pub, Codec: codec, Log: o.Log,
 		Options: lifecyclecore.Options{RegistrationTTL: o.RegistrationTTL}, OnDecision: e.Progress.Lifecycle, RefreshInterval: o.NodeClassRefresh}
 	workers := []struct {
-		durable, subject string
-		handle           queue.Handler
-		maxDeliver       int
+		durable, subject          string
+		handle                    queue.Handler
+		maxDeliver, maxAckPending int
 	}{
-		{lifecycle.Component, queue.EventsSubject(o.Cluster), lc.Handle, 0},
-		{consolidate.Component, queue.EventsSubject(o.Cluster), cons.Handle, 0},
-		{drift.Component, queue.EventsSubject(o.Cluster), dr.Handle, 0},
-		{interruption.Component, queue.NoticesSubject(o.Cluster), in.Handle, interruption.MaxDeliveries},
+		{lifecycle.Component, queue.EventsSubject(o.Cluster), lc.Handle, 0, 0},
+		{consolidate.Component, queue.EventsSubject(o.Cluster), cons.Handle, 0, 0},
+		{drift.Component, queue.EventsSubject(o.Cluster), dr.Handle, 0, 0},
+		{interruption.Component, queue.NoticesSubject(o.Cluster), in.Handle, interruption.MaxDeliveries, interruption.MaxNoticesInFlight},
 	}
 	for _, w := range workers {
 		c, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: w.durable, Subject: w.subject, Logger: o.Log,
-			MaxDeliver: w.maxDeliver})
+			MaxDeliver: w.maxDeliver, MaxAckPending: w.maxAckPending})
 		if err != nil {
 			return fmt.Errorf("%s function: %w", w.durable, err)
 		}

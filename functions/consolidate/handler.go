@@ -95,6 +95,9 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return err
 	}
+	if snap, err = emit.Freshest(ctx, h.Codec.Blobs, snap); err != nil {
+		return err
+	}
 	if snap, err = emit.Dated(snap, emit.Clock(h.Now)); err != nil {
 		if errors.Is(err, emit.ErrStaleSnapshot) {
 			h.log().Warn("stale snapshot skipped; a newer one follows", "err", err)

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -74,10 +75,17 @@ const RedriveInterval = 5 * time.Second
 // Handler.MaxAttempts). The NATS consumer and the notice queue's redrive policy use it.
 const MaxDeliveries = 40
 
-// ErrAwaitingSnapshot and ErrAwaitingReplacement are retryable: the notice is redelivered.
+// MaxNoticesInFlight is how many notices a NATS worker holds at once: a notice waiting for its
+// replacement holds its slot until it comes back, and an interruption of many spot nodes at
+// once must not wait its turn behind them (each notice is about its own instances).
+const MaxNoticesInFlight = 1000
+
+// ErrAwaitingSnapshot, ErrAwaitingReplacement and ErrAwaitingDrain are retryable: the notice is
+// redelivered within RedriveInterval.
 var (
 	ErrAwaitingSnapshot    = errors.New("awaiting a snapshot that shows the instance")
 	ErrAwaitingReplacement = errors.New("awaiting replacement capacity before draining")
+	ErrAwaitingDrain       = errors.New("awaiting the drain: pods a PodDisruptionBudget holds are evicted later")
 )
 
 // Handler handles one notice message. Its fields are its dependencies; it holds no state.
@@ -148,7 +156,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 			redrive = max(until, time.Second)
 		}
 	}
-	if errors.Is(retry, ErrAwaitingSnapshot) || errors.Is(retry, ErrAwaitingReplacement) {
+	if errors.Is(retry, ErrAwaitingSnapshot) || errors.Is(retry, ErrAwaitingReplacement) || errors.Is(retry, ErrAwaitingDrain) {
 		return queue.RetryAfter(retry, redrive)
 	}
 	return retry
@@ -310,6 +318,13 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 	if untainted {
 		return d, ErrAwaitingReplacement
 	}
+	// A drain the PodDisruptionBudgets hold evicts some pods now and the rest later: the notice
+	// stays until no evacuable pod is left or the instance is reclaimed, and each delivery asks
+	// for the drain again on its newer snapshot.
+	if len(pods) > 0 && (deadline.IsZero() || now.Before(deadline)) {
+		d.Why += fmt.Sprintf("; %d pods still to evict", len(pods))
+		return d, ErrAwaitingDrain
+	}
 	return d, nil
 }
 
@@ -321,9 +336,26 @@ func (h *Handler) launchReplacements(ctx context.Context, snap *events.Snapshot,
 	if len(leaving) == 0 {
 		return &provisioning.Plan{}, nil
 	}
+	// Every node an earlier notice is evacuating leaves too, and is planned with this one: its
+	// pods are still on it, so a replacement launched for them looks free, and planning only
+	// this node's pods would send two notices' pods to the one replacement.
+	evacuating := append([]string(nil), leaving...)
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		if slices.Contains(evacuating, n.Name) {
+			continue
+		}
+		for _, t := range n.Spec.Taints {
+			if t.Key == apisv1.TaintKeyDisrupted && t.Value == disruption.TaintValueInterrupted {
+				evacuating = append(evacuating, n.Name)
+				break
+			}
+		}
+	}
 	step := launch.Step{
 		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
-		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time},
+		Decision:    launch.Decision{Revision: snap.Revision, Time: h.now()},
+		Recorded:    launch.RecordedIn(snap),
 		NodeClasses: snap.NodeClasses,
 		Publish:     func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
 		Reason: func(nc *provisioning.NodeClaimPlan) string {
@@ -334,9 +366,12 @@ func (h *Handler) launchReplacements(ctx context.Context, snap *events.Snapshot,
 		work := *snap
 		work.UnavailableOfferings = append(append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...), refused...)
 		work.NodeClaims = append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), launched...)
-		in, _ := disruption.EvacuationInput(&work, h.Catalog, h.NodeSettings, leaving, nil)
+		in, _ := disruption.EvacuationInput(&work, h.Catalog, h.NodeSettings, evacuating, nil)
 		return provisioning.Solve(in)
 	})
+	if errors.Is(err, launch.ErrBehindCloud) {
+		return nil, fmt.Errorf("%w: %w", ErrAwaitingSnapshot, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -225,8 +225,9 @@ func TestSpotInterruptionReplacesBeforeDraining(t *testing.T) {
 	}
 	e.snaps.Set(e.w.Snapshot())
 	msg.Attempt = 2
-	if err := e.h.Handle(context.Background(), msg); err != nil {
-		t.Fatalf("want the drain at +80 s, got %v", err)
+	// The drain is asked for; the notice stays (re-driven) until a snapshot shows the pods gone.
+	if err := e.h.Handle(context.Background(), msg); !errors.Is(err, interruption.ErrAwaitingDrain) {
+		t.Fatalf("want the drain at +80 s and the notice kept until the pods are gone, got %v", err)
 	}
 	// The redelivery repeats the mark with the same command ID (the stream's deduplication drops
 	// it), the replacement in flight takes the pods and the node is tainted: only the drain is new.

@@ -71,7 +71,7 @@ func records(t *testing.T) []struct {
 		{"the 37-byte envelope whose data_base64 is a number", "data_base64", []byte(`{"specversion":"1.0","data_base64":5}`)},
 		{"not JSON", "not a JSON object", []byte("this is not a CloudEvent")},
 		{"unknown event type", "type", []byte(`{"specversion":"1.0","id":"x","type":"dev.dovetail.unknown.v1","source":"dovetail/prod/agent","time":"2026-03-01T12:00:00Z","datacontenttype":"application/json+zstd","dovetailschema":1,"data_base64":"AA=="}`)},
-		{"zstd bomb of 2,000,000 empty pods", "decompresses to more than",
+		{"zstd bomb of 2,000,000 empty pods", "over a decoding limit",
 			event(t, events.TypeSnapshot, zst(head+`"pods":[{}`+strings.Repeat(`,{}`, 1_999_999)+`]}`))},
 		{"more nodes than a cluster has", "more than 5000 nodes", event(t, events.TypeSnapshot, zst(head+`"nodes":[`+nodes.String()+`]}`))},
 		{"corrupt compression", "not a zstd frame", event(t, events.TypeSnapshot, []byte("definitely not zstd"))},

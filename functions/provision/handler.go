@@ -86,6 +86,9 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return err
 	}
+	if snap, err = emit.Freshest(ctx, h.Codec.Blobs, snap); err != nil {
+		return err
+	}
 	if snap, err = emit.Dated(snap, emit.Clock(h.Now)); err != nil {
 		if errors.Is(err, emit.ErrStaleSnapshot) {
 			h.log().Warn("stale snapshot skipped; a newer one follows", "err", err)
@@ -112,6 +115,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		NodeClasses: snap.NodeClasses,
 		Publish:     func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
 		Reason:      func(nc *provisioning.NodeClaimPlan) string { return fmt.Sprintf("%d pending pods", len(nc.Pods)) },
+		Recorded:    launch.RecordedIn(snap),
 	}
 	out, err := step.Run(ctx, func(marks []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error) {
 		work := *snap
@@ -142,6 +146,12 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	}
 	for _, e := range out.Refused {
 		d.Failures = append(d.Failures, e.Error())
+	}
+	if errors.Is(err, launch.ErrBehindCloud) {
+		// Another decision's launch is not recorded yet: deciding on this snapshot would launch
+		// its pods' capacity twice. The snapshot that records it follows within a second.
+		h.log().Info("provision decision skipped", "revision", snap.Revision, "reason", err.Error())
+		return d, nil
 	}
 	if err != nil {
 		return d, err

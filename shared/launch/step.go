@@ -2,8 +2,10 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -50,6 +52,69 @@ type Step struct {
 	// Annotate, when set, adds the caller's annotations to a launched NodeClaim before its
 	// command is published.
 	Annotate func(*apisv1.NodeClaim)
+	// Recorded, when set, says whether the snapshot the decision was made on records a launch
+	// (by provider ID or NodeClaim name; RecordedIn). Before launching, the step then lists the
+	// cluster's instances launched within UnrecordedWindow of the decision's time: one that the
+	// snapshot does not record and that this decision does not launch itself is another
+	// decision's launch whose CreateNodeClaim is not applied yet, so the snapshot is behind the
+	// cloud and deciding on it would launch the same pods' capacity twice. The step then
+	// launches nothing and returns ErrBehindCloud; a snapshot that records the launch follows
+	// within a second (the agent publishes on every NodeClaim change).
+	Recorded func(providerID, nodeClaim string) bool
+}
+
+// UnrecordedWindow is how long a launch may go unrecorded in the snapshots before decisions stop
+// waiting for it: 2 minutes (events.MaxClockSkew), far above the seconds a CreateNodeClaim takes
+// to be applied; an older unrecorded instance is an orphan, the provision function's collection's.
+const UnrecordedWindow = 2 * time.Minute
+
+// ErrBehindCloud is returned by Step.Run when the snapshot does not record a recent launch of
+// another decision: the caller decides again on a later snapshot (not an error to retry).
+var ErrBehindCloud = errors.New("the snapshot is behind the cloud: a recent launch is not recorded in it yet")
+
+// RecordedIn is a Step.Recorded over a snapshot's NodeClaims (names and provider IDs) and Nodes
+// (provider IDs).
+func RecordedIn(snap *events.Snapshot) func(providerID, nodeClaim string) bool {
+	known := map[string]bool{}
+	for i := range snap.NodeClaims {
+		known[snap.NodeClaims[i].Name] = true
+		if pid := snap.NodeClaims[i].Status.ProviderID; pid != "" {
+			known[pid] = true
+		}
+	}
+	for i := range snap.Nodes {
+		if pid := snap.Nodes[i].Spec.ProviderID; pid != "" {
+			known[pid] = true
+		}
+	}
+	return func(providerID, nodeClaim string) bool {
+		return known[providerID] || (nodeClaim != "" && known[nodeClaim])
+	}
+}
+
+// behind returns ErrBehindCloud (naming the instance) when the cloud holds a recent launch of
+// another decision that the snapshot does not record.
+func (s Step) behind(ctx context.Context, plan *provisioning.Plan) error {
+	if s.Recorded == nil || len(plan.NodeClaims) == 0 {
+		return nil
+	}
+	mine := map[string]bool{}
+	for _, nc := range plan.NodeClaims {
+		mine[NodeClaimName(s.Launcher.Cluster, s.Decision, nc)] = true
+	}
+	insts, err := s.Launcher.Provider.List(ctx, s.Launcher.Cluster)
+	if err != nil {
+		return fmt.Errorf("listing the cluster's instances: %w", err)
+	}
+	for _, i := range insts {
+		name := i.Tags[apisv1.TagNodeClaim]
+		if (i.State != cloud.StatePending && i.State != cloud.StateRunning) || s.Decision.Time.Sub(i.LaunchTime) > UnrecordedWindow ||
+			mine[name] || s.Recorded(i.ProviderID, name) {
+			continue
+		}
+		return fmt.Errorf("%w: instance %s (NodeClaim %s) launched at %s", ErrBehindCloud, i.ProviderID, name, i.LaunchTime.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Launched is one NodeClaim the step launched, with the plan it came from.
@@ -87,6 +152,11 @@ func (s Step) Run(ctx context.Context, solve SolveFunc) (Outcome, error) {
 			return out, err
 		}
 		out.Plan = plan
+		if round == 0 {
+			if err := s.behind(ctx, plan); err != nil {
+				return out, err
+			}
+		}
 		refused, err := s.launchAll(ctx, plan, &out, &launched)
 		if err != nil {
 			return out, err

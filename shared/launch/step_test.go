@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -135,5 +137,42 @@ func TestStepReturnsTransientErrors(t *testing.T) {
 	step.Publish = func(context.Context, events.Command) error { return boom }
 	if _, err := step.Run(context.Background(), Fixed(&provisioning.Plan{NodeClaims: []*provisioning.NodeClaimPlan{plan(t, "m5.large")}})); !errors.Is(err, boom) {
 		t.Fatalf("err %v, want the publish error", err)
+	}
+}
+
+// A snapshot that does not record another decision's recent launch (its CreateNodeClaim not
+// applied yet) is behind the cloud: the step launches nothing (it would launch the same pods'
+// capacity twice). Its own launch, redelivered, is no reason to stop; nor is an unrecorded
+// instance older than UnrecordedWindow (an orphan: the orphan collection's).
+func TestStepWaitsForASnapshotThatRecordsRecentLaunches(t *testing.T) {
+	fc, _, step := stepWith(t)
+	p := &provisioning.Plan{NodeClaims: []*provisioning.NodeClaimPlan{plan(t, "m5.large")}}
+	snap := &events.Snapshot{Cluster: "prod", Revision: 9}
+	step.Recorded = RecordedIn(snap)
+	if _, err := step.Run(context.Background(), Fixed(p)); err != nil {
+		t.Fatalf("first decision: %v", err)
+	}
+	if _, err := step.Run(context.Background(), Fixed(p)); err != nil {
+		t.Fatalf("the same decision redelivered: %v, want its own launch found again", err)
+	}
+	later := step
+	later.Decision = Decision{Revision: 10, Time: at.Add(10 * time.Second)}
+	if _, err := later.Run(context.Background(), Fixed(p)); !errors.Is(err, ErrBehindCloud) {
+		t.Fatalf("a later decision on a snapshot without the launch: %v, want ErrBehindCloud", err)
+	}
+	if st := fc.Stats(); st.Launches != 1 {
+		t.Fatalf("%d launches, want 1", st.Launches)
+	}
+	insts, _ := fc.List(context.Background(), "prod")
+	recorded := step
+	recorded.Decision = later.Decision
+	recorded.Recorded = RecordedIn(&events.Snapshot{NodeClaims: []apisv1.NodeClaim{{ObjectMeta: metav1.ObjectMeta{Name: insts[0].Tags[apisv1.TagNodeClaim]}}}})
+	if _, err := recorded.Run(context.Background(), Fixed(&provisioning.Plan{})); err != nil {
+		t.Fatalf("a snapshot that records it: %v", err)
+	}
+	old := later
+	old.Decision.Time = at.Add(UnrecordedWindow + time.Second)
+	if _, err := old.Run(context.Background(), Fixed(p)); errors.Is(err, ErrBehindCloud) {
+		t.Fatalf("an unrecorded launch older than the window: %v, want no wait", err)
 	}
 }

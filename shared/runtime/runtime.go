@@ -75,6 +75,10 @@ type Function struct {
 	// MaxDeliver is the NATS consumer's delivery limit (0: qnats.DefaultMaxDeliver); under
 	// Lambda the queue's redrive policy (maxReceiveCount) sets it.
 	MaxDeliver int
+	// MaxAckPending is how many messages the NATS consumer may hold unacknowledged (0: one, in
+	// order). Messages that wait (queue.RetryAfter) hold a slot until they come back, so a
+	// function whose messages are independent (notices of different instances) allows many.
+	MaxAckPending int
 	// Flags adds the function's own flags (bind their env defaults with EnvDefault).
 	Flags func(fs *pflag.FlagSet)
 	// Build makes the handler once the transport is ready. It runs once per process (once per
@@ -263,7 +267,7 @@ func RunNATS(ctx context.Context, f Function, nc *natsgo.Conn, o Options, log *s
 		subject = f.Subject(o.Cluster)
 	}
 	cons, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{Cluster: o.Cluster, Durable: f.Name, Subject: subject, Logger: log,
-		MaxDeliver: f.MaxDeliver})
+		MaxDeliver: f.MaxDeliver, MaxAckPending: f.MaxAckPending})
 	if err != nil {
 		return err
 	}

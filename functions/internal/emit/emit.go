@@ -105,3 +105,29 @@ func Clock(now func() time.Time) time.Time {
 	}
 	return time.Now()
 }
+
+// Freshest returns the snapshot to decide on for a message that carried snap: the cluster's
+// latest snapshot in the claim-check store (events.LatestSnapshotKey) when the agent has stored
+// a newer revision there, else snap. A message delivered late, twice, or after a newer one
+// (redelivered after its worker died) then decides on what the cluster is now, never again on
+// what it was: an old pods-pending batch would launch capacity for pods that have it already.
+// No store, or none stored yet, keeps snap; a store that fails is an error (redelivered).
+func Freshest(ctx context.Context, blobs events.BlobStore, snap *events.Snapshot) (*events.Snapshot, error) {
+	if blobs == nil {
+		return snap, nil
+	}
+	if _, ok := blobs.(events.KeyedBlobStore); !ok {
+		return snap, nil
+	}
+	latest, err := events.ReadLatestSnapshot(ctx, blobs, snap.Cluster)
+	if err != nil {
+		if errors.Is(err, events.ErrMalformed) {
+			return snap, nil // a bad stored snapshot is the agent's to replace; the message's own is valid
+		}
+		return nil, err
+	}
+	if latest != nil && latest.Revision > snap.Revision {
+		return latest, nil
+	}
+	return snap, nil
+}

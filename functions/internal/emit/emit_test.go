@@ -75,3 +75,37 @@ func TestDated(t *testing.T) {
 		t.Fatalf("older than the bound: %v, want stale (skipped), not poison", err)
 	}
 }
+
+// A message decides on the cluster's latest stored snapshot when the agent stored a newer one:
+// a late, duplicated or replayed message never decides on what the cluster was.
+func TestFreshest(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	msg := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: "prod", Revision: 5, Time: metav1.NewTime(at)}
+	if got, err := Freshest(ctx, nil, msg); err != nil || got != msg {
+		t.Fatalf("no store: %v, %v; want the message's snapshot", got, err)
+	}
+	store := &events.MemoryBlobStore{}
+	if got, err := Freshest(ctx, store, msg); err != nil || got != msg {
+		t.Fatalf("nothing stored: %v, %v; want the message's snapshot", got, err)
+	}
+	put := func(rev int64) {
+		s := *msg
+		s.Revision = rev
+		enc, err := events.EncodeSnapshot(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := events.PutLatestSnapshot(ctx, store, "prod", enc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(4)
+	if got, err := Freshest(ctx, store, msg); err != nil || got != msg {
+		t.Fatalf("an older one stored: %v, %v; want the message's snapshot", got, err)
+	}
+	put(7)
+	if got, err := Freshest(ctx, store, msg); err != nil || got.Revision != 7 {
+		t.Fatalf("a newer one stored: %v, %v; want revision 7", got, err)
+	}
+}

@@ -47,10 +47,11 @@ func function(onBuild func(*interruption.Handler, *interruption.LatestSnapshot))
 	o := &cloudflags.Options{}
 	var rebalance string
 	return runtime.Function{
-		Name:       interruption.Component,
-		Short:      "Dovetail's interruption function: cloud notices in; replacements launched before the reclaim, then taint and drain",
-		Subject:    queue.NoticesSubject,
-		MaxDeliver: interruption.MaxDeliveries,
+		Name:          interruption.Component,
+		Short:         "Dovetail's interruption function: cloud notices in; replacements launched before the reclaim, then taint and drain",
+		Subject:       queue.NoticesSubject,
+		MaxDeliver:    interruption.MaxDeliveries,
+		MaxAckPending: interruption.MaxNoticesInFlight,
 		Flags: func(fs *pflag.FlagSet) {
 			o.Register(fs)
 			fs.StringVar(&rebalance, "rebalance", runtime.EnvDefault("rebalance", string(interruption.RebalanceRecord)),
