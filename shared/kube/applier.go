@@ -130,7 +130,9 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 //     being deleted without the karpenter.sh/termination finalizer (with it, the deletion
 //     waits for the termination path's taint and drain).
 //   - DeleteNode is refused when a pod was bound to the node, or the node was (re)created, after
-//     the revision.
+//     the revision; and, for a node without the termination finalizer, while pods a drain would
+//     evict are left on it, unless its NodeClaim's terminationGracePeriod has run out since the
+//     node was tainted karpenter.sh/disrupted.
 //   - DeleteNodeClaim is refused when a pod was bound to its node after the revision.
 //   - RegisterNode, LabelNode, DeletePods and RemoveFinalizer of a Node are refused when the
 //     node was (re)created after the revision: the name now means another Node than the one
@@ -481,7 +483,7 @@ func (a *Applier) deleteNode(ctx context.Context, cmd *events.Command) error {
 	// Deleting a Node object its pods still run on loses them without a PodDisruptionBudget
 	// asked. A node with the termination finalizer is drained by the termination path its
 	// deletion starts; any other is deleted only once drained.
-	if node != nil && !hasString(node.Finalizers, events.FinalizerTermination) {
+	if node != nil && !hasString(node.Finalizers, events.FinalizerTermination) && !a.graceOver(node) {
 		if left := a.undrained(cmd.NodeName); len(left) > 0 {
 			return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("node still runs %d pods that were not drained (%s)", len(left), strings.Join(left, ", ")))
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -90,12 +91,17 @@ func (a *Applier) reserve(ctx context.Context, cmd *events.Command, node *corev1
 	}
 	for name, g := range a.ledger.granted {
 		cached := a.state.Node(name)
-		if now.Sub(g.at) > grantTTL || cached == nil || hasDisruptedTaint(cached) {
-			delete(a.ledger.granted, name) // the caches show it (or it lapsed)
+		if now.Sub(g.at) > grantTTL || cached == nil {
+			delete(a.ledger.granted, name) // lapsed, or the node is gone
 			continue
 		}
+		// Counted even when the caches have just come to show it: the count above may have
+		// been taken a moment before.
 		if g.pool == b.NodePool {
 			holding[name] = true
+		}
+		if hasDisruptedTaint(cached) {
+			delete(a.ledger.granted, name)
 		}
 	}
 	delete(holding, cmd.NodeName)
@@ -141,6 +147,34 @@ func hasDisruptedTaint(n *corev1.Node) bool {
 		if t.Key == apisv1.TaintKeyDisrupted {
 			return true
 		}
+	}
+	return false
+}
+
+// graceOver reports whether a node's disruption has outlived its NodeClaim's
+// terminationGracePeriod: counted from the karpenter.sh/disrupted taint's timeAdded, as every
+// drain is bounded by it (Karpenter v1). A node without that taint, time or grace period waits.
+func (a *Applier) graceOver(n *corev1.Node) bool {
+	var tainted *metav1.Time
+	for _, t := range n.Spec.Taints {
+		if t.Key == apisv1.TaintKeyDisrupted && t.TimeAdded != nil {
+			tainted = t.TimeAdded
+		}
+	}
+	if tainted == nil {
+		return false
+	}
+	for _, obj := range a.state.nodeClaims.GetStore().List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		nc := &apisv1.NodeClaim{}
+		if FromUnstructured(u, nc) != nil || (nc.Status.NodeName != n.Name && (nc.Status.ProviderID == "" || nc.Status.ProviderID != n.Spec.ProviderID)) {
+			continue
+		}
+		grace := nc.Spec.TerminationGracePeriod
+		return grace != nil && !a.opts.Clock.Now().Before(tainted.Add(grace.Duration))
 	}
 	return false
 }

@@ -71,3 +71,35 @@ func TestBudgetReservationsAreGrantedInOrder(t *testing.T) {
 		t.Fatal("refusals must be recorded as Events")
 	}
 }
+
+// DeleteNode of a node without the termination finalizer waits for its drain, but not beyond its
+// NodeClaim's terminationGracePeriod counted from the karpenter.sh/disrupted taint: every drain
+// is bounded by it.
+func TestDeleteNodePastTheTerminationGracePeriod(t *testing.T) {
+	n := poolNode("stuck")
+	added := metav1.NewTime(t0.Add(-30 * time.Minute))
+	n.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &added}}
+	hour := metav1.Duration{Duration: time.Hour}
+	nc, err := ToUnstructured(&apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-stuck"}, Spec: apisv1.NodeClaimSpec{TerminationGracePeriod: &hour},
+		Status: apisv1.NodeClaimStatus{NodeName: "stuck"}}, apisv1.GroupVersion, "NodeClaim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, []runtime.Object{n, pod("default", "held", "stuck")}, nc)
+	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("stuck")) == 1 })
+	rev := settledRevision(t, f.watcher)
+	del := func(id string) error {
+		return f.applier.Apply(f.ctx, &events.Command{ID: id, Kind: events.CommandDeleteNode, Cluster: "test", SnapshotRevision: rev, NodeName: "stuck"})
+	}
+	var refused *RefusedError
+	if err := del("del-1"); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "not drained") {
+		t.Fatalf("30 min into a 1 h grace period: %v, want refused (pods not drained)", err)
+	}
+	f.clock.Step(31 * time.Minute)
+	if err := del("del-2"); err != nil {
+		t.Fatalf("past the grace period: %v, want the node deleted", err)
+	}
+	if _, err := f.kube.CoreV1().Nodes().Get(f.ctx, "stuck", metav1.GetOptions{}); err == nil {
+		t.Fatal("node still there")
+	}
+}
