@@ -73,8 +73,12 @@ const UnrecordedWindow = 2 * time.Minute
 var ErrBehindCloud = errors.New("the snapshot is behind the cloud: a recent launch is not recorded in it yet")
 
 // RecordedIn is a Step.Recorded over a snapshot's NodeClaims (names and provider IDs) and Nodes
-// (provider IDs).
+// (provider IDs); nil for a snapshot that is not complete (the agent's are: built from synced
+// informers), where what it does not list may simply not have been read.
 func RecordedIn(snap *events.Snapshot) func(providerID, nodeClaim string) bool {
+	if !snap.Complete {
+		return nil
+	}
 	known := map[string]bool{}
 	for i := range snap.NodeClaims {
 		known[snap.NodeClaims[i].Name] = true

@@ -147,7 +147,7 @@ func TestStepReturnsTransientErrors(t *testing.T) {
 func TestStepWaitsForASnapshotThatRecordsRecentLaunches(t *testing.T) {
 	fc, _, step := stepWith(t)
 	p := &provisioning.Plan{NodeClaims: []*provisioning.NodeClaimPlan{plan(t, "m5.large")}}
-	snap := &events.Snapshot{Cluster: "prod", Revision: 9}
+	snap := &events.Snapshot{Cluster: "prod", Revision: 9, Complete: true}
 	step.Recorded = RecordedIn(snap)
 	if _, err := step.Run(context.Background(), Fixed(p)); err != nil {
 		t.Fatalf("first decision: %v", err)
@@ -166,7 +166,7 @@ func TestStepWaitsForASnapshotThatRecordsRecentLaunches(t *testing.T) {
 	insts, _ := fc.List(context.Background(), "prod")
 	recorded := step
 	recorded.Decision = later.Decision
-	recorded.Recorded = RecordedIn(&events.Snapshot{NodeClaims: []apisv1.NodeClaim{{ObjectMeta: metav1.ObjectMeta{Name: insts[0].Tags[apisv1.TagNodeClaim]}}}})
+	recorded.Recorded = RecordedIn(&events.Snapshot{Complete: true, NodeClaims: []apisv1.NodeClaim{{ObjectMeta: metav1.ObjectMeta{Name: insts[0].Tags[apisv1.TagNodeClaim]}}}})
 	if _, err := recorded.Run(context.Background(), Fixed(&provisioning.Plan{})); err != nil {
 		t.Fatalf("a snapshot that records it: %v", err)
 	}
