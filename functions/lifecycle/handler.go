@@ -107,7 +107,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return err
 	}
-	if snap, err = emit.Freshest(ctx, h.Codec.Blobs, snap); err != nil {
+	if snap, err = emit.Freshest(ctx, h.Codec.Blobs, snap, msg.Attempt); err != nil {
 		return err
 	}
 	if snap, err = emit.Dated(snap, emit.Clock(h.Now)); err != nil {

@@ -224,7 +224,8 @@ func deliverNotice(ctx context.Context, w *World, res *InterruptionResult, msg q
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, interruption.ErrAwaitingReplacement) && !errors.Is(err, interruption.ErrAwaitingSnapshot) {
+		if !errors.Is(err, interruption.ErrAwaitingReplacement) && !errors.Is(err, interruption.ErrAwaitingSnapshot) &&
+			!errors.Is(err, interruption.ErrAwaitingDrain) {
 			return err
 		}
 		if attempt > 40 {

@@ -112,8 +112,11 @@ func Clock(now func() time.Time) time.Time {
 // (redelivered after its worker died) then decides on what the cluster is now, never again on
 // what it was: an old pods-pending batch would launch capacity for pods that have it already.
 // No store, or none stored yet, keeps snap; a store that fails is an error (redelivered).
-func Freshest(ctx context.Context, blobs events.BlobStore, snap *events.Snapshot) (*events.Snapshot, error) {
-	if blobs == nil {
+// A redelivery (attempt > 1) keeps snap: it completes the decision an earlier attempt began
+// (its launches found again by their client tokens, which derive from the snapshot's revision),
+// where deciding anew would leave those launches without their NodeClaims.
+func Freshest(ctx context.Context, blobs events.BlobStore, snap *events.Snapshot, attempt int) (*events.Snapshot, error) {
+	if blobs == nil || attempt > 1 {
 		return snap, nil
 	}
 	if _, ok := blobs.(events.KeyedBlobStore); !ok {

@@ -82,11 +82,11 @@ func TestFreshest(t *testing.T) {
 	ctx := context.Background()
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	msg := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: "prod", Revision: 5, Time: metav1.NewTime(at)}
-	if got, err := Freshest(ctx, nil, msg); err != nil || got != msg {
+	if got, err := Freshest(ctx, nil, msg, 1); err != nil || got != msg {
 		t.Fatalf("no store: %v, %v; want the message's snapshot", got, err)
 	}
 	store := &events.MemoryBlobStore{}
-	if got, err := Freshest(ctx, store, msg); err != nil || got != msg {
+	if got, err := Freshest(ctx, store, msg, 1); err != nil || got != msg {
 		t.Fatalf("nothing stored: %v, %v; want the message's snapshot", got, err)
 	}
 	put := func(rev int64) {
@@ -101,11 +101,14 @@ func TestFreshest(t *testing.T) {
 		}
 	}
 	put(4)
-	if got, err := Freshest(ctx, store, msg); err != nil || got != msg {
+	if got, err := Freshest(ctx, store, msg, 1); err != nil || got != msg {
 		t.Fatalf("an older one stored: %v, %v; want the message's snapshot", got, err)
 	}
 	put(7)
-	if got, err := Freshest(ctx, store, msg); err != nil || got.Revision != 7 {
+	if got, err := Freshest(ctx, store, msg, 1); err != nil || got.Revision != 7 {
 		t.Fatalf("a newer one stored: %v, %v; want revision 7", got, err)
+	}
+	if got, err := Freshest(ctx, store, msg, 2); err != nil || got != msg {
+		t.Fatalf("a redelivery: %v, %v; want the message's snapshot (it completes its own decision)", got, err)
 	}
 }
