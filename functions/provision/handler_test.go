@@ -179,3 +179,38 @@ func TestOrphansPastGraceAreTerminated(t *testing.T) {
 		t.Fatalf("second sighting: orphans %v, want %s", o, old.ID)
 	}
 }
+
+// A decision launches before the agent applies its CreateNodeClaim commands, so the next
+// snapshot can still list the same pods pending and no NodeClaim for them (seen in `make run`:
+// a NodePool status write published a snapshot in that window and the seed was launched twice).
+// The decision on that snapshot launches nothing and waits for one that records the launch;
+// a redelivery of the first decision still finds its instance and publishes its command.
+func TestSnapshotBeforeCommandsLaunchesNothingTwice(t *testing.T) {
+	e := newEnv(t)
+	env, err := events.Decode(pendingEvent(t, pool("a", 10, "m5.large")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := events.DecodePodsPending(env.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Snapshot.Complete = true
+	d1, err := e.h.Decide(context.Background(), first.Snapshot)
+	if err != nil || len(d1.Launched) != 1 {
+		t.Fatalf("first decision: launched %d, err %v; want 1", len(d1.Launched), err)
+	}
+	next := *first.Snapshot // the next revision: the same pod pending, the NodeClaim not applied yet
+	next.Revision++
+	d2, err := e.h.Decide(context.Background(), &next)
+	if err != nil || len(d2.Launched) != 0 {
+		t.Fatalf("second decision launched %d NodeClaims (err %v) for a pod already launched for", len(d2.Launched), err)
+	}
+	d3, err := e.h.Decide(context.Background(), first.Snapshot)
+	if err != nil || len(d3.Launched) != 1 || d3.Launched[0].Instance.ProviderID != d1.Launched[0].Instance.ProviderID {
+		t.Fatalf("redelivered decision: %+v, err %v; want the same instance again", d3.Launched, err)
+	}
+	if insts, _ := e.cloud.List(context.Background(), cluster); len(insts) != 1 {
+		t.Fatalf("%d instances, want 1", len(insts))
+	}
+}
