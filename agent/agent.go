@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +23,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // DefaultSnapshotInterval is how often a TypeSnapshot event is published: the clock the
@@ -79,6 +81,9 @@ type Config struct {
 	NodeClassKind string
 	// Logger receives the agent's logs (nil: slog.Default()).
 	Logger *slog.Logger
+	// Metrics receives the agent's metrics (Karpenter's NodeClaim and Node counters, pod startup
+	// durations, commands and events; nil: none).
+	Metrics telemetry.Recorder
 }
 
 func (c *Config) validate() error {
@@ -140,6 +145,7 @@ func New(cfg Config) (*Agent, error) {
 		Clock:         cfg.Clock,
 		SyncTimeout:   cfg.SyncTimeout,
 		OnPendingPod:  a.batcher.Trigger,
+		OnPodReady:    a.podReady,
 		NodeClassKind: cfg.NodeClassKind,
 	})
 	if err != nil {
@@ -151,13 +157,34 @@ func New(cfg Config) (*Agent, error) {
 	a.applier = kube.NewApplier(cfg.Kube, cfg.Dynamic, w, kube.ApplierOptions{
 		Logger:    cfg.Logger,
 		Namespace: cfg.Namespace, Clock: cfg.Clock, EvictionTimeout: cfg.EvictionTimeout,
-		Component: "dovetail-agent",
+		Component: "dovetail-agent", Metrics: cfg.Metrics,
 	})
 	return a, nil
 }
 
+// podReady records karpenter_pods_startup_duration_seconds: creation until the PodReady
+// condition turned True (Karpenter's rule, for pods the agent saw before they were ready).
+func (a *Agent) podReady(p *corev1.Pod, readyAt time.Time) {
+	if d := readyAt.Sub(p.CreationTimestamp.Time); !p.CreationTimestamp.IsZero() && d >= 0 {
+		a.metrics().Record(telemetry.PodStartupDuration, d.Seconds())
+	}
+}
+
+func (a *Agent) metrics() telemetry.Recorder { return telemetry.OrNop(a.cfg.Metrics) }
+
 // Synced is closed once the informer caches are synced and the agent publishes and applies.
 func (a *Agent) Synced() <-chan struct{} { return a.synced }
+
+// Ready is the agent's readiness (/readyz): nil once its informer caches are synced, so it
+// publishes complete snapshots and applies commands.
+func (a *Agent) Ready() error {
+	select {
+	case <-a.synced:
+		return nil
+	default:
+		return errors.New("informer caches not synced yet")
+	}
+}
 
 // Watcher returns the agent's informers (for revision checks and tests).
 func (a *Agent) Watcher() *kube.Watcher { return a.watcher }
@@ -363,6 +390,7 @@ func (a *Agent) publish(ctx context.Context, typ, id string, payload any) error 
 		}
 		return fmt.Errorf("publish %s event %s on %s: %w", typ, id, subject, err)
 	}
+	a.metrics().Record(telemetry.EventsPublished, 1, typ)
 	a.log().Debug("published", "type", typ, "id", id, "bytes", len(data))
 	return nil
 }
@@ -372,41 +400,68 @@ func (a *Agent) publish(ctx context.Context, typ, id string, payload any) error 
 // a refused stale command is acknowledged (its Event is recorded), and so is a drain that PDBs
 // hold (the function drains again on a later snapshot); any other failure asks for redelivery.
 func (a *Agent) HandleCommand(ctx context.Context, msg queue.Message) error {
+	kind, err := a.handleCommand(ctx, msg)
+	result := "applied"
+	var refused *kube.RefusedError
+	var incomplete *kube.DrainIncompleteError
+	switch {
+	case errors.As(err, &refused):
+		result = "refused"
+	case errors.As(err, &incomplete):
+		result = "incomplete"
+	case errors.Is(err, queue.ErrPoison):
+		result = "poison"
+	case err != nil:
+		result = "retry"
+	}
+	a.metrics().Record(telemetry.CommandsApplied, 1, kind, result)
+	if refused != nil || incomplete != nil {
+		return nil
+	}
+	return err
+}
+
+// handleCommand decodes and applies one command; it returns the command's kind ("" when
+// undecodable) and the outcome, refusals and incomplete drains included (HandleCommand
+// acknowledges those).
+func (a *Agent) handleCommand(ctx context.Context, msg queue.Message) (string, error) {
 	env, err := events.Decode(msg.Data)
 	if err != nil {
-		return fmt.Errorf("%w: %v", queue.ErrPoison, err)
+		return "", fmt.Errorf("%w: %v", queue.ErrPoison, err)
 	}
 	cmd, err := a.codec.Command(ctx, env)
 	if err != nil {
 		if errors.Is(err, events.ErrMalformed) {
-			return fmt.Errorf("%w: %v", queue.ErrPoison, err)
+			return "", fmt.Errorf("%w: %v", queue.ErrPoison, err)
 		}
-		return err
+		return "", err
 	}
+	kind := string(cmd.Kind)
 	if cmd.Cluster != a.cfg.Cluster || env.Cluster != a.cfg.Cluster {
-		return fmt.Errorf("%w: command.cluster: %q (event source cluster %q) is not this agent's cluster %q",
+		return kind, fmt.Errorf("%w: command.cluster: %q (event source cluster %q) is not this agent's cluster %q",
 			queue.ErrPoison, cmd.Cluster, env.Cluster, a.cfg.Cluster)
 	}
-	err = a.applier.Apply(ctx, cmd)
-	var refused *kube.RefusedError
+	err = a.applier.Apply(kube.WithOrigin(ctx, env.Component), cmd)
 	var incomplete *kube.DrainIncompleteError
 	switch {
 	case err == nil:
 		a.log().Debug("command applied", "id", cmd.ID, "kind", cmd.Kind)
-		return nil
-	case errors.As(err, &refused):
-		return nil
+		return kind, nil
 	case errors.As(err, &incomplete):
 		// A drain a PDB (or a do-not-disrupt pod) holds is acknowledged, not redelivered: every
 		// function that drains asks again on a later snapshot, and a redelivery would hold up
 		// the commands behind it (the registration of the very node the evicted pods need).
 		a.log().Info("drain incomplete; the deciding function asks again on a later snapshot", "id", cmd.ID, "node", incomplete.Node,
 			"evicted", len(incomplete.Evicted), "blocked", strings.Join(incomplete.Blocked, "; "))
-		return nil
+		return kind, err
 	case errors.Is(err, kube.ErrInvalidCommand):
-		return fmt.Errorf("%w: %v", queue.ErrPoison, err)
+		return kind, fmt.Errorf("%w: %v", queue.ErrPoison, err)
 	default:
-		return fmt.Errorf("apply command %s (%s): %w", cmd.ID, cmd.Kind, err)
+		var refused *kube.RefusedError
+		if errors.As(err, &refused) {
+			return kind, err
+		}
+		return kind, fmt.Errorf("apply command %s (%s): %w", cmd.ID, cmd.Kind, err)
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // These tests run the agent against a real embedded NATS JetStream server and client-go's fake
@@ -44,6 +45,7 @@ type env struct {
 	events    chan queue.Message // what a "provision" function would receive
 	agent     *Agent
 	ctx       context.Context
+	metrics   *telemetry.Memory
 }
 
 func newEnv(t *testing.T, clk clock.WithTicker, idle, max, snapEvery time.Duration, objs ...runtime.Object) *env {
@@ -60,7 +62,7 @@ func newEnv(t *testing.T, clk clock.WithTicker, idle, max, snapEvery time.Durati
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	e := &env{ctx: ctx, events: make(chan queue.Message, 16)}
+	e := &env{ctx: ctx, events: make(chan queue.Message, 16), metrics: &telemetry.Memory{}}
 	if e.stream, err = qnats.EnsureStream(ctx, nc, qnats.StreamConfig{Cluster: cluster, Memory: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func newEnv(t *testing.T, clk clock.WithTicker, idle, max, snapEvery time.Durati
 	e.agent, err = New(Config{
 		Cluster: cluster, Namespace: "dovetail-system", Kube: e.kube, Dynamic: e.dyn,
 		Publisher: e.publisher, Commands: cmds, Clock: clk,
-		BatchIdle: idle, BatchMax: max, SnapshotInterval: snapEvery, SyncTimeout: 10 * time.Second,
+		BatchIdle: idle, BatchMax: max, SnapshotInterval: snapEvery, SyncTimeout: 10 * time.Second, Metrics: e.metrics,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // boundRules are the rules of rbac.yaml that reach the agent's service account, each with the
@@ -320,6 +321,25 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	if p, _ := e.kube.CoreV1().Pods("default").Get(e.ctx, "pending", metav1.GetOptions{}); p.Status.NominatedNodeName != "n3" ||
 		len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Key != apisv1.TaintKeyPlanned || p.Spec.Tolerations[0].Value != "nc-3" {
 		t.Errorf("pending pod nominated %q tolerations %+v, want n3 and the planned toleration", p.Status.NominatedNodeName, p.Spec.Tolerations)
+	}
+	// Karpenter's counters for what the writes completed: two NodeClaims created for the
+	// provision function (neither names a pool), one Node registered (n3 lost
+	// karpenter.sh/unregistered), none terminated (neither nc-3 nor n3 was being deleted when
+	// its finalizer went). Command outcomes: the stale drain (8) refused.
+	m := e.metrics
+	for _, c := range []struct {
+		got, want float64
+		what      string
+	}{
+		{m.Value(telemetry.NodeClaimsCreated, "provisioned", "", "false"), 2, "NodeClaims created"},
+		{m.Value(telemetry.NodesCreated, "default", ""), 1, "Nodes created"},
+		{m.Value(telemetry.NodeClaimsTerminated, "", "", ""), 0, "NodeClaims terminated"},
+		{m.Value(telemetry.CommandsApplied, string(events.CommandDrainNode), "refused"), 1, "refused drains"},
+		{m.Value(telemetry.CommandsApplied, string(events.CommandRegisterNode), "applied"), 1, "registrations applied"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %g, want %g", c.what, c.got, c.want)
+		}
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // ReasonCommandRefused is the Kubernetes Event reason recorded on the target of a refused command.
@@ -77,6 +78,11 @@ type ApplierOptions struct {
 	Component string
 	// Logger receives refusals and notices (nil: slog.Default()).
 	Logger *slog.Logger
+	// Metrics receives Karpenter's counters for what the agent's writes complete: NodeClaims
+	// created (a CreateNodeClaim that created the object), Nodes created (a registration that
+	// lifted karpenter.sh/unregistered), NodeClaims and Nodes terminated (the termination
+	// finalizer released from an object being deleted). nil: none.
+	Metrics telemetry.Recorder
 }
 
 // Applier applies commands to the cluster. It reads the Watcher's caches for staleness checks and
@@ -103,6 +109,7 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	opts.Metrics = telemetry.OrNop(opts.Metrics)
 	if opts.Component == "" {
 		opts.Component = "dovetail-agent"
 	}
@@ -213,7 +220,11 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 	}
 	unstructuredDropNulls(u.Object)
 	res := a.dyn.Resource(NodeClaimGVR)
-	if _, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: a.opts.Component}); err != nil {
+	_, err = res.Create(ctx, u, metav1.CreateOptions{FieldManager: a.opts.Component})
+	if err == nil {
+		a.opts.Metrics.Record(telemetry.NodeClaimsCreated, 1, CreatedReason(ctx), nc.Labels[apisv1.LabelNodePool], "false")
+	}
+	if err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create NodeClaim %s: %w", nc.Name, err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // The NodeClaim lifecycle commands: what Karpenter's registration, initialization and
@@ -43,7 +44,9 @@ func (a *Applier) registerNode(ctx context.Context, cmd *events.Command) error {
 	if err != nil {
 		return err
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var registered *corev1.Node // set when this call lifted karpenter.sh/unregistered
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		registered = nil
 		node, err := a.kube.CoreV1().Nodes().Get(ctx, cmd.NodeName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("register node %s: node not found", cmd.NodeName)
@@ -72,9 +75,26 @@ func (a *Applier) registerNode(ctx context.Context, cmd *events.Command) error {
 		if err != nil {
 			return err
 		}
-		_, err = a.kube.CoreV1().Nodes().Patch(ctx, cmd.NodeName, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component})
+		patched, err := a.kube.CoreV1().Nodes().Patch(ctx, cmd.NodeName, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component})
+		if err == nil && hasTaintKey(node.Spec.Taints, apisv1.TaintKeyUnregistered) {
+			registered = patched
+		}
 		return err
 	})
+	if err == nil && registered != nil {
+		pool, zone := nodeLabels(registered)
+		a.opts.Metrics.Record(telemetry.NodesCreated, 1, pool, zone)
+	}
+	return err
+}
+
+func hasTaintKey(taints []corev1.Taint, key string) bool {
+	for _, t := range taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 func validateRegisterNode(cmd *events.Command) error {
@@ -413,7 +433,9 @@ func (a *Applier) removeFinalizer(ctx context.Context, cmd *events.Command) erro
 
 func (a *Applier) removeNodeFinalizer(ctx context.Context, cmd *events.Command) error {
 	nodes := a.kube.CoreV1().Nodes()
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var terminated *corev1.Node // set when this call released a deleting Node's termination finalizer
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		terminated = nil
 		node, err := nodes.Get(ctx, cmd.NodeName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -429,14 +451,24 @@ func (a *Applier) removeNodeFinalizer(ctx context.Context, cmd *events.Command) 
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
+		if err == nil && cmd.Finalizer == events.FinalizerTermination && node.DeletionTimestamp != nil {
+			terminated = node
+		}
 		return err
 	})
+	if err == nil && terminated != nil {
+		pool, zone := nodeLabels(terminated)
+		a.opts.Metrics.Record(telemetry.NodesTerminated, 1, pool, zone)
+	}
+	return err
 }
 
 func (a *Applier) removeNodeClaimFinalizer(ctx context.Context, cmd *events.Command) error {
 	name := cmd.NodeClaim.Name
 	res := a.dyn.Resource(NodeClaimGVR)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var terminated map[string]string // labels of a deleting NodeClaim whose termination finalizer this call released
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		terminated = nil
 		u, err := res.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -452,8 +484,16 @@ func (a *Applier) removeNodeClaimFinalizer(ctx context.Context, cmd *events.Comm
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
+		if err == nil && cmd.Finalizer == events.FinalizerTermination && u.GetDeletionTimestamp() != nil {
+			terminated = u.GetLabels()
+		}
 		return err
 	})
+	if err == nil && terminated != nil {
+		a.opts.Metrics.Record(telemetry.NodeClaimsTerminated, 1, terminated[apisv1.LabelNodePool], terminated[apisv1.LabelCapacityType],
+			terminated[corev1.LabelTopologyZone])
+	}
+	return err
 }
 
 // finalizerRemovalPatch is the merge patch removing f from have (a list: replaced whole, hence

@@ -44,6 +44,9 @@ type WatcherOptions struct {
 	Clock clock.PassiveClock
 	// OnPendingPod, if set, is called for every event of a provisionable pod.
 	OnPendingPod PendingPodFunc
+	// OnPodReady, if set, is called when an update turns a pod's PodReady condition True, with
+	// the condition's lastTransitionTime (pods already ready when first listed are not reported).
+	OnPodReady func(pod *corev1.Pod, readyAt time.Time)
 	// SyncTimeout bounds Start's wait for the initial lists (default 2 minutes).
 	SyncTimeout time.Duration
 	// NodeClassKind is the NodeClass kind of the cluster's cloud: EC2NodeClass (default) or
@@ -294,6 +297,23 @@ func (w *Watcher) onPod(oldObj, obj any) {
 	if w.opts.OnPendingPod != nil && IsProvisionable(pod) {
 		w.opts.OnPendingPod(podKey(pod))
 	}
+	if old, ok := oldObj.(*corev1.Pod); ok && w.opts.OnPodReady != nil {
+		if _, was := podReadyAt(old); !was {
+			if at, now := podReadyAt(pod); now {
+				w.opts.OnPodReady(pod, at)
+			}
+		}
+	}
+}
+
+// podReadyAt reports whether the pod's PodReady condition is True, and since when.
+func podReadyAt(p *corev1.Pod) (time.Time, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.LastTransitionTime.Time, c.Status == corev1.ConditionTrue
+		}
+	}
+	return time.Time{}, false
 }
 
 func (w *Watcher) onChange(kind string, obj any, op Op) {

@@ -19,6 +19,10 @@ type Message struct {
 	Data    []byte
 	// Attempt is 1 on first delivery and grows with each redelivery.
 	Attempt int
+	// Published is when the queue accepted the message (JetStream's stored timestamp, SQS's
+	// SentTimestamp); zero when the transport does not say. The runtime records the message's
+	// age from it (dovetail_queue_message_age_seconds).
+	Published time.Time
 }
 
 // Handler processes one message. Returning nil acknowledges it; returning an error asks for

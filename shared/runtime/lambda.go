@@ -142,7 +142,7 @@ func recordMessage(r events.SQSMessage) queue.Message {
 		id = r.MessageId
 	}
 	return queue.Message{ID: id, Subject: attr(sqs.AttrSubject), Data: []byte(r.Body),
-		Attempt: sqs.ReceiveCount(r.Attributes["ApproximateReceiveCount"])}
+		Attempt: sqs.ReceiveCount(r.Attributes["ApproximateReceiveCount"]), Published: sqs.SentTime(r.Attributes["SentTimestamp"])}
 }
 
 func deadLetter(r events.SQSMessage, msg queue.Message, reason string) sqs.DeadLetter {

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -35,7 +36,13 @@ import (
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
+
+// DefaultHTTPAddr is where a NATS worker serves /metrics, /healthz and /readyz: Karpenter's
+// metrics port (8080), so a ServiceMonitor written for Karpenter finds it.
+const DefaultHTTPAddr = ":8080"
 
 // Mode is how a function runs.
 type Mode string
@@ -62,6 +69,9 @@ type Transport struct {
 	// a second subject beside the one it consumes (qnats.Follow).
 	NATS   *natsgo.Conn
 	Logger *slog.Logger
+	// Metrics is the mode's telemetry backend (Prometheus on --http-addr for a NATS worker,
+	// CloudWatch EMF on stdout under Lambda); handlers record their decisions on it.
+	Metrics telemetry.Recorder
 }
 
 // Function describes one function binary.
@@ -103,6 +113,8 @@ type Options struct {
 	// AzureClientOptions are the Azure SDK clients' options (not a flag: a test's transport).
 	AzureClientOptions azcore.ClientOptions
 	LogLevel           string
+	// HTTPAddr is where a NATS worker serves /metrics, /healthz and /readyz (empty: no server).
+	HTTPAddr string
 }
 
 func (o Options) blobOptions() *container.ClientOptions {
@@ -173,6 +185,7 @@ func Command(f Function) *cobra.Command {
 	fs.StringVar(&o.BlobContainer, "blob-container", EnvDefault("blob-container", ""), "Azure Functions mode: container of claim-checked payloads (under --blob-prefix); empty: refuse oversize payloads")
 	fs.StringVar(&o.DeadLetterContainer, "dead-letter-container", EnvDefault("dead-letter-container", ""), "Azure Functions mode: container poison events are written to with their reason; empty: left to Event Grid's dead-lettering")
 	fs.StringVar(&o.LogLevel, "log-level", EnvDefault("log-level", "info"), "debug, info, warn or error")
+	fs.StringVar(&o.HTTPAddr, "http-addr", EnvDefault("http-addr", DefaultHTTPAddr), "NATS mode: address of the HTTP server for /metrics (Prometheus), /healthz and /readyz; empty: none")
 	if f.Flags != nil {
 		f.Flags(fs)
 	}
@@ -254,7 +267,30 @@ func RunNATS(ctx context.Context, f Function, nc *natsgo.Conn, o Options, log *s
 	if err != nil {
 		return err
 	}
-	t := Transport{Mode: ModeNATS, Cluster: o.Cluster, Publisher: pub, NATS: nc, Logger: log}
+	rec := prom.NewRecorder()
+	var consuming atomic.Bool
+	srv := &prom.Server{Addr: o.HTTPAddr, Recorder: rec, Logger: log,
+		Live: func() error {
+			if nc.IsClosed() {
+				return errors.New("NATS connection closed")
+			}
+			return nil
+		},
+		Ready: func() error {
+			if !nc.IsConnected() {
+				return fmt.Errorf("NATS connection %s", nc.Status())
+			}
+			if !consuming.Load() {
+				return errors.New("consumer not started")
+			}
+			return nil
+		}}
+	if addr, err := srv.Start(ctx); err != nil {
+		return err
+	} else if addr != "" {
+		log.Info("serving /metrics, /healthz and /readyz", "addr", addr)
+	}
+	t := Transport{Mode: ModeNATS, Cluster: o.Cluster, Publisher: pub, NATS: nc, Logger: log, Metrics: rec}
 	if o.BlobDir != "" {
 		t.Blobs = events.FileBlobStore{Dir: o.BlobDir}
 	}
@@ -267,12 +303,13 @@ func RunNATS(ctx context.Context, f Function, nc *natsgo.Conn, o Options, log *s
 		subject = f.Subject(o.Cluster)
 	}
 	cons, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{Cluster: o.Cluster, Durable: f.Name, Subject: subject, Logger: log,
-		MaxDeliver: f.MaxDeliver, MaxAckPending: f.MaxAckPending})
+		MaxDeliver: f.MaxDeliver, MaxAckPending: f.MaxAckPending, Metrics: rec, PoisonClass: PoisonClass})
 	if err != nil {
 		return err
 	}
 	log.Info("starting as a NATS worker", "cluster", o.Cluster, "subject", subject)
-	if err := cons.Consume(ctx, h); err != nil && !errors.Is(err, context.Canceled) {
+	consuming.Store(true)
+	if err := cons.Consume(ctx, Instrument(f.Name, h, rec, nil)); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil

@@ -35,6 +35,7 @@ import (
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
 // serviceAccountNamespace is where Kubernetes mounts the pod's namespace for in-cluster clients.
@@ -57,6 +58,7 @@ type options struct {
 	egTopicEndpoint, egNamespace, commandsTopic, commandsSubscription string
 	storageAccountURL, blobContainer, deadLetterContainer             string
 	azureClientOptions                                                azcore.ClientOptions // tests
+	httpAddr                                                          string
 }
 
 func main() {
@@ -112,6 +114,7 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute, "deadline for the initial informer sync")
 	f.Float32Var(&o.kubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "client-side limit of API server requests per second")
 	f.IntVar(&o.kubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "client-side burst of API server requests")
+	f.StringVar(&o.httpAddr, "http-addr", ":8080", "address of the HTTP server for /metrics (Prometheus), /healthz and /readyz; empty: none")
 	_ = cmd.MarkFlagRequired("cluster")
 	return cmd
 }
@@ -184,12 +187,22 @@ func run(ctx context.Context, o options) error {
 	default:
 		return fmt.Errorf("--transport %q: must be nats, sqs or eventgrid", o.transport)
 	}
-	return agent.Run(ctx, agent.Config{
+	rec := prom.NewRecorder()
+	a, err := agent.New(agent.Config{
 		Cluster: o.cluster, Namespace: o.namespace, Kube: kc, Dynamic: dc,
 		Publisher: pub, Commands: cons, Blobs: blobs,
 		BatchIdle: o.batchIdle, BatchMax: o.batchMax, SnapshotInterval: o.snapshotInterval, ChangeSnapshotInterval: o.changeSnapshotInterval,
-		EvictionTimeout: o.evictionTimeout, SyncTimeout: o.syncTimeout, NodeClassKind: o.nodeClassKind,
+		EvictionTimeout: o.evictionTimeout, SyncTimeout: o.syncTimeout, NodeClassKind: o.nodeClassKind, Metrics: rec,
 	})
+	if err != nil {
+		return err
+	}
+	// Liveness is the process answering; readiness waits for the informer caches.
+	srv := &prom.Server{Addr: o.httpAddr, Recorder: rec, Ready: a.Ready}
+	if _, err := srv.Start(ctx); err != nil {
+		return err
+	}
+	return a.Run(ctx)
 }
 
 // sqsTransport builds the SQS publisher (events), the long-polling command consumer and, with

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // Headers of a dead-lettered message, beside the original headers (JetStream's Nats-* headers
@@ -61,6 +62,11 @@ type ConsumerConfig struct {
 	MaxAckPending int
 	// Logger receives handler failures, panics (with stack) and dead-letter notices; default slog.Default().
 	Logger *slog.Logger
+	// Metrics counts dead letters (dovetail_dead_lettered_messages_total, function = Durable) by
+	// reason class: PoisonClass of a poison error (default "poison"), "max_deliver" for a message
+	// that failed every delivery, "ack_wait" for one whose deliveries all timed out. nil: none.
+	Metrics     telemetry.Recorder
+	PoisonClass func(error) string
 }
 
 // Consumer runs a handler over a durable pull consumer. It implements queue.Consumer.
@@ -209,7 +215,8 @@ func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.H
 		ID:      m.Headers().Get(jetstream.MsgIDHeader),
 		Subject: m.Subject(),
 		Data:    m.Data(),
-		Attempt: int(md.NumDelivered),
+		Attempt:   int(md.NumDelivered),
+		Published: md.Timestamp,
 	}
 	log := c.log.With("id", msg.ID, "attempt", msg.Attempt, "streamSeq", md.Sequence.Stream)
 	// The settle deadline starts when settling does: a handler that ran longer than
@@ -222,7 +229,7 @@ func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.H
 	defer func() { cancel() }()
 
 	if msg.Attempt > c.cfg.MaxDeliver {
-		c.deadLetter(settle, log, m, md, fmt.Sprintf(
+		c.deadLetter(settle, log, m, md, "ack_wait", fmt.Sprintf(
 			"delivered %d times without a result: every attempt outlived the ack wait of %s (handler hung or worker died)",
 			msg.Attempt-1, c.cfg.AckWait))
 		return
@@ -243,13 +250,17 @@ func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.H
 			log.Warn("ack failed; the message will be redelivered", "err", err)
 		}
 	case errors.Is(err, queue.ErrPoison):
-		c.deadLetter(settle, log, m, md, err.Error())
+		class := "poison"
+		if c.cfg.PoisonClass != nil {
+			class = c.cfg.PoisonClass(err)
+		}
+		c.deadLetter(settle, log, m, md, class, err.Error())
 	case ctx.Err() != nil:
 		// Shutting down: hand the message to another worker now instead of after AckWait.
 		log.Info("consumer stopping; message released for redelivery", "err", err)
 		_ = m.Nak()
 	case msg.Attempt >= c.cfg.MaxDeliver:
-		c.deadLetter(settle, log, m, md, fmt.Sprintf("failed %d of %d deliveries; last error: %v", msg.Attempt, c.cfg.MaxDeliver, err))
+		c.deadLetter(settle, log, m, md, "max_deliver", fmt.Sprintf("failed %d of %d deliveries; last error: %v", msg.Attempt, c.cfg.MaxDeliver, err))
 	default:
 		delay := c.backoff(msg.Attempt)
 		if d, ok := queue.RetryDelay(err); ok {
@@ -289,8 +300,9 @@ func (c *Consumer) run(ctx context.Context, m jetstream.Msg, msg queue.Message, 
 }
 
 // deadLetter publishes the message to the cluster's dead-letter subject with the reason, then
-// terminates it. If the publish fails the message is NAKed instead, so it is never lost.
-func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.Msg, md *jetstream.MsgMetadata, reason string) {
+// terminates it. If the publish fails the message is NAKed instead, so it is never lost. class is
+// the reason's class for the metric.
+func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.Msg, md *jetstream.MsgMetadata, class, reason string) {
 	dlq := &natsgo.Msg{
 		Subject: queue.DeadLetterSubject(c.cfg.Cluster),
 		Data:    m.Data(),
@@ -320,6 +332,7 @@ func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m jetstream
 		return
 	}
 	log.Error("message dead-lettered", "reason", reason, "dlq", dlq.Subject)
+	telemetry.OrNop(c.cfg.Metrics).Record(telemetry.DeadLettered, 1, c.cfg.Durable, class)
 	if err := m.TermWithReason(headerValue(reason)); err != nil {
 		log.Warn("term failed after dead-lettering; a redelivery will be dead-lettered again (deduplicated)", "err", err)
 	}

@@ -286,8 +286,19 @@ func Message(m types.Message) queue.Message {
 			aws.ToString(m.MessageId)),
 		Subject: attr(AttrSubject),
 		Data:    []byte(aws.ToString(m.Body)),
-		Attempt: ReceiveCount(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)]),
+		Attempt:   ReceiveCount(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)]),
+		Published: SentTime(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)]),
 	}
+}
+
+// SentTime parses SentTimestamp (milliseconds since the epoch); missing or malformed is the
+// zero time.
+func SentTime(s string) time.Time {
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // ReceiveCount parses ApproximateReceiveCount; missing or malformed counts as 1.

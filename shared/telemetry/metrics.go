@@ -1,0 +1,132 @@
+package telemetry
+
+// Label names: Karpenter's (sigs.k8s.io/karpenter v1.14.0 pkg/metrics/constants.go and the
+// controllers' metrics.go), so existing dashboards and alerts select the same series.
+const (
+	LabelNodePool         = "nodepool"
+	LabelReason           = "reason"
+	LabelResourceType     = "resource_type"
+	LabelCapacityType     = "capacity_type"
+	LabelZone             = "zone"
+	LabelMinValuesRelaxed = "min_values_relaxed"
+	LabelController       = "controller"
+	LabelSchedulingID     = "scheduling_id"
+	LabelDecision         = "decision"
+	LabelConsolidation    = "consolidation_type"
+	LabelMessageType      = "message_type"
+	LabelMethod           = "method"
+	LabelProvider         = "provider"
+	LabelError            = "error"
+	// Dovetail's own.
+	LabelFunction  = "function"
+	LabelKind      = "kind"
+	LabelResult    = "result"
+	LabelGuardrail = "guardrail"
+)
+
+// Controller label values: Karpenter's controller names where a Dovetail function does the
+// same work (provisioner, disruption), else the function's name.
+const (
+	ControllerProvisioner  = "provisioner"
+	ControllerDisruption   = "disruption"
+	ControllerInterruption = "interruption"
+	ControllerLifecycle    = "lifecycle"
+)
+
+// Karpenter's metrics (names, kinds and label sets of sigs.k8s.io/karpenter v1.14.0 and
+// aws/karpenter-provider-aws for interruption). The README's metrics table says where Dovetail
+// emits each.
+var (
+	NodeClaimsCreated = &Metric{Name: "karpenter_nodeclaims_created_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Number of nodeclaims created in total. Labeled by reason the nodeclaim was created, the owning nodepool, and if min values was relaxed for this nodeclaim.",
+		Labels: []string{LabelReason, LabelNodePool, LabelMinValuesRelaxed}}
+	NodeClaimsTerminated = &Metric{Name: "karpenter_nodeclaims_terminated_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Number of nodeclaims terminated in total. Labeled by the owning nodepool, capacity type, and zone.",
+		Labels: []string{LabelNodePool, LabelCapacityType, LabelZone}}
+	NodeClaimsDisrupted = &Metric{Name: "karpenter_nodeclaims_disrupted_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Number of nodeclaims disrupted in total. Labeled by reason the nodeclaim was disrupted, the owning nodepool and capacity type.",
+		Labels: []string{LabelReason, LabelNodePool, LabelCapacityType}}
+	NodesCreated = &Metric{Name: "karpenter_nodes_created_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Number of nodes created in total. Labeled by owning nodepool and zone.",
+		Labels: []string{LabelNodePool, LabelZone}}
+	NodesTerminated = &Metric{Name: "karpenter_nodes_terminated_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Number of nodes terminated in total. Labeled by owning nodepool and zone.",
+		Labels: []string{LabelNodePool, LabelZone}}
+	SchedulingDuration = &Metric{Name: "karpenter_scheduler_scheduling_duration_seconds", Kind: Histogram, Unit: UnitSeconds,
+		Help:   "Duration of scheduling simulations used for deprovisioning and provisioning in seconds.",
+		Labels: []string{LabelController}}
+	QueueDepth = &Metric{Name: "karpenter_scheduler_queue_depth", Kind: Gauge, Unit: UnitCount,
+		Help:   "The number of pods currently waiting to be scheduled (the last batch a function solved).",
+		Labels: []string{LabelController, LabelSchedulingID}}
+	UnschedulablePods = &Metric{Name: "karpenter_scheduler_unschedulable_pods_count", Kind: Gauge, Unit: UnitCount,
+		Help:   "The number of unschedulable Pods (the last batch a function solved).",
+		Labels: []string{LabelController}}
+	DisruptionDecisions = &Metric{Name: "karpenter_voluntary_disruption_decisions_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
+		Labels: []string{LabelDecision, LabelReason, LabelConsolidation}}
+	DisruptionEligibleNodes = &Metric{Name: "karpenter_voluntary_disruption_eligible_nodes", Kind: Gauge, Unit: UnitCount,
+		Help:   "Number of nodes eligible for disruption. Labeled by disruption reason.",
+		Labels: []string{LabelReason}}
+	NodePoolUsage = &Metric{Name: "karpenter_nodepools_usage", Kind: Gauge, Unit: UnitNone,
+		Help:   "The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and resource type.",
+		Labels: []string{LabelResourceType, LabelNodePool}}
+	NodePoolLimit = &Metric{Name: "karpenter_nodepools_limit", Kind: Gauge, Unit: UnitNone,
+		Help:   "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type.",
+		Labels: []string{LabelResourceType, LabelNodePool}}
+	PodStartupDuration = &Metric{Name: "karpenter_pods_startup_duration_seconds", Kind: Histogram, Unit: UnitSeconds,
+		Help: "The time from pod creation until the pod is running."}
+	InterruptionReceived = &Metric{Name: "karpenter_interruption_received_messages_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Count of messages received from the interruption queue. Broken down by message type.",
+		Labels: []string{LabelMessageType}}
+	CloudProviderErrors = &Metric{Name: "karpenter_cloudprovider_errors_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Total number of errors returned from CloudProvider calls.",
+		Labels: []string{LabelController, LabelMethod, LabelProvider, LabelError}}
+	CloudProviderDuration = &Metric{Name: "karpenter_cloudprovider_duration_seconds", Kind: Histogram, Unit: UnitSeconds,
+		Help:   "Duration of cloud provider method calls. Labeled by the controller, method name and provider.",
+		Labels: []string{LabelController, LabelMethod, LabelProvider}}
+)
+
+// Dovetail's own metrics.
+var (
+	PlanPrice = &Metric{Name: "dovetail_plan_price_usd_per_hour", Kind: Gauge, Unit: UnitNone,
+		Help:   "Price (USD per hour) of the NodeClaims the last plan opened. Labeled by the deciding controller.",
+		Labels: []string{LabelController}}
+	PlanLowerBound = &Metric{Name: "dovetail_plan_lower_bound_usd_per_hour", Kind: Gauge, Unit: UnitNone,
+		Help:   "Lower bound (USD per hour) no plan can beat for the pods the last plan placed on new NodeClaims.",
+		Labels: []string{LabelController}}
+	PlanGap = &Metric{Name: "dovetail_plan_gap_ratio", Kind: Histogram, Unit: UnitNone,
+		Help:    "Plan price over its lower bound, minus one, per plan that opened NodeClaims.",
+		Labels:  []string{LabelController},
+		Buckets: []float64{0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1}}
+	QueueAge = &Metric{Name: "dovetail_queue_message_age_seconds", Kind: Histogram, Unit: UnitSeconds,
+		Help:   "Age of a message when the function started handling it (now minus its publish time).",
+		Labels: []string{LabelFunction}}
+	HandlerDuration = &Metric{Name: "dovetail_handler_duration_seconds", Kind: Histogram, Unit: UnitSeconds,
+		Help:   "Duration of one message's handling. Labeled by function and result (ok, retry, poison).",
+		Labels: []string{LabelFunction, LabelResult}}
+	DeadLettered = &Metric{Name: "dovetail_dead_lettered_messages_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Messages sent to the dead-letter path, by function and reason class.",
+		Labels: []string{LabelFunction, LabelReason}}
+	CommandsApplied = &Metric{Name: "dovetail_agent_commands_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Commands the agent handled, by kind and result (applied, refused, incomplete, poison, retry).",
+		Labels: []string{LabelKind, LabelResult}}
+	EventsPublished = &Metric{Name: "dovetail_agent_events_published_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Events the agent published, by CloudEvents type.",
+		Labels: []string{LabelKind}}
+	GuardrailHits = &Metric{Name: "dovetail_nodepool_guardrail_hits_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Plans in which a NodePool's spend guardrail (price per hour, accelerators) left pods unscheduled. Labeled by nodepool and guardrail.",
+		Labels: []string{LabelNodePool, LabelGuardrail}}
+	Dropped = &Metric{Name: "dovetail_telemetry_dropped_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Metric values dropped because a call passed the wrong number of labels.",
+		Labels: []string{"metric"}}
+)
+
+// All lists every metric defined here; backends register them up front so a scrape shows every
+// family's HELP and TYPE even before its first value.
+var All = []*Metric{
+	NodeClaimsCreated, NodeClaimsTerminated, NodeClaimsDisrupted, NodesCreated, NodesTerminated,
+	SchedulingDuration, QueueDepth, UnschedulablePods, DisruptionDecisions, DisruptionEligibleNodes,
+	NodePoolUsage, NodePoolLimit, PodStartupDuration, InterruptionReceived, CloudProviderErrors, CloudProviderDuration,
+	PlanPrice, PlanLowerBound, PlanGap, QueueAge, HandlerDuration, DeadLettered, CommandsApplied, EventsPublished,
+	GuardrailHits, Dropped,
+}
