@@ -212,9 +212,9 @@ func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.H
 		return
 	}
 	msg := queue.Message{
-		ID:      m.Headers().Get(jetstream.MsgIDHeader),
-		Subject: m.Subject(),
-		Data:    m.Data(),
+		ID:        m.Headers().Get(jetstream.MsgIDHeader),
+		Subject:   m.Subject(),
+		Data:      m.Data(),
 		Attempt:   int(md.NumDelivered),
 		Published: md.Timestamp,
 	}

@@ -284,8 +284,8 @@ func Message(m types.Message) queue.Message {
 	return queue.Message{
 		ID: firstNonEmpty(attr(AttrID), m.Attributes[string(types.MessageSystemAttributeNameMessageDeduplicationId)],
 			aws.ToString(m.MessageId)),
-		Subject: attr(AttrSubject),
-		Data:    []byte(aws.ToString(m.Body)),
+		Subject:   attr(AttrSubject),
+		Data:      []byte(aws.ToString(m.Body)),
 		Attempt:   ReceiveCount(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)]),
 		Published: SentTime(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)]),
 	}

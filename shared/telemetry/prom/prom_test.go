@@ -70,11 +70,11 @@ func TestServerMetricsAndProbes(t *testing.T) {
 	want := map[string]float64{
 		`karpenter_nodeclaims_created_total{min_values_relaxed="false",nodepool="default",reason="provisioned"}`: 3,
 		`karpenter_scheduler_queue_depth{controller="provisioner",scheduling_id=""}`:                             3,
-		`karpenter_scheduler_scheduling_duration_seconds_count{controller="provisioner"}`:                         2,
-		`karpenter_scheduler_scheduling_duration_seconds_sum{controller="provisioner"}`:                           0.23,
-		`karpenter_scheduler_scheduling_duration_seconds_bucket{controller="provisioner",le="0.05"}`:              1,
-		`karpenter_scheduler_scheduling_duration_seconds_bucket{controller="provisioner",le="0.2"}`:               2,
-		`dovetail_telemetry_dropped_total{metric="karpenter_nodeclaims_created_total"}`:                           1,
+		`karpenter_scheduler_scheduling_duration_seconds_count{controller="provisioner"}`:                        2,
+		`karpenter_scheduler_scheduling_duration_seconds_sum{controller="provisioner"}`:                          0.23,
+		`karpenter_scheduler_scheduling_duration_seconds_bucket{controller="provisioner",le="0.05"}`:             1,
+		`karpenter_scheduler_scheduling_duration_seconds_bucket{controller="provisioner",le="0.2"}`:              2,
+		`dovetail_telemetry_dropped_total{metric="karpenter_nodeclaims_created_total"}`:                          1,
 	}
 	for k, v := range want {
 		got, ok := series[k]
