@@ -30,7 +30,7 @@ func (e *Env) startAgent(ctx context.Context, nc *natsgo.Conn, pub queue.Publish
 		kind = apisv1.KindAKSNodeClass
 	}
 	a, err := agent.New(agent.Config{Cluster: e.Options.Cluster, Namespace: e.Options.Namespace, NodeClassKind: kind,
-		Kube: kc, Dynamic: dc, Publisher: pub, Commands: cmds, Blobs: e.blobs, Logger: e.Options.Log})
+		Kube: kc, Dynamic: dc, Publisher: pub, Commands: cmds, Blobs: e.blobs, Logger: e.Options.Log, Metrics: e.AgentMetrics})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

@@ -29,6 +29,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/cloudmetrics"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/azureapi"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
@@ -38,6 +39,9 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/runtime"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
 // Options configures a local run. The zero value runs the seed scenario in memory.
@@ -82,6 +86,10 @@ type Options struct {
 	// OnDecision, if set, is told every provision decision (after the progress line), e.g. the
 	// e2e suite's record of where the plan put each pod.
 	OnDecision func(provision.Decision)
+	// AgentHTTPAddr and FunctionsHTTPAddr, when set, serve /metrics, /healthz and /readyz of
+	// the agent and of the functions (one server for the NATS workers this process runs), as
+	// --http-addr does for each deployed process.
+	AgentHTTPAddr, FunctionsHTTPAddr string
 
 	// Test hooks: wrap what the provision function publishes with, and how it handles messages
 	// (to inject a crash between launch and command, or a duplicate delivery).
@@ -145,6 +153,10 @@ type Env struct {
 	Functions []string
 	// Snapshots is the interruption function's view of the newest snapshot on the events subject.
 	Snapshots *interruption.LatestSnapshot
+	// AgentMetrics and FunctionMetrics are the Prometheus recorders of the agent and of the
+	// functions; AgentAddr and FunctionsAddr where they are served ("" when not).
+	AgentMetrics, FunctionMetrics *prom.Recorder
+	AgentAddr, FunctionsAddr      string
 
 	blobs events.BlobStore
 	stop  func()
@@ -212,7 +224,8 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &Env{Options: o, Set: set, Catalog: cat, NodeSettings: cl.NodeSettings, errs: make(chan error, 16), Progress: NewProgress(o.Out)}
+	env := &Env{Options: o, Set: set, Catalog: cat, NodeSettings: cl.NodeSettings, errs: make(chan error, 16), Progress: NewProgress(o.Out),
+		AgentMetrics: prom.NewRecorder(), FunctionMetrics: prom.NewRecorder()}
 	ctx, cancel := context.WithCancel(ctx)
 	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{})
 	if err != nil {
@@ -306,14 +319,13 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if o.OnDecision != nil {
 		onDecision = func(d provision.Decision) { env.Progress.Decision(d); o.OnDecision(d) }
 	}
-	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: fnPub,
-		Codec: events.Codec{Blobs: env.blobs}, Log: o.Log, OnDecision: onDecision}
-	cons, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: provision.Component,
-		Subject: queue.EventsSubject(o.Cluster), Logger: o.Log})
+	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, NodeSettings: env.NodeSettings, Provider: env.providerFor(provision.Component),
+		Publisher: fnPub, Codec: events.Codec{Blobs: env.blobs}, Log: o.Log, OnDecision: onDecision, Metrics: env.FunctionMetrics}
+	cons, err := dnats.NewConsumer(ctx, nc, env.consumer(provision.Component, queue.EventsSubject(o.Cluster), 0, 0))
 	if err != nil {
 		return nil, err
 	}
-	handle := queue.Handler(fn.Handle)
+	handle := runtime.Instrument(provision.Component, fn.Handle, env.FunctionMetrics, nil)
 	if o.wrapHandler != nil {
 		handle = o.wrapHandler(handle)
 	}
@@ -325,11 +337,45 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if err := env.startAgent(ctx, nc, pub); err != nil {
 		return nil, err
 	}
+	if err := env.serveMetrics(ctx); err != nil {
+		return nil, err
+	}
 	if env.Cluster.InMemory {
 		env.goRun(func() error { return env.runStandIns(ctx) })
 	}
 	ok = true
 	return env, nil
+}
+
+// providerFor is the cloud provider as function fn sees it: decorated with Karpenter's cloud
+// provider metrics under fn's controller label.
+func (e *Env) providerFor(fn string) cloud.Provider {
+	return cloudmetrics.Decorate(e.Provider, e.FunctionMetrics, telemetry.ControllerOf(fn))
+}
+
+// consumer is the NATS consumer configuration of function fn, as runtime.RunNATS builds it.
+func (e *Env) consumer(fn, subject string, maxDeliver, maxAckPending int) dnats.ConsumerConfig {
+	return dnats.ConsumerConfig{Cluster: e.Options.Cluster, Durable: fn, Subject: subject, Logger: e.Options.Log,
+		MaxDeliver: maxDeliver, MaxAckPending: maxAckPending, Metrics: e.FunctionMetrics, PoisonClass: runtime.PoisonClass}
+}
+
+// serveMetrics starts the agent's and the functions' HTTP servers where the options ask.
+func (e *Env) serveMetrics(ctx context.Context) error {
+	a := &prom.Server{Addr: e.Options.AgentHTTPAddr, Recorder: e.AgentMetrics, Ready: e.Agent.Ready, Logger: e.Options.Log}
+	f := &prom.Server{Addr: e.Options.FunctionsHTTPAddr, Recorder: e.FunctionMetrics, Logger: e.Options.Log}
+	var err error
+	if e.AgentAddr, err = a.Start(ctx); err != nil {
+		return fmt.Errorf("agent http server: %w", err)
+	}
+	if e.FunctionsAddr, err = f.Start(ctx); err != nil {
+		return fmt.Errorf("functions http server: %w", err)
+	}
+	for name, addr := range map[string]string{"agent": e.AgentAddr, "functions": e.FunctionsAddr} {
+		if addr != "" {
+			e.Progress.Printf("%s: /metrics, /healthz and /readyz on http://%s", name, addr)
+		}
+	}
+	return nil
 }
 
 // Stop shuts everything down and waits for it.

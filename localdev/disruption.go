@@ -19,6 +19,7 @@ import (
 	lifecyclecore "github.com/dovetail-dev/dovetail/shared/lifecycle"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/runtime"
 )
 
 // startDisruption runs the lifecycle, consolidate and drift functions as NATS workers on the
@@ -31,14 +32,15 @@ import (
 func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Publisher) error {
 	o := e.Options
 	codec := events.Codec{Blobs: e.blobs}
-	cons := &consolidate.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.Provider, Publisher: pub,
-		Codec: codec, Log: o.Log, OnOutcome: e.Progress.Consolidation}
-	dr := &drift.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.Provider, Publisher: pub,
-		Codec: codec, Log: o.Log, OnDecision: e.Progress.Drift}
+	cons := &consolidate.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.providerFor(consolidate.Component),
+		Publisher: pub, Codec: codec, Log: o.Log, OnOutcome: e.Progress.Consolidation, Metrics: e.FunctionMetrics}
+	dr := &drift.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.providerFor(drift.Component),
+		Publisher: pub, Codec: codec, Log: o.Log, OnDecision: e.Progress.Drift, Metrics: e.FunctionMetrics}
 	e.Snapshots = &interruption.LatestSnapshot{Cluster: o.Cluster, Codec: codec}
-	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.Provider, Publisher: pub,
-		Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: interruption.MaxDeliveries, OnDecision: e.Progress.Interruption}
-	lc := &lifecycle.Handler{Cluster: o.Cluster, Provider: e.Provider, Publisher: pub, Codec: codec, Log: o.Log,
+	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.providerFor(interruption.Component),
+		Publisher: pub, Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: interruption.MaxDeliveries, OnDecision: e.Progress.Interruption,
+		Metrics: e.FunctionMetrics}
+	lc := &lifecycle.Handler{Cluster: o.Cluster, Provider: e.providerFor(lifecycle.Component), Publisher: pub, Codec: codec, Log: o.Log, Metrics: e.FunctionMetrics,
 		Options: lifecyclecore.Options{RegistrationTTL: o.RegistrationTTL}, OnDecision: e.Progress.Lifecycle, RefreshInterval: o.NodeClassRefresh}
 	workers := []struct {
 		durable, subject          string
@@ -51,13 +53,12 @@ func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Pu
 		{interruption.Component, queue.NoticesSubject(o.Cluster), in.Handle, interruption.MaxDeliveries, interruption.MaxNoticesInFlight},
 	}
 	for _, w := range workers {
-		c, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: o.Cluster, Durable: w.durable, Subject: w.subject, Logger: o.Log,
-			MaxDeliver: w.maxDeliver, MaxAckPending: w.maxAckPending})
+		c, err := dnats.NewConsumer(ctx, nc, e.consumer(w.durable, w.subject, w.maxDeliver, w.maxAckPending))
 		if err != nil {
 			return fmt.Errorf("%s function: %w", w.durable, err)
 		}
 		e.Functions = append(e.Functions, w.durable)
-		handle := w.handle
+		handle := runtime.Instrument(w.durable, w.handle, e.FunctionMetrics, nil)
 		if o.wrapFunction != nil {
 			handle = o.wrapFunction(w.durable, handle)
 		}

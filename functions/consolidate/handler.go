@@ -26,6 +26,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // Component is the function's name in event sources and consumer names.
@@ -55,6 +56,8 @@ type Handler struct {
 	// consolidation timeout read it, and a snapshot dated more than events.MaxClockSkew from it
 	// is refused.
 	Now func() time.Time
+	// Metrics receives the function's metrics (nil: none).
+	Metrics telemetry.Recorder
 }
 
 // Outcome is what one message led to, for logs, audit and local dev.
@@ -125,6 +128,7 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 	}
 	d, rep := disruption.Consolidate(st, h.Options)
 	out.Decision, out.Report = d, rep
+	telemetry.OrNop(h.Metrics).Record(telemetry.DisruptionEligibleNodes, float64(rep.Candidates), "underutilized")
 	if d == nil {
 		h.log().Info("consolidation: nothing to do", "revision", snap.Revision, "candidates", rep.Candidates, "tried", strings.Join(rep.Tried, "; "))
 		return out, nil
@@ -197,6 +201,7 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, d *disrupt
 			return err
 		}
 	}
+	h.recordDecision(d)
 	h.log().Info("consolidation decided", "decision", d.ID, "revision", rev, "summary", d.String(), "why", d.Why)
 	return nil
 }
@@ -249,4 +254,24 @@ func (h *Handler) log() *slog.Logger {
 		return h.Log
 	}
 	return slog.Default()
+}
+
+// recordDecision counts a consolidation whose candidates were tainted: one
+// karpenter_voluntary_disruption_decisions_total (decision delete or replace, reason empty or
+// underutilized, consolidation_type Karpenter's empty/single/multi) and one
+// karpenter_nodeclaims_disrupted_total per candidate.
+func (h *Handler) recordDecision(d *disruption.Decision) {
+	rec := telemetry.OrNop(h.Metrics)
+	reason := strings.ToLower(d.Reason)
+	typ := "multi"
+	switch d.Strategy {
+	case disruption.StrategyEmptiness:
+		typ = "empty"
+	case disruption.StrategySingleNode:
+		typ = "single"
+	}
+	rec.Record(telemetry.DisruptionDecisions, 1, d.Method, reason, typ)
+	for _, c := range d.Candidates {
+		rec.Record(telemetry.NodeClaimsDisrupted, 1, reason, c.NodePool, c.CapacityType)
+	}
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // Component is the function's name in event sources and consumer names.
@@ -70,6 +71,8 @@ type Handler struct {
 	// Now is the function's clock (default time.Now): expiry and the termination grace period
 	// read it, and a snapshot dated more than events.MaxClockSkew from it is refused.
 	Now func() time.Time
+	// Metrics receives the function's metrics (nil: none).
+	Metrics telemetry.Recorder
 }
 
 // Decision is what one snapshot led to.
@@ -143,6 +146,8 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, error) {
 	plan := disruption.PlanDrift(snap)
 	d := Decision{Revision: snap.Revision, Blocked: plan.Blocked, OverBudget: plan.OverBudget}
+	rec := telemetry.OrNop(h.Metrics)
+	rec.Record(telemetry.DisruptionEligibleNodes, float64(len(plan.Selected)+len(plan.OverBudget)), "drifted")
 	now := snap.Time.Time
 	// Expiry is forceful (Karpenter v1): no budget, no replacement first, no do-not-disrupt
 	// wait; the termination path drains within the NodeClaim's terminationGracePeriod.
@@ -152,6 +157,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 			c.Reason+": "+c.Why(), "expire", c.NodeClaim.Name)); err != nil {
 			return d, err
 		}
+		emit.RecordDisrupted(h.Metrics, disruption.ReasonExpired, c.NodeClaim)
 		d.Steps = append(d.Steps, s)
 	}
 	for _, c := range plan.InProgress {
@@ -199,6 +205,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 			if err := h.taint(ctx, snap, c.Target, plan.Budgets[c.NodePool.Name]); err != nil {
 				return d, err
 			}
+			rec.Record(telemetry.DisruptionDecisions, 1, disruption.MethodDelete, "drifted", "")
 			if err := h.remove(ctx, snap, c.Target, s.Detail); err != nil {
 				return d, err
 			}
@@ -216,6 +223,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		if err := h.taint(ctx, snap, c.Target, plan.Budgets[c.NodePool.Name]); err != nil {
 			return d, err
 		}
+		rec.Record(telemetry.DisruptionDecisions, 1, disruption.MethodReplace, "drifted", "")
 		s.Step = StepStart
 		if disruption.ReadyPlacement(evac) {
 			s.Detail = fmt.Sprintf("tainted; all %d pods fit on ready nodes, draining", len(c.Pods))
@@ -238,7 +246,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 // for capacity: the node is then left as it is and retried on a later snapshot.
 func (h *Handler) evacuate(ctx context.Context, snap *events.Snapshot, t disruption.Target, s *Step) (*provisioning.Plan, error) {
 	in, _ := disruption.EvacuationInput(snap, h.Catalog, h.NodeSettings, []string{t.Name()}, nil)
-	plan, err := provisioning.Solve(in)
+	plan, err := emit.Solve(h.Metrics, telemetry.ControllerDisruption, in)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +307,11 @@ func (h *Handler) remove(ctx context.Context, snap *events.Snapshot, t disruptio
 	if t.Node != nil {
 		uid = string(t.Node.UID)
 	}
-	return h.publish(ctx, snap, disruption.HandOff(h.Cluster, snap.Revision, t.Name(), t.NodeClaim, apisv1.DisruptionReasonDrifted+": "+why, "drift", uid))
+	if err := h.publish(ctx, snap, disruption.HandOff(h.Cluster, snap.Revision, t.Name(), t.NodeClaim, apisv1.DisruptionReasonDrifted+": "+why, "drift", uid)); err != nil {
+		return err
+	}
+	emit.RecordDisrupted(h.Metrics, apisv1.DisruptionReasonDrifted, t.NodeClaim)
+	return nil
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {

@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // Component is the function's name in event sources and consumer names.
@@ -111,6 +113,8 @@ type Handler struct {
 	MaxAttempts int
 	// OnDecision, when set, receives every decision (local dev prints them).
 	OnDecision func(Decision)
+	// Metrics receives the function's metrics (nil: none).
+	Metrics telemetry.Recorder
 }
 
 // Decision is what one notice led to, for logs, audit and local dev.
@@ -142,6 +146,9 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	var retry error
 	redrive := RedriveInterval
 	for _, n := range ns {
+		if msg.Attempt <= 1 { // a notice re-driven while it waits is one message received
+			telemetry.OrNop(h.Metrics).Record(telemetry.InterruptionReceived, 1, MessageType(n.Kind))
+		}
 		d, err := h.Decide(ctx, n, msg.Attempt)
 		if h.OnDecision != nil {
 			h.OnDecision(d)
@@ -432,6 +439,7 @@ func (h *Handler) cleanup(ctx context.Context, d Decision) (Decision, error) {
 		if err := h.publish(ctx, snap, disruption.HandOff(h.Cluster, snap.Revision, t.Name(), t.NodeClaim, d.Why, "interruption", n.ID)); err != nil {
 			return d, err
 		}
+		emit.RecordDisrupted(h.Metrics, "interrupted", t.NodeClaim)
 	}
 	return d, nil
 }
@@ -452,4 +460,26 @@ func (h *Handler) log() *slog.Logger {
 		return h.Log
 	}
 	return slog.Default()
+}
+
+// MessageType is a notice's message_type label in karpenter_interruption_received_messages_total:
+// the AWS provider's spelling for the kinds it has (spot_interrupted, rebalance_recommendation,
+// scheduled_change, state_change), snake case of the kind for the others.
+func MessageType(k notices.Kind) string {
+	switch k {
+	case notices.KindSpotInterruption:
+		return "spot_interrupted"
+	case notices.KindRebalance:
+		return "rebalance_recommendation"
+	case notices.KindCapacityReservationInterruption:
+		return "capacity_reservation_interrupted"
+	}
+	var b strings.Builder
+	for i, r := range string(k) {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }

@@ -32,6 +32,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +43,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	core "github.com/dovetail-dev/dovetail/shared/lifecycle"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // Component is the function's name in event sources and consumer names.
@@ -70,6 +73,8 @@ type Handler struct {
 	// and every decision still comes from the snapshot.
 	mu       sync.Mutex
 	resolved map[string]time.Time
+	// Metrics receives the function's metrics (nil: none).
+	Metrics telemetry.Recorder
 }
 
 // DefaultRefreshInterval is how often a Ready NodeClass is resolved again: 1 minute, the
@@ -129,6 +134,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 // the cloud reports each instance shutting down or gone.
 func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Outcome, error) {
 	out := Outcome{Revision: snap.Revision, Decision: core.Decide(snap, h.Options)}
+	h.recordNodePools(snap)
 	for _, c := range out.Commands {
 		if err := h.publish(ctx, snap, c); err != nil {
 			return out, err
@@ -264,4 +270,24 @@ func (h *Handler) log() *slog.Logger {
 		return h.Log
 	}
 	return slog.Default()
+}
+
+// recordNodePools sets karpenter_nodepools_usage and karpenter_nodepools_limit for each
+// NodePool of the snapshot, by resource type: usage as its status reports it (the NodeClaims'
+// capacity, and "nodes"), limits from spec.limits; CPU in cores, memory in bytes, counts as such.
+func (h *Handler) recordNodePools(snap *events.Snapshot) {
+	rec := telemetry.OrNop(h.Metrics)
+	for i := range snap.NodePools {
+		np := &snap.NodePools[i]
+		usage, nodes := core.PoolUsage(snap, np.Name)
+		rec.Record(telemetry.NodePoolUsage, float64(nodes), "nodes", np.Name)
+		for _, k := range slices.Sorted(maps.Keys(usage)) {
+			q := usage[k]
+			rec.Record(telemetry.NodePoolUsage, q.AsApproximateFloat64(), string(k), np.Name)
+		}
+		for _, k := range slices.Sorted(maps.Keys(np.Spec.Limits)) {
+			q := np.Spec.Limits[k]
+			rec.Record(telemetry.NodePoolLimit, q.AsApproximateFloat64(), string(k), np.Name)
+		}
+	}
 }

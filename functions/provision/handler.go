@@ -20,6 +20,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // Component is the function's name in event sources and consumer names.
@@ -52,6 +53,8 @@ type Handler struct {
 	suspects map[string]int64
 	// OnDecision, when set, receives every decision (local dev prints them).
 	OnDecision func(Decision)
+	// Metrics receives the provisioner's metrics (nil: none).
+	Metrics telemetry.Recorder
 }
 
 // Decision is what one invocation decided, for logs and audit.
@@ -135,8 +138,9 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		// a class with no status yet launches nothing: its pods wait for the next snapshot rather
 		// than a launch without an instance profile.
 		_, in.RequireResolvedNodeClasses = h.Provider.(cloud.NodeClassResolver)
-		return provisioning.Solve(in)
+		return emit.Solve(h.Metrics, telemetry.ControllerProvisioner, in)
 	})
+	emit.RecordPlan(h.Metrics, telemetry.ControllerProvisioner, len(snap.PendingPods), out.Plan)
 	for _, l := range out.Launched {
 		pods := make([]string, 0, len(l.Plan.Pods))
 		for _, p := range l.Plan.Pods {

@@ -169,12 +169,14 @@ func (d *decider) nodePools() {
 	}
 }
 
-func (d *decider) poolStatus(np *apisv1.NodePool) apisv1.NodePoolStatus {
+// PoolUsage is what a NodePool's status reports: its NodeClaims' summed capacity and their
+// count (status.resources and status.nodes, as Karpenter's NodePool counter controller).
+func PoolUsage(snap *events.Snapshot, pool string) (corev1.ResourceList, int64) {
 	var nodes int64
 	sum := corev1.ResourceList{}
-	for i := range d.snap.NodeClaims {
-		nc := &d.snap.NodeClaims[i]
-		if nc.Labels[apisv1.LabelNodePool] != np.Name {
+	for i := range snap.NodeClaims {
+		nc := &snap.NodeClaims[i]
+		if nc.Labels[apisv1.LabelNodePool] != pool {
 			continue
 		}
 		nodes++
@@ -184,6 +186,11 @@ func (d *decider) poolStatus(np *apisv1.NodePool) apisv1.NodePoolStatus {
 			sum[k] = cur
 		}
 	}
+	return sum, nodes
+}
+
+func (d *decider) poolStatus(np *apisv1.NodePool) apisv1.NodePoolStatus {
+	sum, nodes := PoolUsage(d.snap, np.Name)
 	st := apisv1.NodePoolStatus{Nodes: &nodes, Resources: sum}
 	gen := np.Generation
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // EnvLambdaRuntimeAPI is set by Lambda (and by the Runtime Interface Emulator) for the runtime
@@ -37,6 +38,11 @@ type LambdaOptions struct {
 	DeadLetterURL string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Function names the function in metrics; Metrics receives the handler's duration and
+	// queue age per record and the dead letters sent, and is flushed (telemetry.Flush) once the
+	// batch is done, before the response returns to Lambda. nil: none.
+	Function string
+	Metrics  telemetry.Recorder
 }
 
 // LambdaHandler adapts a queue.Handler to an SQS-triggered Lambda function whose event source
@@ -71,7 +77,14 @@ func LambdaHandler(h queue.Handler, o LambdaOptions) func(context.Context, event
 		log = slog.Default()
 	}
 	urls := &queueURLs{api: o.SQS}
+	rec := telemetry.OrNop(o.Metrics)
+	h = Instrument(o.Function, h, rec, nil)
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		defer func() {
+			if err := telemetry.Flush(context.WithoutCancel(ctx), rec); err != nil {
+				log.Warn("flushing metrics", "err", err)
+			}
+		}()
 		resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 		fail := func(r events.SQSMessage) {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
@@ -101,6 +114,7 @@ func LambdaHandler(h queue.Handler, o LambdaOptions) func(context.Context, event
 					continue
 				}
 				rlog.Info("poison message sent to the dead-letter queue", "dlq", o.DeadLetterURL)
+				rec.Record(telemetry.DeadLettered, 1, o.Function, PoisonClass(err))
 			default:
 				rlog.Warn("handler failed; the record will be redelivered", "err", err)
 				if d, ok := queue.RetryDelay(err); ok {

@@ -37,6 +37,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/emf"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
@@ -57,6 +58,8 @@ const (
 type Transport struct {
 	Mode    Mode
 	Cluster string
+	// Function is the running function's name (Function.Name).
+	Function string
 	// Publisher publishes commands (queue.CommandsSubject) and events (queue.EventsSubject).
 	// Under Lambda it is an SQS Publisher routed by --command-queue-url and --event-queue-url.
 	Publisher queue.Publisher
@@ -231,7 +234,9 @@ func runLambda(ctx context.Context, f Function, o Options, log *slog.Logger) err
 	if o.EventQueueURL != "" {
 		routes[queue.EventsSubject(o.Cluster)] = o.EventQueueURL
 	}
-	t := Transport{Mode: ModeLambda, Cluster: o.Cluster, AWS: &cfg, Logger: log,
+	// Metrics as CloudWatch EMF on stdout, flushed after every batch (LambdaHandler).
+	rec := &emf.Recorder{Out: os.Stdout, Dimensions: map[string]string{"cluster": o.Cluster}}
+	t := Transport{Mode: ModeLambda, Cluster: o.Cluster, Function: f.Name, AWS: &cfg, Logger: log, Metrics: rec,
 		Publisher: &sqs.Publisher{Client: sqsClient, Routes: routes}}
 	if o.BlobBucket != "" {
 		s3c := s3.NewFromConfig(cfg, func(so *s3.Options) { so.UsePathStyle = o.S3PathStyle })
@@ -242,7 +247,8 @@ func runLambda(ctx context.Context, f Function, o Options, log *slog.Logger) err
 		return fmt.Errorf("building the %s handler: %w", f.Name, err)
 	}
 	log.Info("starting under Lambda", "cluster", o.Cluster, "dlq", o.DeadLetterURL != "")
-	lambda.StartWithOptions(LambdaHandler(h, LambdaOptions{SQS: sqsClient, DeadLetterURL: o.DeadLetterURL, Logger: log}),
+	lambda.StartWithOptions(LambdaHandler(h, LambdaOptions{SQS: sqsClient, DeadLetterURL: o.DeadLetterURL, Logger: log,
+		Function: f.Name, Metrics: rec}),
 		lambda.WithContext(ctx))
 	return nil // not reached: the Lambda loop exits the process
 }
@@ -290,7 +296,7 @@ func RunNATS(ctx context.Context, f Function, nc *natsgo.Conn, o Options, log *s
 	} else if addr != "" {
 		log.Info("serving /metrics, /healthz and /readyz", "addr", addr)
 	}
-	t := Transport{Mode: ModeNATS, Cluster: o.Cluster, Publisher: pub, NATS: nc, Logger: log, Metrics: rec}
+	t := Transport{Mode: ModeNATS, Cluster: o.Cluster, Function: f.Name, Publisher: pub, NATS: nc, Logger: log, Metrics: rec}
 	if o.BlobDir != "" {
 		t.Blobs = events.FileBlobStore{Dir: o.BlobDir}
 	}

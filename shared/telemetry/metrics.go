@@ -33,6 +33,18 @@ const (
 	ControllerLifecycle    = "lifecycle"
 )
 
+// ControllerOf is the controller label of a function's metrics: provision is Karpenter's
+// provisioner, consolidate and drift its disruption controller; others keep their name.
+func ControllerOf(function string) string {
+	switch function {
+	case "provision":
+		return ControllerProvisioner
+	case "consolidate", "drift":
+		return ControllerDisruption
+	}
+	return function
+}
+
 // Karpenter's metrics (names, kinds and label sets of sigs.k8s.io/karpenter v1.14.0 and
 // aws/karpenter-provider-aws for interruption). The README's metrics table says where Dovetail
 // emits each.

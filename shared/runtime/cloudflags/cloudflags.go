@@ -16,9 +16,11 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
 	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
+	"github.com/dovetail-dev/dovetail/shared/cloud/cloudmetrics"
 	"github.com/dovetail-dev/dovetail/shared/cloud/registry"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // Options are the flags' values.
@@ -109,5 +111,7 @@ func (o *Options) Setup(ctx context.Context, t runtime.Transport) (Env, error) {
 	if err != nil {
 		return Env{}, err
 	}
+	// Karpenter's cloud provider metrics, under the function's controller label.
+	p = cloudmetrics.Decorate(p, t.Metrics, telemetry.ControllerOf(t.Function))
 	return Env{Catalog: cat, NodeSettings: c.NodeSettings, Provider: p}, nil
 }

@@ -46,7 +46,7 @@ func function() runtime.Function {
 				return nil, err
 			}
 			h := &consolidate.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: t.Publisher,
-				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Options: disruption.Options{Mode: m}}
+				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Metrics: t.Metrics, Options: disruption.Options{Mode: m}}
 			return h.Handle, nil
 		},
 	}

@@ -31,7 +31,7 @@ func function() runtime.Function {
 				return nil, err
 			}
 			h := &drift.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: t.Publisher,
-				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger}
+				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Metrics: t.Metrics}
 			return h.Handle, nil
 		},
 	}

@@ -29,7 +29,7 @@ func main() {
 				return nil, err
 			}
 			h := &provision.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: t.Publisher,
-				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger}
+				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Metrics: t.Metrics}
 			return h.Handle, nil
 		},
 	})

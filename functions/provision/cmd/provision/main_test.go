@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs/sqstest"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/emf"
 )
 
 const cluster = "rie-test"
@@ -43,12 +45,12 @@ func invoke(t *testing.T, url string, ev lambdaevents.SQSEvent) lambdaevents.SQS
 	return sqstest.Invoke(t, url, ev)
 }
 
-// snapshotEvent is a valid snapshot event with nothing pending: provision decides "no launch"
-// and succeeds without publishing.
+// snapshotEvent is a valid snapshot event with nothing pending, dated now (the function decides
+// on its own clock): provision solves nothing pending and succeeds without publishing.
 func snapshotEvent(t *testing.T, rev int64) string {
 	t.Helper()
 	snap := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: rev,
-		Time: metav1.NewTime(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))}
+		Time: metav1.NewTime(time.Now().UTC().Truncate(time.Second))}
 	b, err := events.NewEvent(cluster, "agent", events.TypeSnapshot, fmt.Sprintf("snapshot-%d", rev), snap)
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +68,7 @@ func sqsEvent(t *testing.T) (lambdaevents.SQSEvent, string) {
 			MessageId: id, ReceiptHandle: "rh-" + id, Body: b, EventSource: "aws:sqs", AWSRegion: sqstest.Region,
 			EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:dovetail-events.fifo",
 			Attributes: map[string]string{"ApproximateReceiveCount": "1", "MessageGroupId": cluster,
+				"SentTimestamp": fmt.Sprint(time.Now().Add(-time.Second).UnixMilli()),
 				"MessageDeduplicationId": fmt.Sprintf("dedup-%d", i)},
 			MessageAttributes: map[string]lambdaevents.SQSMessageAttribute{
 				sqs.AttrSubject: {DataType: "String", StringValue: aws.String(queue.EventsSubject(cluster))}},
@@ -76,7 +79,7 @@ func sqsEvent(t *testing.T) (lambdaevents.SQSEvent, string) {
 
 func TestLambdaPartialBatchReportsOnlyThePoisonMessage(t *testing.T) {
 	sqstest.RIE(t) // fail or skip before the build when the emulator is missing
-	url := rie(t, buildBootstrap(t), []string{
+	url, output := sqstest.RunRIEWithOutput(t, buildBootstrap(t), []string{
 		"DOVETAIL_CLUSTER=" + cluster,
 		// Commands would go here; this batch decides no launch, so nothing is sent.
 		"DOVETAIL_COMMAND_QUEUE_URL=http://127.0.0.1:1/000000000000/unused.fifo",
@@ -89,6 +92,61 @@ func TestLambdaPartialBatchReportsOnlyThePoisonMessage(t *testing.T) {
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != poisonID {
 		t.Fatalf("batchItemFailures = %+v, want exactly [%s]", resp.BatchItemFailures, poisonID)
 	}
+	// The batch's metrics, as CloudWatch Embedded Metric Format on the function's stdout:
+	// three snapshots handled (ok), one poison, each with its queue age; three solves of
+	// nothing pending by the provisioner.
+	docs := emfDocuments(t, output, "dovetail_handler_duration_seconds")
+	values := func(metric string, dims map[string]string) []float64 {
+		var out []float64
+		for _, d := range docs {
+			match := d.Namespace == "Dovetail" && d.Dimensions["cluster"] == cluster
+			for k, v := range dims {
+				match = match && d.Dimensions[k] == v
+			}
+			if match {
+				out = append(out, d.Values[metric]...)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		metric string
+		dims   map[string]string
+		want   int
+	}{
+		{"dovetail_handler_duration_seconds", map[string]string{"function": "provision", "result": "ok"}, 3},
+		{"dovetail_handler_duration_seconds", map[string]string{"function": "provision", "result": "poison"}, 1},
+		{"dovetail_queue_message_age_seconds", map[string]string{"function": "provision"}, 4},
+		{"karpenter_scheduler_scheduling_duration_seconds", map[string]string{"controller": "provisioner"}, 3},
+	} {
+		if got := values(c.metric, c.dims); len(got) != c.want {
+			t.Errorf("EMF %s%v: %d values, want %d", c.metric, c.dims, len(got), c.want)
+		}
+	}
+	if v := values("karpenter_scheduler_queue_depth", map[string]string{"controller": "provisioner"}); len(v) != 1 || v[0] != 0 {
+		t.Errorf("EMF karpenter_scheduler_queue_depth{controller=provisioner} = %v, want [0] (nothing pending)", v)
+	}
+}
+
+// emfDocuments waits (at most 10 s) for the function's output to hold EMF documents carrying
+// metric, and returns every document parsed strictly (emf.Parse).
+func emfDocuments(t *testing.T, output func() string, metric string) []emf.Document {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		docs, err := emf.Parse(strings.NewReader(output()))
+		if err != nil {
+			t.Fatalf("EMF on stdout: %v", err)
+		}
+		for _, d := range docs {
+			if _, ok := d.Values[metric]; ok {
+				return docs
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no EMF document with %s in the function's output:\n%s", metric, output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func TestLambdaSendsPoisonToDLQWithReason(t *testing.T) {
@@ -96,7 +154,7 @@ func TestLambdaSendsPoisonToDLQWithReason(t *testing.T) {
 	f := sqstest.Shared(t)
 	ctx := context.Background()
 	dlq := f.CreateFIFO(ctx, t, "provision-events-dlq", nil)
-	url := rie(t, buildBootstrap(t), append(f.Env(),
+	url, output := sqstest.RunRIEWithOutput(t, buildBootstrap(t), append(f.Env(),
 		"DOVETAIL_CLUSTER="+cluster,
 		"DOVETAIL_COMMAND_QUEUE_URL="+f.CreateFIFO(ctx, t, "provision-commands", nil),
 		"DOVETAIL_DLQ_URL="+dlq,
@@ -123,5 +181,14 @@ func TestLambdaSendsPoisonToDLQWithReason(t *testing.T) {
 	}
 	if r := attr(sqs.AttrDLQReason); len(r) < len("poison message: ") || r[:len("poison message: ")] != "poison message: " {
 		t.Errorf("reason = %q, want the handler's poison error", r)
+	}
+	var dead []float64
+	for _, d := range emfDocuments(t, output, "dovetail_dead_lettered_messages_total") {
+		if d.Dimensions["function"] == "provision" && d.Dimensions["reason"] == "malformed" {
+			dead = append(dead, d.Values["dovetail_dead_lettered_messages_total"]...)
+		}
+	}
+	if len(dead) != 1 || dead[0] != 1 {
+		t.Errorf("EMF dovetail_dead_lettered_messages_total{function=provision,reason=malformed} = %v, want [1]", dead)
 	}
 }

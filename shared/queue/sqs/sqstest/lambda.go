@@ -61,6 +61,14 @@ var (
 // test ends, and its output logged when the test failed.
 func RunRIE(tb testing.TB, bootstrap string, env []string) string {
 	tb.Helper()
+	url, _ := RunRIEWithOutput(tb, bootstrap, env)
+	return url
+}
+
+// RunRIEWithOutput is RunRIE that also returns what the emulator and the bootstrap have written
+// so far (stdout and stderr interleaved: the function's log stream, EMF documents included).
+func RunRIEWithOutput(tb testing.TB, bootstrap string, env []string) (string, func() string) {
+	tb.Helper()
 	bin := RIE(tb)
 	apiPort, err := FreePort()
 	if err != nil {
@@ -87,7 +95,7 @@ func RunRIE(tb testing.TB, bootstrap string, env []string) string {
 			tb.Logf("aws-lambda-rie and bootstrap output:\n%s", logs.String())
 		}
 	})
-	return "http://127.0.0.1:" + strconv.Itoa(apiPort) + "/2015-03-31/functions/function/invocations"
+	return "http://127.0.0.1:" + strconv.Itoa(apiPort) + "/2015-03-31/functions/function/invocations", logs.String
 }
 
 // Invoke POSTs an SQS event as Lambda would, retrying while the emulator is not yet listening
