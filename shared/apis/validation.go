@@ -66,6 +66,10 @@ func ValidateNodePool(np *v1.NodePool) field.ErrorList {
 	if w := np.Spec.Weight; w != nil && (*w < 1 || *w > 100) {
 		errs = append(errs, field.Invalid(spec.Child("weight"), *w, "must be between 1 and 100 (leave unset for 0)"))
 	}
+	if _, _, err := v1.MaxPricePerHour(np); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1.AnnotationMaxPricePerHour),
+			np.Annotations[v1.AnnotationMaxPricePerHour], "must be a non-negative number of USD per hour"))
+	}
 	for _, name := range sortedKeys(np.Spec.Limits) {
 		q := np.Spec.Limits[corev1.ResourceName(name)]
 		if q.Sign() < 0 {

@@ -143,7 +143,7 @@ func usedByPool(in *Input) map[string]scheduling.Resources {
 				capacity = n.Status.Allocatable
 			}
 		}
-		used[pool] = used[pool].Add(scheduling.FromList(capacity)).Add(oneNode)
+		used[pool] = used[pool].Add(scheduling.FromList(capacity)).Add(oneNode).Add(priceUsed(in, n.Labels))
 		counted[n.Name] = true
 		if n.Spec.ProviderID != "" {
 			counted[n.Spec.ProviderID] = true
@@ -160,9 +160,28 @@ func usedByPool(in *Input) map[string]scheduling.Resources {
 				capacity = it.Capacity
 			}
 		}
-		used[pool] = used[pool].Add(scheduling.FromList(capacity)).Add(oneNode)
+		used[pool] = used[pool].Add(scheduling.FromList(capacity)).Add(oneNode).Add(priceUsed(in, nc.Labels))
 	}
 	return used
+}
+
+// priceUsed is what a node or in-flight NodeClaim counts against a price guardrail
+// (ResourcePricePerHour): its offering's price by its instance type, zone and capacity type
+// labels; the dearest matching offering when a label is missing; nothing for a type the catalog
+// does not know.
+func priceUsed(in *Input, labels map[string]string) scheduling.Resources {
+	it := in.Catalog.Get(labels[corev1.LabelInstanceTypeStable])
+	if it == nil {
+		return scheduling.Resources{}
+	}
+	zone, ct := labels[corev1.LabelTopologyZone], labels[apisv1.LabelCapacityType]
+	price := 0.0
+	for _, o := range it.Offerings {
+		if (zone == "" || o.Zone == zone) && (ct == "" || o.CapacityType == ct) {
+			price = max(price, o.PricePerHour)
+		}
+	}
+	return scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(price)}}
 }
 
 func effectiveTaints(taints, startup []corev1.Taint) []corev1.Taint {

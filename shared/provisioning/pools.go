@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -55,6 +56,8 @@ type pool struct {
 	committed *scheduling.Resources // capacity of open NodeClaims' cheapest types
 	minValues []*scheduling.Requirement
 	err       error // why the pool cannot be used at all
+	// priceCapped: the pool has a price guardrail (ResourcePricePerHour among limitKeys).
+	priceCapped bool
 	// offerKeys are the (zone, capacity type) pairs the pool's types are offered in, in bit
 	// order of poolType.offers; more than 64 disable the bit test.
 	offerKeys [][2]string
@@ -263,12 +266,23 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 	}
 	_, limitsNodes := np.Spec.Limits[ResourceNodes]
 	p.nodeClass, p.settings, p.limitsNodes = nodeClass, settings, limitsNodes
-	if len(np.Spec.Limits) > 0 {
-		rem := scheduling.FromList(np.Spec.Limits).Sub(used)
-		p.remaining = &rem
+	maxPrice, priceCapped, err := apisv1.MaxPricePerHour(np)
+	if err != nil {
+		p.err = fmt.Errorf("nodepool %q: %w", np.Name, err)
+		return p
+	}
+	if len(np.Spec.Limits) > 0 || priceCapped {
+		limits := scheduling.FromList(np.Spec.Limits)
 		for k := range np.Spec.Limits {
 			p.limitKeys = append(p.limitKeys, k)
 		}
+		if priceCapped {
+			limits = limits.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(maxPrice)}})
+			p.limitKeys = append(p.limitKeys, ResourcePricePerHour)
+			p.priceCapped = true
+		}
+		rem := limits.Sub(used)
+		p.remaining = &rem
 		sort.Slice(p.limitKeys, func(i, j int) bool { return p.limitKeys[i] < p.limitKeys[j] })
 	}
 	zoneReq, ctReq := reqs[corev1.LabelTopologyZone], reqs[apisv1.LabelCapacityType]
@@ -316,6 +330,14 @@ func (p *pool) addType(pt *poolType, daemons []daemon) {
 	if p.limitsNodes {
 		pt.capacity = pt.capacity.Add(oneNode)
 	}
+	if p.priceCapped {
+		// The fleet may pick any of the claim's offerings: count the dearest.
+		dearest := 0.0
+		for _, o := range pt.offerings {
+			dearest = max(dearest, o.PricePerHour)
+		}
+		pt.capacity = pt.capacity.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(dearest)}})
+	}
 	pt.alloc = scheduling.FromList(alloc.List())
 	labels := mergeLabels(it.Labels, p.labels)
 	for i := range daemons {
@@ -345,6 +367,15 @@ func (p *pool) sortTypes() {
 		return a.res < b.res
 	})
 }
+
+// ResourcePricePerHour is the solver's own limit key for a NodePool's price guardrail
+// (apisv1.AnnotationMaxPricePerHour), counted in micro-USD per hour like a resource: existing
+// nodes and in-flight NodeClaims at their offering's price, each new NodeClaim at the dearest
+// offering it may launch as. Never part of a node's capacity outside the limit accounting.
+const ResourcePricePerHour corev1.ResourceName = "dovetail.dev/price-per-hour"
+
+// microUSD converts USD to whole micro-USD, rounding up (a cap is never exceeded by rounding).
+func microUSD(usd float64) int64 { return int64(math.Ceil(usd * 1e6)) }
 
 // ResourceNodes is the NodePool limit on the number of nodes (spec.limits.nodes): each node
 // and in-flight NodeClaim counts one.
@@ -476,6 +507,8 @@ func (p *pool) describeRemaining() string {
 			parts = append(parts, fmt.Sprintf("pods=%d", rem.Pods))
 		case corev1.ResourceEphemeralStorage:
 			parts = append(parts, fmt.Sprintf("ephemeral-storage=%dMi", rem.EphemeralStorage>>20))
+		case ResourcePricePerHour:
+			parts = append(parts, fmt.Sprintf("price=%.4f USD/h of %s", float64(rem.Scalar[k])/1e6, apisv1.AnnotationMaxPricePerHour))
 		default:
 			parts = append(parts, fmt.Sprintf("%s=%d", k, rem.Scalar[k]))
 		}

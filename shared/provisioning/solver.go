@@ -767,6 +767,23 @@ func (s *solver) finalize(c *claim) *NodeClaimPlan {
 	return s.claimPlan(c, s.rankedOfferings(pl, c.reqs, types))
 }
 
+// withinPriceCap keeps, for a pool with a price guardrail, only the offerings no dearer than what
+// the claim counts against the cap (the dearest offering of its cheapest type), so whatever the
+// fleet picks, the pool's price stays within the cap.
+func withinPriceCap(pl *pool, c *claim, offs []Offering) []Offering {
+	if !pl.priceCapped || len(c.types) == 0 {
+		return offs
+	}
+	counted := float64(pl.types[c.types[0]].capacity.Scalar[ResourcePricePerHour]) / 1e6
+	out := make([]Offering, 0, len(offs))
+	for _, o := range offs {
+		if o.PricePerHour <= counted {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // firstPlainFitting is finalize's short cut for the common claim: no zone or capacity-type
 // requirement (so offerings rank like their types' cheapest price, the candidate order), no
 // minValues, no accelerator need: the first MaxInstanceTypes fitting non-special candidates are
@@ -805,6 +822,7 @@ func (s *solver) claimPlan(c *claim, offs []Offering) *NodeClaimPlan {
 	for i, p := range c.pods {
 		pods[i] = p.pod
 	}
+	offs = withinPriceCap(pl, c, offs)
 	return &NodeClaimPlan{
 		NodePool:      pl.np,
 		NodeClassRef:  pl.np.Spec.Template.Spec.NodeClassRef,

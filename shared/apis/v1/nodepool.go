@@ -5,6 +5,11 @@
 package v1
 
 import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -217,4 +222,27 @@ type NodeClaimList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeClaim `json:"items"`
+}
+
+// AnnotationMaxPricePerHour is Dovetail's spend guardrail on a NodePool: the most its nodes and
+// in-flight NodeClaims may cost together, in USD per hour (a decimal, e.g. "12.50"). An
+// annotation rather than a spec field, so Karpenter's NodePool schema stays untouched; the
+// solver enforces it like spec.limits (in-flight NodeClaims count, each new NodeClaim at the
+// highest price of the offerings its fleet request may pick). Accelerator caps need no
+// annotation: spec.limits takes any resource name (nvidia.com/gpu: 4, aws.amazon.com/neuron: 16),
+// and Karpenter enforces those too.
+const AnnotationMaxPricePerHour = "dovetail.dev/max-price-per-hour"
+
+// MaxPricePerHour returns the NodePool's price guardrail (USD per hour) and whether it has one.
+// Error: the annotation is not a non-negative decimal number.
+func MaxPricePerHour(np *NodePool) (float64, bool, error) {
+	v, ok := np.Annotations[AnnotationMaxPricePerHour]
+	if !ok {
+		return 0, false, nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, true, fmt.Errorf("metadata.annotations[%s]: %q is not a non-negative number of USD per hour", AnnotationMaxPricePerHour, v)
+	}
+	return f, true, nil
 }

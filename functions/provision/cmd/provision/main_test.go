@@ -68,7 +68,7 @@ func sqsEvent(t *testing.T) (lambdaevents.SQSEvent, string) {
 			MessageId: id, ReceiptHandle: "rh-" + id, Body: b, EventSource: "aws:sqs", AWSRegion: sqstest.Region,
 			EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:dovetail-events.fifo",
 			Attributes: map[string]string{"ApproximateReceiveCount": "1", "MessageGroupId": cluster,
-				"SentTimestamp": fmt.Sprint(time.Now().Add(-time.Second).UnixMilli()),
+				"SentTimestamp":          fmt.Sprint(time.Now().Add(-time.Second).UnixMilli()),
 				"MessageDeduplicationId": fmt.Sprintf("dedup-%d", i)},
 			MessageAttributes: map[string]lambdaevents.SQSMessageAttribute{
 				sqs.AttrSubject: {DataType: "String", StringValue: aws.String(queue.EventsSubject(cluster))}},

@@ -1,0 +1,201 @@
+package otlp
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
+)
+
+// receiver is a local OTLP/HTTP metrics endpoint as strict as the specification (OTLP 1.x,
+// "OTLP/HTTP"): POST to /v1/metrics, Content-Type application/x-protobuf, a gzip body when
+// Content-Encoding says so, an ExportMetricsServiceRequest that unmarshals, and — when a token
+// is expected — "Authorization: Bearer <token>". It answers an empty ExportMetricsServiceResponse.
+type receiver struct {
+	token string
+	mu    sync.Mutex
+	got   []*colmetrics.ExportMetricsServiceRequest
+	errs  []string
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	fail := func(code int, msg string) {
+		rc.mu.Lock()
+		rc.errs = append(rc.errs, msg)
+		rc.mu.Unlock()
+		http.Error(w, msg, code)
+	}
+	switch {
+	case r.Method != http.MethodPost || r.URL.Path != "/v1/metrics":
+		fail(http.StatusNotFound, r.Method+" "+r.URL.Path)
+		return
+	case r.Header.Get("Content-Type") != "application/x-protobuf":
+		fail(http.StatusUnsupportedMediaType, "content type "+r.Header.Get("Content-Type"))
+		return
+	case rc.token != "" && r.Header.Get("Authorization") != "Bearer "+rc.token:
+		fail(http.StatusUnauthorized, "authorization "+r.Header.Get("Authorization"))
+		return
+	}
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			fail(http.StatusBadRequest, err.Error())
+			return
+		}
+		body = zr
+	}
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	req := &colmetrics.ExportMetricsServiceRequest{}
+	if err := proto.Unmarshal(raw, req); err != nil {
+		fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	rc.mu.Lock()
+	rc.got = append(rc.got, req)
+	rc.mu.Unlock()
+	out, _ := proto.Marshal(&colmetrics.ExportMetricsServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+type staticToken struct{ calls int }
+
+func (s *staticToken) GetToken(_ context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	s.calls++
+	if !slices.Equal(o.Scopes, []string{MonitorScope}) {
+		return azcore.AccessToken{}, io.ErrUnexpectedEOF
+	}
+	return azcore.AccessToken{Token: "t0k3n", ExpiresOn: time.Now().Add(time.Hour)}, nil
+}
+
+func TestExportPayloadShape(t *testing.T) {
+	rc := &receiver{token: "t0k3n"}
+	srv := httptest.NewTLSServer(rc)
+	defer srv.Close()
+	cred := &staticToken{}
+	ctx := context.Background()
+	r, err := New(ctx, Options{Endpoint: srv.URL + "/v1/metrics", Function: "provision", Cluster: "prod", Credential: cred,
+		Client: srv.Client(), Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown(ctx)
+	r.Record(telemetry.NodeClaimsCreated, 2, "provisioned", "default", "false")
+	r.Record(telemetry.NodeClaimsCreated, 1, "provisioned", "default", "false")
+	r.Record(telemetry.QueueDepth, 12, "provisioner", "")
+	r.Record(telemetry.SchedulingDuration, 0.3, "provisioner")
+	r.Record(telemetry.SchedulingDuration, 7, "provisioner")
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(ctx); err != nil { // a second export: the token is reused
+		t.Fatal(err)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.errs) > 0 || len(rc.got) == 0 {
+		t.Fatalf("receiver refused %v, accepted %d exports", rc.errs, len(rc.got))
+	}
+	if cred.calls != 1 {
+		t.Errorf("token fetched %d times, want 1", cred.calls)
+	}
+	req := rc.got[0]
+	if len(req.ResourceMetrics) != 1 {
+		t.Fatalf("%d resource metrics, want 1", len(req.ResourceMetrics))
+	}
+	res := map[string]string{}
+	for _, kv := range req.ResourceMetrics[0].Resource.Attributes {
+		res[kv.Key] = kv.Value.GetStringValue()
+	}
+	for k, v := range map[string]string{"service.name": "dovetail-provision", "faas.name": "provision", "cloud.provider": "azure",
+		"cloud.platform": "azure_functions", "dovetail.cluster": "prod"} {
+		if res[k] != v {
+			t.Errorf("resource %s = %q, want %q", k, res[k], v)
+		}
+	}
+	byName := map[string]*metricspb.Metric{}
+	for _, sm := range req.ResourceMetrics[0].ScopeMetrics {
+		for _, m := range sm.Metrics {
+			byName[m.Name] = m
+		}
+	}
+	created := byName["karpenter_nodeclaims_created_total"].GetSum()
+	if created == nil || !created.IsMonotonic || created.AggregationTemporality != metricspb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE ||
+		len(created.DataPoints) != 1 || created.DataPoints[0].GetAsDouble() != 3 || byName["karpenter_nodeclaims_created_total"].Unit != "1" {
+		t.Errorf("karpenter_nodeclaims_created_total = %v, want one monotonic cumulative point of 3, unit 1", byName["karpenter_nodeclaims_created_total"])
+	} else if got := pointAttrs(created.DataPoints[0].Attributes); got != "min_values_relaxed=false,nodepool=default,reason=provisioned" {
+		t.Errorf("created attributes %s", got)
+	}
+	depth := byName["karpenter_scheduler_queue_depth"].GetGauge()
+	if depth == nil || len(depth.DataPoints) != 1 || depth.DataPoints[0].GetAsDouble() != 12 {
+		t.Errorf("karpenter_scheduler_queue_depth = %v, want a gauge of 12", byName["karpenter_scheduler_queue_depth"])
+	}
+	h := byName["karpenter_scheduler_scheduling_duration_seconds"].GetHistogram()
+	if h == nil || len(h.DataPoints) != 1 || byName["karpenter_scheduler_scheduling_duration_seconds"].Unit != "s" {
+		t.Fatalf("scheduling duration = %v, want one histogram point, unit s", byName["karpenter_scheduler_scheduling_duration_seconds"])
+	}
+	p := h.DataPoints[0]
+	bounds := telemetry.DurationBuckets()
+	if p.Count != 2 || p.GetSum() != 7.3 || !slices.Equal(p.ExplicitBounds, bounds) || len(p.BucketCounts) != len(bounds)+1 {
+		t.Errorf("histogram point count %d sum %g bounds %d counts %d", p.Count, p.GetSum(), len(p.ExplicitBounds), len(p.BucketCounts))
+	}
+	// 0.3 falls in (0.25, 0.3], 7 in (6, 7].
+	for i, c := range p.BucketCounts {
+		want := uint64(0)
+		if i < len(bounds) && (bounds[i] == 0.3 || bounds[i] == 7) {
+			want = 1
+		}
+		if c != want {
+			t.Errorf("bucket %d (le %v) = %d, want %d", i, append(bounds, 0)[i], c, want)
+		}
+	}
+}
+
+// TestBearerNeedsTLS: a token is never sent over plain HTTP.
+func TestBearerNeedsTLS(t *testing.T) {
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	r, err := New(context.Background(), Options{Endpoint: srv.URL + "/v1/metrics", Function: "f", Credential: &staticToken{}, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Record(telemetry.QueueDepth, 1, "provisioner", "")
+	if err := r.Flush(context.Background()); err == nil || !bytes.Contains([]byte(err.Error()), []byte("refusing to send a bearer token")) {
+		t.Errorf("flush over http with a credential = %v, want a refusal", err)
+	}
+	if len(rc.got) != 0 {
+		t.Errorf("the receiver got %d exports", len(rc.got))
+	}
+}
+
+// pointAttrs renders a data point's attributes as "k=v,..." sorted by key.
+func pointAttrs(kvs []*commonpb.KeyValue) string {
+	parts := make([]string, 0, len(kvs))
+	for _, kv := range kvs {
+		parts = append(parts, kv.Key+"="+kv.Value.GetStringValue())
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
