@@ -31,3 +31,20 @@ func (c *Catalog) Types() []*InstanceType { return c.types }
 
 // Get returns the named instance type or nil.
 func (c *Catalog) Get(name string) *InstanceType { return c.byName[name] }
+
+// DearestPrice is the price (USD per hour) of an instance type's offering in zone with
+// capacityType; an empty zone or capacity type matches any, and of several matches the dearest
+// counts (what a spend guardrail must assume). 0 for a type the catalog does not know.
+func (c *Catalog) DearestPrice(instanceType, zone, capacityType string) float64 {
+	it := c.Get(instanceType)
+	if it == nil {
+		return 0
+	}
+	price := 0.0
+	for _, o := range it.Offerings {
+		if (zone == "" || o.Zone == zone) && (capacityType == "" || o.CapacityType == capacityType) {
+			price = max(price, o.PricePerHour)
+		}
+	}
+	return price
+}

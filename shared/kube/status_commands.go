@@ -29,6 +29,9 @@ const (
 	// ReasonNodePoolInvalid is recorded on a NodePool whose ValidationSucceeded turned False (a
 	// field Dovetail refuses, such as spec.replicas): the pool launches nothing.
 	ReasonNodePoolInvalid = "NodePoolInvalid"
+	// ReasonLimitReached is recorded on a NodePool whose SpendWithinLimits turned False: a
+	// limit or spend guardrail is spent, and pods needing more stay pending.
+	ReasonLimitReached = apisv1.ReasonLimitReached
 )
 
 // nodeClassTarget returns the GVR and name of a command's NodeClass. Error: no NodeClass, or a
@@ -87,8 +90,8 @@ func (a *Applier) setNodePoolStatus(ctx context.Context, cmd *events.Command) er
 		return fmt.Errorf("%w: command.nodePool.metadata.name: must not be empty", ErrInvalidCommand)
 	}
 	name := cmd.NodePool.Name
-	var evs, invalid eventCheck
-	var message, invalidMsg string
+	var evs, invalid, spent eventCheck
+	var message, invalidMsg, spentMsg string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := a.dyn.Resource(NodePoolGVR).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -111,6 +114,10 @@ func (a *Applier) setNodePoolStatus(ctx context.Context, cmd *events.Command) er
 			message = c.Message
 		}
 		invalid = turnedFalse(got.Status.Conditions, want.Conditions, apisv1.ConditionValidationSucceeded, got.UID)
+		spent = turnedFalse(got.Status.Conditions, want.Conditions, apisv1.ConditionSpendWithinLimits, got.UID)
+		if c := meta.FindStatusCondition(want.Conditions, apisv1.ConditionSpendWithinLimits); c != nil {
+			spentMsg = c.Message
+		}
 		if c := meta.FindStatusCondition(want.Conditions, apisv1.ConditionValidationSucceeded); c != nil {
 			invalidMsg = c.Message
 		}
@@ -122,6 +129,12 @@ func (a *Applier) setNodePoolStatus(ctx context.Context, cmd *events.Command) er
 	ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodePool", Name: name, UID: evs.uid}
 	if invalid.fire {
 		if err := a.event(ctx, cmd, ref, ReasonNodePoolInvalid, "NodePool launches nothing: "+invalidMsg); err != nil {
+			return err
+		}
+	}
+	if spent.fire {
+		ref.UID = spent.uid
+		if err := a.event(ctx, cmd, ref, ReasonLimitReached, "NodePool launches nothing more that needs it: "+spentMsg); err != nil {
 			return err
 		}
 	}

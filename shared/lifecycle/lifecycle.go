@@ -22,6 +22,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -62,6 +63,10 @@ type Options struct {
 	RegistrationTTL time.Duration
 	// RegistrationWindow overrides DefaultRegistrationWindow.
 	RegistrationWindow time.Duration
+	// PricePerHour, when set, prices a NodeClaim's offering (USD per hour, by its instance type,
+	// zone and capacity type labels) so a NodePool's price guardrail shows in its
+	// SpendWithinLimits condition; nil leaves the price out.
+	PricePerHour func(labels map[string]string) float64
 }
 
 // Decision is what one snapshot asks for.
@@ -584,4 +589,12 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// CatalogPrice prices a NodeClaim by its labels from cat (Options.PricePerHour): the dearest
+// offering matching its instance type, zone and capacity type.
+func CatalogPrice(cat *catalog.Catalog) func(labels map[string]string) float64 {
+	return func(l map[string]string) float64 {
+		return cat.DearestPrice(l[corev1.LabelInstanceTypeStable], l[corev1.LabelTopologyZone], l[apisv1.LabelCapacityType])
+	}
 }

@@ -2,6 +2,9 @@ package lifecycle
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -228,8 +231,49 @@ func (d *decider) poolStatus(np *apisv1.NodePool) apisv1.NodePoolStatus {
 			set(apisv1.ConditionNodeClassReady, r.Status, apisv1.ReasonNodeClassNotReady, class.NotReady())
 		}
 	}
+	if typ, status, reason, msg, ok := d.spendCondition(np, sum, nodes); ok {
+		set(typ, status, reason, msg)
+	}
 	apisv1.SetReadyFromDependents(&st.Conditions, gen, apisv1.NodePoolReadyDependents)
 	return st
+}
+
+// spendCondition is the SpendWithinLimits condition of a NodePool with spec.limits or a price
+// guardrail: False (LimitReached) naming each limit its NodeClaims have reached — the solver
+// then launches nothing more that needs it — else True. ok is false for a pool without limits.
+func (d *decider) spendCondition(np *apisv1.NodePool, usage corev1.ResourceList, nodes int64) (typ string, status metav1.ConditionStatus, reason, msg string, ok bool) {
+	maxPrice, priced, err := apisv1.MaxPricePerHour(np)
+	if len(np.Spec.Limits) == 0 && (!priced || err != nil) {
+		return "", "", "", "", false
+	}
+	var reached []string
+	for _, k := range slices.Sorted(maps.Keys(np.Spec.Limits)) {
+		limit := np.Spec.Limits[k]
+		used := usage[k]
+		if k == "nodes" {
+			used = *resource.NewQuantity(nodes, resource.DecimalSI)
+		}
+		if used.Cmp(limit) >= 0 {
+			reached = append(reached, fmt.Sprintf("spec.limits %s: %s of %s", k, used.String(), limit.String()))
+		}
+	}
+	if priced && err == nil && d.o.PricePerHour != nil {
+		spent := 0.0
+		for i := range d.snap.NodeClaims {
+			if nc := &d.snap.NodeClaims[i]; nc.Labels[apisv1.LabelNodePool] == np.Name {
+				spent += d.o.PricePerHour(nc.Labels)
+			}
+		}
+		// Reached once no more node of the pool's cheapest kind could fit is unknowable here;
+		// reached means the cap is spent.
+		if spent >= maxPrice {
+			reached = append(reached, fmt.Sprintf("%s: %.4f of %.4f USD/h", apisv1.AnnotationMaxPricePerHour, spent, maxPrice))
+		}
+	}
+	if len(reached) > 0 {
+		return apisv1.ConditionSpendWithinLimits, metav1.ConditionFalse, apisv1.ReasonLimitReached, strings.Join(reached, "; "), true
+	}
+	return apisv1.ConditionSpendWithinLimits, metav1.ConditionTrue, apisv1.ConditionSpendWithinLimits, "", true
 }
 
 func sameResources(a, b corev1.ResourceList) bool {

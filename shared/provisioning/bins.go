@@ -170,17 +170,7 @@ func usedByPool(in *Input) map[string]scheduling.Resources {
 // labels; the dearest matching offering when a label is missing; nothing for a type the catalog
 // does not know.
 func priceUsed(in *Input, labels map[string]string) scheduling.Resources {
-	it := in.Catalog.Get(labels[corev1.LabelInstanceTypeStable])
-	if it == nil {
-		return scheduling.Resources{}
-	}
-	zone, ct := labels[corev1.LabelTopologyZone], labels[apisv1.LabelCapacityType]
-	price := 0.0
-	for _, o := range it.Offerings {
-		if (zone == "" || o.Zone == zone) && (ct == "" || o.CapacityType == ct) {
-			price = max(price, o.PricePerHour)
-		}
-	}
+	price := in.Catalog.DearestPrice(labels[corev1.LabelInstanceTypeStable], labels[corev1.LabelTopologyZone], labels[apisv1.LabelCapacityType])
 	return scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(price)}}
 }
 

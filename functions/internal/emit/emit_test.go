@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
@@ -110,5 +111,19 @@ func TestFreshest(t *testing.T) {
 	}
 	if got, err := Freshest(ctx, store, msg, 2); err != nil || got != msg {
 		t.Fatalf("a redelivery: %v, %v; want the message's snapshot (it completes its own decision)", got, err)
+	}
+}
+
+func TestLimitHits(t *testing.T) {
+	plan := &provisioning.Plan{Unschedulable: []provisioning.Unschedulable{
+		{Reason: `nodepool "gpu": limits exceeded (remaining cpu=12000m nvidia.com/gpu=0)`},
+		{Reason: `nodepool "gpu": limits exceeded (remaining cpu=12000m nvidia.com/gpu=0)`},
+		{Reason: `nodepool "web": limits exceeded (remaining memory=0Mi dovetail.dev/price-per-hour: price=0.0120 USD/h of dovetail.dev/max-price-per-hour)`},
+		{Reason: `nodepool "web": limits exceeded (remaining price=0.0000 USD/h of dovetail.dev/max-price-per-hour)`},
+		{Reason: `nodepool "x": no compatible instance type`},
+	}}
+	got := fmt.Sprint(LimitHits(plan))
+	if want := "[[gpu nvidia.com/gpu] [web memory] [web price]]"; got != want {
+		t.Errorf("LimitHits = %s, want %s", got, want)
 	}
 }

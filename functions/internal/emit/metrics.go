@@ -1,6 +1,9 @@
 package emit
 
 import (
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +32,9 @@ func RecordPlan(rec telemetry.Recorder, controller string, pending int, plan *pr
 		return
 	}
 	rec.Record(telemetry.UnschedulablePods, float64(len(plan.Unschedulable)), controller)
+	for _, h := range LimitHits(plan) {
+		rec.Record(telemetry.GuardrailHits, 1, h[0], h[1])
+	}
 	if len(plan.NodeClaims) == 0 {
 		return
 	}
@@ -48,4 +54,34 @@ func RecordDisrupted(rec telemetry.Recorder, reason string, claim *apisv1.NodeCl
 	}
 	telemetry.OrNop(rec).Record(telemetry.NodeClaimsDisrupted, 1, strings.ToLower(reason),
 		claim.Labels[apisv1.LabelNodePool], claim.Labels[apisv1.LabelCapacityType])
+}
+
+var limitsExceeded = regexp.MustCompile(`nodepool "([^"]+)": limits exceeded \(remaining ([^)]*)\)`)
+
+// LimitHits lists the (NodePool, limit) pairs whose exhaustion left a pod of the plan
+// unschedulable, once each, sorted: the limit is a spec.limits resource name (nvidia.com/gpu,
+// cpu, nodes, ...) or "price" for the dovetail.dev/max-price-per-hour guardrail. Read from the
+// solver's reasons ("nodepool %q: limits exceeded (remaining k=v ...)"): a limit whose
+// remainder is zero or less is spent.
+func LimitHits(plan *provisioning.Plan) [][2]string {
+	seen := map[[2]string]bool{}
+	for _, u := range plan.Unschedulable {
+		m := limitsExceeded.FindStringSubmatch(u.Reason)
+		if m == nil {
+			continue
+		}
+		for _, f := range strings.Fields(m[2]) {
+			k, v, ok := strings.Cut(f, "=")
+			num := strings.TrimRightFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+			if f, err := strconv.ParseFloat(num, 64); ok && (strings.HasPrefix(v, "-") || err == nil && f <= 0) {
+				seen[[2]string{m[1], k}] = true
+			}
+		}
+	}
+	out := make([][2]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	return out
 }

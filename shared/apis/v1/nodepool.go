@@ -246,3 +246,12 @@ func MaxPricePerHour(np *NodePool) (float64, bool, error) {
 	}
 	return f, true, nil
 }
+
+// ConditionSpendWithinLimits is Dovetail's NodePool condition for its limits and spend
+// guardrails (spec.limits, accelerator counts among them, and AnnotationMaxPricePerHour): False
+// with ReasonLimitReached naming each limit the pool's NodeClaims have reached. A condition of
+// its own, so Karpenter's Ready keeps its meaning.
+const (
+	ConditionSpendWithinLimits = "SpendWithinLimits"
+	ReasonLimitReached         = "LimitReached"
+)
