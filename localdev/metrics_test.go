@@ -1,8 +1,11 @@
 package localdev
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,6 +13,8 @@ import (
 	"time"
 
 	"github.com/dovetail-dev/dovetail/functions/provision"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
@@ -59,8 +64,19 @@ func sum(series map[string]float64, name string, match ...string) float64 {
 func TestSeedScenarioMetrics(t *testing.T) {
 	var mu sync.Mutex
 	launched := 0
+	launchedPrice := 0.0
+	var logs bytes.Buffer
+	logw := &syncWriter{w: &logs}
 	env, out := startEnv(t, Options{AgentHTTPAddr: "127.0.0.1:0", FunctionsHTTPAddr: "127.0.0.1:0",
-		OnDecision: func(d provision.Decision) { mu.Lock(); launched += len(d.Launched); mu.Unlock() }})
+		Log: slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		OnDecision: func(d provision.Decision) {
+			mu.Lock()
+			defer mu.Unlock()
+			launched += len(d.Launched)
+			for _, l := range d.Launched {
+				launchedPrice += catalog.MustAWS().DearestPrice(l.Instance.InstanceType, l.Instance.Zone, l.Instance.CapacityType)
+			}
+		}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := env.WaitNodeClaimsReady(ctx); err != nil {
@@ -129,6 +145,33 @@ func TestSeedScenarioMetrics(t *testing.T) {
 	}
 	if _, ok := fns[`karpenter_scheduler_queue_depth{controller="provisioner",scheduling_id=""}`]; !ok {
 		t.Errorf("functions: no karpenter_scheduler_queue_depth{controller=provisioner}")
+	}
+	// Every launch decision left one audit record: its NodeClaims are the launches, its price
+	// grew by theirs, and it carries the plan's lower bound and the static group's price for
+	// the same pods (m5.2xlarge on demand, 0.384 USD/h each).
+	logw.mu.Lock()
+	raw := append([]byte(nil), logs.Bytes()...)
+	logw.mu.Unlock()
+	claims, grew := 0, 0.0
+	if err := telemetry.ReadAudit(bytes.NewReader(raw), func(a telemetry.Audit) error {
+		if a.Action != telemetry.ActionLaunch || a.Function != provision.Component {
+			return nil
+		}
+		claims += len(a.NodeClaims)
+		grew += a.PriceAfter - a.PriceBefore
+		if a.LowerBound <= 0 || a.StaticBaseline == nil || a.StaticBaseline.InstanceType != "m5.2xlarge" ||
+			math.Abs(a.StaticBaseline.PricePerHour-0.384*float64(a.StaticBaseline.Nodes)) > 1e-9 || len(a.Inputs) == 0 {
+			t.Errorf("launch audit record %+v: want a lower bound, pods as inputs and an m5.2xlarge baseline at 0.384 USD/h a node", a)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	wantPrice := launchedPrice
+	mu.Unlock()
+	if float64(claims) != n || math.Abs(grew-wantPrice) > 1e-9 {
+		t.Errorf("audit records name %d NodeClaims adding %.4f USD/h, want %g adding %.4f", claims, grew, n, wantPrice)
 	}
 	if sum(agent, "dovetail_agent_commands_total", `kind="CreateNodeClaim"`, `result="applied"`) < n {
 		t.Errorf("agent applied %g CreateNodeClaim commands, want >= %g", sum(agent, "dovetail_agent_commands_total", `kind="CreateNodeClaim"`), n)

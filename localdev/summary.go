@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,17 +14,17 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
+	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
-// BaselineInstanceType is the Cluster-Autoscaler-style static node group the summary compares
-// against: one on-demand instance type for every node, as a typical managed node group.
-const BaselineInstanceType = "m5.2xlarge"
-
-// AzureBaselineInstanceType is the baseline on Azure: Standard_D8s_v5, the D-series size of
-// m5.2xlarge's shape (8 vCPU, 32 GiB).
-const AzureBaselineInstanceType = "Standard_D8s_v5"
+// BaselineInstanceType and AzureBaselineInstanceType are the static node group the summary
+// compares against (planner.StaticBaseline).
+const (
+	BaselineInstanceType      = planner.BaselineInstanceType
+	AzureBaselineInstanceType = planner.AzureBaselineInstanceType
+)
 
 // Summary is what a local run produced.
 type Summary struct {
@@ -141,42 +140,20 @@ func Summarize(ctx context.Context, c *Cluster, provider cloud.Provider, cluster
 // on-demand nodes, with the same existing nodes and DaemonSets, using the same packer: the
 // cost a Cluster-Autoscaler node group of that one shape would pay.
 func (s *Summary) baseline(set *manifests.Set, cat *catalog.Catalog) error {
-	s.BaselineType = BaselineInstanceType
-	if cat.Get(BaselineInstanceType) == nil {
-		s.BaselineType = AzureBaselineInstanceType
-	}
-	np := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "static-" + strings.ToLower(strings.ReplaceAll(s.BaselineType, "_", "-"))}}
-	np.Spec.Template.Spec.Requirements = []apisv1.NodeSelectorRequirementWithMinValues{
-		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{s.BaselineType}}},
-		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{apisv1.CapacityTypeOnDemand}}},
-	}
-	// The static group carries the same labels a managed node group's template would give the
-	// workloads' selectors (the seed NodePool's template labels).
-	if len(set.NodePools) > 0 {
-		np.Spec.Template.ObjectMeta.Labels = set.NodePools[0].Spec.Template.ObjectMeta.Labels
-	}
-	in := provisioning.Input{Catalog: cat, Nodes: set.Nodes, DaemonSets: set.DaemonSets, NodePools: []*apisv1.NodePool{np}}
+	in := provisioning.Input{Catalog: cat, Nodes: set.Nodes, DaemonSets: set.DaemonSets, NodePools: set.NodePools}
+	var pending []*corev1.Pod
 	for _, p := range set.ExpandPods() {
 		if p.Spec.NodeName == "" {
-			in.Pods = append(in.Pods, p)
+			pending = append(pending, p)
 		} else {
 			in.BoundPods = append(in.BoundPods, p)
 		}
 	}
-	plan, err := provisioning.Solve(in)
+	b, err := planner.StaticBaseline(in, pending, cat)
 	if err != nil {
 		return err
 	}
-	s.BaselineNodes = len(plan.NodeClaims)
-	if it := cat.Get(s.BaselineType); it != nil {
-		for _, o := range it.Offerings {
-			if o.CapacityType == apisv1.CapacityTypeOnDemand {
-				s.BaselinePricePerHour = float64(s.BaselineNodes) * o.PricePerHour
-				break
-			}
-		}
-	}
-	s.BaselineUnplaced = len(plan.Unschedulable)
+	s.BaselineType, s.BaselineNodes, s.BaselinePricePerHour, s.BaselineUnplaced = b.InstanceType, b.Nodes, b.PricePerHour, b.Unplaceable
 	return nil
 }
 

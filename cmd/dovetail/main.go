@@ -34,7 +34,7 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCommand(), newDevCommand())
+	root.AddCommand(newPlanCommand(), newDevCommand(), newAuditCommand())
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)

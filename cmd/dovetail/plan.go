@@ -14,6 +14,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 	"github.com/spf13/cobra"
 )
 
@@ -119,6 +120,10 @@ type PlanOutput struct {
 	Gap               float64 `json:"gap"`
 	// Cluster is the saving against today's nodes, when the input holds nodes.
 	Cluster *ClusterOutput `json:"cluster,omitempty"`
+	// StaticBaseline is what a Cluster-Autoscaler-style static group of one on-demand type
+	// (m5.2xlarge; Standard_D8s_v5 on Azure) would pay for the pods this plan put on new
+	// NodeClaims (planner.StaticBaseline); unplaceable counts those it cannot hold.
+	StaticBaseline *telemetry.StaticBaseline `json:"staticBaseline,omitempty"`
 }
 
 // CatalogOutput names the catalog a plan was priced with: its region and source ("embedded":
@@ -162,7 +167,7 @@ type UnschedulableOut struct {
 // StatefulSets' volumeClaimTemplates), PersistentVolumes and StorageClasses constrain where
 // pods with volumes can go. settings is the cloud's NodeClass → node settings rule.
 func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (*PlanOutput, error) {
-	plan, _, err := planner.Plan(set, cat, settings)
+	plan, in, err := planner.Plan(set, cat, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +190,17 @@ func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSe
 	out.TotalPricePerHour = round7(plan.TotalPricePerHour())
 	out.LowerBoundPerHour = round7(plan.LowerBoundPerHour)
 	out.Gap = float64(int64(plan.Gap()*1e4+0.5)) / 1e4
+	if len(plan.NodeClaims) > 0 {
+		var pods []*corev1.Pod
+		for _, nc := range plan.NodeClaims {
+			pods = append(pods, nc.Pods...)
+		}
+		b, err := planner.StaticBaseline(in, pods, cat)
+		if err != nil {
+			return nil, err
+		}
+		out.StaticBaseline = &telemetry.StaticBaseline{InstanceType: b.InstanceType, Nodes: b.Nodes, PricePerHour: round7(b.PricePerHour), Unplaceable: b.Unplaceable}
+	}
 	return out, nil
 }
 
@@ -229,6 +245,13 @@ func writeTable(w io.Writer, out *PlanOutput) error {
 	fmt.Fprintf(w, "\nTotal: %d NodeClaims, %.4f USD/h (spot prices marked est. are estimates)\n", len(out.NodeClaims), out.TotalPricePerHour)
 	if out.LowerBoundPerHour > 0 {
 		fmt.Fprintf(w, "Lower bound: %.4f USD/h (no plan for these pods can cost less); gap %.1f %%\n", out.LowerBoundPerHour, 100*out.Gap)
+	}
+	if b := out.StaticBaseline; b != nil {
+		fmt.Fprintf(w, "Static baseline: %d × %s on demand, %.4f USD/h for the same pods", b.Nodes, b.InstanceType, b.PricePerHour)
+		if b.Unplaceable > 0 {
+			fmt.Fprintf(w, " (%d pods it cannot hold)", b.Unplaceable)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "Catalog: %s %s catalog\n", out.Catalog.Source, out.Catalog.Region)
 	for _, e := range out.ExistingNodes {

@@ -237,6 +237,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		}
 		d.Steps = append(d.Steps, s)
 	}
+	h.audit(snap, d)
 	h.log().Info("drift decision", "revision", snap.Revision, "steps", len(d.Steps), "blocked", len(d.Blocked), "overBudget", len(d.OverBudget))
 	return d, nil
 }
@@ -323,4 +324,26 @@ func (h *Handler) log() *slog.Logger {
 		return h.Log
 	}
 	return slog.Default()
+}
+
+// audit logs one record per node the decision started, drained or removed: expiry and drift
+// removals (delete), drift starts with replacements (replace), drains.
+func (h *Handler) audit(snap *events.Snapshot, d Decision) {
+	for _, s := range d.Steps {
+		a := telemetry.Audit{Function: Component, Cluster: h.Cluster, Decision: fmt.Sprint("revision-", snap.Revision), Revision: snap.Revision,
+			Rule: "drift: " + s.Why, Why: s.Detail, Nodes: []string{s.Node}, NodeClaims: s.Launched}
+		switch s.Step {
+		case StepExpire:
+			a.Action, a.Rule = telemetry.ActionDelete, "expiry: "+s.Why
+		case StepDelete, StepForceDelete:
+			a.Action = telemetry.ActionDelete
+		case StepStart:
+			a.Action = telemetry.ActionReplace
+		case StepDrain:
+			a.Action = telemetry.ActionDrain
+		default:
+			continue
+		}
+		telemetry.LogAudit(h.log(), a)
+	}
 }

@@ -153,6 +153,14 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 		if h.OnDecision != nil {
 			h.OnDecision(d)
 		}
+		if len(d.Nodes) > 0 && (d.Action == "replace" || d.Action == "cleanup") {
+			audit := telemetry.Audit{Action: telemetry.ActionDrain, Function: Component, Cluster: h.Cluster, Decision: n.ID, Revision: d.Revision,
+				Rule: "interruption: " + string(n.Kind), Why: d.Why, Nodes: d.Nodes, Inputs: []string{"notice " + n.ID + " (" + string(n.Kind) + ")"}}
+			for _, nc := range d.Launched {
+				audit.NodeClaims = append(audit.NodeClaims, nc.Name)
+			}
+			telemetry.LogAudit(h.log(), audit)
+		}
 		h.log().Info("interruption decision", "notice", n.ID, "kind", n.Kind, "action", d.Action, "nodes", d.Nodes,
 			"launched", len(d.Launched), "drained", d.Drained, "why", d.Why, "err", err)
 		if err != nil && retry == nil {

@@ -161,6 +161,8 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		return d, err
 	}
 	d.Existing, d.Unschedulable = out.Plan.ExistingNodes, out.Plan.Unschedulable
+	emit.AuditLaunch(h.log(), Component, "provisioning: pending pods need new capacity", snap, h.Catalog,
+		provisioning.InputFromSnapshot(snap, h.Catalog, h.NodeSettings), out.Plan, out.Launched)
 	orphans, err := h.collectOrphans(ctx, snap)
 	d.Orphans = orphans
 	if err != nil {

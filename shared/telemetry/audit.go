@@ -1,0 +1,105 @@
+package telemetry
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+)
+
+// AuditMessage is the log message of every decision audit record: the function's log stream
+// (slog JSON: CloudWatch Logs, Azure Monitor, a pod's logs) carries one line per decision with
+// the record under the "audit" key, which `dovetail audit` reads back.
+const AuditMessage = "decision audit"
+
+// Audit actions.
+const (
+	ActionLaunch  = "launch"  // NodeClaims launched for pending pods
+	ActionDelete  = "delete"  // nodes removed without replacement
+	ActionReplace = "replace" // nodes removed after replacements were launched
+	ActionDrain   = "drain"   // nodes tainted and drained (interruption, drift)
+)
+
+// Audit is one decision, whole: what was done, why (the rule and the inputs that triggered it)
+// and what it costs. Prices are USD per hour.
+type Audit struct {
+	Action   string `json:"action"`
+	Function string `json:"function"`
+	Cluster  string `json:"cluster"`
+	// Decision identifies the decision (its ID, or the snapshot revision it was made on).
+	Decision string `json:"decision"`
+	Revision int64  `json:"revision"`
+	// Rule is the rule that decided ("provisioning: pending pods need capacity",
+	// "consolidation/single-node", "drift: AMI", "expiry", "interruption: SpotInterruption").
+	Rule string `json:"rule"`
+	// Why is the rule's reasoning in one line; Inputs what it read (pods, nodes, the notice).
+	Why    string   `json:"why,omitempty"`
+	Inputs []string `json:"inputs,omitempty"`
+	// Nodes are the nodes removed or drained; NodeClaims the NodeClaims launched.
+	Nodes      []string `json:"nodes,omitempty"`
+	NodeClaims []string `json:"nodeClaims,omitempty"`
+	// PriceBefore and PriceAfter are what the affected capacity costs before and after: for a
+	// launch, the NodePools' NodeClaims before and with the launched ones.
+	PriceBefore float64 `json:"pricePerHourBefore"`
+	PriceAfter  float64 `json:"pricePerHourAfter"`
+	// For launches: the plan's lower bound (no plan could place these pods for less) and what a
+	// static node group of one instance type would pay for the same pods.
+	LowerBound     float64         `json:"lowerBoundPerHour,omitempty"`
+	StaticBaseline *StaticBaseline `json:"staticBaseline,omitempty"`
+}
+
+// StaticBaseline is a Cluster-Autoscaler-style static node group of one instance type, on demand,
+// holding the same pods.
+type StaticBaseline struct {
+	InstanceType string  `json:"instanceType"`
+	Nodes        int     `json:"nodes"`
+	PricePerHour float64 `json:"pricePerHour"`
+	// Unplaceable counts pods that type cannot hold (a GPU pod on a CPU-only group).
+	Unplaceable int `json:"unplaceable,omitempty"`
+}
+
+// LogAudit writes a as one structured log record (level INFO, message AuditMessage).
+func LogAudit(log *slog.Logger, a Audit) {
+	if log == nil {
+		log = slog.Default()
+	}
+	log.LogAttrs(context.Background(), slog.LevelInfo, AuditMessage, slog.Any("audit", a))
+}
+
+// ReadAudit reads the audit records of a log stream (JSON lines; other lines and records are
+// skipped). Error: a line that says it is an audit record but does not decode, naming the line.
+func ReadAudit(r io.Reader, each func(Audit) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		a, ok, err := ParseAuditLine(line)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		if ok {
+			if err := each(a); err != nil {
+				return err
+			}
+		}
+	}
+	return sc.Err()
+}
+
+// ParseAuditLine decodes one log line; ok is false for a line that is not an audit record.
+func ParseAuditLine(line []byte) (Audit, bool, error) {
+	var rec struct {
+		Msg   string          `json:"msg"`
+		Audit json.RawMessage `json:"audit"`
+	}
+	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &rec) != nil || rec.Msg != AuditMessage {
+		return Audit{}, false, nil
+	}
+	var a Audit
+	if err := json.Unmarshal(rec.Audit, &a); err != nil {
+		return Audit{}, false, fmt.Errorf("audit record: %w", err)
+	}
+	return a, true, nil
+}
