@@ -28,6 +28,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
@@ -50,7 +51,7 @@ type env struct {
 
 func newEnv(t *testing.T, clk clock.WithTicker, idle, max, snapEvery time.Duration, objs ...runtime.Object) *env {
 	t.Helper()
-	srv, url, err := qnats.RunEmbedded(qnats.EmbeddedOptions{})
+	srv, url, err := natsembed.Run(natsembed.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
@@ -227,7 +228,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	env := &Env{Options: o, Set: set, Catalog: cat, NodeSettings: cl.NodeSettings, errs: make(chan error, 16), Progress: NewProgress(o.Out),
 		AgentMetrics: prom.NewRecorder(), FunctionMetrics: prom.NewRecorder()}
 	ctx, cancel := context.WithCancel(ctx)
-	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{})
+	srv, url, err := natsembed.Run(natsembed.Options{})
 	if err != nil {
 		cancel()
 		return nil, err

@@ -24,6 +24,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 )
 
 // The function runs against real parts: an embedded NATS JetStream server carries its commands,
@@ -41,7 +42,7 @@ type env struct {
 }
 
 func newEnv(t *testing.T) *env {
-	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{StoreDir: t.TempDir()})
+	srv, url, err := natsembed.Run(natsembed.Options{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/runtime/functest"
 )
 
@@ -40,7 +41,7 @@ type env struct {
 // connection to it and a publisher, both closed with the test.
 func jetStream(t *testing.T) (context.Context, *natsgo.Conn, *dnats.Publisher) {
 	t.Helper()
-	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{})
+	srv, url, err := natsembed.Run(natsembed.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/runtime/functest"
 )
 
@@ -37,7 +38,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv, url, err := dnats.RunEmbedded(dnats.EmbeddedOptions{})
+	srv, url, err := natsembed.Run(natsembed.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	devents "github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
@@ -122,7 +123,7 @@ func TestEnvDefaults(t *testing.T) {
 }
 
 func TestRunNATSWorker(t *testing.T) {
-	srv, url, err := qnats.RunEmbedded(qnats.EmbeddedOptions{})
+	srv, url, err := natsembed.Run(natsembed.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestRunNATSWorker(t *testing.T) {
 // consumer runs, and its /metrics counts the handled message (ok) and the poison one, which is
 // dead-lettered with its reason class.
 func TestRunNATSWorkerServesMetricsAndProbes(t *testing.T) {
-	srv, url, err := qnats.RunEmbedded(qnats.EmbeddedOptions{})
+	srv, url, err := natsembed.Run(natsembed.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

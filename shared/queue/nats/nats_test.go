@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 )
 
 // All tests run against a real embedded nats-server with JetStream; nothing is mocked.
@@ -34,7 +35,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	s, url, err := RunEmbedded(EmbeddedOptions{StoreDir: t.TempDir()})
+	s, url, err := natsembed.Run(natsembed.Options{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +522,7 @@ func TestConfigErrors(t *testing.T) {
 
 func TestRunEmbeddedTempDirAndStartup(t *testing.T) {
 	t0 := time.Now()
-	s, url, err := RunEmbedded(EmbeddedOptions{})
+	s, url, err := natsembed.Run(natsembed.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

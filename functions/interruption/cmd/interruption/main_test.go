@@ -22,6 +22,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/runtime/functest"
 )
@@ -55,7 +56,7 @@ func snapshotEvent(t *testing.T, rev int64) []byte {
 }
 
 func TestNATSWorkerWaitsForSnapshotThenTaintsTheNoticedNode(t *testing.T) {
-	srv, url, err := qnats.RunEmbedded(qnats.EmbeddedOptions{StoreDir: t.TempDir()})
+	srv, url, err := natsembed.Run(natsembed.Options{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,22 +1,19 @@
-// Package nats is Dovetail's NATS JetStream transport: an embedded server for local dev and
-// tests, one stream per cluster, a Publisher that deduplicates by message id, and a Consumer over
-// durable pull consumers that acks after success, redelivers with backoff on failure and moves
-// poison or exhausted messages to the cluster's dead-letter subject.
-package nats
+// Package natsembed runs an in-process nats-server with JetStream for local dev and tests. It is
+// apart from the transport (shared/queue/nats) so that no function binary links the server:
+// a Lambda bootstrap only ever dials a queue (TestLambdaBootstrapsLinkNoNATSServer).
+package natsembed
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	natsgo "github.com/nats-io/nats.go"
 )
 
-// EmbeddedOptions configures RunEmbedded. The zero value is a loopback server on a random port
+// Options configures Run. The zero value is a loopback server on a random port
 // with JetStream stored in a temporary directory removed at shutdown.
-type EmbeddedOptions struct {
+type Options struct {
 	// StoreDir holds JetStream's files; empty means a new temporary directory, removed after
 	// the server shuts down.
 	StoreDir string
@@ -30,9 +27,9 @@ type EmbeddedOptions struct {
 	Log bool
 }
 
-// RunEmbedded starts an in-process nats-server with JetStream on 127.0.0.1 and returns it and its
+// Run starts an in-process nats-server with JetStream on 127.0.0.1 and returns it and its
 // client URL ("nats://127.0.0.1:<port>"). Stop it with Shutdown (and WaitForShutdown).
-func RunEmbedded(o EmbeddedOptions) (*server.Server, string, error) {
+func Run(o Options) (*server.Server, string, error) {
 	dir, temp := o.StoreDir, false
 	if dir == "" {
 		d, err := os.MkdirTemp("", "dovetail-jetstream-*")
@@ -87,21 +84,4 @@ func RunEmbedded(o EmbeddedOptions) (*server.Server, string, error) {
 		}()
 	}
 	return s, s.ClientURL(), nil
-}
-
-// Connect dials url with settings suited to long-running workers: a client name, unlimited
-// reconnects, and errors logged rather than lost.
-func Connect(url, clientName string) (*natsgo.Conn, error) {
-	if url == "" {
-		return nil, errors.New("nats url: required")
-	}
-	nc, err := natsgo.Connect(url,
-		natsgo.Name(clientName),
-		natsgo.MaxReconnects(-1),
-		natsgo.ReconnectWait(250*time.Millisecond),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", url, err)
-	}
-	return nc, nil
 }
