@@ -18,14 +18,16 @@ build:
 run:
 	$(GO) run ./cmd/dovetail dev
 
-## generate: the API types' DeepCopy methods (controller-gen, from the Go module proxy)
+## generate: the API types' DeepCopy methods (controller-gen, from the Go module proxy) and the
+## compressed copies of embedded data (hack/zstdfile)
 CONTROLLER_GEN ?= sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 generate:
 	$(GO) run $(CONTROLLER_GEN) object paths=./shared/apis/v1/...
+	$(GO) generate ./shared/catalog/
 
 ## verify-generated: fails when the generated code is not what make generate writes
 verify-generated: generate
-	git diff --exit-code -- shared/apis/v1/zz_generated.deepcopy.go
+	git diff --exit-code -- shared/apis/v1/zz_generated.deepcopy.go shared/catalog/data/
 
 ## test: test tools (fauxqs, Lambda emulator), vet, formatting, generated code, and every test
 test: tools vet fmt-check verify-generated

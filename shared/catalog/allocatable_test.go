@@ -97,7 +97,7 @@ func TestAllocatableMatchesKarpenterForEveryType(t *testing.T) {
 func TestExtendedResourcesMatchKarpenter(t *testing.T) {
 	c := MustAWS()
 	var f awsFile
-	if err := json.Unmarshal(awsCatalogJSON, &f); err != nil {
+	if err := json.Unmarshal(mustAWSJSON(t), &f); err != nil {
 		t.Fatal(err)
 	}
 	var mismatches []string

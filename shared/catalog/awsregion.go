@@ -71,7 +71,11 @@ func parseAWSRegion(region string, zones []string, pricesCSV []byte) (*Catalog, 
 		}
 		prices[r[1]] = p
 	}
-	recs, err := parseRecords(awsCatalogJSON)
+	data, err := awsCatalogJSON()
+	if err != nil {
+		return nil, err
+	}
+	recs, err := parseRecords(data)
 	if err != nil {
 		return nil, err
 	}
