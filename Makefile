@@ -9,8 +9,11 @@ PKGS      ?= ./...
 
 all: build
 
+# VERSION is what `dovetail version` prints (a tag, else the commit; "-dirty" with local changes).
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+
 build:
-	$(GO) build -o $(BIN)/dovetail ./cmd/dovetail
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/dovetail ./cmd/dovetail
 	$(GO) build -o $(BIN)/agent ./agent/cmd/agent
 	for fn in provision consolidate drift interruption lifecycle; do $(GO) build -o $(BIN)/$$fn ./functions/$$fn/cmd/$$fn || exit 1; done
 

@@ -42,7 +42,7 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 	cmd.Flags().StringArrayVarP(&o.Manifests, "filename", "f", nil, "scenario manifest file or directory (default: the embedded seed scenario)")
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "use this cluster instead of the in-memory one")
 	cmd.Flags().StringVar(&o.ControlPlane, "control-plane", localdev.ControlPlaneMemory,
-		"memory (fake clientset and local stand-ins) or real (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback; run `make controlplane` first)")
+		"memory (fake clientset and local stand-ins) or real (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback; run 'make controlplane' first)")
 	cmd.Flags().StringVar(&o.Cluster, "cluster", "dev", "cluster name (event sources, queue subjects, instance tags)")
 	cmd.Flags().DurationVar(&o.BootDelay, "boot-delay", 3*time.Second, "how long a fake instance takes to join as a Ready node")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up if not every pod is bound by then (default 2m; 5m with --control-plane real, which starts a control plane first)")

@@ -1,6 +1,6 @@
 // Command dovetail is the user's CLI: `dovetail dev` runs the whole system on one machine
 // (embedded NATS JetStream, fake cloud, in-memory cluster), `dovetail plan` prints the decision
-// for a set of manifests without launching anything.
+// for a set of manifests without launching anything, `dovetail version` says which build it is.
 package main
 
 import (
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
@@ -34,7 +35,10 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCommand(), newDevCommand(), newAuditCommand())
+	info, ok := debug.ReadBuildInfo()
+	root.Version = versionString(info, ok)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newPlanCommand(), newDevCommand(), newVersionCommand(), newAuditCommand())
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)

@@ -23,8 +23,9 @@ func newPlanCommand() *cobra.Command {
 	var output string
 	var region string
 	var live liveFlags
+	var wide bool
 	cmd := &cobra.Command{
-		Use:   "plan -f PATH [-f PATH ...] [--output json|table]",
+		Use:   "plan -f PATH [-f PATH ...] [--output json|table|wide] [--wide]",
 		Short: "Print the provisioning decision for manifests, without launching anything",
 		Long: `plan reads Kubernetes manifests (files or directories, multi-document YAML or JSON):
 NodePool and EC2NodeClass (karpenter.sh/v1 and v1beta1), Deployment, StatefulSet, ReplicaSet,
@@ -49,8 +50,13 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			if len(files) == 0 && live.kubeconfig == "" {
 				return usageError{fmt.Errorf("-f: at least one manifest file or directory (or --kubeconfig) is required")}
 			}
-			if output != "json" && output != "table" {
-				return usageError{fmt.Errorf("--output: %q is not json or table", output)}
+			switch {
+			case output == "wide": // kubectl's spelling of the wide table
+				output, wide = "table", true
+			case output != "json" && output != "table":
+				return usageError{fmt.Errorf("--output: %q is not json, table or wide", output)}
+			case wide && output == "json":
+				return usageError{fmt.Errorf("--wide: only with --output table (the JSON always lists each NodeClaim's pods)")}
 			}
 			set, err := live.load(cmd, files)
 			if err != nil {
@@ -94,11 +100,12 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 				enc.SetIndent("", "  ")
 				return enc.Encode(out)
 			}
-			return writeTable(cmd.OutOrStdout(), out)
+			return writeTable(cmd.OutOrStdout(), out, wide)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file or directory (repeatable; - reads standard input)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json or table")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json, table, or wide (the table with --wide)")
+	cmd.Flags().BoolVar(&wide, "wide", false, "table: list each NodeClaim's pods (namespace/name) in a last column")
 	live.register(cmd.Flags())
 	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: for EC2NodeClasses "+strings.Join(catalog.EmbeddedRegions, ", ")+" (empty: the nodes' topology.kubernetes.io/region, else us-east-1); for AKSNodeClasses a zonal Azure region such as eastus or westeurope (empty: eastus)")
 	return cmd
@@ -224,9 +231,14 @@ func podNames(ps []*corev1.Pod) []string {
 	return out
 }
 
-func writeTable(w io.Writer, out *PlanOutput) error {
+// writeTable prints the plan as a table; wide adds a last column with each NodeClaim's pods.
+func writeTable(w io.Writer, out *PlanOutput, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODEPOOL\tINSTANCE TYPE\tCAPACITY\tZONE\t$/H\tPODS\tFALLBACK TYPES")
+	header := "NODEPOOL\tINSTANCE TYPE\tCAPACITY\tZONE\t$/H\tPODS\tFALLBACK TYPES"
+	if wide {
+		header += "\tPOD NAMES"
+	}
+	fmt.Fprintln(tw, header)
 	for _, nc := range out.NodeClaims {
 		price := fmt.Sprintf("%.4f", nc.PricePerHour)
 		if nc.PriceSource == string(catalog.PriceSourceSpotModel) {
@@ -236,8 +248,12 @@ func writeTable(w io.Writer, out *PlanOutput) error {
 		if nc.ReservationID != "" {
 			capacity += " (" + nc.ReservationID + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", nc.NodePool, nc.InstanceType, capacity, nc.Zone, price,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d", nc.NodePool, nc.InstanceType, capacity, nc.Zone, price,
 			len(nc.Pods), len(nc.InstanceTypeOptions)-1)
+		if wide {
+			fmt.Fprintf(tw, "\t%s", strings.Join(nc.Pods, ","))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

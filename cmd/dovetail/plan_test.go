@@ -367,3 +367,39 @@ func TestPlanShowsReservedOfferings(t *testing.T) {
 		t.Fatalf("table:\n%s", out)
 	}
 }
+
+// --wide (or -o wide, kubectl's spelling) adds each NodeClaim's pods as a last column: the same
+// pods the JSON lists, in the same order.
+func TestPlanTableWide(t *testing.T) {
+	code, js, stderr := runCLI(t, append([]string{"plan", "-o", "json"}, seed...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(js), &plan); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"plan", "--wide"}, {"plan", "-o", "wide"}, {"plan", "-o", "table", "--wide"}} {
+		code, out, stderr := runCLI(t, append(args, seed...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		lines := strings.Split(out, "\n")
+		if !strings.HasSuffix(strings.TrimSpace(lines[0]), "FALLBACK TYPES  POD NAMES") {
+			t.Fatalf("%v: header %q", args, lines[0])
+		}
+		for i, nc := range plan.NodeClaims {
+			fields := strings.Fields(lines[1+i])
+			if got := fields[len(fields)-1]; got != strings.Join(nc.Pods, ",") {
+				t.Errorf("%v: row %d pods %q, want %q", args, i, got, strings.Join(nc.Pods, ","))
+			}
+		}
+	}
+	code, out, _ := runCLI(t, append([]string{"plan"}, seed...)...)
+	if code != 0 || strings.Contains(out, "POD NAMES") {
+		t.Errorf("the plain table (exit %d) has the wide column:\n%s", code, out)
+	}
+	if code, _, stderr := runCLI(t, append([]string{"plan", "-o", "json", "--wide"}, seed...)...); code != exitInvalidInput || !strings.Contains(stderr, "--wide") {
+		t.Errorf("-o json --wide: exit %d, stderr %q; want 2 naming --wide", code, stderr)
+	}
+}

@@ -95,20 +95,36 @@ type Step struct {
 // String renders the decision for people, one line per node.
 func (d Decision) String() string {
 	var b strings.Builder
-	for _, s := range d.Steps {
-		fmt.Fprintf(&b, "%-12s %s — %s; %s", s.Step, s.Node, s.Why, s.Detail)
-		if len(s.Launched) > 0 {
-			fmt.Fprintf(&b, " (launched %s)", strings.Join(s.Launched, ", "))
-		}
+	for _, l := range d.Lines() {
+		b.WriteString(l.Text)
 		b.WriteByte('\n')
 	}
+	return b.String()
+}
+
+// Line is one node's line of a decision: the node, its state (the step, "over-budget" or
+// "blocked"), and the text String prints for it. A printer that re-runs decisions uses Node and
+// State to show a repeated state once.
+type Line struct{ Node, State, Text string }
+
+// Lines renders the decision one line per node: the steps, then the nodes over budget, then
+// the blocked ones.
+func (d Decision) Lines() []Line {
+	var out []Line
+	for _, s := range d.Steps {
+		text := fmt.Sprintf("%-12s %s — %s; %s", s.Step, s.Node, s.Why, s.Detail)
+		if len(s.Launched) > 0 {
+			text += fmt.Sprintf(" (launched %s)", strings.Join(s.Launched, ", "))
+		}
+		out = append(out, Line{Node: s.Node, State: s.Step, Text: text})
+	}
 	for _, s := range d.OverBudget {
-		fmt.Fprintf(&b, "%-12s %s — %s\n", "over-budget", s.Node, s.Reason)
+		out = append(out, Line{Node: s.Node, State: "over-budget", Text: fmt.Sprintf("%-12s %s — %s", "over-budget", s.Node, s.Reason)})
 	}
 	for _, s := range d.Blocked {
-		fmt.Fprintf(&b, "%-12s %s — %s\n", "blocked", s.Node, s.Reason)
+		out = append(out, Line{Node: s.Node, State: "blocked", Text: fmt.Sprintf("%-12s %s — %s", "blocked", s.Node, s.Reason)})
 	}
-	return b.String()
+	return out
 }
 
 // Handle processes a snapshot or pods-pending event. Malformed events wrap queue.ErrPoison;

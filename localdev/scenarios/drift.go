@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,8 +66,8 @@ func Drift(ctx context.Context, out io.Writer) (*DriftResult, error) {
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now,
 		OnDecision: func(d drift.Decision) {
 			res.DecisionsPrinted++
-			for _, line := range strings.Split(strings.TrimSpace(d.String()), "\n") {
-				w.printf("drift: %s", line)
+			for _, l := range d.Lines() {
+				w.printChanged("drift "+l.Node, l.State, "drift: %s", l.Text)
 			}
 		}}
 	start := w.Clock.Now()

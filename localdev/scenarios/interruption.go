@@ -196,7 +196,7 @@ func deliverNotice(ctx context.Context, w *World, res *InterruptionResult, msg q
 	marked := map[string]bool{}
 	h := &interruption.Handler{Cluster: Cluster, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: w, Snapshots: latest, Now: w.Clock.Now,
 		OnDecision: func(d interruption.Decision) {
-			w.printf("interruption: %s %v — %s", d.Action, d.Nodes, d.Why)
+			w.printChanged(fmt.Sprintf("interruption %s %v", d.Action, d.Nodes), d.Why, "interruption: %s %v — %s", d.Action, d.Nodes, d.Why)
 			for _, nc := range d.Launched {
 				w.printf("interruption:   launched replacement %s (%s) before the reclaim", nc.Name, offeringOfLabels(nc.Labels))
 				res.Replacement = offeringOfLabels(nc.Labels)

@@ -55,6 +55,7 @@ type World struct {
 	pools   []apisv1.NodePool
 	classes []apisv1.NodeClass
 	marks   []events.UnavailableOfferingMark
+	printed map[string]string // the last state printChanged printed per subject
 
 	// Registered is when each node registered.
 	Registered map[string]time.Time
@@ -80,6 +81,20 @@ func (w *World) printf(format string, args ...any) {
 	if w.Out != nil {
 		fmt.Fprintf(w.Out, "[%s] %s\n", w.Clock.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
+}
+
+// printChanged prints a line about subject (a node, a notice) only when its state differs from
+// the last one printed for it: a function re-deciding every few seconds while it waits (a
+// replacement booting, a budget spent) says so once, not on every pass.
+func (w *World) printChanged(subject, state, format string, args ...any) {
+	if w.printed == nil {
+		w.printed = map[string]string{}
+	}
+	if last, ok := w.printed[subject]; ok && last == state {
+		return
+	}
+	w.printed[subject] = state
+	w.printf(format, args...)
 }
 
 // AddPools adds NodePools and NodeClasses.
@@ -410,7 +425,14 @@ func (w *World) RegisterNode(_ context.Context, n *corev1.Node) error {
 		}
 	}
 	w.rev++
-	w.printf("node %s registered (%s)", n.Name, n.Labels[corev1.LabelInstanceTypeStable]+"/"+n.Labels[corev1.LabelTopologyZone]+"/"+n.Labels[apisv1.LabelCapacityType])
+	// A Node registers with its kubelet's labels only; its offering is its NodeClaim's.
+	offering := n.Labels[corev1.LabelInstanceTypeStable] + "/" + n.Labels[corev1.LabelTopologyZone]
+	for _, nc := range w.claims {
+		if nc.Status.ProviderID == n.Spec.ProviderID {
+			offering = offeringOfLabels(nc.Labels)
+		}
+	}
+	w.printf("node %s registered (%s)", n.Name, offering)
 	return nil
 }
 
