@@ -117,7 +117,7 @@ func TestFunctionRolesLeastPrivilege(t *testing.T) {
 // <Queue>Url output each; Terraform: event_queue_urls, provision's first), and nothing else is.
 func TestAgentEventQueueURLsCoverEveryFunction(t *testing.T) {
 	sam := load(t, "template.yaml")
-	tf := load(t, "main.tf.json")
+	tf := loadTF(t)
 	var fifo, tfFifo []string
 	for _, f := range functions {
 		for i, q := range f.consumes {
@@ -203,7 +203,7 @@ var instanceProfileActions = []string{"iam:CreateInstanceProfile", "iam:TagInsta
 // deletion or pricing; its termination statement is drift's (and consolidate's), verbatim.
 func TestLifecycleRoleLaunchesNothing(t *testing.T) {
 	sam := load(t, "template.yaml")
-	tf := load(t, "main.tf.json")
+	tf := loadTF(t)
 	forbidden := []string{"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:DeleteLaunchTemplate",
 		"ec2:CreateTags", "pricing:GetProducts"}
 	for src, stmts := range map[string][]statement{"SAM LifecycleRole": samStatements(t, sam, "LifecycleRole"),
@@ -244,7 +244,7 @@ func TestLifecycleRoleLaunchesNothing(t *testing.T) {
 // to the function's own default, passed as the flag's environment variable.
 func TestLifecycleFunction(t *testing.T) {
 	sam := load(t, "template.yaml")
-	tf := load(t, "main.tf.json")
+	tf := loadTF(t)
 	res := func(name string, path ...any) any {
 		return get(t, sam, append([]any{"Resources", name, "Properties"}, path...)...)
 	}
@@ -309,7 +309,7 @@ func TestLifecycleFunction(t *testing.T) {
 // Guide, "Using Lambda with Amazon SQS"), each redriving to a DLQ after sqs.DefaultMaxReceives.
 func TestFunctionsQueuesAndMappings(t *testing.T) {
 	sam := load(t, "template.yaml")
-	tf := load(t, "main.tf.json")
+	tf := loadTF(t)
 	res := func(name string, path ...any) any {
 		return get(t, sam, append([]any{"Resources", name, "Properties"}, path...)...)
 	}
@@ -356,7 +356,7 @@ func TestFunctionsQueuesAndMappings(t *testing.T) {
 		// Terraform: the same function and mappings.
 		lf := tfr("aws_lambda_function", f.tfName).(map[string]any)
 		if num(lf["timeout"]) != timeout || num(lf["memory_size"]) != num(fn("MemorySize")) || lf["runtime"] != "provided.al2023" ||
-			lf["filename"] != "${var.package_dir}/"+f.name+"-arm64.zip" {
+			lf["filename"] != "${local.package_dir}/"+f.name+"-arm64.zip" {
 			t.Errorf("terraform %s: timeout %v memory %v runtime %v file %v, want SAM's", f.tfName, lf["timeout"], lf["memory_size"], lf["runtime"], lf["filename"])
 		}
 		if rc, ok := fn("ReservedConcurrentExecutions").(float64); ok || lf["reserved_concurrent_executions"] != nil {
@@ -463,7 +463,7 @@ func match(pattern, event map[string]any) bool {
 // acts on to the notice queue, which only they may send to; Terraform has the same patterns.
 func TestNoticeRulesAndQueuePolicy(t *testing.T) {
 	sam := load(t, "template.yaml")
-	tf := load(t, "main.tf.json")
+	tf := loadTF(t)
 	res := func(name string, path ...any) any {
 		return get(t, sam, append([]any{"Resources", name, "Properties"}, path...)...)
 	}
@@ -546,7 +546,7 @@ func TestNoticeRulesAndQueuePolicy(t *testing.T) {
 	}
 	for samName, tfName := range tfRules {
 		var p map[string]any
-		if err := json.Unmarshal([]byte(get(t, tf, "resource", "aws_cloudwatch_event_rule", tfName, "event_pattern").(string)), &p); err != nil {
+		if err := json.Unmarshal([]byte(tfEvalString(t, get(t, tf, "resource", "aws_cloudwatch_event_rule", tfName, "event_pattern"))), &p); err != nil {
 			t.Fatalf("terraform %s pattern: %v", tfName, err)
 		}
 		if !reflect.DeepEqual(p, patterns[samName]) {

@@ -3,7 +3,9 @@ package awsinfra
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -79,7 +81,7 @@ func bothStacks(t *testing.T, g governance) map[string]map[string]Role {
 	if err != nil {
 		t.Fatalf("SAM: %v", err)
 	}
-	tf, err := terraformRoles(readFile(t, "main.tf.json"), stack, g.tf())
+	tf, err := terraformRoles(readTFModule(t), stack, g.tf())
 	if err != nil {
 		t.Fatalf("Terraform: %v", err)
 	}
@@ -550,7 +552,7 @@ func mutations(roles map[string]Role) []mutant {
 
 // One-line widenings a hand edit of the files would make, on the files' own text.
 func TestTextWideningFails(t *testing.T) {
-	sam, tf := string(readFile(t, "template.yaml")), string(readFile(t, "main.tf.json"))
+	sam, tf := string(readFile(t, "template.yaml")), readTFModule(t)
 	for _, c := range []struct{ file, old, new string }{
 		{"template.yaml", `"StringEquals": {"ec2:ResourceTag/${DiscoveryTagKey}": "${DiscoveryValue}"}${InVpc}`, `"StringLike": {"ec2:ResourceTag/${DiscoveryTagKey}": "*"}${InVpc}`},
 		{"template.yaml", `"StringEquals": {"ec2:ResourceTag/${DiscoveryTagKey}": "${DiscoveryValue}"}${InVpc}`, `"StringEquals": {"ec2:ResourceTag/${DiscoveryTagKey}": "${DiscoveryValue}"}`},
@@ -563,27 +565,35 @@ func TestTextWideningFails(t *testing.T) {
                           Fn::Select: [0, Ref: AMIParameterPaths]`, `"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${Path}*"
                       - Path:
                           Fn::Select: [0, Ref: AMIParameterPaths]`},
-		{"main.tf.json", `"variable": "ec2:ResourceTag/${var.discovery_tag_key}",`, `"variable": "ec2:ResourceTag/${var.discovery_tag_key}/*",`},
-		{"main.tf.json", `"values": "${concat([\"amazon\"], var.image_owners)}"`, `"values": "${concat([\"amazon\", \"aws-marketplace\"], var.image_owners)}"`},
-		{"main.tf.json", `"for_each": "${var.mandatory_tags}",`, `"for_each": "${slice(var.mandatory_tags, 0, 1)}",`},
-		{"main.tf.json", `"for_each": "${var.vpc_id == \"\" ? [] : [var.vpc_id]}",`, `"for_each": "${[]}",`},
-		{"main.tf.json", `:function:dovetail-${var.cluster_name}-${each.key}"`, `:function:dovetail-${var.cluster_name}-*"`},
-		{"main.tf.json", `parameter${p}/*\"]}"`, `parameter${p}*\"]}"`},
+		{"terraform/iam.tf", `variable = "ec2:ResourceTag/${var.discovery_tag_key}"`, `variable = "ec2:ResourceTag/${var.discovery_tag_key}/*"`},
+		{"terraform/iam.tf", `values   = concat(["amazon"], var.image_owners)`, `values   = concat(["amazon", "aws-marketplace"], var.image_owners)`},
+		{"terraform/iam.tf", `for_each = var.mandatory_tags`, `for_each = slice(var.mandatory_tags, 0, 1)`},
+		{"terraform/iam.tf", `for_each = var.vpc_id == "" ? [] : [var.vpc_id]`, `for_each = []`},
+		{"terraform/iam.tf", `:function:dovetail-${var.cluster_name}-${each.key}"`, `:function:dovetail-${var.cluster_name}-*"`},
+		{"terraform/iam.tf", `parameter${p}/*"]`, `parameter${p}*"]`},
+		{"terraform/agent.tf", `cluster/${var.eks_cluster_name}",`, `cluster/*",`},
 	} {
-		src := map[string]string{"template.yaml": sam, "main.tf.json": tf}[c.file]
+		var src string
+		if c.file == "template.yaml" {
+			src = sam
+		} else {
+			src = string(tf[filepath.FromSlash(c.file)])
+		}
 		if n := strings.Count(src, c.old); n == 0 {
 			t.Errorf("%s: %q not found", c.file, c.old)
 			continue
 		}
-		mutated := []byte(strings.Replace(src, c.old, c.new, 1))
+		mutated := strings.Replace(src, c.old, c.new, 1)
 		var roles map[string]Role
 		var err error
 		if c.file == "template.yaml" {
 			st := stack
 			st.Params = full.sam()
-			roles, err = SAMRoles(mutated, st)
+			roles, err = SAMRoles([]byte(mutated), st)
 		} else {
-			roles, err = terraformRoles(mutated, stack, full.tf())
+			files := maps.Clone(tf)
+			files[filepath.FromSlash(c.file)] = []byte(mutated)
+			roles, err = terraformRoles(files, stack, full.tf())
 		}
 		if err != nil {
 			t.Errorf("%s with %q: %v", c.file, c.new, err)

@@ -225,7 +225,7 @@ func TestQueuesBucketAndFunction(t *testing.T) {
 	}
 
 	// Terraform: the same shape.
-	tf := load(t, "main.tf.json")
+	tf := loadTF(t)
 	r := func(path ...any) any { return get(t, tf, append([]any{"resource"}, path...)...) }
 	for q, dlq := range map[string]string{"events": "events_dlq", "commands": "commands_dlq"} {
 		want := fmt.Sprintf("${jsonencode({deadLetterTargetArn = aws_sqs_queue.%s.arn, maxReceiveCount = %d})}", dlq, sqs.DefaultMaxReceives)

@@ -15,18 +15,18 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud/aws/iampolicy"
 )
 
-// terraformRoles reads main.tf.json the way Terraform would plan it for one set of variables,
-// as far as the IAM roles go: every string is an HCL template evaluated by hashicorp/hcl (the
-// library Terraform parses with) with the functions the stack calls (cty's standard library:
+// terraformRoles reads the Terraform module (its files by path, tfDoc) the way Terraform would
+// plan it for one set of variables, as far as the IAM roles go: every expression is evaluated
+// by hashicorp/hcl (the library Terraform parses with) with the functions the stack calls (cty's standard library:
 // concat, merge, join, length, toset); aws_iam_policy_document data sources are rendered as the
 // AWS provider renders them (statement and condition blocks, dynamic blocks, for_each, and
 // conditions of one test merged into one operator); roles collect their inline policies and the
 // aws_iam_policy documents attached to them. Resources' attributes are their names and the ARNs
 // AWS derives from them; a name Terraform generates (the bucket) is StandInName, as in the SAM
 // reader, so both stacks' policies compare.
-func terraformRoles(b []byte, st Stack, vars map[string]any) (map[string]Role, error) {
-	var tf map[string]any
-	if err := json.Unmarshal(b, &tf); err != nil {
+func terraformRoles(files map[string][]byte, st Stack, vars map[string]any) (map[string]Role, error) {
+	tf, err := tfDoc(files)
+	if err != nil {
 		return nil, err
 	}
 	e := &tfEval{st: st, tf: tf, vals: map[string]cty.Value{}}
@@ -38,6 +38,7 @@ func terraformRoles(b []byte, st Stack, vars map[string]any) (map[string]Role, e
 		"aws_region":          obj("current", obj("region", cty.StringVal(st.Region))),
 		"aws_caller_identity": obj("current", obj("account_id", cty.StringVal(st.Account))),
 	})
+	e.vals["path"] = cty.ObjectVal(map[string]cty.Value{"module": cty.StringVal(tfModuleDir), "root": cty.StringVal("."), "cwd": cty.StringVal(".")})
 	e.resources()
 	if err := e.locals(); err != nil {
 		return nil, err
@@ -89,12 +90,12 @@ func (e *tfEval) ctx(extra map[string]cty.Value) *hcl.EvalContext {
 	}}
 }
 
-// eval evaluates a JSON value as Terraform's JSON syntax does: strings are templates (a lone
-// "${expr}" yields expr's value unconverted), arrays tuples, objects objects.
+// eval evaluates a value of tfDoc's JSON-syntax shape as Terraform does: strings are templates
+// (a lone "${expr}" yields expr's value unconverted), arrays tuples, objects objects.
 func (e *tfEval) eval(v any, extra map[string]cty.Value) (cty.Value, error) {
 	switch x := v.(type) {
 	case string:
-		expr, diags := hclsyntax.ParseTemplate([]byte(x), "main.tf.json", hcl.InitialPos)
+		expr, diags := hclsyntax.ParseTemplate([]byte(x), tfModuleDir, hcl.InitialPos)
 		if diags.HasErrors() {
 			return cty.NilVal, fmt.Errorf("%q: %s", x, diags.Error())
 		}

@@ -1,0 +1,113 @@
+# The module's inputs. Governance (discovery tag, VPC, image owners, AMI parameter paths,
+# mandatory tags) reaches both IAM and every function (DOVETAIL_* variables).
+
+variable "cluster_name" {
+  type        = string
+  description = "Dovetail cluster name (RFC 1123 label); the value of the dovetail.dev/cluster tag."
+  validation {
+    condition     = can(regex("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", var.cluster_name)) && length(var.cluster_name) <= 40
+    error_message = "cluster_name must be an RFC 1123 label of at most 40 characters."
+  }
+}
+
+variable "node_role_arn" {
+  type        = string
+  description = "ARN of the IAM role of the nodes' instance profile (the only role the function may pass)."
+}
+
+variable "eks_cluster_name" {
+  type        = string
+  description = "EKS cluster the nodes join."
+}
+
+variable "eks_endpoint" {
+  type        = string
+  description = "EKS API server URL the nodes join."
+}
+
+variable "eks_certificate_authority" {
+  type        = string
+  description = "EKS cluster CA bundle (base64)."
+}
+
+variable "kubernetes_version" {
+  type        = string
+  default     = "1.31"
+  description = "Kubernetes minor version for AMI aliases."
+}
+
+variable "registration_ttl" {
+  type        = string
+  default     = "15m"
+  description = "How long a launched NodeClaim may wait for its Node before the lifecycle function deletes it and marks its offering unavailable (a Go duration; DOVETAIL_REGISTRATION_TTL)."
+  validation {
+    condition     = can(regex("^([0-9]+(ns|us|ms|s|m|h))+$", var.registration_ttl))
+    error_message = "registration_ttl must be a Go duration such as 15m."
+  }
+}
+
+variable "package_dir" {
+  type        = string
+  default     = ""
+  description = "Where make package wrote the zips (<function>-arm64.zip); empty: the repository's dist/ beside this module."
+}
+
+variable "discovery_tag_key" {
+  type        = string
+  default     = "karpenter.sh/discovery"
+  description = "Tag key of the subnets and security groups nodes may be launched into (Karpenter's discovery tag); IAM refuses a launch into any other (ec2:ResourceTag), and a NodeClass selecting one is not Ready. DOVETAIL_DISCOVERY_TAG_KEY."
+}
+
+variable "discovery_tag_value" {
+  type        = string
+  default     = ""
+  description = "The discovery tag's value; empty means eks_cluster_name (Karpenter's convention: karpenter.sh/discovery=<EKS cluster name>). DOVETAIL_DISCOVERY_TAG_VALUE."
+}
+
+variable "vpc_id" {
+  type        = string
+  default     = ""
+  description = "When set, launches only into this VPC's subnets and security groups (ec2:Vpc). DOVETAIL_VPC_ID."
+  validation {
+    condition     = can(regex("^(vpc-[0-9a-f]+)?$", var.vpc_id))
+    error_message = "vpc_id must be empty or a VPC id (vpc-...)."
+  }
+}
+
+variable "image_owners" {
+  type        = list(string)
+  default     = []
+  description = "Account IDs whose AMIs nodes may boot, besides Amazon's (ec2:Owner = amazon is always allowed: the EKS-optimized and Bottlerocket images). DOVETAIL_IMAGE_OWNERS."
+  validation {
+    condition     = alltrue([for o in var.image_owners : can(regex("^[0-9]{12}$", o))])
+    error_message = "image_owners must be 12-digit account IDs."
+  }
+}
+
+variable "ami_parameter_paths" {
+  type        = list(string)
+  default     = []
+  description = "SSM parameter paths (such as /platform/amis, no trailing slash) under which amiSelectorTerms ssmParameter may read custom AMI ids, besides the public EKS and Bottlerocket parameters. DOVETAIL_AMI_PARAMETER_PATHS."
+  validation {
+    condition     = alltrue([for p in var.ami_parameter_paths : can(regex("^(/[a-zA-Z0-9_.-]+)+$", p))])
+    error_message = "ami_parameter_paths must be absolute SSM paths without a trailing slash, such as /platform/amis."
+  }
+}
+
+variable "mandatory_tags" {
+  type        = list(string)
+  default     = []
+  description = "Tag keys (such as Environment, CostCenter) every instance, volume and network interface must carry: IAM refuses a launch without them (aws:RequestTag), and an EC2NodeClass whose spec.tags lacks one is not Ready. DOVETAIL_MANDATORY_TAGS."
+}
+
+variable "agent_namespace" {
+  type        = string
+  default     = "dovetail-system"
+  description = "Namespace of the agent's ServiceAccount (the Helm chart's release namespace); the EKS Pod Identity association gives that ServiceAccount the agent role."
+}
+
+variable "agent_service_account" {
+  type        = string
+  default     = "dovetail-agent"
+  description = "The agent's ServiceAccount (the Helm chart's serviceAccount.name, agent/rbac.yaml's)."
+}
