@@ -175,10 +175,11 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 
 // collectOrphans terminates instances tagged for this cluster that no NodeClaim or Node names:
 // launches whose function died before its command was applied and whose message was never
-// retried. Absence becomes action only when the snapshot is complete and its time within
-// events.MaxClockSkew of the function's clock, the instance is older than the grace period by its
-// cloud launch time and the function's clock, and it was already an orphan on an earlier
-// snapshot seen by this process.
+// retried; where the provider leaves resources besides instances (cloud.LeftoverCollector: Azure
+// NICs), it deletes the unused ones no NodeClaim names the same way. Absence becomes action only
+// when the snapshot is complete and its time within events.MaxClockSkew of the function's clock,
+// the resource is older than the grace period by its cloud creation time and the function's
+// clock, and it was already an orphan on an earlier snapshot seen by this process.
 func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot) ([]string, error) {
 	now := emit.Clock(h.Now)
 	if !snap.Complete {
@@ -194,6 +195,32 @@ func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot) ([]
 	if err != nil {
 		return nil, fmt.Errorf("listing instances of cluster %s: %w", h.Cluster, err)
 	}
+	cands := make([]orphan, 0, len(insts))
+	for _, inst := range insts {
+		cands = append(cands, orphan{id: inst.ProviderID, nodeClaim: inst.Tags[apisv1.TagNodeClaim], created: inst.LaunchTime, remove: h.Provider.Delete})
+	}
+	if lc, ok := h.Provider.(cloud.LeftoverCollector); ok {
+		left, err := lc.Leftovers(ctx, h.Cluster)
+		if err != nil {
+			return nil, fmt.Errorf("listing leftovers of cluster %s: %w", h.Cluster, err)
+		}
+		for _, l := range left {
+			cands = append(cands, orphan{id: l.ID, nodeClaim: l.Tags[apisv1.TagNodeClaim], created: l.Created, remove: lc.DeleteLeftover})
+		}
+	}
+	return h.removeOrphans(ctx, snap, cands, now)
+}
+
+// orphan is a cloud resource tagged for the cluster: an instance or a launch's leftover.
+type orphan struct {
+	id, nodeClaim string
+	created       time.Time
+	remove        func(context.Context, string) error
+}
+
+// removeOrphans removes the candidates no NodeClaim or Node names, older than the grace period,
+// on their second sighting.
+func (h *Handler) removeOrphans(ctx context.Context, snap *events.Snapshot, cands []orphan, now time.Time) ([]string, error) {
 	known := map[string]bool{}
 	for _, nc := range snap.NodeClaims {
 		known[nc.Name] = true
@@ -217,22 +244,22 @@ func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot) ([]
 	}
 	seen := map[string]bool{}
 	var out []string
-	for _, inst := range insts {
-		if known[inst.ProviderID] || known[inst.Tags[apisv1.TagNodeClaim]] || now.Sub(inst.LaunchTime) < grace {
+	for _, c := range cands {
+		if known[c.id] || known[c.nodeClaim] || now.Sub(c.created) < grace {
 			continue
 		}
-		seen[inst.ProviderID] = true
-		if rev, ok := h.suspects[inst.ProviderID]; !ok || rev >= snap.Revision {
+		seen[c.id] = true
+		if rev, ok := h.suspects[c.id]; !ok || rev >= snap.Revision {
 			if !ok {
-				h.suspects[inst.ProviderID] = snap.Revision
+				h.suspects[c.id] = snap.Revision
 			}
 			continue // the first sighting: the next complete snapshot decides
 		}
-		if err := h.Provider.Delete(ctx, inst.ProviderID); err != nil {
-			return out, fmt.Errorf("terminating orphan %s: %w", inst.ProviderID, err)
+		if err := c.remove(ctx, c.id); err != nil {
+			return out, fmt.Errorf("terminating orphan %s: %w", c.id, err)
 		}
-		out = append(out, inst.ProviderID)
-		delete(h.suspects, inst.ProviderID)
+		out = append(out, c.id)
+		delete(h.suspects, c.id)
 	}
 	for id := range h.suspects {
 		if !seen[id] {

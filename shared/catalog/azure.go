@@ -60,6 +60,8 @@ type AzureSizeFacts struct {
 	HyperVGenerations []string
 	// EphemeralOSMaxGB is the largest ephemeral OS disk in GB (0 when unknown or none).
 	EphemeralOSMaxGB int64
+	// GPUDriverOS are the OSes AKS installs a GPU driver for (supported-gpus), empty without GPUs.
+	GPUDriverOS []string
 }
 
 // AKSUnsupportedReason says why AKS Node Auto-Provisioning does not offer a size, or "" when it
@@ -97,7 +99,10 @@ var aksRestrictedSizes = map[string]bool{
 // here): labels as the Karpenter provider's computeRequirements sets them, capacity and overhead
 // from the AKS rules under default settings (azurerules.go).
 func NewAzureInstanceType(f AzureSizeFacts, region string, offerings []Offering) *InstanceType {
-	spec := &AzureSpec{VCPU: f.VCPU, MemoryMiB: f.MemoryMiB}
+	spec := &AzureSpec{VCPU: f.VCPU, MemoryMiB: f.MemoryMiB, HyperVGeneration: apisv1.HyperVGenerationV2, GPUDriverOS: f.GPUDriverOS}
+	if len(f.HyperVGenerations) > 0 && !slices.Contains(f.HyperVGenerations, apisv1.HyperVGenerationV2) {
+		spec.HyperVGeneration = apisv1.HyperVGenerationV1
+	}
 	switch f.GPUManufacturer {
 	case apisv1.ManufacturerNvidia:
 		spec.NVIDIAGPU = f.GPUCount
@@ -199,7 +204,19 @@ func (r *azureRecord) facts() AzureSizeFacts {
 	n, _ := ParseAzureSizeName(r.Name)
 	return AzureSizeFacts{Name: r.Name, VCPU: r.VCPU, MemoryMiB: r.MemoryMiB, Arch: r.Architecture, GPUCount: r.GPUCount,
 		GPUManufacturer: deref(r.GPUManufacturer), GPUModel: deref(r.GPUModel), PremiumIO: n.PremiumStorage(),
-		AcceleratedNetworking: azureAcceleratedNetworkingByRule(r.Name, r.VCPU), SpotCapable: azureSpotCapableByRule(r.Name)}
+		AcceleratedNetworking: azureAcceleratedNetworkingByRule(r.Name, r.VCPU), SpotCapable: azureSpotCapableByRule(r.Name),
+		GPUDriverOS: r.gpuDriverOS()}
+}
+
+// gpuDriverOS splits aks_gpu_supported_os ("ubuntu;windows;azurelinux3"), Windows left out.
+func (r *azureRecord) gpuDriverOS() []string {
+	var out []string
+	for _, os := range strings.Split(deref(r.AKSGPUOS), ";") {
+		if os = strings.TrimSpace(os); os != "" && os != "windows" {
+			out = append(out, os)
+		}
+	}
+	return out
 }
 
 // aksGPU reports whether AKS installs a driver for the size on Ubuntu (supported-gpus.yaml).
@@ -295,7 +312,7 @@ func buildAzureRegion(region string) (*Catalog, error) {
 				continue
 			}
 			if sf, err := s.Facts(); err == nil {
-				sf.GPUManufacturer, sf.GPUModel = f.GPUManufacturer, f.GPUModel
+				sf.GPUManufacturer, sf.GPUModel, sf.GPUDriverOS = f.GPUManufacturer, f.GPUModel, f.GPUDriverOS
 				f = sf
 			}
 			zones = s.Zones(region)
@@ -339,7 +356,7 @@ func AzureLiveCatalog(region string, skus []AzureResourceSKU, onDemand, spot map
 		}
 		aksGPU := f.GPUCount == 0
 		if r := known[s.Name]; r != nil {
-			f.GPUManufacturer, f.GPUModel, aksGPU = deref(r.GPUManufacturer), deref(r.GPUModel), aksGPU || r.aksGPU()
+			f.GPUManufacturer, f.GPUModel, f.GPUDriverOS, aksGPU = deref(r.GPUManufacturer), deref(r.GPUModel), r.gpuDriverOS(), aksGPU || r.aksGPU()
 		}
 		if AKSUnsupportedReason(f, aksGPU) != "" {
 			continue

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
 
 // The AKS node-overhead rules, as AKS Node Auto-Provisioning computes them when it builds an
@@ -120,6 +122,58 @@ type AzureSpec struct {
 	MemoryMiB int64 // the Resource SKUs MemoryGB capability × 1024 (GiB despite its name)
 	NVIDIAGPU int64
 	AMDGPU    int64
+	// HyperVGeneration is the image generation the size boots: "2" when its HyperVGenerations
+	// capability lists V2 (or is unknown), else "1" (the provider's sku-hyperv-generation
+	// requirement). It selects the node image; it is no node label.
+	HyperVGeneration string
+	// GPUDriverOS are the node OSes AKS installs a GPU driver for on this size ("ubuntu",
+	// "azurelinux", "azurelinux3"; the provider's supported-gpus data); empty without GPUs.
+	GPUDriverOS []string
+}
+
+// AKSImageOS is the GPU-driver OS of an AKS image family: "ubuntu" for the Ubuntu families,
+// "azurelinux" for AzureLinux, "" for others.
+func AKSImageOS(family string) string {
+	switch family {
+	case apisv1.ImageFamilyUbuntu, apisv1.ImageFamilyUbuntu2204, apisv1.ImageFamilyUbuntu2404, "":
+		return "ubuntu"
+	case apisv1.ImageFamilyAzureLinux:
+		return "azurelinux"
+	}
+	return ""
+}
+
+// BootsWith reports whether a node of this size can run an AKS image family: a GPU size only
+// where AKS installs a driver for it on that OS (the provider's isInstanceTypeSupportedByImageFamily:
+// the Ubuntu families take the NVIDIA sizes supported-gpus lists for ubuntu, AzureLinux those it
+// lists for azurelinux or azurelinux3); sizes without GPUs boot every Linux family. Non-Azure
+// types report true.
+func (it *InstanceType) BootsWith(family string) bool {
+	if it.Azure == nil || it.Azure.NVIDIAGPU+it.Azure.AMDGPU == 0 {
+		return true
+	}
+	os := AKSImageOS(family)
+	for _, g := range it.Azure.GPUDriverOS {
+		if os != "" && (g == os || (os == "azurelinux" && g == "azurelinux3")) {
+			return true
+		}
+	}
+	return false
+}
+
+// ImageLabels are the labels a node image's requirements are matched against: the type's labels
+// plus, for an Azure size, karpenter.azure.com/sku-hyperv-generation (a requirement of the
+// provider's images that it never puts on the node).
+func (it *InstanceType) ImageLabels() map[string]string {
+	if it.Azure == nil || it.Azure.HyperVGeneration == "" {
+		return it.Labels
+	}
+	out := make(map[string]string, len(it.Labels)+1)
+	for k, v := range it.Labels {
+		out[k] = v
+	}
+	out[apisv1.LabelSKUHyperVGeneration] = it.Azure.HyperVGeneration
+	return out
 }
 
 // compute applies the AKS rules under node settings: Kubelet.MaxPods (the AKSNodeClass maxPods

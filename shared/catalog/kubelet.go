@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -26,6 +27,10 @@ type NodeSettings struct {
 	// EphemeralStorageBytes is the size of the volume backing ephemeral storage (the root volume
 	// in blockDeviceMappings); 0 = 20Gi.
 	EphemeralStorageBytes int64
+	// Images, when non-nil, are the requirements of each node image the NodeClass resolved
+	// (AKSNodeClass status.images: architecture and Hyper-V generation): a type none serves
+	// (matched on InstanceType.ImageLabels) cannot boot and is not planned.
+	Images [][]corev1.NodeSelectorRequirement
 }
 
 // NewNodeSettings validates and parses an EC2NodeClass's overhead-relevant settings: its AMI family

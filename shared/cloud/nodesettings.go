@@ -72,7 +72,8 @@ func ephemeralVolumeSize(family string, bdms []apisv1.BlockDeviceMapping) *resou
 // AKSNodeSettings are an AKSNodeClass's node settings on a cluster with the given network plugin
 // (catalog.AKSNetwork*): pods = spec.maxPods, else the plugin's default (250 overlay, 30 Azure
 // CNI node subnet, 110 kubenet, 250 none; provider utils.GetMaxPods); ephemeral storage =
-// spec.osDiskSizeGB × 10^9 bytes (default 128 GB); the image family is recorded as AMIFamily.
+// spec.osDiskSizeGB × 10^9 bytes (default 128 GB); the image family is recorded as AMIFamily and
+// the resolved status.images' requirements as Images (the sizes the class can boot).
 // Errors name the field: a Windows image family (Dovetail launches no Windows nodes yet), maxPods
 // outside 10–250 or osDiskSizeGB outside 30–2048 (the CRD's bounds), an unknown plugin.
 func AKSNodeSettings(nc *apisv1.AKSNodeClass, networkPlugin string) (catalog.NodeSettings, error) {
@@ -92,6 +93,9 @@ func AKSNodeSettings(nc *apisv1.AKSNodeClass, networkPlugin string) (catalog.Nod
 		pods = int64(*m)
 	}
 	s := catalog.NodeSettings{AMIFamily: family, Kubelet: &catalog.KubeletOverrides{MaxPods: &pods}}
+	for _, img := range nc.Status.Images {
+		s.Images = append(s.Images, img.Requirements)
+	}
 	if d := nc.Spec.OSDiskSizeGB; d != nil {
 		if *d < 30 || *d > 2048 {
 			return catalog.NodeSettings{}, fmt.Errorf("spec.osDiskSizeGB: %d is outside 30-2048", *d)

@@ -122,6 +122,31 @@ type ReservationCounter interface {
 	ReservationCounts(ctx context.Context, ids []string) (map[string]apisv1.ReservationCount, error)
 }
 
+// LeftoverCollector is a Provider whose launches create resources besides the instance (an Azure
+// network interface per VM) that a failed or interrupted launch can leave behind. The provision
+// function deletes the leftovers tagged for its cluster that no instance uses and no NodeClaim
+// names, once older than its orphan grace period and seen on two complete snapshots, as it does
+// orphan instances (Karpenter Azure's NIC garbage collection).
+type LeftoverCollector interface {
+	// Leftovers lists the resources tagged for cluster that no instance uses, sorted by ID.
+	Leftovers(ctx context.Context, cluster string) ([]Leftover, error)
+	// DeleteLeftover deletes one by its ID. It reads it first and refuses, wrapping ErrNotOwned,
+	// one not tagged for the provider's cluster or in use by an instance again; one already
+	// gone is success.
+	DeleteLeftover(ctx context.Context, id string) error
+}
+
+// Leftover is a resource a launch created besides its instance.
+type Leftover struct {
+	// ID is the cloud's id (an ARM resource id).
+	ID string `json:"id"`
+	// Kind names the resource ("networkInterface").
+	Kind string `json:"kind"`
+	// Created is when the launch created it (zero when unknown: then it counts as old).
+	Created time.Time         `json:"created"`
+	Tags    map[string]string `json:"tags,omitempty"`
+}
+
 // ErrNotOwned is wrapped by Delete for an instance not tagged for the provider's cluster: a
 // refusal that no retry changes (a person must look), not a transient failure.
 var ErrNotOwned = errors.New("instance not tagged for this cluster")

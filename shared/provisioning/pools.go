@@ -291,8 +291,13 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		p.err = fmt.Errorf("nodepool %q: requirement %s excludes region %s", np.Name, regionReq, in.Catalog.Region)
 		return p
 	}
+	boots, err := bootable(settings)
+	if err != nil {
+		p.err = fmt.Errorf("nodepool %q: %s %q: %w", np.Name, strings.ToLower(nodeClass.Kind()), nodeClass.Name(), err)
+		return p
+	}
 	for _, it := range in.Catalog.Types() {
-		if !typeMatches(reqs, it) {
+		if !typeMatches(reqs, it) || !boots(it) {
 			continue
 		}
 		pt := &poolType{it: it}
@@ -523,4 +528,35 @@ func attachLimit(labels map[string]string) int64 {
 		return AttachLimitXen
 	}
 	return AttachLimitNitro
+}
+
+// bootable returns whether a type can boot under the node settings, as the cloud provider filters
+// its instance types by NodeClass before scheduling: the image family must support the type (an
+// AKS GPU size needs a driver for the family's OS) and, where the NodeClass resolved its images,
+// one image's requirements must hold for the type (Karpenter's image compatibility). Error: an
+// image requirement that does not parse.
+func bootable(s catalog.NodeSettings) (func(*catalog.InstanceType) bool, error) {
+	images := make([]scheduling.Requirements, 0, len(s.Images))
+	for i, img := range s.Images {
+		r, err := scheduling.NewRequirements(img...)
+		if err != nil {
+			return nil, fmt.Errorf("status.images[%d].requirements: %w", i, err)
+		}
+		images = append(images, r)
+	}
+	return func(it *catalog.InstanceType) bool {
+		if !it.BootsWith(s.AMIFamily) {
+			return false
+		}
+		if s.Images == nil {
+			return true
+		}
+		labels := it.ImageLabels()
+		for _, r := range images {
+			if r.MatchLabels(labels) == nil {
+				return true
+			}
+		}
+		return false
+	}, nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v8"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
@@ -74,8 +73,8 @@ func classify(err error) (code string, scope capacityScope) {
 // the request's order (cheapest first), spot before on demand, one VM create each, at most
 // MaxAttempts: a capacity error marks the offering (or, for a quota, every offering it covers) and
 // the next is tried, so a spot launch that finds no spot capacity falls back to a regular VM in
-// the same call. A NIC named like the VM is created (or updated) first in the AKSNodeClass's
-// subnet. When nothing launches the error is a *cloud.InsufficientCapacityError listing every
+// the same call. A NIC named like the VM is created (or updated) in the AKSNodeClass's subnet
+// before each VM create, and deleted when no VM was made. When nothing launches the error is a *cloud.InsufficientCapacityError listing every
 // refused offering with ARM's code; other errors (auth, a bad request) are returned as they are,
 // an *azcore.ResponseError inside.
 func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Instance, error) {
@@ -104,7 +103,7 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 			code = CodeUnknownSize
 		case o.CapacityType != apisv1.CapacityTypeSpot && o.CapacityType != apisv1.CapacityTypeOnDemand:
 			code = CodeUnsupportedType
-		case imageFor(nc.ImageFamily(), it) == "":
+		case imageFor(nc, it) == "":
 			code = CodeNoImageForSize
 		}
 		if code != "" {
@@ -121,6 +120,8 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 		}
 		code, scope := classify(err)
 		if scope == notCapacity {
+			_ = p.deleteFailed(ctx, name)
+			_ = p.releaseNIC(ctx, name) // best effort: the leftover collector takes what remains
 			return nil, fmt.Errorf("creating VM %s (%s): %w", name, o, err)
 		}
 		refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: code})
@@ -128,6 +129,11 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 		if err := p.deleteFailed(ctx, name); err != nil {
 			return nil, err
 		}
+	}
+	if attempts > 0 {
+		// No VM uses the NIC the attempts made: delete it now rather than leave it to the
+		// leftover collector (best effort; a refusal leaves it there).
+		_ = p.releaseNIC(ctx, name)
 	}
 	return nil, &cloud.InsufficientCapacityError{Unavailable: refused}
 }
@@ -234,27 +240,16 @@ func (p *Provider) deleteFailed(ctx context.Context, name string) error {
 	return nil
 }
 
-// launch creates the NIC and the VM for one offering, polling both operations to completion.
+// launch creates the NIC and then the VM for one offering, polling both operations to completion:
+// a NIC exists only for a VM create that is attempted.
 func (p *Provider) launch(ctx context.Context, name string, req cloud.LaunchRequest, nc *apisv1.AKSNodeClass, settings catalog.NodeSettings,
 	subnet string, o cloud.OfferingRef, it *catalog.InstanceType) (*cloud.Instance, error) {
 	tags := ToAzureTags(req.Tags)
-	nicPoller, err := p.nics.BeginCreateOrUpdate(ctx, p.o.ResourceGroup, name, armnetwork.Interface{
-		Location: to.Ptr(p.o.Location), Tags: tags,
-		Properties: &armnetwork.InterfacePropertiesFormat{
-			EnableAcceleratedNetworking: to.Ptr(it.Labels[apisv1.LabelSKUAcceleratedNetworking] == "true"),
-			IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{Name: to.Ptr("ipconfig1"), Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{
-				Primary: to.Ptr(true), PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodDynamic), Subnet: &armnetwork.Subnet{ID: to.Ptr(subnet)},
-			}}},
-		},
-	}, nil)
+	nicID, err := p.createNIC(ctx, name, subnet, it, tags)
 	if err != nil {
-		return nil, fmt.Errorf("network interface %s: %w", name, err)
+		return nil, err
 	}
-	nic, err := nicPoller.PollUntilDone(ctx, p.poll())
-	if err != nil {
-		return nil, fmt.Errorf("network interface %s: %w", name, err)
-	}
-	vm, err := p.vmParameters(name, req, nc, settings, o, it, val(nic.ID), tags)
+	vm, err := p.vmParameters(name, req, nc, settings, o, it, nicID, tags)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +287,7 @@ func (p *Provider) vmParameters(name string, req cloud.LaunchRequest, nc *apisv1
 		Properties: &armcompute.VirtualMachineProperties{
 			HardwareProfile: &armcompute.HardwareProfile{VMSize: to.Ptr(armcompute.VirtualMachineSizeTypes(it.Name))},
 			StorageProfile: &armcompute.StorageProfile{
-				ImageReference: &armcompute.ImageReference{CommunityGalleryImageID: to.Ptr(imageFor(nc.ImageFamily(), it))},
+				ImageReference: &armcompute.ImageReference{CommunityGalleryImageID: to.Ptr(imageFor(nc, it))},
 				OSDisk: &armcompute.OSDisk{CreateOption: to.Ptr(armcompute.DiskCreateOptionTypesFromImage), OSType: to.Ptr(armcompute.OperatingSystemTypesLinux),
 					DiskSizeGB: to.Ptr(diskGB), DeleteOption: to.Ptr(armcompute.DiskDeleteOptionTypesDelete),
 					ManagedDisk: &armcompute.ManagedDiskParameters{StorageAccountType: to.Ptr(disk)}},

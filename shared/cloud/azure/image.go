@@ -1,8 +1,13 @@
 package azure
 
 import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
 // The AKS node images' public community galleries and image definitions (provider imagefamily
@@ -12,32 +17,66 @@ const (
 	AKSAzureLinuxGallery = "AKSAzureLinux-f7c7cda5-1c9a-4bdc-a222-9614c968580b"
 )
 
-// imageDefinitions gives, per image family and architecture, the gallery and the Gen2 image
-// definition (every size of the embedded catalog runs Gen2; Gen1-only sizes carry
-// sku-hyperv-generation=1 and get the Gen1 definition where the family has one).
-var imageDefinitions = map[string]map[string][3]string{ // family → arch → {gallery, gen2, gen1}
-	apisv1.ImageFamilyUbuntu2204: {"amd64": {AKSUbuntuGallery, "2204gen2containerd", "2204containerd"}, "arm64": {AKSUbuntuGallery, "2204gen2arm64containerd", ""}},
-	apisv1.ImageFamilyUbuntu2404: {"amd64": {AKSUbuntuGallery, "2404gen2containerd", "2404containerd"}, "arm64": {AKSUbuntuGallery, "2404gen2arm64containerd", ""}},
-	apisv1.ImageFamilyAzureLinux: {"amd64": {AKSAzureLinuxGallery, "V3gen2", "V3"}, "arm64": {AKSAzureLinuxGallery, "V3gen2arm64", ""}},
+// imageDefinition is one node image definition of a family with the sizes it serves.
+type imageDefinition struct {
+	Gallery, Definition string
+	Arch, Generation    string // kubernetes.io/arch, karpenter.azure.com/sku-hyperv-generation
 }
 
-// imageFor is the community gallery image id (latest version) a size boots with under an image
-// family, "" when the family has none for it (another architecture, Gen1 only on arm64, Windows).
+// imageDefinitions are each Linux family's images in the provider's order of preference (its
+// DefaultImages: first match wins): Gen2 amd64, Gen1 amd64, Gen2 arm64 (no Gen1 arm64 exists).
 // "Ubuntu" is Ubuntu 22.04, the release the provider picks for Kubernetes before 1.35.
-func imageFor(family string, it *catalog.InstanceType) string {
+var imageDefinitions = map[string][]imageDefinition{
+	apisv1.ImageFamilyUbuntu2204: {{AKSUbuntuGallery, "2204gen2containerd", "amd64", "2"}, {AKSUbuntuGallery, "2204containerd", "amd64", "1"}, {AKSUbuntuGallery, "2204gen2arm64containerd", "arm64", "2"}},
+	apisv1.ImageFamilyUbuntu2404: {{AKSUbuntuGallery, "2404gen2containerd", "amd64", "2"}, {AKSUbuntuGallery, "2404containerd", "amd64", "1"}, {AKSUbuntuGallery, "2404gen2arm64containerd", "arm64", "2"}},
+	apisv1.ImageFamilyAzureLinux: {{AKSAzureLinuxGallery, "V3gen2", "amd64", "2"}, {AKSAzureLinuxGallery, "V3", "amd64", "1"}, {AKSAzureLinuxGallery, "V3gen2arm64", "arm64", "2"}},
+}
+
+// definitionsOf returns a family's image definitions (nil for Windows or an unknown family).
+func definitionsOf(family string) []imageDefinition {
 	if family == apisv1.ImageFamilyUbuntu || family == "" {
 		family = apisv1.ImageFamilyUbuntu2204
 	}
-	def, ok := imageDefinitions[family][it.Labels["kubernetes.io/arch"]]
-	if !ok {
+	return imageDefinitions[family]
+}
+
+// requirements are the sizes an image serves, sorted as the provider writes them into
+// status.images (shorter keys first).
+func (d imageDefinition) requirements() []corev1.NodeSelectorRequirement {
+	return []corev1.NodeSelectorRequirement{
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{d.Arch}},
+		{Key: apisv1.LabelSKUHyperVGeneration, Operator: corev1.NodeSelectorOpIn, Values: []string{d.Generation}},
+	}
+}
+
+// communityImageID is a community gallery image version's id.
+func communityImageID(gallery, definition, version string) string {
+	return "/CommunityGalleries/" + gallery + "/images/" + definition + "/versions/" + version
+}
+
+// imageFor is the image a size boots with under the AKSNodeClass, "" when there is none (another
+// architecture, a GPU size without a driver for the family, Windows). A resolved class launches
+// the first of status.images whose requirements the size meets (the provider's resolveNodeImage);
+// a class without status (a manifest planned offline) the family's definition at "latest".
+func imageFor(nc *apisv1.AKSNodeClass, it *catalog.InstanceType) string {
+	if !it.BootsWith(nc.ImageFamily()) {
 		return ""
 	}
-	image := def[1]
-	if it.Labels[apisv1.LabelSKUHyperVGeneration] == apisv1.HyperVGenerationV1 {
-		image = def[2]
-	}
-	if image == "" {
+	labels := it.ImageLabels()
+	if len(nc.Status.Images) > 0 {
+		for _, img := range nc.Status.Images {
+			if reqs, err := scheduling.NewRequirements(img.Requirements...); err == nil && reqs.MatchLabels(labels) == nil {
+				return img.ID
+			}
+		}
 		return ""
 	}
-	return "/CommunityGalleries/" + def[0] + "/images/" + image + "/versions/latest"
+	i := slices.IndexFunc(definitionsOf(nc.ImageFamily()), func(d imageDefinition) bool {
+		return d.Arch == labels[corev1.LabelArchStable] && d.Generation == labels[apisv1.LabelSKUHyperVGeneration]
+	})
+	if i < 0 {
+		return ""
+	}
+	d := definitionsOf(nc.ImageFamily())[i]
+	return communityImageID(d.Gallery, d.Definition, "latest")
 }

@@ -122,7 +122,7 @@ func (p *Provider) toInstance(vm *armcompute.VirtualMachine) cloud.Instance {
 }
 
 // dovetailTagKeys are the tags Dovetail reads back; their "/" is "_" on Azure.
-var dovetailTagKeys = []string{apisv1.TagCluster, apisv1.TagNodePool, apisv1.TagNodeClaim}
+var dovetailTagKeys = []string{apisv1.TagCluster, apisv1.TagNodePool, apisv1.TagNodeClaim, TagCreated}
 
 // ToAzureTags renders tags for ARM, whose tag names cannot hold < > % & \ ? /: "/" becomes "_"
 // (karpenter.sh/nodepool → karpenter.sh_nodepool, as the Azure Karpenter provider tags) and the

@@ -56,6 +56,8 @@ type Options struct {
 	// PollInterval is how often long-running operations are polled without a Retry-After
 	// (default DefaultPollInterval).
 	PollInterval time.Duration
+	// Now is the provider's clock (default time.Now): the creation time NICs are tagged with.
+	Now func() time.Time
 }
 
 // Bootstrap is what custom data gives a node to join the cluster.
@@ -106,6 +108,9 @@ func New(o Options) (*Provider, error) {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.Bootstrap.ClusterDNS == "" {
 		o.Bootstrap.ClusterDNS = DefaultClusterDNS

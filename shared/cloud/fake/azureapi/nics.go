@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
@@ -13,7 +14,48 @@ import (
 )
 
 func (s *Server) interfaces() networkfake.InterfacesServer {
-	return networkfake.InterfacesServer{BeginCreateOrUpdate: s.createNIC, Get: s.getNIC, BeginDelete: s.deleteNIC}
+	return networkfake.InterfacesServer{BeginCreateOrUpdate: s.createNIC, Get: s.getNIC, BeginDelete: s.deleteNIC, NewListPager: s.listNICs}
+}
+
+// nicView is a NIC as ARM returns it: properties.virtualMachine names the VM that uses it (ARM
+// sets it when a VM references the NIC and clears it when the VM is gone). Called with s.mu held.
+func (s *Server) nicView(n *armnetwork.Interface) armnetwork.Interface {
+	cp := *n
+	props := *n.Properties
+	props.VirtualMachine = nil
+	id := strings.ToLower(val(n.ID))
+	for _, vm := range s.vms {
+		for _, ref := range vm.Properties.NetworkProfile.NetworkInterfaces {
+			if strings.ToLower(val(ref.ID)) == id {
+				props.VirtualMachine = &armnetwork.SubResource{ID: vm.ID}
+			}
+		}
+	}
+	cp.Properties = &props
+	return cp
+}
+
+// listNICs lists the resource group's NICs in pages of at most 2, so callers must follow nextLink.
+func (s *Server) listNICs(rg string, _ *armnetwork.InterfacesClientListOptions) (resp azfake.PagerResponder[armnetwork.InterfacesClientListResponse]) {
+	s.sync(context.Background())
+	s.mu.Lock()
+	var all []*armnetwork.Interface
+	if s.rgOK(rg) {
+		for _, n := range s.nics {
+			v := s.nicView(n)
+			all = append(all, &v)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return *all[i].Name < *all[j].Name })
+	for i := 0; i < len(all) || i == 0; i += 2 {
+		page := all[i:min(i+2, len(all))]
+		resp.AddPage(http.StatusOK, armnetwork.InterfacesClientListResponse{InterfaceListResult: armnetwork.InterfaceListResult{Value: page}}, nil)
+		if len(all) == 0 {
+			break
+		}
+	}
+	return
 }
 
 // createNIC creates or updates a NIC: one IP configuration in an existing subnet of this region.
@@ -70,7 +112,8 @@ func (s *Server) subnetExists(id string) bool {
 	return false
 }
 
-func (s *Server) getNIC(_ context.Context, rg, name string, _ *armnetwork.InterfacesClientGetOptions) (resp azfake.Responder[armnetwork.InterfacesClientGetResponse], errResp azfake.ErrorResponder) {
+func (s *Server) getNIC(ctx context.Context, rg, name string, _ *armnetwork.InterfacesClientGetOptions) (resp azfake.Responder[armnetwork.InterfacesClientGetResponse], errResp azfake.ErrorResponder) {
+	s.sync(ctx)
 	nic, ok := s.NIC(name)
 	if !s.rgOK(rg) || !ok {
 		errResp.SetResponseError(http.StatusNotFound, "NotFound")

@@ -134,7 +134,7 @@ func (s *Server) CustomData(name string) (string, bool) {
 	return d, ok
 }
 
-// NIC returns a copy of the named network interface.
+// NIC returns the named network interface as a GET shows it.
 func (s *Server) NIC(name string) (armnetwork.Interface, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -142,7 +142,7 @@ func (s *Server) NIC(name string) (armnetwork.Interface, bool) {
 	if !ok {
 		return armnetwork.Interface{}, false
 	}
-	return *n, true
+	return s.nicView(n), true
 }
 
 // NICNames lists the network interfaces, sorted.

@@ -362,6 +362,7 @@ func (s *Server) deleteVM(ctx context.Context, rg, name string, _ *armcompute.Vi
 	if val(vm.Properties.ProvisioningState) == stateFailed {
 		s.mu.Lock()
 		delete(s.vms, strings.ToLower(name))
+		s.dropNICsOf(&vm) // ARM applies the NIC's deleteOption to a Failed VM's delete too
 		s.mu.Unlock()
 	} else if _, err := s.o.Cloud.Terminate(ctx, "azure://"+*vm.ID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
 		errResp.SetError(err)
