@@ -199,6 +199,10 @@ const (
 // NodeClaim uses it and its instance profile is deleted. Karpenter's own key.
 const FinalizerNodeClassTermination = "karpenter.k8s.aws/termination"
 
+// FinalizerAKSNodeClassTermination is the Azure provider's finalizer on AKSNodeClasses: deleting
+// one waits until no NodeClaim uses it.
+const FinalizerAKSNodeClassTermination = "karpenter.azure.com/termination"
+
 // FinalizerTermination is the finalizer on the NodeClaims and Nodes Dovetail launches:
 // deleting either runs the termination path (taint, drain, terminate the instance, then
 // remove the finalizers). Karpenter's own key, so its users' tooling recognises it.

@@ -3,6 +3,7 @@ package localdev
 import (
 	"encoding/base64"
 	"io/fs"
+	"strings"
 	"time"
 
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
@@ -11,6 +12,7 @@ import (
 	seed "github.com/dovetail-dev/dovetail/localdev/manifests"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/azureapi"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 )
@@ -37,7 +39,7 @@ func (e *Env) azureProvider() (cloud.Provider, error) {
 	e.Progress.Printf("Azure Resource Manager face of the fake cloud (armcompute/armnetwork server fakes), azure provider, %s catalog", e.Catalog.Region)
 	return azure.New(azure.Options{Cluster: e.Options.Cluster, SubscriptionID: localSubscription, ResourceGroup: localNodeResourceGroup,
 		Location: e.Catalog.Region, SubnetID: localSubnet, Catalog: e.Catalog, Credential: &azfake.TokenCredential{},
-		ClientOptions: e.AzureAPI.ClientOptions(), SSHPublicKey: localSSHKey, PollInterval: time.Second,
+		ClientOptions: e.AzureAPI.ClientOptions(), SSHPublicKey: localSSHKey, PollInterval: time.Second, KubernetesVersion: strings.TrimPrefix(fake.DefaultKubeletVersion, "v"),
 		Bootstrap: azure.Bootstrap{APIServer: localClusterEndpoint, CA: base64.StdEncoding.EncodeToString([]byte("dovetail dev: placeholder cluster CA"))}})
 }
 

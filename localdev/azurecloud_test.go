@@ -3,9 +3,11 @@ package localdev
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -88,8 +90,53 @@ func TestSeedScenarioAllPodsBoundThroughAzureProvider(t *testing.T) {
 			}
 		}
 	}
+	checkAKSNodeClassReady(ctx, t, env)
 	checkNoOrphans(t, env)
 	if len(env.AzureAPI.NICNames()) != len(claims.Items) {
 		t.Errorf("%d NICs for %d NodeClaims", len(env.AzureAPI.NICNames()), len(claims.Items))
+	}
+}
+
+// checkAKSNodeClassReady: the lifecycle function resolved the seed's AKSNodeClass through the
+// Azure provider and the agent wrote its status: the Ubuntu 22.04 images at the face's latest
+// version (202611.18.0) for Gen2 amd64, Gen1 amd64 and Gen2 arm64, the control plane's version,
+// every condition True, and the Azure provider's finalizer.
+func checkAKSNodeClassReady(ctx context.Context, t *testing.T, env *Env) {
+	t.Helper()
+	u, err := env.Cluster.Dynamic.Resource(kube.AKSNodeClassGVR).Get(ctx, "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nc apisv1.AKSNodeClass
+	if err := kube.FromUnstructured(u, &nc); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"ImagesReady", "KubernetesVersionReady", "SubnetsReady", "ValidationSucceeded", "Ready"} {
+		if got := meta.FindStatusCondition(nc.Status.Conditions, c); got == nil || got.Status != metav1.ConditionTrue {
+			t.Errorf("AKSNodeClass default: condition %s = %+v, want True", c, got)
+		}
+	}
+	const gallery = "/CommunityGalleries/AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2/images/"
+	want := []string{gallery + "2204gen2containerd/versions/202611.18.0", gallery + "2204containerd/versions/202611.18.0", gallery + "2204gen2arm64containerd/versions/202611.18.0"}
+	if len(nc.Status.Images) != len(want) {
+		t.Fatalf("AKSNodeClass default: images %+v, want %v", nc.Status.Images, want)
+	}
+	for i, w := range want {
+		if nc.Status.Images[i].ID != w {
+			t.Errorf("images[%d] = %s, want %s", i, nc.Status.Images[i].ID, w)
+		}
+	}
+	if nc.Status.KubernetesVersion == "" || !slices.Contains(nc.Finalizers, "karpenter.azure.com/termination") {
+		t.Errorf("AKSNodeClass default: kubernetesVersion %q, finalizers %v", nc.Status.KubernetesVersion, nc.Finalizers)
+	}
+	// Every VM booted the resolved image, not "latest".
+	for _, name := range env.AzureAPI.NICNames() {
+		vm, ok := env.AzureAPI.VM(name)
+		if !ok {
+			continue
+		}
+		if id := *vm.Properties.StorageProfile.ImageReference.CommunityGalleryImageID; !slices.Contains(want, id) {
+			t.Errorf("VM %s booted %s, not a resolved image", name, id)
+		}
 	}
 }

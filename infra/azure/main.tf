@@ -87,6 +87,11 @@ variable "aks_kubelet_identity_client_id" {
   default     = ""
 }
 
+variable "aks_kubernetes_version" {
+  description = "The AKS control plane's Kubernetes version (az aks show --query currentKubernetesVersion): AKSNodeClass status.kubernetesVersion. Update it with the cluster."
+  type        = string
+}
+
 variable "aks_ssh_public_key" {
   description = "The admin SSH public key of AKS Linux nodes."
   type        = string

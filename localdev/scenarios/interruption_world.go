@@ -283,8 +283,12 @@ func (w *World) apply(c *events.Command) {
 		}
 	case events.CommandSetNodeClassStatus:
 		for i := range w.classes {
-			if c.NodeClass != nil && c.NodeClass.EC2 != nil && w.classes[i].EC2 != nil && w.classes[i].Name() == c.NodeClass.Name() {
+			switch {
+			case c.NodeClass == nil || w.classes[i].Name() != c.NodeClass.Name():
+			case c.NodeClass.EC2 != nil && w.classes[i].EC2 != nil:
 				w.classes[i].EC2.Status = c.NodeClass.EC2.DeepCopy().Status
+			case c.NodeClass.AKS != nil && w.classes[i].AKS != nil:
+				w.classes[i].AKS.Status = c.NodeClass.AKS.DeepCopy().Status
 			}
 		}
 	case events.CommandSetNodePoolStatus:

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -40,10 +41,11 @@ func nodeClassTarget(cmd *events.Command) (schema.GroupVersionResource, string, 
 	if cmd.NodeClass == nil || cmd.NodeClass.Name() == "" {
 		return schema.GroupVersionResource{}, "", fmt.Errorf("%w: command.nodeClass.metadata.name: must not be empty", ErrInvalidCommand)
 	}
-	if cmd.NodeClass.EC2 == nil {
-		return schema.GroupVersionResource{}, "", fmt.Errorf("%w: command.nodeClass: kind %s is not served by this agent (EC2NodeClass only)", ErrInvalidCommand, cmd.NodeClass.Kind())
+	gvr, err := NodeClassGVR(cmd.NodeClass.Kind())
+	if err != nil {
+		return schema.GroupVersionResource{}, "", fmt.Errorf("%w: command.%w", ErrInvalidCommand, err)
 	}
-	return EC2NodeClassGVR, cmd.NodeClass.Name(), nil
+	return gvr, cmd.NodeClass.Name(), nil
 }
 
 // --- SetNodeClassStatus ---
@@ -61,26 +63,57 @@ func (a *Applier) setNodeClassStatus(ctx context.Context, cmd *events.Command) e
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("get EC2NodeClass %s: %w", name, err)
+			return fmt.Errorf("get %s %s: %w", cmd.NodeClass.Kind(), name, err)
 		}
-		got := &apisv1.EC2NodeClass{}
-		if err := FromUnstructured(u, got); err != nil {
-			return fmt.Errorf("EC2NodeClass %s in cluster: %w", name, err)
+		got, err := nodeClassFrom(u, cmd.NodeClass.Kind())
+		if err != nil {
+			return fmt.Errorf("%s %s in cluster: %w", cmd.NodeClass.Kind(), name, err)
 		}
-		want := cmd.NodeClass.EC2.DeepCopy().Status
-		want.Conditions, _ = mergeConditions(got.Status.Conditions, want.Conditions, got.Generation, a.opts.Clock.Now())
-		if equality.Semantic.DeepEqual(got.Status, want) {
+		gotStatus, gen := statusOf(got), got.Meta().Generation
+		want := statusOf(*cmd.NodeClass)
+		wantConds, _ := mergeConditions(got.Conditions(), cmd.NodeClass.Conditions(), gen, a.opts.Clock.Now())
+		setConditions(want, wantConds)
+		if equality.Semantic.DeepEqual(gotStatus, want) {
 			return nil
 		}
-		evs = turnedFalse(got.Status.Conditions, want.Conditions, apisv1.ConditionReady, got.UID)
-		return a.patchStatus(ctx, gvr, name, u.GetResourceVersion(), got.Status, want)
+		evs = turnedFalse(got.Conditions(), wantConds, apisv1.ConditionReady, got.Meta().UID)
+		return a.patchStatus(ctx, gvr, name, u.GetResourceVersion(), gotStatus, want)
 	})
 	if err != nil || !evs.fire {
 		return err
 	}
-	msg := "NodeClass is not ready: " + apisv1.NodeClassOf(cmd.NodeClass.EC2).NotReady()
-	return a.event(ctx, cmd, corev1.ObjectReference{APIVersion: apisv1.AWSGroup + "/" + apisv1.Version, Kind: apisv1.KindEC2NodeClass,
+	msg := "NodeClass is not ready: " + cmd.NodeClass.NotReady()
+	return a.event(ctx, cmd, corev1.ObjectReference{APIVersion: gvr.Group + "/" + gvr.Version, Kind: cmd.NodeClass.Kind(),
 		Name: name, UID: evs.uid}, ReasonNodeClassNotReady, msg)
+}
+
+// nodeClassFrom decodes a NodeClass object of the kind.
+func nodeClassFrom(u *unstructured.Unstructured, kind string) (apisv1.NodeClass, error) {
+	if kind == apisv1.KindAKSNodeClass {
+		got := &apisv1.AKSNodeClass{}
+		return apisv1.NodeClass{AKS: got}, FromUnstructured(u, got)
+	}
+	got := &apisv1.EC2NodeClass{}
+	return apisv1.NodeClass{EC2: got}, FromUnstructured(u, got)
+}
+
+// statusOf returns a copy of the member's status (a pointer, so its conditions can be set).
+func statusOf(n apisv1.NodeClass) any {
+	if n.AKS != nil {
+		st := n.AKS.DeepCopy().Status
+		return &st
+	}
+	st := n.EC2.DeepCopy().Status
+	return &st
+}
+
+func setConditions(status any, conds []metav1.Condition) {
+	switch st := status.(type) {
+	case *apisv1.AKSNodeClassStatus:
+		st.Conditions = conds
+	case *apisv1.EC2NodeClassStatus:
+		st.Conditions = conds
+	}
 }
 
 // --- SetNodePoolStatus ---

@@ -37,21 +37,23 @@ type NodeClassAction struct {
 	Finish  []events.Command
 }
 
-// nodeClasses decides each EC2NodeClass's finalizer, resolution and release.
+// nodeClasses decides each NodeClass's finalizer, resolution and release (EC2NodeClass and
+// AKSNodeClass, each with its provider's finalizer).
 func (d *decider) nodeClasses() {
 	classes := append([]apisv1.NodeClass(nil), d.snap.NodeClasses...)
 	sort.Slice(classes, func(i, j int) bool { return classes[i].Name() < classes[j].Name() })
 	for _, c := range classes {
-		if c.EC2 == nil {
-			continue // Dovetail resolves EC2NodeClasses; other kinds are read as written
+		fin := finalizerOf(c)
+		if fin == "" {
+			continue
 		}
 		m := c.Meta()
-		has := hasString(m.Finalizers, events.FinalizerNodeClassTermination)
+		has := hasString(m.Finalizers, fin)
 		if m.DeletionTimestamp == nil {
 			if !has {
 				d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "add-finalizer", c.Kind(), m.Name, string(m.UID)),
-					Kind: events.CommandAddFinalizer, NodeClass: classRef(c), Finalizer: events.FinalizerNodeClassTermination,
-					Reason: "NodeClass deletion waits for its NodeClaims and releases its instance profile"})
+					Kind: events.CommandAddFinalizer, NodeClass: classRef(c), Finalizer: fin,
+					Reason: "NodeClass deletion waits for its NodeClaims and releases what was created for it"})
 			}
 			d.out.NodeClasses = append(d.out.NodeClasses, NodeClassAction{NodeClass: c, Resolve: true})
 			continue
@@ -65,9 +67,20 @@ func (d *decider) nodeClasses() {
 		}
 		d.out.NodeClasses = append(d.out.NodeClasses, NodeClassAction{NodeClass: c, Release: true, Finish: []events.Command{d.stamp(events.Command{
 			ID:   events.CommandID(d.snap.Cluster, "remove-finalizer", c.Kind(), m.Name, string(m.UID)),
-			Kind: events.CommandRemoveFinalizer, NodeClass: classRef(c), Finalizer: events.FinalizerNodeClassTermination,
-			Reason: "no NodeClaim uses the NodeClass and its instance profile is deleted"})}})
+			Kind: events.CommandRemoveFinalizer, NodeClass: classRef(c), Finalizer: fin,
+			Reason: "no NodeClaim uses the NodeClass and what was created for it is released"})}})
 	}
+}
+
+// finalizerOf is the termination finalizer of a NodeClass's kind ("" for the zero NodeClass).
+func finalizerOf(c apisv1.NodeClass) string {
+	switch {
+	case c.EC2 != nil:
+		return events.FinalizerNodeClassTermination
+	case c.AKS != nil:
+		return events.FinalizerAKSNodeClassTermination
+	}
+	return ""
 }
 
 // stamp sets the cluster and revision of a command published later.
@@ -104,26 +117,40 @@ func classRef(c apisv1.NodeClass) *apisv1.NodeClass {
 // snapshot's class current, or nil when current already has it (conditions compared without
 // their lastTransitionTime, which the agent keeps).
 func StatusCommand(snap *events.Snapshot, current, resolved apisv1.NodeClass) *events.Command {
-	if resolved.EC2 == nil || current.EC2 == nil {
-		return nil
-	}
-	have, want := current.EC2.Status, resolved.EC2.Status
-	if sameConditions(have.Conditions, want.Conditions) {
-		have.Conditions, want.Conditions = nil, nil
-		if equality.Semantic.DeepEqual(have, want) {
+	var target *apisv1.NodeClass
+	switch {
+	case current.EC2 != nil && resolved.EC2 != nil:
+		have, want := current.EC2.Status, resolved.EC2.Status
+		if sameStatus(have.Conditions, want.Conditions, func() bool { have.Conditions, want.Conditions = nil, nil; return equality.Semantic.DeepEqual(have, want) }) {
 			return nil
 		}
+		target = &apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{TypeMeta: current.EC2.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: current.EC2.Name, UID: current.EC2.UID},
+			Status: resolved.EC2.DeepCopy().Status}}
+	case current.AKS != nil && resolved.AKS != nil:
+		have, want := current.AKS.Status, resolved.AKS.Status
+		if sameStatus(have.Conditions, want.Conditions, func() bool { have.Conditions, want.Conditions = nil, nil; return equality.Semantic.DeepEqual(have, want) }) {
+			return nil
+		}
+		target = &apisv1.NodeClass{AKS: &apisv1.AKSNodeClass{TypeMeta: current.AKS.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: current.AKS.Name, UID: current.AKS.UID},
+			Status: resolved.AKS.DeepCopy().Status}}
+	default:
+		return nil
 	}
-	nc := &apisv1.EC2NodeClass{TypeMeta: current.EC2.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: current.EC2.Name, UID: current.EC2.UID},
-		Status: resolved.EC2.DeepCopy().Status}
-	ready := meta.FindStatusCondition(nc.Status.Conditions, apisv1.ConditionReady)
+	ready := meta.FindStatusCondition(target.Conditions(), apisv1.ConditionReady)
 	summary := "unknown"
 	if ready != nil {
 		summary = string(ready.Status)
 	}
-	return &events.Command{ID: events.CommandID(snap.Cluster, fmt.Sprint(snap.Revision), "nodeclass-status", current.EC2.Name, string(current.EC2.UID)),
+	m := current.Meta()
+	return &events.Command{ID: events.CommandID(snap.Cluster, fmt.Sprint(snap.Revision), "nodeclass-status", m.Name, string(m.UID)),
 		Kind: events.CommandSetNodeClassStatus, Cluster: snap.Cluster, SnapshotRevision: snap.Revision,
-		NodeClass: &apisv1.NodeClass{EC2: nc}, Reason: "NodeClass status resolved: Ready=" + summary}
+		NodeClass: target, Reason: "NodeClass status resolved: Ready=" + summary}
+}
+
+// sameStatus reports whether two statuses agree: the same conditions (without their
+// lastTransitionTime, which the agent keeps) and the rest equal by rest().
+func sameStatus(have, want []metav1.Condition, rest func() bool) bool {
+	return sameConditions(have, want) && rest()
 }
 
 // NeedsResolve reports whether a class's status is missing or older than its spec (Ready's

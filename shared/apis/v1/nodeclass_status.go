@@ -64,6 +64,19 @@ var EC2NodeClassReadyDependents = []string{
 	ConditionCapacityReservationsReady, ConditionValidationSucceeded,
 }
 
+// AKSNodeClass status condition types, the Azure provider's (karpenter-provider-azure
+// pkg/apis/v1beta1 aksnodeclass_status.go); SubnetsReady and ValidationSucceeded are shared with
+// EC2NodeClass. Ready is their conjunction.
+const (
+	ConditionImagesReady            = "ImagesReady"
+	ConditionKubernetesVersionReady = "KubernetesVersionReady"
+)
+
+// AKSNodeClassReadyDependents are the conditions an AKSNodeClass's Ready is the conjunction of.
+var AKSNodeClassReadyDependents = []string{
+	ConditionImagesReady, ConditionKubernetesVersionReady, ConditionSubnetsReady, ConditionValidationSucceeded,
+}
+
 // Conditions returns the member's status conditions (nil for the zero NodeClass).
 func (n NodeClass) Conditions() []metav1.Condition {
 	switch {

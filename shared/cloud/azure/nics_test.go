@@ -118,3 +118,7 @@ func makeNIC(t *testing.T, w *world, name string, tags map[string]*string) strin
 	}
 	return *nic.ID
 }
+
+const pollFast = 10 * time.Millisecond
+
+func (w *world) cred() *azfake.TokenCredential { return &azfake.TokenCredential{} }

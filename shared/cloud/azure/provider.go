@@ -56,6 +56,9 @@ type Options struct {
 	// PollInterval is how often long-running operations are polled without a Retry-After
 	// (default DefaultPollInterval).
 	PollInterval time.Duration
+	// KubernetesVersion is the control plane's Kubernetes version (1.33.2): status.kubernetesVersion
+	// of every AKSNodeClass (the provider reads it from the API server; functions have none).
+	KubernetesVersion string
 	// Now is the provider's clock (default time.Now): the creation time NICs are tagged with.
 	Now func() time.Time
 }
@@ -76,9 +79,11 @@ type Bootstrap struct {
 // Provider launches and deletes Azure VMs. It keeps no state between calls: it is safe for
 // concurrent use and for stateless functions.
 type Provider struct {
-	o    Options
-	vms  *armcompute.VirtualMachinesClient
-	nics *armnetwork.InterfacesClient
+	o       Options
+	vms     *armcompute.VirtualMachinesClient
+	nics    *armnetwork.InterfacesClient
+	subnets *armnetwork.SubnetsClient
+	gallery *armcompute.CommunityGalleryImageVersionsClient
 }
 
 var _ cloud.Provider = (*Provider)(nil)
@@ -123,7 +128,15 @@ func New(o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure provider: %w", err)
 	}
-	return &Provider{o: o, vms: vms, nics: nics}, nil
+	subnets, err := armnetwork.NewSubnetsClient(o.SubscriptionID, o.Credential, o.ClientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("azure provider: %w", err)
+	}
+	gallery, err := armcompute.NewCommunityGalleryImageVersionsClient(o.SubscriptionID, o.Credential, o.ClientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("azure provider: %w", err)
+	}
+	return &Provider{o: o, vms: vms, nics: nics, subnets: subnets, gallery: gallery}, nil
 }
 
 // DefaultClusterDNS is AKS's default kube-dns service IP (the .10 of the default 10.0.0.0/16

@@ -28,6 +28,8 @@ type AzureConfig struct {
 	// Bootstrap is what nodes join the cluster with; SSHPublicKey the nodes' admin key.
 	Bootstrap    azure.Bootstrap
 	SSHPublicKey string
+	// KubernetesVersion is the control plane's version (AKSNodeClass status.kubernetesVersion).
+	KubernetesVersion string
 	// Credential authenticates ARM calls; nil: azidentity's DefaultAzureCredential (workload
 	// identity, managed identity, environment). ClientOptions nil is the public cloud (a local
 	// fake's transport in local dev).
@@ -89,5 +91,5 @@ func newAzure(_ context.Context, c Config) (cloud.Provider, error) {
 	}
 	return azure.New(azure.Options{Cluster: c.Cluster, SubscriptionID: a.SubscriptionID, ResourceGroup: a.NodeResourceGroup, Location: region,
 		SubnetID: a.SubnetID, Catalog: c.Catalog, Credential: cred, ClientOptions: a.ClientOptions, Bootstrap: a.Bootstrap,
-		NetworkPlugin: a.NetworkPlugin, SSHPublicKey: a.SSHPublicKey})
+		NetworkPlugin: a.NetworkPlugin, SSHPublicKey: a.SSHPublicKey, KubernetesVersion: a.KubernetesVersion})
 }

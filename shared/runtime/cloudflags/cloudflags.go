@@ -33,7 +33,7 @@ type Options struct {
 	// Azure: where node VMs go and what they join with (registry.AzureConfig). The bootstrap
 	// token is a secret: pass it in the environment (DOVETAIL_AKS_BOOTSTRAP_TOKEN), not argv.
 	AzureSubscriptionID, AzureNodeResourceGroup, AzureSubnetID, AzureNetworkPlugin      string
-	AKSAPIServer, AKSCA, AKSBootstrapToken, AKSSSHPublicKey, AKSKubeletIdentityClientID string
+	AKSAPIServer, AKSCA, AKSBootstrapToken, AKSSSHPublicKey, AKSKubeletIdentityClientID, AKSKubernetesVersion string
 }
 
 // Register adds the flags to fs, with their environment variables as defaults.
@@ -60,6 +60,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AKSAPIServer, "aks-api-server", runtime.EnvDefault("aks-api-server", ""), "azure: API server URL nodes join")
 	fs.StringVar(&o.AKSCA, "aks-ca", runtime.EnvDefault("aks-ca", ""), "azure: cluster CA bundle (base64)")
 	fs.StringVar(&o.AKSBootstrapToken, "aks-bootstrap-token", runtime.EnvDefault("aks-bootstrap-token", ""), "azure: kubelet TLS bootstrap token (set it in the environment)")
+	fs.StringVar(&o.AKSKubernetesVersion, "aks-kubernetes-version", runtime.EnvDefault("aks-kubernetes-version", ""), "azure: the control plane's Kubernetes version (1.33.2), written to AKSNodeClass status.kubernetesVersion")
 	fs.StringVar(&o.AKSSSHPublicKey, "aks-ssh-public-key", runtime.EnvDefault("aks-ssh-public-key", ""), "azure: admin SSH public key of the nodes")
 	fs.StringVar(&o.AKSKubeletIdentityClientID, "aks-kubelet-identity-client-id", runtime.EnvDefault("aks-kubelet-identity-client-id", ""), "azure: kubelet managed identity client id")
 }
@@ -97,7 +98,7 @@ func (o *Options) Setup(ctx context.Context, t runtime.Transport) (Env, error) {
 		AWS: registry.AWSConfig{Endpoint: o.AWSEndpoint, Region: o.Region, EKSName: o.EKSName, EKSEndpoint: o.EKSEndpoint,
 			EKSCA: o.EKSCA, ServiceCIDR: o.ServiceCIDR, KubernetesVersion: o.KubernetesVersion, Governance: o.Governance},
 		Azure: registry.AzureConfig{Region: o.Region, SubscriptionID: o.AzureSubscriptionID, NodeResourceGroup: o.AzureNodeResourceGroup,
-			SubnetID: o.AzureSubnetID, NetworkPlugin: o.AzureNetworkPlugin, SSHPublicKey: o.AKSSSHPublicKey,
+			SubnetID: o.AzureSubnetID, NetworkPlugin: o.AzureNetworkPlugin, SSHPublicKey: o.AKSSSHPublicKey, KubernetesVersion: o.AKSKubernetesVersion,
 			Bootstrap: azure.Bootstrap{APIServer: o.AKSAPIServer, CA: o.AKSCA, Token: o.AKSBootstrapToken, KubeletIdentityClientID: o.AKSKubeletIdentityClientID}}}
 	if s, ok := t.Blobs.(awsrefresh.Store); ok {
 		cfg.Blobs = s

@@ -37,6 +37,9 @@ type Options struct {
 	// Subnets are the ARM ids of the subnets that exist; a NIC in another fails with
 	// InvalidResourceReference.
 	Subnets []string
+	// ImageVersions are the versions of AKS node image definitions by definition name
+	// (2204gen2containerd); a definition not listed has DefaultImageVersions.
+	ImageVersions map[string][]ImageVersion
 	// Log receives one line per refused call (ARM's message is not carried by the SDK fakes'
 	// error responses, only the code).
 	Log *slog.Logger
@@ -67,7 +70,7 @@ func New(o Options) *Server {
 // ClientOptions are the options ARM clients take to talk to this face (fake transports of both
 // SDK modules, chosen by the resource provider in the request path).
 func (s *Server) ClientOptions() *arm.ClientOptions {
-	network := networkfake.NewServerFactoryTransport(&networkfake.ServerFactory{InterfacesServer: s.interfaces()})
+	network := networkfake.NewServerFactoryTransport(&networkfake.ServerFactory{InterfacesServer: s.interfaces(), SubnetsServer: s.subnets()})
 	return &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: &byProvider{s: s, network: network, compute: map[string]policy.Transporter{}}}}
 }
 
@@ -96,7 +99,8 @@ func (b *byProvider) Do(req *http.Request) (*http.Response, error) {
 	b.mu.Lock()
 	t, ok := b.compute[name]
 	if !ok || (req.Method == http.MethodPut && b.s.takeFailed(name)) {
-		t = computefake.NewServerFactoryTransport(&computefake.ServerFactory{VirtualMachinesServer: b.s.virtualMachines()})
+		t = computefake.NewServerFactoryTransport(&computefake.ServerFactory{VirtualMachinesServer: b.s.virtualMachines(),
+			CommunityGalleryImageVersionsServer: b.s.galleryImageVersions()})
 		b.compute[name] = t
 	}
 	b.mu.Unlock()

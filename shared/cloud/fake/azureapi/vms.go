@@ -232,9 +232,16 @@ func (s *Server) checkOS(name string, p *armcompute.VirtualMachineProperties, vm
 	if m == nil {
 		return nil, "", &armError{http.StatusBadRequest, "InvalidParameter", "image " + val(sp.ImageReference.CommunityGalleryImageID)}
 	}
+	if !s.imageVersionExists(m[1], m[2], m[3]) {
+		return nil, "", &armError{http.StatusNotFound, "GalleryImageNotFound", "image " + m[2] + " version " + m[3]}
+	}
 	it := s.o.Cloud.Catalog().Get(vmSize)
 	if it != nil && (it.Labels["kubernetes.io/arch"] == "arm64") != strings.Contains(m[2], "arm64") {
 		return nil, "", &armError{http.StatusConflict, "BadRequest", "image " + m[2] + " does not run on " + vmSize}
+	}
+	// A Gen2 image on a size that boots only Gen1 (or the reverse) is refused by Compute.
+	if it != nil && it.Azure != nil && (it.Azure.HyperVGeneration == "2") != (strings.Contains(m[2], "gen2") || strings.HasPrefix(m[2], "V3gen2")) {
+		return nil, "", &armError{http.StatusBadRequest, "BadRequest", "the VM size " + vmSize + " cannot boot Hypervisor Generation of image " + m[2]}
 	}
 	if d := sp.OSDisk.DiskSizeGB; d != nil && (*d < 30 || *d > 4095) {
 		return nil, "", &armError{http.StatusBadRequest, "InvalidParameter", "osDisk.diskSizeGB"}
