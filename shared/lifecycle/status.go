@@ -121,14 +121,20 @@ func StatusCommand(snap *events.Snapshot, current, resolved apisv1.NodeClass) *e
 	switch {
 	case current.EC2 != nil && resolved.EC2 != nil:
 		have, want := current.EC2.Status, resolved.EC2.Status
-		if sameStatus(have.Conditions, want.Conditions, func() bool { have.Conditions, want.Conditions = nil, nil; return equality.Semantic.DeepEqual(have, want) }) {
+		if sameStatus(have.Conditions, want.Conditions, func() bool {
+			have.Conditions, want.Conditions = nil, nil
+			return equality.Semantic.DeepEqual(have, want)
+		}) {
 			return nil
 		}
 		target = &apisv1.NodeClass{EC2: &apisv1.EC2NodeClass{TypeMeta: current.EC2.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: current.EC2.Name, UID: current.EC2.UID},
 			Status: resolved.EC2.DeepCopy().Status}}
 	case current.AKS != nil && resolved.AKS != nil:
 		have, want := current.AKS.Status, resolved.AKS.Status
-		if sameStatus(have.Conditions, want.Conditions, func() bool { have.Conditions, want.Conditions = nil, nil; return equality.Semantic.DeepEqual(have, want) }) {
+		if sameStatus(have.Conditions, want.Conditions, func() bool {
+			have.Conditions, want.Conditions = nil, nil
+			return equality.Semantic.DeepEqual(have, want)
+		}) {
 			return nil
 		}
 		target = &apisv1.NodeClass{AKS: &apisv1.AKSNodeClass{TypeMeta: current.AKS.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: current.AKS.Name, UID: current.AKS.UID},

@@ -32,7 +32,7 @@ type Options struct {
 	Governance dvaws.Governance
 	// Azure: where node VMs go and what they join with (registry.AzureConfig). The bootstrap
 	// token is a secret: pass it in the environment (DOVETAIL_AKS_BOOTSTRAP_TOKEN), not argv.
-	AzureSubscriptionID, AzureNodeResourceGroup, AzureSubnetID, AzureNetworkPlugin      string
+	AzureSubscriptionID, AzureNodeResourceGroup, AzureSubnetID, AzureNetworkPlugin                            string
 	AKSAPIServer, AKSCA, AKSBootstrapToken, AKSSSHPublicKey, AKSKubeletIdentityClientID, AKSKubernetesVersion string
 }
 
