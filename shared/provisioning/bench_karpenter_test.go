@@ -143,8 +143,9 @@ func karpenterShapeInput(n int) (Input, map[string]int) {
 }
 
 // BenchmarkKarpenterShape solves the Karpenter benchmark shape at each size. Metrics: pods/s
-// (pods per second of Solve), nodes (NodeClaims of the plan), unschedulable pods, and with
-// -benchmem B/op (total bytes allocated per Solve, an upper bound on the heap it needs).
+// (pods per second of Solve), nodes (NodeClaims of the plan), $/h (the plan's price),
+// unschedulable pods, and with -benchmem B/op (total bytes allocated per Solve, an upper bound on
+// the heap it needs).
 // Issue 14's targets: N = 10,000 in ≤ 100 ms, N = 100,000 in ≤ 5 s and < 2 GiB (B/op), on 2 cores.
 func BenchmarkKarpenterShape(b *testing.B) {
 	for _, n := range []int{1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000, 100000} {
@@ -152,15 +153,17 @@ func BenchmarkKarpenterShape(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.ReportAllocs()
 			var nodes, unsched int
+			var cost float64
 			for b.Loop() {
 				p, err := Solve(in)
 				if err != nil {
 					b.Fatal(err)
 				}
-				nodes, unsched = len(p.NodeClaims), len(p.Unschedulable)
+				nodes, unsched, cost = len(p.NodeClaims), len(p.Unschedulable), p.TotalPricePerHour()
 			}
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "pods/s")
 			b.ReportMetric(float64(nodes), "nodes")
+			b.ReportMetric(cost, "$/h")
 			b.ReportMetric(float64(unsched), "unschedulable")
 		})
 	}

@@ -1,6 +1,8 @@
 package provisioning
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -127,12 +129,8 @@ func clampRes(r scheduling.Resources) scheduling.Resources {
 // that group with the same term repels every other, so at most one of them runs per node.
 func (s *solver) exclusiveSet(p *podInfo) int {
 	for _, c := range p.active {
-		if c.kind == kindAnti && c.g.key == corev1.LabelHostname && c.g.matches(p.pod) {
-			for i, g := range s.topo.list {
-				if g == c.g {
-					return i + 1
-				}
-			}
+		if c.kind == kindAnti && c.g.key == corev1.LabelHostname && slices.Contains(s.groupsOf(p), c.g) {
+			return c.g.idx + 1
 		}
 	}
 	return 0

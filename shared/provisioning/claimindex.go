@@ -31,10 +31,17 @@ type claimIndex struct {
 type hostBits struct {
 	occupied map[*group]uint8 // bit set while g.hosts[claim] > 0
 	repels   map[*group]uint8 // bit set while g.antiHosts[claim] > 0
-	n        uint8
+	// occList and repList hold the same assignments for mask, which runs on every placement.
+	occList, repList []groupBit
+	n                uint8
 }
 
-func (h *hostBits) bit(m *map[*group]uint8, g *group) (uint64, bool) {
+type groupBit struct {
+	g   *group
+	bit uint8
+}
+
+func (h *hostBits) bit(m *map[*group]uint8, list *[]groupBit, g *group) (uint64, bool) {
 	if *m == nil {
 		*m = map[*group]uint8{}
 	}
@@ -45,6 +52,7 @@ func (h *hostBits) bit(m *map[*group]uint8, g *group) (uint64, bool) {
 		return 0, false
 	}
 	(*m)[g] = h.n
+	*list = append(*list, groupBit{g, h.n})
 	h.n++
 	return 1 << ((*m)[g]), true
 }
@@ -59,13 +67,13 @@ func (h *hostBits) need(p *podInfo) uint64 {
 			continue
 		}
 		if c.kind == kindAnti || (c.kind == kindSpread && c.maxSkew == 1) {
-			if b, ok := h.bit(&h.occupied, c.g); ok {
+			if b, ok := h.bit(&h.occupied, &h.occList, c.g); ok {
 				m |= b
 			}
 		}
 	}
 	for _, g := range p.invHost {
-		if b, ok := h.bit(&h.repels, g); ok {
+		if b, ok := h.bit(&h.repels, &h.repList, g); ok {
 			m |= b
 		}
 	}
@@ -75,14 +83,14 @@ func (h *hostBits) need(p *podInfo) uint64 {
 // mask returns the claim's current bits.
 func (h *hostBits) mask(c *claim) uint64 {
 	var m uint64
-	for g, b := range h.occupied {
-		if g.hosts[c] > 0 {
-			m |= 1 << b
+	for _, gb := range h.occList {
+		if gb.g.hosts[c] > 0 {
+			m |= 1 << gb.bit
 		}
 	}
-	for g, b := range h.repels {
-		if g.antiHosts[c] > 0 {
-			m |= 1 << b
+	for _, gb := range h.repList {
+		if gb.g.antiHosts[c] > 0 {
+			m |= 1 << gb.bit
 		}
 	}
 	return m

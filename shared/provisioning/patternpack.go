@@ -216,13 +216,20 @@ func (s *solver) packProblem(pi int, classes []*packClass) lowerbound.Problem {
 	return prob
 }
 
+// newClaim opens an empty claim of pool pi whose candidates are every type of the pool (the
+// pool's shared list until a pod narrows it).
 func (s *solver) newClaim(pi int) *claim {
 	pl := s.pools[pi]
-	c := &claim{pool: pl, reqs: pl.reqs, types: make([]int, len(pl.types))}
-	for ti := range pl.types {
-		c.types[ti] = ti
+	if len(pl.allTypes) != len(pl.types) {
+		pl.allTypes = make([]int, len(pl.types))
+		for ti := range pl.types {
+			pl.allTypes[ti] = ti
+		}
+		c := &claim{pool: pl, types: pl.allTypes}
+		c.updateHead()
+		pl.allMax = c.maxAvail
 	}
-	return c
+	return &claim{pool: pl, reqs: pl.reqs, types: pl.allTypes, sharedTypes: true, maxAvail: pl.allMax, maxOK: true}
 }
 
 // roundPatterns builds ⌊λ⌋ nodes of every pattern (or, with up, one node of the pattern with

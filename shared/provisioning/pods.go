@@ -66,8 +66,13 @@ type podInfo struct {
 	err       error
 	// compat caches the solver's compatibility per pool for sig (cleared by activate).
 	compat []*podPool
-	// countedSet: 0 unknown, 1 no topology group counts the pod, 2 some group does.
-	countedSet uint8
+	// groups are the topology groups that count the pod (its labels and namespace never change,
+	// and every group exists before placement starts), computed once by solver.groupsOf.
+	groups    []*group
+	groupsSet bool
+	// keys caches topology.countedKeys for the active constraints (cleared by activate).
+	keys    []string
+	keysSet bool
 
 	// Per placement attempt (prepare): what the topology allows, computed once because counts
 	// only change when a pod is placed.
@@ -312,6 +317,7 @@ func (p *podInfo) activate() {
 	}
 	p.sig = signature(p.pod, p.alts, p.strictPNS)
 	p.compat = nil
+	p.keys, p.keysSet = nil, false
 }
 
 // untolerated returns the first taint that blocks the pod at its relax level.

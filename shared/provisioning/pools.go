@@ -35,8 +35,9 @@ type poolType struct {
 	// daemonPorts are the host ports of the DaemonSets that run on this type under the pool.
 	daemonPorts []scheduling.HostPort
 	// offers has a bit per (zone, capacity type) of the pool's universe (pool.offerKeys) this
-	// type has an offering in.
-	offers uint64
+	// type has an offering in; offerBit is each offering's bit (64 when it has none).
+	offers   uint64
+	offerBit []uint8
 	// res is the capacity reservation of a reserved pool's type (its one offering), else "".
 	res string
 }
@@ -72,6 +73,10 @@ type pool struct {
 	// noTypes: err says only that no spot or on-demand offering is left (a pool allowing
 	// reserved capacity alone); its reserved pool may still launch.
 	noTypes bool
+	// allTypes lists every type index in order: the candidates of a new claim (read only);
+	// allMax is the most room any of them has (claim.maxAvail).
+	allTypes []int
+	allMax   scheduling.Resources
 }
 
 // offerMask returns the bits of the (zone, capacity type) pairs the requirements allow, and
@@ -94,7 +99,8 @@ func (p *pool) offerMask(reqs scheduling.Requirements) (uint64, bool) {
 func (p *pool) indexOffers() {
 	bit := map[[2]string]int{}
 	for _, t := range p.types {
-		for _, o := range t.offerings {
+		t.offerBit = make([]uint8, len(t.offerings))
+		for i, o := range t.offerings {
 			k := [2]string{o.Zone, o.CapacityType}
 			b, ok := bit[k]
 			if !ok {
@@ -102,6 +108,7 @@ func (p *pool) indexOffers() {
 				bit[k] = b
 				p.offerKeys = append(p.offerKeys, k)
 			}
+			t.offerBit[i] = uint8(min(b, 64))
 			if b < 64 {
 				t.offers |= 1 << b
 			}

@@ -3,6 +3,7 @@ package provisioning
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,9 @@ type claim struct {
 	// maxAvail is the most room (CPU, memory, pods) of the candidate types when maxOK.
 	maxAvail scheduling.Resources
 	maxOK    bool
+	// sharedTypes: types is (a suffix of) the pool's list of every type, which nobody may
+	// write; commit copies it first.
+	sharedTypes bool
 }
 
 // fits reports whether candidate type ti holds the claim's pods. The candidate list may keep
@@ -262,7 +266,7 @@ func (s *solver) placeOn(p *podInfo, b *bin) bool {
 			b.free = b.free.Sub(p.requests)
 			b.pods = append(b.pods, p.pod)
 			b.ports = append(b.ports, p.ports...)
-			s.topo.record(p.pod, p.active, b, b.domainOf)
+			s.topo.recordGroups(s.groupsOf(p), p.active, b, b.domainOf)
 			return true
 		}
 	}
@@ -443,6 +447,9 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if !ok {
 		return false
 	}
+	if len(topoReqs) > 0 && !narrows(c.reqs, topoReqs) {
+		topoReqs = nil // the claim is already pinned to a domain the pod's topology allows
+	}
 	if len(c.pods) > 0 && !p.requests.FitsAfter(c.requests, c.pool.types[c.types[0]].avail) && len(c.types) == 1 {
 		return false
 	}
@@ -517,22 +524,40 @@ func (s *solver) placed(c *claim, p *podInfo) {
 	c.pods = append(c.pods, p)
 	if len(p.active) > 0 || s.counted(p) {
 		c.topo = true
-		s.pin(c, s.topo.countedKeys(p.pod, p.active))
+		if !p.keysSet {
+			p.keys, p.keysSet = s.topo.countedKeys(s.groupsOf(p), p.active), true
+		}
+		s.pin(c, p.keys)
 	}
-	s.topo.record(p.pod, p.active, c, c.domainOf)
+	s.topo.recordGroups(s.groupsOf(p), p.active, c, c.domainOf)
 	c.updateHead()
 	s.index.update(c)
 }
 
+// narrows reports whether adding reqs to the requirements cur would change them: some key of
+// reqs is not already fixed in cur to one value that reqs allows.
+func narrows(cur, reqs scheduling.Requirements) bool {
+	for k, r := range reqs {
+		c := cur[k]
+		if c == nil {
+			return true
+		}
+		if v, ok := c.Single(); !ok || !r.Has(v) {
+			return true
+		}
+	}
+	return false
+}
+
 // fastAdd is tryAdd for the common case where the pod narrows nothing: one alternative that
-// allows every pool type and adds no requirement, no topology requirement, no host ports, a
-// pool without limits or minValues. Candidate types only drop out because the pods no longer
+// allows every pool type and adds no requirement, no topology requirement that changes the
+// claim's, no host ports, a pool without limits or minValues. Candidate types only drop out because the pods no longer
 // fit, and types are sorted by price, so it is enough to drop the types ahead of the first one
 // that still fits (later ones that no longer fit stay in the list, and are skipped wherever
 // the list is read). It reports false when the slow path must decide.
 func (s *solver) fastAdd(c *claim, p *podInfo, pp *podPool, topoReqs scheduling.Requirements) bool {
 	pl := c.pool
-	if len(c.pods) == 0 || len(pp.alts) != 1 || !pp.alts[0].all || len(pp.alts[0].reqs) != 0 || len(topoReqs) != 0 ||
+	if len(pp.alts) != 1 || !pp.alts[0].all || len(pp.alts[0].reqs) != 0 || len(topoReqs) != 0 ||
 		len(p.ports) > 0 || pl.remaining != nil || len(pl.minValues) > 0 || len(c.types) == 0 || pl.reserved {
 		return false
 	}
@@ -548,16 +573,16 @@ func (s *solver) fastAdd(c *claim, p *podInfo, pp *podPool, topoReqs scheduling.
 	return true
 }
 
-// counted reports (once per pod: groups are all made before placement starts) whether some
-// topology group counts the pod.
-func (s *solver) counted(p *podInfo) bool {
-	if p.countedSet == 0 {
-		p.countedSet = 1
-		if s.topo.matchesAny(p.pod) {
-			p.countedSet = 2
-		}
+// counted reports whether some topology group counts the pod.
+func (s *solver) counted(p *podInfo) bool { return len(s.groupsOf(p)) > 0 }
+
+// groupsOf returns (once per pod: groups are all made before placement starts) the topology
+// groups that count the pod.
+func (s *solver) groupsOf(p *podInfo) []*group {
+	if !p.groupsSet {
+		p.groups, p.groupsSet = s.topo.matching(p.pod), true
 	}
-	return p.countedSet == 2
+	return p.groups
 }
 
 // openClaim starts a new NodeClaim for p on the first pool (by weight) that can take it, or
@@ -575,12 +600,18 @@ func (s *solver) openClaim(p *podInfo) string {
 			}
 			continue
 		}
-		c := &claim{pool: pl, reqs: pl.reqs}
-		c.types = make([]int, 0, len(pl.types))
-		for ti := range pl.types {
-			if s.usable(c, ti) {
-				c.types = append(c.types, ti)
+		var c *claim
+		if pl.reserved {
+			// A reserved claim's candidates are the reservations with instances left.
+			c = &claim{pool: pl, reqs: pl.reqs}
+			c.types = make([]int, 0, len(pl.types))
+			for ti := range pl.types {
+				if s.usable(c, ti) {
+					c.types = append(c.types, ti)
+				}
 			}
+		} else {
+			c = s.newClaim(i)
 		}
 		if s.tryAdd(c, p) {
 			s.claims = append(s.claims, c)
@@ -698,8 +729,13 @@ func (s *solver) commit(c *claim, kept []int) {
 		}
 		*pl.committed = pl.committed.Add(pl.types[kept[0]].capacity)
 	}
-	// kept is a subsequence of c.types in the solver's scratch buffer; c.types owns its array.
-	c.types = append(c.types[:0], kept...)
+	// kept is a subsequence of c.types in the solver's scratch buffer; c.types owns its array
+	// unless it is still the pool's shared list.
+	if c.sharedTypes {
+		c.types, c.sharedTypes = append(make([]int, 0, len(kept)), kept...), false
+	} else {
+		c.types = append(c.types[:0], kept...)
+	}
 	c.maxOK = false
 	s.hold(c)
 }
@@ -737,20 +773,89 @@ func (s *solver) finalize(c *claim) *NodeClaimPlan {
 	if pl.reserved {
 		return s.reservedPlan(c)
 	}
-	types := s.firstPlainFitting(c)
-	if types != nil {
-		return s.claimPlan(c, s.rankedOfferings(pl, c.reqs, types))
+	if len(pl.minValues) > 0 {
+		return s.finalizeMinValues(c)
 	}
-	types = c.types
-	for i, ti := range c.types {
-		if !c.fits(ti) { // drop the types the fast path left behind (copy only then)
-			types = append([]int(nil), c.types[:i]...)
-			for _, tj := range c.types[i+1:] {
-				if c.fits(tj) {
-					types = append(types, tj)
-				}
-			}
+	plainOnly := !needsSpecial(c.requests)
+	types := s.cheapestFitting(c, plainOnly)
+	if len(types) == 0 && plainOnly {
+		types = s.cheapestFitting(c, false)
+	}
+	return s.claimPlan(c, s.rankedOfferings(pl, c.reqs, types))
+}
+
+// cheapestFitting returns the (at most MaxInstanceTypes) candidate types that hold the claim's
+// pods (only non-special ones when plainOnly) whose cheapest offering under the claim's zone and
+// capacity-type requirements is cheapest (ties by name, as rankedOfferings ranks them). The
+// candidates are sorted by their cheapest offering of all, which no allowed offering undercuts,
+// so the scan stops once that price passes the MaxInstanceTypes-th best allowed price.
+func (s *solver) cheapestFitting(c *claim, plainOnly bool) []int {
+	pl := c.pool
+	zr, cr := c.reqs[corev1.LabelTopologyZone], c.reqs[apisv1.LabelCapacityType]
+	want, byMask := pl.offerMask(c.reqs)
+	type ranked struct {
+		ti    int
+		price float64
+	}
+	less := func(a, b ranked) bool {
+		if a.price != b.price {
+			return a.price < b.price
+		}
+		return pl.types[a.ti].it.Name < pl.types[b.ti].it.Name
+	}
+	best := make([]ranked, 0, MaxInstanceTypes+1) // ascending by less
+	for _, ti := range c.types {
+		t := pl.types[ti]
+		if len(best) == MaxInstanceTypes && best[len(best)-1].price < t.minPrice {
 			break
+		}
+		if (plainOnly && t.special) || !c.fits(ti) {
+			continue
+		}
+		r := ranked{ti: ti, price: -1}
+		for i, o := range t.offerings { // sorted by price
+			if byMask && t.offerBit[i] < 64 {
+				if want&(1<<t.offerBit[i]) != 0 {
+					r.price = o.PricePerHour
+					break
+				}
+				continue
+			}
+			if (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType)) {
+				r.price = o.PricePerHour
+				break
+			}
+		}
+		if r.price < 0 || (len(best) == MaxInstanceTypes && !less(r, best[len(best)-1])) {
+			continue
+		}
+		if len(best) == 0 || less(best[len(best)-1], r) {
+			best = append(best, r) // the common case: types arrive in price order
+			continue
+		}
+		i := sort.Search(len(best), func(i int) bool { return less(r, best[i]) })
+		best = append(best, ranked{})
+		copy(best[i+1:], best[i:])
+		best[i] = r
+		if len(best) > MaxInstanceTypes {
+			best = best[:MaxInstanceTypes]
+		}
+	}
+	out := make([]int, len(best))
+	for i, r := range best {
+		out[i] = r.ti
+	}
+	return out
+}
+
+// finalizeMinValues is finalize for a pool with minValues, which are judged over every fitting
+// candidate type.
+func (s *solver) finalizeMinValues(c *claim) *NodeClaimPlan {
+	pl := c.pool
+	types := make([]int, 0, len(c.types))
+	for _, ti := range c.types {
+		if c.fits(ti) { // the fast path may leave types that no longer fit
+			types = append(types, ti)
 		}
 	}
 	if !needsSpecial(c.requests) {
@@ -782,28 +887,6 @@ func withinPriceCap(pl *pool, c *claim, offs []Offering) []Offering {
 		}
 	}
 	return out
-}
-
-// firstPlainFitting is finalize's short cut for the common claim: no zone or capacity-type
-// requirement (so offerings rank like their types' cheapest price, the candidate order), no
-// minValues, no accelerator need: the first MaxInstanceTypes fitting non-special candidates are
-// exactly the types finalize would keep. nil when the short cut does not apply or finds fewer.
-func (s *solver) firstPlainFitting(c *claim) []int {
-	pl := c.pool
-	if c.reqs[corev1.LabelTopologyZone] != nil || c.reqs[apisv1.LabelCapacityType] != nil || len(pl.minValues) > 0 || needsSpecial(c.requests) {
-		return nil
-	}
-	out := make([]int, 0, MaxInstanceTypes)
-	for _, ti := range c.types {
-		if pl.types[ti].special || !c.fits(ti) {
-			continue
-		}
-		out = append(out, ti)
-		if len(out) == MaxInstanceTypes {
-			return out
-		}
-	}
-	return nil
 }
 
 // claimPlan renders a claim with its ranked offerings.
@@ -974,7 +1057,8 @@ func plansCost(cs []*claim) float64 {
 func offeringKey(pl *pool, zr, cr *scheduling.Requirement, types []int) string {
 	var b strings.Builder
 	b.Grow(16 + 3*len(types))
-	fmt.Fprintf(&b, "%d|", pl.index)
+	b.WriteString(strconv.Itoa(pl.index))
+	b.WriteByte('|')
 	if zr != nil {
 		b.WriteString(zr.String())
 	}

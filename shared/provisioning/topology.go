@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,6 +38,7 @@ const (
 
 // group counts matching pods per domain of one key.
 type group struct {
+	idx     int // position in topology.list
 	key     string
 	sel     labels.Selector
 	allNS   bool
@@ -82,16 +84,74 @@ type topology struct {
 	hostAnti []*group
 	// byRaw finds groups by their term's raw spelling (rawGroupKey).
 	byRaw map[string]*group
+	// byLabel indexes list (built by matching once every group exists): groups whose selector
+	// requires key=value (or key in values) under each (key, value); others are in unindexed.
+	byLabel   map[string]map[string][]int
+	labelKeys []string // byLabel's keys, sorted
+	unindexed []int
+	indexed   int // len(list) when byLabel was built
 }
 
-// matchesAny reports whether some group counts the pod.
-func (t *topology) matchesAny(p *corev1.Pod) bool {
-	for _, g := range t.list {
-		if g.matches(p) {
-			return true
+// matching returns the groups that count the pod, in list order. Only the groups the pod's
+// labels can satisfy are tested: most selectors require one label value, so a pod is tested
+// against a handful of groups however many there are.
+func (t *topology) matching(p *corev1.Pod) []*group {
+	if t.indexed != len(t.list) || t.byLabel == nil {
+		t.index()
+	}
+	var cand []int
+	if len(t.labelKeys) <= 8 { // a few lookups cost less than iterating the pod's labels
+		for _, k := range t.labelKeys {
+			if v, ok := p.Labels[k]; ok {
+				cand = append(cand, t.byLabel[k][v]...)
+			}
+		}
+	} else {
+		for k, v := range p.Labels {
+			cand = append(cand, t.byLabel[k][v]...)
 		}
 	}
-	return false
+	cand = append(cand, t.unindexed...)
+	slices.Sort(cand)
+	var out []*group
+	for i, gi := range cand {
+		if i > 0 && cand[i-1] == gi {
+			continue
+		}
+		if g := t.list[gi]; g.matches(p) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// index builds byLabel and unindexed over list.
+func (t *topology) index() {
+	t.byLabel, t.labelKeys, t.unindexed, t.indexed = map[string]map[string][]int{}, nil, nil, len(t.list)
+	defer func() { slices.Sort(t.labelKeys) }()
+	for gi, g := range t.list {
+		reqs, _ := g.sel.Requirements()
+		keyed := false
+		for _, r := range reqs {
+			if op := r.Operator(); op != selection.Equals && op != selection.DoubleEquals && op != selection.In {
+				continue
+			}
+			m := t.byLabel[r.Key()]
+			if m == nil {
+				m = map[string][]int{}
+				t.byLabel[r.Key()] = m
+				t.labelKeys = append(t.labelKeys, r.Key())
+			}
+			for _, v := range r.ValuesUnsorted() {
+				m[v] = append(m[v], gi)
+			}
+			keyed = true
+			break
+		}
+		if !keyed {
+			t.unindexed = append(t.unindexed, gi)
+		}
+	}
 }
 
 func newTopology() *topology {
@@ -209,6 +269,7 @@ func (t *topology) newGroup(key string, sel *metav1.LabelSelector, extra map[str
 	g.domains, g.hosts = map[string]int{}, map[any]int{}
 	g.antiDomains, g.antiHosts = map[string]int{}, map[any]int{}
 	t.groups[id] = g
+	g.idx = len(t.list)
 	t.list = append(t.list, g)
 	return g, nil
 }
@@ -326,10 +387,12 @@ func (t *topology) compileConstraints(p *corev1.Pod) ([]constraint, error) {
 // its anti-affinity terms against the target's domain. domainOf gives the target's value for a
 // key ("" when it has none).
 func (t *topology) record(p *corev1.Pod, cons []constraint, target any, domainOf func(string) string) {
-	for _, g := range t.list {
-		if !g.matches(p) {
-			continue
-		}
+	t.recordGroups(t.matching(p), cons, target, domainOf)
+}
+
+// recordGroups is record for a pod whose matching groups are known.
+func (t *topology) recordGroups(groups []*group, cons []constraint, target any, domainOf func(string) string) {
+	for _, g := range groups {
 		if g.key == corev1.LabelHostname {
 			g.hosts[target]++
 			g.hostTotal++
@@ -349,13 +412,13 @@ func (t *topology) record(p *corev1.Pod, cons []constraint, target any, domainOf
 	}
 }
 
-// countedKeys returns the non-hostname keys under which some group counts this pod (the keys a
-// claim must be pinned on when the pod is placed on it).
-func (t *topology) countedKeys(p *corev1.Pod, cons []constraint) []string {
+// countedKeys returns the non-hostname keys under which the groups counting a pod count it (the
+// keys a claim must be pinned on when the pod is placed on it), and those of its constraints.
+func (t *topology) countedKeys(groups []*group, cons []constraint) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, g := range t.list {
-		if g.key != corev1.LabelHostname && !seen[g.key] && g.matches(p) {
+	for _, g := range groups {
+		if g.key != corev1.LabelHostname && !seen[g.key] {
 			seen[g.key] = true
 			out = append(out, g.key)
 		}
@@ -422,11 +485,11 @@ func (c *constraint) allowedDomains(p *corev1.Pod, eligible []string) (vals map[
 }
 
 // inverseAnti returns the domains of key where pods with a required anti-affinity term selecting
-// p run (kube-scheduler checks existing pods' anti-affinity against the incoming pod).
-func (t *topology) inverseAnti(p *corev1.Pod) map[string]map[string]bool {
+// the pod (whose matching groups are given) run (kube-scheduler checks existing pods' anti-affinity against the incoming pod).
+func (t *topology) inverseAnti(groups []*group) map[string]map[string]bool {
 	var out map[string]map[string]bool
-	for _, g := range t.list {
-		if !g.hasAnti || g.key == corev1.LabelHostname || len(g.antiDomains) == 0 || !g.matches(p) {
+	for _, g := range groups {
+		if !g.hasAnti || g.key == corev1.LabelHostname || len(g.antiDomains) == 0 {
 			continue
 		}
 		if out == nil {

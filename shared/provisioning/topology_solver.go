@@ -141,11 +141,11 @@ func (s *solver) prepare(p *podInfo) {
 	}
 	p.inv = nil
 	if s.topo.anyAnti {
-		p.inv = s.topo.inverseAnti(p.pod)
+		p.inv = s.topo.inverseAnti(s.groupsOf(p))
 	}
 	p.invHost = p.invHost[:0]
-	for _, g := range s.topo.hostAnti {
-		if g.matches(p.pod) {
+	for _, g := range s.groupsOf(p) {
+		if g.hasAnti && g.key == corev1.LabelHostname {
 			p.invHost = append(p.invHost, g)
 		}
 	}

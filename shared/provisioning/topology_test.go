@@ -271,3 +271,63 @@ func TestPreferNoScheduleTaintIsAPreference(t *testing.T) {
 		t.Fatal("a PreferNoSchedule taint must not leave the pod pending when it is the only pool")
 	}
 }
+
+// TestMatchingIndexAgreesWithEverySelector checks the label index of topology.matching against
+// testing every group's selector and namespaces directly, over selectors of each operator
+// (In, =, Exists, NotIn, DoesNotExist, several expressions, empty) and pods of every label
+// combination in two namespaces.
+func TestMatchingIndexAgreesWithEverySelector(t *testing.T) {
+	topo := newTopology()
+	owner := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a"}}
+	expr := func(key string, op metav1.LabelSelectorOperator, vals ...string) metav1.LabelSelectorRequirement {
+		return metav1.LabelSelectorRequirement{Key: key, Operator: op, Values: vals}
+	}
+	sels := []*metav1.LabelSelector{
+		{MatchLabels: map[string]string{"app": "web"}},
+		{MatchLabels: map[string]string{"app": "web", "tier": "x"}},
+		{MatchExpressions: []metav1.LabelSelectorRequirement{expr("app", metav1.LabelSelectorOpIn, "web", "db")}},
+		{MatchExpressions: []metav1.LabelSelectorRequirement{expr("tier", metav1.LabelSelectorOpExists)}},
+		{MatchExpressions: []metav1.LabelSelectorRequirement{expr("app", metav1.LabelSelectorOpNotIn, "web")}},
+		{MatchExpressions: []metav1.LabelSelectorRequirement{expr("tier", metav1.LabelSelectorOpDoesNotExist), expr("app", metav1.LabelSelectorOpIn, "db")}},
+		{},
+	}
+	for i, sel := range sels {
+		for _, ns := range [][]string{nil, {"b"}} {
+			if _, err := topo.groupFor(corev1.LabelHostname, sel, nil, owner, ns, nil); err != nil {
+				t.Fatalf("selector %d: %v", i, err)
+			}
+		}
+	}
+	if _, err := topo.groupFor(corev1.LabelTopologyZone, sels[0], map[string]string{"rev": "2"}, owner, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, ns := range []string{"a", "b"} {
+		for _, app := range []string{"", "web", "db", "cache"} {
+			for _, tier := range []string{"", "x", "y"} {
+				for _, rev := range []string{"", "2"} {
+					p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Labels: map[string]string{}}}
+					for k, v := range map[string]string{"app": app, "tier": tier, "rev": rev} {
+						if v != "" {
+							p.Labels[k] = v
+						}
+					}
+					var want []*group
+					for _, g := range topo.list {
+						if g.matches(p) {
+							want = append(want, g)
+						}
+					}
+					got := topo.matching(p)
+					if fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Errorf("pod %s %v: matching gave %d groups, the selectors %d", ns, p.Labels, len(got), len(want))
+					}
+					checked += len(want)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no pod matched any group: the test checks nothing")
+	}
+}

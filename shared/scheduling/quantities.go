@@ -25,6 +25,9 @@ var (
 func ValidatePodResources(spec *corev1.PodSpec) error {
 	// Field paths are spelled only for an error: a valid pod (the common case) costs no string.
 	check := func(list string, i int, r corev1.ResourceRequirements) error {
+		if resourcesOK(r) {
+			return nil
+		}
 		for _, l := range []struct {
 			name string
 			l    corev1.ResourceList
@@ -59,6 +62,25 @@ func ValidatePodResources(spec *corev1.PodSpec) error {
 		}
 	}
 	return nil
+}
+
+// resourcesOK is the check of ValidatePodResources without the names: a valid container (the
+// common case) is passed in map order, and only a bad one is walked again in name order, so the
+// first error reported does not depend on map order.
+func resourcesOK(r corev1.ResourceRequirements) bool {
+	for _, l := range []corev1.ResourceList{r.Requests, r.Limits} {
+		for name, q := range l {
+			if checkQuantity(name, q) != "" {
+				return false
+			}
+		}
+	}
+	for name, req := range r.Requests {
+		if lim, ok := r.Limits[name]; ok && lim.Cmp(req) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // checkQuantity says what is wrong with a quantity ("" when nothing is).

@@ -112,6 +112,9 @@ func (r Resources) Fits(c Resources) bool {
 	if r.EphemeralStorage > 0 && c.EphemeralStorage > 0 && r.EphemeralStorage > c.EphemeralStorage {
 		return false
 	}
+	if len(r.Scalar) == 0 { // ranging over an empty map still costs an iterator
+		return true
+	}
 	for k, v := range r.Scalar {
 		if v > 0 && v > c.Scalar[k] {
 			return false
@@ -254,6 +257,9 @@ func (r Resources) FitsAfter(used, capacity Resources) bool {
 	}
 	if r.EphemeralStorage > 0 && capacity.EphemeralStorage > 0 && r.EphemeralStorage+used.EphemeralStorage > capacity.EphemeralStorage {
 		return false
+	}
+	if len(r.Scalar) == 0 {
+		return true
 	}
 	for k, v := range r.Scalar {
 		if v > 0 && v+used.Scalar[k] > capacity.Scalar[k] {

@@ -1,11 +1,13 @@
 package lowerbound
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
@@ -81,6 +83,7 @@ func FitCut(p Problem) (*Bound, error) {
 	if len(p.Classes) == 0 {
 		return &Bound{}, nil
 	}
+	p = clamped(p)
 	opts := p.Options
 	dims := dimensionsOf(p.Classes)
 	sets := fitSets(p, dims)
@@ -105,22 +108,51 @@ func FitCut(p Problem) (*Bound, error) {
 	return &Bound{PricePerHour: math.Max(full, aggBound), Aggregate: aggBound, Mix: mix, Cuts: cuts}, nil
 }
 
+// clamped returns p with every option's allocatable clamped at zero (a copy of the options; the
+// classes are shared).
+func clamped(p Problem) Problem {
+	opts := make([]Option, len(p.Options))
+	for j, o := range p.Options {
+		o.Allocatable = clamp(o.Allocatable)
+		opts[j] = o
+	}
+	return Problem{Options: opts, Classes: p.Classes}
+}
+
 func validate(p Problem) error {
 	for i, o := range p.Options {
 		if o.PricePerHour < 0 || math.IsNaN(o.PricePerHour) || math.IsInf(o.PricePerHour, 0) {
 			return fmt.Errorf("options[%d].pricePerHour: %v is not a finite, non-negative price", i, o.PricePerHour)
 		}
 	}
+	al := make([]scheduling.Resources, len(p.Options))
+	for j, o := range p.Options {
+		al[j] = clamp(o.Allocatable)
+	}
+	// Classes of one signature share their options list: check each list's range once.
+	type list struct {
+		first *int
+		n     int
+	}
+	inRange := map[list]bool{}
 	for k, c := range p.Classes {
 		if c.Count <= 0 {
 			return fmt.Errorf("classes[%d].count: %d is not positive", k, c.Count)
 		}
+		if len(c.Options) > 0 && !inRange[list{&c.Options[0], len(c.Options)}] {
+			for _, j := range c.Options {
+				if j < 0 || j >= len(p.Options) {
+					return fmt.Errorf("classes[%d].options: %d is out of range", k, j)
+				}
+			}
+			inRange[list{&c.Options[0], len(c.Options)}] = true
+		}
 		ok := false
 		for _, j := range c.Options {
-			if j < 0 || j >= len(p.Options) {
-				return fmt.Errorf("classes[%d].options: %d is out of range", k, j)
+			if al[j].Pods > 0 && c.Requests.Fits(al[j]) {
+				ok = true
+				break
 			}
-			ok = ok || (c.Requests.Fits(clamp(p.Options[j].Allocatable)) && p.Options[j].Allocatable.Pods > 0)
 		}
 		if !ok {
 			return fmt.Errorf("classes[%d]: %s fits none of its options on its own", k, c.Requests)
@@ -187,7 +219,7 @@ func classFitBits(p Problem, dims []dim, words int) [][]uint64 {
 	caps := make([][]int64, len(dims))
 	for di, d := range dims {
 		for _, o := range p.Options {
-			caps[di] = append(caps[di], d.get(clamp(o.Allocatable)))
+			caps[di] = append(caps[di], d.get(o.Allocatable))
 		}
 		slices.Sort(caps[di])
 		caps[di] = slices.Compact(caps[di])
@@ -216,7 +248,7 @@ func classFitBits(p Problem, dims []dim, words int) [][]uint64 {
 		}
 		b := make([]uint64, words)
 		for _, j := range c.Options {
-			if al := clamp(p.Options[j].Allocatable); al.Pods > 0 && c.Requests.Fits(al) {
+			if al := p.Options[j].Allocatable; al.Pods > 0 && c.Requests.Fits(al) {
 				b[j/64] |= 1 << (j % 64)
 			}
 		}
@@ -238,16 +270,21 @@ func bitsKey(b []uint64) string {
 
 // setRows builds the rows of one fit set: a resource row per resource the members request, the
 // count cuts, and the node-count row. On the union (aggregate) the resource rows are marked as
-// the aggregate LP's.
+// the aggregate LP's. Options' allocatable is already clamped (FitCut).
 func setRows(p Problem, f *fitSet, dims []dim, union bool) []row {
 	n := len(p.Options)
 	var out []row
 	var need float64
+	sizes := make([]sizeCount, 0, len(f.members))
 	for _, d := range dims {
+		sizes = sizes[:0]
 		var demand int64
 		for _, k := range f.members {
 			c := p.Classes[k]
-			demand += d.get(c.Requests) * int64(c.Count)
+			if v := d.get(c.Requests); v > 0 {
+				demand += v * int64(c.Count)
+				sizes = append(sizes, sizeCount{v, int64(c.Count)})
+			}
 		}
 		if demand == 0 {
 			continue
@@ -258,7 +295,7 @@ func setRows(p Problem, f *fitSet, dims []dim, union bool) []row {
 			if !f.has(j) {
 				continue
 			}
-			a := d.get(clamp(o.Allocatable))
+			a := d.get(o.Allocatable)
 			if a == 0 && d.unlimitedIfZero {
 				a = demand
 			}
@@ -276,24 +313,30 @@ func setRows(p Problem, f *fitSet, dims []dim, union bool) []row {
 		if !union {
 			limit = 4
 		}
-		for _, s := range thresholdsN(distinctSizes(p, f, d), limit) {
-			var cnt int64
-			for _, k := range f.members {
-				if c := p.Classes[k]; d.get(c.Requests) >= s {
-					cnt += int64(c.Count)
-				}
+		// Sizes ascending; atLeast[i] counts the pods of sizes[i:] (those requesting ≥ sizes[i]).
+		slices.SortFunc(sizes, func(a, b sizeCount) int { return cmp.Compare(a.size, b.size) })
+		atLeast := make([]int64, len(sizes)+1)
+		for i := len(sizes) - 1; i >= 0; i-- {
+			atLeast[i] = atLeast[i+1] + sizes[i].count
+		}
+		distinct := make([]int64, 0, len(sizes))
+		for _, sc := range sizes {
+			if len(distinct) == 0 || distinct[len(distinct)-1] != sc.size {
+				distinct = append(distinct, sc.size)
 			}
-			c := row{name: fmt.Sprintf("%s>=%d", d.name, s), rhs: float64(cnt), coef: make([]float64, n)}
+		}
+		for _, s := range thresholdsN(distinct, limit) {
+			i := sort.Search(len(sizes), func(i int) bool { return sizes[i].size >= s })
+			c := row{name: d.name + ">=" + strconv.FormatInt(s, 10), rhs: float64(atLeast[i]), coef: make([]float64, n)}
 			for j, o := range p.Options {
 				if !f.has(j) {
 					continue
 				}
-				al := clamp(o.Allocatable)
-				a := d.get(al)
+				a := d.get(o.Allocatable)
 				if a == 0 && d.unlimitedIfZero {
 					a = math.MaxInt64
 				}
-				c.coef[j] = float64(min(a/s, al.Pods))
+				c.coef[j] = float64(min(a/s, o.Allocatable.Pods))
 			}
 			out = append(out, c)
 		}
@@ -319,15 +362,8 @@ func setRows(p Problem, f *fitSet, dims []dim, union bool) []row {
 	return out
 }
 
-func distinctSizes(p Problem, f *fitSet, d dim) []int64 {
-	var sizes []int64
-	for _, k := range f.members {
-		if v := d.get(p.Classes[k].Requests); v > 0 {
-			sizes = append(sizes, v)
-		}
-	}
-	return sizes
-}
+// sizeCount is one class's request of a resource and its number of pods.
+type sizeCount struct{ size, count int64 }
 
 // solveRows solves min p·x over the rows with the covering Simplex and returns the certified
 // bound and, when asked, the primal node mix.
@@ -376,10 +412,9 @@ func solveRows(rows []row, opts []Option, wantMix bool) (float64, []Use) {
 // stays valid if it is reached).
 func maxPivots(rows, cols int) int { return 50 * (rows + cols) }
 
-// thresholdsN picks up to limit of the distinct sizes, evenly spread over them in ascending
-// order and always including the largest.
-func thresholdsN(sizes []int64, limit int) []int64 {
-	u := slices.Compact(slices.Sorted(slices.Values(sizes)))
+// thresholdsN picks up to limit of the distinct sizes (ascending), evenly spread over them and
+// always including the largest.
+func thresholdsN(u []int64, limit int) []int64 {
 	if len(u) <= limit {
 		return u
 	}
