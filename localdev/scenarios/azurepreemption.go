@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
@@ -41,7 +42,8 @@ func NewAzureWorld(start time.Time, bootDelay time.Duration, out io.Writer) (*Wo
 	p, err := azure.New(azure.Options{Cluster: Cluster, SubscriptionID: azureSubscription, ResourceGroup: azureNodeRG, Location: cat.Region,
 		SubnetID: azureSubnet, Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: face.ClientOptions(),
 		SSHPublicKey: "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQDdovetailfakekey dovetail-dev", PollInterval: time.Second,
-		Bootstrap: azure.Bootstrap{APIServer: "https://kubernetes.default.svc"}})
+		KubernetesVersion: strings.TrimPrefix(fake.DefaultKubeletVersion, "v"),
+		Bootstrap:         azure.Bootstrap{APIServer: "https://kubernetes.default.svc"}})
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +66,8 @@ func aksSpotPool() apisv1.NodePool {
 // aksBootDelay is the fake VMs' boot time in the AKS scenarios.
 const aksBootDelay = 20 * time.Second
 
-// aksSpotWorld is an Azure world with the D-family spot pool and an Ubuntu 22.04 AKSNodeClass.
+// aksSpotWorld is an Azure world with the D-family spot pool and an Ubuntu 22.04 AKSNodeClass,
+// resolved.
 func aksSpotWorld(out io.Writer) (*World, error) {
 	w, err := NewAzureWorld(Start, aksBootDelay, out)
 	if err != nil {
@@ -73,6 +76,11 @@ func aksSpotWorld(out io.Writer) (*World, error) {
 	family := apisv1.ImageFamilyUbuntu2204
 	w.AddPools([]apisv1.NodePool{aksSpotPool()}, []apisv1.NodeClass{{AKS: &apisv1.AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: apisv1.AKSNodeClassSpec{ImageFamily: &family}}}})
+	// The lifecycle function resolves the AKSNodeClass (images, Kubernetes version, subnet) first:
+	// the provision function launches nothing for a class without a Ready condition.
+	if err := w.Lifecycle(context.Background()); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 

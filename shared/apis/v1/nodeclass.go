@@ -127,9 +127,17 @@ func (n NodeClass) DeepCopy() NodeClass {
 func (n NodeClass) MarshalJSON() ([]byte, error) {
 	switch {
 	case n.EC2 != nil:
-		return json.Marshal(n.EC2)
+		c := *n.EC2
+		if c.Kind == "" { // typed informers' objects carry no TypeMeta: name the kind for UnmarshalJSON
+			c.TypeMeta = metav1.TypeMeta{APIVersion: AWSGroupVersion, Kind: KindEC2NodeClass}
+		}
+		return json.Marshal(&c)
 	case n.AKS != nil:
-		return json.Marshal(n.AKS)
+		c := *n.AKS
+		if c.Kind == "" {
+			c.TypeMeta = metav1.TypeMeta{APIVersion: AzureGroupVersion, Kind: KindAKSNodeClass}
+		}
+		return json.Marshal(&c)
 	}
 	return []byte("null"), nil
 }

@@ -66,3 +66,28 @@ func TestFindNodeClassMatchesKindAndName(t *testing.T) {
 		t.Error("DeepCopy shares the object")
 	}
 }
+
+// Objects from typed informers (and built in code) carry no TypeMeta: an AKSNodeClass so made
+// must still travel as an AKSNodeClass (it came back an EC2NodeClass, and the lifecycle's
+// AKSNodeClass status was lost: TestAzurePreemptionScenario launched nothing).
+func TestKindlessNodeClassTravelsAsItsKind(t *testing.T) {
+	for _, nc := range []NodeClass{
+		{AKS: &AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "aks"}}},
+		{EC2: &EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "ec2"}}},
+	} {
+		b, err := json.Marshal(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back NodeClass
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if (nc.AKS != nil) != (back.AKS != nil) || (nc.EC2 != nil) != (back.EC2 != nil) || back.Name() != nc.Name() {
+			t.Errorf("%s came back as %s (%s)", nc.Name(), back.Kind(), b)
+		}
+		if nc.Meta().GetName() != nc.Name() || (nc.AKS != nil && nc.AKS.Kind != "") || (nc.EC2 != nil && nc.EC2.Kind != "") {
+			t.Errorf("MarshalJSON changed its receiver: %+v", nc)
+		}
+	}
+}
