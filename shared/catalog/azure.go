@@ -26,6 +26,8 @@ var (
 	azureSKUsEastUS []byte
 	//go:embed data/azure/resource_skus_southcentralus_karpenter_fixture.json
 	azureSKUsSouthCentralUS []byte
+	//go:embed data/azure/resource_skus_westcentralus_karpenter_fixture.json
+	azureSKUsWestCentralUS []byte
 )
 
 // AzureRegion is the default region of the embedded Azure catalog.
@@ -45,6 +47,24 @@ var AzureZonalRegions = []string{
 // AzureZone is the topology.kubernetes.io/zone value of an Azure zone: "<region>-<zone>" (eastus-1),
 // as the Azure cloud provider labels nodes and the Karpenter provider names offerings.
 func AzureZone(region, zone string) string { return region + "-" + zone }
+
+// AzureRegionalZone is the topology.kubernetes.io/zone value of a VM created without a zone (in a
+// region without availability zones, or of a size that has no zones there): cloud-provider-azure
+// labels such a node with its fault domain, "0" for a standalone VM, and Karpenter Azure offers
+// these sizes in zone "0" with placement-scope regional (karpenter-provider-azure #1384, #1615).
+const AzureRegionalZone = "0"
+
+// AzureIsZonal reports whether region has availability zones (AzureZonalRegions).
+func AzureIsZonal(region string) bool { return slices.Contains(AzureZonalRegions, region) }
+
+// azureDefaultZones are the offering zones of a size no Resource SKUs record lists: zones 1–3
+// of a zonal region, else the regional zone.
+func azureDefaultZones(region string) []string {
+	if !AzureIsZonal(region) {
+		return []string{AzureRegionalZone}
+	}
+	return []string{AzureZone(region, "1"), AzureZone(region, "2"), AzureZone(region, "3")}
+}
 
 // AzureSizeFacts are the facts of one VM size in the units the rules use.
 type AzureSizeFacts struct {
@@ -110,9 +130,15 @@ func NewAzureInstanceType(f AzureSizeFacts, region string, offerings []Offering)
 		spec.AMDGPU = f.GPUCount
 	}
 	n := spec.compute(NodeSettings{})
+	labels := azureLabels(f, region)
+	// placement-scope: regional for a size offered without a zone, as the provider labels it.
+	labels[apisv1.LabelPlacementScope] = apisv1.PlacementScopeZonal
+	if slices.ContainsFunc(offerings, func(o Offering) bool { return o.Zone == AzureRegionalZone }) {
+		labels[apisv1.LabelPlacementScope] = apisv1.PlacementScopeRegional
+	}
 	it := &InstanceType{
 		Name:         f.Name,
-		Labels:       azureLabels(f, region),
+		Labels:       labels,
 		Capacity:     n.capacity.List(),
 		Overhead:     Overhead{KubeReserved: n.kubeReserved.nonZeroList(), SystemReserved: n.systemReserved.nonZeroList(), EvictionThreshold: n.eviction.nonZeroList()},
 		Azure:        spec,
@@ -136,7 +162,6 @@ func azureLabels(f AzureSizeFacts, region string) map[string]string {
 		apisv1.LabelSKUGPUCount:              itoa(f.GPUCount),
 		apisv1.LabelSKUStoragePremiumCapable: strconv.FormatBool(f.PremiumIO),
 		apisv1.LabelSKUAcceleratedNetworking: strconv.FormatBool(f.AcceleratedNetworking),
-		apisv1.LabelPlacementScope:           apisv1.PlacementScopeZonal,
 	}
 	if n, ok := ParseAzureSizeName(f.Name); ok {
 		l[apisv1.LabelSKUFamily], l[apisv1.LabelSKUSeries], l[apisv1.LabelSKUVersion] = n.Family, n.Series(), n.VersionLabel()
@@ -166,14 +191,12 @@ func azureGPUName(f AzureSizeFacts) string {
 	return f.GPUModel
 }
 
-// AzureOfferings are a size's offerings in zones (1, 2, 3) of region: on demand at onDemand USD/h,
-// and, when spotCapable, spot at the spot-price model's estimate (no Azure spot data is embedded;
-// the model's one ratio is the only calibrated figure, see SpotPriceEstimate). Sorted.
-func AzureOfferings(name, region string, zones []string, onDemand float64, spotCapable bool) []Offering {
-	labelled := make([]string, len(zones))
-	for i, z := range zones {
-		labelled[i] = AzureZone(region, z)
-	}
+// AzureOfferings are a size's offerings in zones (topology.kubernetes.io/zone values: eastus-1, or
+// AzureRegionalZone): on demand at onDemand USD/h, and, when spotCapable, spot at the spot-price
+// model's estimate (no Azure spot data is embedded; the model's one ratio is the only calibrated
+// figure, see SpotPriceEstimate). Sorted.
+func AzureOfferings(name string, zones []string, onDemand float64, spotCapable bool) []Offering {
+	labelled := zones
 	out := make([]Offering, 0, 2*len(zones))
 	for _, z := range labelled {
 		out = append(out, Offering{Zone: z, CapacityType: apisv1.CapacityTypeOnDemand, PricePerHour: onDemand, PriceSource: PriceSourceEmbedded, Available: true})
@@ -265,20 +288,31 @@ func parseAzurePrices(data []byte) (map[string]map[string]float64, error) {
 
 // azureFixtureSKUs are the recorded Resource SKUs responses embedded per region: where a size is
 // listed, its capabilities, zones and restrictions replace the rules.
-var azureFixtureSKUs = map[string][]byte{"eastus": azureSKUsEastUS, "southcentralus": azureSKUsSouthCentralUS}
+var azureFixtureSKUs = map[string][]byte{"eastus": azureSKUsEastUS, "southcentralus": azureSKUsSouthCentralUS, "westcentralus": azureSKUsWestCentralUS}
 
-// AzureRegionCatalog returns the embedded catalog of a zonal Azure region (AzureZonalRegions;
-// "" is eastus): every size of the embedded data that AKS NAP offers (AKSUnsupportedReason) and
-// that has a Linux pay-as-you-go price in the region, offered in zones 1–3 on demand and, where
-// spot-capable, spot (estimated). Where the region's recorded Resource SKUs response lists a size,
-// its capabilities, zones and restrictions win: a Location restriction (NotAvailableForSubscription)
-// removes the size, a Zone restriction its zones. Built once per region and shared.
+// AzureRegionCatalog returns the embedded catalog of an Azure region ("" is eastus): every size of
+// the embedded data that AKS NAP offers (AKSUnsupportedReason) and that has a Linux pay-as-you-go
+// price in the region, on demand and, where spot-capable, spot (estimated), in zones 1–3 of a
+// zonal region (AzureZonalRegions) or in AzureRegionalZone in a region without zones. Where the
+// region's recorded Resource SKUs response lists a size, its capabilities, zones and restrictions
+// win (AzureResourceSKU.OfferingZones): a Location restriction (NotAvailableForSubscription)
+// removes the size, a Zone restriction its zones, a size listed without zones is offered
+// regionally. Errors: a region the embedded prices do not cover. Built once per region and shared.
 func AzureRegionCatalog(region string) (*Catalog, error) {
 	if region == "" {
 		region = AzureRegion
 	}
-	if !slices.Contains(AzureZonalRegions, region) {
-		return nil, fmt.Errorf("region %q: no embedded Azure catalog (embedded: the zonal regions %s)", region, strings.Join(AzureZonalRegions, ", "))
+	prices, err := loadAzurePrices()
+	if err != nil {
+		return nil, err
+	}
+	if len(prices[region]) == 0 {
+		regions := make([]string, 0, len(prices))
+		for r := range prices {
+			regions = append(regions, r)
+		}
+		slices.Sort(regions)
+		return nil, fmt.Errorf("region %q: no embedded Azure prices (embedded: %s)", region, strings.Join(regions, ", "))
 	}
 	f, _ := azureCatalogs.LoadOrStore(region, sync.OnceValues(func() (*Catalog, error) { return buildAzureRegion(region) }))
 	return f.(func() (*Catalog, error))()
@@ -306,7 +340,7 @@ func buildAzureRegion(region string) (*Catalog, error) {
 	var types []*InstanceType
 	for i := range recs {
 		r := &recs[i]
-		f, zones := r.facts(), []string{"1", "2", "3"}
+		f, zones := r.facts(), azureDefaultZones(region)
 		if s := skus[r.Name]; s != nil {
 			if s.LocationRestricted(region) {
 				continue
@@ -315,13 +349,13 @@ func buildAzureRegion(region string) (*Catalog, error) {
 				sf.GPUManufacturer, sf.GPUModel, sf.GPUDriverOS = f.GPUManufacturer, f.GPUModel, f.GPUDriverOS
 				f = sf
 			}
-			zones = s.Zones(region)
+			zones = s.OfferingZones(region)
 		}
 		price, ok := prices[region][r.Name]
 		if !ok || len(zones) == 0 || AKSUnsupportedReason(f, r.aksGPU()) != "" {
 			continue
 		}
-		types = append(types, NewAzureInstanceType(f, region, AzureOfferings(r.Name, region, zones, price, f.SpotCapable)))
+		types = append(types, NewAzureInstanceType(f, region, AzureOfferings(r.Name, zones, price, f.SpotCapable)))
 	}
 	c := New(region, types)
 	c.Source = SourceEmbedded
@@ -332,7 +366,8 @@ func buildAzureRegion(region string) (*Catalog, error) {
 // SKUs list (capabilities, zones, restrictions) and the Retail Prices API's Linux pay-as-you-go
 // and Spot prices (USD per hour, by size). Sizes are kept under the same AKS rules as the
 // embedded catalog (AKSUnsupportedReason; a Location restriction removes a size, a Zone
-// restriction its zones; a size without an on-demand price or a zone is left out); GPU makers and
+// restriction its zones, a size listed without zones is offered regionally in AzureRegionalZone; a
+// size without an on-demand price, or whose every zone is restricted, is left out); GPU makers and
 // models come from the embedded size data. Spot offerings take the API's Spot price, or the
 // spot-price model's estimate (labelled) for a spot-capable size the API gave none for.
 func AzureLiveCatalog(region string, skus []AzureResourceSKU, onDemand, spot map[string]float64) *Catalog {
@@ -350,7 +385,7 @@ func AzureLiveCatalog(region string, skus []AzureResourceSKU, onDemand, spot map
 		}
 		f, err := s.Facts()
 		price, priced := onDemand[s.Name]
-		zones := s.Zones(region)
+		zones := s.OfferingZones(region)
 		if err != nil || !priced || len(zones) == 0 {
 			continue
 		}
@@ -361,7 +396,7 @@ func AzureLiveCatalog(region string, skus []AzureResourceSKU, onDemand, spot map
 		if AKSUnsupportedReason(f, aksGPU) != "" {
 			continue
 		}
-		offs := AzureOfferings(s.Name, region, zones, price, f.SpotCapable)
+		offs := AzureOfferings(s.Name, zones, price, f.SpotCapable)
 		for j := range offs {
 			offs[j].PriceSource = PriceSourceLive
 			if offs[j].CapacityType != apisv1.CapacityTypeSpot {

@@ -154,8 +154,56 @@ func TestAzureZonesAndRestrictions(t *testing.T) {
 	if b := east.Get("Standard_B2s"); b == nil || len(b.Offerings) != 3 {
 		t.Errorf("Standard_B2s: want 3 on-demand offerings and no spot (B-series is not spot-capable): %v", b)
 	}
-	if _, err := AzureRegionCatalog("westcentralus"); err == nil {
-		t.Error("westcentralus (no zones) gave an embedded catalog")
+}
+
+// TestAzureRegionalOfferings: sizes without availability zones are offered regionally, in zone
+// "0" with placement-scope regional, as Karpenter Azure does (#1384, #1615): every size of
+// westcentralus (a region without zones; its recorded Resource SKUs list no zones), and
+// Standard_NC6s_v3 in southcentralus (a zonal region whose recorded SKUs list that size without
+// zones). Prices by hand from on_demand_prices.csv: westcentralus,Standard_D2s_v3 0.11;
+// southcentralus,Standard_NC6s_v3 3.366. A size that lists zones keeps only those.
+func TestAzureRegionalOfferings(t *testing.T) {
+	west, err := AzureRegionCatalog("westcentralus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range west.Types() {
+		if it.Labels[apisv1.LabelPlacementScope] != apisv1.PlacementScopeRegional {
+			t.Fatalf("%s: placement-scope %q, want regional", it.Name, it.Labels[apisv1.LabelPlacementScope])
+		}
+		for _, o := range it.Offerings {
+			if o.Zone != AzureRegionalZone {
+				t.Fatalf("%s: offering in zone %q, want only zone 0", it.Name, o.Zone)
+			}
+		}
+	}
+	d2 := west.Get("Standard_D2s_v3")
+	if d2 == nil || len(d2.Offerings) != 2 {
+		t.Fatalf("Standard_D2s_v3 in westcentralus: %+v, want an on-demand and a spot offering in zone 0", d2)
+	}
+	if od, ok := findOffering(d2, "0", apisv1.CapacityTypeOnDemand); !ok || od.PricePerHour != 0.11 {
+		t.Errorf("westcentralus D2s_v3 on demand %+v, want 0.11 USD/h", od)
+	}
+	if len(west.Types()) < 300 {
+		t.Errorf("westcentralus: %d sizes; the embedded prices list 931 (most are AKS sizes)", len(west.Types()))
+	}
+
+	scus, err := AzureRegionCatalog("southcentralus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := scus.Get("Standard_NC6s_v3")
+	if nc == nil {
+		t.Fatal("Standard_NC6s_v3 (no zones in southcentralus) is not offered")
+	}
+	if od, ok := findOffering(nc, "0", apisv1.CapacityTypeOnDemand); !ok || od.PricePerHour != 3.366 || nc.Labels[apisv1.LabelPlacementScope] != apisv1.PlacementScopeRegional {
+		t.Errorf("NC6s_v3: %+v, placement-scope %q; want zone 0 at 3.366 USD/h, regional", nc.Offerings, nc.Labels[apisv1.LabelPlacementScope])
+	}
+	if d := scus.Get("Standard_D2s_v3"); d.Labels[apisv1.LabelPlacementScope] != apisv1.PlacementScopeZonal || len(d.Offerings) != 6 {
+		t.Errorf("southcentralus D2s_v3: %d offerings, placement-scope %q; want 3 zones × 2, zonal", len(d.Offerings), d.Labels[apisv1.LabelPlacementScope])
+	}
+	if _, err := AzureRegionCatalog("marsnorth"); err == nil || !strings.Contains(err.Error(), `"marsnorth"`) {
+		t.Errorf("unknown region: %v, want an error naming it", err)
 	}
 }
 
@@ -220,4 +268,14 @@ func TestAzurePricesMatchSizeData(t *testing.T) {
 	if n := len(cat.Types()); n < 800 {
 		t.Errorf("eastus catalog has %d sizes", n)
 	}
+}
+
+// findOffering is the offering of it in zone at capacity type ct.
+func findOffering(it *InstanceType, zone, ct string) (Offering, bool) {
+	for _, o := range it.Offerings {
+		if o.Zone == zone && o.CapacityType == ct {
+			return o, true
+		}
+	}
+	return Offering{}, false
 }

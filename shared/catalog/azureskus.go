@@ -110,8 +110,31 @@ func (s *AzureResourceSKU) Zones(region string) []string {
 	return out
 }
 
-// Facts reads the size facts of a virtualMachines SKU. Errors name the capability missing or
-// malformed.
+// OfferingZones are the topology.kubernetes.io/zone values the SKU is offered in, in region:
+// "<region>-N" for each zone it lists there that no Zone restriction takes away; AzureRegionalZone
+// alone when it lists the location without zones (a region without availability zones, or a size
+// that has none in a zonal region: Karpenter Azure offers it regionally, placement-scope
+// regional); none when it does not list the location or every zone it lists is restricted.
+func (s *AzureResourceSKU) OfferingZones(region string) []string {
+	listed, zonal := false, false
+	for _, li := range s.LocationInfo {
+		if strings.EqualFold(li.Location, region) {
+			listed, zonal = true, zonal || len(li.Zones) > 0
+		}
+	}
+	switch {
+	case !listed:
+		return nil
+	case !zonal:
+		return []string{AzureRegionalZone}
+	}
+	zones := s.Zones(region)
+	for i, z := range zones {
+		zones[i] = AzureZone(region, z)
+	}
+	return zones
+}
+
 func (s *AzureResourceSKU) Facts() (AzureSizeFacts, error) {
 	f := AzureSizeFacts{Name: s.Name}
 	num := func(name string) (float64, error) {

@@ -273,7 +273,12 @@ func (p *Provider) vmParameters(name string, req cloud.LaunchRequest, nc *apisv1
 	if err != nil {
 		return armcompute.VirtualMachine{}, err
 	}
-	zone := strings.TrimPrefix(o.Zone, p.o.Location+"-")
+	// A zonal offering pins the VM to its zone; a regional one (catalog.AzureRegionalZone: a region
+	// or size without zones) names none, and ARM places it.
+	var zones []*string
+	if o.Zone != catalog.AzureRegionalZone {
+		zones = []*string{to.Ptr(strings.TrimPrefix(o.Zone, p.o.Location+"-"))}
+	}
 	disk := armcompute.StorageAccountTypesStandardLRS
 	if it.Labels[apisv1.LabelSKUStoragePremiumCapable] == "true" {
 		disk = armcompute.StorageAccountTypesPremiumLRS
@@ -283,7 +288,7 @@ func (p *Provider) vmParameters(name string, req cloud.LaunchRequest, nc *apisv1
 		diskGB = *nc.Spec.OSDiskSizeGB
 	}
 	vm := armcompute.VirtualMachine{
-		Location: to.Ptr(p.o.Location), Zones: []*string{to.Ptr(zone)}, Tags: tags,
+		Location: to.Ptr(p.o.Location), Zones: zones, Tags: tags,
 		Properties: &armcompute.VirtualMachineProperties{
 			HardwareProfile: &armcompute.HardwareProfile{VMSize: to.Ptr(armcompute.VirtualMachineSizeTypes(it.Name))},
 			StorageProfile: &armcompute.StorageProfile{

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 )
 
@@ -91,8 +92,9 @@ func (p *Provider) toInstance(vm *armcompute.VirtualMachine) cloud.Instance {
 	name := val(vm.Name)
 	inst := cloud.Instance{ID: name, ProviderID: ProviderID(p.o.SubscriptionID, p.o.ResourceGroup, name), Tags: FromAzureTags(vm.Tags),
 		CapacityType: apisv1.CapacityTypeOnDemand, State: cloud.StatePending}
+	inst.Zone = catalog.AzureRegionalZone
 	if len(vm.Zones) > 0 {
-		inst.Zone = p.o.Location + "-" + val(vm.Zones[0])
+		inst.Zone = catalog.AzureZone(p.o.Location, val(vm.Zones[0]))
 	}
 	if props := vm.Properties; props != nil {
 		if props.HardwareProfile != nil {

@@ -133,8 +133,8 @@ func (s *Server) checkVM(rg, name string, vm *armcompute.VirtualMachine) (fake.V
 		return l, &armError{http.StatusBadRequest, "LocationNotAvailableForResourceType", "location " + val(vm.Location)}
 	case p == nil || p.HardwareProfile == nil || p.HardwareProfile.VMSize == nil:
 		return l, &armError{http.StatusBadRequest, "InvalidParameter", "properties.hardwareProfile.vmSize required"}
-	case len(vm.Zones) != 1:
-		return l, &armError{http.StatusBadRequest, "InvalidParameter", "zones: Dovetail pins every VM to one zone"}
+	case len(vm.Zones) > 1:
+		return l, &armError{http.StatusBadRequest, "InvalidParameter", "zones: a VM is in at most one zone"}
 	}
 	if e := checkTags(vm.Tags); e != nil {
 		return l, e
@@ -156,7 +156,7 @@ func (s *Server) checkVM(rg, name string, vm *armcompute.VirtualMachine) (fake.V
 	}
 	l = fake.VMLaunch{
 		Name: name, ProviderID: "azure://" + vmID(s.o.SubscriptionID, s.o.ResourceGroup, name),
-		Offering: cloud.OfferingRef{InstanceType: size(vm), Zone: catalog.AzureZone(s.region, *vm.Zones[0]), CapacityType: ct},
+		Offering: cloud.OfferingRef{InstanceType: size(vm), Zone: offeringZone(s.region, vm), CapacityType: ct},
 		Tags:     azure.FromAzureTags(vm.Tags), Labels: node.Labels, Taints: node.Taints, Settings: settings, OSImage: osImage,
 	}
 	return l, nil
@@ -409,6 +409,17 @@ func size(vm *armcompute.VirtualMachine) string {
 		return ""
 	}
 	return string(val(vm.Properties.HardwareProfile.VMSize))
+}
+
+// offeringZone is the zone label a VM's node gets: <region>-<zone> when it has a zone, else the
+// fault domain cloud-provider-azure labels a standalone VM with (catalog.AzureRegionalZone).
+// fake.LaunchVM refuses an offering its catalog does not sell (a zone in a region without zones)
+// with SkuNotAvailable.
+func offeringZone(region string, vm *armcompute.VirtualMachine) string {
+	if len(vm.Zones) == 0 {
+		return catalog.AzureRegionalZone
+	}
+	return catalog.AzureZone(region, val(vm.Zones[0]))
 }
 
 func zoneOf(vm *armcompute.VirtualMachine) string {
