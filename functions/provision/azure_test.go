@@ -4,7 +4,9 @@ package provision
 // Grid push deliveries and sending its commands to an Event Grid namespace topic through the real
 // azeventgrid and aznamespaces SDK clients. Event Grid and the Functions host are mocks at the
 // edge (egtest, azfunctest: neither runs offline); dead letters go to Azurite (the real Blob
-// protocol). The cloud is the fake over the real catalog, through the provider interface.
+// protocol). VMs are made by the real Azure provider (shared/cloud/azure) through the real
+// armcompute/armnetwork clients against the SDK's server fakes, answered by the fake cloud's
+// Azure face over the embedded eastus catalog; only the token is fake.
 
 import (
 	"context"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/messaging"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/eventgrid/azeventgrid"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -32,7 +35,9 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake/azureapi"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/queue/azureblob"
 	"github.com/dovetail-dev/dovetail/shared/queue/azureblob/azuritetest"
@@ -49,12 +54,12 @@ func TestMain(m *testing.M) {
 }
 
 // pendingPodEvent is a pods-pending event for one pod (1 CPU, 1 GiB) of the given name.
-func pendingPodEvent(t *testing.T, name string, rev int64, pools ...apisv1.NodePool) []byte {
+func pendingPodEvent(t *testing.T, name string, rev int64, pools []apisv1.NodePool, classes ...apisv1.NodeClass) []byte {
 	t.Helper()
 	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x", Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}
-	snap := &events.Snapshot{Cluster: cluster, Revision: rev, Time: metav1.NewTime(snapTime), PendingPods: []corev1.Pod{p}, NodePools: pools}
+	snap := &events.Snapshot{Cluster: cluster, Revision: rev, Time: metav1.NewTime(snapTime), PendingPods: []corev1.Pod{p}, NodePools: pools, NodeClasses: classes}
 	id := "pods-pending-" + name
 	data, err := events.NewEvent(cluster, "agent", events.TypePodsPending, id, &events.PodsPending{Pods: []string{"default/" + name}, Snapshot: snap})
 	if err != nil {
@@ -80,9 +85,8 @@ func TestAzureFunctionsPoisonDeadLetteredAndRedeliveryLaunchesOnce(t *testing.T)
 		t.Fatal(err)
 	}
 
-	cat := catalog.MustAWS()
-	fc := fake.New(fake.Options{Catalog: cat, Cluster: cluster, Clock: clocktesting.NewFakeClock(snapTime)})
-	h := &Handler{Cluster: cluster, Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Provider: fc, Publisher: pub, Now: func() time.Time { return snapTime }}
+	azc := newAzureCloud(ctx, t)
+	h := &Handler{Cluster: cluster, Catalog: azc.cat, NodeSettings: cloud.NodeSettingsFor, Provider: azc.p, Publisher: pub, Now: func() time.Time { return snapTime }}
 	custom := httptest.NewServer(runtime.AzureFunctionsHandler(h.Handle, runtime.AzureOptions{
 		Routes: map[string]string{Component: queue.EventsSubject(cluster)}, Source: Component,
 		DeadLetters: &azureblob.DeadLetters{Container: dlc}, Logger: quiet()}))
@@ -95,9 +99,9 @@ func TestAzureFunctionsPoisonDeadLetteredAndRedeliveryLaunchesOnce(t *testing.T)
 	// One batch: a good event, a poison one (an event type this build does not know), a good one.
 	poison := []byte(`{"specversion":"1.0","id":"bogus-1","source":"dovetail/test/agent","type":"dev.dovetail.bogus",` +
 		`"datacontenttype":"application/json+zstd","dovetailschema":1,"time":"2026-11-30T12:00:00Z","data_base64":"AA=="}`)
-	pools := []apisv1.NodePool{pool("a", 10, "m5.large")}
+	pools := []apisv1.NodePool{aksPool("a", "Standard_D2s_v5")}
 	var batch []messaging.CloudEvent
-	for _, raw := range [][]byte{pendingPodEvent(t, "web-0", 7, pools...), poison, pendingPodEvent(t, "web-1", 8, pools...)} {
+	for _, raw := range [][]byte{pendingPodEvent(t, "web-0", 7, pools, azc.class), poison, pendingPodEvent(t, "web-1", 8, pools, azc.class)} {
 		ce, err := eventgrid.ParseCloudEvent(raw)
 		if err != nil {
 			t.Fatal(err)
@@ -136,15 +140,22 @@ func TestAzureFunctionsPoisonDeadLetteredAndRedeliveryLaunchesOnce(t *testing.T)
 	if err := json.Unmarshal(d.Event, &ev); err != nil || ev["id"] != "bogus-1" {
 		t.Fatalf("dead letter keeps the event as delivered: %s", d.Event)
 	}
-	first := instanceNames(ctx, t, fc)
-	if len(first) != 2 {
-		t.Fatalf("instances after the first delivery: %v, want 2 (one per pending pod)", first)
+	// One Standard_D2s_v5 VM (2 vCPUs, 8 GiB: one 1-CPU pod each beside the AKS reservations)
+	// per good event, each with its NIC, made through ARM's API.
+	first := instanceNames(ctx, t, azc.p)
+	if len(first) != 2 || azc.fc.Stats().Launches != 2 || len(azc.srv.NICNames()) != 2 {
+		t.Fatalf("VMs after the first delivery: %v (%d launched, NICs %v), want 2 (one per pending pod)", first, azc.fc.Stats().Launches, azc.srv.NICNames())
+	}
+	for _, n := range first {
+		if vm, ok := azc.srv.VM(strings.SplitN(n, "/", 2)[0]); !ok || string(*vm.Properties.HardwareProfile.VMSize) != "Standard_D2s_v5" {
+			t.Fatalf("VM %s: %v", n, ok)
+		}
 	}
 
 	// Event Grid delivers the same batch again (at least once): no second VM for either pod.
 	eg.Push("events", sub.Name, rawBatch(t, batch))
-	if again := instanceNames(ctx, t, fc); strings.Join(again, ",") != strings.Join(first, ",") {
-		t.Fatalf("instances after the redelivery: %v, want the same %v", again, first)
+	if again := instanceNames(ctx, t, azc.p); strings.Join(again, ",") != strings.Join(first, ",") || azc.fc.Stats().Launches != 2 || len(azc.srv.NICNames()) != 2 {
+		t.Fatalf("VMs after the redelivery: %v (%d launched, NICs %v), want the same %v", again, azc.fc.Stats().Launches, azc.srv.NICNames(), first)
 	}
 	if n := len(host.Invocations()); n != 6 {
 		t.Fatalf("%d invocations, want 6 (the batch twice)", n)
@@ -178,9 +189,57 @@ func rawBatch(t *testing.T, batch []messaging.CloudEvent) []json.RawMessage {
 	return out
 }
 
-func instanceNames(ctx context.Context, t *testing.T, fc *fake.Cloud) []string {
+// azureCloud is the real Azure provider over the SDK fakes and the fake cloud's Azure face, with
+// an Ubuntu 22.04 AKSNodeClass the provider has resolved (Ready: the provision function launches
+// nothing for a class without it).
+type azureCloud struct {
+	cat   *catalog.Catalog
+	fc    *fake.Cloud
+	srv   *azureapi.Server
+	p     *azure.Provider
+	class apisv1.NodeClass
+}
+
+func newAzureCloud(ctx context.Context, t *testing.T) *azureCloud {
 	t.Helper()
-	insts, err := fc.List(ctx, cluster)
+	const sub, rg = "00000000-0000-0000-0000-000000000000", "mc_rg-fake-nodes"
+	const subnet = "/subscriptions/" + sub + "/resourceGroups/rg-fake-vnet/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet"
+	cat, err := catalog.AzureRegionCatalog("eastus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: cluster, Clock: clocktesting.NewFakeClock(snapTime)})
+	srv := azureapi.New(azureapi.Options{Cloud: fc, SubscriptionID: sub, ResourceGroup: rg, Subnets: []string{subnet}})
+	p, err := azure.New(azure.Options{Cluster: cluster, SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
+		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAAB3NzaC1yc2E fake",
+		PollInterval: 10 * time.Millisecond, KubernetesVersion: "1.33.2",
+		Bootstrap: azure.Bootstrap{APIServer: "https://dev-dns-00000000.hcp.eastus.azmk8s.io:443", CA: "Y2E=", Token: "abcdef.0123456789abcdef"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	family := apisv1.ImageFamilyUbuntu2204
+	class, err := p.ResolveNodeClass(ctx, apisv1.NodeClassOf(&apisv1.AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: apisv1.AKSNodeClassSpec{ImageFamily: &family}}))
+	if err != nil || len(class.Conditions()) == 0 || class.NotReady() != "" {
+		t.Fatalf("resolving the AKSNodeClass: %v %q", err, class.NotReady())
+	}
+	return &azureCloud{cat: cat, fc: fc, srv: srv, p: p, class: class}
+}
+
+// aksPool is an on-demand NodePool of the given sizes over the AKSNodeClass "default".
+func aksPool(name string, sizes ...string) apisv1.NodePool {
+	return apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: apisv1.NodePoolSpec{
+		Template: apisv1.NodeClaimTemplate{Spec: apisv1.NodeClaimSpec{
+			NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AzureGroup, Kind: apisv1.KindAKSNodeClass, Name: "default"},
+			Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: sizes}},
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+			}}}}}
+}
+
+func instanceNames(ctx context.Context, t *testing.T, p cloud.Provider) []string {
+	t.Helper()
+	insts, err := p.List(ctx, cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
