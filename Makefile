@@ -5,7 +5,7 @@ BIN       ?= bin
 PKGS      ?= ./...
 # Go's own caches stay where go env puts them; bin/ is git-ignored.
 
-.PHONY: all build run package tools test test-short bench fuzz vet fmt lint staticcheck clean tidy generate verify-generated
+.PHONY: all build run package package-azure tools test test-short bench fuzz vet fmt lint staticcheck clean tidy generate verify-generated
 
 all: build
 
@@ -96,3 +96,8 @@ tools:
 ## package: Lambda zips of every function (bootstrap, provided.al2023, arm64 and amd64) and static agent binaries in dist/
 package:
 	GO=$(GO) bash hack/package.sh
+
+## package-azure: an Azure Functions custom-handler app of every function (host.json, its
+## function.json folders, the linux/amd64 handler) zipped as dist/<function>-azure.zip for infra/azure
+package-azure:
+	GO=$(GO) bash hack/package-azure.sh
