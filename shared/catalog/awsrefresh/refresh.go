@@ -73,7 +73,7 @@ func Refresh(ctx context.Context, o Options) (*catalog.Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fromCache(cached{Region: o.Region, Types: facts})
+	return fromCache(o.Region, facts)
 }
 
 // refreshFacts calls the APIs and returns each type's facts and offerings.
@@ -385,7 +385,7 @@ func Build(region string, infos []ec2types.InstanceTypeInfo, offerings []ec2type
 	if err != nil {
 		return nil, err
 	}
-	return fromCache(cached{Region: region, Types: facts})
+	return fromCache(region, facts)
 }
 
 // buildFacts is Build before the instance types are made: each type's facts and offerings.

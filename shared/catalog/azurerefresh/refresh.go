@@ -44,21 +44,31 @@ type Options struct {
 // Build reads both APIs and returns the region's live catalog (catalog.AzureLiveCatalog).
 // Errors: a failed call, or an API that answered with nothing for the region.
 func Build(ctx context.Context, o Options) (*catalog.Catalog, error) {
+	in, err := Read(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return catalog.AzureLiveCatalog(o.Region, in.SKUs, in.OnDemand, in.Spot), nil
+}
+
+// Read reads both APIs for the region. Errors: a failed call, or an API that answered with
+// nothing for the region.
+func Read(ctx context.Context, o Options) (Inputs, error) {
 	if o.Region == "" || o.SKUs == nil {
-		return nil, errors.New("azurerefresh: Options.Region and Options.SKUs are required")
+		return Inputs{}, errors.New("azurerefresh: Options.Region and Options.SKUs are required")
 	}
 	skus, err := ResourceSKUs(ctx, o.SKUs, o.Region)
 	if err != nil {
-		return nil, err
+		return Inputs{}, err
 	}
 	onDemand, spot, err := Prices(ctx, o.HTTP, o.PricesURL, o.Region)
 	if err != nil {
-		return nil, err
+		return Inputs{}, err
 	}
 	if len(skus) == 0 || len(onDemand) == 0 {
-		return nil, fmt.Errorf("azurerefresh: %s: %d resource SKUs, %d prices", o.Region, len(skus), len(onDemand))
+		return Inputs{}, fmt.Errorf("azurerefresh: %s: %d resource SKUs, %d prices", o.Region, len(skus), len(onDemand))
 	}
-	return catalog.AzureLiveCatalog(o.Region, skus, onDemand, spot), nil
+	return Inputs{SKUs: skus, OnDemand: onDemand, Spot: spot}, nil
 }
 
 // ResourceSKUs lists the region's SKUs (every page). The SDK's models marshal to the REST shape,

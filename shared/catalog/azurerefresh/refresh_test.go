@@ -2,74 +2,19 @@ package azurerefresh
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
-	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
-	computefake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7/fake"
-
+	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/catalog/azurerefresh/refreshtest"
+	"github.com/dovetail-dev/dovetail/shared/catalog/catalogcache"
 )
 
-// skuClient lists the recorded southcentralus Resource SKUs response (20 SKUs, recorded from the
-// live API; shared/catalog/data/azure) through the real SDK client against the SDK's server fake,
-// in two pages. Only the token is fake: nothing can authenticate offline.
-func skuClient(t *testing.T, filter *string) *armcompute.ResourceSKUsClient {
-	t.Helper()
-	raw, err := os.ReadFile("../data/azure/resource_skus_southcentralus_karpenter_fixture.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var page armcompute.ResourceSKUsResult
-	if err := json.Unmarshal(raw, &page); err != nil {
-		t.Fatal(err)
-	}
-	srv := computefake.ResourceSKUsServer{NewListPager: func(o *armcompute.ResourceSKUsClientListOptions) (resp azfake.PagerResponder[armcompute.ResourceSKUsClientListResponse]) {
-		*filter = *o.Filter
-		half := len(page.Value) / 2
-		resp.AddPage(http.StatusOK, armcompute.ResourceSKUsClientListResponse{ResourceSKUsResult: armcompute.ResourceSKUsResult{Value: page.Value[:half]}}, nil)
-		resp.AddPage(http.StatusOK, armcompute.ResourceSKUsClientListResponse{ResourceSKUsResult: armcompute.ResourceSKUsResult{Value: page.Value[half:]}}, nil)
-		return
-	}}
-	c, err := armcompute.NewResourceSKUsClient("00000000-0000-0000-0000-000000000000", &azfake.TokenCredential{},
-		&arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: computefake.NewResourceSKUsServerTransport(&srv)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func pricesServer(t *testing.T) *httptest.Server {
-	t.Helper()
-	var ts *httptest.Server
-	ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := "testdata/retail_prices_southcentralus_page1.json"
-		if r.URL.Query().Get("page") == "2" {
-			name = "testdata/retail_prices_southcentralus_page2.json"
-		} else if !strings.Contains(r.URL.Query().Get("$filter"), "armRegionName eq 'southcentralus'") {
-			http.Error(w, "filter", http.StatusBadRequest)
-			return
-		}
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Error(err)
-		}
-		w.Write([]byte(strings.Replace(string(b), `"NEXT"`, `"`+ts.URL+`/api/retail/prices?page=2"`, 1)))
-	}))
-	t.Cleanup(ts.Close)
-	return ts
-}
-
 func TestPrices(t *testing.T) {
-	ts := pricesServer(t)
-	od, spot, err := Prices(context.Background(), ts.Client(), ts.URL+"/api/retail/prices", "southcentralus")
+	ts := refreshtest.NewPrices(t)
+	od, spot, err := Prices(context.Background(), ts.Client(), ts.Endpoint, "southcentralus")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +37,12 @@ func TestPrices(t *testing.T) {
 // TestBuild: the live catalog has the sizes that are both listed and priced, with their zones,
 // live on-demand and Spot prices, and a labelled estimate where the API gave no Spot price.
 func TestBuild(t *testing.T) {
-	var filter string
-	ts := pricesServer(t)
-	cat, err := Build(context.Background(), Options{Region: "southcentralus", SKUs: skuClient(t, &filter), HTTP: ts.Client(), PricesURL: ts.URL + "/api/retail/prices"})
+	ts, skus := refreshtest.NewPrices(t), refreshtest.NewSKUs(t)
+	cat, err := Build(context.Background(), Options{Region: "southcentralus", SKUs: skus.Client(t), HTTP: ts.Client(), PricesURL: ts.Endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if filter != "location eq 'southcentralus'" || cat.Source != catalog.SourceLive || cat.Region != "southcentralus" {
+	if filter := skus.Filter(); filter != "location eq 'southcentralus'" || cat.Source != catalog.SourceLive || cat.Region != "southcentralus" {
 		t.Fatalf("filter %q, source %s, region %s", filter, cat.Source, cat.Region)
 	}
 	var names []string
@@ -123,5 +67,46 @@ func TestBuild(t *testing.T) {
 	}
 	if len(cat.Get("Standard_B20ms").Offerings) != 3 {
 		t.Errorf("B20ms offerings %+v", cat.Get("Standard_B20ms").Offerings)
+	}
+}
+
+// TestCached: the first function of a deployment reads both APIs and stores what they answered
+// under catalog/azure/<region>.json in the claim-check store; the next one within the TTL builds
+// the same catalog from it without calling either API (the prices server is gone).
+func TestCached(t *testing.T) {
+	ctx := context.Background()
+	ts, skus := refreshtest.NewPrices(t), refreshtest.NewSKUs(t)
+	store := &events.MemoryBlobStore{}
+	o := Options{Region: "southcentralus", SKUs: skus.Client(t), HTTP: ts.Client(), PricesURL: ts.Endpoint}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	first, err := Cached(ctx, store, 0, t0, o)
+	if err != nil || ts.Requests.Load() != 2 {
+		t.Fatalf("first: %v, %d price pages read; want both pages", err, ts.Requests.Load())
+	}
+	if _, err := store.Get(ctx, store.URI(catalogcache.Key("azure", "southcentralus"))); err != nil {
+		t.Fatalf("nothing stored: %v", err)
+	}
+	ts.Close()
+	second, err := Cached(ctx, store, 0, t0.Add(10*time.Minute), o)
+	if err != nil || second.Source != catalog.SourceLive || ts.Requests.Load() != 2 {
+		t.Fatalf("within the TTL: %v, source %s, %d pages; want the stored inputs", err, second.Source, ts.Requests.Load())
+	}
+	if len(first.Types()) != len(second.Types()) || len(second.Types()) != 4 {
+		t.Fatalf("stored catalog has %d types, the first %d", len(second.Types()), len(first.Types()))
+	}
+	for _, it := range first.Types() {
+		a, b := it.Offerings, second.Get(it.Name).Offerings
+		if len(a) != len(b) {
+			t.Fatalf("%s: offerings %v and %v", it.Name, a, b)
+		}
+		for i := range a {
+			if a[i] != b[i] {
+				t.Errorf("%s: offering %+v from the APIs, %+v from the store", it.Name, a[i], b[i])
+			}
+		}
+	}
+	// Past the TTL the APIs are read again: with the prices server gone that fails.
+	if cat, err := Cached(ctx, store, 0, t0.Add(catalogcache.DefaultTTL), o); cat != nil || err == nil {
+		t.Fatalf("past the TTL without the API: %v, %v; want the refresh's error", cat, err)
 	}
 }

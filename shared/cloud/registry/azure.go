@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
@@ -30,6 +31,9 @@ type AzureConfig struct {
 	SSHPublicKey string
 	// KubernetesVersion is the control plane's version (AKSNodeClass status.kubernetesVersion).
 	KubernetesVersion string
+	// RetailPricesURL is the Retail Prices API; empty: azurerefresh.RetailPricesURL (a local
+	// endpoint in tests).
+	RetailPricesURL string
 	// Credential authenticates ARM calls; nil: azidentity's DefaultAzureCredential (workload
 	// identity, managed identity, environment). ClientOptions nil is the public cloud (a local
 	// fake's transport in local dev).
@@ -39,8 +43,9 @@ type AzureConfig struct {
 
 // azureFunctionCatalog is the catalog the functions decide with on Azure: with a subscription
 // (a deployment), the region's catalog from the Resource SKUs and Retail Prices APIs
-// (azurerefresh), falling back to the embedded one, logged, when they cannot be read; without
-// one (local dev, tests), the embedded catalog of Config.Azure.Region.
+// (azurerefresh), shared through the claim-check store for Config.CatalogTTL
+// (azurerefresh.Cached), falling back to the embedded one, logged, when they cannot be read;
+// without one (local dev, tests), the embedded catalog of Config.Azure.Region.
 func azureFunctionCatalog(ctx context.Context, c Config) (*catalog.Catalog, error) {
 	a := c.Azure
 	region := a.Region
@@ -58,8 +63,11 @@ func azureFunctionCatalog(ctx context.Context, c Config) (*catalog.Catalog, erro
 	if err != nil {
 		return nil, fmt.Errorf("azure resource SKUs client: %w", err)
 	}
-	cat, err := azurerefresh.Build(ctx, azurerefresh.Options{Region: region, SKUs: skus})
-	if err == nil {
+	cat, err := azurerefresh.Cached(ctx, c.Blobs, c.CatalogTTL, time.Now(), azurerefresh.Options{Region: region, SKUs: skus, PricesURL: a.RetailPricesURL})
+	if cat != nil {
+		if err != nil && c.Logger != nil {
+			c.Logger.Warn("azure catalog cache", "region", region, "err", err)
+		}
 		return cat, nil
 	}
 	if c.Logger != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/catalog/awsrefresh"
+	"github.com/dovetail-dev/dovetail/shared/catalog/catalogcache"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
@@ -49,10 +50,10 @@ type Config struct {
 	AWS AWSConfig
 	// Azure holds the Azure provider's settings.
 	Azure AzureConfig
-	// Blobs is the claim-check store, where the aws cloud caches the region's catalog
-	// (awsrefresh.Cached); nil refreshes on every start.
-	Blobs awsrefresh.Store
-	// CatalogTTL is how long a cached catalog is reused (default awsrefresh.DefaultCacheTTL).
+	// Blobs is the claim-check store, where the aws and azure clouds cache what the region's
+	// catalog APIs answered (catalogcache); nil refreshes on every start.
+	Blobs catalogcache.Store
+	// CatalogTTL is how long a cached catalog is reused (default catalogcache.DefaultTTL).
 	CatalogTTL time.Duration
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
-	"github.com/dovetail-dev/dovetail/shared/catalog/awsrefresh"
+	"github.com/dovetail-dev/dovetail/shared/catalog/catalogcache"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
 	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
@@ -100,7 +100,7 @@ func (o *Options) Setup(ctx context.Context, t runtime.Transport) (Env, error) {
 		Azure: registry.AzureConfig{Region: o.Region, SubscriptionID: o.AzureSubscriptionID, NodeResourceGroup: o.AzureNodeResourceGroup,
 			SubnetID: o.AzureSubnetID, NetworkPlugin: o.AzureNetworkPlugin, SSHPublicKey: o.AKSSSHPublicKey, KubernetesVersion: o.AKSKubernetesVersion,
 			Bootstrap: azure.Bootstrap{APIServer: o.AKSAPIServer, CA: o.AKSCA, Token: o.AKSBootstrapToken, KubeletIdentityClientID: o.AKSKubeletIdentityClientID}}}
-	if s, ok := t.Blobs.(awsrefresh.Store); ok {
+	if s, ok := t.Blobs.(catalogcache.Store); ok {
 		cfg.Blobs = s
 	}
 	cat, err := c.FunctionCatalog(ctx, cfg)
