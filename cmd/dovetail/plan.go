@@ -107,7 +107,7 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json, table, or wide (the table with --wide)")
 	cmd.Flags().BoolVar(&wide, "wide", false, "table: list each NodeClaim's pods (namespace/name) in a last column")
 	live.register(cmd.Flags())
-	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: for EC2NodeClasses "+strings.Join(catalog.EmbeddedRegions, ", ")+" (empty: the nodes' topology.kubernetes.io/region, else us-east-1); for AKSNodeClasses a zonal Azure region such as eastus or westeurope (empty: eastus)")
+	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: for EC2NodeClasses "+strings.Join(catalog.EmbeddedRegions, ", ")+" (empty: the nodes' topology.kubernetes.io/region, else us-east-1); for AKSNodeClasses an Azure region such as eastus, westeurope or westcentralus (sizes without availability zones are planned in zone 0; empty: eastus)")
 	return cmd
 }
 

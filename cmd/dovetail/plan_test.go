@@ -260,6 +260,55 @@ func TestPlanAzureSeed(t *testing.T) {
 	}
 }
 
+// TestPlanAzureRegionWithoutZones: the AKS seed planned in westcentralus, a region without
+// availability zones, places every pod; each NodeClaim is in zone "0" (the label AKS gives a node
+// of a VM without a zone) at the size's westcentralus list price.
+func TestPlanAzureRegionWithoutZones(t *testing.T) {
+	cat, err := catalog.AzureRegionCatalog("westcentralus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pool, err := os.ReadFile("../../localdev/azureseed/nodepool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDemand := filepath.Join(dir, "nodepool.yaml")
+	if err := os.WriteFile(onDemand, bytes.Replace(pool, []byte(`["spot", "on-demand"]`), []byte(`["on-demand"]`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "plan", "--output", "json", "--region", "westcentralus",
+		"-f", onDemand, "-f", "../../localdev/azureseed/system-nodes.yaml", "-f", "../../localdev/manifests/workloads.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var plan struct {
+		Catalog       struct{ Region string }
+		Unschedulable []json.RawMessage
+		NodeClaims    []struct {
+			InstanceType, Zone, CapacityType string
+			PricePerHour                     float64
+			Pods                             []string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Catalog.Region != "westcentralus" || len(plan.Unschedulable) != 0 || len(plan.NodeClaims) == 0 {
+		t.Fatalf("catalog %+v, unschedulable %s, %d NodeClaims", plan.Catalog, plan.Unschedulable, len(plan.NodeClaims))
+	}
+	placed := 0
+	for _, n := range plan.NodeClaims {
+		placed += len(n.Pods)
+		if n.Zone != "0" || !hasOffering(cat.Get(n.InstanceType).Offerings, "0", "on-demand", n.PricePerHour) {
+			t.Errorf("%s in zone %q at %v USD/h; want zone 0 at its westcentralus list price", n.InstanceType, n.Zone, n.PricePerHour)
+		}
+	}
+	if placed != 36 {
+		t.Errorf("%d pods on new NodeClaims, want 36", placed)
+	}
+}
+
 func hasOffering(offs []catalog.Offering, zone, capacityType string, price float64) bool {
 	for _, o := range offs {
 		if o.Zone == zone && o.CapacityType == capacityType && o.PricePerHour == price {
