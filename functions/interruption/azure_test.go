@@ -23,7 +23,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/runtime/azfunctest"
-	"github.com/dovetail-dev/dovetail/shared/runtime/functest"
 )
 
 // Azure Resource Notifications (the HealthResources system topic infra/azure subscribes the
@@ -69,11 +68,7 @@ func newAzureEnv(t *testing.T) *env {
 	if err := w.Step(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{w: w, snaps: &interruption.LatestSnapshot{Cluster: scenarios.Cluster}}
-	e.h = &interruption.Handler{Cluster: scenarios.Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: pub,
-		Snapshots: e.snaps, Now: w.Clock.Now, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	e.cmds = functest.CollectCommands(ctx, t, nc, scenarios.Cluster)
-	return e
+	return envFor(ctx, t, nc, pub, w)
 }
 
 // recordedNotice is a recorded HealthResources event for the VM of providerID, happening at at.

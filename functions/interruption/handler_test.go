@@ -85,8 +85,15 @@ func newEnv(t *testing.T, pods int) *env {
 	if err := w.Step(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	return envFor(ctx, t, nc, pub, w)
+}
+
+// envFor is the interruption handler over w's cloud (its provider) publishing to JetStream, with
+// the commands it sends collected.
+func envFor(ctx context.Context, t *testing.T, nc *natsgo.Conn, pub *dnats.Publisher, w *scenarios.World) *env {
+	t.Helper()
 	e := &env{w: w, snaps: &interruption.LatestSnapshot{Cluster: scenarios.Cluster}}
-	e.h = &interruption.Handler{Cluster: scenarios.Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Cloud, Publisher: pub,
+	e.h = &interruption.Handler{Cluster: scenarios.Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: pub,
 		Snapshots: e.snaps, Now: w.Clock.Now, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	e.cmds = functest.CollectCommands(ctx, t, nc, scenarios.Cluster)
 	return e
