@@ -1,0 +1,540 @@
+package charts
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dovetail-dev/dovetail/shared/runtime"
+	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
+)
+
+const testNamespace = "dovetail-system"
+
+// The values of each deployment shape the README documents.
+var (
+	natsValues = map[string]any{"clusterName": "prod-eu", "transport": "nats",
+		"nats":            map[string]any{"server": map[string]any{"enabled": true, "clientCIDRs": []any{"10.0.0.0/16"}}},
+		"workers":         map[string]any{"enabled": true, "cloud": "azure", "region": "westeurope"},
+		"scheduledEvents": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true},
+		"nodeClassKind": "AKSNodeClass"}
+	sqsValues = map[string]any{"clusterName": "prod", "transport": "sqs",
+		"sqs": map[string]any{"eventQueueURLs": []any{"https://sqs.us-east-1.amazonaws.com/111122223333/prod-provision.fifo",
+			"https://sqs.us-east-1.amazonaws.com/111122223333/prod-consolidate.fifo"},
+			"commandQueueURL": "https://sqs.us-east-1.amazonaws.com/111122223333/prod-commands.fifo",
+			"commandDLQURL":   "https://sqs.us-east-1.amazonaws.com/111122223333/prod-commands-dlq.fifo",
+			"blobBucket":      "prod-dovetail-claims", "region": "us-east-1"},
+		"identity": map[string]any{"type": "irsa", "irsa": map[string]any{"roleARN": "arn:aws:iam::111122223333:role/prod-dovetail-agent"}}}
+	eventGridValues = map[string]any{"clusterName": "aks-prod", "transport": "eventgrid", "nodeClassKind": "AKSNodeClass",
+		"eventgrid": map[string]any{"topicEndpoint": "https://dt-events.westeurope-1.eventgrid.azure.net/api/events",
+			"namespaceEndpoint": "https://dt-ns.westeurope-1.eventgrid.azure.net", "storageAccountURL": "https://dtclaims.blob.core.windows.net",
+			"blobContainer": "claims", "deadLetterContainer": "deadletters"},
+		"identity": map[string]any{"type": "azureWorkloadIdentity",
+			"azureWorkloadIdentity": map[string]any{"clientID": "6f1a2b3c-4d5e-4f60-8a7b-9c0d1e2f3a4b"}}}
+)
+
+// helm lint (Helm's own linter: Chart.yaml, values against the schema, every template rendered
+// and parsed as Kubernetes YAML) passes for each shape with no warning; with the chart's defaults
+// it fails on the one value nobody can default, the cluster's name.
+func TestHelmLint(t *testing.T) {
+	for name, vals := range map[string]map[string]any{"nats": natsValues, "sqs": sqsValues, "eventgrid": eventGridValues} {
+		l := lint.AllWithKubeVersion(Dir, vals, testNamespace, &KubeVersion)
+		for _, m := range l.Messages {
+			if m.Severity > support.InfoSev {
+				t.Errorf("%s: helm lint: %s", name, m)
+			}
+		}
+	}
+	l := lint.AllWithKubeVersion(Dir, nil, testNamespace, &KubeVersion)
+	if l.HighestSeverity != support.ErrorSev || !strings.Contains(fmt.Sprint(l.Messages), "clusterName") {
+		t.Errorf("helm lint with the defaults: %v, want an error naming clusterName", l.Messages)
+	}
+}
+
+// rendered decodes every manifest strictly into its Kubernetes type (an unknown or misspelled
+// field fails), keyed "Kind/name" (namespaced: "Kind/namespace/name").
+type rendered map[string]any
+
+func render(t *testing.T, vals map[string]any) rendered {
+	t.Helper()
+	ms, err := Render("dovetail", testNamespace, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := rendered{}
+	for _, m := range ms {
+		var obj any
+		switch m.Kind {
+		case "Deployment":
+			obj = &appsv1.Deployment{}
+		case "StatefulSet":
+			obj = &appsv1.StatefulSet{}
+		case "DaemonSet":
+			obj = &appsv1.DaemonSet{}
+		case "Service":
+			obj = &corev1.Service{}
+		case "ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		case "ConfigMap":
+			obj = &corev1.ConfigMap{}
+		case "ClusterRole":
+			obj = &rbacv1.ClusterRole{}
+		case "ClusterRoleBinding":
+			obj = &rbacv1.ClusterRoleBinding{}
+		case "Role":
+			obj = &rbacv1.Role{}
+		case "RoleBinding":
+			obj = &rbacv1.RoleBinding{}
+		case "PodDisruptionBudget":
+			obj = &policyv1.PodDisruptionBudget{}
+		case "NetworkPolicy":
+			obj = &networkingv1.NetworkPolicy{}
+		case "ServiceMonitor": // no Go types are served for the Prometheus Operator's CRDs
+			obj = &unstructured.Unstructured{}
+		default:
+			t.Fatalf("%s: unexpected kind %s", m.Template, m.Kind)
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			if err := yaml.Unmarshal([]byte(m.YAML), &u.Object); err != nil {
+				t.Fatalf("%s: %v", m.Template, err)
+			}
+		} else if err := yaml.UnmarshalStrict([]byte(m.YAML), obj); err != nil {
+			t.Fatalf("%s %s/%s: %v\n%s", m.Template, m.Kind, m.Name, err, m.YAML)
+		}
+		ns := ""
+		if mo, ok := obj.(interface{ GetNamespace() string }); ok {
+			ns = mo.GetNamespace()
+		}
+		key := m.Kind + "/" + m.Name
+		if ns != "" {
+			key = m.Kind + "/" + ns + "/" + m.Name
+		}
+		if _, dup := out[key]; dup {
+			t.Fatalf("%s rendered twice", key)
+		}
+		out[key] = obj
+	}
+	return out
+}
+
+func get[T any](t *testing.T, r rendered, key string) T {
+	t.Helper()
+	o, ok := r[key].(T)
+	if !ok {
+		t.Fatalf("%s: not rendered (have %v)", key, r.keys())
+	}
+	return o
+}
+
+func (r rendered) keys() []string {
+	var ks []string
+	for k := range r {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func agentContainer(t *testing.T, r rendered) corev1.Container {
+	t.Helper()
+	d := get[*appsv1.Deployment](t, r, "Deployment/"+testNamespace+"/dovetail-agent")
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("agent pod: %d containers", len(d.Spec.Template.Spec.Containers))
+	}
+	return d.Spec.Template.Spec.Containers[0]
+}
+
+// The agent's flags for each transport, as the hand-written lists of what infra/aws and
+// infra/azure output (agent/cmd/agent's tests parse the same args with the agent's own flags).
+func TestAgentArgsPerTransport(t *testing.T) {
+	common := func(cluster, kind, transport string) []string {
+		return []string{"--cluster=" + cluster, "--namespace=" + testNamespace, "--node-class-kind=" + kind, "--transport=" + transport,
+			"--http-addr=:8080", "--kube-api-qps=200", "--kube-api-burst=300"}
+	}
+	cases := []struct {
+		name string
+		vals map[string]any
+		want []string
+	}{
+		{"nats", natsValues, append(common("prod-eu", "AKSNodeClass", "nats"),
+			"--nats-url=nats://dovetail-nats.dovetail-system.svc:4222", "--ensure-stream=true")},
+		{"sqs", sqsValues, append(common("prod", "EC2NodeClass", "sqs"),
+			"--event-queue-url=https://sqs.us-east-1.amazonaws.com/111122223333/prod-provision.fifo",
+			"--event-queue-url=https://sqs.us-east-1.amazonaws.com/111122223333/prod-consolidate.fifo",
+			"--command-queue-url=https://sqs.us-east-1.amazonaws.com/111122223333/prod-commands.fifo",
+			"--command-dlq-url=https://sqs.us-east-1.amazonaws.com/111122223333/prod-commands-dlq.fifo",
+			"--blob-bucket=prod-dovetail-claims")},
+		{"eventgrid", eventGridValues, append(common("aks-prod", "AKSNodeClass", "eventgrid"),
+			"--eventgrid-topic-endpoint=https://dt-events.westeurope-1.eventgrid.azure.net/api/events",
+			"--eventgrid-namespace-endpoint=https://dt-ns.westeurope-1.eventgrid.azure.net",
+			"--storage-account-url=https://dtclaims.blob.core.windows.net", "--blob-container=claims", "--dead-letter-container=deadletters")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctr := agentContainer(t, render(t, c.vals))
+			if !reflect.DeepEqual(ctr.Args, c.want) {
+				t.Errorf("args\n got %q\nwant %q", ctr.Args, c.want)
+			}
+			if c.name == "sqs" && (len(ctr.Env) != 1 || ctr.Env[0] != (corev1.EnvVar{Name: "AWS_REGION", Value: "us-east-1"})) {
+				t.Errorf("env %v, want AWS_REGION=us-east-1", ctr.Env)
+			}
+		})
+	}
+}
+
+// Each identity puts exactly its annotation on the ServiceAccount (EKS Pod Identity: none, the
+// association is on the AWS side) and Azure Workload Identity labels the pod for the webhook.
+func TestServiceAccountIdentity(t *testing.T) {
+	withIdentity := func(id map[string]any) map[string]any {
+		v := clone(sqsValues)
+		v["identity"] = id
+		return v
+	}
+	cases := []struct {
+		name      string
+		vals      map[string]any
+		want      map[string]string
+		podLabels bool
+	}{
+		{"irsa", sqsValues, map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/prod-dovetail-agent"}, false},
+		{"podIdentity", withIdentity(map[string]any{"type": "podIdentity"}), nil, false},
+		{"none", withIdentity(map[string]any{"type": "none"}), nil, false},
+		{"azureWorkloadIdentity", eventGridValues, map[string]string{"azure.workload.identity/client-id": "6f1a2b3c-4d5e-4f60-8a7b-9c0d1e2f3a4b"}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := render(t, c.vals)
+			sa := get[*corev1.ServiceAccount](t, r, "ServiceAccount/"+testNamespace+"/dovetail-agent")
+			if len(sa.Annotations) != len(c.want) || (len(c.want) > 0 && !reflect.DeepEqual(sa.Annotations, c.want)) {
+				t.Errorf("annotations %v, want %v", sa.Annotations, c.want)
+			}
+			d := get[*appsv1.Deployment](t, r, "Deployment/"+testNamespace+"/dovetail-agent")
+			if got := d.Spec.Template.Labels["azure.workload.identity/use"] == "true"; got != c.podLabels {
+				t.Errorf("pod label azure.workload.identity/use: %v, want %v", got, c.podLabels)
+			}
+			if d.Spec.Template.Spec.ServiceAccountName != "dovetail-agent" {
+				t.Errorf("pod service account %q", d.Spec.Template.Spec.ServiceAccountName)
+			}
+		})
+	}
+}
+
+// Liveness on /healthz, readiness on /readyz, both on the port the agent's --http-addr serves,
+// which the metrics Service targets; one replica replaced with Recreate; hardened pod.
+func TestAgentPodSpec(t *testing.T) {
+	r := render(t, sqsValues)
+	d := get[*appsv1.Deployment](t, r, "Deployment/"+testNamespace+"/dovetail-agent")
+	ctr := agentContainer(t, r)
+	if len(ctr.Ports) != 1 || ctr.Ports[0].ContainerPort != 8080 || ctr.Ports[0].Name != "http-metrics" {
+		t.Fatalf("ports %v", ctr.Ports)
+	}
+	for probe, want := range map[*corev1.Probe]string{ctr.LivenessProbe: "/healthz", ctr.ReadinessProbe: "/readyz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != want || probe.HTTPGet.Port.String() != "http-metrics" {
+			t.Errorf("probe %+v, want GET %s on http-metrics", probe, want)
+		}
+	}
+	if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("replicas %d strategy %s, want 1, Recreate (no leader election)", *d.Spec.Replicas, d.Spec.Strategy.Type)
+	}
+	sc := ctr.SecurityContext
+	if sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || !*sc.RunAsNonRoot || len(sc.Capabilities.Drop) != 1 {
+		t.Errorf("container security context %+v", sc)
+	}
+	if d.Spec.Template.Spec.PriorityClassName != "system-cluster-critical" {
+		t.Errorf("priorityClassName %q", d.Spec.Template.Spec.PriorityClassName)
+	}
+	if ctr.Resources.Requests.Cpu().MilliValue() != 200 || ctr.Resources.Limits.Memory().Value() != 1<<30 {
+		t.Errorf("resources %v", ctr.Resources)
+	}
+	aff := d.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0]
+	if aff.Key != "karpenter.sh/nodepool" || aff.Operator != corev1.NodeSelectorOpDoesNotExist {
+		t.Errorf("affinity %v, want off Dovetail's own nodes", aff)
+	}
+	svc := get[*corev1.Service](t, r, "Service/"+testNamespace+"/dovetail-agent")
+	if !reflect.DeepEqual(svc.Spec.Selector, d.Spec.Selector.MatchLabels) || svc.Spec.Ports[0].TargetPort.String() != "http-metrics" {
+		t.Errorf("service %v does not reach the agent's %v", svc.Spec, d.Spec.Selector.MatchLabels)
+	}
+	pdb := get[*policyv1.PodDisruptionBudget](t, r, "PodDisruptionBudget/"+testNamespace+"/dovetail-agent")
+	if !reflect.DeepEqual(pdb.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels) || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("pdb %v", pdb.Spec)
+	}
+	if _, ok := r["ServiceMonitor/"+testNamespace+"/dovetail"]; ok {
+		t.Error("ServiceMonitor rendered with serviceMonitor.enabled false")
+	}
+	for k := range r {
+		if strings.HasPrefix(k, "StatefulSet/") || strings.HasPrefix(k, "DaemonSet/") || strings.Contains(k, "provision") {
+			t.Errorf("%s rendered with the sqs shape (no NATS server, workers or Scheduled Events)", k)
+		}
+	}
+}
+
+// The chart's RBAC is agent/rbac.yaml's: the same ClusterRole rules, the same Roles in the same
+// namespaces (rbac.yaml's dovetail-system is the release namespace), all bound to the agent's
+// ServiceAccount and nothing else.
+func TestRBACIsAgentRBAC(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "agent", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := grants(t, splitYAML(t, raw), "dovetail-system", "dovetail-agent")
+	for _, ns := range []string{"dovetail-system", "karpenter"} {
+		ms, err := Render("dovetail", ns, sqsValues)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs [][]byte
+		for _, m := range ms {
+			docs = append(docs, []byte(m.YAML))
+		}
+		got := grants(t, docs, ns, "dovetail-agent")
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("namespace %s: the chart grants\n%s\nagent/rbac.yaml grants\n%s\n(update charts/dovetail/templates/rbac.yaml with agent/rbac.yaml)",
+				ns, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// grants lists every rule bound to the service account (namespace/name) as
+// "<scope> <groups> <resources> <names> <verbs>", the release namespace written "$NS", sorted.
+func grants(t *testing.T, docs [][]byte, ns, sa string) []string {
+	t.Helper()
+	roles := map[string][]rbacv1.PolicyRule{}
+	var bound []string
+	for _, doc := range docs {
+		var head struct {
+			Kind     string `json:"kind"`
+			Metadata struct{ Name, Namespace string }
+		}
+		if err := yaml.Unmarshal(doc, &head); err != nil {
+			t.Fatal(err)
+		}
+		scope := strings.ReplaceAll(head.Metadata.Namespace, ns, "$NS")
+		switch head.Kind {
+		case "ClusterRole", "Role":
+			var r rbacv1.ClusterRole
+			if err := yaml.Unmarshal(doc, &r); err != nil {
+				t.Fatal(err)
+			}
+			roles[head.Kind+"/"+head.Metadata.Namespace+"/"+head.Metadata.Name] = r.Rules
+		case "ClusterRoleBinding", "RoleBinding":
+			var b rbacv1.RoleBinding
+			if err := yaml.Unmarshal(doc, &b); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range b.Subjects {
+				if s.Kind != "ServiceAccount" || s.Namespace != ns || s.Name != sa {
+					t.Errorf("%s %s binds %v, want only %s/%s", head.Kind, head.Metadata.Name, s, ns, sa)
+				}
+			}
+			roleNS := head.Metadata.Namespace
+			if b.RoleRef.Kind == "ClusterRole" {
+				roleNS = ""
+			}
+			bound = append(bound, scope+"|"+b.RoleRef.Kind+"/"+roleNS+"/"+b.RoleRef.Name)
+		}
+	}
+	var out []string
+	for _, b := range bound {
+		scope, ref, _ := strings.Cut(b, "|")
+		rules, ok := roles[ref]
+		if !ok {
+			t.Errorf("binding to %s, which is not defined", ref)
+		}
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					verbs := append([]string(nil), r.Verbs...)
+					sort.Strings(verbs)
+					out = append(out, fmt.Sprintf("%-16s %-20s %-26s %v %v", "["+scope+"]", g, res, r.ResourceNames, verbs))
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func splitYAML(t *testing.T, raw []byte) [][]byte {
+	t.Helper()
+	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	var docs [][]byte
+	for {
+		d, err := dec.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(d)) > 0 {
+			docs = append(docs, d)
+		}
+	}
+}
+
+// The NATS shape: the bundled server's rendered nats.conf is one nats-server itself accepts with
+// JetStream on the PersistentVolume; the workers run each function's real flags; the Scheduled
+// Events DaemonSet and the ServiceMonitor reach what they should.
+func TestNATSShape(t *testing.T) {
+	r := render(t, natsValues)
+	cm := get[*corev1.ConfigMap](t, r, "ConfigMap/"+testNamespace+"/dovetail-nats")
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(conf, []byte(cm.Data["nats.conf"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("POD_NAME", "dovetail-nats-0")
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("nats-server refuses the chart's config: %v\n%s", err, cm.Data["nats.conf"])
+	}
+	if !opts.JetStream || opts.StoreDir != "/data/jetstream" || opts.JetStreamMaxStore != 8<<30 || opts.ServerName != "dovetail-nats-0" || opts.Port != 4222 {
+		t.Errorf("nats options: jetstream %v store %s max %d name %s port %d", opts.JetStream, opts.StoreDir, opts.JetStreamMaxStore, opts.ServerName, opts.Port)
+	}
+	ss := get[*appsv1.StatefulSet](t, r, "StatefulSet/"+testNamespace+"/dovetail-nats")
+	if m := ss.Spec.Template.Spec.Containers[0].VolumeMounts; len(m) != 2 || m[1].Name != "data" || m[1].MountPath != "/data" ||
+		ss.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String() != "10Gi" {
+		t.Errorf("JetStream's store is not on the claim: %v %v", m, ss.Spec.VolumeClaimTemplates)
+	}
+	svc := get[*corev1.Service](t, r, "Service/"+testNamespace+"/dovetail-nats")
+	if svc.Spec.Ports[0].Port != 4222 || !reflect.DeepEqual(svc.Spec.Selector, ss.Spec.Selector.MatchLabels) {
+		t.Errorf("nats service %v", svc.Spec)
+	}
+	np := get[*networkingv1.NetworkPolicy](t, r, "NetworkPolicy/"+testNamespace+"/dovetail-nats")
+	from := np.Spec.Ingress[0].From
+	if len(from) != 2 || from[0].PodSelector.MatchLabels["app.kubernetes.io/part-of"] != "dovetail" || from[1].IPBlock.CIDR != "10.0.0.0/16" {
+		t.Errorf("network policy clients %v", from)
+	}
+
+	for _, fn := range []string{"provision", "lifecycle", "consolidate", "drift", "interruption"} {
+		d := get[*appsv1.Deployment](t, r, "Deployment/"+testNamespace+"/dovetail-"+fn)
+		ctr := d.Spec.Template.Spec.Containers[0]
+		if !reflect.DeepEqual(ctr.Command, []string{"/" + fn}) {
+			t.Errorf("%s: command %v", fn, ctr.Command)
+		}
+		// The worker's own flag set (shared/runtime and cloudflags) parses the rendered args.
+		var co cloudflags.Options
+		cmd := runtime.Command(runtime.Function{Name: fn, Flags: co.Register})
+		if err := cmd.ParseFlags(ctr.Args); err != nil {
+			t.Fatalf("%s: %v: args %q", fn, err, ctr.Args)
+		}
+		if co.Cloud != "azure" || co.Region != "westeurope" || cmd.Flags().Lookup("nats-url").Value.String() != "nats://dovetail-nats.dovetail-system.svc:4222" ||
+			cmd.Flags().Lookup("cluster").Value.String() != "prod-eu" || cmd.Flags().Lookup("http-addr").Value.String() != ":8080" {
+			t.Errorf("%s: args %q", fn, ctr.Args)
+		}
+		if d.Spec.Template.Spec.AutomountServiceAccountToken == nil || *d.Spec.Template.Spec.AutomountServiceAccountToken {
+			t.Errorf("%s: mounts an API token it never uses", fn)
+		}
+		if ctr.ReadinessProbe.HTTPGet.Path != "/readyz" || ctr.LivenessProbe.HTTPGet.Path != "/healthz" {
+			t.Errorf("%s: probes %v %v", fn, ctr.ReadinessProbe, ctr.LivenessProbe)
+		}
+		if s := get[*corev1.Service](t, r, "Service/"+testNamespace+"/dovetail-"+fn); s.Labels["dovetail.dev/metrics"] != "true" {
+			t.Errorf("%s: metrics service labels %v", fn, s.Labels)
+		}
+	}
+
+	ds := get[*appsv1.DaemonSet](t, r, "DaemonSet/"+testNamespace+"/dovetail-scheduled-events")
+	pod := ds.Spec.Template.Spec
+	want := []string{"--cluster=prod-eu", "--nats-url=nats://dovetail-nats.dovetail-system.svc:4222", "--interval=1s"}
+	if !pod.HostNetwork || !reflect.DeepEqual(pod.Containers[0].Args, want) || pod.Containers[0].Command[0] != "/scheduled-events" ||
+		pod.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Operator != corev1.NodeSelectorOpExists {
+		t.Errorf("scheduled events pod: host network %v, args %v", pod.HostNetwork, pod.Containers[0].Args)
+	}
+
+	sm := get[*unstructured.Unstructured](t, r, "ServiceMonitor/"+testNamespace+"/dovetail")
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if sm.GetAPIVersion() != "monitoring.coreos.com/v1" || len(eps) != 1 || eps[0].(map[string]any)["port"] != "http-metrics" {
+		t.Errorf("service monitor %v", sm.Object)
+	}
+	scraped := 0
+	for _, k := range r.keys() {
+		if s, ok := r[k].(*corev1.Service); ok && matches(sel, s.Labels) {
+			scraped++
+		}
+	}
+	if scraped != 6 {
+		t.Errorf("the ServiceMonitor selects %d Services, want 6 (the agent and five workers)", scraped)
+	}
+}
+
+func matches(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Bad values fail the install with the field and the reason.
+func TestBadValuesNameTheField(t *testing.T) {
+	cases := []struct {
+		name string
+		set  func(v map[string]any)
+		want []string
+	}{
+		{"cluster name", func(v map[string]any) { v["clusterName"] = "Prod_EU" }, []string{"clusterName", "does not match pattern"}},
+		{"transport", func(v map[string]any) { v["transport"] = "kafka" }, []string{"transport", "nats", "sqs", "eventgrid"}},
+		{"sqs without queues", func(v map[string]any) { v["sqs"] = map[string]any{"region": "us-east-1"} }, []string{"sqs", "eventQueueURLs", "commandQueueURL"}},
+		{"irsa without role", func(v map[string]any) { v["identity"] = map[string]any{"type": "irsa"} }, []string{"identity", "irsa"}},
+		{"irsa role not an ARN", func(v map[string]any) {
+			v["identity"] = map[string]any{"type": "irsa", "irsa": map[string]any{"roleARN": "prod-dovetail-agent"}}
+		}, []string{"identity/irsa/roleARN", "does not match pattern"}},
+		{"workload identity client id", func(v map[string]any) {
+			v["identity"] = map[string]any{"type": "azureWorkloadIdentity", "azureWorkloadIdentity": map[string]any{"clientID": "agent"}}
+		}, []string{"azureWorkloadIdentity/clientID"}},
+		{"misspelt key", func(v map[string]any) { v["serviceMonitor"] = map[string]any{"enable": true} }, []string{"serviceMonitor", "enable"}},
+		{"workers off NATS", func(v map[string]any) { v["workers"] = map[string]any{"enabled": true} }, []string{"workers.enabled", "transport: nats", "Lambda"}},
+		{"scheduled events off NATS", func(v map[string]any) { v["scheduledEvents"] = map[string]any{"enabled": true} }, []string{"scheduledEvents.enabled", "NATS only"}},
+		{"nats without a server", func(v map[string]any) { v["transport"] = "nats" }, []string{"nats.url", "nats.server.enabled"}},
+		{"agent extra arg", func(v map[string]any) { v["agent"] = map[string]any{"extraArgs": []any{"batch-idle=2s"}} }, []string{"agent/extraArgs/0"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := clone(sqsValues)
+			c.set(v)
+			_, err := Render("dovetail", testNamespace, v)
+			if err == nil {
+				t.Fatal("rendered, want an error")
+			}
+			t.Log(err)
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// clone deep-copies a values map through YAML.
+func clone(v map[string]any) map[string]any {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]any{}
+	if err := yaml.Unmarshal(b, &out); err != nil {
+		panic(err)
+	}
+	return out
+}
