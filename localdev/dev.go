@@ -91,6 +91,9 @@ type Options struct {
 	// the agent and of the functions (one server for the NATS workers this process runs), as
 	// --http-addr does for each deployed process.
 	AgentHTTPAddr, FunctionsHTTPAddr string
+	// ExternalAgent leaves the agent to the caller (Env.Agent stays nil): the e2e suite runs
+	// the agent binary the Helm chart deploys, with the chart's args, against NATSURL and BlobDir.
+	ExternalAgent bool
 
 	// Test hooks: wrap what the provision function publishes with, and how it handles messages
 	// (to inject a crash between launch and command, or a duplicate delivery).
@@ -158,6 +161,8 @@ type Env struct {
 	// functions; AgentAddr and FunctionsAddr where they are served ("" when not).
 	AgentMetrics, FunctionMetrics *prom.Recorder
 	AgentAddr, FunctionsAddr      string
+	// BlobDir is the claim-check directory the functions and the agent share.
+	BlobDir string
 
 	blobs events.BlobStore
 	stop  func()
@@ -240,7 +245,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		srv.Shutdown()
 		return nil, err
 	}
-	env.blobs = events.FileBlobStore{Dir: blobDir}
+	env.blobs, env.BlobDir = events.FileBlobStore{Dir: blobDir}, blobDir
 	env.stop = func() {
 		cancel()
 		env.wg.Wait()
@@ -335,8 +340,10 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		return nil, err
 	}
 
-	if err := env.startAgent(ctx, nc, pub); err != nil {
-		return nil, err
+	if !o.ExternalAgent {
+		if err := env.startAgent(ctx, nc, pub); err != nil {
+			return nil, err
+		}
 	}
 	if err := env.serveMetrics(ctx); err != nil {
 		return nil, err
@@ -362,7 +369,12 @@ func (e *Env) consumer(fn, subject string, maxDeliver, maxAckPending int) dnats.
 
 // serveMetrics starts the agent's and the functions' HTTP servers where the options ask.
 func (e *Env) serveMetrics(ctx context.Context) error {
-	a := &prom.Server{Addr: e.Options.AgentHTTPAddr, Recorder: e.AgentMetrics, Ready: e.Agent.Ready, Logger: e.Options.Log}
+	a := &prom.Server{Addr: e.Options.AgentHTTPAddr, Recorder: e.AgentMetrics, Logger: e.Options.Log}
+	if e.Agent != nil {
+		a.Ready = e.Agent.Ready
+	} else {
+		a.Addr = "" // the caller's agent serves its own
+	}
 	f := &prom.Server{Addr: e.Options.FunctionsHTTPAddr, Recorder: e.FunctionMetrics, Logger: e.Options.Log}
 	var err error
 	if e.AgentAddr, err = a.Start(ctx); err != nil {
