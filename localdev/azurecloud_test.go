@@ -97,6 +97,42 @@ func TestSeedScenarioAllPodsBoundThroughAzureProvider(t *testing.T) {
 	}
 }
 
+// TestSeedScenarioInARegionWithoutZones: the AKS seed in westcentralus, a region without
+// availability zones: every pod is bound, every VM is created without zones, and its Node is in
+// zone "0" of region westcentralus, as AKS labels a node of a VM without a zone.
+func TestSeedScenarioInARegionWithoutZones(t *testing.T) {
+	env, out := startEnv(t, Options{CloudProvider: CloudAzure, Region: "westcentralus"})
+	ctx := context.Background()
+	bound, total, err := env.count(ctx)
+	if err != nil || bound != total || total != 40 || env.Catalog.Region != "westcentralus" {
+		t.Fatalf("bound %d of %d workload pods (%v), catalog %s; want 40 of 40 in westcentralus\n%s", bound, total, err, env.Catalog.Region, out)
+	}
+	claims, err := env.Cluster.Dynamic.Resource(kube.NodeClaimGVR).List(ctx, metav1.ListOptions{})
+	if err != nil || len(claims.Items) == 0 {
+		t.Fatalf("NodeClaims: %v (%d)", err, len(claims.Items))
+	}
+	for i := range claims.Items {
+		var nc apisv1.NodeClaim
+		if err := kube.FromUnstructured(&claims.Items[i], &nc); err != nil {
+			t.Fatal(err)
+		}
+		vm, ok := env.AzureAPI.VM("aks-" + nc.Name)
+		if !ok || len(vm.Zones) != 0 {
+			t.Errorf("NodeClaim %s: VM found %v, zones %v; want a VM without zones", nc.Name, ok, vm.Zones)
+		}
+		if nc.Status.NodeName == "" {
+			continue
+		}
+		node, err := env.Cluster.Kube.CoreV1().Nodes().Get(ctx, nc.Status.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if z, r := node.Labels["topology.kubernetes.io/zone"], node.Labels["topology.kubernetes.io/region"]; z != "0" || r != "westcentralus" {
+			t.Errorf("node %s: zone %q, region %q; want 0 in westcentralus", node.Name, z, r)
+		}
+	}
+}
+
 // checkAKSNodeClassReady: the lifecycle function resolved the seed's AKSNodeClass through the
 // Azure provider and the agent wrote its status: the Ubuntu 22.04 images at the face's latest
 // version (202611.18.0) for Gen2 amd64, Gen1 amd64 and Gen2 arm64, the control plane's version,
