@@ -139,6 +139,19 @@ func (x *claimIndex) update(c *claim) {
 	}
 }
 
+// remove takes c out of the search until update puts it back (its slot stays).
+func (x *claimIndex) remove(c *claim) {
+	if c.slot == 0 || c.slot > len(x.claims) || x.claims[c.slot-1] != c {
+		return
+	}
+	i := x.n + c.slot - 1
+	x.cpu[i], x.mem[i], x.pods[i] = math.MinInt64, math.MinInt64, math.MinInt64
+	x.blocked[i] = ^uint64(0)
+	for i /= 2; i >= 1; i /= 2 {
+		x.pull(i)
+	}
+}
+
 // each calls try, in claim order, on every claim whose head holds r's CPU, memory and pod
 // slots and whose bits do not surely refuse a pod needing need clear, until try returns true;
 // it reports whether one did.

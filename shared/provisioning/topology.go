@@ -412,6 +412,40 @@ func (t *topology) recordGroups(groups []*group, cons []constraint, target any, 
 	}
 }
 
+// unrecordGroups takes a pod recorded on a target out of the counts: recordGroups' inverse, for
+// the same domains (domainOf must answer as it did then). Counts that reach zero are deleted, so
+// an empty map still means "no matching pod anywhere".
+func (t *topology) unrecordGroups(groups []*group, cons []constraint, target any, domainOf func(string) string) {
+	dec := func(m map[string]int, k string) {
+		if m[k]--; m[k] <= 0 {
+			delete(m, k)
+		}
+	}
+	decHost := func(m map[any]int, k any) {
+		if m[k]--; m[k] <= 0 {
+			delete(m, k)
+		}
+	}
+	for _, g := range groups {
+		if g.key == corev1.LabelHostname {
+			decHost(g.hosts, target)
+			g.hostTotal--
+		} else if d := domainOf(g.key); d != "" {
+			dec(g.domains, d)
+		}
+	}
+	for _, c := range cons {
+		if c.kind != kindAnti || c.preferred {
+			continue
+		}
+		if c.g.key == corev1.LabelHostname {
+			decHost(c.g.antiHosts, target)
+		} else if d := domainOf(c.g.key); d != "" {
+			dec(c.g.antiDomains, d)
+		}
+	}
+}
+
 // countedKeys returns the non-hostname keys under which the groups counting a pod count it (the
 // keys a claim must be pinned on when the pod is placed on it), and those of its constraints.
 func (t *topology) countedKeys(groups []*group, cons []constraint) []string {

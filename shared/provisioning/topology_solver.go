@@ -286,24 +286,71 @@ func (s *solver) pin(c *claim, keys []string) {
 			}
 		}
 		if v == "" {
-			continue // a complement requirement cannot be pinned; the key stays uncounted
-		}
-		c.reqs = c.reqs.Intersect(scheduling.Requirements{key: scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, v)})
-		if !offeringKeys[key] && !isTypeKey(key) {
+			// A complement requirement cannot be pinned; the key stays uncounted. Should a later
+			// pod fix it, the counts of the pods before would not match the claim's domain, so
+			// the claim is never re-packed (which takes its pods out of the counts).
+			c.pinFailed = true
 			continue
 		}
-		kept := c.types[:0:0]
-		for _, ti := range c.types {
-			t := pl.types[ti]
-			if s.usable(c, ti) && ((offeringKeys[key] && hasOffering(t, c.reqs)) || (!offeringKeys[key] && typeMatches(c.reqs, t.it))) {
-				kept = append(kept, ti)
-			}
+		s.pinTo(c, key, v)
+	}
+}
+
+// pinTo restricts the claim to value v of key, dropping the candidate types that no longer
+// qualify.
+func (s *solver) pinTo(c *claim, key, v string) {
+	pl := c.pool
+	c.reqs = c.reqs.Intersect(scheduling.Requirements{key: scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, v)})
+	if !offeringKeys[key] && !isTypeKey(key) {
+		return
+	}
+	kept := c.types[:0:0]
+	for _, ti := range c.types {
+		t := pl.types[ti]
+		if s.usable(c, ti) && ((offeringKeys[key] && hasOffering(t, c.reqs)) || (!offeringKeys[key] && typeMatches(c.reqs, t.it))) {
+			kept = append(kept, ti)
 		}
-		if pl.remaining != nil && len(kept) > 0 && kept[0] != c.types[0] {
-			*pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity).Add(pl.types[kept[0]].capacity)
+	}
+	if pl.remaining != nil && len(kept) > 0 && len(c.types) > 0 && kept[0] != c.types[0] {
+		*pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity).Add(pl.types[kept[0]].capacity)
+	}
+	c.types, c.sharedTypes = kept, false
+	c.maxOK = false
+	s.hold(c)
+}
+
+// domainPins returns the claim's value for every non-hostname key a topology group counts by
+// (the domains a re-packing of its pods must keep, so every count stays where it was).
+func (s *solver) domainPins(c *claim) [][2]string {
+	var out [][2]string
+	seen := map[string]bool{}
+	for _, g := range s.topo.list {
+		if g.key == corev1.LabelHostname || seen[g.key] {
+			continue
 		}
-		c.types = kept
-		c.maxOK = false
-		s.hold(c)
+		seen[g.key] = true
+		if v := c.domainOf(g.key); v != "" {
+			out = append(out, [2]string{g.key, v})
+		}
+	}
+	return out
+}
+
+// forget takes the pods placed on the claims out of the topology counts (the inverse of
+// placed's recording).
+func (s *solver) forget(cs ...*claim) {
+	for _, c := range cs {
+		for _, p := range c.pods {
+			s.topo.unrecordGroups(s.groupsOf(p), p.active, c, c.domainOf)
+		}
+	}
+}
+
+// remember puts the claims' pods back into the topology counts.
+func (s *solver) remember(cs ...*claim) {
+	for _, c := range cs {
+		for _, p := range c.pods {
+			s.topo.recordGroups(s.groupsOf(p), p.active, c, c.domainOf)
+		}
 	}
 }

@@ -1,0 +1,235 @@
+package provisioning
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"pgregory.net/rapid"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+)
+
+// improveCase is a small random input in the Karpenter benchmark's shape (its label keys and
+// zones, so karpenterShapeViolations judges the plan independently of the solver), on a random
+// catalog whose prices are not linear in size (else no move pays), with host ports on some
+// generic pods, sometimes minValues on instance types, and sometimes a second NodePool of higher
+// weight restricted to one type.
+type improveCase struct {
+	in      Input
+	fifthOf map[string]int
+}
+
+func drawImproveCase(t *rapid.T) improveCase {
+	var types []*catalog.InstanceType
+	nt := rapid.IntRange(1, 6).Draw(t, "types")
+	for i := range nt {
+		cpu := int64(rapid.SampledFrom([]int{1, 2, 4, 8, 16}).Draw(t, "cpu"))
+		gibPerCPU := int64(rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "gibPerCPU"))
+		// Price per vCPU falls or rises with size by up to ±40 %, per type.
+		skew := rapid.Float64Range(0.6, 1.4).Draw(t, "skew")
+		price := (0.04*float64(cpu) + 0.005*float64(cpu*gibPerCPU)) * skew
+		name := fmt.Sprintf("rt-%d", i)
+		var offs []catalog.Offering
+		for _, z := range ksZones {
+			offs = append(offs, catalog.Offering{Zone: z, CapacityType: apisv1.CapacityTypeOnDemand, PricePerHour: price, Available: true, PriceSource: catalog.PriceSourceEmbedded})
+			offs = append(offs, catalog.Offering{Zone: z, CapacityType: apisv1.CapacityTypeSpot, PricePerHour: price * 0.4, Available: true, PriceSource: catalog.PriceSourceEmbedded})
+		}
+		catalog.SortOfferings(offs)
+		types = append(types, &catalog.InstanceType{
+			Name:   name,
+			Labels: map[string]string{corev1.LabelInstanceTypeStable: name, corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux"},
+			Capacity: corev1.ResourceList{
+				corev1.ResourceCPU:    *resource.NewQuantity(cpu, resource.DecimalSI),
+				corev1.ResourceMemory: *resource.NewQuantity(cpu*gibPerCPU<<30, resource.BinarySI),
+				corev1.ResourcePods:   *resource.NewQuantity(rapid.Int64Range(4, 110).Draw(t, "maxPods"), resource.DecimalSI),
+			},
+			Offerings: offs,
+		})
+	}
+	np := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if rapid.Bool().Draw(t, "onDemandOnly") {
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, apisv1.NodeSelectorRequirementWithMinValues{
+			NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{apisv1.CapacityTypeOnDemand}}})
+	}
+	if nt > 1 && rapid.IntRange(0, 3).Draw(t, "minValues") == 0 {
+		two := 2
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, apisv1.NodeSelectorRequirementWithMinValues{
+			NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpExists}, MinValues: &two})
+	}
+	pools := []*apisv1.NodePool{np}
+	if rapid.Bool().Draw(t, "secondPool") {
+		// A higher-weight pool restricted to the first type: pods it takes must stay there.
+		w := int32(10)
+		hi := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "preferred"}}
+		hi.Spec.Weight = &w
+		hi.Spec.Template.Spec.Requirements = []apisv1.NodeSelectorRequirementWithMinValues{{NodeSelectorRequirement: corev1.NodeSelectorRequirement{
+			Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"rt-0"}}}}
+		pools = append(pools, hi)
+	}
+	n := rapid.IntRange(1, 40).Draw(t, "pods")
+	fifthOf := map[string]int{}
+	var pods []*corev1.Pod
+	for i := range n {
+		f := rapid.IntRange(0, len(ksFifths)-1).Draw(t, "fifth")
+		name := fmt.Sprintf("p-%d", i)
+		cpu := rapid.IntRange(100, 3000).Draw(t, "milliCPU")
+		mem := rapid.IntRange(64, 12000).Draw(t, "MiB")
+		v := rapid.SampledFrom(ksLabelValues[:3]).Draw(t, "value")
+		p := requestPod(name, int64(cpu), int64(mem), nil)
+		sel := func(k, v string) *metav1.LabelSelector {
+			return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
+		}
+		switch f {
+		case 0:
+			p.Labels = map[string]string{ksGenericKey: v}
+			if rapid.IntRange(0, 3).Draw(t, "port") == 0 {
+				p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: corev1.ProtocolTCP}}
+			}
+		case 1, 2:
+			key, topo := ksZoneSpreadKey, corev1.LabelTopologyZone
+			if f == 2 {
+				key, topo = ksHostSpreadKey, corev1.LabelHostname
+			}
+			p.Labels = map[string]string{key: v}
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+				MaxSkew: 1, TopologyKey: topo, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel(key, v)}}
+		case 3:
+			p.Labels = map[string]string{ksZoneAffinityKey: v}
+			p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: sel(ksZoneAffinityKey, v), TopologyKey: corev1.LabelTopologyZone}}}}
+		case 4:
+			p.Labels = map[string]string{ksAntiKey: ksAntiValue}
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: sel(ksAntiKey, ksAntiValue), TopologyKey: corev1.LabelHostname}}}}
+		}
+		pods = append(pods, p)
+		fifthOf[name] = f
+	}
+	return improveCase{in: Input{Pods: pods, NodePools: pools, Catalog: catalog.New("", types)}, fifthOf: fifthOf}
+}
+
+// solveWithImprove solves with the improvement on (the default budget) or off.
+func solveWithImprove(t *rapid.T, in Input, on bool) *Plan {
+	if !on {
+		saved := improveBudget
+		improveBudget = func(int) int { return 0 }
+		defer func() { improveBudget = saved }()
+	}
+	p, err := Solve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestImproveProperties: on random small inputs, the plan with the improvement keeps every pod
+// the plan without it placed (and in the same NodePool), breaks no constraint the independent
+// checker judges (topology spread on zone and hostname, zone affinity, hostname anti-affinity)
+// nor a host port, costs no more, and is the same on every run.
+func TestImproveProperties(t *testing.T) {
+	var improved int
+	rapid.Check(t, func(t *rapid.T) {
+		tc := drawImproveCase(t)
+		before := solveWithImprove(t, tc.in, false)
+		after := solveWithImprove(t, tc.in, true)
+		poolBefore := podPools(before)
+		poolAfter := podPools(after)
+		for pod, pool := range poolBefore {
+			if poolAfter[pod] != pool {
+				t.Fatalf("pod %s: NodePool %q before the improvement, %q after", pod, pool, poolAfter[pod])
+			}
+		}
+		if len(poolAfter) != len(poolBefore) {
+			t.Fatalf("%d pods placed before the improvement, %d after", len(poolBefore), len(poolAfter))
+		}
+		for f, bad := range karpenterShapeViolations(after, tc.fifthOf) {
+			if len(bad) > 0 && !hasOnlyUnschedulable(bad) {
+				t.Fatalf("%s violated after the improvement: %s", ksFifths[f], strings.Join(bad, "; "))
+			}
+		}
+		if bad := hostPortClashes(after); bad != "" {
+			t.Fatal(bad)
+		}
+		pb, pa := before.TotalPricePerHour(), after.TotalPricePerHour()
+		if pa > pb+1e-9 {
+			t.Fatalf("the improvement raised the plan's price: %.6f → %.6f $/h", pb, pa)
+		}
+		if pa < pb-1e-9 {
+			improved++
+		}
+		again := solveWithImprove(t, tc.in, true)
+		if !reflect.DeepEqual(planShape(after), planShape(again)) {
+			t.Fatalf("two solves of one input differ:\n%v\n%v", planShape(after), planShape(again))
+		}
+	})
+	t.Logf("the improvement made %d of the random plans cheaper", improved)
+}
+
+// hasOnlyUnschedulable: the checker's only complaint is pods left unschedulable (random inputs
+// may hold pods no type fits; the placed-pods property covers what the improvement may do).
+func hasOnlyUnschedulable(bad []string) bool {
+	for _, b := range bad {
+		if !strings.Contains(b, "unschedulable") {
+			return false
+		}
+	}
+	return true
+}
+
+// podPools maps each placed pod to its NodeClaim's NodePool.
+func podPools(p *Plan) map[string]string {
+	out := map[string]string{}
+	for _, nc := range p.NodeClaims {
+		for _, pod := range nc.Pods {
+			out[pod.Name] = nc.NodePool.Name
+		}
+	}
+	return out
+}
+
+// hostPortClashes names two pods on one NodeClaim binding the same host port.
+func hostPortClashes(p *Plan) string {
+	for i, nc := range p.NodeClaims {
+		seen := map[int32]string{}
+		for _, pod := range nc.Pods {
+			for _, c := range pod.Spec.Containers {
+				for _, port := range c.Ports {
+					if port.HostPort == 0 {
+						continue
+					}
+					if other := seen[port.HostPort]; other != "" {
+						return fmt.Sprintf("NodeClaim %d: pods %s and %s both bind host port %d", i, other, pod.Name, port.HostPort)
+					}
+					seen[port.HostPort] = pod.Name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// planShape is what a plan decides: per NodeClaim its pool, offerings and pods.
+func planShape(p *Plan) []string {
+	var out []string
+	for _, nc := range p.NodeClaims {
+		var b strings.Builder
+		b.WriteString(nc.NodePool.Name)
+		for _, o := range nc.Offerings {
+			fmt.Fprintf(&b, " %s/%s/%s", o.InstanceType.Name, o.Zone, o.CapacityType)
+		}
+		for _, pod := range nc.Pods {
+			b.WriteString(" " + pod.Name)
+		}
+		out = append(out, b.String())
+	}
+	for _, u := range p.Unschedulable {
+		out = append(out, "unschedulable "+u.Pod.Name)
+	}
+	return out
+}
