@@ -262,7 +262,8 @@ func TestPlanAzureSeed(t *testing.T) {
 
 // TestPlanAzureRegionWithoutZones: the AKS seed planned in westcentralus, a region without
 // availability zones, places every pod; each NodeClaim is in zone "0" (the label AKS gives a node
-// of a VM without a zone) at the size's westcentralus list price.
+// of a VM without a zone) at the size's westcentralus list price. A pool requiring placement-scope
+// zonal launches nothing there.
 func TestPlanAzureRegionWithoutZones(t *testing.T) {
 	cat, err := catalog.AzureRegionCatalog("westcentralus")
 	if err != nil {
@@ -306,6 +307,23 @@ func TestPlanAzureRegionWithoutZones(t *testing.T) {
 	}
 	if placed != 36 {
 		t.Errorf("%d pods on new NodeClaims, want 36", placed)
+	}
+
+	// A pool that asks for zonal placement has no offering there (Karpenter Azure: an explicit
+	// placement-scope zonal does not provision in a region without zones): nothing is launched.
+	zonal := filepath.Join(dir, "zonal.yaml")
+	if err := os.WriteFile(zonal, bytes.Replace(pool, []byte("      requirements:\n"),
+		[]byte("      requirements:\n        - key: karpenter.azure.com/placement-scope\n          operator: In\n          values: [\"zonal\"]\n"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = runCLI(t, "plan", "--output", "json", "--region", "westcentralus",
+		"-f", zonal, "-f", "../../localdev/azureseed/system-nodes.yaml", "-f", "../../localdev/manifests/workloads.yaml")
+	plan.NodeClaims, plan.Unschedulable = nil, nil
+	if code != 0 || json.Unmarshal([]byte(out), &plan) != nil {
+		t.Fatalf("zonal pool: exit %d: %s", code, stderr)
+	}
+	if len(plan.NodeClaims) != 0 || len(plan.Unschedulable) == 0 {
+		t.Errorf("zonal pool in westcentralus: %d NodeClaims, %d unschedulable; want none launched", len(plan.NodeClaims), len(plan.Unschedulable))
 	}
 }
 
