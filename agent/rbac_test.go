@@ -359,3 +359,24 @@ func settled(t *testing.T, w *kube.Watcher) int64 {
 	t.Fatal("the watcher's revision never settled")
 	return 0
 }
+
+// The NodeClass commands (SetNodeClassStatus, the termination finalizer) patch the NodeClass of
+// either cloud through the same code (kube.NodeClassGVR of the command's kind), so rbac.yaml
+// grants AKSNodeClass what TestRBACCoversEveryCall sees the agent use on EC2NodeClass. Found
+// on AKS: rbac.yaml granted aksnodeclasses read only, and a real API server refused the agent's
+// status and finalizer patches there (the in-memory cluster of local dev checks no RBAC).
+func TestRBACCoversNodeClassCommandsOfEveryKind(t *testing.T) {
+	rules := loadRBAC(t)
+	for _, kind := range []string{apisv1.KindEC2NodeClass, apisv1.KindAKSNodeClass} {
+		gvr, err := kube.NodeClassGVR(kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range [][2]string{{"get", gvr.Resource}, {"list", gvr.Resource}, {"watch", gvr.Resource},
+			{"patch", gvr.Resource}, {"patch", gvr.Resource + "/status"}} {
+			if !allowed(rules, c[0], gvr.Group, c[1], "", "default") {
+				t.Errorf("%s: rbac.yaml does not allow %s %s/%s", kind, c[0], gvr.Group, c[1])
+			}
+		}
+	}
+}
