@@ -104,36 +104,41 @@ func karpenterShapePods(n int) (pods []*corev1.Pod, fifthOf map[string]int) {
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}}}},
 			}
-			sel := func(k, v string) *metav1.LabelSelector {
-				return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
-			}
-			switch f {
-			case 0:
-				p.Labels = map[string]string{ksGenericKey: v}
-			case 1, 2:
-				key, topo := ksZoneSpreadKey, corev1.LabelTopologyZone
-				if f == 2 {
-					key, topo = ksHostSpreadKey, corev1.LabelHostname
-				}
-				p.Labels = map[string]string{key: v}
-				p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-					MaxSkew: 1, TopologyKey: topo, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel(key, v)}}
-			case 3:
-				p.Labels = map[string]string{ksZoneAffinityKey: v}
-				p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
-					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-						LabelSelector: sel(ksZoneAffinityKey, v), TopologyKey: corev1.LabelTopologyZone}}}}
-			case 4:
-				p.Labels = map[string]string{ksAntiKey: ksAntiValue}
-				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-						LabelSelector: sel(ksAntiKey, ksAntiValue), TopologyKey: corev1.LabelHostname}}}}
-			}
+			ksConstrain(p, f, v)
 			pods = append(pods, p)
 			fifthOf[name] = f
 		}
 	}
 	return pods, fifthOf
+}
+
+// ksConstrain gives a pod of fifth f (ksFifths) with label value v its labels and constraint.
+func ksConstrain(p *corev1.Pod, f int, v string) {
+	sel := func(k, v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
+	}
+	switch f {
+	case 0:
+		p.Labels = map[string]string{ksGenericKey: v}
+	case 1, 2:
+		key, topo := ksZoneSpreadKey, corev1.LabelTopologyZone
+		if f == 2 {
+			key, topo = ksHostSpreadKey, corev1.LabelHostname
+		}
+		p.Labels = map[string]string{key: v}
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: topo, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel(key, v)}}
+	case 3:
+		p.Labels = map[string]string{ksZoneAffinityKey: v}
+		p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: sel(ksZoneAffinityKey, v), TopologyKey: corev1.LabelTopologyZone}}}}
+	case 4:
+		p.Labels = map[string]string{ksAntiKey: ksAntiValue}
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: sel(ksAntiKey, ksAntiValue), TopologyKey: corev1.LabelHostname}}}}
+	}
 }
 
 func karpenterShapeInput(n int) (Input, map[string]int) {

@@ -82,31 +82,9 @@ func drawImproveCase(t *rapid.T) improveCase {
 		mem := rapid.IntRange(64, 12000).Draw(t, "MiB")
 		v := rapid.SampledFrom(ksLabelValues[:3]).Draw(t, "value")
 		p := requestPod(name, int64(cpu), int64(mem), nil)
-		sel := func(k, v string) *metav1.LabelSelector {
-			return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
-		}
-		switch f {
-		case 0:
-			p.Labels = map[string]string{ksGenericKey: v}
-			if rapid.IntRange(0, 3).Draw(t, "port") == 0 {
-				p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: corev1.ProtocolTCP}}
-			}
-		case 1, 2:
-			key, topo := ksZoneSpreadKey, corev1.LabelTopologyZone
-			if f == 2 {
-				key, topo = ksHostSpreadKey, corev1.LabelHostname
-			}
-			p.Labels = map[string]string{key: v}
-			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-				MaxSkew: 1, TopologyKey: topo, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel(key, v)}}
-		case 3:
-			p.Labels = map[string]string{ksZoneAffinityKey: v}
-			p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				LabelSelector: sel(ksZoneAffinityKey, v), TopologyKey: corev1.LabelTopologyZone}}}}
-		case 4:
-			p.Labels = map[string]string{ksAntiKey: ksAntiValue}
-			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				LabelSelector: sel(ksAntiKey, ksAntiValue), TopologyKey: corev1.LabelHostname}}}}
+		ksConstrain(p, f, v)
+		if f == 0 && rapid.IntRange(0, 3).Draw(t, "port") == 0 {
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: corev1.ProtocolTCP}}
 		}
 		pods = append(pods, p)
 		fifthOf[name] = f
