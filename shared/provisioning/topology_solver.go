@@ -40,8 +40,17 @@ func (s *solver) seedTopology() {
 // eligibleDomains are the values of the constraint's key a pod could land in: the labels of
 // existing nodes (those matching the pod's node affinity when the spread honours it, and whose
 // taints it tolerates when it honours those), and every value the NodePools that can take the
-// pod could launch into — so empty domains count, as kube-scheduler counts empty zones that
-// have nodes, and Karpenter counts zones it could create nodes in.
+// pod could launch into for it — so empty domains count, as kube-scheduler counts empty zones
+// that have nodes, and Karpenter counts zones it could create nodes in.
+//
+// The policies widen the existing nodes only. kube-scheduler knows nodes, not NodePools: a
+// domain with no node is no domain to it until a node is there, and the plan opens a node for
+// this pod only where the pod's own affinity and tolerations let it. Counting the zones of a
+// pool whose taint the pod does not tolerate (nodeTaintsPolicy Ignore, the default) or that its
+// node affinity excludes (nodeAffinityPolicy Ignore) held a minimum of 0 there that no node
+// would ever raise, and left pods pending that kube-scheduler binds (seen with the real
+// scheduler in e2e/scenarios_test.go; the public reports aws/karpenter-provider-aws#8637 and
+// kubernetes-sigs/karpenter#2623 are this rule in Karpenter).
 func (s *solver) eligibleDomains(p *podInfo, c *constraint) []string {
 	id := p.sig + "\x00" + c.g.key + "\x00" + strconv.FormatBool(c.honorAffinity) + strconv.FormatBool(c.honorTaints)
 	if d, ok := s.eligible[id]; ok {
@@ -67,22 +76,18 @@ func (s *solver) eligibleDomains(p *podInfo, c *constraint) []string {
 			continue
 		}
 		pp := s.compatibility(i, p)
-		if pp.reason != "" && !(pp.taintOnly && !c.honorTaints) {
-			continue // nodeTaintsPolicy Ignore still counts the domains of tainted pools
+		if pp.reason != "" {
+			continue // the pool opens no node for this pod: its domains stay empty
 		}
 		for _, ac := range pp.alts {
 			if !ac.any {
 				continue
 			}
-			reqs := pl.reqs
-			if c.honorAffinity {
-				reqs = pl.reqs.Intersect(ac.reqs)
-			}
-			r := reqs[key]
+			r := pl.reqs.Intersect(ac.reqs)[key]
 			switch {
 			case offeringKeys[key]:
 				for ti, t := range pl.types {
-					if c.honorAffinity && !ac.types[ti] {
+					if !ac.types[ti] {
 						continue
 					}
 					for _, o := range t.offerings {
@@ -99,7 +104,7 @@ func (s *solver) eligibleDomains(p *podInfo, c *constraint) []string {
 				}
 			case isTypeKey(key):
 				for ti, t := range pl.types {
-					if (!c.honorAffinity || ac.types[ti]) && t.it.Labels[key] != "" {
+					if ac.types[ti] && t.it.Labels[key] != "" {
 						set[t.it.Labels[key]] = true
 					}
 				}
