@@ -57,15 +57,7 @@ var notExpressible = map[string]string{}
 // knownDisagreements are the scenarios where kube-scheduler does not do what the plan over the
 // manifests says, with what was found. They are reported (with the scheduler's doing) and do
 // not fail the test; any other disagreement does.
-var knownDisagreements = map[string]string{
-	"topology-spread-empty-domains": "the pending web pods fit node-a as kube-scheduler counts spread domains (only zones that " +
-		"have nodes: just us-east-1a), so it binds both there before any provisioner sees them; the plan (Karpenter's rule: the " +
-		"pool's empty zones b and c count) puts them on new nodes in b and c. A real cluster never shows Dovetail this state " +
-		"(it plans pods kube-scheduler marked unschedulable), but a pod it sees before kube-scheduler's first try would get " +
-		"capacity it does not use",
-	"topology-spread-match-label-keys": "as topology-spread-empty-domains: kube-scheduler binds all three new-revision pods to " +
-		"node-a (one domain, us-east-1a) before any plan; the plan spreads them over a, b and c",
-}
+var knownDisagreements = map[string]string{}
 
 // TestScenariosOnKubeScheduler runs the scenario suite (testdata/scenarios) through the real
 // kube-scheduler: for each case, one after the other in one control plane, the scenario's objects

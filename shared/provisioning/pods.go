@@ -86,6 +86,9 @@ type domainView struct {
 	c             *constraint
 	vals, exclude map[string]bool
 	all           bool
+	// binVals are a spread's allowed domains for an existing node: counted over the domains of
+	// the nodes there are (kube-scheduler's), not the pools' empty zones.
+	binVals map[string]bool
 }
 
 // volumeIndex resolves a pod's PVCs.

@@ -51,8 +51,13 @@ func (s *solver) seedTopology() {
 // would ever raise, and left pods pending that kube-scheduler binds (seen with the real
 // scheduler in e2e/scenarios_test.go; the public reports aws/karpenter-provider-aws#8637 and
 // kubernetes-sigs/karpenter#2623 are this rule in Karpenter).
-func (s *solver) eligibleDomains(p *podInfo, c *constraint) []string {
-	id := p.sig + "\x00" + c.g.key + "\x00" + strconv.FormatBool(c.honorAffinity) + strconv.FormatBool(c.honorTaints)
+//
+// With binsOnly, only the existing nodes' domains (and those of in-flight NodeClaims, nodes by
+// the time a pod can land): what kube-scheduler counts when it places a pending pod on a node
+// there is now. It binds such a pod at once, before any new node is up, so a placement on an
+// existing node is judged by those domains alone.
+func (s *solver) eligibleDomains(p *podInfo, c *constraint, binsOnly bool) []string {
+	id := p.sig + "\x00" + c.g.key + "\x00" + strconv.FormatBool(c.honorAffinity) + strconv.FormatBool(c.honorTaints) + strconv.FormatBool(binsOnly)
 	if d, ok := s.eligible[id]; ok {
 		return d
 	}
@@ -72,7 +77,7 @@ func (s *solver) eligibleDomains(p *podInfo, c *constraint) []string {
 		set[v] = true
 	}
 	for i, pl := range s.pools {
-		if pl.err != nil {
+		if pl.err != nil || binsOnly {
 			continue
 		}
 		pp := s.compatibility(i, p)
@@ -141,8 +146,12 @@ func (s *solver) prepare(p *podInfo) {
 		if c.g.key == corev1.LabelHostname {
 			continue
 		}
-		vals, exclude, all := c.allowedDomains(p.pod, s.eligibleFor(p, c))
-		p.views = append(p.views, domainView{c: c, vals: vals, exclude: exclude, all: all})
+		vals, exclude, all := c.allowedDomains(p.pod, s.eligibleFor(p, c, false))
+		v := domainView{c: c, vals: vals, exclude: exclude, all: all, binVals: vals}
+		if c.kind == kindSpread {
+			v.binVals, _, _ = c.allowedDomains(p.pod, s.eligibleFor(p, c, true))
+		}
+		p.views = append(p.views, v)
 	}
 	p.inv = nil
 	if s.topo.anyAnti {
@@ -168,8 +177,8 @@ func (s *solver) topologyAllowsBin(p *podInfo, b *bin) bool {
 		d := b.labels[v.c.g.key]
 		switch {
 		case v.all:
-		case v.vals != nil:
-			if d == "" || !v.vals[d] {
+		case v.binVals != nil:
+			if d == "" || !v.binVals[d] {
 				return false
 			}
 		case d != "" && v.exclude[d]:
@@ -189,15 +198,15 @@ func (s *solver) topologyAllowsBin(p *podInfo, b *bin) bool {
 func (s *solver) eligibleDomainsAny(p *podInfo, c *constraint) []string {
 	cc := *c
 	cc.honorAffinity, cc.honorTaints = true, false
-	return s.eligibleDomains(p, &cc)
+	return s.eligibleDomains(p, &cc, false)
 }
 
 // eligibleFor returns eligible domains for spread constraints (others do not need them).
-func (s *solver) eligibleFor(p *podInfo, c *constraint) []string {
+func (s *solver) eligibleFor(p *podInfo, c *constraint, binsOnly bool) []string {
 	if c.kind != kindSpread {
 		return nil
 	}
-	return s.eligibleDomains(p, c)
+	return s.eligibleDomains(p, c, binsOnly)
 }
 
 // topologyRequirements turns the pod's non-hostname topology constraints into requirements on
