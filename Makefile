@@ -87,7 +87,7 @@ controlplane:
 
 ## e2e: the whole path against the real control plane (agent, queue, provision, fake cloud, kwok nodes)
 e2e: controlplane
-	DOVETAIL_CONTROLPLANE_BIN=$(CURDIR)/$(CONTROLPLANE_BIN) $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/...
+	DOVETAIL_CONTROLPLANE_BIN=$(CURDIR)/$(CONTROLPLANE_BIN) $(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/...
 
 ## tools: fauxqs (SQS+S3 emulator) on Node 22 and aws-lambda-rie under .cache/tools, for the AWS transport tests
 tools:
