@@ -37,10 +37,6 @@ func TestMain(m *testing.M) {
 
 func buildBootstrap(t *testing.T) string { return sqstest.Bootstrap(t) }
 
-func rie(t *testing.T, bootstrap string, env []string) string {
-	return sqstest.RunRIE(t, bootstrap, env)
-}
-
 func invoke(t *testing.T, url string, ev lambdaevents.SQSEvent) lambdaevents.SQSEventResponse {
 	return sqstest.Invoke(t, url, ev)
 }
