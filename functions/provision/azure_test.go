@@ -1,3 +1,5 @@
+//go:build !lambda.norpc
+
 package provision
 
 // The provision handler behind the Azure Functions custom handler (shared/runtime), fed by Event

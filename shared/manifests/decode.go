@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/dovetail-dev/dovetail/shared/apis"
 	apiv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -25,7 +25,22 @@ import (
 
 // coreDecoder decodes the built-in kinds strictly (unknown and duplicate fields are errors)
 // without defaulting or conversion, as `kubectl apply --validate=strict` would refuse them.
-var coreDecoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+// The scheme holds only the groups of coreKinds, not client-go's scheme of every API group: that
+// one linked a quarter of each function's bootstrap (README "Lambda bootstraps").
+var coreDecoder = serializer.NewCodecFactory(coreScheme(), serializer.EnableStrict).UniversalDeserializer()
+
+// coreScheme registers the API groups of coreKinds (core, apps, batch, policy, storage; v1 each).
+func coreScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme,
+		batchv1.AddToScheme, policyv1.AddToScheme, storagev1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("manifests: scheme: %v", err))
+		}
+	}
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s
+}
 
 // header is what every document must carry to be routed.
 type header struct {

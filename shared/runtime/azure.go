@@ -1,3 +1,8 @@
+//go:build !lambda.norpc
+
+// The Azure Functions mode links the Azure SDK (azidentity, Event Grid, azblob with Arrow):
+// left out of the Lambda build (-tags lambda.norpc, azure_lambda.go), which runs only on AWS.
+
 package runtime
 
 import (
@@ -14,23 +19,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/spf13/pflag"
 
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/queue/azureblob"
 	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
 )
-
-// EnvCustomHandlerPort is set by the Azure Functions host for a custom handler it starts: the
-// port the handler's HTTP server must listen on (Azure Functions documentation, "Azure Functions
-// custom handlers").
-const EnvCustomHandlerPort = "FUNCTIONS_CUSTOMHANDLER_PORT"
-
-// ModeAzureFunctions runs the function as an Azure Functions custom handler.
-const ModeAzureFunctions Mode = "azure-functions"
-
-// InAzureFunctions reports whether the Azure Functions host started the process.
-func InAzureFunctions() bool { return os.Getenv(EnvCustomHandlerPort) != "" }
 
 // DefaultTriggerBinding is the name of the eventGridTrigger binding in each function.json of
 // infra/azure: the key of the event in the invocation's Data.
@@ -250,4 +248,21 @@ func readInvocation(r *http.Request, binding string) (queue.Message, string, err
 	}
 	msg.ID = head.ID
 	return msg, meta, nil
+}
+
+// AzureClientOptions are the Azure SDK clients' options (Options.AzureClientOptions).
+type AzureClientOptions = azcore.ClientOptions
+
+func (o Options) blobOptions() *container.ClientOptions {
+	return &container.ClientOptions{ClientOptions: o.AzureClientOptions}
+}
+
+// registerAzureFlags adds the Azure Functions mode's flags.
+func registerAzureFlags(fs *pflag.FlagSet, o *Options) {
+	fs.StringVar(&o.EventGridNamespace, "eventgrid-namespace-endpoint", EnvDefault("eventgrid-namespace-endpoint", ""), "Azure Functions mode: Event Grid namespace of the commands topic (https://<namespace>.<region>-1.eventgrid.azure.net; required)")
+	fs.StringVar(&o.CommandsTopic, "commands-topic", EnvDefault("commands-topic", eventgrid.DefaultCommandsTopic), "Azure Functions mode: the namespace topic commands are sent to")
+	fs.StringVar(&o.EventGridTopicEndpoint, "eventgrid-topic-endpoint", EnvDefault("eventgrid-topic-endpoint", ""), "Azure Functions mode: custom topic for events the function publishes (https://<topic>.<region>-1.eventgrid.azure.net/api/events; optional)")
+	fs.StringVar(&o.StorageAccountURL, "storage-account-url", EnvDefault("storage-account-url", ""), "Azure Functions mode: Blob endpoint of the storage account (https://<account>.blob.core.windows.net); "+azureblob.EnvConnectionString+" overrides it for local endpoints")
+	fs.StringVar(&o.BlobContainer, "blob-container", EnvDefault("blob-container", ""), "Azure Functions mode: container of claim-checked payloads (under --blob-prefix); empty: refuse oversize payloads")
+	fs.StringVar(&o.DeadLetterContainer, "dead-letter-container", EnvDefault("dead-letter-container", ""), "Azure Functions mode: container poison events are written to with their reason; empty: left to Event Grid's dead-lettering")
 }

@@ -1,3 +1,5 @@
+//go:build !lambda.norpc
+
 package runtime
 
 // Azure Functions mode: Run chooses it when FUNCTIONS_CUSTOMHANDLER_PORT is set and serves the

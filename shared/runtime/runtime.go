@@ -18,8 +18,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -31,8 +29,6 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
-	"github.com/dovetail-dev/dovetail/shared/queue/azureblob"
-	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
@@ -113,16 +109,25 @@ type Options struct {
 	// Azure Functions mode.
 	EventGridNamespace, CommandsTopic, EventGridTopicEndpoint string
 	StorageAccountURL, BlobContainer, DeadLetterContainer     string
-	// AzureClientOptions are the Azure SDK clients' options (not a flag: a test's transport).
-	AzureClientOptions azcore.ClientOptions
+	// AzureClientOptions are the Azure SDK clients' options (not a flag: a test's transport);
+	// an empty struct in the Lambda build, which has no Azure Functions mode (azure.go).
+	AzureClientOptions AzureClientOptions
 	LogLevel           string
 	// HTTPAddr is where a NATS worker serves /metrics, /healthz and /readyz (empty: no server).
 	HTTPAddr string
 }
 
-func (o Options) blobOptions() *container.ClientOptions {
-	return &container.ClientOptions{ClientOptions: o.AzureClientOptions}
-}
+// EnvCustomHandlerPort is set by the Azure Functions host for a custom handler it starts: the
+// port the handler's HTTP server must listen on (Azure Functions documentation, "Azure Functions
+// custom handlers").
+const EnvCustomHandlerPort = "FUNCTIONS_CUSTOMHANDLER_PORT"
+
+// ModeAzureFunctions runs the function as an Azure Functions custom handler (azure.go; not in
+// the Lambda build).
+const ModeAzureFunctions Mode = "azure-functions"
+
+// InAzureFunctions reports whether the Azure Functions host started the process.
+func InAzureFunctions() bool { return os.Getenv(EnvCustomHandlerPort) != "" }
 
 // EnvName is the environment variable of a flag: "command-queue-url" → DOVETAIL_COMMAND_QUEUE_URL.
 func EnvName(flag string) string {
@@ -181,12 +186,7 @@ func Command(f Function) *cobra.Command {
 	fs.StringVar(&o.BlobBucket, "blob-bucket", EnvDefault("blob-bucket", ""), "Lambda mode: S3 bucket of claim-checked payloads; empty: refuse oversize payloads")
 	fs.StringVar(&o.BlobPrefix, "blob-prefix", EnvDefault("blob-prefix", s3blob.DefaultPrefix), "Lambda and Azure Functions modes: key prefix of claim-checked payloads (the lifecycle rule expires it)")
 	fs.BoolVar(&o.S3PathStyle, "s3-path-style", EnvBool("s3-path-style", false), "Lambda mode: path-style S3 addressing (local endpoints)")
-	fs.StringVar(&o.EventGridNamespace, "eventgrid-namespace-endpoint", EnvDefault("eventgrid-namespace-endpoint", ""), "Azure Functions mode: Event Grid namespace of the commands topic (https://<namespace>.<region>-1.eventgrid.azure.net; required)")
-	fs.StringVar(&o.CommandsTopic, "commands-topic", EnvDefault("commands-topic", eventgrid.DefaultCommandsTopic), "Azure Functions mode: the namespace topic commands are sent to")
-	fs.StringVar(&o.EventGridTopicEndpoint, "eventgrid-topic-endpoint", EnvDefault("eventgrid-topic-endpoint", ""), "Azure Functions mode: custom topic for events the function publishes (https://<topic>.<region>-1.eventgrid.azure.net/api/events; optional)")
-	fs.StringVar(&o.StorageAccountURL, "storage-account-url", EnvDefault("storage-account-url", ""), "Azure Functions mode: Blob endpoint of the storage account (https://<account>.blob.core.windows.net); "+azureblob.EnvConnectionString+" overrides it for local endpoints")
-	fs.StringVar(&o.BlobContainer, "blob-container", EnvDefault("blob-container", ""), "Azure Functions mode: container of claim-checked payloads (under --blob-prefix); empty: refuse oversize payloads")
-	fs.StringVar(&o.DeadLetterContainer, "dead-letter-container", EnvDefault("dead-letter-container", ""), "Azure Functions mode: container poison events are written to with their reason; empty: left to Event Grid's dead-lettering")
+	registerAzureFlags(fs, o)
 	fs.StringVar(&o.LogLevel, "log-level", EnvDefault("log-level", "info"), "debug, info, warn or error")
 	fs.StringVar(&o.HTTPAddr, "http-addr", EnvDefault("http-addr", DefaultHTTPAddr), "NATS mode: address of the HTTP server for /metrics (Prometheus), /healthz and /readyz; empty: none")
 	if f.Flags != nil {

@@ -1,3 +1,8 @@
+//go:build !lambda.norpc
+
+// The Azure cloud links the Azure SDK (azcore, azidentity, armcompute): left out of the Lambda
+// build (-tags lambda.norpc, azure_lambda.go), which runs only on AWS.
+
 package registry
 
 import (
@@ -10,11 +15,17 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/catalog/azurerefresh"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
 )
+
+func init() {
+	clouds = append(clouds, Cloud{Name: Azure, NodeClassKind: apisv1.KindAKSNodeClass, Catalog: catalog.AzureRegionCatalog,
+		FunctionCatalog: azureFunctionCatalog, NodeSettings: cloud.NodeSettingsFor, New: newAzure})
+}
 
 // AzureConfig configures the Azure provider (shared/cloud/azure.Options has each field's rules).
 type AzureConfig struct {

@@ -1,3 +1,5 @@
+//go:build !lambda.norpc
+
 package registry
 
 import (

@@ -93,11 +93,11 @@ type Cloud struct {
 	New func(ctx context.Context, c Config) (cloud.Provider, error)
 }
 
-// clouds are the registered clouds, the default (the fake) first.
+// clouds are the registered clouds, the default (the fake) first; azure.go appends Azure, except
+// in the Lambda build (-tags lambda.norpc), which runs only on AWS.
 var clouds = []Cloud{
 	{Name: Fake, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: embeddedAWS, FunctionCatalog: fakeCatalog, NodeSettings: cloud.NodeSettingsFor, New: newFake},
 	{Name: AWS, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: embeddedAWS, FunctionCatalog: liveAWSCatalog, NodeSettings: cloud.NodeSettingsFor, New: newAWS},
-	{Name: Azure, NodeClassKind: apisv1.KindAKSNodeClass, Catalog: catalog.AzureRegionCatalog, FunctionCatalog: azureFunctionCatalog, NodeSettings: cloud.NodeSettingsFor, New: newAzure},
 }
 
 // Names lists the registered clouds in registration order, the default first.

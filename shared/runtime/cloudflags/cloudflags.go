@@ -15,7 +15,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog/catalogcache"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
-	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
 	"github.com/dovetail-dev/dovetail/shared/cloud/cloudmetrics"
 	"github.com/dovetail-dev/dovetail/shared/cloud/registry"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
@@ -97,9 +96,7 @@ func (o *Options) Setup(ctx context.Context, t runtime.Transport) (Env, error) {
 	cfg := registry.Config{Cluster: t.Cluster, Logger: t.Logger, DriveClock: t.Mode == runtime.ModeNATS,
 		AWS: registry.AWSConfig{Endpoint: o.AWSEndpoint, Region: o.Region, EKSName: o.EKSName, EKSEndpoint: o.EKSEndpoint,
 			EKSCA: o.EKSCA, ServiceCIDR: o.ServiceCIDR, KubernetesVersion: o.KubernetesVersion, Governance: o.Governance},
-		Azure: registry.AzureConfig{Region: o.Region, SubscriptionID: o.AzureSubscriptionID, NodeResourceGroup: o.AzureNodeResourceGroup,
-			SubnetID: o.AzureSubnetID, NetworkPlugin: o.AzureNetworkPlugin, SSHPublicKey: o.AKSSSHPublicKey, KubernetesVersion: o.AKSKubernetesVersion,
-			Bootstrap: azure.Bootstrap{APIServer: o.AKSAPIServer, CA: o.AKSCA, Token: o.AKSBootstrapToken, KubeletIdentityClientID: o.AKSKubeletIdentityClientID}}}
+		Azure: o.azureConfig()}
 	if s, ok := t.Blobs.(catalogcache.Store); ok {
 		cfg.Blobs = s
 	}
