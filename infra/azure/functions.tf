@@ -55,6 +55,7 @@ resource "azurerm_linux_function_app" "fn" {
     DOVETAIL_STORAGE_ACCOUNT_URL          = azurerm_storage_account.dovetail.primary_blob_endpoint
     DOVETAIL_BLOB_CONTAINER               = azurerm_storage_container.claims.name
     DOVETAIL_DEAD_LETTER_CONTAINER        = azurerm_storage_container.deadletters.name
+    DOVETAIL_OTLP_METRICS_ENDPOINT        = var.otlp_metrics_endpoint
     # The Azure provider (shared/runtime/cloudflags): where nodes go and how they join.
     DOVETAIL_REGION                         = var.location
     DOVETAIL_AZURE_SUBSCRIPTION_ID          = data.azurerm_client_config.current.subscription_id

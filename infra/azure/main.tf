@@ -113,6 +113,12 @@ variable "package_urls" {
   default     = {}
 }
 
+variable "otlp_metrics_endpoint" {
+  description = "OTLP/HTTP metrics URL the functions export Karpenter-named metrics to (Azure Monitor's OpenTelemetry ingestion, https://<ingestion host>/v1/metrics, signed with each function's managed identity; or a collector). Empty: no metrics."
+  type        = string
+  default     = ""
+}
+
 locals {
   name = "dovetail-${var.cluster_name}"
   # One Function App per function: each runs under its own identity. Each function's

@@ -28,6 +28,8 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/queue/azureblob"
 	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/otlp"
 )
 
 // DefaultTriggerBinding is the name of the eventGridTrigger binding in each function.json of
@@ -58,7 +60,18 @@ func runAzure(ctx context.Context, f Function, o Options, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	t := Transport{Mode: ModeAzureFunctions, Cluster: o.Cluster, Publisher: pub, Logger: log}
+	rec, err := azureMetrics(ctx, f, o, cred, log)
+	if err != nil {
+		return err
+	}
+	if o, ok := rec.(*otlp.Recorder); ok {
+		defer func() {
+			if err := o.Shutdown(context.WithoutCancel(ctx)); err != nil {
+				log.Warn("flushing metrics at exit", "err", err)
+			}
+		}()
+	}
+	t := Transport{Mode: ModeAzureFunctions, Cluster: o.Cluster, Function: f.Name, Publisher: pub, Logger: log, Metrics: rec}
 	var dead azureblob.DeadLetterWriter
 	if o.BlobContainer != "" {
 		c, err := azureblob.NewContainer(o.StorageAccountURL, o.BlobContainer, cred, o.blobOptions())
@@ -83,7 +96,7 @@ func runAzure(ctx context.Context, f Function, o Options, log *slog.Logger) erro
 		subject = f.Subject(o.Cluster)
 	}
 	routes := map[string]string{f.Name: subject, f.Name + EventsRouteSuffix: queue.EventsSubject(o.Cluster)}
-	srv := &http.Server{Handler: AzureFunctionsHandler(h, AzureOptions{Routes: routes, DeadLetters: dead, Source: f.Name, Logger: log}),
+	srv := &http.Server{Handler: AzureFunctionsHandler(h, AzureOptions{Routes: routes, DeadLetters: dead, Source: f.Name, Logger: log, Metrics: rec}),
 		ReadHeaderTimeout: 30 * time.Second}
 	// The host calls the handler on loopback; nothing else needs to reach it.
 	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv(EnvCustomHandlerPort))
@@ -103,6 +116,26 @@ func runAzure(ctx context.Context, f Function, o Options, log *slog.Logger) erro
 	return nil
 }
 
+// azureMetrics is the Azure Functions mode's metrics backend: OpenTelemetry over OTLP/HTTP to
+// o.OTLPEndpoint (package otlp), signed with a token of cred for o.OTLPScope, or none when no
+// endpoint is configured.
+func azureMetrics(ctx context.Context, f Function, o Options, cred azcore.TokenCredential, log *slog.Logger) (telemetry.Recorder, error) {
+	if o.OTLPEndpoint == "" {
+		log.Info("no --otlp-metrics-endpoint: metrics are not exported")
+		return telemetry.Nop, nil
+	}
+	opts := otlp.Options{Endpoint: o.OTLPEndpoint, Function: f.Name, Cluster: o.Cluster, Scope: o.OTLPScope}
+	if o.OTLPScope != "" {
+		opts.Credential = cred
+	}
+	rec, err := otlp.New(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("--otlp-metrics-endpoint (%s): %w", EnvName("otlp-metrics-endpoint"), err)
+	}
+	log.Info("exporting metrics over OTLP", "endpoint", o.OTLPEndpoint, "entraToken", opts.Credential != nil)
+	return rec, nil
+}
+
 // AzureOptions configures AzureFunctionsHandler.
 type AzureOptions struct {
 	// Routes maps a function name (the request path "/<name>", the folder of its function.json)
@@ -113,9 +146,13 @@ type AzureOptions struct {
 	// DeadLetters receives poison events with their reason; nil fails their invocation instead,
 	// so Event Grid retries and finally dead-letters them without the reason.
 	DeadLetters azureblob.DeadLetterWriter
-	// Source names the function in dead letters.
+	// Source names the function in dead letters and in metrics.
 	Source string
 	Logger *slog.Logger
+	// Metrics receives each invocation's handler duration and queue age and the dead letters
+	// written, and is flushed (telemetry.Flush) after every invocation: a Consumption plan
+	// instance may be frozen or recycled between requests. nil: none.
+	Metrics telemetry.Recorder
 }
 
 // invokeRequest and invokeResponse are the custom handler's documented payloads.
@@ -155,6 +192,8 @@ func AzureFunctionsHandler(h queue.Handler, o AzureOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	rec := telemetry.OrNop(o.Metrics)
+	h = Instrument(o.Source, h, rec, nil)
 	var one sync.Mutex
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		subject, ok := o.Routes[strings.TrimPrefix(r.URL.Path, "/")]
@@ -164,14 +203,17 @@ func AzureFunctionsHandler(h queue.Handler, o AzureOptions) http.Handler {
 		}
 		one.Lock()
 		defer one.Unlock()
-		status, resp := invoke(r, h, subject, o)
+		status, resp := invoke(r, h, subject, o, rec)
+		if err := telemetry.Flush(context.WithoutCancel(r.Context()), rec); err != nil {
+			o.Logger.Warn("flushing metrics", "err", err)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(resp)
 	})
 }
 
-func invoke(r *http.Request, h queue.Handler, subject string, o AzureOptions) (int, invokeResponse) {
+func invoke(r *http.Request, h queue.Handler, subject string, o AzureOptions, rec telemetry.Recorder) (int, invokeResponse) {
 	ctx := r.Context()
 	msg, meta, err := readInvocation(r, o.Binding)
 	msg.Subject = subject
@@ -201,6 +243,7 @@ func invoke(r *http.Request, h queue.Handler, subject string, o AzureOptions) (i
 			return http.StatusInternalServerError, resp
 		}
 		log.Info("poison event dead-lettered")
+		rec.Record(telemetry.DeadLettered, 1, o.Source, PoisonClass(err))
 		return http.StatusOK, resp
 	default:
 		log.Warn("handler failed; Event Grid will deliver the event again", "err", err)
@@ -265,4 +308,6 @@ func registerAzureFlags(fs *pflag.FlagSet, o *Options) {
 	fs.StringVar(&o.StorageAccountURL, "storage-account-url", EnvDefault("storage-account-url", ""), "Azure Functions mode: Blob endpoint of the storage account (https://<account>.blob.core.windows.net); "+azureblob.EnvConnectionString+" overrides it for local endpoints")
 	fs.StringVar(&o.BlobContainer, "blob-container", EnvDefault("blob-container", ""), "Azure Functions mode: container of claim-checked payloads (under --blob-prefix); empty: refuse oversize payloads")
 	fs.StringVar(&o.DeadLetterContainer, "dead-letter-container", EnvDefault("dead-letter-container", ""), "Azure Functions mode: container poison events are written to with their reason; empty: left to Event Grid's dead-lettering")
+	fs.StringVar(&o.OTLPEndpoint, "otlp-metrics-endpoint", EnvDefault("otlp-metrics-endpoint", os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")), "Azure Functions mode: OTLP/HTTP metrics URL (https://<ingestion host>/v1/metrics; default OTEL_EXPORTER_OTLP_METRICS_ENDPOINT); empty: no metrics")
+	fs.StringVar(&o.OTLPScope, "otlp-token-scope", EnvDefault("otlp-token-scope", otlp.MonitorScope), "Azure Functions mode: Entra ID scope of the bearer token sent with each export (the function's managed identity; only over https); empty: no token")
 }

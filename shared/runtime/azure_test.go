@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
@@ -25,6 +26,8 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
 	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid/egtest"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs/sqstest"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/otlp/otlptest"
 )
 
 func TestRunAzureFunctionsServesInvocations(t *testing.T) {
@@ -117,5 +120,96 @@ func TestRunAzureFunctionsRequiresNamespace(t *testing.T) {
 		Options{Cluster: "aks1", LogLevel: "error"})
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("--eventgrid-namespace-endpoint")) {
 		t.Fatalf("err = %v, want the flag named", err)
+	}
+}
+
+// TestRunAzureFunctionsExportsMetrics: with --otlp-metrics-endpoint, the Azure Functions mode
+// records through the OTLP backend (shared/telemetry/otlp): the handler's own metrics (through
+// Transport.Metrics) and the runtime's (handler duration by result), exported after every
+// invocation, so each invocation's values reach the endpoint before it answers. The endpoint is
+// otlptest's strict OTLP/HTTP receiver, standing in for Azure Monitor's ingestion.
+func TestRunAzureFunctionsExportsMetrics(t *testing.T) {
+	eg := egtest.New()
+	defer eg.Close()
+	t.Setenv(eventgrid.EnvNamespaceKey, eg.Key)
+	rc := &otlptest.Receiver{}
+	collector := httptest.NewServer(rc)
+	defer collector.Close()
+	port, err := sqstest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvCustomHandlerPort, strconv.Itoa(port))
+	t.Setenv("AWS_LAMBDA_RUNTIME_API", "")
+	f := Function{Name: "interruption", Subject: queue.NoticesSubject,
+		Build: func(_ context.Context, tr Transport) (queue.Handler, error) {
+			return func(_ context.Context, m queue.Message) error {
+				if m.ID == "flaky" {
+					return errors.New("cloud API throttled")
+				}
+				tr.Metrics.Record(telemetry.InterruptionReceived, 1, "spot_interrupted")
+				return nil
+			}, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, f, Options{Cluster: "aks1", EventGridNamespace: eg.URL, LogLevel: "error",
+			OTLPEndpoint: collector.URL + "/v1/metrics", AzureClientOptions: azcore.ClientOptions{Transport: eg.Client()}})
+	}()
+	base := "http://127.0.0.1:" + strconv.Itoa(port) + "/interruption"
+	post := func(id string) int {
+		ev := map[string]any{"specversion": "1.0", "id": id, "source": "aws.ec2", "type": "notice"}
+		body, _ := json.Marshal(map[string]any{"Data": map[string]any{DefaultTriggerBinding: ev}, "Metadata": map[string]any{}})
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err := http.Post(base, "application/json", bytes.NewReader(body))
+			if err == nil {
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("POST %s: %v", base, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if got := post("notice-1"); got != 200 {
+		t.Fatalf("notice-1: %d", got)
+	}
+	if n := len(rc.Exports()); n == 0 {
+		t.Fatal("no export after the first invocation: metrics are not flushed per invocation")
+	}
+	if got := post("notice-2"); got != 200 {
+		t.Fatalf("notice-2: %d", got)
+	}
+	if got := post("flaky"); got != 500 {
+		t.Fatalf("flaky: %d", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if errs := rc.Errors(); len(errs) > 0 {
+		t.Fatalf("receiver refused exports: %v", errs)
+	}
+	m := rc.Metrics()
+	received := m["karpenter_interruption_received_messages_total"].GetSum()
+	if received == nil || len(received.DataPoints) != 1 || received.DataPoints[0].GetAsDouble() != 2 {
+		t.Errorf("karpenter_interruption_received_messages_total = %v, want 2", m["karpenter_interruption_received_messages_total"])
+	}
+	counts := map[string]uint64{}
+	for _, p := range m["dovetail_handler_duration_seconds"].GetHistogram().GetDataPoints() {
+		attrs := map[string]string{}
+		for _, kv := range p.Attributes {
+			attrs[kv.Key] = kv.Value.GetStringValue()
+		}
+		if attrs["function"] != "interruption" {
+			t.Errorf("handler duration point of function %q", attrs["function"])
+		}
+		counts[attrs["result"]] = p.Count
+	}
+	if counts["ok"] != 2 || counts["retry"] != 1 {
+		t.Errorf("dovetail_handler_duration_seconds counts by result %v, want ok 2, retry 1", counts)
 	}
 }

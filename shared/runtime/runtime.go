@@ -109,6 +109,10 @@ type Options struct {
 	// Azure Functions mode.
 	EventGridNamespace, CommandsTopic, EventGridTopicEndpoint string
 	StorageAccountURL, BlobContainer, DeadLetterContainer     string
+	// OTLPEndpoint is the OTLP/HTTP metrics URL an Azure Functions handler exports to (Azure
+	// Monitor's OpenTelemetry ingestion or a collector; empty: no metrics), OTLPScope the
+	// Entra ID scope of the bearer token it sends (empty: none, for a collector without auth).
+	OTLPEndpoint, OTLPScope string
 	// AzureClientOptions are the Azure SDK clients' options (not a flag: a test's transport);
 	// an empty struct in the Lambda build, which has no Azure Functions mode (azure.go).
 	AzureClientOptions AzureClientOptions

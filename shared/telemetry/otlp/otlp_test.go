@@ -2,82 +2,22 @@ package otlp
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/otlp/otlptest"
 )
-
-// receiver is a local OTLP/HTTP metrics endpoint as strict as the specification (OTLP 1.x,
-// "OTLP/HTTP"): POST to /v1/metrics, Content-Type application/x-protobuf, a gzip body when
-// Content-Encoding says so, an ExportMetricsServiceRequest that unmarshals, and — when a token
-// is expected — "Authorization: Bearer <token>". It answers an empty ExportMetricsServiceResponse.
-type receiver struct {
-	token string
-	mu    sync.Mutex
-	got   []*colmetrics.ExportMetricsServiceRequest
-	errs  []string
-}
-
-func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	fail := func(code int, msg string) {
-		rc.mu.Lock()
-		rc.errs = append(rc.errs, msg)
-		rc.mu.Unlock()
-		http.Error(w, msg, code)
-	}
-	switch {
-	case r.Method != http.MethodPost || r.URL.Path != "/v1/metrics":
-		fail(http.StatusNotFound, r.Method+" "+r.URL.Path)
-		return
-	case r.Header.Get("Content-Type") != "application/x-protobuf":
-		fail(http.StatusUnsupportedMediaType, "content type "+r.Header.Get("Content-Type"))
-		return
-	case rc.token != "" && r.Header.Get("Authorization") != "Bearer "+rc.token:
-		fail(http.StatusUnauthorized, "authorization "+r.Header.Get("Authorization"))
-		return
-	}
-	var body io.Reader = r.Body
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			fail(http.StatusBadRequest, err.Error())
-			return
-		}
-		body = zr
-	}
-	raw, err := io.ReadAll(body)
-	if err != nil {
-		fail(http.StatusBadRequest, err.Error())
-		return
-	}
-	req := &colmetrics.ExportMetricsServiceRequest{}
-	if err := proto.Unmarshal(raw, req); err != nil {
-		fail(http.StatusBadRequest, err.Error())
-		return
-	}
-	rc.mu.Lock()
-	rc.got = append(rc.got, req)
-	rc.mu.Unlock()
-	out, _ := proto.Marshal(&colmetrics.ExportMetricsServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
-}
 
 type staticToken struct{ calls int }
 
@@ -90,7 +30,7 @@ func (s *staticToken) GetToken(_ context.Context, o policy.TokenRequestOptions) 
 }
 
 func TestExportPayloadShape(t *testing.T) {
-	rc := &receiver{token: "t0k3n"}
+	rc := &otlptest.Receiver{Token: "t0k3n"}
 	srv := httptest.NewTLSServer(rc)
 	defer srv.Close()
 	cred := &staticToken{}
@@ -112,15 +52,13 @@ func TestExportPayloadShape(t *testing.T) {
 	if err := r.Flush(ctx); err != nil { // a second export: the token is reused
 		t.Fatal(err)
 	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if len(rc.errs) > 0 || len(rc.got) == 0 {
-		t.Fatalf("receiver refused %v, accepted %d exports", rc.errs, len(rc.got))
+	if errs, got := rc.Errors(), rc.Exports(); len(errs) > 0 || len(got) == 0 {
+		t.Fatalf("receiver refused %v, accepted %d exports", errs, len(got))
 	}
 	if cred.calls != 1 {
 		t.Errorf("token fetched %d times, want 1", cred.calls)
 	}
-	req := rc.got[0]
+	req := rc.Exports()[0]
 	if len(req.ResourceMetrics) != 1 {
 		t.Fatalf("%d resource metrics, want 1", len(req.ResourceMetrics))
 	}
@@ -174,7 +112,7 @@ func TestExportPayloadShape(t *testing.T) {
 
 // TestBearerNeedsTLS: a token is never sent over plain HTTP.
 func TestBearerNeedsTLS(t *testing.T) {
-	rc := &receiver{}
+	rc := &otlptest.Receiver{}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	r, err := New(context.Background(), Options{Endpoint: srv.URL + "/v1/metrics", Function: "f", Credential: &staticToken{}, Interval: time.Hour})
@@ -185,8 +123,8 @@ func TestBearerNeedsTLS(t *testing.T) {
 	if err := r.Flush(context.Background()); err == nil || !bytes.Contains([]byte(err.Error()), []byte("refusing to send a bearer token")) {
 		t.Errorf("flush over http with a credential = %v, want a refusal", err)
 	}
-	if len(rc.got) != 0 {
-		t.Errorf("the receiver got %d exports", len(rc.got))
+	if got := rc.Exports(); len(got) != 0 {
+		t.Errorf("the receiver got %d exports", len(got))
 	}
 }
 
