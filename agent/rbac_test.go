@@ -21,6 +21,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
@@ -256,6 +257,12 @@ func TestRBACCoversEveryCall(t *testing.T) {
 					Message: "spec.replicas: static NodePools (a fixed node count) are not supported by Dovetail yet"}}}}},
 		&events.Command{ID: "19", Kind: events.CommandRemoveFinalizer, NodeClass: &ref, Finalizer: events.FinalizerNodeClassTermination},
 	)
+	// A pod's FailedScheduling twice with different reasons: one Event, counted twice (get, patch).
+	pending := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "default", Name: "pending", UID: "uid-pending"}
+	apply(e.agent.Watcher().Revision(),
+		&events.Command{ID: "20", Kind: events.CommandRecordEvents, Events: []events.EventRecord{kevents.FailedSchedulingEvent(pending, "no instance type fits")}},
+		&events.Command{ID: "21", Kind: events.CommandRecordEvents, Events: []events.EventRecord{kevents.FailedSchedulingEvent(pending, "nodepool \"gpu\": limits exceeded")}},
+	)
 	var calls []k8stesting.Action
 	calls = append(calls, e.kube.Actions()...)
 	calls = append(calls, e.dyn.Actions()...)
@@ -282,7 +289,7 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	for _, k := range []string{"create karpenter.sh/nodeclaims", "patch karpenter.sh/nodeclaims/status", "delete karpenter.sh/nodeclaims",
 		"patch karpenter.sh/nodeclaims", "get karpenter.sh/nodeclaims",
 		"get /nodes", "patch /nodes", "delete /nodes", "create /pods/eviction", "get /pods", "patch /pods", "patch /pods/status", "delete /pods",
-		"create /events", "create /configmaps", "patch /configmaps",
+		"create /events", "get /events", "patch /events", "create /configmaps", "patch /configmaps",
 		"list /persistentvolumeclaims", "watch /persistentvolumeclaims", "list /persistentvolumes", "watch /persistentvolumes",
 		"list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses",
 		"get karpenter.k8s.aws/ec2nodeclasses", "patch karpenter.k8s.aws/ec2nodeclasses", "patch karpenter.k8s.aws/ec2nodeclasses/status",

@@ -81,6 +81,11 @@ func checkPDBDrain(ctx context.Context, t *testing.T, env *localdev.Env, logs *s
 		}
 	}
 	t.Logf("guarded pods by node: %v; draining %s", onNode, node)
+	if len(onNode[node]) > guardedReplicas-guardedMinAvailable {
+		checkDisruptionBlocked(ctx, t, env, node, guardedNS+"/"+guardedApp)
+	} else {
+		t.Errorf("node %s holds %d guarded pods, no more than the PDB allows evicting: nothing to check DisruptionBlocked with", node, len(onNode[node]))
+	}
 
 	mon, stop := watchAvailability(ctx, t, env)
 	defer stop()

@@ -83,6 +83,8 @@ func TestRealControlPlane(t *testing.T) {
 
 	t.Run("SeedScenarioScheduledByKubeScheduler", func(t *testing.T) { checkPlacement(ctx, t, env, plans) })
 	t.Run("NodeClaimsReady", func(t *testing.T) { checkNodeClaimsReady(ctx, t, env) })
+	t.Run("KarpenterEventsOnSeed", func(t *testing.T) { checkSeedEvents(ctx, t, env) })
+	t.Run("FailedSchedulingEvent", func(t *testing.T) { checkFailedScheduling(ctx, t, env) })
 	t.Run("NodeClassReady", func(t *testing.T) { checkNodeClassReady(ctx, t, env) })
 	t.Run("AgentRunsWithLeastPrivilege", func(t *testing.T) { checkAgentRBAC(ctx, t, env) })
 	t.Run("NotReadyClassLaunchesNothing", func(t *testing.T) { checkNotReadyClassLaunchesNothing(ctx, t, env) })
@@ -102,6 +104,7 @@ func TestRealControlPlane(t *testing.T) {
 	})
 	// Last: the new AMI makes the drift function start replacing the seed nodes.
 	t.Run("AMIDriftOnRefresh", func(t *testing.T) { checkAMIDriftOnRefresh(ctx, t, env) })
+	t.Run("DisruptingEventOnDrift", func(t *testing.T) { checkDisrupting(ctx, t, env) })
 	if t.Failed() {
 		t.Logf("control plane: %s (component logs in %s)", env.ControlPlane.Exited(), dir)
 		t.Logf("agent and function logs (warnings and errors):\n%s", logs.filter("level=WARN", "level=ERROR"))

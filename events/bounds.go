@@ -74,6 +74,7 @@ var Caps = map[reflect.Type]boundedjson.Cap{
 	reflect.TypeFor[apisv1.NodeClass]():             {Name: "nodeClasses", Max: MaxSmallKinds},
 	reflect.TypeFor[storagev1.StorageClass]():       {Name: "storageClasses", Max: MaxSmallKinds},
 	reflect.TypeFor[PodRef]():                       {Name: "command pods", Max: MaxPods},
+	reflect.TypeFor[EventRecord]():                  {Name: "command events", Max: MaxPods},
 }
 
 // maxDecoded is the decompressed-size bound of a payload of n compressed bytes.

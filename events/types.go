@@ -193,7 +193,35 @@ const (
 	// CommandAddFinalizer adds Finalizer to the NodeClass NodeClass (its deletion then waits
 	// for the lifecycle function to release what was created for it).
 	CommandAddFinalizer CommandKind = "AddFinalizer"
+
+	// CommandRecordEvents records Events (and nothing else): what a function decided that
+	// changes no object, such as a pod it could not place (FailedScheduling) or a node it may
+	// not disrupt (DisruptionBlocked).
+	CommandRecordEvents CommandKind = "RecordEvents"
 )
+
+// MaxEventMessageBytes bounds an Event's message: it is read by people (kubectl describe), and
+// the object's status or the decision's log keeps the rest.
+const MaxEventMessageBytes = 1024
+
+// EventRecord is a Kubernetes Event a function asks the agent to record (the agent is the only
+// writer to the API server). On a command of another kind, the agent records it once the
+// command's effect is in place, never for a refused command. Repeats of one Event (the same
+// object, Reason and Key) are one Event object whose count grows, as client-go's recorder
+// aggregates them; a redelivered command counts once.
+type EventRecord struct {
+	// Object is the involved object: Kind and Name (Namespace for a namespaced kind); UID and
+	// APIVersion when known. Kinds: Pod, Node, NodeClaim, NodePool, EC2NodeClass, AKSNodeClass.
+	Object corev1.ObjectReference `json:"object"`
+	// Type is Normal or Warning.
+	Type   string `json:"type"`
+	Reason string `json:"reason"`
+	// Message is at most MaxEventMessageBytes (the agent truncates longer ones).
+	Message string `json:"message"`
+	// Key distinguishes Events of one object and reason that are not repeats of each other
+	// (Karpenter's dedupe values beyond the object, e.g. the NodeClaim a pod is nominated to).
+	Key string `json:"key,omitempty"`
+}
 
 // FinalizerNodeClassTermination is the finalizer on EC2NodeClasses: deleting one waits until no
 // NodeClaim uses it and its instance profile is deleted. Karpenter's own key.
@@ -251,6 +279,8 @@ type Command struct {
 	// Budget, on a TaintNode that starts a voluntary disruption (consolidation, drift), is the
 	// unit of the NodePool's disruption budget the taint reserves (see BudgetReservation).
 	Budget *BudgetReservation `json:"budget,omitempty"`
+	// Events are recorded once the command is applied (a RecordEvents command has only these).
+	Events []EventRecord `json:"events,omitempty"`
 }
 
 // BudgetReservation makes the agent the one ledger of a cluster's disruption budgets. Every

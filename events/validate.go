@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
 
 // FieldError is one invalid field: Path is the JSON path ("snapshot.nodes[3].metadata.name").
@@ -316,6 +318,10 @@ func (c *Command) Validate() error {
 				errs.add(fmt.Sprintf("command.pods[%d].gracePeriodSeconds", i), "must be >= 0, got %d", *p.GracePeriodSeconds)
 			}
 		}
+	case CommandRecordEvents:
+		if len(c.Events) == 0 {
+			errs.add("command.events", "required for kind %s: at least one event", c.Kind)
+		}
 	case CommandMarkUnavailable:
 		if len(c.Unavailable) == 0 {
 			errs.add("command.unavailable", "required for kind %s: at least one offering", c.Kind)
@@ -325,6 +331,9 @@ func (c *Command) Validate() error {
 		}
 	default:
 		errs.add("command.kind", "%q is not a known command kind", c.Kind)
+	}
+	for i := range c.Events {
+		c.Events[i].validate(fmt.Sprintf("command.events[%d]", i), &errs)
 	}
 	if b := c.Budget; b != nil {
 		if c.Kind != CommandTaintNode {
@@ -338,6 +347,30 @@ func (c *Command) Validate() error {
 		}
 	}
 	return errs.err()
+}
+
+// EventKinds are the kinds of object an EventRecord may involve, with whether they are namespaced.
+var EventKinds = map[string]bool{"Pod": true, "Node": false, "NodeClaim": false, "NodePool": false,
+	apisv1.KindEC2NodeClass: false, apisv1.KindAKSNodeClass: false}
+
+func (e *EventRecord) validate(p string, errs *fieldErrs) {
+	namespaced, ok := EventKinds[e.Object.Kind]
+	switch {
+	case !ok:
+		errs.add(p+".object.kind", "%q is not Pod, Node, NodeClaim, NodePool, EC2NodeClass or AKSNodeClass", e.Object.Kind)
+	case e.Object.Name == "":
+		errs.add(p+".object.name", "required")
+	case namespaced && e.Object.Namespace == "":
+		errs.add(p+".object.namespace", "required for kind %s", e.Object.Kind)
+	case !namespaced && e.Object.Namespace != "":
+		errs.add(p+".object.namespace", "must be empty: %s is cluster-scoped", e.Object.Kind)
+	}
+	if e.Type != corev1.EventTypeNormal && e.Type != corev1.EventTypeWarning {
+		errs.add(p+".type", "%q is not Normal or Warning", e.Type)
+	}
+	if e.Reason == "" || len(e.Reason) > 128 {
+		errs.add(p+".reason", "must be 1 to 128 characters")
+	}
 }
 
 // CommandIDLength is the length of a CommandID in hex characters: 128 bits of SHA-256, far

@@ -23,6 +23,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -129,6 +130,9 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 	d, rep := disruption.Consolidate(st, h.Options)
 	out.Decision, out.Report = d, rep
 	telemetry.OrNop(h.Metrics).Record(telemetry.DisruptionEligibleNodes, float64(rep.Candidates), "underutilized")
+	if err := h.blocked(ctx, snap, st, rep); err != nil {
+		return out, err
+	}
 	if d == nil {
 		h.log().Info("consolidation: nothing to do", "revision", snap.Revision, "candidates", rep.Candidates, "tried", strings.Join(rep.Tried, "; "))
 		return out, nil
@@ -162,6 +166,37 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 		}
 	}
 	return out, h.execute(ctx, snap, d, rev, &out)
+}
+
+// blocked records Karpenter's DisruptionBlocked events: on the NodeClaim and Node of each node a
+// PodDisruptionBudget or a karpenter.sh/do-not-disrupt annotation keeps from consolidation, and
+// on each NodePool whose budget for a reason allows nothing now.
+func (h *Handler) blocked(ctx context.Context, snap *events.Snapshot, st *disruption.State, rep *disruption.Report) error {
+	var recs []events.EventRecord
+	for _, sk := range rep.Skipped {
+		n := st.Node(sk.Node)
+		if sk.Blocker == "" || n == nil {
+			continue
+		}
+		claim := corev1.ObjectReference{}
+		if n.Claim != nil {
+			claim = kevents.NodeClaimRef(n.Claim)
+		}
+		recs = append(recs, kevents.Blocked(claim, kevents.NodeRef(n.Node), sk.Blocker)...)
+	}
+	keys := make([]string, 0, len(rep.Budgets))
+	for k, allowed := range rep.Budgets {
+		if pool, _, _ := strings.Cut(k, "/"); allowed == 0 && st.Counts[pool].Nodes > 0 {
+			keys = append(keys, k) // a pool without nodes has nothing to disrupt
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		pool, reason, _ := strings.Cut(k, "/")
+		recs = append(recs, kevents.BudgetBlocked(kevents.NamedNodePool(snap.NodePools, pool), reason))
+	}
+	e := emit.Emitter{Cluster: h.Cluster, Component: Component, Codec: h.Codec, Publisher: h.Publisher}
+	return e.Events(ctx, snap.Time.Time, snap.Revision, recs, "consolidate-blocked")
 }
 
 // execute launches the replacements (first: nothing is disrupted until they exist), records

@@ -29,6 +29,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/internal/emit"
@@ -36,6 +37,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -169,8 +171,9 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	// wait; the termination path drains within the NodeClaim's terminationGracePeriod.
 	for _, c := range plan.Expired {
 		s := Step{Node: c.Name(), Step: StepExpire, Why: c.Why(), Detail: "handed to the termination path"}
-		if err := h.publish(ctx, snap, disruption.HandOff(h.Cluster, snap.Revision, c.Name(), c.NodeClaim,
-			c.Reason+": "+c.Why(), "expire", c.NodeClaim.Name)); err != nil {
+		hand := disruption.HandOff(h.Cluster, snap.Revision, c.Name(), c.NodeClaim, c.Reason+": "+c.Why(), "expire", c.NodeClaim.Name)
+		hand.Events = kevents.Disrupting(claimRef(c.NodeClaim), nodeRefOf(c.Node), c.Reason+"/Delete")
+		if err := h.publish(ctx, snap, hand); err != nil {
 			return d, err
 		}
 		emit.RecordDisrupted(h.Metrics, disruption.ReasonExpired, c.NodeClaim)
@@ -218,7 +221,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		if len(c.Pods) == 0 {
 			// An empty node needs no replacement: taint (so nothing lands while it goes) and delete.
 			s.Step, s.Detail = StepDelete, "empty node"
-			if err := h.taint(ctx, snap, c.Target, plan.Budgets[c.NodePool.Name]); err != nil {
+			if err := h.taint(ctx, snap, c.Target, plan.Budgets[c.NodePool.Name], "Delete"); err != nil {
 				return d, err
 			}
 			rec.Record(telemetry.DisruptionDecisions, 1, disruption.MethodDelete, "drifted", "")
@@ -236,7 +239,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 			d.Steps = append(d.Steps, s)
 			continue
 		}
-		if err := h.taint(ctx, snap, c.Target, plan.Budgets[c.NodePool.Name]); err != nil {
+		if err := h.taint(ctx, snap, c.Target, plan.Budgets[c.NodePool.Name], "Replace"); err != nil {
 			return d, err
 		}
 		rec.Record(telemetry.DisruptionDecisions, 1, disruption.MethodReplace, "drifted", "")
@@ -252,6 +255,9 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 			s.Detail = fmt.Sprintf("tainted; %d pods wait for the replacement before the drain", len(c.Pods))
 		}
 		d.Steps = append(d.Steps, s)
+	}
+	if err := h.blocked(ctx, snap, plan); err != nil {
+		return d, err
 	}
 	h.audit(snap, d)
 	h.log().Info("drift decision", "revision", snap.Revision, "steps", len(d.Steps), "blocked", len(d.Blocked), "overBudget", len(d.OverBudget))
@@ -305,7 +311,9 @@ func (h *Handler) evacuate(ctx context.Context, snap *events.Snapshot, t disrupt
 // taint starts the node's disruption: the karpenter.sh/disrupted taint, reserving a unit of the
 // pool's budget (the agent refuses it when another decision spent the unit first; the revision
 // in the ID lets a later decision ask again).
-func (h *Handler) taint(ctx context.Context, snap *events.Snapshot, t disruption.Target, budget *events.BudgetReservation) error {
+// decision (Delete or Replace) names it in Karpenter's DisruptionTerminating events, recorded
+// once the agent grants the taint.
+func (h *Handler) taint(ctx context.Context, snap *events.Snapshot, t disruption.Target, budget *events.BudgetReservation, decision string) error {
 	if t.Node == nil {
 		return nil
 	}
@@ -313,7 +321,54 @@ func (h *Handler) taint(ctx context.Context, snap *events.Snapshot, t disruption
 	return h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-taint", t.Node.Name, string(t.Node.UID), fmt.Sprint(snap.Revision)),
 		Kind: events.CommandTaintNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name, Budget: budget,
 		Taint:  &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValueDrifted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at},
-		Reason: apisv1.DisruptionReasonDrifted})
+		Reason: apisv1.DisruptionReasonDrifted,
+		Events: kevents.Disrupting(claimRef(t.NodeClaim), kevents.NodeRef(t.Node), apisv1.DisruptionReasonDrifted+"/"+decision)})
+}
+
+// nodeRefOf references a Node that may be absent.
+func nodeRefOf(n *corev1.Node) corev1.ObjectReference {
+	if n == nil {
+		return corev1.ObjectReference{}
+	}
+	return kevents.NodeRef(n)
+}
+
+// claimRef references a NodeClaim that may be absent.
+func claimRef(nc *apisv1.NodeClaim) corev1.ObjectReference {
+	if nc == nil {
+		return corev1.ObjectReference{}
+	}
+	return kevents.NodeClaimRef(nc)
+}
+
+// blocked records Karpenter's DisruptionBlocked events for the drifted nodes that wait: on the
+// NodeClaim and Node of one a karpenter.sh/do-not-disrupt annotation holds, and on the NodePool
+// whose Drifted budget allows nothing more now.
+func (h *Handler) blocked(ctx context.Context, snap *events.Snapshot, plan disruption.DriftPlan) error {
+	var recs []events.EventRecord
+	for _, b := range plan.Blocked {
+		if b.Blocker != "" {
+			recs = append(recs, kevents.Blocked(claimRef(b.NodeClaim), kevents.NamedNode(b.Node, nodeUID(snap, b.Node)), b.Blocker)...)
+		}
+	}
+	pools := map[string]bool{}
+	for _, b := range plan.OverBudget {
+		if b.NodePool != "" && !pools[b.NodePool] {
+			pools[b.NodePool] = true
+			recs = append(recs, kevents.BudgetBlocked(kevents.NamedNodePool(snap.NodePools, b.NodePool), apisv1.DisruptionReasonDrifted))
+		}
+	}
+	e := emit.Emitter{Cluster: h.Cluster, Component: Component, Codec: h.Codec, Publisher: h.Publisher}
+	return e.Events(ctx, snap.Time.Time, snap.Revision, recs, "drift-blocked")
+}
+
+func nodeUID(snap *events.Snapshot, name string) types.UID {
+	for i := range snap.Nodes {
+		if snap.Nodes[i].Name == name {
+			return snap.Nodes[i].UID
+		}
+	}
+	return ""
 }
 
 // remove hands the node to the one termination path (disruption.HandOff): its NodeClaim is

@@ -41,6 +41,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -292,7 +293,8 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "taint", t.Node.Name, n.ID, fmt.Sprint(snap.Revision)),
 			Kind: events.CommandTaintNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name,
 			Taint:  &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValueInterrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &taintTime},
-			Reason: fmt.Sprintf("%s %s", n.Kind, n.ID)}); err != nil {
+			Reason: fmt.Sprintf("%s %s", n.Kind, n.ID),
+			Events: kevents.Disrupting(claimRef(t.NodeClaim), kevents.NodeRef(t.Node), "Interrupted")}); err != nil {
 			return d, err
 		}
 	}
@@ -450,6 +452,14 @@ func (h *Handler) cleanup(ctx context.Context, d Decision) (Decision, error) {
 		emit.RecordDisrupted(h.Metrics, "interrupted", t.NodeClaim)
 	}
 	return d, nil
+}
+
+// claimRef references a NodeClaim that may be absent (an instance Dovetail did not launch).
+func claimRef(nc *apisv1.NodeClaim) corev1.ObjectReference {
+	if nc == nil {
+		return corev1.ObjectReference{}
+	}
+	return kevents.NodeClaimRef(nc)
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {

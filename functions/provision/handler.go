@@ -17,6 +17,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -161,6 +162,9 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		return d, err
 	}
 	d.Existing, d.Unschedulable = out.Plan.ExistingNodes, out.Plan.Unschedulable
+	if err := h.failedScheduling(ctx, snap, out.Plan.Unschedulable); err != nil {
+		return d, err
+	}
 	emit.AuditLaunch(h.log(), Component, "provisioning: pending pods need new capacity", snap, h.Catalog,
 		provisioning.InputFromSnapshot(snap, h.Catalog, h.NodeSettings), out.Plan, out.Launched)
 	orphans, err := h.collectOrphans(ctx, snap)
@@ -171,6 +175,19 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	h.log().Info("provision decision", "revision", snap.Revision, "launched", len(d.Launched),
 		"onExistingCapacity", len(d.Existing), "unschedulable", len(d.Unschedulable), "orphansTerminated", len(orphans))
 	return d, nil
+}
+
+// failedScheduling records Karpenter's FailedScheduling Warning on each pod the plan could not
+// place, with the plan's reason ("Failed to schedule pod, <reason>").
+func (h *Handler) failedScheduling(ctx context.Context, snap *events.Snapshot, pods []provisioning.Unschedulable) error {
+	recs := make([]events.EventRecord, 0, len(pods))
+	for _, u := range pods {
+		if u.Pod != nil {
+			recs = append(recs, kevents.FailedSchedulingEvent(kevents.PodRef(u.Pod), u.Reason))
+		}
+	}
+	e := emit.Emitter{Cluster: h.Cluster, Component: Component, Codec: h.Codec, Publisher: h.Publisher}
+	return e.Events(ctx, snap.Time.Time, snap.Revision, recs, "failed-scheduling")
 }
 
 // collectOrphans terminates instances tagged for this cluster that no NodeClaim or Node names:

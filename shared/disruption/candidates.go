@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 )
 
 // Candidate is a node consolidation may disrupt.
@@ -23,6 +25,9 @@ type Candidate struct {
 type Skipped struct {
 	Node   string
 	Reason string
+	// Blocker is Karpenter's DisruptionBlocked message when a PodDisruptionBudget or a
+	// karpenter.sh/do-not-disrupt annotation keeps the node (kevents), else "".
+	Blocker string
 }
 
 // Candidates returns the nodes consolidation may disrupt, sorted by name, and why each other
@@ -45,7 +50,7 @@ func (s *State) Candidates() ([]*Candidate, []Skipped) {
 			continue // not Dovetail's node
 		}
 		if reason := s.whyNot(n); reason != "" {
-			skipped = append(skipped, Skipped{Node: n.Name(), Reason: reason})
+			skipped = append(skipped, Skipped{Node: n.Name(), Reason: reason, Blocker: s.blocker(n)})
 			continue
 		}
 		out = append(out, &Candidate{Node: n, Empty: len(n.Movable) == 0, DisruptionCost: s.DisruptionCost(n)})
@@ -91,6 +96,29 @@ func (s *State) whyNot(n *Node) string {
 	}
 	if len(n.Movable) > 0 && policy(n.Pool) == apisv1.ConsolidationPolicyWhenEmpty {
 		return fmt.Sprintf("nodepool %q consolidates only empty nodes (WhenEmpty) and the node has %d pod(s)", n.Pool.Name, len(n.Movable))
+	}
+	return ""
+}
+
+// blocker is Karpenter's DisruptionBlocked message for a node that is not a candidate because of
+// a karpenter.sh/do-not-disrupt annotation or a PodDisruptionBudget, else "".
+func (s *State) blocker(n *Node) string {
+	switch {
+	case n.Pool == nil || n.Claim == nil || n.Disrupting || !n.Initialized:
+		return "" // not a node disruption would consider at all
+	case n.Node.Annotations[apisv1.AnnotationDoNotDisrupt] == "true":
+		return kevents.DoNotDisruptObject("Node")
+	case n.Claim.Annotations[apisv1.AnnotationDoNotDisrupt] == "true":
+		return kevents.DoNotDisruptObject("NodeClaim")
+	}
+	for _, p := range n.Movable {
+		if p.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
+			return kevents.DoNotDisruptPod(podRef(p))
+		}
+	}
+	var pe *PDBError
+	if errors.As(s.PDBs.Check(n.Movable), &pe) {
+		return kevents.PDBBlocks(pe.PDBs...)
 	}
 	return ""
 }

@@ -6,9 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 )
 
 // The order of a consolidation's effects (the function performs them in this order, across
@@ -36,9 +38,20 @@ func (d *Decision) TaintCommands(cluster string, revision int64) []events.Comman
 			ID: events.CommandID(cluster, "consolidate-taint", d.ID, c.Node, strconv.FormatInt(revision, 10)), Kind: events.CommandTaintNode,
 			Cluster: cluster, SnapshotRevision: revision, NodeName: c.Node, Taint: &t, Budget: d.Budgets[c.NodePool],
 			Reason: fmt.Sprintf("consolidation %s (%s): %s", d.ID, d.Reason, d.Why),
+			// Karpenter's DisruptionTerminating, recorded once the taint is granted.
+			Events: kevents.Disrupting(kevents.NamedNodeClaim(c.NodeClaim, types.UID(c.NodeClaimUID)), kevents.NamedNode(c.Node, ""),
+				d.Reason+"/"+methodTitle(d.Method)),
 		})
 	}
 	return out
+}
+
+// methodTitle is a method as Karpenter's decisions are spelled: Delete, Replace.
+func methodTitle(m string) string {
+	if m == MethodReplace {
+		return "Replace"
+	}
+	return "Delete"
 }
 
 // DrainCommands asks for the Drain nodes' pods to be evicted. The revision is part of the ID:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 )
 
 // ReasonExpired is the reason recorded on commands for expired nodes. Expiry is forceful, as in
@@ -47,6 +48,12 @@ func (c *DriftCandidate) Why() string {
 type DriftSkip struct {
 	Node   string
 	Reason string
+	// Blocker is Karpenter's DisruptionBlocked message when a karpenter.sh/do-not-disrupt
+	// annotation keeps the node, else "" (OverBudget nodes: the NodePool's event says it).
+	Blocker string
+	// NodeClaim and NodePool are the node's.
+	NodeClaim *apisv1.NodeClaim `json:"-"`
+	NodePool  string
 }
 
 // DriftPlan is what the drift function acts on in one snapshot.
@@ -121,8 +128,8 @@ func PlanDrift(snap *events.Snapshot) DriftPlan {
 			plan.InProgress = append(plan.InProgress, c)
 			continue
 		}
-		if why := doNotDisrupt(n, t.Pods); why != "" {
-			plan.Blocked = append(plan.Blocked, DriftSkip{Node: n.Name, Reason: why})
+		if why, blocker := doNotDisrupt(n, t.Pods); why != "" {
+			plan.Blocked = append(plan.Blocked, DriftSkip{Node: n.Name, Reason: why, Blocker: blocker, NodeClaim: t.NodeClaim, NodePool: t.NodePool.Name})
 			continue
 		}
 		cands = append(cands, c)
@@ -161,7 +168,7 @@ func PlanDrift(snap *events.Snapshot) DriftPlan {
 			if e := budgetErr[pool]; e != "" {
 				why = e
 			}
-			plan.OverBudget = append(plan.OverBudget, DriftSkip{Node: c.Name(), Reason: why})
+			plan.OverBudget = append(plan.OverBudget, DriftSkip{Node: c.Name(), Reason: why, NodeClaim: c.NodeClaim, NodePool: pool})
 			continue
 		}
 		allowed[pool]--
@@ -171,16 +178,16 @@ func PlanDrift(snap *events.Snapshot) DriftPlan {
 }
 
 // doNotDisrupt returns why the node may not be voluntarily disrupted, or "".
-func doNotDisrupt(n *corev1.Node, pods []*corev1.Pod) string {
+func doNotDisrupt(n *corev1.Node, pods []*corev1.Pod) (why, blocker string) {
 	if n.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
-		return "node has " + apisv1.AnnotationDoNotDisrupt
+		return "node has " + apisv1.AnnotationDoNotDisrupt, kevents.DoNotDisruptObject("Node")
 	}
 	for _, p := range pods {
 		if p.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
-			return fmt.Sprintf("pod %s/%s has %s", p.Namespace, p.Name, apisv1.AnnotationDoNotDisrupt)
+			return fmt.Sprintf("pod %s/%s has %s", p.Namespace, p.Name, apisv1.AnnotationDoNotDisrupt), kevents.DoNotDisruptPod(podRef(p))
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // GraceExceeded reports whether a node disrupting since tainted has waited out its NodeClaim's

@@ -126,9 +126,18 @@ func (p *PDBs) Allowed(name string) (int, bool) {
 	return 0, false
 }
 
+// PDBError is Check's answer: the PodDisruptionBudgets ("namespace/name") that keep a pod from
+// being evicted, and why.
+type PDBError struct {
+	PDBs []string
+	msg  string
+}
+
+func (e *PDBError) Error() string { return e.msg }
+
 // Check reports why the pods cannot all be evicted together, or nil: a pod matched by more
 // than one PDB (the Eviction API refuses those outright), or more matching pods than a PDB's
-// disruptionsAllowed.
+// disruptionsAllowed. The error is a *PDBError.
 func (p *PDBs) Check(pods []*corev1.Pod) error {
 	if len(p.items) == 0 {
 		return nil
@@ -141,15 +150,17 @@ func (p *PDBs) Check(pods []*corev1.Pod) error {
 			continue
 		case 1:
 		default:
-			return fmt.Errorf("pod %s is matched by %d PodDisruptionBudgets (%s, %s); the Eviction API refuses to evict it",
-				podRef(pod), len(idx), p.items[idx[0]].name, p.items[idx[1]].name)
+			return &PDBError{PDBs: []string{p.items[idx[0]].name, p.items[idx[1]].name}, msg: fmt.Sprintf(
+				"pod %s is matched by %d PodDisruptionBudgets (%s, %s); the Eviction API refuses to evict it",
+				podRef(pod), len(idx), p.items[idx[0]].name, p.items[idx[1]].name)}
 		}
 		if counts == nil {
 			counts = map[int]int{}
 		}
 		counts[idx[0]]++
 		if it := p.items[idx[0]]; counts[idx[0]] > it.allowed {
-			return fmt.Errorf("PodDisruptionBudget %s allows %d disruption(s); evicting pod %s would need %d", it.name, it.allowed, podRef(pod), counts[idx[0]])
+			return &PDBError{PDBs: []string{it.name}, msg: fmt.Sprintf("PodDisruptionBudget %s allows %d disruption(s); evicting pod %s would need %d",
+				it.name, it.allowed, podRef(pod), counts[idx[0]])}
 		}
 	}
 	return nil

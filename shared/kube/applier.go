@@ -24,6 +24,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
@@ -93,6 +94,7 @@ type Applier struct {
 	state  *Watcher
 	opts   ApplierOptions
 	ledger ledger
+	recent recentEvents
 }
 
 // NewApplier returns an Applier writing through kube and dyn, checking staleness against state.
@@ -158,7 +160,23 @@ func (a *Applier) Apply(ctx context.Context, cmd *events.Command) error {
 	if cmd.ID == "" {
 		return fmt.Errorf("%w: command.id: must not be empty", ErrInvalidCommand)
 	}
+	if err := validateEvents(cmd); err != nil {
+		return err
+	}
+	if err := a.apply(ctx, cmd); err != nil || cmd.Kind == events.CommandRecordEvents {
+		return err
+	}
+	// The command's own Events say what it did: recorded only once its effect is in place.
+	return a.recordEvents(ctx, cmd.ID, cmd.Events)
+}
+
+func (a *Applier) apply(ctx context.Context, cmd *events.Command) error {
 	switch cmd.Kind {
+	case events.CommandRecordEvents:
+		if len(cmd.Events) == 0 {
+			return fmt.Errorf("%w: command.events: must list at least one event", ErrInvalidCommand)
+		}
+		return a.recordEvents(ctx, cmd.ID, cmd.Events)
 	case events.CommandCreateNodeClaim:
 		return a.createNodeClaim(ctx, cmd)
 	case events.CommandDeleteNodeClaim:
@@ -211,6 +229,7 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 	for _, msg := range validation.IsDNS1123Subdomain(nc.Name) {
 		return fmt.Errorf("%w: command.nodeClaim.metadata.name: %q: %s", ErrInvalidCommand, nc.Name, msg)
 	}
+	var uid types.UID
 	spec := nc.DeepCopy()
 	spec.Status = apisv1.NodeClaimStatus{}
 	spec.ResourceVersion, spec.UID, spec.Namespace = "", "", ""
@@ -220,9 +239,10 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 	}
 	unstructuredDropNulls(u.Object)
 	res := a.dyn.Resource(NodeClaimGVR)
-	_, err = res.Create(ctx, u, metav1.CreateOptions{FieldManager: a.opts.Component})
+	created, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: a.opts.Component})
 	if err == nil {
 		a.opts.Metrics.Record(telemetry.NodeClaimsCreated, 1, CreatedReason(ctx), nc.Labels[apisv1.LabelNodePool], "false")
+		uid = created.GetUID()
 	}
 	if err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -237,9 +257,10 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 		if err := FromUnstructured(existing, got); err != nil {
 			return fmt.Errorf("NodeClaim %s in cluster: %w", nc.Name, err)
 		}
+		uid = got.UID
 		switch got.Status.ProviderID {
 		case nc.Status.ProviderID:
-			return nil
+			return a.launchedEvents(ctx, cmd, uid) // redelivered: the Events count once
 		case "":
 		default:
 			return fmt.Errorf("%w: command.nodeClaim.status.providerID: NodeClaim %s already records instance %q, command has %q",
@@ -255,7 +276,34 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 	if _, err := res.Patch(ctx, nc.Name, types.MergePatchType, status, metav1.PatchOptions{FieldManager: a.opts.Component}, "status"); err != nil {
 		return fmt.Errorf("set NodeClaim %s status: %w", nc.Name, err)
 	}
-	return nil
+	return a.launchedEvents(ctx, cmd, uid)
+}
+
+// launchedEvents records what a created NodeClaim means, as Karpenter does: the transition of
+// each of its conditions (Launched: "Status condition transitioned, Type: Launched, Status:
+// Unknown -> True, ...") on the NodeClaim, and Nominated ("Pod should schedule on:
+// nodeclaim/<name>") on each planned pod (apisv1.AnnotationPlannedPods) still pending in the
+// agent's cache: now that the NodeClaim exists, the pod's wait has a name.
+func (a *Applier) launchedEvents(ctx context.Context, cmd *events.Command, uid types.UID) error {
+	nc := cmd.NodeClaim
+	ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: nc.Name, UID: uid}
+	var recs []events.EventRecord
+	for _, c := range nc.Status.Conditions {
+		if c.Reason == "" {
+			c.Reason = c.Type
+		}
+		recs = append(recs, kevents.ConditionTransition(ref, "", c))
+	}
+	for _, key := range strings.Split(nc.Annotations[apisv1.AnnotationPlannedPods], ",") {
+		ns, name, ok := strings.Cut(key, "/")
+		if !ok {
+			continue
+		}
+		if p := a.state.Pod(ns, name); p != nil && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			recs = append(recs, kevents.NominatedEvent(kevents.PodRef(p), nc.Name, ""))
+		}
+	}
+	return a.recordEvents(ctx, cmd.ID, recs)
 }
 
 // unstructuredDropNulls removes null values (zero metav1.Time, nil pointers the converter kept)

@@ -15,6 +15,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 )
 
 // grantTTL is how long a budget unit the agent granted counts without its caches showing it:
@@ -113,6 +114,11 @@ func (a *Applier) reserve(ctx context.Context, cmd *events.Command, node *corev1
 		sort.Strings(names)
 		if len(names) > 5 {
 			names = append(names[:5], "...")
+		}
+		// Karpenter's NodePool event for a budget that allows nothing more now.
+		pool := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodePool", Name: b.NodePool}
+		if err := a.recordEvent(ctx, cmd.ID, kevents.BudgetBlocked(pool, b.Reason)); err != nil {
+			return err // retried: the refusal is recorded with it
 		}
 		return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("the disruption budget of NodePool %s for %s allows %d disrupting node(s), %d already are (%s)",
 			b.NodePool, b.Reason, b.MaxDisrupting, len(holding), strings.Join(names, ", ")))

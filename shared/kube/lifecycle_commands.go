@@ -17,6 +17,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
@@ -243,7 +244,9 @@ func (a *Applier) setNodeClaimStatus(ctx context.Context, cmd *events.Command) e
 	}
 	name := cmd.NodeClaim.Name
 	res := a.dyn.Resource(NodeClaimGVR)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var transitions []events.EventRecord
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		transitions = nil
 		u, err := res.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			a.opts.Logger.Info("SetNodeClaimStatus: NodeClaim gone, nothing to record", "command", cmd.ID, "nodeClaim", name)
@@ -260,6 +263,7 @@ func (a *Applier) setNodeClaimStatus(ctx context.Context, cmd *events.Command) e
 		if status == nil {
 			return nil // recorded already
 		}
+		transitions = conditionTransitions(kevents.NodeClaimRef(got), got.Status.Conditions, cmd.NodeClaim.Status.Conditions)
 		body, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": got.ResourceVersion},
 			"status":   status,
@@ -270,6 +274,30 @@ func (a *Applier) setNodeClaimStatus(ctx context.Context, cmd *events.Command) e
 		_, err = res.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component}, "status")
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return a.recordEvents(ctx, cmd.ID, transitions)
+}
+
+// conditionTransitions are the Events of each wanted condition whose status differs from the
+// object's (operatorpkg's status controller: Registered, Initialized, Ready on a NodeClaim).
+func conditionTransitions(ref corev1.ObjectReference, have, want []metav1.Condition) []events.EventRecord {
+	var out []events.EventRecord
+	for _, w := range want {
+		var from metav1.ConditionStatus
+		if i := conditionIndex(have, w.Type); i >= 0 {
+			from = have[i].Status
+		}
+		if from == w.Status || (from == "" && w.Status == metav1.ConditionUnknown) {
+			continue // no transition (Karpenter starts every condition Unknown)
+		}
+		if w.Reason == "" {
+			w.Reason = w.Type
+		}
+		out = append(out, kevents.ConditionTransition(ref, from, w))
+	}
+	return out
 }
 
 func validateNodeClaimStatus(cmd *events.Command) error {

@@ -404,3 +404,13 @@ func (w *Watcher) stores() stores {
 		nodePools:   w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(), nodeClassKind: w.opts.NodeClassKind,
 	}
 }
+
+// Pod returns the cached pod namespace/name, or nil when absent (shared: do not modify).
+func (w *Watcher) Pod(namespace, name string) *corev1.Pod {
+	obj, ok, err := w.pods.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	p, _ := obj.(*corev1.Pod)
+	return p
+}

@@ -134,3 +134,22 @@ func Freshest(ctx context.Context, blobs events.BlobStore, snap *events.Snapshot
 	}
 	return snap, nil
 }
+
+// maxEventsPerCommand bounds one RecordEvents command, so a plan that leaves thousands of pods
+// pending sends a few modest messages rather than one large one.
+const maxEventsPerCommand = 500
+
+// Events publishes recs as RecordEvents commands of the decision named by idParts (its cluster,
+// kind and snapshot revision, so a redelivered decision sends the same IDs), at most
+// maxEventsPerCommand each. Nothing is sent for none.
+func (e Emitter) Events(ctx context.Context, at time.Time, revision int64, recs []events.EventRecord, idParts ...string) error {
+	for i := 0; i < len(recs); i += maxEventsPerCommand {
+		chunk := recs[i:min(i+maxEventsPerCommand, len(recs))]
+		id := events.CommandID(append(append([]string{e.Cluster, "events"}, idParts...), fmt.Sprint(revision), fmt.Sprint(i))...)
+		c := events.Command{ID: id, Kind: events.CommandRecordEvents, Cluster: e.Cluster, SnapshotRevision: revision, Events: chunk}
+		if err := e.Command(ctx, at, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
