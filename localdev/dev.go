@@ -308,6 +308,12 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every decision audit record the functions log is also published on the audit subject,
+	// where `dovetail audit --nats` reads it.
+	base := o.Log
+	o.Log = slog.New(telemetry.AuditHandler{Next: base.Handler(), Publish: dnats.PublishAudit(pub, o.Cluster,
+		func(err error) { base.Warn("audit record not published", "err", err) })})
+	env.Options.Log = o.Log
 
 	pending, err := env.Cluster.Apply(ctx, set)
 	if err != nil {

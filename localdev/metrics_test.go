@@ -14,6 +14,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/functions/provision"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
@@ -172,6 +173,24 @@ func TestSeedScenarioMetrics(t *testing.T) {
 	mu.Unlock()
 	if float64(claims) != n || math.Abs(grew-wantPrice) > 1e-9 {
 		t.Errorf("audit records name %d NodeClaims adding %.4f USD/h, want %g adding %.4f", claims, grew, n, wantPrice)
+	}
+	// The same records are on the cluster's audit subject (dovetail audit --nats reads them).
+	nc, err := qnats.Connect(env.NATSURL, "metrics-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	onSubject := 0
+	if err := qnats.ReadAudit(ctx, nc, env.Options.Cluster, false, func(a telemetry.Audit) error {
+		if a.Action == telemetry.ActionLaunch && a.Function == provision.Component {
+			onSubject += len(a.NodeClaims)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if float64(onSubject) != n {
+		t.Errorf("the audit subject's launch records name %d NodeClaims, want %g", onSubject, n)
 	}
 	if sum(agent, "dovetail_agent_commands_total", `kind="CreateNodeClaim"`, `result="applied"`) < n {
 		t.Errorf("agent applied %g CreateNodeClaim commands, want >= %g", sum(agent, "dovetail_agent_commands_total", `kind="CreateNodeClaim"`), n)

@@ -2,30 +2,46 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 func newAuditCommand() *cobra.Command {
-	var output string
+	var output, natsURL, cluster string
+	var follow bool
 	cmd := &cobra.Command{
 		Use:   "audit [LOGFILE ...]",
 		Short: "Print the decision audit records of functions' log streams (JSON lines; - or none: stdin)",
 		Long: "Every decision a function makes (launch, delete, replace, drain) is one structured log record:\n" +
 			"what, why (the rule and its inputs), $/h before and after, and for launches the lower bound and a\n" +
 			"static node group's price for the same pods. audit reads them back from log files (kubectl logs,\n" +
-			"an exported CloudWatch or Azure Monitor stream, `dovetail dev -v` stderr) and prints them.",
+			"an exported CloudWatch or Azure Monitor stream, `dovetail dev -v` stderr) and prints them.\n\n" +
+			"In local dev and the NATS runtime every record is also published on the cluster's audit subject\n" +
+			"(dovetail.<cluster>.audit); --nats URL --cluster C reads them from there (--follow: keep reading).",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "table" && output != "json" {
 				return fmt.Errorf("--output %q: must be table or json", output)
+			}
+			if natsURL != "" {
+				if len(args) > 0 {
+					return fmt.Errorf("--nats reads the audit subject: give no LOGFILE (got %s)", strings.Join(args, " "))
+				}
+				return auditFromNATS(cmd, natsURL, cluster, follow, output)
+			}
+			if follow {
+				return errors.New("--follow: only with --nats")
 			}
 			if len(args) == 0 {
 				args = []string{"-"}
@@ -58,7 +74,38 @@ func newAuditCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json (one record per line)")
+	cmd.Flags().StringVar(&natsURL, "nats", "", "read the audit subject of a NATS JetStream server (local dev's URL, e.g. nats://127.0.0.1:4222) instead of log files")
+	cmd.Flags().StringVar(&cluster, "cluster", "dev", "with --nats: the cluster whose records to read")
+	cmd.Flags().BoolVarP(&follow, "follow", "F", false, "with --nats: keep printing new records (one JSON line or table row each) until interrupted")
 	return cmd
+}
+
+// auditFromNATS prints the cluster's audit records from its stream; with follow each record as it
+// comes (JSON lines, or table rows without alignment across records), until interrupted.
+func auditFromNATS(cmd *cobra.Command, url, cluster string, follow bool, output string) error {
+	nc, err := qnats.Connect(url, "dovetail-audit")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var records []telemetry.Audit
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	err = qnats.ReadAudit(ctx, nc, cluster, follow, func(a telemetry.Audit) error {
+		switch {
+		case output == "json":
+			return enc.Encode(a)
+		case follow:
+			return writeAuditTable(cmd.OutOrStdout(), []telemetry.Audit{a})
+		}
+		records = append(records, a)
+		return nil
+	})
+	if err != nil || output == "json" || follow {
+		return err
+	}
+	return writeAuditTable(cmd.OutOrStdout(), records)
 }
 
 func writeAuditTable(w io.Writer, records []telemetry.Audit) error {

@@ -76,3 +76,8 @@ func DeadLetterSubject(cluster string) string { return "dovetail." + cluster + "
 // change and AWS Health events through EventBridge → SQS on AWS; Azure Scheduled Events and Event
 // Grid; a plain subject locally). The interruption function consumes it.
 func NoticesSubject(cluster string) string { return "dovetail." + cluster + ".notices" }
+
+// AuditSubject carries a cluster's decision audit records (telemetry.Audit as JSON, one per
+// message) in local dev and the NATS runtime, beside the functions' log streams; `dovetail audit
+// --nats` reads them.
+func AuditSubject(cluster string) string { return "dovetail." + cluster + ".audit" }

@@ -277,6 +277,10 @@ func RunNATS(ctx context.Context, f Function, nc *natsgo.Conn, o Options, log *s
 	if err != nil {
 		return err
 	}
+	// Decision audit records go to the audit subject as well as the log (dovetail audit --nats).
+	base := log
+	log = slog.New(telemetry.AuditHandler{Next: base.Handler(), Publish: qnats.PublishAudit(pub, o.Cluster,
+		func(err error) { base.Warn("audit record not published", "err", err) })})
 	rec := prom.NewRecorder()
 	var consuming atomic.Bool
 	srv := &prom.Server{Addr: o.HTTPAddr, Recorder: rec, Logger: log,

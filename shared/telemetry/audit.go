@@ -103,3 +103,40 @@ func ParseAuditLine(line []byte) (Audit, bool, error) {
 	}
 	return a, true, nil
 }
+
+// AuditHandler is a slog.Handler that passes every record on to Next and also hands each
+// decision audit record (message AuditMessage, key "audit") to Publish: where a queue carries
+// the records beside the log stream (local dev and the NATS runtime publish them on
+// queue.AuditSubject). Publish is best effort and must not log through this handler; the log
+// stream stays the record of every decision.
+type AuditHandler struct {
+	Next    slog.Handler
+	Publish func(ctx context.Context, a Audit)
+}
+
+// Enabled implements slog.Handler.
+func (h AuditHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.Next.Enabled(ctx, l) }
+
+// Handle implements slog.Handler.
+func (h AuditHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == AuditMessage && h.Publish != nil {
+		r.Attrs(func(at slog.Attr) bool {
+			if a, ok := at.Value.Any().(Audit); ok && at.Key == "audit" {
+				h.Publish(ctx, a)
+				return false
+			}
+			return true
+		})
+	}
+	return h.Next.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h AuditHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return AuditHandler{Next: h.Next.WithAttrs(attrs), Publish: h.Publish}
+}
+
+// WithGroup implements slog.Handler.
+func (h AuditHandler) WithGroup(name string) slog.Handler {
+	return AuditHandler{Next: h.Next.WithGroup(name), Publish: h.Publish}
+}

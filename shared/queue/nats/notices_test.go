@@ -12,7 +12,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
-// The cluster stream holds exactly the four subjects of queue: events, commands, notices, dlq.
+// The cluster stream holds exactly the five subjects of queue: events, commands, notices, dlq, audit.
 func TestStreamHoldsTheClusterSubjectsIncludingNotices(t *testing.T) {
 	e := newEnv(t)
 	js, err := jetstream.New(e.nc)
@@ -25,7 +25,7 @@ func TestStreamHoldsTheClusterSubjectsIncludingNotices(t *testing.T) {
 	}
 	got := slices.Clone(s.CachedInfo().Config.Subjects)
 	slices.Sort(got)
-	want := []string{"dovetail.prod.commands", "dovetail.prod.dlq", "dovetail.prod.events", "dovetail.prod.notices"}
+	want := []string{"dovetail.prod.audit", "dovetail.prod.commands", "dovetail.prod.dlq", "dovetail.prod.events", "dovetail.prod.notices"}
 	if !slices.Equal(got, want) {
 		t.Errorf("stream subjects = %v, want %v", got, want)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
-// Stream layout: one stream per cluster, "dovetail-<cluster>", holding the cluster's four
-// subjects (queue.EventsSubject, CommandsSubject, NoticesSubject, DeadLetterSubject). One stream keeps a
+// Stream layout: one stream per cluster, "dovetail-<cluster>", holding the cluster's five
+// subjects (queue.EventsSubject, CommandsSubject, NoticesSubject, DeadLetterSubject, AuditSubject). One stream keeps a
 // cluster's traffic, limits and deletion in one place; durable consumers filter by subject.
 // Retention is by limits (age), not work-queue, so several functions can each keep their own
 // durable consumer on the events subject and dead letters stay readable until they age out.
@@ -69,6 +69,7 @@ func EnsureStream(ctx context.Context, nc *natsgo.Conn, cfg StreamConfig) (jetst
 			queue.CommandsSubject(cfg.Cluster),
 			queue.NoticesSubject(cfg.Cluster),
 			queue.DeadLetterSubject(cfg.Cluster),
+			queue.AuditSubject(cfg.Cluster),
 		},
 		Retention:  jetstream.LimitsPolicy,
 		MaxAge:     orDefault(cfg.MaxAge, DefaultMaxAge),
