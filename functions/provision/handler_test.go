@@ -215,3 +215,30 @@ func TestSnapshotBeforeCommandsLaunchesNothingTwice(t *testing.T) {
 		t.Fatalf("%d instances, want 1", len(insts))
 	}
 }
+
+// TestUnplaceablePodGetsFailedScheduling: a pod the only NodePool's one type cannot hold launches
+// nothing and is told why: one RecordEvents command with Karpenter's FailedScheduling Warning
+// on the pod, carrying the plan's reason.
+func TestUnplaceablePodGetsFailedScheduling(t *testing.T) {
+	e := newEnv(t)
+	// t3.nano: 2 vCPUs, 0.5 GiB; the pod asks 1 GiB of memory, more than it allocates.
+	if err := e.h.Handle(context.Background(), queue.Message{Data: pendingEvent(t, pool("tiny", 10, "t3.nano"))}); err != nil {
+		t.Fatal(err)
+	}
+	if insts, _ := e.cloud.List(context.Background(), cluster); len(insts) != 0 {
+		t.Fatalf("launched %+v for a pod no type holds", insts)
+	}
+	cmds := e.waitCommands(t, 1)
+	c := cmds[0]
+	if c.Kind != events.CommandRecordEvents || len(c.Events) != 1 || c.SnapshotRevision != 7 {
+		t.Fatalf("commands %+v, want one RecordEvents", cmds)
+	}
+	ev := c.Events[0]
+	if ev.Reason != "FailedScheduling" || ev.Type != corev1.EventTypeWarning || ev.Object.Kind != "Pod" || ev.Object.Namespace != "default" ||
+		ev.Object.Name != "web-0" || ev.Object.UID != "u1" || !strings.HasPrefix(ev.Message, `Failed to schedule pod, nodepool "tiny": `) {
+		t.Fatalf("event %+v", ev)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the command does not validate: %v", err)
+	}
+}

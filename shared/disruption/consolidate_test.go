@@ -254,26 +254,28 @@ func TestCsConsolidateAfter(t *testing.T) {
 
 func TestCsBlockers(t *testing.T) {
 	// Each case: an m5.2xlarge (replaceable by an m5.large) plus one blocker; no decision, and
-	// the skip reason names the rule.
+	// the skip reason names the rule; a PDB or do-not-disrupt blocker carries Karpenter's
+	// DisruptionBlocked message (the others none).
 	for _, tc := range []struct {
-		name, reason string
-		edit         func(c *csCluster, n *corev1.Node, p *corev1.Pod)
+		name, reason, blocker string
+		edit                  func(c *csCluster, n *corev1.Node, p *corev1.Pod)
 	}{
-		{"pod do-not-disrupt", "do-not-disrupt", func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
+		{"pod do-not-disrupt", "do-not-disrupt", `Pod has "karpenter.sh/do-not-disrupt" annotation (Pod=default/p1)`, func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
 			p.Annotations = map[string]string{apisv1.AnnotationDoNotDisrupt: "true"}
 		}},
-		{"node do-not-disrupt", "do-not-disrupt", func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
+		{"node do-not-disrupt", "do-not-disrupt", `Node has "karpenter.sh/do-not-disrupt" annotation`, func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
 			n.Annotations = map[string]string{apisv1.AnnotationDoNotDisrupt: "true"}
 		}},
-		{"bare pod", "no controller owner", func(c *csCluster, n *corev1.Node, p *corev1.Pod) { p.OwnerReferences = nil }},
-		{"pdb", "PodDisruptionBudget default/pdb allows 0", func(c *csCluster, n *corev1.Node, p *corev1.Pod) { c.pdb("pdb", "app", 0) }},
-		{"WhenEmpty", "WhenEmpty", func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
+		{"bare pod", "no controller owner", "", func(c *csCluster, n *corev1.Node, p *corev1.Pod) { p.OwnerReferences = nil }},
+		{"pdb", "PodDisruptionBudget default/pdb allows 0", "Pdb prevents pod evictions (PodDisruptionBudget=[default/pdb])",
+			func(c *csCluster, n *corev1.Node, p *corev1.Pod) { c.pdb("pdb", "app", 0) }},
+		{"WhenEmpty", "WhenEmpty", "", func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
 			c.snap.NodePools[0].Spec.Disruption.ConsolidationPolicy = apisv1.ConsolidationPolicyWhenEmpty
 		}},
-		{"disrupting", "already being disrupted", func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
+		{"disrupting", "already being disrupted", "", func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
 			n.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}}
 		}},
-		{"not initialized", "not initialized", func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
+		{"not initialized", "not initialized", "", func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
 			n.Status.Conditions[0].Status = corev1.ConditionFalse
 		}},
 	} {
@@ -287,8 +289,8 @@ func TestCsBlockers(t *testing.T) {
 			t.Errorf("%s: %s", tc.name, d)
 			continue
 		}
-		if len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0].Reason, tc.reason) {
-			t.Errorf("%s: skipped %+v, want a reason containing %q", tc.name, r.Skipped, tc.reason)
+		if len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0].Reason, tc.reason) || r.Skipped[0].Blocker != tc.blocker {
+			t.Errorf("%s: skipped %+v, want a reason containing %q and blocker %q", tc.name, r.Skipped, tc.reason, tc.blocker)
 		}
 	}
 }
