@@ -13,6 +13,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/planner"
+	"github.com/dovetail-dev/dovetail/shared/preview"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 	"github.com/spf13/cobra"
@@ -194,8 +195,8 @@ func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSe
 	for _, u := range plan.Unschedulable {
 		out.Unschedulable = append(out.Unschedulable, UnschedulableOut{Pod: podName(u.Pod), Reason: u.Reason})
 	}
-	out.TotalPricePerHour = round7(plan.TotalPricePerHour())
-	out.LowerBoundPerHour = round7(plan.LowerBoundPerHour)
+	out.TotalPricePerHour = preview.Round7(plan.TotalPricePerHour())
+	out.LowerBoundPerHour = preview.Round7(plan.LowerBoundPerHour)
 	out.Gap = float64(int64(plan.Gap()*1e4+0.5)) / 1e4
 	if len(plan.NodeClaims) > 0 {
 		var pods []*corev1.Pod
@@ -206,13 +207,10 @@ func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSe
 		if err != nil {
 			return nil, err
 		}
-		out.StaticBaseline = &telemetry.StaticBaseline{InstanceType: b.InstanceType, Nodes: b.Nodes, PricePerHour: round7(b.PricePerHour), Unplaceable: b.Unplaceable}
+		out.StaticBaseline = &telemetry.StaticBaseline{InstanceType: b.InstanceType, Nodes: b.Nodes, PricePerHour: preview.Round7(b.PricePerHour), Unplaceable: b.Unplaceable}
 	}
 	return out, nil
 }
-
-// round7 rounds to a tenth of a micro-dollar so float sums print cleanly.
-func round7(v float64) float64 { return float64(int64(v*1e7+0.5)) / 1e7 }
 
 func podName(p *corev1.Pod) string {
 	ns := p.Namespace

@@ -230,8 +230,8 @@ func (res *Result) finish() {
 	if res.Assumed != nil {
 		res.AssumedPool = res.Assumed.Name
 	}
-	res.SavingPerHour = round7(res.Today.PricePerHour - res.Converged.PricePerHour)
-	res.LowerBoundPerHour, res.KeptPerHour = round7(res.LowerBoundPerHour), round7(res.KeptPerHour)
+	res.SavingPerHour = Round7(res.Today.PricePerHour - res.Converged.PricePerHour)
+	res.LowerBoundPerHour, res.KeptPerHour = Round7(res.LowerBoundPerHour), Round7(res.KeptPerHour)
 	res.Today.finish()
 	res.Converged.finish()
 	if res.Rounds == nil {
@@ -250,7 +250,7 @@ func (res *Result) finish() {
 		}
 		for j := range r.Decisions {
 			d := &r.Decisions[j]
-			d.PricePerHourBefore, d.PricePerHourAfter = round7(d.PricePerHourBefore), round7(d.PricePerHourAfter)
+			d.PricePerHourBefore, d.PricePerHourAfter = Round7(d.PricePerHourBefore), Round7(d.PricePerHourAfter)
 			if d.Nodes == nil {
 				d.Nodes = []NodeRef{}
 			}
@@ -265,9 +265,9 @@ func (res *Result) finish() {
 }
 
 func (c *Cost) finish() {
-	c.PricePerHour = round7(c.PricePerHour)
+	c.PricePerHour = Round7(c.PricePerHour)
 	for i := range c.Groups {
-		c.Groups[i].PricePerHour = round7(c.Groups[i].PricePerHour)
+		c.Groups[i].PricePerHour = Round7(c.Groups[i].PricePerHour)
 	}
 	if c.Nodes == nil {
 		c.Nodes = []NodeCost{}
@@ -277,8 +277,9 @@ func (c *Cost) finish() {
 	}
 }
 
-// round7 rounds to a tenth of a micro-dollar.
-func round7(v float64) float64 { return math.Round(v*1e7) / 1e7 }
+// Round7 rounds a USD figure to a tenth of a micro-dollar, the precision every plan and
+// preview prints (JSON and table).
+func Round7(v float64) float64 { return math.Round(v*1e7) / 1e7 }
 
 // runner carries one preview.
 type runner struct {
