@@ -354,3 +354,39 @@ func TestConsolidateAfterReadsTheFunctionClock(t *testing.T) {
 		t.Fatalf("commands %v, want none", kinds(cmds))
 	}
 }
+
+// A replace decision whose replacement is initialized but was filled by pods the kube-scheduler
+// placed there after the decision: the candidate's 2 × 500m no longer fit (m5.large holds
+// 1930m; 3 × 500m others took 1500m of it), so the drain lacks room. It waits while the
+// deficit is younger than DrainDeficitTimeout, then rolls back (untaints the candidate) instead
+// of holding the pool's disruption budget for the whole ConsolidationTimeout.
+func TestDrainDeficitRollsBackAfterReplacementsAreReady(t *testing.T) {
+	snapWith := func(readyAgo time.Duration) *events.Snapshot {
+		n, nc := node("old", "m5.2xlarge", "aws:///us-east-1a/i-0123456789abcdef0")
+		added := metav1.NewTime(now.Add(-5 * time.Minute))
+		n.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValuePrefix + "abc.1", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &added}}
+		rn, rc := node("new", "m5.large", "aws:///us-east-1a/i-0fedcba9876543210")
+		rc.Annotations = map[string]string{disruption.AnnotationDecision: "abc", disruption.AnnotationReplaces: "old"}
+		rc.Status.Conditions = []metav1.Condition{{Type: apisv1.ConditionInitialized, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-readyAgo))}}
+		pods := []corev1.Pod{pod("p1", "old"), pod("p2", "old"), pod("q1", "new"), pod("q2", "new"), pod("q3", "new")}
+		return &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: 7, Time: metav1.NewTime(now),
+			NodePools: []apisv1.NodePool{pool()}, Nodes: []corev1.Node{n, rn}, NodeClaims: []apisv1.NodeClaim{nc, rc}, Pods: pods}
+	}
+	e := newEnv(t)
+	out := e.handle(snapWith(30 * time.Second))
+	if cmds := e.commands(); len(cmds) != 0 || out.Abandoned != "" {
+		t.Fatalf("30 s after the replacement was ready: commands %v, abandoned %q; want it waiting", kinds(cmds), out.Abandoned)
+	}
+	if len(out.Progress) != 1 || !strings.Contains(out.Progress[0].Waiting, "the pods need 1 more NodeClaim(s)") {
+		t.Fatalf("progress %+v, want the drain waiting for 1 more NodeClaim", out.Progress)
+	}
+	e = newEnv(t)
+	out = e.handle(snapWith(disruption.DrainDeficitTimeout))
+	cmds := e.commands()
+	if len(cmds) != 1 || cmds[0].Kind != events.CommandUntaintNode || cmds[0].NodeName != "old" || cmds[0].Taint.Key != apisv1.TaintKeyDisrupted {
+		t.Fatalf("%s after the replacement was ready: commands %v, want UntaintNode old", disruption.DrainDeficitTimeout, kinds(cmds))
+	}
+	if !strings.Contains(out.Abandoned, "rolled back") || !strings.Contains(out.Abandoned, "1 more NodeClaim") {
+		t.Errorf("abandoned %q", out.Abandoned)
+	}
+}

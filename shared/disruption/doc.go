@@ -14,5 +14,8 @@
 //     waits for the replacements to be initialized, re-validates on the fresh snapshot that
 //     every pod of the candidates still has a place (ValidateDrain), then asks for the drain,
 //     and once a candidate holds no movable pod, for its instance to be terminated and its
-//     Node and NodeClaim deleted.
+//     Node and NodeClaim deleted. A decision that cannot go on is rolled back (its candidates
+//     untainted): after DrainDeficitTimeout when its replacements are ready but the pods lack
+//     room (the kube-scheduler filled the replacements with other pods meanwhile), after
+//     ConsolidationTimeout for any other wait (a replacement that never came, a PDB).
 package disruption

@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -98,8 +99,9 @@ type Progress struct {
 	// Waiting says why the rest waits ("" when nothing waits).
 	Waiting string
 	// Rollback says why the decision is given up ("" when it is not): it waited
-	// ConsolidationTimeout since its candidates were tainted without any candidate finishing.
-	// Its candidates are untainted and serve pods again.
+	// ConsolidationTimeout since its candidates were tainted without any candidate finishing, or
+	// DrainDeficitTimeout with its replacements ready and no room for the candidates' pods. Its
+	// candidates are untainted and serve pods again.
 	Rollback string
 }
 
@@ -107,6 +109,20 @@ type Progress struct {
 // ready, a drain a PodDisruptionBudget keeps blocked) before its taints are removed: 10 minutes,
 // as long as Karpenter's disruption queue retries a command before rolling it back.
 const ConsolidationTimeout = 10 * time.Minute
+
+// DrainDeficitTimeout is how long a consolidation whose replacements are all initialized may wait
+// for a drain that lacks room (ErrDrainWaits: the candidates' pods would need more NodeClaims, or
+// a pod would have no place) before it is rolled back: 1 minute from the later of the taint and
+// the last replacement's initialization. Such a deficit comes from pods the kube-scheduler placed
+// on the replacements after the decision, or pods pending beside it; the first kind never clears,
+// and waiting the full ConsolidationTimeout would hold the pool's disruption budget (and stall
+// drift) for 10 minutes. Pending pods that the provisioner is placing clear within seconds. The
+// rolled-back candidates serve pods again and the next round decides on the cluster as it is.
+const DrainDeficitTimeout = time.Minute
+
+// ErrDrainWaits marks a drain that waits for room for the candidates' pods (ValidateDrain), as
+// opposed to one a PodDisruptionBudget or a do-not-disrupt annotation blocks.
+var ErrDrainWaits = errors.New("drain waits")
 
 // taintedAt is when the node got its karpenter.sh/disrupted taint (its timeAdded; zero when
 // the taint carries none).
@@ -153,24 +169,42 @@ func InFlight(s *State) []*Progress {
 				busy = append(busy, n)
 			}
 		}
+		deficit := false
 		if len(busy) > 0 {
 			if why := s.replacementsReady(p); why != "" {
 				p.Waiting = why
 			} else if err := ValidateDrain(s, busy); err != nil {
-				p.Waiting = err.Error()
+				p.Waiting, deficit = err.Error(), errors.Is(err, ErrDrainWaits)
 			} else {
 				p.Drain = busy
 			}
 		}
 		if p.Waiting != "" && len(p.Finish) == 0 {
-			var first time.Time
+			var first, last time.Time
 			for _, n := range p.Candidates {
-				if t := taintedAt(n); !t.IsZero() && (first.IsZero() || t.Before(first)) {
-					first = t
+				if t := taintedAt(n); !t.IsZero() {
+					if first.IsZero() || t.Before(first) {
+						first = t
+					}
+					if t.After(last) {
+						last = t
+					}
 				}
 			}
-			if !first.IsZero() && s.Now.Sub(first) >= ConsolidationTimeout {
+			switch {
+			case !first.IsZero() && s.Now.Sub(first) >= ConsolidationTimeout:
 				p.Rollback = fmt.Sprintf("waited %s since the taint (%s); the candidates serve pods again", s.Now.Sub(first).Round(time.Second), p.Waiting)
+			case deficit && !last.IsZero():
+				since := last
+				for _, nc := range p.Replacements {
+					if t := s.initializedAt(nc); t.After(since) {
+						since = t
+					}
+				}
+				if s.Now.Sub(since) >= DrainDeficitTimeout {
+					p.Rollback = fmt.Sprintf("the replacements are ready but the candidates' pods still lack room %s later (%s); the candidates serve pods again",
+						s.Now.Sub(since).Round(time.Second), p.Waiting)
+				}
 			}
 		}
 		out = append(out, p)
@@ -207,6 +241,29 @@ func (s *State) replacementsReady(p *Progress) string {
 		}
 	}
 	return ""
+}
+
+// initializedAt is when the replacement became initialized: its NodeClaim's Initialized
+// condition, else its node's Ready condition, else its node's creation (zero when unknown).
+func (s *State) initializedAt(nc *apisv1.NodeClaim) time.Time {
+	for _, c := range nc.Status.Conditions {
+		if c.Type == apisv1.ConditionInitialized && c.Status == "True" && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	var node *Node
+	if nc.Status.NodeName != "" {
+		node = s.Node(nc.Status.NodeName)
+	}
+	if node == nil {
+		return time.Time{}
+	}
+	for _, c := range node.Node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return node.Node.CreationTimestamp.Time
 }
 
 // launchLock reports a decision whose replacements were launched but whose candidates carry no
@@ -256,11 +313,11 @@ func ValidateDrain(s *State, nodes []*Node) error {
 	}
 	for _, u := range plan.Unschedulable {
 		if own[u.Pod] {
-			return fmt.Errorf("drain waits: pod %s would have no place: %s", podRef(u.Pod), u.Reason)
+			return fmt.Errorf("%w: pod %s would have no place: %s", ErrDrainWaits, podRef(u.Pod), u.Reason)
 		}
 	}
 	if len(plan.NodeClaims) > 0 {
-		return fmt.Errorf("drain waits: the pods need %d more NodeClaim(s) than exist", len(plan.NodeClaims))
+		return fmt.Errorf("%w: the pods need %d more NodeClaim(s) than exist", ErrDrainWaits, len(plan.NodeClaims))
 	}
 	return nil
 }
