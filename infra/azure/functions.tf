@@ -80,3 +80,12 @@ resource "azurerm_role_assignment" "bootstrap_token" {
   role_definition_name = "Key Vault Secrets User"
   principal_id         = azurerm_user_assigned_identity.fn[each.key].principal_id
 }
+
+# Each function publishes its metrics to the Data Collection Rule behind the OTLP endpoint, and
+# only there: Monitoring Metrics Publisher is a data-plane role scoped to that one rule.
+resource "azurerm_role_assignment" "metrics_publisher" {
+  for_each             = var.otlp_metrics_dcr_id == "" ? {} : local.functions
+  scope                = var.otlp_metrics_dcr_id
+  role_definition_name = "Monitoring Metrics Publisher"
+  principal_id         = azurerm_user_assigned_identity.fn[each.key].principal_id
+}

@@ -264,6 +264,22 @@ func TestFunctionApps(t *testing.T) {
 	if got := find(t, cfg, "resource", "azurerm_role_assignment", "bootstrap_token").expr(t, "scope"); got != "var.aks_bootstrap_token_secret_id" {
 		t.Errorf("Key Vault Secrets User at %s: only on the token's secret", got)
 	}
+	// Azure Monitor's OTLP ingestion takes a token only from an identity holding Monitoring
+	// Metrics Publisher on the Data Collection Rule: granted per function, on that rule alone,
+	// and only when a rule is configured.
+	pub := find(t, cfg, "resource", "azurerm_role_assignment", "metrics_publisher")
+	if got := pub.expr(t, "role_definition_name"); got != `"Monitoring Metrics Publisher"` {
+		t.Errorf("metrics_publisher role %s", got)
+	}
+	if got := pub.expr(t, "scope"); got != "var.otlp_metrics_dcr_id" {
+		t.Errorf("Monitoring Metrics Publisher at %s: only on the Data Collection Rule", got)
+	}
+	if got := pub.expr(t, "for_each"); got != `var.otlp_metrics_dcr_id == "" ? {} : local.functions` {
+		t.Errorf("metrics_publisher for_each %s: one per function, none without a rule", got)
+	}
+	if got := pub.expr(t, "principal_id"); got != "azurerm_user_assigned_identity.fn[each.key].principal_id" {
+		t.Errorf("metrics_publisher principal %s: each function's own identity", got)
+	}
 }
 
 func TestCustomRolesLeastPrivilege(t *testing.T) {
@@ -316,7 +332,7 @@ func TestCustomRolesLeastPrivilege(t *testing.T) {
 		t.Errorf("launch assignment for_each %s: only the functions that launch", got)
 	}
 	// Built-in roles: only the data-plane ones named here.
-	allowed := []string{`"EventGrid Data Sender"`, `"EventGrid Data Receiver"`, `"Storage Blob Data Contributor"`, `"Storage Blob Data Owner"`, `"Key Vault Secrets User"`}
+	allowed := []string{`"EventGrid Data Sender"`, `"EventGrid Data Receiver"`, `"Storage Blob Data Contributor"`, `"Storage Blob Data Owner"`, `"Key Vault Secrets User"`, `"Monitoring Metrics Publisher"`}
 	for _, a := range all(cfg, "resource", "azurerm_role_assignment") {
 		if _, ok := a.Body.Attributes["role_definition_name"]; ok && !slices.Contains(allowed, a.expr(t, "role_definition_name")) {
 			t.Errorf("assignment %s: built-in role %s", a.Labels[1], a.expr(t, "role_definition_name"))

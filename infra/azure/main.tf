@@ -119,6 +119,12 @@ variable "otlp_metrics_endpoint" {
   default     = ""
 }
 
+variable "otlp_metrics_dcr_id" {
+  description = "ARM resource id of the Azure Monitor Data Collection Rule behind otlp_metrics_endpoint. Set, each function's identity gets Monitoring Metrics Publisher on that rule only (Azure Monitor refuses an ingestion token without it); empty (a collector, or no metrics): no grant."
+  type        = string
+  default     = ""
+}
+
 locals {
   name = "dovetail-${var.cluster_name}"
   # One Function App per function: each runs under its own identity. Each function's
