@@ -74,8 +74,8 @@ type Report struct {
 // why there is none. Empty candidates go first (all of them the Empty budgets allow, in one
 // decision, no simulation needed); otherwise underutilized candidates (pools with
 // WhenEmptyOrUnderutilized) are tried by the strategies of o.Mode within the Underutilized
-// budgets. While pods are pending, nothing is consolidated: the pending pods need the capacity
-// first and the provision function is placing them.
+// budgets. While pods are pending that a node or a new NodeClaim could hold, nothing is
+// consolidated: they need the capacity first and the provision function is placing them.
 func Consolidate(s *State, o Options) (*Decision, *Report) {
 	if o.MaxCandidates <= 0 {
 		o.MaxCandidates = DefaultMaxCandidates
@@ -88,8 +88,11 @@ func Consolidate(s *State, o Options) (*Decision, *Report) {
 	r := &Report{Candidates: len(cands), Skipped: skipped, Budgets: map[string]int{}}
 	defer func() { r.Simulations = s.Simulations() - start }()
 	if len(s.pending) > 0 {
-		r.Tried = append(r.Tried, fmt.Sprintf("%d pod(s) pending: consolidation waits until they are placed", len(s.pending)))
-		return nil, r
+		if n, err := s.placeablePending(); err != nil || n > 0 {
+			r.Tried = append(r.Tried, fmt.Sprintf("%d pod(s) pending: consolidation waits until they are placed", len(s.pending)))
+			return nil, r
+		}
+		r.Tried = append(r.Tried, fmt.Sprintf("%d pod(s) pending that no node or new NodeClaim can hold: consolidation goes on without them", len(s.pending)))
 	}
 	if d := s.emptiness(cands, r); d != nil {
 		return d, r
@@ -125,6 +128,20 @@ func Consolidate(s *State, o Options) (*Decision, *Report) {
 		r.Tried = append(r.Tried, "chose "+best.Strategy)
 	}
 	return best, r
+}
+
+// placeablePending counts the pending pods the bin-packing core places on the cluster as it is
+// (on a node, or on a new NodeClaim the provision function would launch). Only those wait for
+// consolidation: a pod that nothing can hold (too large for every type, a NodePool at its limit,
+// no pool it tolerates) would otherwise stop consolidation for as long as it exists, and since it
+// uses no capacity in any simulation, consolidating cannot take room from it. Karpenter likewise
+// lets a pod that was pending before and stays pending not block consolidation.
+func (s *State) placeablePending() (int, error) {
+	plan, err := s.Simulate(nil, s.pending)
+	if err != nil {
+		return 0, err
+	}
+	return len(s.pending) - len(plan.Unschedulable), nil
 }
 
 // budgets computes, per pool, the disruptions allowed for reason now.

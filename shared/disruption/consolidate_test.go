@@ -339,3 +339,19 @@ func TestCsPendingPodsWait(t *testing.T) {
 		t.Errorf("decided %s while a pod is pending", d)
 	}
 }
+
+// A pending pod no type can hold (4000 CPUs) does not stop consolidation: the empty m5.large is
+// still deleted. Before, one such pod (a typo in a request) stopped every consolidation of the
+// cluster for as long as it existed.
+func TestCsUnplaceablePendingPodDoesNotBlock(t *testing.T) {
+	c := csNewCluster(t, csT0)
+	c.pool("default", csM5OnDemand()...)
+	c.node("a", "default", "m5.large", "on-demand")
+	p := c.pod("too-big", "", "4000", "100Mi")
+	c.snap.PendingPods = append(c.snap.PendingPods, *p)
+	c.snap.Pods = nil
+	d, r := Consolidate(c.state(), Options{})
+	if d == nil || csNames(d) != "[a]" || d.Reason != apisv1.DisruptionReasonEmpty {
+		t.Fatalf("decision %v (tried %v), want the empty node a deleted", d, r.Tried)
+	}
+}
