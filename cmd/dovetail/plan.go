@@ -71,6 +71,9 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			if err != nil {
 				return usageError{fmt.Errorf("--region: %w", err)}
 			}
+			if w := planner.OrphanWarning(set); w != "" {
+				set.Warnings = append(set.Warnings, w)
+			}
 			for _, w := range set.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}

@@ -6,8 +6,10 @@ package planner
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -29,7 +31,10 @@ const SnapshotCluster = "plan"
 // read; claims from Set.ExpandPVCs (documents, StatefulSet volumeClaimTemplates, ephemeral
 // volumes, default StorageClass), PersistentVolumes and StorageClasses as read.
 //
-// Error: a bound Pod whose node is not in the manifests ("pod ns/name: spec.nodeName: ...").
+// A pod bound to a node the manifests do not hold (a dump taken while a node was being removed,
+// or one that lists pods but not nodes) is what the kube-controller-manager's PodGC deletes: a
+// controller's pod is recreated unbound, so it is planned as pending; a bare pod is gone for good
+// and left out. OrphanWarning says so in one line.
 func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 	snap := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: SnapshotCluster, Revision: 1,
 		Time: metav1.NewTime(at), Complete: true}
@@ -48,7 +53,11 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 		case p.Spec.NodeName == "":
 			snap.PendingPods = append(snap.PendingPods, *p)
 		case !nodes[p.Spec.NodeName]:
-			return nil, fmt.Errorf("pod %s/%s: spec.nodeName: node %q is not in the manifests", p.Namespace, p.Name, p.Spec.NodeName)
+			if metav1.GetControllerOf(p) != nil && p.DeletionTimestamp == nil && !scheduling.IsDaemonSetPod(p) {
+				p.Spec.NodeName = ""
+				p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+				snap.PendingPods = append(snap.PendingPods, *p)
+			}
 		default:
 			snap.Pods = append(snap.Pods, *p)
 		}
@@ -79,6 +88,45 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 		snap.StorageClasses = append(snap.StorageClasses, *sc)
 	}
 	return snap, nil
+}
+
+// OrphanWarning returns one line naming the pods bound to nodes the manifests do not hold and
+// what Snapshot does with them, or "" when there are none.
+func OrphanWarning(set *manifests.Set) string {
+	nodes := map[string]bool{}
+	for _, n := range set.Nodes {
+		nodes[n.Name] = true
+	}
+	var pending, gone []string
+	for _, p := range set.Pods {
+		if p.Spec.NodeName == "" || nodes[p.Spec.NodeName] || scheduling.IsTerminal(p) {
+			continue
+		}
+		ref := p.Namespace + "/" + p.Name + " on " + p.Spec.NodeName
+		if metav1.GetControllerOf(p) != nil && p.DeletionTimestamp == nil && !scheduling.IsDaemonSetPod(p) {
+			pending = append(pending, ref)
+		} else {
+			gone = append(gone, ref)
+		}
+	}
+	if len(pending)+len(gone) == 0 {
+		return ""
+	}
+	const show = 5
+	list := func(refs []string) string {
+		if len(refs) > show {
+			return strings.Join(refs[:show], ", ") + fmt.Sprintf(" and %d more", len(refs)-show)
+		}
+		return strings.Join(refs, ", ")
+	}
+	msg := fmt.Sprintf("%d pod(s) bound to nodes not in the input (PodGC deletes them)", len(pending)+len(gone))
+	if len(pending) > 0 {
+		msg += fmt.Sprintf("; planned as pending, their controllers recreate them: %s", list(pending))
+	}
+	if len(gone) > 0 {
+		msg += fmt.Sprintf("; left out, nothing recreates them: %s", list(gone))
+	}
+	return msg
 }
 
 // Input builds the solver's input from manifests (provisioning.InputFromSnapshot over

@@ -3,6 +3,7 @@ package planner
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -64,12 +65,63 @@ func TestInput(t *testing.T) {
 	}
 }
 
-func TestInputUnknownNode(t *testing.T) {
-	set, err := manifests.LoadReader("in.yaml", strings.NewReader("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeName: ghost, containers: [{name: c, image: x}]}\n"))
+// A pod bound to a node the input does not hold is what PodGC deletes: the ReplicaSet's pod is
+// recreated unbound, so it is planned as pending (one NodeClaim holds its 500m); the bare pod
+// is gone for good and left out. One warning line names both.
+func TestInputPodOnMissingNode(t *testing.T) {
+	const doc = `apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1
+  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: rs, controller: true}]
+spec: {nodeName: ghost, containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 256Mi}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bare}
+spec: {nodeName: ghost, containers: [{name: c, image: x, resources: {requests: {cpu: "2", memory: 1Gi}}}]}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: node
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: c}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: c}}]
+`
+	set, err := manifests.LoadReader("in.yaml", strings.NewReader(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Plan(set, catalog.MustAWS(), cloud.NodeSettingsFor); err == nil || !strings.Contains(err.Error(), `pod default/p: spec.nodeName: node "ghost" is not in the manifests`) {
-		t.Fatalf("error = %v", err)
+	snap, err := Snapshot(set, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.PendingPods) != 1 || snap.PendingPods[0].Name != "web-1" || snap.PendingPods[0].Spec.NodeName != "" || len(snap.Pods) != 0 {
+		t.Fatalf("pending %d, bound %d: want web-1 pending and unbound, bare left out", len(snap.PendingPods), len(snap.Pods))
+	}
+	plan, _, err := Plan(set, catalog.MustAWS(), cloud.NodeSettingsFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.NodeClaims) != 1 || len(plan.NodeClaims[0].Pods) != 1 || plan.NodeClaims[0].Pods[0].Name != "web-1" {
+		t.Errorf("plan %d NodeClaims, want one holding web-1", len(plan.NodeClaims))
+	}
+	want := "2 pod(s) bound to nodes not in the input (PodGC deletes them); planned as pending, their controllers recreate them: default/web-1 on ghost; left out, nothing recreates them: default/bare on ghost"
+	if got := OrphanWarning(set); got != want {
+		t.Errorf("warning\n%s\nwant\n%s", got, want)
+	}
+	if set.Pods[0].Spec.NodeName != "ghost" {
+		t.Error("Snapshot changed the Set's pod")
 	}
 }
