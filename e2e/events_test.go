@@ -198,8 +198,11 @@ func checkDisruptionBlocked(ctx context.Context, t *testing.T, env *localdev.Env
 
 // checkDisrupting: a drifted NodeClaim the drift function starts replacing gets Karpenter's
 // DisruptionTerminating Event ("Disrupting NodeClaim: Drifted/Replace" or ".../Delete").
+// Drift shares the pool's budget with consolidation: a consolidation whose drain lacks room holds
+// it until disruption.DrainDeficitTimeout rolls it back, so the wait allows for that and a
+// consolidation after it on a loaded machine.
 func checkDisrupting(ctx context.Context, t *testing.T, env *localdev.Env) {
-	e := waitEvent(ctx, t, env, "DisruptionTerminating (Drifted) on a NodeClaim", 3*time.Minute, func(e corev1.Event) bool {
+	e := waitEvent(ctx, t, env, "DisruptionTerminating (Drifted) on a NodeClaim", 5*time.Minute, func(e corev1.Event) bool {
 		return e.Reason == kevents.DisruptionTerminating && e.InvolvedObject.Kind == "NodeClaim" &&
 			strings.HasPrefix(e.Message, "Disrupting NodeClaim: Drifted/")
 	})
