@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
-
-	"github.com/klauspost/compress/zstd"
 )
 
 // awsCatalogZstd is data/ec2_instance_types.json (shared/data/aws/ec2_instance_types.json,
@@ -22,18 +19,7 @@ var awsCatalogZstd []byte
 // awsCatalogJSON decompresses the embedded catalog file (1.4 ms, BenchmarkAWSCatalogDecompress;
 // parsing it takes 50 times as long, and the callers cache what they build from it). An error
 // means a corrupt build.
-func awsCatalogJSON() ([]byte, error) {
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
-	if err != nil {
-		return nil, err
-	}
-	defer dec.Close()
-	b, err := dec.DecodeAll(awsCatalogZstd, nil)
-	if err != nil {
-		return nil, fmt.Errorf("embedded AWS catalog: %w", err)
-	}
-	return b, nil
-}
+func awsCatalogJSON() ([]byte, error) { return unzstd("AWS catalog", awsCatalogZstd) }
 
 // awsRecord is one instance type of the embedded file; pointer fields are null for some types.
 type awsRecord struct {
@@ -73,13 +59,8 @@ type awsFile struct {
 	InstanceTypes []awsRecord `json:"instance_types"`
 }
 
-var loadAWS = sync.OnceValues(func() (*Catalog, error) {
-	data, err := awsCatalogJSON()
-	if err != nil {
-		return nil, err
-	}
-	return parseAWS(data)
-})
+// awsUSEast1 is the parsed embedded catalog (a lazy, not a package-level sync.OnceValues: see lazy).
+var awsUSEast1 lazy[*Catalog]
 
 // AWS returns the embedded AWS us-east-1 catalog: all 1,377 instance types of the data, with
 // labels, capacity and overhead from Karpenter's rules (AL2023 defaults; see overhead.go) and
@@ -90,7 +71,13 @@ var loadAWS = sync.OnceValues(func() (*Catalog, error) {
 // error is non-nil only if the embedded file is corrupt.
 func AWS() (*Catalog, error) {
 	embeddedUSEast1Loads.Add(1)
-	return loadAWS()
+	return awsUSEast1.get(func() (*Catalog, error) {
+		data, err := awsCatalogJSON()
+		if err != nil {
+			return nil, err
+		}
+		return parseAWS(data)
+	})
 }
 
 // MustAWS is AWS for program start-up and tests: it panics if the embedded data is corrupt (a

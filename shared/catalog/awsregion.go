@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 )
 
@@ -34,9 +33,8 @@ var embeddedUSEast1Loads atomic.Int64
 // EmbeddedUSEast1Loads reports how often the embedded us-east-1 catalog was asked for.
 func EmbeddedUSEast1Loads() int64 { return embeddedUSEast1Loads.Load() }
 
-var loadUSGovWest1 = sync.OnceValues(func() (*Catalog, error) {
-	return parseAWSRegion(AWSRegionUSGovWest1, usGovWest1Zones, onDemandUSGovWest1CSV)
-})
+// usGovWest1 is the parsed us-gov-west-1 catalog (a lazy, not a package-level sync.OnceValues: see lazy).
+var usGovWest1 lazy[*Catalog]
 
 // AWSRegionCatalog returns the embedded catalog of a region: us-east-1 (AWS) or us-gov-west-1 (the same
 // instance-type facts, the region's published on-demand prices and zones, spot at the spot-price
@@ -46,7 +44,9 @@ func AWSRegionCatalog(region string) (*Catalog, error) {
 	case AWSRegion:
 		return AWS()
 	case AWSRegionUSGovWest1:
-		return loadUSGovWest1()
+		return usGovWest1.get(func() (*Catalog, error) {
+			return parseAWSRegion(AWSRegionUSGovWest1, usGovWest1Zones, onDemandUSGovWest1CSV)
+		})
 	}
 	return nil, fmt.Errorf("region %q: no embedded catalog (embedded: %s); the functions build a region's catalog from the EC2 and Price List APIs",
 		region, strings.Join(EmbeddedRegions, ", "))

@@ -16,12 +16,19 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
 
-// The embedded Azure data (provenance and licences in data/azure/README.md).
+// The embedded Azure data (provenance and licences in data/azure/README.md). The size list and
+// the prices are stored compressed by hack/zstdfile (0.01 MB instead of 0.48 MB, 0.28 MB instead
+// of 2.47 MB; TestEmbeddedAzureDataIsTheFiles checks they are current). Only the lazy loaders
+// below read these variables, so a binary that never builds an Azure catalog (the AWS Lambda
+// bootstraps) links none of them.
+//
+//go:generate go run ../../hack/zstdfile -o data/azure/vm_sizes.json.zst data/azure/vm_sizes.json
+//go:generate go run ../../hack/zstdfile -o data/azure/on_demand_prices.csv.zst data/azure/on_demand_prices.csv
 var (
-	//go:embed data/azure/vm_sizes.json
-	azureSizesJSON []byte
-	//go:embed data/azure/on_demand_prices.csv
-	azurePricesCSV []byte
+	//go:embed data/azure/vm_sizes.json.zst
+	azureSizesZstd []byte
+	//go:embed data/azure/on_demand_prices.csv.zst
+	azurePricesZstd []byte
 	//go:embed data/azure/resource_skus_eastus_skewer_fixture.json
 	azureSKUsEastUS []byte
 	//go:embed data/azure/resource_skus_southcentralus_karpenter_fixture.json
@@ -246,25 +253,51 @@ func (r *azureRecord) gpuDriverOS() []string {
 func (r *azureRecord) aksGPU() bool { return strings.Contains(deref(r.AKSGPUOS), "ubuntu") }
 
 var (
-	loadAzureRecords = sync.OnceValues(func() ([]azureRecord, error) {
-		var f struct {
-			Sizes []azureRecord `json:"vm_sizes"`
-		}
-		if err := json.Unmarshal(azureSizesJSON, &f); err != nil {
-			return nil, fmt.Errorf("embedded Azure sizes: %w", err)
-		}
-		for i, r := range f.Sizes {
-			// memory_mib 0 (Standard_B1ls, whose 0.5 GiB the source truncated) is kept: such a size
-			// is below AKS's 3.5 GiB minimum and never offered.
-			if r.Name == "" || r.VCPU <= 0 || r.MemoryMiB < 0 || (r.Architecture != "amd64" && r.Architecture != "arm64") {
-				return nil, fmt.Errorf("embedded Azure sizes: vm_sizes[%d] (%q): missing name, vcpu, memory or architecture", i, r.Name)
-			}
-		}
-		return f.Sizes, nil
-	})
-	loadAzurePrices = sync.OnceValues(func() (map[string]map[string]float64, error) { return parseAzurePrices(azurePricesCSV) })
-	azureCatalogs   sync.Map // region → func() (*Catalog, error)
+	azureRecords  lazy[[]azureRecord]
+	azurePrices   lazy[map[string]map[string]float64]
+	azureCatalogs sync.Map // region → func() (*Catalog, error)
 )
+
+// loadAzureRecords is the embedded vm_sizes.json, decoded and checked once.
+func loadAzureRecords() ([]azureRecord, error) {
+	return azureRecords.get(func() ([]azureRecord, error) {
+		data, err := unzstd("Azure sizes", azureSizesZstd)
+		if err != nil {
+			return nil, err
+		}
+		return parseAzureRecords(data)
+	})
+}
+
+// parseAzureRecords decodes vm_sizes.json ({"vm_sizes": [...]}). Error: a size without a name,
+// a positive vcpu, a memory_mib of at least 0 or an amd64/arm64 architecture.
+func parseAzureRecords(data []byte) ([]azureRecord, error) {
+	var f struct {
+		Sizes []azureRecord `json:"vm_sizes"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("embedded Azure sizes: %w", err)
+	}
+	for i, r := range f.Sizes {
+		// memory_mib 0 (Standard_B1ls, whose 0.5 GiB the source truncated) is kept: such a size
+		// is below AKS's 3.5 GiB minimum and never offered.
+		if r.Name == "" || r.VCPU <= 0 || r.MemoryMiB < 0 || (r.Architecture != "amd64" && r.Architecture != "arm64") {
+			return nil, fmt.Errorf("embedded Azure sizes: vm_sizes[%d] (%q): missing name, vcpu, memory or architecture", i, r.Name)
+		}
+	}
+	return f.Sizes, nil
+}
+
+// loadAzurePrices is the embedded on_demand_prices.csv as region → size → USD/h, parsed once.
+func loadAzurePrices() (map[string]map[string]float64, error) {
+	return azurePrices.get(func() (map[string]map[string]float64, error) {
+		data, err := unzstd("Azure prices", azurePricesZstd)
+		if err != nil {
+			return nil, err
+		}
+		return parseAzurePrices(data)
+	})
+}
 
 // parseAzurePrices reads region,vm_size,usd_per_hour rows into region → size → USD/h.
 func parseAzurePrices(data []byte) (map[string]map[string]float64, error) {
@@ -286,9 +319,20 @@ func parseAzurePrices(data []byte) (map[string]map[string]float64, error) {
 	return out, nil
 }
 
-// azureFixtureSKUs are the recorded Resource SKUs responses embedded per region: where a size is
-// listed, its capabilities, zones and restrictions replace the rules.
-var azureFixtureSKUs = map[string][]byte{"eastus": azureSKUsEastUS, "southcentralus": azureSKUsSouthCentralUS, "westcentralus": azureSKUsWestCentralUS}
+// azureFixtureSKUs is the recorded Resource SKUs response embedded for region (nil: none): where
+// a size is listed, its capabilities, zones and restrictions replace the rules. A function, not a
+// map variable, so that only buildAzureRegion's callers link the fixtures.
+func azureFixtureSKUs(region string) []byte {
+	switch region {
+	case "eastus":
+		return azureSKUsEastUS
+	case "southcentralus":
+		return azureSKUsSouthCentralUS
+	case "westcentralus":
+		return azureSKUsWestCentralUS
+	}
+	return nil
+}
 
 // AzureRegionCatalog returns the embedded catalog of an Azure region ("" is eastus): every size of
 // the embedded data that AKS NAP offers (AKSUnsupportedReason) and that has a Linux pay-as-you-go
@@ -328,7 +372,7 @@ func buildAzureRegion(region string) (*Catalog, error) {
 		return nil, err
 	}
 	skus := map[string]*AzureResourceSKU{}
-	if raw := azureFixtureSKUs[region]; raw != nil {
+	if raw := azureFixtureSKUs(region); raw != nil {
 		list, err := ParseAzureResourceSKUs(raw)
 		if err != nil {
 			return nil, fmt.Errorf("embedded %s resource SKUs: %w", region, err)
