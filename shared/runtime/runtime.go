@@ -3,19 +3,19 @@
 // an Azure Functions custom handler (Event Grid trigger; commands to an Event Grid namespace
 // topic) when the Functions host started it, otherwise as a long-running NATS JetStream worker.
 // Flags (cobra) configure each; every flag also reads an environment variable (DOVETAIL_<FLAG>),
-// which is how Lambda and Functions app settings pass them.
+// which is how Lambda and Functions app settings pass them. The Lambda build (-tags
+// lambda.norpc, hack/package.sh) has only the Lambda mode: the other two fail with an error that
+// says so (azure_lambda.go, nats_lambda.go), and their clients stay out of the bootstrap.
 package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -23,18 +23,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
-	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/emf"
-	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
 // DefaultHTTPAddr is where a NATS worker serves /metrics, /healthz and /readyz: Karpenter's
@@ -64,9 +61,12 @@ type Transport struct {
 	Blobs events.BlobStore
 	// AWS is the SDK config of the SQS and S3 clients (Lambda mode; nil for NATS).
 	AWS *aws.Config
-	// NATS is the worker's connection (NATS mode; nil under Lambda), for a function that reads
-	// a second subject beside the one it consumes (qnats.Follow).
-	NATS   *natsgo.Conn
+	// Follow, in NATS mode (nil under Lambda), feeds handler every message of subject in the
+	// cluster's stream from the last one stored until ctx ends, for a function that keeps a view
+	// of a second subject beside the one it consumes: shared/queue/nats.Follow on the worker's
+	// connection, logging to Logger. A function, not the connection, so that the Lambda build
+	// links no NATS client (nats.go).
+	Follow func(ctx context.Context, subject string, handler queue.Handler) error
 	Logger *slog.Logger
 	// Metrics is the mode's telemetry backend (Prometheus on --http-addr for a NATS worker,
 	// CloudWatch EMF on stdout under Lambda); handlers record their decisions on it.
@@ -255,76 +255,4 @@ func runLambda(ctx context.Context, f Function, o Options, log *slog.Logger) err
 		Function: f.Name, Metrics: rec}),
 		lambda.WithContext(ctx))
 	return nil // not reached: the Lambda loop exits the process
-}
-
-func runNATS(ctx context.Context, f Function, o Options, log *slog.Logger) error {
-	nc, err := qnats.Connect(o.NATSURL, "dovetail-"+f.Name+"-"+o.Cluster)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	return RunNATS(ctx, f, nc, o, log)
-}
-
-// RunNATS runs f as a NATS JetStream worker on an open connection until ctx ends.
-func RunNATS(ctx context.Context, f Function, nc *natsgo.Conn, o Options, log *slog.Logger) error {
-	if o.EnsureStream {
-		if _, err := qnats.EnsureStream(ctx, nc, qnats.StreamConfig{Cluster: o.Cluster}); err != nil {
-			return err
-		}
-	}
-	pub, err := qnats.NewPublisher(nc)
-	if err != nil {
-		return err
-	}
-	// Decision audit records go to the audit subject as well as the log (dovetail audit --nats).
-	base := log
-	log = slog.New(telemetry.AuditHandler{Next: base.Handler(), Publish: qnats.PublishAudit(pub, o.Cluster,
-		func(err error) { base.Warn("audit record not published", "err", err) })})
-	rec := prom.NewRecorder()
-	var consuming atomic.Bool
-	srv := &prom.Server{Addr: o.HTTPAddr, Recorder: rec, Logger: log,
-		Live: func() error {
-			if nc.IsClosed() {
-				return errors.New("NATS connection closed")
-			}
-			return nil
-		},
-		Ready: func() error {
-			if !nc.IsConnected() {
-				return fmt.Errorf("NATS connection %s", nc.Status())
-			}
-			if !consuming.Load() {
-				return errors.New("consumer not started")
-			}
-			return nil
-		}}
-	if addr, err := srv.Start(ctx); err != nil {
-		return err
-	} else if addr != "" {
-		log.Info("serving /metrics, /healthz and /readyz", "addr", addr)
-	}
-	t := Transport{Mode: ModeNATS, Cluster: o.Cluster, Function: f.Name, Publisher: pub, NATS: nc, Logger: log, Metrics: rec}
-	if o.BlobDir != "" {
-		t.Blobs = events.FileBlobStore{Dir: o.BlobDir}
-	}
-	h, err := f.Build(ctx, t)
-	if err != nil {
-		return fmt.Errorf("building the %s handler: %w", f.Name, err)
-	}
-	subject := queue.EventsSubject(o.Cluster)
-	if f.Subject != nil {
-		subject = f.Subject(o.Cluster)
-	}
-	cons, err := qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{Cluster: o.Cluster, Durable: f.Name, Subject: subject, Logger: log,
-		MaxDeliver: f.MaxDeliver, MaxAckPending: f.MaxAckPending, Metrics: rec, PoisonClass: PoisonClass})
-	if err != nil {
-		return err
-	}
-	log.Info("starting as a NATS worker", "cluster", o.Cluster, "subject", subject)
-	consuming.Store(true)
-	if err := cons.Consume(ctx, Instrument(f.Name, h, rec, nil)); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }

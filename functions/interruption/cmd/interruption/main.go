@@ -14,8 +14,9 @@
 //     a bucket (--blob-bucket) it falls back to the snapshots those records carry, kept in the
 //     execution environment.
 //   - NATS worker (the default): it consumes the notices subject (durable "interruption") and
-//     follows the events subject with its own ordered consumer (shared/queue/nats.Follow), which
-//     starts at the last event stored, so a restarted worker has a snapshot at once.
+//     follows the events subject with its own ordered consumer (runtime.Transport.Follow:
+//     shared/queue/nats.Follow), which starts at the last event stored, so a restarted worker
+//     has a snapshot at once.
 //
 // The cloud is the in-memory fake unless --cloud aws (DOVETAIL_CLOUD=aws) selects EC2.
 package main
@@ -30,7 +31,6 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/interruption"
 	"github.com/dovetail-dev/dovetail/shared/queue"
-	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
 )
@@ -108,9 +108,15 @@ func Dispatch(cluster string, latest *interruption.LatestSnapshot, notices queue
 }
 
 // follow feeds latest from the events subject until ctx ends, starting again after a failure.
+// A transport that cannot follow (a test's, built without a NATS connection) is logged, and
+// latest stays empty.
 func follow(ctx context.Context, t runtime.Transport, latest *interruption.LatestSnapshot) {
+	if t.Follow == nil {
+		t.Logger.Error("the NATS transport cannot follow the events subject: no snapshots")
+		return
+	}
 	for ctx.Err() == nil {
-		err := qnats.Follow(ctx, t.NATS, t.Cluster, queue.EventsSubject(t.Cluster), latest.Observe, t.Logger)
+		err := t.Follow(ctx, queue.EventsSubject(t.Cluster), latest.Observe)
 		if err == nil {
 			return
 		}
