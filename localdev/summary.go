@@ -14,16 +14,15 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
-	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
 // BaselineInstanceType and AzureBaselineInstanceType are the static node group the summary
-// compares against (planner.StaticBaseline).
+// compares against (provisioning.StaticBaseline).
 const (
-	BaselineInstanceType      = planner.BaselineInstanceType
-	AzureBaselineInstanceType = planner.AzureBaselineInstanceType
+	BaselineInstanceType      = provisioning.BaselineInstanceType
+	AzureBaselineInstanceType = provisioning.AzureBaselineInstanceType
 )
 
 // Summary is what a local run produced.
@@ -149,7 +148,7 @@ func (s *Summary) baseline(set *manifests.Set, cat *catalog.Catalog) error {
 			in.BoundPods = append(in.BoundPods, p)
 		}
 	}
-	b, err := planner.StaticBaseline(in, pending, cat)
+	b, err := provisioning.StaticBaseline(in, pending, cat)
 	if err != nil {
 		return err
 	}

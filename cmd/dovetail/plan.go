@@ -133,7 +133,7 @@ type PlanOutput struct {
 	Cluster *ClusterOutput `json:"cluster,omitempty"`
 	// StaticBaseline is what a Cluster-Autoscaler-style static group of one on-demand type
 	// (m5.2xlarge; Standard_D8s_v5 on Azure) would pay for the pods this plan put on new
-	// NodeClaims (planner.StaticBaseline); unplaceable counts those it cannot hold.
+	// NodeClaims (provisioning.StaticBaseline); unplaceable counts those it cannot hold.
 	StaticBaseline *telemetry.StaticBaseline `json:"staticBaseline,omitempty"`
 }
 
@@ -206,7 +206,7 @@ func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSe
 		for _, nc := range plan.NodeClaims {
 			pods = append(pods, nc.Pods...)
 		}
-		b, err := planner.StaticBaseline(in, pods, cat)
+		b, err := provisioning.StaticBaseline(in, pods, cat)
 		if err != nil {
 			return nil, err
 		}

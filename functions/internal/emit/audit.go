@@ -10,7 +10,6 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/launch"
-	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
@@ -51,7 +50,7 @@ func AuditLaunch(log *slog.Logger, function, rule string, snap *events.Snapshot,
 	if plan != nil {
 		a.LowerBound = plan.LowerBoundPerHour
 	}
-	if b, err := planner.StaticBaseline(in, pods, cat); err == nil {
+	if b, err := provisioning.StaticBaseline(in, pods, cat); err == nil {
 		a.StaticBaseline = &telemetry.StaticBaseline{InstanceType: b.InstanceType, Nodes: b.Nodes, PricePerHour: b.PricePerHour, Unplaceable: b.Unplaceable}
 	}
 	telemetry.LogAudit(log, a)

@@ -1,4 +1,4 @@
-package planner
+package provisioning
 
 import (
 	"strings"
@@ -8,7 +8,6 @@ import (
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
-	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
 
 // BaselineInstanceType is the Cluster-Autoscaler-style static node group Dovetail's plans are
@@ -34,7 +33,7 @@ type Baseline struct {
 // DaemonSets, with the same packer: the cost a Cluster-Autoscaler node group of that one shape
 // would pay for them. The group carries the template labels of in's first NodePool (what a
 // managed node group's template gives the workloads' selectors).
-func StaticBaseline(in provisioning.Input, pods []*corev1.Pod, cat *catalog.Catalog) (Baseline, error) {
+func StaticBaseline(in Input, pods []*corev1.Pod, cat *catalog.Catalog) (Baseline, error) {
 	b := Baseline{InstanceType: BaselineInstanceType}
 	if cat.Get(BaselineInstanceType) == nil {
 		b.InstanceType = AzureBaselineInstanceType
@@ -47,9 +46,9 @@ func StaticBaseline(in provisioning.Input, pods []*corev1.Pod, cat *catalog.Cata
 	if len(in.NodePools) > 0 {
 		np.Spec.Template.ObjectMeta.Labels = in.NodePools[0].Spec.Template.ObjectMeta.Labels
 	}
-	static := provisioning.Input{Catalog: cat, Nodes: in.Nodes, BoundPods: in.BoundPods, DaemonSets: in.DaemonSets,
+	static := Input{Catalog: cat, Nodes: in.Nodes, BoundPods: in.BoundPods, DaemonSets: in.DaemonSets,
 		LimitRanges: in.LimitRanges, NodeSettings: in.NodeSettings, NodePools: []*apisv1.NodePool{np}, Pods: pods}
-	plan, err := provisioning.Solve(static)
+	plan, err := Solve(static)
 	if err != nil {
 		return b, err
 	}
