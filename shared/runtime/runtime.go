@@ -20,13 +20,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/awsconfig"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
@@ -227,9 +227,9 @@ func runLambda(ctx context.Context, f Function, o Options, log *slog.Logger) err
 	if o.CommandQueueURL == "" {
 		return fmt.Errorf("--command-queue-url (%s): required under Lambda", EnvName("command-queue-url"))
 	}
-	// The SDK's default chain: the execution role's credentials, AWS_REGION, and
-	// AWS_ENDPOINT_URL(_SQS/_S3) for local endpoints.
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// The SDK's settings as Lambda passes them: the execution role's credentials, AWS_REGION, and
+	// AWS_ENDPOINT_URL(_SQS/_S3) for local endpoints (awsconfig.Load).
+	cfg, err := awsconfig.Load(ctx, awsconfig.Options{})
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}

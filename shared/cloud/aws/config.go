@@ -6,16 +6,18 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/dovetail-dev/dovetail/shared/awsconfig"
 )
 
 // ConfigOptions select where the SDK clients go.
 type ConfigOptions struct {
-	// Region defaults to the SDK's default chain (AWS_REGION, shared config).
+	// Region defaults to the SDK's default chain (AWS_REGION, shared config; the environment
+	// only in the Lambda build: awsconfig.Load).
 	Region string
 	// Endpoint, when set, sends every client to that base URL (a local EC2/SSM endpoint such as
 	// shared/cloud/fake/ec2api). The config is then built from these options alone, so no
@@ -59,14 +61,7 @@ func NewConfig(ctx context.Context, o ConfigOptions) (aws.Config, error) {
 		return aws.Config{Region: region, Credentials: aws.NewCredentialsCache(creds), BaseEndpoint: aws.String(o.Endpoint),
 			Retryer: retryer}, nil
 	}
-	opts := []func(*config.LoadOptions) error{config.WithRetryer(retryer)}
-	if o.Region != "" {
-		opts = append(opts, config.WithRegion(o.Region))
-	}
-	if o.Credentials != nil {
-		opts = append(opts, config.WithCredentialsProvider(o.Credentials))
-	}
-	return config.LoadDefaultConfig(ctx, opts...)
+	return awsconfig.Load(ctx, awsconfig.Options{Region: o.Region, Credentials: o.Credentials, Retryer: retryer})
 }
 
 // Clients builds the EC2 and SSM clients of a config.
