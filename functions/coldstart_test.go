@@ -37,8 +37,9 @@ import (
 //     shared machine include the wait for a core; schedstat's run-queue wait is that wait).
 //
 // The bootstrap is built as hack/package.sh builds it (static, -trimpath, -s -w, -tags
-// lambda.norpc) for the machine's architecture; the cloud is the fake one (embedded catalog, no
-// network call), the queue URLs are never contacted by an empty batch.
+// lambda.norpc, the AWS SDK without inlining) for the machine's architecture; the cloud is the
+// fake one (embedded catalog, no network call), the queue URLs are never contacted by an empty
+// batch.
 //
 //	go test -run '^$' -bench ColdStart -benchtime 10x ./functions/   (make coldstart)
 func BenchmarkColdStart(b *testing.B) {
@@ -74,7 +75,7 @@ func BenchmarkColdStart(b *testing.B) {
 func buildBootstrap(b *testing.B, pkg string) string {
 	b.Helper()
 	out := filepath.Join(b.TempDir(), "bootstrap")
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", lambdaTags, "-ldflags", "-s -w -buildid=", "-o", out, pkg)
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", lambdaTags, "-gcflags", lambdaGCFlags, "-ldflags", "-s -w -buildid=", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if o, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("go build %s: %v\n%s", pkg, err, o)
