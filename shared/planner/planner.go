@@ -53,7 +53,7 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 		case p.Spec.NodeName == "":
 			snap.PendingPods = append(snap.PendingPods, *p)
 		case !nodes[p.Spec.NodeName]:
-			if metav1.GetControllerOf(p) != nil && p.DeletionTimestamp == nil && !scheduling.IsDaemonSetPod(p) {
+			if recreated(p) {
 				p.Spec.NodeName = ""
 				p.Status = corev1.PodStatus{Phase: corev1.PodPending}
 				snap.PendingPods = append(snap.PendingPods, *p)
@@ -90,6 +90,13 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 	return snap, nil
 }
 
+// recreated reports whether a pod PodGC deletes off a missing node comes back unbound: its
+// controller (not a DaemonSet, whose pod is for that node only) recreates it, unless it was being
+// deleted already.
+func recreated(p *corev1.Pod) bool {
+	return metav1.GetControllerOf(p) != nil && p.DeletionTimestamp == nil && !scheduling.IsDaemonSetPod(p)
+}
+
 // OrphanWarning returns one line naming the pods bound to nodes the manifests do not hold and
 // what Snapshot does with them, or "" when there are none.
 func OrphanWarning(set *manifests.Set) string {
@@ -103,7 +110,7 @@ func OrphanWarning(set *manifests.Set) string {
 			continue
 		}
 		ref := p.Namespace + "/" + p.Name + " on " + p.Spec.NodeName
-		if metav1.GetControllerOf(p) != nil && p.DeletionTimestamp == nil && !scheduling.IsDaemonSetPod(p) {
+		if recreated(p) {
 			pending = append(pending, ref)
 		} else {
 			gone = append(gone, ref)
