@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
+
 	devents "github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
@@ -21,17 +23,24 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
-func TestRunNATSWorker(t *testing.T) {
+// embeddedNATS starts a JetStream server for the test and connects to it; both stop with the test.
+func embeddedNATS(t *testing.T) *natsgo.Conn {
+	t.Helper()
 	srv, url, err := natsembed.Run(natsembed.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown()
+	t.Cleanup(srv.Shutdown)
 	nc, err := qnats.Connect(url, "runtime-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func TestRunNATSWorker(t *testing.T) {
+	nc := embeddedNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	got := make(chan queue.Message, 1)
@@ -79,16 +88,7 @@ func TestRunNATSWorker(t *testing.T) {
 // consumer runs, and its /metrics counts the handled message (ok) and the poison one, which is
 // dead-lettered with its reason class.
 func TestRunNATSWorkerServesMetricsAndProbes(t *testing.T) {
-	srv, url, err := natsembed.Run(natsembed.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, err := qnats.Connect(url, "runtime-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := embeddedNATS(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
