@@ -187,7 +187,8 @@ func TestReplaceThenDrainThenTerminate(t *testing.T) {
 		t.Errorf("replacement annotations %v", repl.Annotations)
 	}
 	taint := cmds[1].Taint
-	if cmds[1].NodeName != "old" || taint.Key != apisv1.TaintKeyDisrupted || taint.Effect != corev1.TaintEffectNoSchedule || cmds[1].SnapshotRevision != 10 {
+	if cmds[1].NodeName != "old" || taint.Key != apisv1.TaintKeyDisrupted || taint.Effect != corev1.TaintEffectNoSchedule || cmds[1].SnapshotRevision != 10 ||
+		taint.TimeAdded == nil || !taint.TimeAdded.Time.Equal(now) {
 		t.Errorf("taint command %+v", cmds[1])
 	}
 

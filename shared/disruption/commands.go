@@ -29,7 +29,10 @@ import (
 // TaintCommands taints the decision's candidates.
 func (d *Decision) TaintCommands(cluster string, revision int64) []events.Command {
 	out := make([]events.Command, 0, len(d.Candidates))
-	taint := corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: d.TaintValue(), Effect: corev1.TaintEffectNoSchedule}
+	// timeAdded is what InFlight measures ConsolidationTimeout and DrainDeficitTimeout from: a
+	// taint without it could never be rolled back.
+	at := metav1.NewTime(d.Time)
+	taint := corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: d.TaintValue(), Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at}
 	for _, c := range d.Candidates {
 		t := taint
 		// The revision is part of the ID: a taint the agent refused (its budget spent by another
