@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/dovetail-dev/dovetail/agent"
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/localdev"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -285,8 +286,13 @@ func checkAMIDriftOnRefresh(ctx context.Context, t *testing.T, env *localdev.Env
 		Architecture: ec2types.ArchitectureValuesArm64, CreationDate: aws.String("2026-12-15T00:00:00.000Z"),
 		OwnerId: aws.String(ec2api.AmazonImageAccount), ImageOwnerAlias: aws.String("amazon")}) // a new release behind the alias
 	env.EC2API.PutParameter(param, aws.ToString(img.ImageId))
+	// The lifecycle function resolves a Ready class again on the first snapshot at least
+	// nodeClassRefresh after its last resolve; with the cluster quiet, that is the agent's
+	// periodic snapshot, up to agent.DefaultSnapshotInterval away. Then the status command
+	// crosses the queue and the agent. Waiting less than that bound fails on a quiet cluster.
+	within := agent.DefaultSnapshotInterval + nodeClassRefresh + 20*time.Second
 	nc := &apisv1.EC2NodeClass{}
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
 		got, err := ec2NodeClass(ctx, t, env, "default")
 		if err != nil {
 			return false, err
@@ -299,7 +305,7 @@ func checkAMIDriftOnRefresh(ctx context.Context, t *testing.T, env *localdev.Env
 		}
 		return false, nil
 	}); err != nil {
-		t.Fatalf("status AMIs never showed %s: %+v", aws.ToString(img.ImageId), nc.Status.AMIs)
+		t.Fatalf("status AMIs never showed %s within %s: %+v", aws.ToString(img.ImageId), within, nc.Status.AMIs)
 	}
 	np := nodePool(ctx, t, env, "default")
 	drifted := 0
