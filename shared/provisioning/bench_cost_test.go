@@ -376,8 +376,9 @@ var costCapacities = []struct {
 
 // TestCostQuality prints the table (go test -run TestCostQuality -v) and checks what must
 // hold: the plan never costs less than the bound (else the bound or the plan's pricing is
-// wrong), and the CSV mixes, which have no constraints, are fully placed. The 5 % target is
-// reported per row (MISS), not enforced.
+// wrong), the mixes without constraints are fully placed and within the 5 % target of the
+// bound (the solve's budgets are deterministic, so the figures are too). The seed's pods carry
+// spreads and affinities the bound leaves out: its ratio is reported, not checked.
 func TestCostQuality(t *testing.T) {
 	c := cat(t)
 	var b strings.Builder
@@ -397,6 +398,9 @@ func TestCostQuality(t *testing.T) {
 				row.unsched, row.nodes, row.plan, row.bound, row.aggregate, row.ratio(), verdict, 100*row.cpuUtil, 100*row.memUtil, row.planMix, row.lpMix)
 			if row.plan < row.bound*(1-1e-9) {
 				t.Errorf("%s/%s: plan $%.6f/h is below the lower bound $%.6f/h", row.mix, row.capacity, row.plan, row.bound)
+			}
+			if !mix.hard && row.ratio() > costTarget {
+				t.Errorf("%s/%s: plan $%.4f/h is %.4f× the bound $%.4f/h, above the %.2f target", row.mix, row.capacity, row.plan, row.ratio(), row.bound, costTarget)
 			}
 			if !mix.hard && row.unsched > 0 {
 				t.Errorf("%s/%s: %d pods unschedulable", row.mix, row.capacity, row.unsched)

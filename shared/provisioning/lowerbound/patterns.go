@@ -109,7 +109,9 @@ func Patterns(p Problem, budget PatternBudget) (*PatternResult, error) {
 		sort.SliceStable(cands, func(a, b int) bool { return cands[a].ratio > cands[b].ratio })
 		for i, c := range cands {
 			left := budget.KnapsackNodes - nodes
-			if i >= pricedPerRound || left <= 0 {
+			// A round that found nothing yet goes on down the list: stopping there would take
+			// the top candidates' failure for the LP's optimum.
+			if (i >= pricedPerRound && added > 0) || left <= 0 {
 				theta = math.Max(theta, c.ratio)
 				continue
 			}
@@ -125,7 +127,7 @@ func Patterns(p Problem, budget PatternBudget) (*PatternResult, error) {
 			res.PricePerHour = math.Max(res.PricePerHour, dualObj/theta*(1-1e-9))
 		}
 		if added == 0 {
-			res.Optimal = nodes < budget.KnapsackNodes
+			res.Optimal = theta <= 1+1e-6
 			break
 		}
 		if nodes >= budget.KnapsackNodes {
@@ -354,35 +356,36 @@ func (g *patternGen) knapsack(j int, pi []float64, maxNodes int) (Pattern, float
 	}
 	sort.SliceStable(items, func(a, b int) bool { return items[a].density > items[b].density })
 	nd := len(g.dims)
-	// suffix[i][d]: the most value per unit of dimension d among items i…; suffixV[i]: the
-	// value of taking every remaining pod of items i….
-	suffix := make([][]float64, len(items)+1)
+	// suffixV[i]: the value of taking every remaining pod of items i….
 	suffixV := make([]float64, len(items)+1)
-	suffix[len(items)] = make([]float64, nd)
 	for i := len(items) - 1; i >= 0; i-- {
-		suffix[i] = append([]float64(nil), suffix[i+1]...)
-		it := items[i]
-		for d := range nd {
-			// An item that needs none of d gains value without using it: d bounds nothing.
-			if r := g.req[it.k][d]; r > 0 {
-				suffix[i][d] = math.Max(suffix[i][d], it.v/float64(r))
-			} else {
-				suffix[i][d] = math.Inf(1)
-			}
-		}
-		suffixV[i] = suffixV[i+1] + it.v*float64(g.p.Classes[it.k].Count)
+		suffixV[i] = suffixV[i+1] + items[i].v*float64(g.p.Classes[items[i].k].Count)
 	}
 	left := append([]int64(nil), g.alloc[j]...)
-	bound := func(i int) float64 {
+	ks, vs := make([]int, len(items)), make([]float64, len(items))
+	for i, it := range items {
+		ks[i], vs[i] = it.k, it.v
+	}
+	sur := g.surrogates(j, ks, vs)
+	// bound is the least of the relaxations' bounds on what items i… can add; it stops early,
+	// at a bound of at most enough (the branch is pruned then), trying first the relaxation
+	// that pruned last.
+	bound := func(i int, enough float64) float64 {
 		b := suffixV[i]
-		for d := range nd {
-			if left[d] != math.MaxInt64 && suffix[i][d] > 0 && !math.IsInf(suffix[i][d], 1) {
-				b = math.Min(b, float64(left[d])*suffix[i][d])
+		for x, s := range sur {
+			if b <= enough {
+				break
+			}
+			if c := s.bound(i, left, b); c < b {
+				b = c
+				if b <= enough && x > 0 {
+					sur[0], sur[x] = sur[x], sur[0]
+				}
 			}
 		}
 		return b
 	}
-	rootUB := bound(0)
+	rootUB := bound(0, math.Inf(-1))
 	counts := make([]int, len(g.p.Classes))
 	best := make([]int, len(g.p.Classes))
 	bestV := 0.0
@@ -395,7 +398,10 @@ func (g *patternGen) knapsack(j int, pi []float64, maxNodes int) (Pattern, float
 			bestV = v
 			copy(best, counts)
 		}
-		if i == len(items) || nodes >= maxNodes || v+bound(i) <= bestV*(1+1e-12) {
+		if i == len(items) || nodes >= maxNodes {
+			return
+		}
+		if enough := bestV*(1+1e-12) - v; bound(i, enough) <= enough {
 			return
 		}
 		it := items[i]
@@ -443,4 +449,116 @@ func (g *patternGen) knapsack(j int, pi []float64, maxNodes int) (Pattern, float
 		ub = math.Max(rootUB, bestV)
 	}
 	return Pattern{Option: j, Counts: best}, bestV, ub, nodes
+}
+
+// surrogate is one relaxation of the pattern knapsack on an option: the resources, each as a
+// share of the option's allocatable, weighted by mu (Σ mu = 1), become one resource. A pattern
+// within every resource is within their weighted mean, so the fractional optimum of the one-
+// resource knapsack (items by decreasing value per weighted unit, each up to its count, the last
+// in part) bounds the value of every pattern that completes the current one. It is much tighter
+// than one resource at a time when pods differ in shape (CPU-heavy batch pods next to
+// memory-heavy ones), which is what lets the branch and bound finish.
+type surrogate struct {
+	scale []float64 // per dim: mu_d / allocatable_d (0 for a dim this surrogate ignores)
+	from  [][]int   // from[i]: the item positions ≥ i by decreasing value per weighted unit
+	w, v  []float64 // per item position: weighted size and value of one pod
+	n     []float64 // per item position: the most pods of it in a pattern
+}
+
+// bound returns the relaxation's bound for items i… within left, or a value of at least stop
+// as soon as it is clear the bound is not below stop.
+func (s *surrogate) bound(i int, left []int64, stop float64) float64 {
+	var room float64
+	for d, sc := range s.scale {
+		if sc > 0 {
+			room += sc * float64(left[d])
+		}
+	}
+	var b float64
+	for _, x := range s.from[i] {
+		if b >= stop {
+			return b
+		}
+		if s.w[x] <= 0 {
+			b += s.v[x] * s.n[x]
+			continue
+		}
+		if room <= 0 {
+			break
+		}
+		take := room / s.w[x]
+		if take > s.n[x] {
+			take = s.n[x]
+		}
+		b += take * s.v[x]
+		room -= take * s.w[x]
+	}
+	return b
+}
+
+// surrogates returns the relaxations used to bound patterns on option j: every resource the
+// items use alone, every pair of them at equal weight, and all of them at equal weight.
+func (g *patternGen) surrogates(j int, ks []int, vs []float64) []*surrogate {
+	var active []int
+	for d := range g.dims {
+		a := g.alloc[j][d]
+		if a <= 0 || a == math.MaxInt64 {
+			continue
+		}
+		for _, k := range ks {
+			if g.req[k][d] > 0 {
+				active = append(active, d)
+				break
+			}
+		}
+	}
+	var sets [][]int
+	for x, d := range active {
+		sets = append(sets, []int{d})
+		for _, e := range active[x+1:] {
+			sets = append(sets, []int{d, e})
+		}
+	}
+	if len(active) > 2 {
+		sets = append(sets, active)
+	}
+	out := make([]*surrogate, 0, len(sets))
+	for _, set := range sets {
+		order := make([]int, len(ks))
+		s := &surrogate{scale: make([]float64, len(g.dims)), from: make([][]int, len(ks)+1),
+			w: make([]float64, len(ks)), v: vs, n: make([]float64, len(ks))}
+		for _, d := range set {
+			s.scale[d] = 1 / (float64(len(set)) * float64(g.alloc[j][d]))
+		}
+		for x, k := range ks {
+			for d, sc := range s.scale {
+				s.w[x] += sc * float64(g.req[k][d])
+			}
+			s.n[x] = float64(g.p.Classes[k].Count)
+			if g.p.Classes[k].Exclusive != 0 {
+				s.n[x] = 1
+			}
+			order[x] = x
+		}
+		sort.SliceStable(order, func(a, b int) bool {
+			return density(s.v[order[a]], s.w[order[a]]) > density(s.v[order[b]], s.w[order[b]])
+		})
+		for i := range s.from {
+			s.from[i] = make([]int, 0, len(ks)-min(i, len(ks)))
+			for _, x := range order {
+				if x >= i {
+					s.from[i] = append(s.from[i], x)
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func density(v, w float64) float64 {
+	if w <= 0 {
+		return math.Inf(1)
+	}
+	return v / w
 }

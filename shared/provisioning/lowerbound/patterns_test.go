@@ -79,3 +79,23 @@ func TestPatternsNeverExceedOptimum(t *testing.T) {
 		}
 	})
 }
+
+// The knapsack's bound weighs CPU and memory together. On a 4-CPU, 16 GiB node, pod A (2 CPU,
+// 1 GiB) and pod B (500m, 8 GiB) are worth 1 each; the best pattern is worth 2 (A+A, A+B or
+// B+B). One resource at a time the bound is 8 (CPU alone: eight B pods) — so loose that the
+// branch and bound rarely finished on real mixes and stopped column generation short of the
+// LP optimum. With CPU and memory at equal weight, A takes 2/4·½ + 1/16·½ = 9/32 of the node
+// and B 1/8·½ + 8/16·½ = 10/32: at most 32/9 A pods fit, so no pattern is worth more than 32/9.
+func TestKnapsackBoundWeighsResourcesTogether(t *testing.T) {
+	p := Problem{Options: []Option{{Name: "n", Allocatable: res(4000, 16, 110), PricePerHour: 1}},
+		Classes: []Class{{Requests: res(2000, 1, 1), Count: 10, Options: []int{0}}, {Requests: res(500, 8, 1), Count: 10, Options: []int{0}}}}
+	g := newPatternGen(p)
+	pi := []float64{1, 1}
+	if _, _, ub, _ := g.knapsack(0, pi, 1); !near(ub, 32.0/9) {
+		t.Errorf("root bound %v, want 32/9 = %v", ub, 32.0/9)
+	}
+	pt, v, ub, _ := g.knapsack(0, pi, 10_000)
+	if v != 2 || ub != 2 || pt.Counts[0]+pt.Counts[1] != 2 {
+		t.Errorf("finished search: value %v bound %v pattern %v, want 2, 2 and two pods", v, ub, pt.Counts)
+	}
+}
