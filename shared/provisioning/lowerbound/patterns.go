@@ -367,25 +367,25 @@ func (g *patternGen) knapsack(j int, pi []float64, maxNodes int) (Pattern, float
 		ks[i], vs[i] = it.k, it.v
 	}
 	sur := g.surrogates(j, ks, vs)
-	// bound is the least of the relaxations' bounds on what items i… can add; it stops early,
-	// at a bound of at most enough (the branch is pruned then), trying first the relaxation
-	// that pruned last.
-	bound := func(i int, enough float64) float64 {
-		b := suffixV[i]
+	// rootUB is the least of the relaxations' bounds on the whole option; prune reports whether
+	// one of them shows that items i… cannot add more than enough. It tries first the relaxation
+	// that pruned last, and each stops summing once past enough.
+	rootUB := suffixV[0]
+	for _, s := range sur {
+		rootUB = math.Min(rootUB, s.bound(0, left, rootUB))
+	}
+	prune := func(i int, enough float64) bool {
+		if suffixV[i] <= enough {
+			return true
+		}
 		for x, s := range sur {
-			if b <= enough {
-				break
-			}
-			if c := s.bound(i, left, b); c < b {
-				b = c
-				if b <= enough && x > 0 {
-					sur[0], sur[x] = sur[x], sur[0]
-				}
+			if s.bound(i, left, enough) <= enough {
+				sur[0], sur[x] = sur[x], sur[0]
+				return true
 			}
 		}
-		return b
+		return false
 	}
-	rootUB := bound(0, math.Inf(-1))
 	counts := make([]int, len(g.p.Classes))
 	best := make([]int, len(g.p.Classes))
 	bestV := 0.0
@@ -401,7 +401,7 @@ func (g *patternGen) knapsack(j int, pi []float64, maxNodes int) (Pattern, float
 		if i == len(items) || nodes >= maxNodes {
 			return
 		}
-		if enough := bestV*(1+1e-12) - v; bound(i, enough) <= enough {
+		if prune(i, bestV*(1+1e-12)-v) {
 			return
 		}
 		it := items[i]
@@ -465,8 +465,8 @@ type surrogate struct {
 	n     []float64 // per item position: the most pods of it in a pattern
 }
 
-// bound returns the relaxation's bound for items i… within left, or a value of at least stop
-// as soon as it is clear the bound is not below stop.
+// bound returns the relaxation's bound for items i… within left, or, as soon as the sum passes
+// stop, that partial sum (the bound is above stop then).
 func (s *surrogate) bound(i int, left []int64, stop float64) float64 {
 	var room float64
 	for d, sc := range s.scale {
@@ -476,7 +476,7 @@ func (s *surrogate) bound(i int, left []int64, stop float64) float64 {
 	}
 	var b float64
 	for _, x := range s.from[i] {
-		if b >= stop {
+		if b > stop {
 			return b
 		}
 		if s.w[x] <= 0 {
