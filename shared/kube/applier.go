@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -95,6 +96,8 @@ type Applier struct {
 	opts   ApplierOptions
 	ledger ledger
 	recent recentEvents
+	// nominations rate-limits Nominated Events (NominationQPS, NominationBurst).
+	nominations flowcontrol.RateLimiter
 }
 
 // NewApplier returns an Applier writing through kube and dyn, checking staleness against state.
@@ -118,7 +121,8 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 	if opts.Namespace == "" {
 		opts.Namespace = state.opts.Namespace
 	}
-	return &Applier{kube: kube, dyn: dyn, state: state, opts: opts}
+	return &Applier{kube: kube, dyn: dyn, state: state, opts: opts,
+		nominations: flowcontrol.NewTokenBucketRateLimiterWithClock(NominationQPS, NominationBurst, limiterClock{opts.Clock})}
 }
 
 // Apply applies one command. It returns nil when the effect is in place (already-done effects

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/kevents"
@@ -35,6 +36,22 @@ func DedupeWindow(reason string) time.Duration {
 	}
 	return 2 * time.Minute
 }
+
+// NominationQPS and NominationBurst bound the Nominated Events the agent writes: 5 per second
+// with bursts of 10, Karpenter's PodNominationRateLimiter (sigs.k8s.io/karpenter,
+// pkg/controllers/provisioning/scheduling/events.go), so a launch for thousands of pods does not
+// write thousands of Events at once. Events over the limit are dropped, as Karpenter drops them;
+// the nomination itself (the pod's place on the NodeClaim) does not depend on its Event.
+const (
+	NominationQPS   = 5
+	NominationBurst = 10
+)
+
+// limiterClock gives the token bucket the Applier's clock (it never sleeps: only TryAccept is
+// used).
+type limiterClock struct{ clock.PassiveClock }
+
+func (limiterClock) Sleep(d time.Duration) { time.Sleep(d) }
 
 // recentEvents remembers the Events this agent wrote lately (name → command, message, time),
 // so a repeat within its window costs no API call. Bounded: it starts over when full (a miss
@@ -124,6 +141,9 @@ func (a *Applier) recordEvent(ctx context.Context, id string, rec events.EventRe
 	now := a.opts.Clock.Now()
 	window := DedupeWindow(rec.Reason)
 	if a.recent.seen(ns+"/"+name, id, msg, now, window) {
+		return nil
+	}
+	if rec.Reason == kevents.Nominated && !a.nominations.TryAccept() {
 		return nil
 	}
 	ts := metav1.NewTime(now)

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -175,5 +177,41 @@ func TestCommandEventsOnlyWhenApplied(t *testing.T) {
 	if b := got[kevents.DisruptionBlocked]; len(b) != 1 || b[0].InvolvedObject.Kind != "NodePool" ||
 		b[0].Message != "No allowed disruptions for disruption reason Underutilized due to blocking budget" {
 		t.Errorf("DisruptionBlocked events %+v, want the NodePool's budget event", b)
+	}
+}
+
+// TestNominatedEventsAreRateLimited: Nominated Events pass a token bucket of NominationBurst (10)
+// refilled at NominationQPS (5 per second), as Karpenter's PodNominationRateLimiter: fifteen at
+// one instant write ten; one second later fifteen more write five; other reasons are not
+// limited.
+func TestNominatedEventsAreRateLimited(t *testing.T) {
+	f := newFixture(t, nil)
+	batch := func(id string, from, n int, nominated bool) {
+		t.Helper()
+		var recs []events.EventRecord
+		for i := from; i < from+n; i++ {
+			p := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "shop", Name: fmt.Sprintf("web-%d", i), UID: types.UID(fmt.Sprintf("u%d", i))}
+			if nominated {
+				recs = append(recs, kevents.NominatedEvent(p, "default-abc12", ""))
+			} else {
+				recs = append(recs, kevents.FailedSchedulingEvent(p, "no instance type fits"))
+			}
+		}
+		if err := f.applier.Apply(f.ctx, &events.Command{ID: id, Kind: events.CommandRecordEvents, Cluster: "test", Events: recs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch("n1", 0, 15, true)
+	if got := len(eventsIn(t, f, "shop")[kevents.Nominated]); got != NominationBurst {
+		t.Fatalf("%d Nominated events after 15 at once, want the burst of %d", got, NominationBurst)
+	}
+	f.clock.Step(time.Second)
+	batch("n2", 15, 15, true)
+	if got := len(eventsIn(t, f, "shop")[kevents.Nominated]); got != NominationBurst+NominationQPS {
+		t.Fatalf("%d Nominated events one second later, want %d + %d", got, NominationBurst, NominationQPS)
+	}
+	batch("f1", 0, 30, false)
+	if got := len(eventsIn(t, f, "shop")[kevents.FailedScheduling]); got != 30 {
+		t.Fatalf("%d FailedScheduling events, want all 30", got)
 	}
 }
