@@ -108,3 +108,13 @@ package-azure:
 .PHONY: coldstart
 coldstart: tools
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 10x -timeout 20m ./functions/
+
+## karpenter-compare: Karpenter core's scheduler (sigs.k8s.io/karpenter v1.15.0) and Dovetail's solver
+## side by side on Karpenter's benchmark input (docs/karpenter-compare.md). A separate module
+## (hack/karpenter-compare) so the main module never depends on Karpenter; Karpenter v1.15.0 needs
+## Go 1.26.9, which GOTOOLCHAIN=auto fetches from the Go module proxy when the local Go is older.
+## Not part of test, e2e or .ci/run. Arguments: KARPENTER_COMPARE_ARGS, e.g. "-pods 1000 -mix generic".
+KARPENTER_COMPARE_ARGS ?=
+.PHONY: karpenter-compare
+karpenter-compare:
+	cd hack/karpenter-compare && GOTOOLCHAIN=auto $(GO) run . $(KARPENTER_COMPARE_ARGS)

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ func main() {
 	karpenterRuns := flag.Int("karpenter-runs", 3, "Karpenter solves per pod count below -karpenter-single-from; the median time is reported")
 	singleFrom := flag.Int("karpenter-single-from", 10000, "pod count from which Karpenter solves only once (it is slow)")
 	showErrors := flag.Bool("show-errors", false, "print why pods were left unschedulable, per side (reasons counted)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 
 	counts, err := parseCounts(*podsFlag)
@@ -39,7 +41,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "karpenter-compare:", err)
 		os.Exit(2)
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "karpenter-compare: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(counts, *mix, *seed, *dovetailRuns, *karpenterRuns, *singleFrom, *showErrors); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "karpenter-compare:", err)
 		os.Exit(1)
 	}
@@ -133,7 +147,7 @@ func printRow(r row, ks, ds []result) {
 	fmt.Fprintf(tw, "karpenter\t%d\t%s\t%s\t%d\t%d\t%.2f\t-\n", r.karpenterRuns, seconds(k.Solve), seconds(k.Setup), k.NodeClaims, k.Unschedulable, k.PricePerHour)
 	fmt.Fprintf(tw, "dovetail\t%d\t%s\t-\t%d\t%d\t%.2f\t%.2f\n", r.dovetailRuns, seconds(d.Solve), d.NodeClaims, d.Unschedulable, d.PricePerHour, d.BoundPerHour)
 	tw.Flush()
-	fmt.Printf("Karpenter time / Dovetail time: %.0fx; Dovetail USD/h / Karpenter USD/h: %.3f\n", k.Solve.Seconds()/d.Solve.Seconds(), d.PricePerHour/k.PricePerHour)
+	fmt.Printf("Karpenter time / Dovetail time: %s×; Dovetail USD/h / Karpenter USD/h: %.3f\n", ratio(k.Solve, d.Solve), d.PricePerHour/k.PricePerHour)
 	for _, side := range []struct {
 		name string
 		rs   []result
@@ -157,11 +171,20 @@ func printSummary(rows []row) {
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range rows {
 		k, d := r.karpenter, r.dovetail
-		fmt.Printf("| %d | %s (%d run%s) | %s (median of %d) | %.0f× | %d | %d | %d / %d | %.2f | %.2f | %.3f | %.2f |\n",
+		fmt.Printf("| %d | %s (%d run%s) | %s (median of %d) | %s× | %d | %d | %d / %d | %.2f | %.2f | %.3f | %.2f |\n",
 			r.pods, seconds(k.Solve), r.karpenterRuns, plural(r.karpenterRuns), seconds(d.Solve), r.dovetailRuns,
-			k.Solve.Seconds()/d.Solve.Seconds(), k.NodeClaims, d.NodeClaims, k.Unschedulable, d.Unschedulable,
+			ratio(k.Solve, d.Solve), k.NodeClaims, d.NodeClaims, k.Unschedulable, d.Unschedulable,
 			k.PricePerHour, d.PricePerHour, d.PricePerHour/k.PricePerHour, d.BoundPerHour)
 	}
+}
+
+// ratio is a/b, with more digits when it is small.
+func ratio(a, b time.Duration) string {
+	r := a.Seconds() / b.Seconds()
+	if r < 10 {
+		return strconv.FormatFloat(r, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(r, 'f', 0, 64)
 }
 
 func plural(n int) string {
