@@ -89,7 +89,7 @@ func karpenterShapeCatalog() *catalog.Catalog {
 
 // karpenterShapePods makes n pods: n/5 of each constrained fifth, the rest generic. fifthOf maps
 // a pod name to its fifth's index in ksFifths.
-func karpenterShapePods(n int) (pods []*corev1.Pod, fifthOf map[string]int) {
+func karpenterShapePods(n int, discrete bool) (pods []*corev1.Pod, fifthOf map[string]int) {
 	rng := rand.New(rand.NewPCG(42, 42))
 	fifthOf = make(map[string]int, n)
 	counts := []int{n - 4*(n/5), n / 5, n / 5, n / 5, n / 5}
@@ -98,6 +98,10 @@ func karpenterShapePods(n int) (pods []*corev1.Pod, fifthOf map[string]int) {
 			name := fmt.Sprintf("ks-%s-%d", ksFifths[f], i)
 			cpu := fmt.Sprintf("%dm", 100+rng.IntN(1401))
 			mem := fmt.Sprintf("%dMi", 100+rng.IntN(3997))
+			if discrete {
+				cpu = fmt.Sprintf("%dm", ksDiscreteMilliCPU[rng.IntN(len(ksDiscreteMilliCPU))])
+				mem = fmt.Sprintf("%dMi", ksDiscreteMiB[rng.IntN(len(ksDiscreteMiB))])
+			}
 			v := ksLabelValues[rng.IntN(len(ksLabelValues))]
 			p := &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
@@ -141,8 +145,19 @@ func ksConstrain(p *corev1.Pod, f int, v string) {
 	}
 }
 
+// ksDiscreteMilliCPU and ksDiscreteMiB are the requests Karpenter v1.15's makeDiversePods draws
+// from (scheduling_benchmark_test.go): 30 pod shapes, few enough for the pattern LP to run.
+var (
+	ksDiscreteMilliCPU = []int{100, 250, 500, 1000, 1500}
+	ksDiscreteMiB      = []int{100, 256, 512, 1024, 2048, 4096}
+)
+
 func karpenterShapeInput(n int) (Input, map[string]int) {
-	pods, fifthOf := karpenterShapePods(n)
+	return karpenterShapeInputOf(n, false)
+}
+
+func karpenterShapeInputOf(n int, discrete bool) (Input, map[string]int) {
+	pods, fifthOf := karpenterShapePods(n, discrete)
 	np := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 	return Input{Pods: pods, NodePools: []*apisv1.NodePool{np}, Catalog: karpenterShapeCatalog()}, fifthOf
 }
@@ -170,6 +185,29 @@ func BenchmarkKarpenterShape(b *testing.B) {
 			b.ReportMetric(float64(nodes), "nodes")
 			b.ReportMetric(cost, "$/h")
 			b.ReportMetric(float64(unsched), "unschedulable")
+		})
+	}
+}
+
+// BenchmarkKarpenterDiscrete is BenchmarkKarpenterShape with Karpenter's own request sizes
+// (ksDiscreteMilliCPU × ksDiscreteMiB), the input of hack/karpenter-compare: with 30 shapes the
+// pattern LP runs for the plan and for its bound, so this measures their time budgets. The
+// same targets hold: N = 10,000 in ≤ 100 ms.
+func BenchmarkKarpenterDiscrete(b *testing.B) {
+	for _, n := range []int{50, 1000, 10000} {
+		in, _ := karpenterShapeInputOf(n, true)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			var cost, bound float64
+			for b.Loop() {
+				p, err := Solve(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cost, bound = p.TotalPricePerHour(), p.LowerBoundPerHour
+			}
+			b.ReportMetric(cost, "$/h")
+			b.ReportMetric(bound, "bound$/h")
 		})
 	}
 }

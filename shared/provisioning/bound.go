@@ -159,7 +159,9 @@ func (s *solver) lowerBound() float64 {
 	// The pattern LP's bound is often tighter (it knows how whole pods fill a node); its work is
 	// budgeted, and its bound is valid whenever it stops.
 	if len(prob.Classes) <= maxPatternClasses {
-		if r, err := lowerbound.Patterns(prob, boundBudget); err == nil {
+		budget := boundBudget
+		budget.Floor, budget.GiveUpNodes = bound, boundGiveUpNodes
+		if r, err := lowerbound.Patterns(prob, budget); err == nil {
 			bound = max(bound, r.PricePerHour)
 		}
 	}

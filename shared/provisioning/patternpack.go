@@ -27,6 +27,9 @@ var (
 	packBudget  = lowerbound.PatternBudget{Rounds: 300, KnapsackNodes: 5_000_000}
 	diveBudget  = lowerbound.PatternBudget{Rounds: 200, KnapsackNodes: 2_000_000}
 	boundBudget = lowerbound.PatternBudget{Rounds: 300, KnapsackNodes: 5_000_000}
+	// boundGiveUpNodes: the plan's bound gives up on the pattern LP after this many knapsack
+	// nodes if its bound is below half the fit-cut bound (lowerbound.PatternBudget.Floor).
+	boundGiveUpNodes = 200_000
 )
 
 // patternPack re-packs, per NodePool without limits, the NodeClaims whose pods carry no
