@@ -99,3 +99,28 @@ func TestKnapsackBoundWeighsResourcesTogether(t *testing.T) {
 		t.Errorf("finished search: value %v bound %v pattern %v, want 2, 2 and two pods", v, ub, pt.Counts)
 	}
 }
+
+// A run whose bound stays under half the caller's floor once GiveUpNodes are spent stops after
+// that round (the floor is already the better bound); without a floor it runs on. Same problem
+// as TestPatternsBigPods, whose first round's bound is far below a floor of $1,000.
+func TestPatternsGiveUpUnderFloor(t *testing.T) {
+	opts := []Option{{Name: "S", Allocatable: res(4000, 16, 110), PricePerHour: 0.9}, {Name: "L", Allocatable: res(16000, 64, 110), PricePerHour: 4}}
+	p := Problem{Options: opts, Classes: []Class{
+		{Requests: res(5000, 1, 1), Count: 1, Options: []int{0, 1}},
+		{Requests: res(7000, 1, 1), Count: 2, Options: []int{0, 1}},
+		{Requests: res(1000, 1, 1), Count: 10, Options: []int{0, 1}},
+	}}
+	full, err := Patterns(p, testBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	giveUp := testBudget
+	giveUp.Floor, giveUp.GiveUpNodes = 1000, 1
+	short, err := Patterns(p, giveUp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if short.Optimal || short.Work >= full.Work || short.PricePerHour > full.PricePerHour {
+		t.Fatalf("with the floor: optimal %v, work %d (full run %d), bound %v (full %v); want a shorter, non-optimal run", short.Optimal, short.Work, full.Work, short.PricePerHour, full.PricePerHour)
+	}
+}
