@@ -156,11 +156,19 @@ func (s *solver) lowerBound() float64 {
 		return 0
 	}
 	bound := b.PricePerHour
+	var cost float64
+	for _, c := range s.claims {
+		if !c.pool.reserved {
+			cost += claimCost(c)
+		}
+	}
 	// The pattern LP's bound is often tighter (it knows how whole pods fill a node); its work is
-	// budgeted, and its bound is valid whenever it stops.
-	if len(prob.Classes) <= maxPatternClasses {
+	// budgeted, and its bound is valid whenever it stops. Not run when the plan is within
+	// closeEnough of the fit-cut bound already.
+	if len(prob.Classes) <= maxPatternClasses && cost > bound*(1+closeEnough) {
 		budget := boundBudget
 		budget.Floor, budget.GiveUpNodes = bound, boundGiveUpNodes
+		budget.KnapsackNodes = min(budget.KnapsackNodes, boundNodesPerPod*len(pods))
 		if r, err := lowerbound.Patterns(prob, budget); err == nil {
 			bound = max(bound, r.PricePerHour)
 		}
