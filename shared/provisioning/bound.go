@@ -59,7 +59,10 @@ func (s *solver) boundProblem(pods []*podInfo) lowerbound.Problem {
 		scalars       string
 		group, excl   int
 	}
-	index := map[classKey]int{}
+	// Up to one class per pod (Karpenter's benchmark shape has nearly that many): sized once
+	// instead of grown.
+	index := make(map[classKey]int, len(pods))
+	prob.Classes = make([]lowerbound.Class, 0, len(pods))
 	for i, p := range pods {
 		r := p.requests
 		k := classKey{cpu: r.MilliCPU, mem: r.Memory, eph: r.EphemeralStorage, group: podGroup[i], excl: s.exclusiveSet(p)}
