@@ -62,10 +62,14 @@ func (s *solver) patternPack() {
 			continue
 		}
 		sortPods(pods)
-		if b, err := lowerbound.FitCut(s.packProblem(pi, groupClasses(pods))); err == nil && plansCost(movable) <= b.PricePerHour*(1+closeEnough) {
+		classes := groupClasses(pods)
+		if len(classes) > maxPatternClasses {
+			continue // too many shapes: first-fit and the LP-guided re-pack stand
+		}
+		if b, err := lowerbound.FitCut(s.packProblem(pi, classes)); err == nil && plansCost(movable) <= b.PricePerHour*(1+closeEnough) {
 			continue // first-fit is within closeEnough of the optimum already
 		}
-		alt := s.packPatterns(pi, pods)
+		alt := s.packPatterns(pi, classes)
 		if alt == nil || plansCost(alt) >= plansCost(movable)-1e-9 {
 			continue
 		}
@@ -102,13 +106,9 @@ type packClass struct {
 	pods []*podInfo // first-fit-decreasing order; consumed from the front
 }
 
-// packPatterns returns new claims holding every pod, or nil when the pods have too many shapes
-// or some pod cannot be placed.
-func (s *solver) packPatterns(pi int, pods []*podInfo) []*claim {
-	classes := groupClasses(pods)
-	if len(classes) > maxPatternClasses {
-		return nil
-	}
+// packPatterns returns new claims holding every pod of the classes (consumed), or nil when some
+// pod cannot be placed.
+func (s *solver) packPatterns(pi int, classes []*packClass) []*claim {
 	var out []*claim
 	budget := packBudget
 	for dive := 0; dive < maxPatternDives; dive++ {

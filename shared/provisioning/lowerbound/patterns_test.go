@@ -32,12 +32,7 @@ func TestPatternsSmall(t *testing.T) {
 // fit-cut bound's $8 (whose node-count row rounds up) — the two bounds complement each other,
 // and callers report the larger. The optimum is $8.
 func TestPatternsBigPods(t *testing.T) {
-	opts := []Option{{Name: "S", Allocatable: res(4000, 16, 110), PricePerHour: 0.9}, {Name: "L", Allocatable: res(16000, 64, 110), PricePerHour: 4}}
-	p := Problem{Options: opts, Classes: []Class{
-		{Requests: res(5000, 1, 1), Count: 1, Options: []int{0, 1}},
-		{Requests: res(7000, 1, 1), Count: 2, Options: []int{0, 1}},
-		{Requests: res(1000, 1, 1), Count: 10, Options: []int{0, 1}},
-	}}
+	p := bigPodsProblem()
 	r, err := Patterns(p, testBudget)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +51,17 @@ func TestPatternsBigPods(t *testing.T) {
 			t.Fatalf("class %d covered %v < %d", k, cover[k], c.Count)
 		}
 	}
+}
+
+// bigPodsProblem: S (4 CPU, $0.9) and L (16 CPU, $4) nodes for one 5-CPU pod, two 7-CPU pods and
+// ten 1-CPU pods.
+func bigPodsProblem() Problem {
+	opts := []Option{{Name: "S", Allocatable: res(4000, 16, 110), PricePerHour: 0.9}, {Name: "L", Allocatable: res(16000, 64, 110), PricePerHour: 4}}
+	return Problem{Options: opts, Classes: []Class{
+		{Requests: res(5000, 1, 1), Count: 1, Options: []int{0, 1}},
+		{Requests: res(7000, 1, 1), Count: 2, Options: []int{0, 1}},
+		{Requests: res(1000, 1, 1), Count: 10, Options: []int{0, 1}},
+	}}
 }
 
 // The pattern bound never exceeds the exact optimum, with any budget, even a starved one.
@@ -104,12 +110,7 @@ func TestKnapsackBoundWeighsResourcesTogether(t *testing.T) {
 // that round (the floor is already the better bound); without a floor it runs on. Same problem
 // as TestPatternsBigPods, whose first round's bound is far below a floor of $1,000.
 func TestPatternsGiveUpUnderFloor(t *testing.T) {
-	opts := []Option{{Name: "S", Allocatable: res(4000, 16, 110), PricePerHour: 0.9}, {Name: "L", Allocatable: res(16000, 64, 110), PricePerHour: 4}}
-	p := Problem{Options: opts, Classes: []Class{
-		{Requests: res(5000, 1, 1), Count: 1, Options: []int{0, 1}},
-		{Requests: res(7000, 1, 1), Count: 2, Options: []int{0, 1}},
-		{Requests: res(1000, 1, 1), Count: 10, Options: []int{0, 1}},
-	}}
+	p := bigPodsProblem()
 	full, err := Patterns(p, testBudget)
 	if err != nil {
 		t.Fatal(err)
