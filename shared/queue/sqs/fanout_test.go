@@ -37,7 +37,7 @@ func TestFanOutSendsEveryEventToEachQueue(t *testing.T) {
 		t.Errorf("batch sizes = %v, want [3 3 3]", api.sizes)
 	}
 	for _, url := range []string{a, b, c} {
-		got := receiveAll(t, f.SQS(), url, 3, 5*time.Second)
+		got := receiveAll(t, f.SQS(), url, 3, arrivalBound)
 		var ids []string
 		for _, m := range got {
 			ids = append(ids, aws.ToString(m.MessageAttributes[sqs.AttrID].StringValue))
@@ -82,7 +82,7 @@ func TestFanOutPartialFailureNamesTheQueue(t *testing.T) {
 	if !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[0].QueueURL != small || !strings.Contains(be.Error(), small) {
 		t.Fatalf("error = %v, want one failure on %s", err, small)
 	}
-	if got := receiveAll(t, f.SQS(), a, 1, 3*time.Second); len(got) != 1 {
+	if got := receiveAll(t, f.SQS(), a, 1, arrivalBound); len(got) != 1 {
 		t.Errorf("the route's queue holds %d messages, want 1", len(got))
 	}
 }

@@ -59,6 +59,12 @@ func publisher(client sqs.API, events, commands string) *sqs.Publisher {
 		queue.EventsSubject(cluster): events, queue.CommandsSubject(cluster): commands}}
 }
 
+// arrivalBound is how long receiveAll waits for messages a test expects to be there. It only
+// bounds a failure: receiveAll returns as soon as n arrive. fauxqs hands out one message per FIFO
+// group per receive (SQS up to ten), so 30 messages of one group cost 60 round trips; on CI's
+// loaded 2-core machine 5 s was once too short for them (28 arrived).
+const arrivalBound = 20 * time.Second
+
 // receiveAll drains up to n messages with short polls (no handler; for assertions).
 func receiveAll(t *testing.T, client *awssqs.Client, url string, n int, wait time.Duration) []types.Message {
 	t.Helper()
@@ -192,9 +198,12 @@ func TestFIFOAttributesAndDeduplication(t *testing.T) {
 	if err := pub.Publish(ctx, queue.EventsSubject(cluster), "pods-pending-8", []byte("y")); err != nil {
 		t.Fatal(err)
 	}
-	got := receiveAll(t, client, events, 3, 3*time.Second)
+	got := receiveAll(t, client, events, 2, arrivalBound)
 	if len(got) != 2 {
-		t.Fatalf("received %d messages, want 2 (the duplicate id dropped)", len(got))
+		t.Fatalf("received %d messages, want 2", len(got))
+	}
+	if extra := receiveAll(t, client, events, 1, 1500*time.Millisecond); len(extra) != 0 {
+		t.Fatalf("received %d more messages, want none (the duplicate id dropped)", len(extra))
 	}
 	m := got[0]
 	if g := m.Attributes["MessageGroupId"]; g != cluster {
@@ -251,7 +260,7 @@ func TestBatchingLimits(t *testing.T) {
 	if fmt.Sprint(api.sizes) != "[2 2 1]" {
 		t.Errorf("batch sizes = %v, want [2 2 1]", api.sizes)
 	}
-	if got := receiveAll(t, f.SQS(), events, 30, 5*time.Second); len(got) != 30 {
+	if got := receiveAll(t, f.SQS(), events, 30, arrivalBound); len(got) != 30 {
 		t.Errorf("received %d messages, want 30", len(got))
 	}
 
@@ -281,7 +290,7 @@ func TestBatchPartialFailure(t *testing.T) {
 	if len(be.Failed) != 1 || be.Failed[0].ID != "too-big" || !be.Failed[0].SenderFault || be.Retryable() {
 		t.Errorf("failed = %+v, want only too-big, sender's fault, not retryable", be.Failed)
 	}
-	got := receiveAll(t, f.SQS(), events, 2, 3*time.Second)
+	got := receiveAll(t, f.SQS(), events, 2, arrivalBound)
 	var ids []string
 	for _, m := range got {
 		ids = append(ids, aws.ToString(m.MessageAttributes[sqs.AttrID].StringValue))
@@ -407,7 +416,7 @@ func TestPoisonGoesToDLQWithReason(t *testing.T) {
 	if got := rec.snapshot(); len(got) != 2 || got[1].ID != "good" {
 		t.Errorf("handled %+v, want bad then good (a poison message does not block its group)", got)
 	}
-	dead := receiveAll(t, client, dlq, 1, 3*time.Second)
+	dead := receiveAll(t, client, dlq, 1, arrivalBound)
 	if len(dead) != 1 {
 		t.Fatalf("dlq holds %d messages, want 1", len(dead))
 	}
@@ -442,7 +451,7 @@ func TestExhaustedRetriesGoToDLQ(t *testing.T) {
 	}
 	rec := &recorder{fn: func(queue.Message) error { return errors.New("cloud unreachable") }}
 	consumeUntil(t, c, rec.handle, func() bool { return rec.count() >= 3 && queueDepth(t, client, events) == 0 })
-	dead := receiveAll(t, client, dlq, 1, 3*time.Second)
+	dead := receiveAll(t, client, dlq, 1, arrivalBound)
 	if len(dead) != 1 {
 		t.Fatalf("dlq holds %d messages, want 1", len(dead))
 	}
@@ -594,7 +603,7 @@ func TestRedrivePolicyMovesUnsettledMessage(t *testing.T) {
 	if receives != 2 {
 		t.Errorf("received %d times, want 2 (maxReceiveCount), then redriven", receives)
 	}
-	dead := receiveAll(t, client, dlq, 1, 3*time.Second)
+	dead := receiveAll(t, client, dlq, 1, arrivalBound)
 	if len(dead) != 1 || aws.ToString(dead[0].MessageAttributes[sqs.AttrID].StringValue) != "never-settled" {
 		t.Fatalf("dlq holds %d messages, want never-settled", len(dead))
 	}
