@@ -38,6 +38,14 @@ type PatternBudget struct {
 	// knapsack exhausts its nodes, θ stays near 30 and the bound never nears Floor, while on
 	// inputs where the pattern LP pays its bound is past 0.59 of Floor by then (svc+batch-323;
 	// 0.81–0.95 on the other cost mixes: docs/cost.md).
+	//
+	// It also stops before the first round's knapsacks when the bound that round can reach at
+	// best is below a quarter of Floor. The first round's duals come from one-class patterns,
+	// and the candidates not searched keep their relaxation ratio in θ, so dual objective / the
+	// (pricedPerRound+1)-th largest ratio is what the round can show if its searched candidates
+	// add a column. On the cost mixes that figure is 0.59–1.3 of Floor; on Karpenter's benchmark
+	// pods (400 types holding up to 4,000 pods, 60 classes) it is 0.055–0.057, and the round
+	// would spend 370,000–480,000 knapsack nodes to give up after it.
 	Floor       float64
 	GiveUpNodes int
 }
@@ -96,10 +104,6 @@ func Patterns(p Problem, budget PatternBudget) (*PatternResult, error) {
 		added := 0
 		// Partial pricing: every option's relaxation bound is cheap; only the most promising
 		// options get the branch and bound, the others' relaxation bounds enter θ as they are.
-		type cand struct {
-			j     int
-			ratio float64
-		}
 		var cands []cand
 		for _, j := range g.options {
 			price := p.Options[j].PricePerHour
@@ -115,6 +119,9 @@ func Patterns(p Problem, budget PatternBudget) (*PatternResult, error) {
 			}
 		}
 		sort.SliceStable(cands, func(a, b int) bool { return cands[a].ratio > cands[b].ratio })
+		if round == 0 && budget.hopeless(dualObj, theta, cands) {
+			break
+		}
 		for i, c := range cands {
 			left := budget.KnapsackNodes - nodes
 			// A round that found nothing yet goes on down the list: stopping there would take
@@ -149,6 +156,19 @@ func Patterns(p Problem, budget PatternBudget) (*PatternResult, error) {
 	res.Use = lp.primal()
 	res.Work = nodes + lp.Pivots
 	return res, nil
+}
+
+// hopeless reports whether the first round, with dual objective dualObj, θ so far theta (the
+// options not worth searching) and its candidates by decreasing ratio, cannot show a quarter of
+// Floor (PatternBudget.Floor).
+func (b PatternBudget) hopeless(dualObj, theta float64, cands []cand) bool {
+	if b.Floor <= 0 || b.GiveUpNodes <= 0 {
+		return false
+	}
+	if len(cands) > pricedPerRound {
+		theta = math.Max(theta, cands[pricedPerRound].ratio)
+	}
+	return dualObj/theta < b.Floor/4
 }
 
 // pricedPerRound and nodesPerKnapsack bound one round's branch and bound.
@@ -189,6 +209,12 @@ func (g *patternGen) rootBound(j int, pi []float64) float64 {
 		}
 	}
 	return b
+}
+
+// cand is an option worth a knapsack in a round, with its relaxation bound / price.
+type cand struct {
+	j     int
+	ratio float64
 }
 
 func patternKey(pt Pattern) string {

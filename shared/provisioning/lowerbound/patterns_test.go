@@ -64,6 +64,39 @@ func bigPodsProblem() Problem {
 	}}
 }
 
+// A run that gives up under a floor also stops before its first round's knapsacks when that
+// round cannot show a quarter of the floor. Four 1000m pods on one 4-CPU option at $1/h: the
+// one-class pattern holds all four, so the first master LP costs $1/h (dual objective 1), no
+// option prices out (θ = 1), and the round can show $1/h at most. Under a floor of $4.40/h
+// (1 < 4.40/4) it gives up with no bound; under $3.60/h (1 ≥ 0.90), or without GiveUpNodes,
+// it runs and proves $1/h optimal.
+func TestPatternsHopelessFirstRound(t *testing.T) {
+	p := Problem{
+		Options: []Option{{Name: "S", Allocatable: res(4000, 16, 110), PricePerHour: 1}},
+		Classes: []Class{{Requests: res(1000, 1, 1), Count: 4, Options: []int{0}}},
+	}
+	for _, tc := range []struct {
+		floor       float64
+		giveUpNodes int
+		want        float64
+		optimal     bool
+	}{
+		{floor: 4.4, giveUpNodes: 1, want: 0, optimal: false},
+		{floor: 3.6, giveUpNodes: 1, want: 1, optimal: true},
+		{floor: 4.4, giveUpNodes: 0, want: 1, optimal: true},
+	} {
+		b := testBudget
+		b.Floor, b.GiveUpNodes = tc.floor, tc.giveUpNodes
+		r, err := Patterns(p, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(r.PricePerHour-tc.want) > 1e-6 || r.Optimal != tc.optimal {
+			t.Errorf("floor %v, give-up nodes %d: bound %v optimal %v, want %v optimal %v", tc.floor, tc.giveUpNodes, r.PricePerHour, r.Optimal, tc.want, tc.optimal)
+		}
+	}
+}
+
 // The pattern bound never exceeds the exact optimum, with any budget, even a starved one.
 func TestPatternsNeverExceedOptimum(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
