@@ -85,6 +85,12 @@ func (e *env) consumer(nc *natsgo.Conn, mod func(*ConsumerConfig)) *Consumer {
 	return c
 }
 
+// arrivalBound is how long a test waits for something it expects (a delivery, a dead letter,
+// Consume returning after cancel, an ack landing). It only bounds a failure: every wait returns
+// as soon as the thing happens, so it is generous for CI's loaded 2-core machine, where many test
+// binaries share the cores with the embedded server.
+const arrivalBound = 20 * time.Second
+
 // run starts Consume in the background; the returned stop cancels it and waits for it.
 func run(t *testing.T, c *Consumer, h queue.Handler) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -97,7 +103,7 @@ func run(t *testing.T, c *Consumer, h queue.Handler) (stop func() error) {
 			cancel()
 			select {
 			case err = <-done:
-			case <-time.After(10 * time.Second):
+			case <-time.After(arrivalBound):
 				err = errors.New("Consume did not return after cancel")
 			}
 		})
@@ -131,7 +137,7 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(10 * time.Second):
+	case <-time.After(arrivalBound):
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}
@@ -146,7 +152,7 @@ func (e *env) dlq() jetstream.Msg {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	m, err := oc.Next(jetstream.FetchMaxWait(10 * time.Second))
+	m, err := oc.Next(jetstream.FetchMaxWait(arrivalBound))
 	if err != nil {
 		e.t.Fatalf("no dead-lettered message: %v", err)
 	}
@@ -160,6 +166,23 @@ func (e *env) pendingOf(c *Consumer) (ackPending, pending int, delivered uint64)
 		e.t.Fatal(err)
 	}
 	return info.NumAckPending, int(info.NumPending), info.Delivered.Consumer
+}
+
+// waitSettled waits until c holds no message unacknowledged and none is left to deliver: acks,
+// naks and terms are sent after the handler returns, so they land a moment after it did.
+func (e *env) waitSettled(c *Consumer) {
+	e.t.Helper()
+	deadline := time.Now().Add(arrivalBound)
+	for {
+		ack, pend, _ := e.pendingOf(c)
+		if ack == 0 && pend == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("ackPending=%d pending=%d after %s, want 0 0", ack, pend, arrivalBound)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func TestPublishConsumeAck(t *testing.T) {
@@ -209,10 +232,7 @@ func TestHandlerErrorIsRedeliveredWithBackoff(t *testing.T) {
 	if gap := second.at.Sub(first.at); gap < 200*time.Millisecond {
 		t.Errorf("redelivered after %s, want >= 200ms backoff", gap)
 	}
-	time.Sleep(100 * time.Millisecond) // let the ack land
-	if ack, _, _ := e.pendingOf(c); ack != 0 {
-		t.Errorf("ackPending = %d after success", ack)
-	}
+	e.waitSettled(c) // the ack lands after the handler returned
 }
 
 // A handler that asks to be retried after a delay (queue.RetryAfter) gets that delay, not the
@@ -255,12 +275,11 @@ func TestPoisonGoesToDeadLetterWithReason(t *testing.T) {
 	if string(m.Data()) != "garbage" {
 		t.Errorf("dead-letter data = %q", m.Data())
 	}
-	time.Sleep(100 * time.Millisecond)
+	// The message is terminated after its dead letter is published: once that has landed, nothing
+	// can deliver it again.
+	e.waitSettled(c)
 	if n := calls.Load(); n != 1 {
 		t.Errorf("handler called %d times, want 1 (poison is not retried)", n)
-	}
-	if ack, pend, _ := e.pendingOf(c); ack != 0 || pend != 0 {
-		t.Errorf("ackPending=%d pending=%d after dead-lettering", ack, pend)
 	}
 }
 
@@ -368,16 +387,19 @@ func TestDuplicatePublishDeliveredOnce(t *testing.T) {
 func TestStoppedConsumerReleasesMessageToSuccessor(t *testing.T) {
 	e := newEnv(t)
 	e.publish("ev-1", "x")
-	// AckWait is long, so a prompt redelivery proves the stopping worker released the message.
-	cfg := func(c *ConsumerConfig) { c.AckWait = 20 * time.Second }
+	// AckWait is longer than the waits below, so a redelivery before it proves the stopping worker
+	// released the message (left to AckWait it would come back no sooner than t0 + AckWait: the
+	// message is delivered after t0).
+	const ackWait = 3 * arrivalBound
+	cfg := func(c *ConsumerConfig) { c.AckWait = ackWait }
 	started := make(chan int, 1)
+	t0 := time.Now()
 	stop1 := run(t, e.consumer(nil, cfg), func(ctx context.Context, m queue.Message) error {
 		started <- m.Attempt
 		<-ctx.Done()
 		return ctx.Err()
 	})
 	recv(t, started, "first worker")
-	t0 := time.Now()
 	if err := stop1(); err != nil {
 		t.Fatal(err)
 	}
@@ -387,8 +409,8 @@ func TestStoppedConsumerReleasesMessageToSuccessor(t *testing.T) {
 	if m.Attempt != 2 || m.ID != "ev-1" {
 		t.Errorf("successor got %+v, want ev-1 attempt 2", m)
 	}
-	if d := time.Since(t0); d > 5*time.Second {
-		t.Errorf("redelivered after %s; the stopping worker should NAK at once", d)
+	if d := time.Since(t0); d >= ackWait {
+		t.Errorf("redelivered %s after the first worker started, not before the %s ack wait; the stopping worker should NAK at once", d, ackWait)
 	}
 }
 
@@ -402,6 +424,9 @@ func TestKilledWorkerMessageRedeliveredAfterAckWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dead := make(chan error, 1)
+	// The message is delivered after t0, so the ack wait cannot expire before t0 + AckWait however
+	// long the steps below take on a loaded machine.
+	t0 := time.Now()
 	go func() {
 		dead <- c1.Consume(ctx, func(context.Context, queue.Message) error {
 			started <- struct{}{}
@@ -411,7 +436,6 @@ func TestKilledWorkerMessageRedeliveredAfterAckWait(t *testing.T) {
 	}()
 	recv(t, started, "first worker")
 	nc1.Close() // the worker's process dies mid-message: no ack, no nak, no progress
-	t0 := time.Now()
 	got := make(chan queue.Message, 1)
 	run(t, e.consumer(nil, cfg), func(_ context.Context, m queue.Message) error { got <- m; return nil })
 	m := recv(t, got, "redelivery after ack wait")
