@@ -371,7 +371,9 @@ func TestVisibilityTimeoutRedeliversUnsettledMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A worker receives it and dies (never deletes): after the 1 s visibility timeout SQS delivers
-	// it again, with ApproximateReceiveCount 2.
+	// it again, with ApproximateReceiveCount 2. The message is hidden after start, so it cannot be
+	// visible again before start + 1 s however slow the steps below are.
+	start := time.Now()
 	first, err := client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(events), WaitTimeSeconds: 1})
 	if err != nil || len(first.Messages) != 1 {
 		t.Fatalf("first receive: %v, %d messages", err, len(first.Messages))
@@ -381,7 +383,6 @@ func TestVisibilityTimeoutRedeliversUnsettledMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	start := time.Now()
 	consumeUntil(t, c, rec.handle, func() bool { return rec.count() >= 1 })
 	if m := rec.snapshot()[0]; m.ID != "orphaned" || m.Attempt != 2 {
 		t.Errorf("redelivery = %+v, want orphaned on attempt 2", m)
