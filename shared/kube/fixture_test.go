@@ -61,10 +61,11 @@ func newFixture(t testing.TB, kubeObjs []runtime.Object, dynObjs ...runtime.Obje
 	return f
 }
 
-// eventually polls cond every 5 ms for up to 5 s (informer delivery is asynchronous).
+// eventually polls cond every 5 ms for up to 20 s (informer delivery is asynchronous). The bound
+// only ends a failing test, so it is generous for CI's loaded 2-core machine.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 5*time.Second, true,
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 20*time.Second, true,
 		func(context.Context) (bool, error) { return cond(), nil })
 	if err != nil {
 		t.Fatalf("timed out waiting for %s", what)
