@@ -91,8 +91,7 @@ func TestLambdaPartialBatchReportsOnlyThePoisonMessage(t *testing.T) {
 	// The batch's metrics, as CloudWatch Embedded Metric Format on the function's stdout:
 	// three snapshots handled (ok), one poison, each with its queue age; three solves of
 	// nothing pending by the provisioner.
-	docs := emfDocuments(t, output, "dovetail_handler_duration_seconds")
-	values := func(metric string, dims map[string]string) []float64 {
+	values := func(docs []emf.Document, metric string, dims map[string]string) []float64 {
 		var out []float64
 		for _, d := range docs {
 			match := d.Namespace == "Dovetail" && d.Dimensions["cluster"] == cluster
@@ -105,7 +104,7 @@ func TestLambdaPartialBatchReportsOnlyThePoisonMessage(t *testing.T) {
 		}
 		return out
 	}
-	for _, c := range []struct {
+	checks := []struct {
 		metric string
 		dims   map[string]string
 		want   int
@@ -114,32 +113,47 @@ func TestLambdaPartialBatchReportsOnlyThePoisonMessage(t *testing.T) {
 		{"dovetail_handler_duration_seconds", map[string]string{"function": "provision", "result": "poison"}, 1},
 		{"dovetail_queue_message_age_seconds", map[string]string{"function": "provision"}, 4},
 		{"karpenter_scheduler_scheduling_duration_seconds", map[string]string{"controller": "provisioner"}, 3},
-	} {
-		if got := values(c.metric, c.dims); len(got) != c.want {
+		{"karpenter_scheduler_queue_depth", map[string]string{"controller": "provisioner"}, 1},
+	}
+	docs := emfDocuments(t, output, func(docs []emf.Document) bool {
+		for _, c := range checks {
+			if len(values(docs, c.metric, c.dims)) < c.want {
+				return false
+			}
+		}
+		return true
+	})
+	for _, c := range checks {
+		if got := values(docs, c.metric, c.dims); len(got) != c.want {
 			t.Errorf("EMF %s%v: %d values, want %d", c.metric, c.dims, len(got), c.want)
 		}
 	}
-	if v := values("karpenter_scheduler_queue_depth", map[string]string{"controller": "provisioner"}); len(v) != 1 || v[0] != 0 {
+	if v := values(docs, "karpenter_scheduler_queue_depth", map[string]string{"controller": "provisioner"}); len(v) != 1 || v[0] != 0 {
 		t.Errorf("EMF karpenter_scheduler_queue_depth{controller=provisioner} = %v, want [0] (nothing pending)", v)
 	}
 }
 
-// emfDocuments waits (at most 10 s) for the function's output to hold EMF documents carrying
-// metric, and returns every document parsed strictly (emf.Parse).
-func emfDocuments(t *testing.T, output func() string, metric string) []emf.Document {
+// emfDocuments waits until the EMF documents on the function's output satisfy complete, and
+// returns every document parsed strictly (emf.Parse). The invocation's answer can come before
+// its output has been copied through the emulator's pipe (one line per document, written one by
+// one), so a test waits for every document it checks, not just the first. The bound (20 s) only
+// ends a failing test; after it the documents so far are returned for the caller's checks to
+// report.
+func emfDocuments(t *testing.T, output func() string, complete func([]emf.Document) bool) []emf.Document {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		docs, err := emf.Parse(strings.NewReader(output()))
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		out := output()
+		out = out[:strings.LastIndexByte(out, '\n')+1] // whole lines: the last may be half copied
+		docs, err := emf.Parse(strings.NewReader(out))
 		if err != nil {
 			t.Fatalf("EMF on stdout: %v", err)
 		}
-		for _, d := range docs {
-			if _, ok := d.Values[metric]; ok {
-				return docs
-			}
+		if complete(docs) {
+			return docs
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no EMF document with %s in the function's output:\n%s", metric, output())
+			t.Logf("the function's output after 20 s:\n%s", output())
+			return docs
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -178,12 +192,16 @@ func TestLambdaSendsPoisonToDLQWithReason(t *testing.T) {
 	if r := attr(sqs.AttrDLQReason); len(r) < len("poison message: ") || r[:len("poison message: ")] != "poison message: " {
 		t.Errorf("reason = %q, want the handler's poison error", r)
 	}
-	var dead []float64
-	for _, d := range emfDocuments(t, output, "dovetail_dead_lettered_messages_total") {
-		if d.Dimensions["function"] == "provision" && d.Dimensions["reason"] == "malformed" {
-			dead = append(dead, d.Values["dovetail_dead_lettered_messages_total"]...)
+	deadLettered := func(docs []emf.Document) []float64 {
+		var dead []float64
+		for _, d := range docs {
+			if d.Dimensions["function"] == "provision" && d.Dimensions["reason"] == "malformed" {
+				dead = append(dead, d.Values["dovetail_dead_lettered_messages_total"]...)
+			}
 		}
+		return dead
 	}
+	dead := deadLettered(emfDocuments(t, output, func(docs []emf.Document) bool { return len(deadLettered(docs)) > 0 }))
 	if len(dead) != 1 || dead[0] != 1 {
 		t.Errorf("EMF dovetail_dead_lettered_messages_total{function=provision,reason=malformed} = %v, want [1]", dead)
 	}
