@@ -163,8 +163,10 @@ func testPod(name, nodeName string) *corev1.Pod {
 }
 
 func TestAgentPendingBatchAndCommands(t *testing.T) {
-	// Real clock, short windows: 200 ms idle, 2 s max.
-	e := newEnv(t, clock.RealClock{}, 200*time.Millisecond, 2*time.Second, -1, testNode("n1"), testPod("running", "n1"))
+	// Real clock, Karpenter's windows (1 s idle, 10 s max): the three pods below must reach the
+	// agent's informer within one idle window of each other, which a 200 ms window left little
+	// room for on CI's loaded 2-core machine. The batch comes 1 s after the last pod.
+	e := newEnv(t, clock.RealClock{}, DefaultBatchIdle, DefaultBatchMax, -1, testNode("n1"), testPod("running", "n1"))
 	e.waitSynced(t)
 
 	for _, name := range []string{"web-2", "web-0", "web-1"} {
@@ -180,7 +182,7 @@ func TestAgentPendingBatchAndCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Three pods created well inside one 200 ms idle window: one batch naming all three, and
+	// Three pods created well inside one 1 s idle window: one batch naming all three, and
 	// the snapshot's pending pods are exactly them (the running pod is in Pods, on n1).
 	if got := strings.Join(pp.Pods, ","); got != "default/web-0,default/web-1,default/web-2" {
 		t.Fatalf("batch pods %s", got)
