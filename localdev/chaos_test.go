@@ -271,7 +271,7 @@ func TestChaos(t *testing.T) {
 	// Every instance has exactly one NodeClaim, no NodeClaim two instances (checked after the
 	// records settle, as checkNoOrphans does).
 	var duplicates, orphans int
-	for deadline := time.Now().Add(15 * time.Second); ; {
+	for deadline := time.Now().Add(recordsSettle); ; {
 		duplicates, orphans = 0, 0
 		insts, err = env.Cloud.List(ctx, env.Options.Cluster)
 		if err != nil {

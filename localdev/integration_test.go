@@ -17,6 +17,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 )
 
 // These tests run the whole local path: the agent's informers over the in-memory cluster, a
@@ -53,6 +54,14 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
+// recordsSettle bounds the wait for every instance to have exactly one NodeClaim recorded. A
+// decision whose invocation failed after its launch records the NodeClaim when it is delivered
+// again, after the consumer's backoff (dnats.DefaultBackoff: 1 s, 5 s, 15 s, ...); three failures
+// in a row (TestChaos kills one invocation in seven) take 21 s, and the commands then cross the
+// queue and the agent. The waits end as soon as the records match, so the bound only ends a
+// failing test.
+var recordsSettle = dnats.DefaultBackoff[0] + dnats.DefaultBackoff[1] + dnats.DefaultBackoff[2] + 10*time.Second
+
 // checkNoOrphans asserts every instance the cloud runs has exactly one NodeClaim, every launch
 // happened once, and every launched node runs pods.
 func checkNoOrphans(t *testing.T, env *Env) {
@@ -62,7 +71,7 @@ func checkNoOrphans(t *testing.T, env *Env) {
 	// registers as soon as the instance boots): wait for the records to settle, bounded.
 	var insts []cloud.Instance
 	var claims *unstructured.UnstructuredList
-	for deadline := time.Now().Add(15 * time.Second); ; {
+	for deadline := time.Now().Add(recordsSettle); ; {
 		var err error
 		if insts, err = env.Cloud.List(ctx, env.Options.Cluster); err != nil {
 			t.Fatal(err)
