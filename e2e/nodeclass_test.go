@@ -215,8 +215,10 @@ func checkNotReadyClassLaunchesNothing(ctx context.Context, t *testing.T, env *l
 	if sub == nil || sub.Status != metav1.ConditionFalse || sub.Reason != apisv1.ReasonSubnetsNotFound {
 		t.Errorf("EC2NodeClass nowhere SubnetsReady %+v, want False %s", sub, apisv1.ReasonSubnetsNotFound)
 	}
+	// The Event crosses the queue and the agent like the status did; the poll ends when it is
+	// there, so its bound (was 10 s) only ends a failing test.
 	var ev *corev1.Event
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := kc.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
