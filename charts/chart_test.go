@@ -453,7 +453,7 @@ func TestNATSShape(t *testing.T) {
 
 	ds := get[*appsv1.DaemonSet](t, r, "DaemonSet/"+testNamespace+"/dovetail-scheduled-events")
 	pod := ds.Spec.Template.Spec
-	want := []string{"--cluster=prod-eu", "--nats-url=nats://dovetail-nats.dovetail-system.svc:4222", "--interval=1s"}
+	want := []string{"--cluster=prod-eu", "--transport=nats", "--nats-url=nats://dovetail-nats.dovetail-system.svc:4222", "--interval=1s"}
 	if !pod.HostNetwork || !reflect.DeepEqual(pod.Containers[0].Args, want) || pod.Containers[0].Command[0] != "/scheduled-events" ||
 		pod.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Operator != corev1.NodeSelectorOpExists {
 		t.Errorf("scheduled events pod: host network %v, args %v", pod.HostNetwork, pod.Containers[0].Args)
@@ -504,7 +504,7 @@ func TestBadValuesNameTheField(t *testing.T) {
 		}, []string{"azureWorkloadIdentity/clientID"}},
 		{"misspelt key", func(v map[string]any) { v["serviceMonitor"] = map[string]any{"enable": true} }, []string{"serviceMonitor", "enable"}},
 		{"workers off NATS", func(v map[string]any) { v["workers"] = map[string]any{"enabled": true} }, []string{"workers.enabled", "transport: nats", "Lambda"}},
-		{"scheduled events off NATS", func(v map[string]any) { v["scheduledEvents"] = map[string]any{"enabled": true} }, []string{"scheduledEvents.enabled", "NATS only"}},
+		{"scheduled events on sqs", func(v map[string]any) { v["scheduledEvents"] = map[string]any{"enabled": true} }, []string{"scheduledEvents.enabled", "transport is sqs"}},
 		{"nats without a server", func(v map[string]any) { v["transport"] = "nats" }, []string{"nats.url", "nats.server.enabled"}},
 		{"agent extra arg", func(v map[string]any) { v["agent"] = map[string]any{"extraArgs": []any{"batch-idle=2s"}} }, []string{"agent/extraArgs/0"}},
 	}
@@ -537,4 +537,34 @@ func clone(v map[string]any) map[string]any {
 		panic(err)
 	}
 	return out
+}
+
+// With transport eventgrid the Scheduled Events DaemonSet publishes to the notices topic with
+// the agent's ServiceAccount and workload identity, and mounts no API token; without the
+// notices topic the install fails naming the value.
+func TestScheduledEventsOnEventGrid(t *testing.T) {
+	v := clone(eventGridValues)
+	v["scheduledEvents"] = map[string]any{"enabled": true}
+	if _, err := Render("dovetail", testNamespace, v); err == nil || !strings.Contains(err.Error(), "eventgrid.noticesTopicEndpoint") {
+		t.Fatalf("no notices topic: %v, want an error naming eventgrid.noticesTopicEndpoint", err)
+	}
+	v["eventgrid"].(map[string]any)["noticesTopicEndpoint"] = "https://dt-notices.westeurope-1.eventgrid.azure.net/api/events"
+	r := render(t, v)
+	ds := get[*appsv1.DaemonSet](t, r, "DaemonSet/"+testNamespace+"/dovetail-scheduled-events")
+	pod := ds.Spec.Template
+	want := []string{"--cluster=aks-prod", "--transport=eventgrid", "--eventgrid-notices-topic-endpoint=https://dt-notices.westeurope-1.eventgrid.azure.net/api/events", "--interval=1s"}
+	ctr := pod.Spec.Containers[0]
+	if !reflect.DeepEqual(ctr.Args, want) {
+		t.Errorf("args\n got %q\nwant %q", ctr.Args, want)
+	}
+	sa := get[*corev1.ServiceAccount](t, r, "ServiceAccount/"+testNamespace+"/"+pod.Spec.ServiceAccountName)
+	if pod.Labels["azure.workload.identity/use"] != "true" || sa.Annotations["azure.workload.identity/client-id"] != "6f1a2b3c-4d5e-4f60-8a7b-9c0d1e2f3a4b" {
+		t.Errorf("pod labels %v, service account %s annotations %v: want the agent's workload identity", pod.Labels, sa.Name, sa.Annotations)
+	}
+	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
+		t.Error("the DaemonSet mounts an API token it never uses")
+	}
+	if len(ctr.Env) != 1 || ctr.Env[0].Name != "NODE_NAME" || ctr.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %+v, want NODE_NAME from spec.nodeName", ctr.Env)
+	}
 }

@@ -20,6 +20,9 @@ import (
 	"net/http"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/events/notices"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
@@ -47,6 +50,13 @@ type Poller struct {
 	// Publisher and Cluster: documents go to queue.NoticesSubject(Cluster).
 	Publisher queue.Publisher
 	Cluster   string
+	// CloudEvents wraps each document in a CloudEvent of type
+	// notices.ScheduledEventsCloudEventType (the document as its JSON data), for transports
+	// that carry CloudEvents only (Event Grid topics); false publishes the document as it is
+	// (NATS, whose consumers decode it directly).
+	CloudEvents bool
+	// Node is the node's name, the CloudEvent's subject (optional).
+	Node string
 	// Interval between polls (DefaultInterval when 0).
 	Interval time.Duration
 	Log      *slog.Logger
@@ -93,11 +103,44 @@ func (p *Poller) Poll(ctx context.Context) (bool, error) {
 	}
 	// The message id is the document's digest: a redelivered publish of the same document is
 	// the same message.
-	if err := p.Publisher.Publish(ctx, queue.NoticesSubject(p.Cluster), "scheduled-events-"+digest[:32], body); err != nil {
+	id := "scheduled-events-" + digest[:32]
+	data := body
+	if p.CloudEvents {
+		if data, err = p.cloudEvent(id, body, time.Now()); err != nil {
+			return false, fmt.Errorf("scheduled events: %w", err)
+		}
+	}
+	if err := p.Publisher.Publish(ctx, queue.NoticesSubject(p.Cluster), id, data); err != nil {
 		return false, fmt.Errorf("scheduled events: publishing: %w", err)
 	}
 	p.last = digest
 	return true, nil
+}
+
+// cloudEvent wraps a document: a structured-mode CloudEvent 1.0 with the message id, source
+// "dovetail/<cluster>/scheduled-events", the node as subject and the document as JSON data. A
+// document that is not JSON is carried as application/octet-stream, so the interruption
+// function dead-letters it with its reason instead of it being lost here.
+func (p *Poller) cloudEvent(id string, doc []byte, now time.Time) ([]byte, error) {
+	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
+	e.SetID(id)
+	e.SetSource(events.SourcePrefix + "/" + p.Cluster + "/scheduled-events")
+	e.SetType(notices.ScheduledEventsCloudEventType)
+	e.SetTime(now.UTC())
+	if p.Node != "" {
+		e.SetSubject(p.Node)
+	}
+	ct := "application/json"
+	if !json.Valid(doc) {
+		ct = "application/octet-stream"
+	}
+	if err := e.SetData(ct, doc); err != nil {
+		return nil, fmt.Errorf("building the CloudEvent: %w", err)
+	}
+	if err := e.Validate(); err != nil {
+		return nil, fmt.Errorf("building the CloudEvent: %w", err)
+	}
+	return json.Marshal(e)
 }
 
 // empty reports a well-formed document without events (the usual answer), which is not

@@ -36,6 +36,13 @@ const (
 	scheduledEventsNotBeforeTimeLayout = time.RFC1123
 )
 
+// ScheduledEventsCloudEventType is the CloudEvents type under which Dovetail's Scheduled Events
+// publisher (agent/scheduledevents) sends a node's IMDS document to an Event Grid topic: the
+// document whole as data (datacontenttype application/json), since Event Grid topics take
+// CloudEvents or Event Grid events only. The interruption function decodes its data as a
+// Scheduled Events document (DecodeEventGrid).
+const ScheduledEventsCloudEventType = "dev.dovetail.azure.scheduledevents.v1"
+
 // ScheduledEvents is a decoded IMDS Scheduled Events document.
 type ScheduledEvents struct {
 	// Incarnation is DocumentIncarnation: it grows whenever the document changes, so a consumer
@@ -158,7 +165,8 @@ type healthResourcesData struct {
 	APIVersion string `json:"apiVersion"`
 }
 
-// DecodeEventGrid decodes Event Grid HealthResources events as pushed to a webhook or Azure
+// DecodeEventGrid decodes Event Grid HealthResources events, and the Scheduled Events documents
+// Dovetail's publisher wraps (ScheduledEventsCloudEventType), as pushed to a webhook or Azure
 // Function: a JSON array of events (Event Grid push delivery) or one event, each in CloudEvents
 // 1.0 schema or Event Grid schema. AvailabilityStatusChanged → KindAvailabilityChange (State is
 // the new availabilityState); ResourceAnnotated with VirtualMachinePreempted → KindPreemption,
@@ -178,19 +186,53 @@ func DecodeEventGrid(data []byte) ([]Notice, error) {
 		}
 		out := make([]Notice, 0, len(raws))
 		for i, r := range raws {
-			n, err := decodeEventGridEvent(r, fmt.Sprintf("[%d].", i))
+			ns, err := decodeEventGridEvents(r, fmt.Sprintf("[%d].", i))
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, n)
+			out = append(out, ns...)
 		}
 		return out, nil
 	}
-	n, err := decodeEventGridEvent(trimmed, "")
-	if err != nil {
-		return nil, err
+	return decodeEventGridEvents(trimmed, "")
+}
+
+// decodeEventGridEvents decodes one event: a CloudEvent of ScheduledEventsCloudEventType gives
+// the notices of the document it carries (none for a document without events), any other event
+// one notice (decodeEventGridEvent).
+func decodeEventGridEvents(raw []byte, p string) ([]Notice, error) {
+	var head struct {
+		SpecVersion     string          `json:"specversion"`
+		ID              string          `json:"id"`
+		Source          string          `json:"source"`
+		Type            string          `json:"type"`
+		DataContentType string          `json:"datacontenttype"`
+		Data            json.RawMessage `json:"data"`
 	}
-	return []Notice{n}, nil
+	if json.Unmarshal(raw, &head) != nil || head.SpecVersion == "" || head.Type != ScheduledEventsCloudEventType {
+		n, err := decodeEventGridEvent(raw, p)
+		if err != nil {
+			return nil, err
+		}
+		return []Notice{n}, nil
+	}
+	switch {
+	case head.SpecVersion != "1.0":
+		return nil, malformed(p+"specversion", "%q is not CloudEvents 1.0", head.SpecVersion)
+	case head.ID == "":
+		return nil, malformed(p+"id", "required")
+	case head.Source == "":
+		return nil, malformed(p+"source", "required")
+	case head.DataContentType != "" && !strings.HasPrefix(head.DataContentType, "application/json"):
+		return nil, malformed(p+"datacontenttype", "%q: a Scheduled Events document is application/json", head.DataContentType)
+	case len(head.Data) == 0:
+		return nil, malformed(p+"data", "required (the Scheduled Events document)")
+	}
+	doc, err := DecodeScheduledEvents(head.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%sdata: %w", p, err)
+	}
+	return doc.Notices, nil
 }
 
 func decodeEventGridEvent(raw []byte, p string) (Notice, error) {

@@ -263,3 +263,41 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A Scheduled Events document wrapped by Dovetail's publisher (ScheduledEventsCloudEventType)
+// decodes as the document does, alone or in an Event Grid push batch next to a HealthResources
+// event; a wrapper that is not a document names the field.
+func TestScheduledEventsCloudEvent(t *testing.T) {
+	doc := strings.TrimSpace(string(sample(t, "azure/scheduled_events_preempt_spot.json")))
+	wrap := func(ct, data string) string {
+		return `{"specversion":"1.0","id":"scheduled-events-1","source":"dovetail/dev/scheduled-events","type":"` + ScheduledEventsCloudEventType +
+			`","time":"2021-03-16T00:58:20Z","subject":"aks-spot-1","datacontenttype":"` + ct + `","data":` + data + `}`
+	}
+	want := Notice{Kind: KindPreemption, Cloud: CloudAzure, ID: "A123BC45-1234-5678-AB90-ABCDEF123456", Type: "Preempt", Action: "Preempt",
+		State: "Scheduled", Deadline: utc("2021-03-16T00:58:46Z"), InstanceIDs: []string{"myspotvm"}}
+	got, err := Decode([]byte(wrap("application/json", doc)))
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("one event: %+v, %v; want %+v", got, err, want)
+	}
+	health := strings.TrimSpace(string(sample(t, "azure/eventgrid_health_resource_annotated_spot_preempted_cloudevent.json")))
+	got, err = Decode([]byte("[" + health + "," + wrap("application/json", doc) + "]"))
+	if err != nil || len(got) != 2 || got[0].Kind != KindPreemption || !reflect.DeepEqual(got[1], want) {
+		t.Fatalf("batch: %+v, %v", got, err)
+	}
+	// A document without events is valid and gives no notice.
+	if got, err := Decode([]byte(wrap("application/json", `{"DocumentIncarnation":2,"Events":[]}`))); err != nil || len(got) != 0 {
+		t.Fatalf("empty document: %+v, %v", got, err)
+	}
+	for name, c := range map[string]struct{ event, field string }{
+		"not a document":    {"[" + health + "," + wrap("application/json", `{"Events":[{"EventType":"Preempt"}]}`) + "]", "[1].data"},
+		"not json":          {wrap("application/octet-stream", `"garbage"`), "datacontenttype"},
+		"no data":           {strings.Replace(wrap("application/json", "1"), `,"data":1`, "", 1), "data"},
+		"no id":             {strings.Replace(wrap("application/json", doc), `"id":"scheduled-events-1",`, "", 1), "id"},
+		"other specversion": {strings.Replace(wrap("application/json", doc), `"specversion":"1.0"`, `"specversion":"0.3"`, 1), "specversion"},
+	} {
+		_, err := Decode([]byte(c.event))
+		if !errors.Is(err, events.ErrMalformed) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: %v, want malformed naming %q", name, err, c.field)
+		}
+	}
+}

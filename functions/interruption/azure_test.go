@@ -4,6 +4,7 @@ package interruption_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -18,11 +19,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/dovetail-dev/dovetail/agent/scheduledevents"
 	"github.com/dovetail-dev/dovetail/functions/interruption"
 	"github.com/dovetail-dev/dovetail/localdev/scenarios"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
+	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid/egtest"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/runtime/azfunctest"
 )
@@ -178,5 +184,68 @@ func TestAzureResourceNotifications(t *testing.T) {
 	}
 	if nc := cmds[4].NodeClaim; want == "" || nc == nil || nc.Name != want {
 		t.Fatalf("deleted NodeClaim %+v, want %q (%s's)", cmds[4].NodeClaim, want, deallocated.Name)
+	}
+}
+
+// TestAzureScheduledEventsThroughEventGrid: the node's Scheduled Events publisher
+// (agent/scheduledevents as --transport eventgrid runs it) polls an IMDS stand-in serving the
+// fake cloud's Preempt document for one spot node, and publishes it wrapped in a CloudEvent
+// through the real azeventgrid client to the notices topic (egtest, a mock at the edge: no Event
+// Grid runs offline), whose push subscription delivers it to the Functions host (azfunctest) in
+// front of the interruption function's custom handler. The function acts as on any preemption
+// notice before NotBefore: the offering marked, a replacement launched, the node tainted and
+// drained.
+func TestAzureScheduledEventsThroughEventGrid(t *testing.T) {
+	e := newAzureEnv(t)
+	node := e.spotNode(t)
+	it, err := e.w.Cloud.Interrupt(node.Spec.ProviderID, fake.KindAzurePreempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.snaps.Set(e.w.Snapshot())
+	var decisions []interruption.Decision
+	e.h.OnDecision = func(d interruption.Decision) { decisions = append(decisions, d) }
+
+	custom := httptest.NewServer(runtime.AzureFunctionsHandler(e.h.Handle, runtime.AzureOptions{
+		Routes: map[string]string{interruption.Component: queue.NoticesSubject(scenarios.Cluster)}, Source: interruption.Component,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	defer custom.Close()
+	host := azfunctest.NewHost(custom.URL, interruption.Component, runtime.DefaultTriggerBinding)
+	defer host.Close()
+	eg := egtest.New()
+	defer eg.Close()
+	t.Setenv(eventgrid.EnvTopicKey, eg.Key)
+	// One attempt: the preemption's invocation answers 500 until its drain is done, and Event
+	// Grid's redeliveries are not what this test is about.
+	eg.AddTopic("notices", egtest.PushSubscription{Name: "notices-interruption", Endpoint: host.URL, MaxDeliveryAttempts: 1})
+	pub, err := eventgrid.Config{Cluster: scenarios.Cluster, NoticesTopicEndpoint: eg.TopicEndpoint("notices"),
+		ClientOptions: azcore.ClientOptions{Transport: eg.Client()}}.Publisher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Metadata") != "true" {
+			http.Error(w, "Required metadata header not specified", http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write(scenarios.ScheduledEventsJSON(it, 1, "00000000-0000-4000-8000-000000000011"))
+	}))
+	defer imds.Close()
+	p := &scheduledevents.Poller{URL: imds.URL, Publisher: pub, Cluster: scenarios.Cluster, CloudEvents: true, Node: node.Name}
+	if ok, err := p.Poll(context.Background()); err != nil || !ok {
+		t.Fatalf("poll: published %v, %v", ok, err)
+	}
+	cmds, kinds := e.kinds(t, 4)
+	if kinds != "MarkOfferingsUnavailable,CreateNodeClaim,TaintNode,DrainNode" {
+		t.Fatalf("commands %s: want mark, replacement, taint, drain", kinds)
+	}
+	if cmds[2].NodeName != node.Name || cmds[3].NodeName != node.Name {
+		t.Fatalf("taint and drain of %s/%s, want %s", cmds[2].NodeName, cmds[3].NodeName, node.Name)
+	}
+	if len(decisions) != 1 || decisions[0].Action != "replace" {
+		t.Fatalf("decisions %+v: want one replace", decisions)
+	}
+	if invs := host.Invocations(); len(invs) != 1 || !strings.HasPrefix(invs[0].EventID, "scheduled-events-") {
+		t.Fatalf("invocations %+v: want the publisher's one event", invs)
 	}
 }

@@ -1,11 +1,14 @@
 // Command scheduled-events runs on each Dovetail AKS node (a DaemonSet with host networking,
 // agent/scheduled-events.yaml): it polls the VM's IMDS Scheduled Events endpoint and publishes
-// each new document to the cluster's notices subject on NATS JetStream, where the interruption
-// function replaces a preempted spot VM before its NotBefore (agent/scheduledevents).
+// each new document to the cluster's notices subject, where the interruption function replaces
+// a preempted spot VM before its NotBefore (agent/scheduledevents). The transport is the
+// agent's: NATS JetStream (--transport nats, the document as it is) or Azure Event Grid
+// (--transport eventgrid: the notices custom topic of infra/azure, the document wrapped in a
+// CloudEvent, authenticated with the pod's workload identity).
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,10 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/spf13/cobra"
 
 	"github.com/dovetail-dev/dovetail/agent/scheduledevents"
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 )
 
@@ -27,7 +34,7 @@ func main() {
 }
 
 func newCommand() *cobra.Command {
-	var cluster, natsURL, url string
+	var cluster, natsURL, url, transport, noticesTopic, node string
 	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:          "scheduled-events",
@@ -40,28 +47,57 @@ func newCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return run(ctx, cluster, natsURL, url, interval)
+			var pub queue.Publisher
+			switch transport {
+			case "nats":
+				nc, err := qnats.Connect(natsURL, "dovetail-scheduled-events-"+cluster)
+				if err != nil {
+					return err
+				}
+				defer nc.Close()
+				if pub, err = qnats.NewPublisher(nc); err != nil {
+					return err
+				}
+			case "eventgrid":
+				p, err := eventGridPublisher(cluster, noticesTopic)
+				if err != nil {
+					return err
+				}
+				pub = p
+			default:
+				return fmt.Errorf("--transport %q: must be nats or eventgrid", transport)
+			}
+			p := &scheduledevents.Poller{URL: url, Publisher: pub, Cluster: cluster, Interval: interval, Log: slog.Default(),
+				CloudEvents: transport == "eventgrid", Node: node}
+			return p.Run(ctx)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cluster, "cluster", "", "cluster name (RFC 1123 label) of the notices subject (required)")
-	f.StringVar(&natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	f.StringVar(&transport, "transport", "nats", "queue transport: nats or eventgrid (the agent's)")
+	f.StringVar(&natsURL, "nats-url", "nats://127.0.0.1:4222", "nats: NATS server URL")
+	f.StringVar(&noticesTopic, "eventgrid-notices-topic-endpoint", "", "eventgrid: custom topic of notices (https://<topic>.<region>-1.eventgrid.azure.net/api/events; infra/azure output notices_topic_endpoint; required)")
+	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name, the subject of the CloudEvents (default $NODE_NAME)")
 	f.StringVar(&url, "imds-url", scheduledevents.DefaultURL, "the Scheduled Events endpoint")
 	f.DurationVar(&interval, "interval", scheduledevents.DefaultInterval, "how often IMDS is polled (a Preempt gives 30 s of notice)")
 	_ = cmd.MarkFlagRequired("cluster")
 	return cmd
 }
 
-func run(ctx context.Context, cluster, natsURL, url string, interval time.Duration) error {
-	nc, err := qnats.Connect(natsURL, "dovetail-scheduled-events-"+cluster)
-	if err != nil {
-		return err
+// eventGridPublisher routes the notices subject to the notices topic, authenticated with
+// azidentity's default chain (in AKS the workload identity the webhook injects); a shared key
+// (eventgrid.EnvTopicKey) only for local endpoints.
+func eventGridPublisher(cluster, endpoint string) (queue.Publisher, error) {
+	if endpoint == "" {
+		return nil, errors.New("--eventgrid-notices-topic-endpoint: required with --transport eventgrid")
 	}
-	defer nc.Close()
-	pub, err := qnats.NewPublisher(nc)
-	if err != nil {
-		return err
+	var cred azcore.TokenCredential
+	if os.Getenv(eventgrid.EnvTopicKey) == "" {
+		c, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return nil, fmt.Errorf("azure credential: %w", err)
+		}
+		cred = c
 	}
-	p := &scheduledevents.Poller{URL: url, Publisher: pub, Cluster: cluster, Interval: interval, Log: slog.Default()}
-	return p.Run(ctx)
+	return eventgrid.Config{Cluster: cluster, NoticesTopicEndpoint: endpoint, Credential: cred}.Publisher()
 }

@@ -52,8 +52,11 @@ seccompProfile:
 {{- if and (ne .Values.transport "nats") .Values.workers.enabled -}}
 {{- fail (printf "workers.enabled: the functions run as NATS workers only with transport: nats (transport is %s: they run on %s)" .Values.transport (ternary "Lambda (infra/aws)" "Azure Functions (infra/azure)" (eq .Values.transport "sqs"))) -}}
 {{- end -}}
-{{- if and (ne .Values.transport "nats") .Values.scheduledEvents.enabled -}}
-{{- fail (printf "scheduledEvents.enabled: the Scheduled Events publisher publishes to NATS only, and transport is %s" .Values.transport) -}}
+{{- if and (eq .Values.transport "sqs") .Values.scheduledEvents.enabled -}}
+{{- fail "scheduledEvents.enabled: Azure Scheduled Events are published over nats or eventgrid, and transport is sqs" -}}
+{{- end -}}
+{{- if and (eq .Values.transport "eventgrid") .Values.scheduledEvents.enabled (not .Values.eventgrid.noticesTopicEndpoint) -}}
+{{- fail "eventgrid.noticesTopicEndpoint: required with scheduledEvents.enabled and transport eventgrid (infra/azure output notices_topic_endpoint)" -}}
 {{- end -}}
 {{- if and .Values.scheduledEvents.enabled .Values.nats.server.enabled .Values.nats.server.networkPolicy (not .Values.nats.server.clientCIDRs) -}}
 {{- fail "nats.server.clientCIDRs: the Scheduled Events DaemonSet runs on the host network, so the NATS NetworkPolicy must allow the nodes' CIDRs (or set nats.server.networkPolicy: false)" -}}

@@ -33,6 +33,9 @@ type Config struct {
 	// EventsTopicEndpoint is the custom topic of the agent's events
 	// ("https://<topic>.<region>-1.eventgrid.azure.net/api/events"); empty: none routed.
 	EventsTopicEndpoint string
+	// NoticesTopicEndpoint is the custom topic of cloud notices the cluster side publishes
+	// (Scheduled Events documents, agent/scheduledevents); empty: none routed.
+	NoticesTopicEndpoint string
 	// NamespaceEndpoint is the namespace of the commands topic
 	// ("https://<namespace>.<region>-1.eventgrid.azure.net"); empty: none routed.
 	NamespaceEndpoint string
@@ -56,27 +59,20 @@ func (c Config) commands() (topic, sub string) {
 	return topic, sub
 }
 
-// Publisher routes queue.EventsSubject(cluster) to the events topic and
-// queue.CommandsSubject(cluster) to the commands namespace topic, for those configured.
+// Publisher routes queue.EventsSubject(cluster) to the events topic,
+// queue.NoticesSubject(cluster) to the notices topic and queue.CommandsSubject(cluster) to the
+// commands namespace topic, for those configured.
 func (c Config) Publisher() (*Publisher, error) {
 	p := &Publisher{Topics: map[string]TopicAPI{}, Namespaces: map[string]SenderAPI{}}
-	if c.EventsTopicEndpoint != "" {
-		var (
-			t   *azeventgrid.Client
-			err error
-		)
-		o := &azeventgrid.ClientOptions{ClientOptions: c.ClientOptions}
-		if key := os.Getenv(EnvTopicKey); key != "" {
-			t, err = azeventgrid.NewClientWithSharedKeyCredential(c.EventsTopicEndpoint, azcore.NewKeyCredential(key), o)
-		} else if c.Credential != nil {
-			t, err = azeventgrid.NewClient(c.EventsTopicEndpoint, c.Credential, o)
-		} else {
-			err = fmt.Errorf("no credential: %s unset and no Microsoft Entra credential", EnvTopicKey)
+	for subject, endpoint := range map[string]string{queue.EventsSubject(c.Cluster): c.EventsTopicEndpoint, queue.NoticesSubject(c.Cluster): c.NoticesTopicEndpoint} {
+		if endpoint == "" {
+			continue
 		}
+		t, err := c.topicClient(endpoint)
 		if err != nil {
-			return nil, fmt.Errorf("event grid topic %s: %w", c.EventsTopicEndpoint, err)
+			return nil, err
 		}
-		p.Topics[queue.EventsSubject(c.Cluster)] = t
+		p.Topics[subject] = t
 	}
 	if c.NamespaceEndpoint != "" {
 		topic, _ := c.commands()
@@ -98,6 +94,27 @@ func (c Config) Publisher() (*Publisher, error) {
 		p.Namespaces[queue.CommandsSubject(c.Cluster)] = s
 	}
 	return p, nil
+}
+
+// topicClient is a custom topic's publisher client: the shared key of EnvTopicKey when set,
+// else the Microsoft Entra credential.
+func (c Config) topicClient(endpoint string) (*azeventgrid.Client, error) {
+	var (
+		t   *azeventgrid.Client
+		err error
+	)
+	o := &azeventgrid.ClientOptions{ClientOptions: c.ClientOptions}
+	if key := os.Getenv(EnvTopicKey); key != "" {
+		t, err = azeventgrid.NewClientWithSharedKeyCredential(endpoint, azcore.NewKeyCredential(key), o)
+	} else if c.Credential != nil {
+		t, err = azeventgrid.NewClient(endpoint, c.Credential, o)
+	} else {
+		err = fmt.Errorf("no credential: %s unset and no Microsoft Entra credential", EnvTopicKey)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event grid topic %s: %w", endpoint, err)
+	}
+	return t, nil
 }
 
 // Receiver is the agent's pull client of the commands subscription.

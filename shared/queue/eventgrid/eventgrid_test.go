@@ -243,3 +243,26 @@ func readDeadLetter(t *testing.T, c *container.Client, name string) azureblob.De
 	}
 	return d
 }
+
+// A CloudEvent whose data is JSON keeps it as "data" through ParseCloudEvent and EventBytes (the
+// SDK alone would write it back as data_base64, and a subscriber reading "data" would find
+// none); binary data, Dovetail's application/json+zstd events, stays data_base64.
+func TestJSONDataStaysJSON(t *testing.T) {
+	for name, c := range map[string]struct{ in, want, not string }{
+		"json":             {`{"specversion":"1.0","id":"1","source":"s","type":"t","datacontenttype":"application/json","data":{"a":1}}`, `"data":{"a":1}`, "data_base64"},
+		"cloudevents+json": {`{"specversion":"1.0","id":"1","source":"s","type":"t","datacontenttype":"application/cloudevents+json; charset=utf-8","data":[1,2]}`, `"data":[1,2]`, "data_base64"},
+		"zstd":             {`{"specversion":"1.0","id":"1","source":"s","type":"t","datacontenttype":"application/json+zstd","data_base64":"AAEC"}`, `"data_base64":"AAEC"`, `"data":`},
+	} {
+		ce, err := eventgrid.ParseCloudEvent([]byte(c.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := eventgrid.EventBytes(ce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), c.want) || strings.Contains(string(out), c.not) {
+			t.Errorf("%s: %s, want %s and no %s", name, out, c.want, c.not)
+		}
+	}
+}

@@ -22,6 +22,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/messaging"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/eventgrid/azeventgrid"
@@ -100,7 +102,23 @@ func ParseCloudEvent(data []byte) (messaging.CloudEvent, error) {
 	if ce.SpecVersion != "1.0" {
 		return ce, fmt.Errorf("specversion %q: Event Grid takes CloudEvents 1.0", ce.SpecVersion)
 	}
+	keepJSONData(&ce)
 	return ce, nil
+}
+
+// keepJSONData keeps JSON data JSON. The SDK reads "data" as raw bytes and writes bytes back as
+// data_base64, so an event whose data is a JSON value (datacontenttype application/json or
+// */*+json) would reach the subscriber base64-encoded; as a json.RawMessage it is written as
+// "data" again. Dovetail's own events (application/json+zstd) are binary and stay data_base64.
+func keepJSONData(ce *messaging.CloudEvent) {
+	b, ok := ce.Data.([]byte)
+	if !ok || ce.DataContentType == nil || !json.Valid(b) {
+		return
+	}
+	mt, _, err := mime.ParseMediaType(*ce.DataContentType)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		ce.Data = json.RawMessage(b)
+	}
 }
 
 // EventBytes renders a CloudEvent as delivered back to structured-mode JSON, the queue.Message
@@ -109,5 +127,6 @@ func EventBytes(ce messaging.CloudEvent) ([]byte, error) {
 	if ce.ID == "" {
 		return nil, errors.New("cloud event without id")
 	}
+	keepJSONData(&ce)
 	return json.Marshal(ce)
 }
