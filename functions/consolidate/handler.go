@@ -76,6 +76,8 @@ type Outcome struct {
 	Finished []string
 	// Abandoned says why a decision was not carried out ("" otherwise).
 	Abandoned string
+	// Strays are karpenter.sh/disrupted taints no Dovetail function owns, stamped or removed.
+	Strays []disruption.Stray
 }
 
 // Handle processes a snapshot event. It returns an error wrapping queue.ErrPoison for a
@@ -123,6 +125,16 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 	st, err := disruption.NewState(snap, h.Catalog, h.NodeSettings)
 	if err != nil {
 		return out, fmt.Errorf("%w: %w", queue.ErrPoison, err)
+	}
+	// Taints no Dovetail function owns (Karpenter's, left in a migration) would hold their nodes'
+	// budget for ever: dated first, removed once old (disruption.StrayTaints).
+	if out.Strays = disruption.StrayTaints(st, snap.Time.Time); len(out.Strays) > 0 {
+		for _, c := range disruption.StrayCommands(h.Cluster, snap.Revision, out.Strays) {
+			if err := h.publish(ctx, snap, c); err != nil {
+				return out, err
+			}
+			h.log().Info("stray disrupted taint", "node", c.NodeName, "command", c.Kind, "reason", c.Reason)
+		}
 	}
 	if out.Progress = disruption.InFlight(st); len(out.Progress) > 0 {
 		return out, h.advance(ctx, snap, &out)

@@ -391,3 +391,34 @@ func TestDrainDeficitRollsBackAfterReplacementsAreReady(t *testing.T) {
 		t.Errorf("abandoned %q", out.Abandoned)
 	}
 }
+
+// Karpenter's karpenter.sh/disrupted taint (value "", no timeAdded) left on a node in a
+// migration is stamped with the snapshot's time, and once disruption.StrayTaintTimeout old is
+// removed; meanwhile the node holds its disruption budget as any disrupting node does.
+func TestStrayKarpenterTaintStampedThenRemoved(t *testing.T) {
+	snap := func(added *metav1.Time) *events.Snapshot {
+		n, nc := node("left", "m5.2xlarge", "aws:///us-east-1a/i-0123456789abcdef0")
+		n.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: added}}
+		return &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: 3, Time: metav1.NewTime(now),
+			NodePools: []apisv1.NodePool{pool()}, Nodes: []corev1.Node{n}, NodeClaims: []apisv1.NodeClaim{nc}, Pods: []corev1.Pod{pod("p1", "left")}}
+	}
+	e := newEnv(t)
+	e.handle(snap(nil))
+	cmds := e.commands()
+	if len(cmds) != 1 || cmds[0].Kind != events.CommandTaintNode || cmds[0].NodeName != "left" || cmds[0].Taint.Value != "" ||
+		cmds[0].Taint.TimeAdded == nil || !cmds[0].Taint.TimeAdded.Time.Equal(now) {
+		t.Fatalf("commands %+v, want TaintNode left stamping the taint at %s", cmds, now)
+	}
+	recent := metav1.NewTime(now.Add(-disruption.StrayTaintTimeout + time.Second))
+	e = newEnv(t)
+	if e.handle(snap(&recent)); len(e.commands()) != 0 {
+		t.Fatal("a stray taint younger than the timeout was touched")
+	}
+	old := metav1.NewTime(now.Add(-disruption.StrayTaintTimeout))
+	e = newEnv(t)
+	out := e.handle(snap(&old))
+	cmds = e.commands()
+	if len(cmds) != 1 || cmds[0].Kind != events.CommandUntaintNode || cmds[0].NodeName != "left" || len(out.Strays) != 1 {
+		t.Fatalf("commands %v, strays %+v: want UntaintNode left", kinds(cmds), out.Strays)
+	}
+}

@@ -392,12 +392,24 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 		if err != nil {
 			return err
 		}
-		for _, t := range node.Spec.Taints {
-			if t.Key == cmd.Taint.Key && t.Effect == cmd.Taint.Effect {
-				return nil // already tainted
+		taints := append([]corev1.Taint(nil), node.Spec.Taints...)
+		stamped := false
+		for i, t := range taints {
+			if t.Key != cmd.Taint.Key || t.Effect != cmd.Taint.Effect {
+				continue
 			}
+			// The same taint without a timeAdded is stamped with the command's (consolidation
+			// dates a karpenter.sh/disrupted taint no Dovetail function owns, so that it can
+			// tell its age later: disruption.StrayTaints); otherwise it is tainted already.
+			if t.TimeAdded != nil || cmd.Taint.TimeAdded == nil || t.Value != cmd.Taint.Value {
+				return nil
+			}
+			taints[i].TimeAdded = cmd.Taint.TimeAdded
+			stamped = true
 		}
-		taints := append(append([]corev1.Taint(nil), node.Spec.Taints...), *cmd.Taint)
+		if !stamped {
+			taints = append(taints, *cmd.Taint)
+		}
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
 			"spec":     map[string]any{"taints": taints},
@@ -408,7 +420,7 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 		if _, err = a.kube.CoreV1().Nodes().Patch(ctx, cmd.NodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: a.opts.Component}); err != nil {
 			return err
 		}
-		if cmd.Taint.Key == apisv1.TaintKeyDisrupted {
+		if cmd.Taint.Key == apisv1.TaintKeyDisrupted && !stamped {
 			a.ledger.note(cmd.NodeName, node.Labels[apisv1.LabelNodePool], a.opts.Clock.Now())
 		}
 		return nil

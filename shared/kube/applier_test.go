@@ -413,3 +413,34 @@ func TestAgentRefusesUnsafeNodeCommands(t *testing.T) {
 
 // disruptedTaint is the taint every function puts on a node before it drains it.
 var disruptedTaint = corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}
+
+// A TaintNode whose taint is on the node already without a timeAdded stamps it (once, the same
+// value only): how consolidation dates a karpenter.sh/disrupted taint no Dovetail function owns
+// (disruption.StrayTaints). Any other TaintNode of a key and effect the node has changes nothing.
+func TestTaintNodeStampsTheSameTaint(t *testing.T) {
+	n1 := node("n1")
+	n1.Spec.Taints = []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoExecute}, {Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}}
+	f := newFixture(t, []runtime.Object{n1})
+	eventually(t, "initial sync", func() bool { return f.watcher.Revision() == f.watcher.Revisions().Base()+1 })
+	rev := f.watcher.Revision()
+	at := metav1.NewTime(t0.Add(-time.Hour).UTC())
+	apply := func(id string, taint corev1.Taint) {
+		t.Helper()
+		cmd := &events.Command{ID: id, Kind: events.CommandTaintNode, Cluster: "test", SnapshotRevision: rev, NodeName: "n1", Taint: &taint, Reason: "stray"}
+		if err := f.applier.Apply(f.ctx, cmd); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	apply("other-value", corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: "drifted", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at})
+	apply("stamp", corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at})
+	later := metav1.NewTime(t0.UTC())
+	apply("restamp", corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &later})
+	n, err := f.kube.CoreV1().Nodes().Get(f.ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := n.Spec.Taints
+	if len(ts) != 2 || ts[0].Key != "other" || ts[1].Key != apisv1.TaintKeyDisrupted || ts[1].Value != "" || ts[1].TimeAdded == nil || !ts[1].TimeAdded.Time.Equal(at.Time) {
+		t.Fatalf("taints %+v: want the other taint, and the disrupted one with value \"\" stamped %s once", ts, at)
+	}
+}
