@@ -2,8 +2,10 @@ package notices
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"strings"
 	"time"
 )
@@ -208,6 +210,7 @@ func decodeEventGridEvents(raw []byte, p string) ([]Notice, error) {
 		Type            string          `json:"type"`
 		DataContentType string          `json:"datacontenttype"`
 		Data            json.RawMessage `json:"data"`
+		DataBase64      *string         `json:"data_base64"`
 	}
 	if json.Unmarshal(raw, &head) != nil || head.SpecVersion == "" || head.Type != ScheduledEventsCloudEventType {
 		n, err := decodeEventGridEvent(raw, p)
@@ -223,16 +226,35 @@ func decodeEventGridEvents(raw []byte, p string) ([]Notice, error) {
 		return nil, malformed(p+"id", "required")
 	case head.Source == "":
 		return nil, malformed(p+"source", "required")
-	case head.DataContentType != "" && !strings.HasPrefix(head.DataContentType, "application/json"):
+	case head.DataContentType != "" && !jsonMediaType(head.DataContentType):
 		return nil, malformed(p+"datacontenttype", "%q: a Scheduled Events document is application/json", head.DataContentType)
-	case len(head.Data) == 0:
+	case len(head.Data) > 0 && head.DataBase64 != nil:
+		return nil, malformed(p+"data_base64", "a CloudEvent carries data or data_base64, not both")
+	case len(head.Data) == 0 && head.DataBase64 == nil:
 		return nil, malformed(p+"data", "required (the Scheduled Events document)")
 	}
-	doc, err := DecodeScheduledEvents(head.Data)
+	// CloudEvents' JSON format may carry the document as data_base64 (publishers that send
+	// bytes as bytes, the Event Grid SDK among them): it is the same document.
+	data, field := []byte(head.Data), "data"
+	if head.DataBase64 != nil {
+		b, err := base64.StdEncoding.DecodeString(*head.DataBase64)
+		if err != nil {
+			return nil, malformed(p+"data_base64", "not base64: %v", err)
+		}
+		data, field = b, "data_base64"
+	}
+	doc, err := DecodeScheduledEvents(data)
 	if err != nil {
-		return nil, fmt.Errorf("%sdata: %w", p, err)
+		return nil, fmt.Errorf("%s%s: %w", p, field, err)
 	}
 	return doc.Notices, nil
+}
+
+// jsonMediaType reports whether a datacontenttype is JSON: application/json or */*+json, any
+// case, with or without parameters (RFC 2045 media types are case-insensitive).
+func jsonMediaType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
 func decodeEventGridEvent(raw []byte, p string) (Notice, error) {

@@ -1,6 +1,7 @@
 package notices
 
 import (
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -288,7 +289,23 @@ func TestScheduledEventsCloudEvent(t *testing.T) {
 	if got, err := Decode([]byte(wrap("application/json", `{"DocumentIncarnation":2,"Events":[]}`))); err != nil || len(got) != 0 {
 		t.Fatalf("empty document: %+v, %v", got, err)
 	}
+	// The same document as data_base64 (CloudEvents' other encoding of data), or under a
+	// datacontenttype in other case or with parameters, is the same document.
+	b64 := strings.Replace(wrap("application/json", "1"), `"data":1`, `"data_base64":"`+base64.StdEncoding.EncodeToString([]byte(doc))+`"`, 1)
+	for name, event := range map[string]string{
+		"data_base64":    b64,
+		"upper case":     wrap("Application/JSON", doc),
+		"with parameter": wrap("application/json; charset=utf-8", doc),
+	} {
+		if got, err := Decode([]byte(event)); err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+			t.Errorf("%s: %+v, %v; want %+v", name, got, err, want)
+		}
+	}
 	for name, c := range map[string]struct{ event, field string }{
+		"bad base64":        {strings.Replace(b64, `"data_base64":"`, `"data_base64":"!`, 1), "data_base64"},
+		"base64 not a doc":  {strings.Replace(wrap("application/json", "1"), `"data":1`, `"data_base64":"`+base64.StdEncoding.EncodeToString([]byte(`{"Events":[]}`))+`"`, 1), "data_base64: malformed event: notice: DocumentIncarnation"},
+		"data and base64":   {strings.Replace(wrap("application/json", doc), `"data":`, `"data_base64":"eA==","data":`, 1), "data_base64"},
+		"json-ish type":     {wrap("application/jsonl", doc), "datacontenttype"},
 		"not a document":    {"[" + health + "," + wrap("application/json", `{"Events":[{"EventType":"Preempt"}]}`) + "]", "[1].data"},
 		"not json":          {wrap("application/octet-stream", `"garbage"`), "datacontenttype"},
 		"no data":           {strings.Replace(wrap("application/json", "1"), `,"data":1`, "", 1), "data"},
