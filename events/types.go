@@ -173,7 +173,10 @@ const (
 	// first adds Toleration (when set) to each such pod's spec.tolerations: the toleration of
 	// the node's dovetail.dev/planned taint, so only the planned pods fit the new node at first.
 	CommandNominatePods CommandKind = "NominatePods"
-	// CommandUntaintNode removes Taint (matched by key and effect) from the Node NodeName.
+	// CommandUntaintNode removes Taint (matched by key and effect) from the Node NodeName. A
+	// Taint with timeAdded removes only that taint (same value and timeAdded, to the second),
+	// and, for karpenter.sh/disrupted, not from a node whose Node or NodeClaim is being deleted
+	// (the termination path drains under it): how consolidation removes a stray taint it saw.
 	CommandUntaintNode CommandKind = "UntaintNode"
 	// CommandDeletePods deletes Pods (not evicts: a NodeClaim's terminationGracePeriod has run
 	// out), each with its GracePeriodSeconds and a UID precondition, from the Node NodeName.

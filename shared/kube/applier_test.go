@@ -444,3 +444,56 @@ func TestTaintNodeStampsTheSameTaint(t *testing.T) {
 		t.Fatalf("taints %+v: want the other taint, and the disrupted one with value \"\" stamped %s once", ts, at)
 	}
 }
+
+// An UntaintNode whose taint carries timeAdded (consolidation removing a stray
+// karpenter.sh/disrupted taint it saw) removes only that taint: not one of another value or
+// time that took its place since, and not one the termination path drains under (its NodeClaim
+// or Node being deleted). Without timeAdded it removes the key and effect as before.
+func TestUntaintNodeExactTaint(t *testing.T) {
+	old := metav1.NewTime(t0.Add(-time.Hour).UTC())
+	stray := corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &old}
+	later := metav1.NewTime(t0.UTC())
+	mk := func(name string, taint corev1.Taint) *corev1.Node {
+		n := node(name)
+		n.Spec.Taints = []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}, taint}
+		return n
+	}
+	restamped := stray
+	restamped.TimeAdded = &later
+	revalued := stray
+	revalued.Value = "drifted"
+	deleting := nodeClaimWith(t, "nc-gone", "aws:///us-east-1a/i-gone", func(nc *apisv1.NodeClaim) {
+		now := metav1.NewTime(t0)
+		nc.DeletionTimestamp, nc.Finalizers, nc.Status.NodeName = &now, []string{events.FinalizerTermination}, "deleting"
+	})
+	f := newFixture(t, []runtime.Object{mk("stray", stray), mk("restamped", restamped), mk("revalued", revalued), mk("deleting", stray), mk("plain", revalued)}, deleting)
+	eventually(t, "sync", func() bool {
+		nc, _ := f.watcher.NodeClaim("nc-gone")
+		return nc != nil && f.watcher.Node("plain") != nil
+	})
+	rev := f.watcher.Revision()
+	for _, c := range []struct {
+		node  string
+		taint corev1.Taint
+		gone  bool
+	}{
+		{"stray", stray, true},
+		{"restamped", stray, false},
+		{"revalued", stray, false},
+		{"deleting", stray, false},
+		{"plain", corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}, true},
+	} {
+		taint := c.taint
+		cmd := &events.Command{ID: "untaint-" + c.node, Kind: events.CommandUntaintNode, Cluster: "test", SnapshotRevision: rev, NodeName: c.node, Taint: &taint, Reason: "stray"}
+		if err := f.applier.Apply(f.ctx, cmd); err != nil {
+			t.Fatalf("%s: %v", c.node, err)
+		}
+		n, err := f.kube.CoreV1().Nodes().Get(f.ctx, c.node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gone := len(n.Spec.Taints) == 1; gone != c.gone || n.Spec.Taints[0].Key != "other" {
+			t.Errorf("%s: taints %+v, want the disrupted one removed: %v", c.node, n.Spec.Taints, c.gone)
+		}
+	}
+}

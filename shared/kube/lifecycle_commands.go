@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
@@ -629,6 +630,25 @@ func hasToleration(ts []corev1.Toleration, t corev1.Toleration) bool {
 
 // --- UntaintNode ---
 
+// claimDeleting reports whether the node's NodeClaim (by status.nodeName or providerID, in the
+// cache) is being deleted.
+func (a *Applier) claimDeleting(n *corev1.Node) bool {
+	for _, obj := range a.state.nodeClaims.GetStore().List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		nc := &apisv1.NodeClaim{}
+		if FromUnstructured(u, nc) != nil || (nc.Status.NodeName != n.Name && (nc.Status.ProviderID == "" || nc.Status.ProviderID != n.Spec.ProviderID)) {
+			continue
+		}
+		if nc.DeletionTimestamp != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func (a *Applier) untaintNode(ctx context.Context, cmd *events.Command) error {
 	if cmd.NodeName == "" || cmd.Taint == nil || cmd.Taint.Key == "" {
 		return fmt.Errorf("%w: command.nodeName and command.taint.key: required for UntaintNode", ErrInvalidCommand)
@@ -642,9 +662,16 @@ func (a *Applier) untaintNode(ctx context.Context, cmd *events.Command) error {
 		if err != nil {
 			return err
 		}
+		exact := cmd.Taint.TimeAdded != nil
+		if exact && cmd.Taint.Key == apisv1.TaintKeyDisrupted && (node.DeletionTimestamp != nil || a.claimDeleting(node)) {
+			// The termination path drains under whatever karpenter.sh/disrupted taint the node
+			// has (it adds none when one is there): removing it would let the pods back.
+			return nil
+		}
 		keep := make([]corev1.Taint, 0, len(node.Spec.Taints))
 		for _, t := range node.Spec.Taints {
-			if t.Key != cmd.Taint.Key || (cmd.Taint.Effect != "" && t.Effect != cmd.Taint.Effect) {
+			if t.Key != cmd.Taint.Key || (cmd.Taint.Effect != "" && t.Effect != cmd.Taint.Effect) ||
+				(exact && (t.Value != cmd.Taint.Value || t.TimeAdded == nil || t.TimeAdded.Unix() != cmd.Taint.TimeAdded.Unix())) {
 				keep = append(keep, t)
 			}
 		}
