@@ -401,7 +401,8 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 			// The same taint without a timeAdded is stamped with the command's (consolidation
 			// dates a karpenter.sh/disrupted taint no Dovetail function owns, so that it can
 			// tell its age later: disruption.StrayTaints); otherwise it is tainted already.
-			if t.TimeAdded != nil || cmd.Taint.TimeAdded == nil || t.Value != cmd.Taint.Value {
+			// Only that key: a NoExecute taint's timeAdded starts its pods' tolerationSeconds.
+			if t.Key != apisv1.TaintKeyDisrupted || t.TimeAdded != nil || cmd.Taint.TimeAdded == nil || t.Value != cmd.Taint.Value {
 				return nil
 			}
 			taints[i].TimeAdded = cmd.Taint.TimeAdded

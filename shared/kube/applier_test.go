@@ -497,3 +497,26 @@ func TestUntaintNodeExactTaint(t *testing.T) {
 		}
 	}
 }
+
+// The stamp is karpenter.sh/disrupted's only: a TaintNode of another taint the node has without
+// a timeAdded (a NoExecute one, whose timeAdded starts its pods' tolerationSeconds) changes
+// nothing.
+func TestTaintNodeStampsOnlyDisrupted(t *testing.T) {
+	n1 := node("n1")
+	n1.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute}}
+	f := newFixture(t, []runtime.Object{n1})
+	eventually(t, "initial sync", func() bool { return f.watcher.Node("n1") != nil })
+	at := metav1.NewTime(t0.Add(-time.Hour).UTC())
+	cmd := &events.Command{ID: "stamp", Kind: events.CommandTaintNode, Cluster: "test", SnapshotRevision: f.watcher.Revision(), NodeName: "n1",
+		Taint: &corev1.Taint{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute, TimeAdded: &at}, Reason: "stamp"}
+	if err := f.applier.Apply(f.ctx, cmd); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.kube.CoreV1().Nodes().Get(f.ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].TimeAdded != nil {
+		t.Fatalf("taints %+v: want the NoExecute taint unstamped", n.Spec.Taints)
+	}
+}
