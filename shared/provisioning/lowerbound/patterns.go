@@ -39,11 +39,13 @@ type PatternBudget struct {
 	// inputs where the pattern LP pays its bound is past 0.59 of Floor by then (svc+batch-323;
 	// 0.81–0.95 on the other cost mixes: docs/cost.md).
 	//
-	// It also stops before the first round's knapsacks when the bound that round can reach at
-	// best is below a quarter of Floor. The first round's duals come from one-class patterns,
-	// and the candidates not searched keep their relaxation ratio in θ, so dual objective / the
+	// It also stops the first round when the bound that round can reach at best is below a
+	// quarter of Floor. The first round's duals come from one-class patterns, and the candidates
+	// not searched keep their relaxation ratio in θ, so dual objective / the
 	// (pricedPerRound+1)-th largest ratio is what the round can show if its searched candidates
-	// add a column. On the cost mixes that figure is 0.59–1.3 of Floor; on Karpenter's benchmark
+	// add a column: it stops before its knapsacks when there are no more candidates than it
+	// searches, else at the first column one of them adds (when none does, the round goes on
+	// down the list, and its bound can be anything up to the LP optimum). On the cost mixes that figure is 0.59–1.3 of Floor; on Karpenter's benchmark
 	// pods (400 types holding up to 4,000 pods, 60 classes) it is 0.055–0.057, and the round
 	// would spend 370,000–480,000 knapsack nodes to give up after it.
 	Floor       float64
@@ -119,7 +121,12 @@ func Patterns(p Problem, budget PatternBudget) (*PatternResult, error) {
 			}
 		}
 		sort.SliceStable(cands, func(a, b int) bool { return cands[a].ratio > cands[b].ratio })
-		if round == 0 && budget.hopeless(dualObj, theta, cands) {
+		// A first round that cannot show a quarter of Floor is not run (PatternBudget.Floor).
+		// With more candidates than are priced, that holds only once one of the priced ones
+		// adds a column: until then the round goes on down the list, and knapsacks that prove
+		// nothing prices out can bring θ below the ratios it projected.
+		hopeless, gaveUp := round == 0 && budget.hopeless(dualObj, theta, cands), false
+		if hopeless && len(cands) <= pricedPerRound {
 			break
 		}
 		for i, c := range cands {
@@ -137,6 +144,13 @@ func Patterns(p Problem, budget PatternBudget) (*PatternResult, error) {
 			if value > price*(1+1e-9)+1e-12 && add(pt) {
 				added++
 			}
+			if hopeless && added > 0 && i < pricedPerRound {
+				gaveUp = true // θ lacks the candidates left: no bound from this round
+				break
+			}
+		}
+		if gaveUp {
+			break
 		}
 		if !math.IsInf(theta, 1) {
 			res.PricePerHour = math.Max(res.PricePerHour, dualObj/theta*(1-1e-9))

@@ -1,6 +1,7 @@
 package lowerbound
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -93,6 +94,35 @@ func TestPatternsHopelessFirstRound(t *testing.T) {
 		}
 		if math.Abs(r.PricePerHour-tc.want) > 1e-6 || r.Optimal != tc.optimal {
 			t.Errorf("floor %v, give-up nodes %d: bound %v optimal %v, want %v optimal %v", tc.floor, tc.giveUpNodes, r.PricePerHour, r.Optimal, tc.want, tc.optimal)
+		}
+	}
+}
+
+// The first round's projection holds only once one of the candidates it searches adds a column.
+// Ten classes of one exclusive set (one pod per node), ten pods each, on 30 options ($1–1.29/h):
+// the one-class patterns are optimal ($100/h), but an option's relaxation bound counts one pod
+// of every class (ratio ~10), so the round projects 100/(10/1.24) ≈ 12.4, under a quarter of a
+// $60/h or $100/h floor. No knapsack finds a column, the round goes on down the list, and its
+// knapsacks prove $100/h optimal: giving up before them threw that away.
+func TestPatternsHopelessOnlyOnceAColumnIsAdded(t *testing.T) {
+	var p Problem
+	var all []int
+	for j := range 30 {
+		p.Options = append(p.Options, Option{Name: fmt.Sprint(j), Allocatable: res(4000+int64(j)*100, 32-int64(j)/2, 110), PricePerHour: 1 + 0.01*float64(j)})
+		all = append(all, j)
+	}
+	for range 10 {
+		p.Classes = append(p.Classes, Class{Requests: res(100, 1, 1), Count: 10, Options: all, Exclusive: 1})
+	}
+	for _, floor := range []float64{0, 60, 100} {
+		b := testBudget
+		b.Floor, b.GiveUpNodes = floor, 1
+		r, err := Patterns(p, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(r.PricePerHour-100) > 1e-6 || !r.Optimal {
+			t.Errorf("floor %v: bound %v optimal %v, want 100 optimal", floor, r.PricePerHour, r.Optimal)
 		}
 	}
 }
