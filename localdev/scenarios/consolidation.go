@@ -20,6 +20,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
@@ -245,7 +246,7 @@ func (m *model) apply(c events.Command) error {
 	case events.CommandTaintNode:
 		for i := range m.nodes {
 			if m.nodes[i].Name == c.NodeName {
-				m.nodes[i].Spec.Taints = append(m.nodes[i].Spec.Taints, *c.Taint)
+				m.nodes[i].Spec.Taints, _ = disruption.ApplyTaint(m.nodes[i].Spec.Taints, *c.Taint)
 			}
 		}
 	case events.CommandDrainNode:

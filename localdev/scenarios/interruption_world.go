@@ -326,12 +326,7 @@ func (w *World) apply(c *events.Command) {
 		}
 	case events.CommandTaintNode:
 		if n := w.nodes[c.NodeName]; n != nil {
-			for _, t := range n.Spec.Taints {
-				if t.Key == c.Taint.Key && t.Effect == c.Taint.Effect {
-					return
-				}
-			}
-			n.Spec.Taints = append(n.Spec.Taints, *c.Taint)
+			n.Spec.Taints, _ = disruption.ApplyTaint(n.Spec.Taints, *c.Taint)
 		}
 	case events.CommandDrainNode:
 		// The Eviction API deletes the pods; their controllers recreate them pending. Pods

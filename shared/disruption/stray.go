@@ -88,3 +88,24 @@ func StrayCommands(cluster string, revision int64, strays []Stray) []events.Comm
 	}
 	return out
 }
+
+// ApplyTaint is how the agent applies a TaintNode command's taint t to a node's taints: a taint
+// of the same key and effect means the node is tainted already (nothing changes), except that a
+// karpenter.sh/disrupted taint of the same value without a timeAdded takes t's (the stamp
+// StrayTaints asks for; only that key, since a NoExecute taint's timeAdded starts its pods'
+// tolerationSeconds); otherwise t is appended. It returns the new taints (a copy) and whether
+// they changed. The agent (shared/kube) and the local stand-in agents share it.
+func ApplyTaint(taints []corev1.Taint, t corev1.Taint) ([]corev1.Taint, bool) {
+	for i, have := range taints {
+		if have.Key != t.Key || have.Effect != t.Effect {
+			continue
+		}
+		if have.Key != apisv1.TaintKeyDisrupted || have.TimeAdded != nil || t.TimeAdded == nil || have.Value != t.Value {
+			return taints, false
+		}
+		out := append([]corev1.Taint(nil), taints...)
+		out[i].TimeAdded = t.TimeAdded
+		return out, true
+	}
+	return append(append([]corev1.Taint(nil), taints...), t), true
+}

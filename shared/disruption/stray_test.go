@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -60,6 +61,38 @@ func TestStrayTaints(t *testing.T) {
 	for _, cmd := range cmds {
 		if err := cmd.Validate(); err != nil {
 			t.Errorf("%s: %v", cmd.Kind, err)
+		}
+	}
+}
+
+// ApplyTaint: a new key is appended; the same key and effect is tainted already, except a
+// karpenter.sh/disrupted taint of the same value without timeAdded, which is stamped; the input
+// is never modified.
+func TestApplyTaint(t *testing.T) {
+	at := &metav1.Time{Time: csT0}
+	disrupted := corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}
+	noExec := corev1.Taint{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute}
+	have := []corev1.Taint{noExec, disrupted}
+	stamp := disrupted
+	stamp.TimeAdded = at
+	for name, c := range map[string]struct {
+		t       corev1.Taint
+		changed bool
+		want    []corev1.Taint
+	}{
+		"new key":              {corev1.Taint{Key: "k", Effect: corev1.TaintEffectNoSchedule}, true, []corev1.Taint{noExec, disrupted, {Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
+		"same, no time":        {disrupted, false, have},
+		"stamp":                {stamp, true, []corev1.Taint{noExec, stamp}},
+		"other value":          {corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: TaintValueDrifted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: at}, false, have},
+		"NoExecute not dated":  {corev1.Taint{Key: noExec.Key, Effect: corev1.TaintEffectNoExecute, TimeAdded: at}, false, have},
+		"other effect appends": {corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoExecute}, true, []corev1.Taint{noExec, disrupted, {Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoExecute}}},
+	} {
+		got, changed := ApplyTaint(have, c.t)
+		if changed != c.changed || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %+v changed %v, want %+v changed %v", name, got, changed, c.want, c.changed)
+		}
+		if have[1].TimeAdded != nil || len(have) != 2 {
+			t.Fatalf("%s: the input was modified: %+v", name, have)
 		}
 	}
 }

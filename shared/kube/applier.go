@@ -25,6 +25,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
@@ -392,25 +393,12 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 		if err != nil {
 			return err
 		}
-		taints := append([]corev1.Taint(nil), node.Spec.Taints...)
-		stamped := false
-		for i, t := range taints {
-			if t.Key != cmd.Taint.Key || t.Effect != cmd.Taint.Effect {
-				continue
-			}
-			// The same taint without a timeAdded is stamped with the command's (consolidation
-			// dates a karpenter.sh/disrupted taint no Dovetail function owns, so that it can
-			// tell its age later: disruption.StrayTaints); otherwise it is tainted already.
-			// Only that key: a NoExecute taint's timeAdded starts its pods' tolerationSeconds.
-			if t.Key != apisv1.TaintKeyDisrupted || t.TimeAdded != nil || cmd.Taint.TimeAdded == nil || t.Value != cmd.Taint.Value {
-				return nil
-			}
-			taints[i].TimeAdded = cmd.Taint.TimeAdded
-			stamped = true
+		// Tainted already, or a stray disrupted taint stamped (disruption.ApplyTaint).
+		taints, changed := disruption.ApplyTaint(node.Spec.Taints, *cmd.Taint)
+		if !changed {
+			return nil
 		}
-		if !stamped {
-			taints = append(taints, *cmd.Taint)
-		}
+		stamped := len(taints) == len(node.Spec.Taints)
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
 			"spec":     map[string]any{"taints": taints},
