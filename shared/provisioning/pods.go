@@ -190,9 +190,10 @@ func selectorTerms(terms []corev1.NodeSelectorTerm) ([]scheduling.Requirements, 
 	return out, nil
 }
 
-// compilePod builds a podInfo, creating the topology groups its constraints need.
-func compilePod(pod *corev1.Pod, topo *topology, vols *volumeIndex) *podInfo {
-	pi := &podInfo{pod: pod, key: podKey(pod), requests: scheduling.PodRequests(pod), ports: scheduling.PodHostPorts(pod)}
+// compilePod fills pi (zero) for pod, creating the topology groups its constraints need, and
+// returns it.
+func compilePod(pi *podInfo, pod *corev1.Pod, topo *topology, vols *volumeIndex) *podInfo {
+	*pi = podInfo{pod: pod, key: podKey(pod), requests: scheduling.PodRequests(pod), ports: scheduling.PodHostPorts(pod)}
 	fail := func(err error) *podInfo {
 		pi.err = fmt.Errorf("invalid pod %s: %w", pi.key, err)
 		pi.activate()

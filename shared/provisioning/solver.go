@@ -1,8 +1,10 @@
 package provisioning
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -163,7 +165,7 @@ func Solve(in Input) (*Plan, error) {
 	vols := newVolumeIndex(&in)
 	pods := make([]*podInfo, 0, len(in.Pods))
 	for _, pod := range in.Pods {
-		pods = append(pods, compilePod(pod, s.topo, vols))
+		pods = append(pods, compilePod(new(podInfo), pod, s.topo, vols))
 	}
 	sortPods(pods)
 	s.seedTopology()
@@ -236,15 +238,15 @@ func podKey(p *corev1.Pod) string {
 
 // sortPods orders pods for first-fit-decreasing: CPU, then memory, descending; then name.
 func sortPods(out []*podInfo) {
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].requests, out[j].requests
-		if a.MilliCPU != b.MilliCPU {
-			return a.MilliCPU > b.MilliCPU
+	slices.SortStableFunc(out, func(x, y *podInfo) int {
+		a, b := x.requests, y.requests
+		if c := cmp.Compare(b.MilliCPU, a.MilliCPU); c != 0 {
+			return c
 		}
-		if a.Memory != b.Memory {
-			return a.Memory > b.Memory
+		if c := cmp.Compare(b.Memory, a.Memory); c != 0 {
+			return c
 		}
-		return out[i].key < out[j].key
+		return strings.Compare(x.key, y.key)
 	})
 }
 
