@@ -164,8 +164,9 @@ func Solve(in Input) (*Plan, error) {
 	}
 	vols := newVolumeIndex(&in)
 	pods := make([]*podInfo, 0, len(in.Pods))
-	for _, pod := range in.Pods {
-		pods = append(pods, compilePod(new(podInfo), pod, s.topo, vols))
+	infos := make([]podInfo, len(in.Pods)) // one allocation for all of them
+	for i, pod := range in.Pods {
+		pods = append(pods, compilePod(&infos[i], pod, s.topo, vols))
 	}
 	sortPods(pods)
 	s.seedTopology()
