@@ -45,9 +45,10 @@ type PatternBudget struct {
 	// (pricedPerRound+1)-th largest ratio is what the round can show if its searched candidates
 	// add a column: it stops before its knapsacks when there are no more candidates than it
 	// searches, else at the first column one of them adds (when none does, the round goes on
-	// down the list, and its bound can be anything up to the LP optimum). On the cost mixes that figure is 0.59–1.3 of Floor; on Karpenter's benchmark
-	// pods (400 types holding up to 4,000 pods, 60 classes) it is 0.055–0.057, and the round
-	// would spend 370,000–480,000 knapsack nodes to give up after it.
+	// down the list, and its bound can be anything up to the LP optimum). On the cost mixes
+	// that figure is 0.59–1.3 of Floor; on Karpenter's benchmark pods (400 types holding up to
+	// 4,000 pods, 60 classes) it is 0.055–0.057, and the round would spend 370,000–480,000
+	// knapsack nodes to give up after it.
 	Floor       float64
 	GiveUpNodes int
 }
