@@ -50,8 +50,9 @@ const (
 // commands over the queue to the agent, whose Applier evicts through the real Eviction API. A
 // watch on the pods checks the number of available guarded pods never drops below minAvailable.
 //
-// The consolidate function (functions/consolidate) is not written yet, so this test stands in for
-// its decision and publishes the commands it would; everything after the queue is the real path.
+// The test stands in for a disruption decision (functions/consolidate's, or Karpenter's: the
+// taint has no value and no timeAdded, so consolidation may date it as a stray, which changes
+// nothing here) and publishes the commands it would; everything after the queue is the real path.
 func checkPDBDrain(ctx context.Context, t *testing.T, env *localdev.Env, logs *syncBuffer) {
 	kc := env.Cluster.Kube
 	if err := createGuarded(ctx, env); err != nil {
