@@ -104,16 +104,24 @@ func recordedNotice(t *testing.T, name, providerID string, at time.Time) json.Ra
 	return json.RawMessage(s)
 }
 
-// deliver pushes a batch as Event Grid does to the Functions host in front of the interruption
-// function's custom handler; it returns the invocations' statuses by event id.
-func deliver(t *testing.T, e *env, batch ...json.RawMessage) map[string]int {
+// functionsHost is the Functions host (azfunctest) in front of the interruption function's
+// custom handler on its notices route; both are closed when the test ends.
+func functionsHost(t *testing.T, e *env) *azfunctest.Host {
 	t.Helper()
 	custom := httptest.NewServer(runtime.AzureFunctionsHandler(e.h.Handle, runtime.AzureOptions{
 		Routes: map[string]string{interruption.Component: queue.NoticesSubject(scenarios.Cluster)}, Source: interruption.Component,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-	defer custom.Close()
+	t.Cleanup(custom.Close)
 	host := azfunctest.NewHost(custom.URL, interruption.Component, runtime.DefaultTriggerBinding)
-	defer host.Close()
+	t.Cleanup(host.Close)
+	return host
+}
+
+// deliver pushes a batch as Event Grid does to the Functions host in front of the interruption
+// function's custom handler; it returns the invocations' statuses by event id.
+func deliver(t *testing.T, e *env, batch ...json.RawMessage) map[string]int {
+	t.Helper()
+	host := functionsHost(t, e)
 	body, err := json.Marshal(batch)
 	if err != nil {
 		t.Fatal(err)
@@ -206,12 +214,7 @@ func TestAzureScheduledEventsThroughEventGrid(t *testing.T) {
 	var decisions []interruption.Decision
 	e.h.OnDecision = func(d interruption.Decision) { decisions = append(decisions, d) }
 
-	custom := httptest.NewServer(runtime.AzureFunctionsHandler(e.h.Handle, runtime.AzureOptions{
-		Routes: map[string]string{interruption.Component: queue.NoticesSubject(scenarios.Cluster)}, Source: interruption.Component,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-	defer custom.Close()
-	host := azfunctest.NewHost(custom.URL, interruption.Component, runtime.DefaultTriggerBinding)
-	defer host.Close()
+	host := functionsHost(t, e)
 	eg := egtest.New()
 	defer eg.Close()
 	t.Setenv(eventgrid.EnvTopicKey, eg.Key)

@@ -170,17 +170,10 @@ func (a *Applier) graceOver(n *corev1.Node) bool {
 	if tainted == nil {
 		return false
 	}
-	for _, obj := range a.state.nodeClaims.GetStore().List() {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		nc := &apisv1.NodeClaim{}
-		if FromUnstructured(u, nc) != nil || (nc.Status.NodeName != n.Name && (nc.Status.ProviderID == "" || nc.Status.ProviderID != n.Spec.ProviderID)) {
-			continue
-		}
-		grace := nc.Spec.TerminationGracePeriod
-		return grace != nil && !a.opts.Clock.Now().Before(tainted.Add(grace.Duration))
+	nc := a.nodeClaimOf(n)
+	if nc == nil {
+		return false
 	}
-	return false
+	grace := nc.Spec.TerminationGracePeriod
+	return grace != nil && !a.opts.Clock.Now().Before(tainted.Add(grace.Duration))
 }

@@ -630,9 +630,15 @@ func hasToleration(ts []corev1.Toleration, t corev1.Toleration) bool {
 
 // --- UntaintNode ---
 
-// claimDeleting reports whether the node's NodeClaim (by status.nodeName or providerID, in the
-// cache) is being deleted.
+// claimDeleting reports whether the node's NodeClaim is being deleted.
 func (a *Applier) claimDeleting(n *corev1.Node) bool {
+	nc := a.nodeClaimOf(n)
+	return nc != nil && nc.DeletionTimestamp != nil
+}
+
+// nodeClaimOf returns the node's NodeClaim in the cache (by status.nodeName or providerID), or
+// nil.
+func (a *Applier) nodeClaimOf(n *corev1.Node) *apisv1.NodeClaim {
 	for _, obj := range a.state.nodeClaims.GetStore().List() {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -642,11 +648,9 @@ func (a *Applier) claimDeleting(n *corev1.Node) bool {
 		if FromUnstructured(u, nc) != nil || (nc.Status.NodeName != n.Name && (nc.Status.ProviderID == "" || nc.Status.ProviderID != n.Spec.ProviderID)) {
 			continue
 		}
-		if nc.DeletionTimestamp != nil {
-			return true
-		}
+		return nc
 	}
-	return false
+	return nil
 }
 
 func (a *Applier) untaintNode(ctx context.Context, cmd *events.Command) error {
