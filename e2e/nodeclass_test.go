@@ -263,8 +263,8 @@ func checkNotReadyClassLaunchesNothing(ctx context.Context, t *testing.T, env *l
 	}
 }
 
-// checkAMIDriftOnRefresh: a new image published behind al2023@latest appears in the seed
-// class's status on the next status pass, and then every running NodeClaim reads as AMI drift.
+// checkAMIDriftOnRefresh: a new image published behind the seed class's alias appears in its
+// status on the next status pass, and then every running arm64 NodeClaim reads as AMI drift.
 func checkAMIDriftOnRefresh(ctx context.Context, t *testing.T, env *localdev.Env) {
 	seed, err := ec2NodeClass(ctx, t, env, "default")
 	if err != nil {
@@ -273,6 +273,17 @@ func checkAMIDriftOnRefresh(ctx context.Context, t *testing.T, env *localdev.Env
 	alias := seed.Alias()
 	if alias == nil {
 		t.Fatalf("the seed EC2NodeClass has no alias: %+v", seed.Spec.AMISelectorTerms)
+	}
+	// The new release is named as its family's releases are (the fake, like a node, reads the
+	// user data as the image's family; it tells the family by the name, and any other name boots
+	// as Custom, with none of Dovetail's configuration).
+	name := map[string]string{
+		apisv1.AMIFamilyAL2023:       "amazon-eks-node-al2023-arm64-standard-1.37-v20261215",
+		apisv1.AMIFamilyBottlerocket: "bottlerocket-aws-k8s-1.37-aarch64-v1.51.0-e2e",
+		apisv1.AMIFamilyAL2:          "amazon-eks-arm64-node-1.37-v20261215",
+	}[alias.Family]
+	if name == "" {
+		t.Fatalf("the seed EC2NodeClass's alias is %s@%s; this check publishes AL2023, Bottlerocket or AL2 releases", alias.Family, alias.Version)
 	}
 	params, err := dvaws.AliasImages(*alias, "1.37")
 	if err != nil {
@@ -284,7 +295,7 @@ func checkAMIDriftOnRefresh(ctx context.Context, t *testing.T, env *localdev.Env
 			param = p.Parameter
 		}
 	}
-	img := env.EC2API.AddImage(ec2types.Image{Name: aws.String("dovetail-e2e-" + strings.ToLower(alias.Family) + "-arm64-v20261215"),
+	img := env.EC2API.AddImage(ec2types.Image{Name: aws.String(name),
 		Architecture: ec2types.ArchitectureValuesArm64, CreationDate: aws.String("2026-12-15T00:00:00.000Z"),
 		OwnerId: aws.String(ec2api.AmazonImageAccount), ImageOwnerAlias: aws.String("amazon")}) // a new release behind the alias
 	env.EC2API.PutParameter(param, aws.ToString(img.ImageId))

@@ -218,31 +218,65 @@ func (c *Cloud) Stats() Stats {
 // a kubelet could not register, an invalid NodeClass kubelet block) return an error naming the
 // field and launch nothing.
 func (c *Cloud) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Instance, error) {
+	return c.CreateMixed(ctx, []cloud.LaunchRequest{req})
+}
+
+// CreateMixed is Create for a fleet whose launch templates boot different node configurations
+// (EC2 accepts a CreateFleet whose LaunchTemplateConfigs name templates with different images
+// and user data, e.g. one per architecture). Each request carries the offerings of one
+// configuration and the same ClientToken; the cheapest offering with capacity across all of
+// them launches, and its instance boots with the configuration of the request that named it.
+// The token is remembered with a digest of every request. Errors are Create's; requests with
+// different tokens, or none, are refused.
+func (c *Cloud) CreateMixed(ctx context.Context, reqs []cloud.LaunchRequest) (*cloud.Instance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	settings, err := c.validate(req)
-	if err != nil {
-		c.count(func(s *Stats) { s.CreateCalls++ })
-		return nil, err
+	if len(reqs) == 0 {
+		return nil, errors.New("launch requests: none")
 	}
-	digest, err := requestDigest(req)
-	if err != nil {
-		return nil, err
+	settings := make([]catalog.NodeSettings, len(reqs))
+	digests := make([]string, len(reqs))
+	var offerings []cloud.OfferingRef
+	owner := make([]int, 0, len(reqs)) // offerings[i] comes from reqs[owner[i]]
+	for i := range reqs {
+		req := &reqs[i]
+		if req.ClientToken != reqs[0].ClientToken {
+			c.count(func(s *Stats) { s.CreateCalls++ })
+			return nil, fmt.Errorf("launch requests[%d].clientToken: %q, not the fleet's %q", i, req.ClientToken, reqs[0].ClientToken)
+		}
+		var err error
+		if settings[i], err = c.validate(*req); err != nil {
+			c.count(func(s *Stats) { s.CreateCalls++ })
+			return nil, err
+		}
+		if digests[i], err = requestDigest(*req); err != nil {
+			return nil, err
+		}
+		// From here on the request's labels and taints are what the kubelet is given at boot.
+		if req.Labels, req.Taints, err = c.bootConfig(*req, settings[i].AMIFamily); err != nil {
+			c.count(func(s *Stats) { s.CreateCalls++ })
+			return nil, err
+		}
+		for _, o := range req.Offerings {
+			offerings = append(offerings, o)
+			owner = append(owner, i)
+		}
 	}
-	// From here on the request's labels and taints are what the kubelet is given at boot.
-	if req.Labels, req.Taints, err = c.bootConfig(req, settings.AMIFamily); err != nil {
-		c.count(func(s *Stats) { s.CreateCalls++ })
-		return nil, err
+	digest := digests[0]
+	if len(digests) > 1 {
+		sum := sha256.Sum256([]byte(strings.Join(digests, "/")))
+		digest = hex.EncodeToString(sum[:])
 	}
+	token := reqs[0].ClientToken
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stats.CreateCalls++
-	if rec, ok := c.tokens[req.ClientToken]; ok {
+	if rec, ok := c.tokens[token]; ok {
 		if rec.digest != digest {
 			return nil, fmt.Errorf("%w: clientToken %q was used by an earlier launch (%s) with different parameters",
-				cloud.ErrIdempotentParameterMismatch, req.ClientToken, rec.instanceID)
+				cloud.ErrIdempotentParameterMismatch, token, rec.instanceID)
 		}
 		c.stats.IdempotentReplays++
 		out := c.instances[rec.instanceID].snapshot()
@@ -250,7 +284,7 @@ func (c *Cloud) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Ins
 	}
 
 	var refused []cloud.UnavailableOffering
-	for _, cand := range c.candidates(req.Offerings, &refused) {
+	for _, cand := range c.candidates(offerings, &refused) {
 		if code, iced := c.iceCode(cand.ref); iced {
 			refused = append(refused, cloud.UnavailableOffering{Offering: cand.ref, Code: code})
 			c.stats.ICEs++
@@ -262,8 +296,9 @@ func (c *Cloud) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Ins
 			c.stats.ICEs++
 			continue
 		}
-		inst := c.launch(req, cand, ip, settings)
-		c.tokens[req.ClientToken] = tokenRecord{digest: digest, instanceID: inst.ID}
+		k := owner[cand.index]
+		inst := c.launch(reqs[k], cand, ip, settings[k])
+		c.tokens[token] = tokenRecord{digest: digest, instanceID: inst.ID}
 		c.stats.Launches++
 		out := inst.snapshot()
 		return &out, nil

@@ -254,6 +254,34 @@ func (s *Server) describeLaunchTemplateVersions(_ context.Context, form url.Valu
 // ---- fleets ----
 
 // offeringSource is where an offering of a fleet request came from.
+// bootGroup is the node configuration some of a fleet's launch templates boot: what the
+// kubelet reads from the user data, the AMI family that reads it, the instance profile and the
+// block devices; template is the first template of the fleet that boots it, tags its instance
+// tags.
+type bootGroup struct {
+	node     *userdata.Node
+	family   string
+	profile  string // the instance profile that gives the instance credentials, "" for none
+	template *template
+	tags     []types.Tag
+}
+
+// launchRequest is the fake cloud's request for the group's offerings: the template's instance
+// tags under the fleet's, and a NodeClass holding what the instance boots with.
+func (g *bootGroup) launchRequest(token string, fleetTags map[string]string) cloud.LaunchRequest {
+	tags := tagMap(g.tags)
+	for k, v := range fleetTags {
+		tags[k] = v
+	}
+	nodeClass := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: tags[apisv1.LabelEC2NodeClass]},
+		Spec: apisv1.EC2NodeClassSpec{AMIFamily: aws.String(g.family), Kubelet: g.node.Kubelet, BlockDeviceMappings: nodeClassBDMs(g.template.data.BlockDeviceMappings)}}
+	if g.profile != "" {
+		nodeClass.Spec.InstanceProfile = aws.String(g.profile)
+	}
+	return cloud.LaunchRequest{ClientToken: token, Cluster: tags[apisv1.TagCluster], NodeClass: apisv1.NodeClass{EC2: nodeClass},
+		Labels: g.node.Labels, Taints: g.node.Taints, Tags: tags}
+}
+
 type offeringSource struct {
 	template  *template
 	spec      types.FleetLaunchTemplateSpecification
@@ -321,10 +349,11 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	s.mu.Lock()
 	var offerings []cloud.OfferingRef
 	sources := map[cloud.OfferingRef]offeringSource{}
-	var node *userdata.Node
-	var family string
-	var profile string // the instance profile that gives the instance credentials, "" for none
-	var tmplTags []types.Tag
+	// EC2 accepts templates with different images and user data in one fleet (Karpenter sends
+	// one per AMI); the instance boots with its own template's. Offerings are grouped by the
+	// node configuration their template boots.
+	var groups []*bootGroup
+	groupOf := map[*template]*bootGroup{}
 	for i, cfg := range in.LaunchTemplateConfigs {
 		spec := cfg.LaunchTemplateSpecification
 		if spec == nil {
@@ -344,27 +373,35 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 		// An instance gets credentials only from an instance profile that exists and holds a
 		// role; without them its kubelet cannot authenticate and the node never joins. A
 		// profile name that does not exist fails the launch, as EC2 does.
+		profile := "" // the instance profile that gives the instance credentials, "" for none
 		if ip := t.data.IamInstanceProfile; ip != nil && aws.ToString(ip.Name) != "" {
 			exists, withRole := s.profileHasRole(aws.ToString(ip.Name))
 			if !exists {
 				s.mu.Unlock()
 				return nil, badRequest(CodeInvalidParameterValue, "Value (%s) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", aws.ToString(ip.Name))
 			}
-			if withRole && profile == "" {
+			if withRole {
 				profile = aws.ToString(ip.Name)
 			}
 		}
-		if node == nil {
-			node, family = n, fam
+		var g *bootGroup
+		for _, have := range groups {
+			if reflect.DeepEqual(have.node, n) && have.family == fam && have.profile == profile &&
+				reflect.DeepEqual(have.template.data.BlockDeviceMappings, t.data.BlockDeviceMappings) {
+				g = have
+				break
+			}
+		}
+		if g == nil {
+			g = &bootGroup{node: n, family: fam, profile: profile, template: t}
 			for _, ts := range t.data.TagSpecifications {
 				if ts.ResourceType == types.ResourceTypeInstance {
-					tmplTags = append(tmplTags, ts.Tags...)
+					g.tags = append(g.tags, ts.Tags...)
 				}
 			}
-		} else if !reflect.DeepEqual(n, node) || fam != family {
-			s.mu.Unlock()
-			return nil, badRequest(CodeInvalidParameterValue, "LaunchTemplateConfigs.%d: every launch template of one fleet must boot the same node configuration on this endpoint", i+1)
+			groups = append(groups, g)
 		}
+		groupOf[t] = g
 		for j, o := range cfg.Overrides {
 			if o.InstanceType == "" {
 				s.mu.Unlock()
@@ -395,11 +432,11 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 		return nil, badRequest(CodeInvalidParameterValue, "LaunchTemplateConfigs: no overrides")
 	}
 
-	tags := tagMap(tmplTags)
+	fleetTags := map[string]string{}
 	for _, ts := range in.TagSpecifications {
 		if ts.ResourceType == types.ResourceTypeInstance {
 			for k, v := range tagMap(ts.Tags) {
-				tags[k] = v
+				fleetTags[k] = v
 			}
 		}
 	}
@@ -411,16 +448,21 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 		return s.fleetAnswer(token, digest, reqID, []member{{"fleetId", aws.String(fleetID(token))}, {"errorSet", unauthorized},
 			{"fleetInstanceSet", []types.CreateFleetInstance{}}})
 	}
-	first := sources[offerings[0]]
-	nodeClass := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: tags[apisv1.LabelEC2NodeClass]},
-		Spec: apisv1.EC2NodeClassSpec{AMIFamily: aws.String(family), Kubelet: node.Kubelet, BlockDeviceMappings: nodeClassBDMs(first.template.data.BlockDeviceMappings)}}
-	if profile != "" {
-		nodeClass.Spec.InstanceProfile = aws.String(profile)
+	// One launch request per node configuration, in the order the fleet names them; the fake
+	// cloud picks the cheapest offering with capacity across all of them.
+	var reqs []cloud.LaunchRequest
+	at := map[*bootGroup]int{}
+	for _, ref := range offerings {
+		g := groupOf[sources[ref].template]
+		i, ok := at[g]
+		if !ok {
+			i = len(reqs)
+			at[g] = i
+			reqs = append(reqs, g.launchRequest(token, fleetTags))
+		}
+		reqs[i].Offerings = append(reqs[i].Offerings, ref)
 	}
-	inst, err := s.cloud.Create(ctx, cloud.LaunchRequest{
-		ClientToken: token, Cluster: tags[apisv1.TagCluster], NodeClass: apisv1.NodeClass{EC2: nodeClass}, Offerings: offerings,
-		Labels: node.Labels, Taints: node.Taints, Tags: tags,
-	})
+	inst, err := s.cloud.CreateMixed(ctx, reqs)
 	var members []member
 	var ice *cloud.InsufficientCapacityError
 	switch {
