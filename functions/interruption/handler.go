@@ -286,7 +286,9 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 	taintTime := metav1.NewTime(now)
 	untainted := false
 	for _, t := range targets {
-		if t.Node == nil || t.Disrupting {
+		// A node another function (or nobody) holds with karpenter.sh/disrupted is taken over:
+		// the agent replaces that taint with this one (disruption.ApplyTaint).
+		if t.Node == nil || (t.Disrupting && t.TaintValue == disruption.TaintValueInterrupted) {
 			continue
 		}
 		untainted = true

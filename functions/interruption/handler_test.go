@@ -20,6 +20,7 @@ import (
 	"github.com/dovetail-dev/dovetail/localdev/scenarios"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
@@ -293,5 +294,66 @@ func TestStateChangeCleansUp(t *testing.T) {
 	}
 	if err := e.h.Handle(context.Background(), queue.Message{Data: sample(t, "aws_health_scheduled_change_instance_retirement.json")}); err != nil || got.Action != "record" {
 		t.Fatalf("unknown instance: want record, got %q %v", got.Action, err)
+	}
+}
+
+// A node held by a karpenter.sh/disrupted taint no Dovetail function owns (here "maintenance",
+// an operator's) is taken over by the interruption: its TaintNode replaces that taint with
+// interrupted, so the stray-taint cleanup (disruption.StrayTaints, which removes unowned values
+// after StrayTaintTimeout) cannot lift it from under the drain, and a later notice counts the
+// node as evacuating.
+func TestInterruptionTakesOverAStrayTaint(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.spotNode(t)
+	stray := events.Command{ID: "operator-taint", Kind: events.CommandTaintNode, Cluster: scenarios.Cluster, NodeName: n.Name,
+		Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: "maintenance", Effect: corev1.TaintEffectNoSchedule}}
+	applied, err := events.NewEvent(scenarios.Cluster, "operator", events.TypeCommand, stray.ID, &stray)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.w.Publish(context.Background(), queue.CommandsSubject(scenarios.Cluster), stray.ID, applied); err != nil {
+		t.Fatal(err)
+	}
+	it, err := e.w.Cloud.Interrupt(n.Spec.ProviderID, fake.KindSpotInterruption)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.snaps.Set(e.w.Snapshot())
+	if err := e.h.Handle(context.Background(), queue.Message{Data: scenarios.SpotNoticeJSON(it, "n-1"), Attempt: 1}); !errors.Is(err, interruption.ErrAwaitingReplacement) {
+		t.Fatalf("want ErrAwaitingReplacement, got %v", err)
+	}
+	cmds, kinds := e.kinds(t, 3)
+	if kinds != "MarkOfferingsUnavailable,CreateNodeClaim,TaintNode" {
+		t.Fatalf("want mark, create, taint (the stray taint taken over); got %s", kinds)
+	}
+	taint := cmds[2]
+	if taint.NodeName != n.Name || taint.Taint.Value != disruption.TaintValueInterrupted {
+		t.Fatalf("taint %+v on %s, want %s=%s on %s", taint.Taint, taint.NodeName, apisv1.TaintKeyDisrupted, disruption.TaintValueInterrupted, n.Name)
+	}
+	applied, err = events.NewEvent(scenarios.Cluster, "agent", events.TypeCommand, taint.ID, &taint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.w.Publish(context.Background(), queue.CommandsSubject(scenarios.Cluster), taint.ID, applied); err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, tt := range e.w.Node(n.Name).Spec.Taints {
+		if tt.Key == apisv1.TaintKeyDisrupted {
+			values = append(values, tt.Value)
+		}
+	}
+	if len(values) != 1 || values[0] != disruption.TaintValueInterrupted {
+		t.Fatalf("node's %s values %q, want only %q", apisv1.TaintKeyDisrupted, values, disruption.TaintValueInterrupted)
+	}
+	// Past the stray timeout the cleanup finds nothing of its own on the node.
+	snap := e.w.Snapshot()
+	later := it.Time.Add(disruption.StrayTaintTimeout + time.Minute)
+	state, err := disruption.NewState(snap, e.w.Catalog, e.w.NodeSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := disruption.StrayTaints(state, later); len(got) != 0 {
+		t.Fatalf("stray taints %+v, want none: the interruption owns the node", got)
 	}
 }

@@ -94,11 +94,20 @@ func StrayCommands(cluster string, revision int64, strays []Stray) []events.Comm
 // karpenter.sh/disrupted taint of the same value without a timeAdded takes t's (the stamp
 // StrayTaints asks for; only that key, since a NoExecute taint's timeAdded starts its pods'
 // tolerationSeconds); otherwise t is appended. It returns the new taints (a copy) and whether
-// they changed. The agent (shared/kube) and the local stand-in agents share it.
+// they changed. One exception: the interruption function's karpenter.sh/disrupted=interrupted
+// takes over a node another value holds (a reclaim outranks a voluntary disruption, and a stray
+// value would be removed under the drain after StrayTaintTimeout); the taint is replaced, value
+// and timeAdded, so the other owner's exact UntaintNode no longer matches it. The agent
+// (shared/kube) and the local stand-in agents share it.
 func ApplyTaint(taints []corev1.Taint, t corev1.Taint) ([]corev1.Taint, bool) {
 	for i, have := range taints {
 		if have.Key != t.Key || have.Effect != t.Effect {
 			continue
+		}
+		if have.Key == apisv1.TaintKeyDisrupted && t.Value == TaintValueInterrupted && have.Value != TaintValueInterrupted {
+			out := append([]corev1.Taint(nil), taints...)
+			out[i] = t
+			return out, true
 		}
 		if have.Key != apisv1.TaintKeyDisrupted || have.TimeAdded != nil || t.TimeAdded == nil || have.Value != t.Value {
 			return taints, false

@@ -80,14 +80,24 @@ func TestApplyTaint(t *testing.T) {
 		changed bool
 		want    []corev1.Taint
 	}{
-		"new key":              {corev1.Taint{Key: "k", Effect: corev1.TaintEffectNoSchedule}, true, []corev1.Taint{noExec, disrupted, {Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
-		"same, no time":        {disrupted, false, have},
-		"stamp":                {stamp, true, []corev1.Taint{noExec, stamp}},
-		"other value":          {corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: TaintValueDrifted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: at}, false, have},
-		"NoExecute not dated":  {corev1.Taint{Key: noExec.Key, Effect: corev1.TaintEffectNoExecute, TimeAdded: at}, false, have},
+		"new key":             {corev1.Taint{Key: "k", Effect: corev1.TaintEffectNoSchedule}, true, []corev1.Taint{noExec, disrupted, {Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
+		"same, no time":       {disrupted, false, have},
+		"stamp":               {stamp, true, []corev1.Taint{noExec, stamp}},
+		"other value":         {corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: TaintValueDrifted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: at}, false, have},
+		"NoExecute not dated": {corev1.Taint{Key: noExec.Key, Effect: corev1.TaintEffectNoExecute, TimeAdded: at}, false, have},
+		// A reclaim takes over a node any other value holds (here the termination path's empty
+		// value, or a stray's), value and timeAdded both.
+		"interrupted takes over": {corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: TaintValueInterrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: at}, true,
+			[]corev1.Taint{noExec, {Key: apisv1.TaintKeyDisrupted, Value: TaintValueInterrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: at}}},
 		"other effect appends": {corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoExecute}, true, []corev1.Taint{noExec, disrupted, {Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoExecute}}},
 	} {
 		got, changed := ApplyTaint(have, c.t)
+		if name == "interrupted takes over" {
+			// ... and once it holds the node, it holds it: a second command changes nothing.
+			if again, changed := ApplyTaint(got, c.t); changed || !reflect.DeepEqual(again, got) {
+				t.Errorf("%s twice: %+v changed %v", name, again, changed)
+			}
+		}
 		if changed != c.changed || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: %+v changed %v, want %+v changed %v", name, got, changed, c.want, c.changed)
 		}
