@@ -273,6 +273,10 @@ func decodeEventGridEvent(raw []byte, p string) (Notice, error) {
 		}
 	} else if ev.Topic == "" && ev.EventType == "" {
 		return Notice{}, malformed(p+"eventType", "required (or specversion for a CloudEvent)")
+	} else if ev.EventType == ScheduledEventsCloudEventType {
+		// Dovetail's scheduled-events agent publishes CloudEvents only; read as a HealthResources
+		// event this would fail on a field the document never has.
+		return Notice{}, malformed(p+"eventType", "%q is a Scheduled Events document, which travels as a CloudEvent (specversion 1.0), not in the Event Grid schema", ev.EventType)
 	}
 	switch {
 	case ev.ID == "":

@@ -311,6 +311,10 @@ func TestScheduledEventsCloudEvent(t *testing.T) {
 		"no data":           {strings.Replace(wrap("application/json", "1"), `,"data":1`, "", 1), "data"},
 		"no id":             {strings.Replace(wrap("application/json", doc), `"id":"scheduled-events-1",`, "", 1), "id"},
 		"other specversion": {strings.Replace(wrap("application/json", doc), `"specversion":"1.0"`, `"specversion":"0.3"`, 1), "specversion"},
+		// The document in the Event Grid schema is refused for what it is, not for lacking a
+		// HealthResources field.
+		"event grid schema": {`{"id":"scheduled-events-1","topic":"t","subject":"aks-spot-1","eventType":"` + ScheduledEventsCloudEventType +
+			`","eventTime":"2021-03-16T00:58:20Z","dataVersion":"1","data":` + doc + `}`, "eventType: \"" + ScheduledEventsCloudEventType + "\" is a Scheduled Events document"},
 	} {
 		_, err := Decode([]byte(c.event))
 		if !errors.Is(err, events.ErrMalformed) || !strings.Contains(err.Error(), c.field) {
