@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/dovetail-dev/dovetail/e2e/realcluster"
 	"github.com/dovetail-dev/dovetail/functions/provision"
 	"github.com/dovetail-dev/dovetail/localdev"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -205,8 +207,8 @@ func checkPlacement(ctx context.Context, t *testing.T, env *localdev.Env, plans 
 			plannedSeen++
 		}
 		if planned[key] != "" && planned[key] != p.Spec.NodeName {
-			disagreements = append(disagreements, fmt.Sprintf("%s: planned on %s, kube-scheduler bound it to %s: %s",
-				key, planned[key], p.Spec.NodeName, schedulerWords(ctx, t, env, p)))
+			disagreements = append(disagreements, fmt.Sprintf("%s: planned on %s, kube-scheduler bound it to %s at %s: %s [plans: %s]",
+				key, planned[key], p.Spec.NodeName, bound.Format(time.TimeOnly), schedulerWords(ctx, t, env, p), plans.history(key)))
 		}
 	}
 	t.Logf("%d workload pods bound on %d nodes (%d launched by Dovetail); slowest bind after its node's boot: %s (%s; API timestamps have 1 s resolution)",
@@ -258,6 +260,19 @@ func checkPlacement(ctx context.Context, t *testing.T, env *localdev.Env, plans 
 	}
 	for _, d := range disagreements {
 		t.Log("  " + d)
+	}
+	if len(disagreements) > 0 {
+		// What the nodes' planned taints followed: each NodeClaim's planned pods and when it
+		// registered (the taint keeps the node for those pods until they are bound).
+		for _, c := range nodeClaims(ctx, t, env) {
+			reg := "not registered"
+			for _, cond := range c.Status.Conditions {
+				if cond.Type == apisv1.ConditionRegistered && cond.Status == metav1.ConditionTrue {
+					reg = "registered " + cond.LastTransitionTime.Format(time.TimeOnly)
+				}
+			}
+			t.Logf("  NodeClaim %s on %s, %s, planned pods: %s", c.Name, c.Status.NodeName, reg, c.Annotations[apisv1.AnnotationPlannedPods])
+		}
 	}
 }
 
@@ -346,6 +361,34 @@ func (r *planRecorder) plannedNodes(nodeByProvider map[string]string) map[string
 		}
 	}
 	return out
+}
+
+// history says where each decision placed the pod ("namespace/name"): "rev R: new claim C" or
+// "rev R: in-flight claim C" or "rev R: node N", in order, for a disagreement's report.
+func (r *planRecorder) history(key string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, d := range r.decisions {
+		for _, l := range d.Launched {
+			if slices.Contains(l.Pods, key) {
+				out = append(out, fmt.Sprintf("rev %d: new claim %s", d.Revision, l.NodeClaim.Name))
+			}
+		}
+		for _, e := range d.Existing {
+			for _, p := range e.Pods {
+				if p.Namespace+"/"+p.Name != key {
+					continue
+				}
+				what := "node"
+				if e.InFlight {
+					what = "in-flight claim"
+				}
+				out = append(out, fmt.Sprintf("rev %d: %s %s", d.Revision, what, e.Name))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func conditionTime(p *corev1.Pod, typ corev1.PodConditionType) (time.Time, bool) {

@@ -162,6 +162,9 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		return d, err
 	}
 	d.Existing, d.Unschedulable = out.Plan.ExistingNodes, out.Plan.Unschedulable
+	if err := h.nominateOnPlannedNodes(ctx, snap, out.Plan.ExistingNodes); err != nil {
+		return d, err
+	}
 	if err := h.failedScheduling(ctx, snap, out.Plan.Unschedulable); err != nil {
 		return d, err
 	}
@@ -175,6 +178,49 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	h.log().Info("provision decision", "revision", snap.Revision, "launched", len(d.Launched),
 		"onExistingCapacity", len(d.Existing), "unschedulable", len(d.Unschedulable), "orphansTerminated", len(orphans))
 	return d, nil
+}
+
+// nominateOnPlannedNodes nominates the pending pods the plan put on a registered node that still
+// carries its dovetail.dev/planned taint, and gives them the taint's toleration (one NominatePods
+// command per node). The lifecycle function nominates only the pods a NodeClaim was launched for
+// (apisv1.AnnotationPlannedPods); a pod that arrived later and that this plan counts on the
+// node's spare room was kept off it by the taint, and once the taint went it raced every other
+// pending pod for that room (kube-scheduler binds where a pod fits first). Nominated, it is tried
+// there first, and kube-scheduler counts its requests on the node for other pods meanwhile.
+func (h *Handler) nominateOnPlannedNodes(ctx context.Context, snap *events.Snapshot, placed []*provisioning.NodePlacement) error {
+	claimOf := map[string]string{} // node → the NodeClaim its planned taint names
+	for i := range snap.Nodes {
+		for _, t := range snap.Nodes[i].Spec.Taints {
+			if t.Key == apisv1.TaintKeyPlanned && t.Value != "" {
+				claimOf[snap.Nodes[i].Name] = t.Value
+			}
+		}
+	}
+	for _, e := range placed {
+		claim := claimOf[e.Name]
+		if e.InFlight || claim == "" {
+			continue
+		}
+		keys := []string{h.Cluster, "nominate-planned", e.Name, claim}
+		var refs []events.PodRef
+		for _, p := range e.Pods {
+			if p.Status.NominatedNodeName == e.Name {
+				continue // nominated already (by the lifecycle function, or an earlier decision)
+			}
+			refs = append(refs, events.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)})
+			keys = append(keys, p.Namespace+"/"+p.Name+"/"+string(p.UID))
+		}
+		if len(refs) == 0 {
+			continue
+		}
+		tol := apisv1.PlannedToleration(claim)
+		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandNominatePods, Cluster: h.Cluster,
+			SnapshotRevision: snap.Revision, NodeName: e.Name, Pods: refs, Toleration: &tol,
+			Reason: fmt.Sprintf("planned onto node %s (NodeClaim %s, its planned taint still on) by decision %d", e.Name, claim, snap.Revision)}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // failedScheduling records Karpenter's FailedScheduling Warning on each pod the plan could not

@@ -194,15 +194,6 @@ func (d *decider) claim(nc *apisv1.NodeClaim) {
 	}
 }
 
-// plannedTaint keeps a new node for the pods planned onto NodeClaim nc (they tolerate it).
-func plannedTaint(nc string) corev1.Taint {
-	return corev1.Taint{Key: apisv1.TaintKeyPlanned, Value: nc, Effect: corev1.TaintEffectNoSchedule}
-}
-
-func plannedToleration(nc string) corev1.Toleration {
-	return corev1.Toleration{Key: apisv1.TaintKeyPlanned, Operator: corev1.TolerationOpEqual, Value: nc, Effect: corev1.TaintEffectNoSchedule}
-}
-
 // pendingPlanned counts the NodeClaim's planned pods that are still pending.
 func (d *decider) pendingPlanned(nc *apisv1.NodeClaim) int {
 	planned := nc.Annotations[apisv1.AnnotationPlannedPods]
@@ -231,7 +222,7 @@ func (d *decider) releasePlanned(nc *apisv1.NodeClaim, node *corev1.Node) {
 	if n := d.pendingPlanned(nc); n > 0 && !windowOver {
 		return
 	}
-	t := plannedTaint(nc.Name)
+	t := apisv1.PlannedTaint(nc.Name)
 	d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "release-planned", nc.Name, string(node.UID)), Kind: events.CommandUntaintNode,
 		NodeName: node.Name, Taint: &t, Reason: "the pods planned onto NodeClaim " + nc.Name + " are bound"})
 }
@@ -302,7 +293,7 @@ func (d *decider) register(nc *apisv1.NodeClaim, node *corev1.Node) {
 		// nomination as a preference, and a pod whose planned node is not schedulable yet would
 		// land on a sibling that is, pushing that node's own pods elsewhere.
 		if d.pendingPlanned(nc) > 0 {
-			taints = append(taints, plannedTaint(nc.Name))
+			taints = append(taints, apisv1.PlannedTaint(nc.Name))
 		}
 	}
 	d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "register", nc.Name, string(node.UID)), Kind: events.CommandRegisterNode,
@@ -407,7 +398,7 @@ func (d *decider) nominate(nc *apisv1.NodeClaim, node *corev1.Node) {
 	for _, r := range refs {
 		keys = append(keys, r.Namespace+"/"+r.Name)
 	}
-	tol := plannedToleration(nc.Name)
+	tol := apisv1.PlannedToleration(nc.Name)
 	d.cmd(events.Command{ID: events.CommandID(keys...), Kind: events.CommandNominatePods, NodeName: node.Name, Pods: refs, Toleration: &tol,
 		Reason: "planned onto NodeClaim " + nc.Name})
 }

@@ -68,6 +68,17 @@ const (
 	TagNodeClaim               = "karpenter.sh/nodeclaim"
 )
 
+// PlannedTaint is the dovetail.dev/planned taint a node launched for NodeClaim nc carries until
+// the pods planned onto it are bound.
+func PlannedTaint(nc string) corev1.Taint {
+	return corev1.Taint{Key: TaintKeyPlanned, Value: nc, Effect: corev1.TaintEffectNoSchedule}
+}
+
+// PlannedToleration tolerates PlannedTaint(nc): what a pod planned onto that node is given.
+func PlannedToleration(nc string) corev1.Toleration {
+	return corev1.Toleration{Key: TaintKeyPlanned, Operator: corev1.TolerationOpEqual, Value: nc, Effect: corev1.TaintEffectNoSchedule}
+}
+
 // Consolidation policies. The v1beta1 name WhenUnderutilized converts to WhenEmptyOrUnderutilized.
 const (
 	ConsolidationPolicyWhenEmpty                = "WhenEmpty"
