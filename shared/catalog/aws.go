@@ -1,25 +1,67 @@
 package catalog
 
 import (
+	"bytes"
 	_ "embed"
+	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 )
 
-// awsCatalogZstd is data/ec2_instance_types.json (shared/data/aws/ec2_instance_types.json,
-// unchanged; provenance and licences in data/README.md) compressed by hack/zstdfile: every binary
-// that can reach the catalog carries 0.04 MB instead of 1.7 MB (the Lambda bootstraps' size
-// budget, hack/package.sh). TestEmbeddedAWSCatalogIsTheJSON checks it is current.
+// awsRecordsGobZstd holds the records of data/ec2_instance_types.json (a byte-identical copy of
+// shared/data/aws/ec2_instance_types.json; provenance and licences in data/README.md), validated,
+// gob-encoded (gobRecord) and zstd-compressed. TestEmbeddedAWSRecordsAreTheJSON writes it when
+// given -write-embedded (`make generate`) and otherwise checks it holds exactly the JSON's
+// records; the JSON stays beside it for review. Decoding it is several times as fast as
+// parsing the 1.7 MB of JSON, which a function's cold start paid once (BenchmarkAWSLoad).
 //
-//go:generate go run ../../hack/zstdfile -o data/ec2_instance_types.json.zst data/ec2_instance_types.json
-//go:embed data/ec2_instance_types.json.zst
-var awsCatalogZstd []byte
+//go:generate go test -run ^TestEmbeddedAWSRecordsAreTheJSON$ -count=1 . -args -write-embedded
+//go:embed data/ec2_instance_types.gob.zst
+var awsRecordsGobZstd []byte
 
-// awsCatalogJSON decompresses the embedded catalog file (1.4 ms, BenchmarkAWSCatalogDecompress;
-// parsing it takes 50 times as long, and the callers cache what they build from it). An error
-// means a corrupt build.
-func awsCatalogJSON() ([]byte, error) { return unzstd("AWS catalog", awsCatalogZstd) }
+// gobRecord is how a record is gob-encoded. Gob leaves out zero values, so a pointer to false,
+// 0 or "" (a known fact, e.g. encryption_in_transit false) would decode as nil (unknown, so a
+// label left out): Set and SetAllocatable keep which pointer fields are non-nil (bit i: field i).
+type gobRecord struct {
+	R              awsRecord
+	Set            uint64
+	SetAllocatable uint64
+}
+
+// restorePointers points every nil pointer field of v that set lists at a new zero value.
+func restorePointers(v reflect.Value, set uint64) {
+	for i := range v.NumField() {
+		if f := v.Field(i); set&(1<<i) != 0 && f.Kind() == reflect.Pointer && f.IsNil() {
+			f.Set(reflect.New(f.Type().Elem()))
+		}
+	}
+}
+
+// embeddedAWSRecords decodes and validates the embedded records. An error means a corrupt build.
+func embeddedAWSRecords() ([]awsRecord, error) {
+	raw, err := unzstd("AWS catalog", awsRecordsGobZstd)
+	if err != nil {
+		return nil, err
+	}
+	var in []gobRecord
+	if err := gob.NewDecoder(bytes.NewReader(raw)).Decode(&in); err != nil {
+		return nil, fmt.Errorf("embedded AWS catalog: %w", err)
+	}
+	recs := make([]awsRecord, len(in))
+	for i := range in {
+		recs[i] = in[i].R
+		restorePointers(reflect.ValueOf(&recs[i]).Elem(), in[i].Set)
+		if ka := recs[i].KarpenterAllocatable; ka != nil {
+			restorePointers(reflect.ValueOf(ka).Elem(), in[i].SetAllocatable)
+		}
+	}
+	if err := validateRecords(recs); err != nil {
+		return nil, fmt.Errorf("embedded AWS catalog: %w", err)
+	}
+	return recs, nil
+}
 
 // awsRecord is one instance type of the embedded file; pointer fields are null for some types.
 type awsRecord struct {
@@ -72,11 +114,11 @@ var awsUSEast1 lazy[*Catalog]
 func AWS() (*Catalog, error) {
 	embeddedUSEast1Loads.Add(1)
 	return awsUSEast1.get(func() (*Catalog, error) {
-		data, err := awsCatalogJSON()
+		recs, err := embeddedAWSRecords()
 		if err != nil {
 			return nil, err
 		}
-		return parseAWS(data)
+		return buildAWS(recs), nil
 	})
 }
 
@@ -90,19 +132,24 @@ func MustAWS() *Catalog {
 	return c
 }
 
-// parseAWS decodes and validates the embedded file and builds the catalog.
+// parseAWS decodes and validates a file of the embedded JSON's shape and builds the catalog.
 func parseAWS(data []byte) (*Catalog, error) {
 	recs, err := parseRecords(data)
 	if err != nil {
 		return nil, err
 	}
+	return buildAWS(recs), nil
+}
+
+// buildAWS builds the us-east-1 catalog from validated records.
+func buildAWS(recs []awsRecord) *Catalog {
 	types := make([]*InstanceType, 0, len(recs))
 	for i := range recs {
 		types = append(types, recs[i].instanceType())
 	}
 	c := New(AWSRegion, types)
 	c.Source = SourceEmbedded
-	return c, nil
+	return c
 }
 
 // Catalog sources.
@@ -111,23 +158,28 @@ const (
 	SourceLive     = "live"
 )
 
-// parseRecords decodes and validates the embedded instance-type facts.
+// parseRecords decodes and validates instance-type facts in the embedded JSON's shape.
 func parseRecords(data []byte) ([]awsRecord, error) {
 	var f awsFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("embedded AWS catalog: %w", err)
 	}
-	seen := make(map[string]bool, len(f.InstanceTypes))
-	var errs []error
-	for i := range f.InstanceTypes {
-		if err := f.InstanceTypes[i].validate(i, seen); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := validateRecords(f.InstanceTypes); err != nil {
 		return nil, fmt.Errorf("embedded AWS catalog: %w", err)
 	}
 	return f.InstanceTypes, nil
+}
+
+// validateRecords checks every record, joining the errors.
+func validateRecords(recs []awsRecord) error {
+	seen := make(map[string]bool, len(recs))
+	var errs []error
+	for i := range recs {
+		if err := recs[i].validate(i, seen); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (r *awsRecord) validate(i int, seen map[string]bool) error {

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/csv"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -71,11 +70,7 @@ func parseAWSRegion(region string, zones []string, pricesCSV []byte) (*Catalog, 
 		}
 		prices[r[1]] = p
 	}
-	data, err := awsCatalogJSON()
-	if err != nil {
-		return nil, err
-	}
-	recs, err := parseRecords(data)
+	recs, err := embeddedAWSRecords()
 	if err != nil {
 		return nil, err
 	}
@@ -85,32 +80,11 @@ func parseAWSRegion(region string, zones []string, pricesCSV []byte) (*Catalog, 
 		it := r.instanceTypeIn(region)
 		it.Offerings = nil
 		if p, ok := prices[r.Name]; ok {
-			it.Offerings = regionOfferings(r.Name, zones, p)
+			it.Offerings = zoneOfferings(r.Name, zones, p)
 		}
 		types = append(types, it)
 	}
 	c := New(region, types)
 	c.Source = SourceEmbedded
 	return c, nil
-}
-
-// regionOfferings are a type's offerings in zones: on demand at the list price, spot at the
-// model's estimate; sorted as SortOfferings does.
-func regionOfferings(name string, zones []string, onDemand float64) []Offering {
-	out := make([]Offering, 0, 2*len(zones))
-	for _, z := range zones {
-		out = append(out,
-			Offering{Zone: z, CapacityType: "on-demand", PricePerHour: onDemand, PriceSource: PriceSourceEmbedded, Available: true},
-			Offering{Zone: z, CapacityType: "spot", PricePerHour: SpotPriceEstimate(name, z, zones, onDemand), PriceSource: PriceSourceSpotModel, Available: true})
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].PricePerHour != out[j].PricePerHour {
-			return out[i].PricePerHour < out[j].PricePerHour
-		}
-		if out[i].Zone != out[j].Zone {
-			return out[i].Zone < out[j].Zone
-		}
-		return out[i].CapacityType < out[j].CapacityType
-	})
-	return out
 }

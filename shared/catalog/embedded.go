@@ -25,7 +25,8 @@ func (l *lazy[T]) get(build func() (T, error)) (T, error) {
 	return l.v, l.err
 }
 
-// unzstd decompresses an embedded file that hack/zstdfile wrote (make generate); what names it
+// unzstd decompresses an embedded file make generate wrote (hack/zstdfile, or
+// TestEmbeddedAWSRecordsAreTheJSON); what names it
 // in the error, which means a corrupt build.
 func unzstd(what string, compressed []byte) ([]byte, error) {
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))

@@ -1,9 +1,11 @@
 package catalog
 
 import (
+	"cmp"
 	"hash/fnv"
 	"math"
-	"sort"
+	"slices"
+	"strings"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
@@ -53,19 +55,29 @@ const (
 // SpotPriceEstimate returns the modelled spot price (USD per hour) of a type in one of its zones.
 // zones must be the full list of the type's zones (the centring of the variation uses it).
 func SpotPriceEstimate(instanceType, zone string, zones []string, onDemandPerHour float64) float64 {
+	return spotEstimate(onDemandPerHour, spotVariation(instanceType, zone), meanVariation(instanceType, zones))
+}
+
+// meanVariation is the mean of spotVariation over zones, summed in the zones' order.
+func meanVariation(instanceType string, zones []string) float64 {
 	var mean float64
 	for _, z := range zones {
 		mean += spotVariation(instanceType, z)
 	}
-	mean /= float64(len(zones))
-	v := spotVariation(instanceType, zone) - mean
-	return roundPrice(onDemandPerHour * SpotModelRatio * (1 + v))
+	return mean / float64(len(zones))
+}
+
+// spotEstimate is SpotPriceEstimate from a zone's variation and the mean over the type's zones.
+func spotEstimate(onDemandPerHour, variation, mean float64) float64 {
+	return roundPrice(onDemandPerHour * SpotModelRatio * (1 + (variation - mean)))
 }
 
 // spotVariation maps "type/zone" to a stable value in [−spread, +spread].
 func spotVariation(instanceType, zone string) float64 {
+	b := make([]byte, 0, len(instanceType)+1+len(zone))
+	b = append(append(append(b, instanceType...), '/'), zone...)
 	h := fnv.New64a()
-	_, _ = h.Write([]byte(instanceType + "/" + zone))
+	_, _ = h.Write(b)
 	u := float64(h.Sum64()>>11) / float64(1<<53) // uniform in [0, 1)
 	return (2*u - 1) * SpotModelZoneSpread
 }
@@ -75,12 +87,26 @@ func roundPrice(p float64) float64 { return math.Round(p*1e6) / 1e6 }
 // awsOfferings builds a priced type's offerings: on-demand at the embedded list price and spot at
 // the modelled estimate, in each zone of awsZonesFor; sorted by price, then zone, then capacity type.
 func awsOfferings(name, hypervisor string, onDemand float64) []Offering {
-	zones := awsZonesFor(hypervisor)
+	return zoneOfferings(name, awsZonesFor(hypervisor), onDemand)
+}
+
+// zoneOfferings are a priced type's offerings in zones: on demand at the list price and spot at
+// SpotPriceEstimate (each zone's variation hashed once); sorted as SortOfferings does.
+func zoneOfferings(name string, zones []string, onDemand float64) []Offering {
 	out := make([]Offering, 0, 2*len(zones))
+	var vs [8]float64
+	variation := vs[:0]
+	var mean float64
 	for _, z := range zones {
+		v := spotVariation(name, z)
+		variation = append(variation, v)
+		mean += v
+	}
+	mean /= float64(len(zones))
+	for i, z := range zones {
 		out = append(out,
 			Offering{Zone: z, CapacityType: apisv1.CapacityTypeOnDemand, PricePerHour: onDemand, PriceSource: PriceSourceEmbedded, Available: true},
-			Offering{Zone: z, CapacityType: apisv1.CapacityTypeSpot, PricePerHour: SpotPriceEstimate(name, z, zones, onDemand), PriceSource: PriceSourceSpotModel, Available: true},
+			Offering{Zone: z, CapacityType: apisv1.CapacityTypeSpot, PricePerHour: spotEstimate(onDemand, variation[i], mean), PriceSource: PriceSourceSpotModel, Available: true},
 		)
 	}
 	SortOfferings(out)
@@ -90,14 +116,14 @@ func awsOfferings(name, hypervisor string, onDemand float64) []Offering {
 // SortOfferings orders offerings by price (ascending), then zone, then capacity type, the order
 // InstanceType.Offerings keeps.
 func SortOfferings(o []Offering) {
-	sort.SliceStable(o, func(i, j int) bool {
-		if o[i].PricePerHour != o[j].PricePerHour {
-			return o[i].PricePerHour < o[j].PricePerHour
+	slices.SortStableFunc(o, func(a, b Offering) int {
+		if c := cmp.Compare(a.PricePerHour, b.PricePerHour); c != 0 {
+			return c
 		}
-		if o[i].Zone != o[j].Zone {
-			return o[i].Zone < o[j].Zone
+		if c := strings.Compare(a.Zone, b.Zone); c != 0 {
+			return c
 		}
-		return o[i].CapacityType < o[j].CapacityType
+		return strings.Compare(a.CapacityType, b.CapacityType)
 	})
 }
 

@@ -69,18 +69,44 @@ func (r Resources) clampZero() Resources {
 
 // List converts to a corev1.ResourceList. cpu, memory, ephemeral-storage and pods are always
 // present; extended resources only when non-zero (as a kubelet reports them).
-func (r Resources) List() corev1.ResourceList {
-	l := corev1.ResourceList{
-		corev1.ResourceCPU:              *resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI),
-		corev1.ResourceMemory:           *binaryQuantity(r.MemoryBytes),
-		corev1.ResourceEphemeralStorage: *binaryQuantity(r.EphemeralBytes),
-		corev1.ResourcePods:             *resource.NewQuantity(r.Pods, resource.DecimalSI),
-	}
-	for _, e := range []struct {
+func (r Resources) List() corev1.ResourceList { return r.list(false) }
+
+// list builds the resource list, without the zero entries when nonZero; the map is sized for
+// what it holds (a catalog load builds four per type).
+func (r Resources) list(nonZero bool) corev1.ResourceList {
+	extended := [...]struct {
 		name corev1.ResourceName
 		v    int64
 	}{{ResourceNVIDIAGPU, r.NVIDIAGPU}, {ResourceAMDGPU, r.AMDGPU}, {ResourceAWSNeuron, r.Neuron},
-		{ResourceAWSNeuronCore, r.NeuronCore}, {ResourceEFA, r.EFA}, {ResourceAWSPodENI, r.PodENI}} {
+		{ResourceAWSNeuronCore, r.NeuronCore}, {ResourceEFA, r.EFA}, {ResourceAWSPodENI, r.PodENI}}
+	n := 4
+	if nonZero {
+		n = 0
+		for _, v := range [...]int64{r.MilliCPU, r.MemoryBytes, r.EphemeralBytes, r.Pods} {
+			if v != 0 {
+				n++
+			}
+		}
+	}
+	for _, e := range extended {
+		if e.v != 0 {
+			n++
+		}
+	}
+	l := make(corev1.ResourceList, n)
+	if !nonZero || r.MilliCPU != 0 {
+		l[corev1.ResourceCPU] = *resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI)
+	}
+	if !nonZero || r.MemoryBytes != 0 {
+		l[corev1.ResourceMemory] = *binaryQuantity(r.MemoryBytes)
+	}
+	if !nonZero || r.EphemeralBytes != 0 {
+		l[corev1.ResourceEphemeralStorage] = *binaryQuantity(r.EphemeralBytes)
+	}
+	if !nonZero || r.Pods != 0 {
+		l[corev1.ResourcePods] = *resource.NewQuantity(r.Pods, resource.DecimalSI)
+	}
+	for _, e := range extended {
 		if e.v != 0 {
 			l[e.name] = *resource.NewQuantity(e.v, resource.DecimalSI)
 		}
@@ -125,12 +151,4 @@ func binaryQuantity(b int64) *resource.Quantity {
 }
 
 // nonZeroList is List without zero entries (for reservations, which name only what they hold).
-func (r Resources) nonZeroList() corev1.ResourceList {
-	l := r.List()
-	for k, q := range l {
-		if q.IsZero() {
-			delete(l, k)
-		}
-	}
-	return l
-}
+func (r Resources) nonZeroList() corev1.ResourceList { return r.list(true) }
