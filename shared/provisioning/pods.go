@@ -193,7 +193,8 @@ func selectorTerms(terms []corev1.NodeSelectorTerm) ([]scheduling.Requirements, 
 // compilePod fills pi (zero) for pod, creating the topology groups its constraints need, and
 // returns it.
 func compilePod(pi *podInfo, pod *corev1.Pod, topo *topology, vols *volumeIndex) *podInfo {
-	*pi = podInfo{pod: pod, key: podKey(pod), requests: scheduling.PodRequests(pod), ports: scheduling.PodHostPorts(pod)}
+	// Field by field: pi is zero, and copying a whole podInfo literal in costs write barriers.
+	pi.pod, pi.key, pi.requests, pi.ports = pod, podKey(pod), scheduling.PodRequests(pod), scheduling.PodHostPorts(pod)
 	fail := func(err error) *podInfo {
 		pi.err = fmt.Errorf("invalid pod %s: %w", pi.key, err)
 		pi.activate()

@@ -72,7 +72,6 @@ type constraint struct {
 	honorAffinity, honorTaints bool
 	preferred                  bool
 	weight                     int32
-	term                       *corev1.PodAffinityTerm // for pod (anti-)affinity
 }
 
 // topology holds every group of one solve.
@@ -216,6 +215,15 @@ func rawGroupKey(key string, sel *metav1.LabelSelector, extra map[string]string,
 }
 
 func writeSorted(b *strings.Builder, m map[string]string) {
+	if len(m) == 1 { // most selectors: nothing to sort
+		for k, v := range m {
+			b.WriteString(k)
+			b.WriteByte('=')
+			b.WriteString(v)
+			b.WriteByte(1)
+		}
+		return
+	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -299,12 +307,7 @@ func namespaceOf(p *corev1.Pod) string {
 func (t *topology) compileConstraints(p *corev1.Pod) ([]constraint, error) {
 	var out []constraint
 	for i, tsc := range p.Spec.TopologySpreadConstraints {
-		extra := map[string]string{}
-		for _, k := range tsc.MatchLabelKeys {
-			if v, ok := p.Labels[k]; ok {
-				extra[k] = v
-			}
-		}
+		extra := matchLabelValues(p, tsc.MatchLabelKeys)
 		sel := tsc.LabelSelector
 		if sel == nil {
 			sel = &metav1.LabelSelector{MatchLabels: map[string]string{"dovetail.dev/no-match": "\x00"}}
@@ -330,19 +333,16 @@ func (t *topology) compileConstraints(p *corev1.Pod) ([]constraint, error) {
 	if aff == nil {
 		return out, nil
 	}
-	add := func(kind constraintKind, term corev1.PodAffinityTerm, preferred bool, weight int32, path string) error {
+	// path and i name the term in an error (formatted only then: compiling every pod's terms is
+	// on the solve's hot path).
+	add := func(kind constraintKind, term *corev1.PodAffinityTerm, preferred bool, weight int32, path string, i int) error {
 		if term.LabelSelector == nil {
 			return nil // a nil selector matches no pod
 		}
-		extra := map[string]string{}
-		for _, k := range term.MatchLabelKeys {
-			if v, ok := p.Labels[k]; ok {
-				extra[k] = v
-			}
-		}
+		extra := matchLabelValues(p, term.MatchLabelKeys)
 		g, err := t.groupFor(term.TopologyKey, term.LabelSelector, extra, p, term.Namespaces, term.NamespaceSelector)
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return fmt.Errorf("%s[%d]: %w", path, i, err)
 		}
 		if kind == kindAnti && !preferred && !g.hasAnti {
 			g.hasAnti = true
@@ -352,35 +352,51 @@ func (t *topology) compileConstraints(p *corev1.Pod) ([]constraint, error) {
 				t.hostAnti = append(t.hostAnti, g)
 			}
 		}
-		tc := term
-		out = append(out, constraint{kind: kind, g: g, preferred: preferred, weight: weight, term: &tc})
+		out = append(out, constraint{kind: kind, g: g, preferred: preferred, weight: weight})
 		return nil
 	}
 	if pa := aff.PodAffinity; pa != nil {
-		for i, term := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
-			if err := add(kindAffinity, term, false, 0, fmt.Sprintf("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[%d]", i)); err != nil {
+		for i := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+			if err := add(kindAffinity, &pa.RequiredDuringSchedulingIgnoredDuringExecution[i], false, 0, "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution", i); err != nil {
 				return nil, err
 			}
 		}
-		for i, w := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
-			if err := add(kindAffinity, w.PodAffinityTerm, true, w.Weight, fmt.Sprintf("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d]", i)); err != nil {
+		for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+			w := &pa.PreferredDuringSchedulingIgnoredDuringExecution[i]
+			if err := add(kindAffinity, &w.PodAffinityTerm, true, w.Weight, "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution", i); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if pa := aff.PodAntiAffinity; pa != nil {
-		for i, term := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
-			if err := add(kindAnti, term, false, 0, fmt.Sprintf("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[%d]", i)); err != nil {
+		for i := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+			if err := add(kindAnti, &pa.RequiredDuringSchedulingIgnoredDuringExecution[i], false, 0, "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution", i); err != nil {
 				return nil, err
 			}
 		}
-		for i, w := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
-			if err := add(kindAnti, w.PodAffinityTerm, true, w.Weight, fmt.Sprintf("spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d]", i)); err != nil {
+		for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+			w := &pa.PreferredDuringSchedulingIgnoredDuringExecution[i]
+			if err := add(kindAnti, &w.PodAffinityTerm, true, w.Weight, "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution", i); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return out, nil
+}
+
+// matchLabelValues returns the pod's values of a term's matchLabelKeys (nil when it has none, the
+// common case, which then costs no map).
+func matchLabelValues(p *corev1.Pod, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := p.Labels[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // record counts a pod placed on a target (a *bin or *claim) in every group that selects it, and
