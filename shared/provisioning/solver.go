@@ -129,7 +129,7 @@ type solver struct {
 	bins   []*bin
 	topo   *topology
 	// eligible caches spread domains per (pod signature, key, policies).
-	eligible map[string][]string
+	eligible map[eligibleKey][]string
 	// scratch is tryAdd's buffer for the candidate types that remain.
 	scratch []int
 	// index finds open claims with room during first-fit.
@@ -153,7 +153,7 @@ func Solve(in Input) (*Plan, error) {
 	if in.Catalog == nil {
 		return nil, fmt.Errorf("input.catalog: required")
 	}
-	s := &solver{in: &in, topo: newTopology(), eligible: map[string][]string{}, offerCache: map[string][]Offering{}}
+	s := &solver{in: &in, topo: newTopology(), eligible: map[eligibleKey][]string{}, offerCache: map[string][]Offering{}}
 	daemons := compileDaemons(in.DaemonSets, in.LimitRanges)
 	s.bins = buildBins(&in, daemons)
 	s.left = reservationsLeft(&in)

@@ -2,7 +2,6 @@ package provisioning
 
 import (
 	"sort"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -57,7 +56,7 @@ func (s *solver) seedTopology() {
 // there is now. It binds such a pod at once, before any new node is up, so a placement on an
 // existing node is judged by those domains alone.
 func (s *solver) eligibleDomains(p *podInfo, c *constraint, binsOnly bool) []string {
-	id := p.sig + "\x00" + c.g.key + "\x00" + strconv.FormatBool(c.honorAffinity) + strconv.FormatBool(c.honorTaints) + strconv.FormatBool(binsOnly)
+	id := eligibleKey{sig: p.sig, key: c.g.key, honorAffinity: c.honorAffinity, honorTaints: c.honorTaints, binsOnly: binsOnly}
 	if d, ok := s.eligible[id]; ok {
 		return d
 	}
@@ -127,6 +126,13 @@ func (s *solver) eligibleDomains(p *podInfo, c *constraint, binsOnly bool) []str
 	sort.Strings(out)
 	s.eligible[id] = out
 	return out
+}
+
+// eligibleKey identifies what eligibleDomains computes from (a struct, not a concatenated string:
+// it is looked up once per spread constraint per placement attempt).
+type eligibleKey struct {
+	sig, key                             string
+	honorAffinity, honorTaints, binsOnly bool
 }
 
 func matchesAnyAlt(alts []scheduling.Requirements, labels map[string]string) bool {
@@ -214,6 +220,9 @@ func (s *solver) eligibleFor(p *podInfo, c *constraint, binsOnly bool) []string 
 // still take; affinity keeps the domains holding matching pods; anti-affinity excludes them (and
 // the domains of running pods whose anti-affinity selects this pod).
 func (s *solver) topologyRequirements(p *podInfo, c *claim) (scheduling.Requirements, bool) {
+	if pinnedAllows(p, c) {
+		return nil, true
+	}
 	var out scheduling.Requirements
 	add := func(r *scheduling.Requirement) {
 		if out == nil {
@@ -261,6 +270,36 @@ func (s *solver) topologyRequirements(p *podInfo, c *claim) (scheduling.Requirem
 	return out, true
 }
 
+// pinnedAllows reports whether the claim is pinned to one domain on every key the pod's topology
+// restricts, a domain each restriction allows: the requirements topologyRequirements would build
+// then cannot narrow the claim's (tryAdd drops them), so they need not be built. Most placements
+// of topology-constrained pods land on such claims. False means only "build them".
+func pinnedAllows(p *podInfo, c *claim) bool {
+	for i := range p.views {
+		v := &p.views[i]
+		if v.all {
+			continue
+		}
+		d := c.domainOf(v.c.g.key)
+		switch {
+		case d == "":
+			return false
+		case v.c.kind == kindSpread || v.vals != nil:
+			if !v.vals[d] {
+				return false
+			}
+		case v.exclude[d]:
+			return false
+		}
+	}
+	for key, ds := range p.inv {
+		if d := c.domainOf(key); d == "" || ds[d] {
+			return false
+		}
+	}
+	return true
+}
+
 // pin fixes the claim's domain for each key, so the pods on it are counted in one domain: the
 // zone and capacity type of its cheapest offering, or the first value a finite requirement allows.
 func (s *solver) pin(c *claim, keys []string) {
@@ -273,13 +312,21 @@ func (s *solver) pin(c *claim, keys []string) {
 		switch {
 		case offeringKeys[key]:
 			zr, cr := c.reqs[corev1.LabelTopologyZone], c.reqs[apisv1.LabelCapacityType]
+			want, byMask := pl.offerMask(c.reqs) // a bit test per offering instead of two lookups
 			best := -1.0
 			for _, ti := range c.types {
 				if !s.usable(c, ti) {
 					continue
 				}
-				for _, o := range pl.types[ti].offerings {
-					if (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType)) && (best < 0 || o.PricePerHour < best) {
+				t := pl.types[ti]
+				for i, o := range t.offerings {
+					var allowed bool
+					if byMask && t.offerBit[i] < 64 {
+						allowed = want&(1<<t.offerBit[i]) != 0
+					} else {
+						allowed = (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType))
+					}
+					if allowed && (best < 0 || o.PricePerHour < best) {
 						best = o.PricePerHour
 						switch key {
 						case corev1.LabelTopologyZone:
@@ -315,15 +362,30 @@ func (s *solver) pin(c *claim, keys []string) {
 func (s *solver) pinTo(c *claim, key, v string) {
 	pl := c.pool
 	c.reqs = c.reqs.Intersect(scheduling.Requirements{key: scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, v)})
-	if !offeringKeys[key] && !isTypeKey(key) {
+	offering := offeringKeys[key]
+	if !offering && !isTypeKey(key) {
 		return
 	}
-	kept := c.types[:0:0]
+	want, byMask := pl.offerMask(c.reqs) // hasOffering as one bit test per type
+	kept := make([]int, 0, len(c.types))
 	for _, ti := range c.types {
 		t := pl.types[ti]
-		if s.usable(c, ti) && ((offeringKeys[key] && hasOffering(t, c.reqs)) || (!offeringKeys[key] && typeMatches(c.reqs, t.it))) {
-			kept = append(kept, ti)
+		if !s.usable(c, ti) {
+			continue
 		}
+		switch {
+		case offering && byMask:
+			if t.offers&want == 0 {
+				continue
+			}
+		case offering:
+			if !hasOffering(t, c.reqs) {
+				continue
+			}
+		case !typeMatches(c.reqs, t.it):
+			continue
+		}
+		kept = append(kept, ti)
 	}
 	if pl.remaining != nil && len(kept) > 0 && len(c.types) > 0 && kept[0] != c.types[0] {
 		*pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity).Add(pl.types[kept[0]].capacity)
