@@ -170,6 +170,12 @@ func Solve(in Input) (*Plan, error) {
 	}
 	sortPods(pods)
 	s.seedTopology()
+	// Every topology group exists now. Find the groups counting each pod in input order, the
+	// order the pods (and their labels) usually sit in memory: placement order would jump
+	// between them and miss the cache on nearly every pod's labels.
+	for i := range infos {
+		s.groupsOf(&infos[i])
+	}
 	plan := &Plan{}
 	// Pods an earlier decision placed on capacity that is still coming (or has just come) go
 	// there first, so a re-plan keeps the plan instead of repacking around it and launching more.
