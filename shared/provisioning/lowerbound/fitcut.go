@@ -169,8 +169,16 @@ func fitSets(p Problem, dims []dim) []*fitSet {
 	union := &fitSet{bits: make([]uint64, words)}
 	seen := map[string]bool{}
 	var sets []*fitSet
+	// Classes share bitsets (classFitBits): one look per shared bitset spares a key per class.
+	looked := map[*uint64]bool{}
 	for k := range p.Classes {
 		b := classBits[k]
+		if len(b) > 0 {
+			if looked[&b[0]] {
+				continue
+			}
+			looked[&b[0]] = true
+		}
 		for i := range b {
 			union.bits[i] |= b[i]
 		}
