@@ -308,16 +308,20 @@ func (p *podInfo) activate() {
 			p.alts = append(p.alts, a.Intersect(prefReqs))
 		}
 	}
-	p.active = p.active[:0]
 	droppedCons := map[int]bool{}
 	for _, pr := range p.prefs[:p.relaxed] {
 		if pr.kind == prefPodAffinity || pr.kind == prefPodAnti || pr.kind == prefSpread {
 			droppedCons[pr.index] = true
 		}
 	}
-	for i, c := range p.cons {
-		if !droppedCons[i] {
-			p.active = append(p.active, c)
+	if len(droppedCons) == 0 {
+		p.active = p.cons // nothing dropped (the rule, not the exception): active is only read
+	} else {
+		p.active = make([]constraint, 0, len(p.cons))
+		for i, c := range p.cons {
+			if !droppedCons[i] {
+				p.active = append(p.active, c)
+			}
 		}
 	}
 	p.sig = signature(p.pod, p.alts, p.strictPNS)
