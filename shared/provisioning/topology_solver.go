@@ -220,8 +220,8 @@ func (s *solver) eligibleFor(p *podInfo, c *constraint, binsOnly bool) []string 
 // still take; affinity keeps the domains holding matching pods; anti-affinity excludes them (and
 // the domains of running pods whose anti-affinity selects this pod).
 func (s *solver) topologyRequirements(p *podInfo, c *claim) (scheduling.Requirements, bool) {
-	if pinnedAllows(p, c) {
-		return nil, true
+	if decided, ok := pinnedVerdict(p, c); decided {
+		return nil, ok
 	}
 	var out scheduling.Requirements
 	add := func(r *scheduling.Requirement) {
@@ -270,11 +270,18 @@ func (s *solver) topologyRequirements(p *podInfo, c *claim) (scheduling.Requirem
 	return out, true
 }
 
-// pinnedAllows reports whether the claim is pinned to one domain on every key the pod's topology
-// restricts, a domain each restriction allows: the requirements topologyRequirements would build
-// then cannot narrow the claim's (tryAdd drops them), so they need not be built. Most placements
-// of topology-constrained pods land on such claims. False means only "build them".
-func pinnedAllows(p *podInfo, c *claim) bool {
+// pinnedVerdict decides the pod's topology on the claim from the domains the claim is pinned to
+// (a single value) alone, when it can, so the requirements below need not be built:
+//
+//   - a restriction that refuses the value the claim is pinned to refuses the claim: a spread
+//     finds no domain to pick, and any other requirement, intersected with the pinned value, is
+//     unsatisfiable (a single value never allows absence), which tryAdd rejects;
+//   - when the claim is pinned on every restricted key to a value each restriction allows, the
+//     requirements would not narrow the claim's (tryAdd drops them).
+//
+// Most tries of topology-constrained pods meet such claims. decided false means "build them".
+func pinnedVerdict(p *podInfo, c *claim) (decided, ok bool) {
+	unpinned := false
 	for i := range p.views {
 		v := &p.views[i]
 		if v.all {
@@ -283,21 +290,24 @@ func pinnedAllows(p *podInfo, c *claim) bool {
 		d := c.domainOf(v.c.g.key)
 		switch {
 		case d == "":
-			return false
+			unpinned = true
 		case v.c.kind == kindSpread || v.vals != nil:
 			if !v.vals[d] {
-				return false
+				return true, false
 			}
 		case v.exclude[d]:
-			return false
+			return true, false
 		}
 	}
 	for key, ds := range p.inv {
-		if d := c.domainOf(key); d == "" || ds[d] {
-			return false
+		switch d := c.domainOf(key); {
+		case d == "":
+			unpinned = true
+		case ds[d]:
+			return true, false
 		}
 	}
-	return true
+	return !unpinned, !unpinned
 }
 
 // pin fixes the claim's domain for each key, so the pods on it are counted in one domain: the
