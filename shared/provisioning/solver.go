@@ -1144,13 +1144,9 @@ func offeringKey(pl *pool, zr, cr *scheduling.Requirement, types []int) string {
 	b.Grow(16 + 3*len(types))
 	b.WriteString(strconv.Itoa(pl.index))
 	b.WriteByte('|')
-	if zr != nil {
-		b.WriteString(zr.String())
-	}
+	writeReqKey(&b, zr)
 	b.WriteByte('|')
-	if cr != nil {
-		b.WriteString(cr.String())
-	}
+	writeReqKey(&b, cr)
 	b.WriteByte('|')
 	for _, ti := range types {
 		b.WriteByte(byte(ti))
@@ -1158,6 +1154,21 @@ func offeringKey(pl *pool, zr, cr *scheduling.Requirement, types []int) string {
 		b.WriteByte(byte(ti >> 16))
 	}
 	return b.String()
+}
+
+// writeReqKey spells a zone or capacity-type requirement for offeringKey: "=value" when it allows
+// one value (most claims are pinned to one; String formats and sorts), else its String, which
+// starts with the key and so never with '='.
+func writeReqKey(b *strings.Builder, r *scheduling.Requirement) {
+	if r == nil {
+		return
+	}
+	if v, ok := r.Single(); ok {
+		b.WriteByte('=')
+		b.WriteString(v)
+		return
+	}
+	b.WriteString(r.String())
 }
 
 // rankedOfferings returns every offering of the candidate types that the zone and
