@@ -1,8 +1,9 @@
 package provisioning
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -263,11 +264,11 @@ func compilePod(pi *podInfo, pod *corev1.Pod, topo *topology, vols *volumeIndex)
 		pi.prefs = append(pi.prefs, pref{kind: k, weight: c.weight, index: i})
 	}
 	pi.prefs = append(pi.prefs, pref{kind: prefNoSchedule})
-	sort.SliceStable(pi.prefs, func(i, j int) bool {
-		if pi.prefs[i].kind != pi.prefs[j].kind {
-			return pi.prefs[i].kind < pi.prefs[j].kind
+	slices.SortStableFunc(pi.prefs, func(a, b pref) int {
+		if a.kind != b.kind {
+			return cmp.Compare(a.kind, b.kind)
 		}
-		return pi.prefs[i].weight < pi.prefs[j].weight
+		return cmp.Compare(a.weight, b.weight)
 	})
 	pi.activate()
 	return pi
