@@ -40,24 +40,12 @@ const (
 
 var clusterCA = base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n"))
 
-type nodes struct {
-	mu  sync.Mutex
-	got []*corev1.Node
-}
-
-func (n *nodes) RegisterNode(_ context.Context, node *corev1.Node) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.got = append(n.got, node)
-	return nil
-}
-
 type env struct {
 	p      *dvaws.Provider
 	srv    *ec2api.Server
 	cloud  *fake.Cloud
 	ec2    *ec2.Client
-	nodes  *nodes
+	nodes  *fake.NodeRecorder
 	cat    *catalog.Catalog
 	counts *counter
 }
@@ -78,7 +66,7 @@ func (c *counter) get(action string) int {
 func setup(t *testing.T, opts ...func(*dvaws.Options)) *env {
 	t.Helper()
 	cat := catalog.MustAWS()
-	reg := &nodes{}
+	reg := &fake.NodeRecorder{}
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: cluster, Registrar: reg})
 	srv, err := ec2api.New(ec2api.Options{Cloud: fc, KubernetesVersion: k8s, Roles: []string{nodeRole}})
 	if err != nil {
@@ -471,10 +459,10 @@ func TestLaunchTemplateAL2023(t *testing.T) {
 	if err := e.cloud.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(e.nodes.got) != 1 {
-		t.Fatalf("%d nodes registered, want 1", len(e.nodes.got))
+	if len(e.nodes.Nodes()) != 1 {
+		t.Fatalf("%d nodes registered, want 1", len(e.nodes.Nodes()))
 	}
-	n := e.nodes.got[0]
+	n := e.nodes.Nodes()[0]
 	if n.Labels["team"] != "platform" || n.Labels["karpenter.sh/nodepool"] != "default" || n.Spec.ProviderID != inst.ProviderID {
 		t.Errorf("node labels %v providerID %s", n.Labels, n.Spec.ProviderID)
 	}
@@ -515,7 +503,7 @@ func TestLaunchTemplateBottlerocketWithNodeClassSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	// maxPods 20 from the user data reached the kubelet.
-	if got := e.nodes.got[0].Status.Capacity.Pods().Value(); got != 20 {
+	if got := e.nodes.Nodes()[0].Status.Capacity.Pods().Value(); got != 20 {
 		t.Errorf("node pods capacity %d, want 20", got)
 	}
 }

@@ -2,7 +2,6 @@ package azure_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,19 +17,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/azureapi"
 )
 
-// nodes keeps the Nodes the fake's kubelets register.
-type nodes struct {
-	mu  sync.Mutex
-	got []*corev1.Node
-}
-
-func (n *nodes) RegisterNode(_ context.Context, node *corev1.Node) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.got = append(n.got, node)
-	return nil
-}
-
 // TestRegionWithoutZones launches in westcentralus, a region without availability zones (the
 // recorded Resource SKUs list every size there with no zones): the offering is the regional zone
 // "0", the VM is created with no zones (ARM places it), the instance reads back in zone "0", and
@@ -43,7 +29,7 @@ func TestRegionWithoutZones(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-	reg := &nodes{}
+	reg := &fake.NodeRecorder{}
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clk, BootDelay: 10 * time.Second, Registrar: reg})
 	srv := azureapi.New(azureapi.Options{Cloud: fc, SubscriptionID: sub, ResourceGroup: rg, Subnets: []string{subnet}})
 	p, err := azure.New(azure.Options{Cluster: "prod", SubscriptionID: sub, ResourceGroup: rg, Location: "westcentralus", SubnetID: subnet,
@@ -69,10 +55,10 @@ func TestRegionWithoutZones(t *testing.T) {
 	if err := fc.Tick(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(reg.got) != 1 {
-		t.Fatalf("%d nodes registered, want 1", len(reg.got))
+	if len(reg.Nodes()) != 1 {
+		t.Fatalf("%d nodes registered, want 1", len(reg.Nodes()))
 	}
-	if z := reg.got[0].Labels[corev1.LabelTopologyZone]; z != "0" {
+	if z := reg.Nodes()[0].Labels[corev1.LabelTopologyZone]; z != "0" {
 		t.Errorf("node zone label %q, want 0", z)
 	}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	corev1 "k8s.io/api/core/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
@@ -21,19 +19,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
 )
-
-// registered keeps the Nodes the fake's kubelets register.
-type registered struct {
-	mu    sync.Mutex
-	nodes []*corev1.Node
-}
-
-func (r *registered) RegisterNode(_ context.Context, n *corev1.Node) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.nodes = append(r.nodes, n)
-	return nil
-}
 
 // EC2 accepts one fleet whose launch templates boot different images with different user data
 // (Karpenter and Dovetail send one template per AMI, e.g. per architecture). The instance boots
@@ -45,7 +30,7 @@ func (r *registered) RegisterNode(_ context.Context, n *corev1.Node) error {
 // fleet, as this one once did, failed drift replacements after a new arm64 AMI was published.)
 func TestFleetBootsTheChosenOfferingsTemplate(t *testing.T) {
 	const cluster, k8s, role, profile = "c1", "1.37", "node-role", "node-profile"
-	reg := &registered{}
+	reg := &fake.NodeRecorder{}
 	fc := fake.New(fake.Options{Catalog: catalog.MustAWS(), Cluster: cluster, Registrar: reg})
 	srv, err := ec2api.New(ec2api.Options{Cloud: fc, KubernetesVersion: k8s, Roles: []string{role}})
 	if err != nil {
@@ -112,12 +97,11 @@ func TestFleetBootsTheChosenOfferingsTemplate(t *testing.T) {
 		if err := fc.Tick(ctx); err != nil {
 			t.Fatal(err)
 		}
-		reg.mu.Lock()
-		defer reg.mu.Unlock()
-		if len(reg.nodes) != i+1 {
-			t.Fatalf("%d nodes registered, want %d", len(reg.nodes), i+1)
+		nodes := reg.Nodes()
+		if len(nodes) != i+1 {
+			t.Fatalf("%d nodes registered, want %d", len(nodes), i+1)
 		}
-		return reg.nodes[i].Labels["boot"]
+		return nodes[i].Labels["boot"]
 	}
 
 	if got := fleet("mixed-1"); got != "m6g.large "+bottlerocket {
