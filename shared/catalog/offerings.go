@@ -55,16 +55,19 @@ const (
 // SpotPriceEstimate returns the modelled spot price (USD per hour) of a type in one of its zones.
 // zones must be the full list of the type's zones (the centring of the variation uses it).
 func SpotPriceEstimate(instanceType, zone string, zones []string, onDemandPerHour float64) float64 {
-	return spotEstimate(onDemandPerHour, spotVariation(instanceType, zone), meanVariation(instanceType, zones))
+	_, mean := zoneVariations(instanceType, zones)
+	return spotEstimate(onDemandPerHour, spotVariation(instanceType, zone), mean)
 }
 
-// meanVariation is the mean of spotVariation over zones, summed in the zones' order.
-func meanVariation(instanceType string, zones []string) float64 {
+// zoneVariations returns spotVariation of each zone and their mean (summed in the zones' order).
+func zoneVariations(instanceType string, zones []string) ([]float64, float64) {
+	vs := make([]float64, len(zones))
 	var mean float64
-	for _, z := range zones {
-		mean += spotVariation(instanceType, z)
+	for i, z := range zones {
+		vs[i] = spotVariation(instanceType, z)
+		mean += vs[i]
 	}
-	return mean / float64(len(zones))
+	return vs, mean / float64(len(zones))
 }
 
 // spotEstimate is SpotPriceEstimate from a zone's variation and the mean over the type's zones.
@@ -91,18 +94,11 @@ func awsOfferings(name, hypervisor string, onDemand float64) []Offering {
 }
 
 // zoneOfferings are a priced type's offerings in zones: on demand at the list price and spot at
-// SpotPriceEstimate (each zone's variation hashed once); sorted as SortOfferings does.
+// SpotPriceEstimate (each zone's variation hashed once, not once per zone pair); sorted as
+// SortOfferings does.
 func zoneOfferings(name string, zones []string, onDemand float64) []Offering {
 	out := make([]Offering, 0, 2*len(zones))
-	var vs [8]float64
-	variation := vs[:0]
-	var mean float64
-	for _, z := range zones {
-		v := spotVariation(name, z)
-		variation = append(variation, v)
-		mean += v
-	}
-	mean /= float64(len(zones))
+	variation, mean := zoneVariations(name, zones)
 	for i, z := range zones {
 		out = append(out,
 			Offering{Zone: z, CapacityType: apisv1.CapacityTypeOnDemand, PricePerHour: onDemand, PriceSource: PriceSourceEmbedded, Available: true},

@@ -71,44 +71,37 @@ func (r Resources) clampZero() Resources {
 // present; extended resources only when non-zero (as a kubelet reports them).
 func (r Resources) List() corev1.ResourceList { return r.list(false) }
 
-// list builds the resource list, without the zero entries when nonZero; the map is sized for
-// what it holds (a catalog load builds four per type).
+// list builds the resource list: cpu, memory, ephemeral-storage and pods unless nonZero drops
+// them at zero, extended resources only when non-zero. The map is sized for what it holds (a
+// catalog load builds four per type).
 func (r Resources) list(nonZero bool) corev1.ResourceList {
-	extended := [...]struct {
-		name corev1.ResourceName
-		v    int64
-	}{{ResourceNVIDIAGPU, r.NVIDIAGPU}, {ResourceAMDGPU, r.AMDGPU}, {ResourceAWSNeuron, r.Neuron},
-		{ResourceAWSNeuronCore, r.NeuronCore}, {ResourceEFA, r.EFA}, {ResourceAWSPodENI, r.PodENI}}
-	n := 4
-	if nonZero {
-		n = 0
-		for _, v := range [...]int64{r.MilliCPU, r.MemoryBytes, r.EphemeralBytes, r.Pods} {
-			if v != 0 {
-				n++
-			}
-		}
+	entries := [...]struct {
+		name   corev1.ResourceName
+		v      int64
+		format resource.Format
+		core   bool // always listed, unless nonZero
+	}{ // bytes in BinarySI: whole MiB/GiB print as "7577Mi" / "20Gi", not a raw byte count
+		{corev1.ResourceCPU, r.MilliCPU, resource.DecimalSI, true}, {corev1.ResourceMemory, r.MemoryBytes, resource.BinarySI, true},
+		{corev1.ResourceEphemeralStorage, r.EphemeralBytes, resource.BinarySI, true}, {corev1.ResourcePods, r.Pods, resource.DecimalSI, true},
+		{ResourceNVIDIAGPU, r.NVIDIAGPU, resource.DecimalSI, false}, {ResourceAMDGPU, r.AMDGPU, resource.DecimalSI, false},
+		{ResourceAWSNeuron, r.Neuron, resource.DecimalSI, false}, {ResourceAWSNeuronCore, r.NeuronCore, resource.DecimalSI, false},
+		{ResourceEFA, r.EFA, resource.DecimalSI, false}, {ResourceAWSPodENI, r.PodENI, resource.DecimalSI, false},
 	}
-	for _, e := range extended {
-		if e.v != 0 {
+	listed := func(i int) bool { return entries[i].v != 0 || (entries[i].core && !nonZero) }
+	n := 0
+	for i := range entries {
+		if listed(i) {
 			n++
 		}
 	}
 	l := make(corev1.ResourceList, n)
-	if !nonZero || r.MilliCPU != 0 {
-		l[corev1.ResourceCPU] = *resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI)
-	}
-	if !nonZero || r.MemoryBytes != 0 {
-		l[corev1.ResourceMemory] = *binaryQuantity(r.MemoryBytes)
-	}
-	if !nonZero || r.EphemeralBytes != 0 {
-		l[corev1.ResourceEphemeralStorage] = *binaryQuantity(r.EphemeralBytes)
-	}
-	if !nonZero || r.Pods != 0 {
-		l[corev1.ResourcePods] = *resource.NewQuantity(r.Pods, resource.DecimalSI)
-	}
-	for _, e := range extended {
-		if e.v != 0 {
-			l[e.name] = *resource.NewQuantity(e.v, resource.DecimalSI)
+	for i, e := range entries {
+		switch {
+		case !listed(i):
+		case e.name == corev1.ResourceCPU:
+			l[e.name] = *resource.NewMilliQuantity(e.v, e.format)
+		default:
+			l[e.name] = *resource.NewQuantity(e.v, e.format)
 		}
 	}
 	return l
@@ -143,11 +136,6 @@ func ResourcesFromList(l corev1.ResourceList) Resources {
 		}
 	}
 	return r
-}
-
-// binaryQuantity prints whole MiB/GiB amounts as "7577Mi" / "20Gi" rather than a raw byte count.
-func binaryQuantity(b int64) *resource.Quantity {
-	return resource.NewQuantity(b, resource.BinarySI)
 }
 
 // nonZeroList is List without zero entries (for reservations, which name only what they hold).
