@@ -184,7 +184,7 @@ var lifecycleStatements = []statement{
 		Resources: []string{clusterProfiles}, Conditions: []string{clusterRequestTag}},
 	{Sid: "ManageClusterInstanceProfiles", Effect: "Allow", Actions: []string{"iam:AddRoleToInstanceProfile", "iam:DeleteInstanceProfile", "iam:RemoveRoleFromInstanceProfile"},
 		Resources: []string{clusterProfiles}, Conditions: []string{clusterResourceTag}},
-	{Sid: "ReadInstanceProfiles", Effect: "Allow", Actions: []string{"iam:GetInstanceProfile", "iam:ListInstanceProfiles"},
+	{Sid: "ReadInstanceProfiles", Effect: "Allow", Actions: []string{"iam:GetInstanceProfile", "iam:ListInstanceProfileTags", "iam:ListInstanceProfiles"},
 		Resources: []string{"arn:{partition}:iam::{account}:instance-profile/*"}},
 	{Sid: "PassNodeRoleToInstanceProfiles", Effect: "Allow", Actions: []string{"iam:PassRole"},
 		Resources: []string{"{NodeRoleArn}"}, Conditions: []string{"StringEquals|iam:PassedToService|ec2.amazonaws.com"}},
@@ -196,7 +196,7 @@ const clusterProfiles = "arn:{partition}:iam::{account}:instance-profile/dovetai
 
 // instanceProfileActions are the IAM writes only the lifecycle function holds.
 var instanceProfileActions = []string{"iam:CreateInstanceProfile", "iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile",
-	"iam:DeleteInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:GetInstanceProfile", "iam:ListInstanceProfiles"}
+	"iam:DeleteInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:GetInstanceProfile", "iam:ListInstanceProfileTags", "iam:ListInstanceProfiles"}
 
 // The lifecycle function launches nothing: its role is exactly lifecycleStatements in both
 // sources, so no CreateFleet, RunInstances, CreateLaunchTemplate, CreateTags, launch-template

@@ -335,7 +335,7 @@ data "aws_iam_policy_document" "lifecycle" {
   statement {
     sid       = "ReadInstanceProfiles"
     effect    = "Allow"
-    actions   = ["iam:GetInstanceProfile", "iam:ListInstanceProfiles"]
+    actions   = ["iam:GetInstanceProfile", "iam:ListInstanceProfileTags", "iam:ListInstanceProfiles"]
     resources = [
       "arn:${data.aws_partition.current.partition}:iam::${data.aws_caller_identity.current.account_id}:instance-profile/*",
     ]

@@ -24,6 +24,7 @@ type IAMAPI interface {
 	RemoveRoleFromInstanceProfile(context.Context, *iam.RemoveRoleFromInstanceProfileInput, ...func(*iam.Options)) (*iam.RemoveRoleFromInstanceProfileOutput, error)
 	DeleteInstanceProfile(context.Context, *iam.DeleteInstanceProfileInput, ...func(*iam.Options)) (*iam.DeleteInstanceProfileOutput, error)
 	ListInstanceProfiles(context.Context, *iam.ListInstanceProfilesInput, ...func(*iam.Options)) (*iam.ListInstanceProfilesOutput, error)
+	ListInstanceProfileTags(context.Context, *iam.ListInstanceProfileTagsInput, ...func(*iam.Options)) (*iam.ListInstanceProfileTagsOutput, error)
 }
 
 // Tags on the instance profiles Dovetail creates for spec.role (Karpenter tags its own with the
@@ -157,38 +158,35 @@ func (p *Provider) getProfile(ctx context.Context, name string) (*iamtypes.Insta
 }
 
 // ReleaseNodeClass deletes what ResolveNodeClass created for a NodeClass being deleted: every
-// instance profile under its InstanceProfilePath that is tagged for this cluster (roles removed
+// instance profile at its InstanceProfilePath that is tagged for this cluster (roles removed
 // first, as IAM requires). A profile named by spec.instanceProfile is the user's and is left
 // alone. Deleting what is already gone is success.
+//
+// The tags are read with ListInstanceProfileTags, one profile at a time: ListInstanceProfiles
+// does not return tags ("IAM resource-listing operations return a subset of the available
+// attributes ... this operation does not return tags", IAM API reference), so a filter on the
+// listed tags would match nothing on real AWS and leak every profile.
 func (p *Provider) ReleaseNodeClass(ctx context.Context, in apisv1.NodeClass) error {
 	if in.EC2 == nil || p.o.IAM == nil {
 		return nil
 	}
 	path := InstanceProfilePath(p.o.Region, p.o.Cluster, uidOf(in.EC2))
-	pg := iam.NewListInstanceProfilesPaginator(p.o.IAM, &iam.ListInstanceProfilesInput{PathPrefix: aws.String(path)})
-	var names []string
-	for pg.HasMorePages() {
-		out, err := pg.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("ListInstanceProfiles %s: %w", path, err)
-		}
-		for _, prof := range out.InstanceProfiles {
-			if aws.ToString(prof.Path) != path || tagValue(prof.Tags, apisv1.TagCluster) != p.o.Cluster {
-				continue
-			}
-			names = append(names, aws.ToString(prof.InstanceProfileName))
-			for _, r := range prof.Roles {
-				_, err := p.o.IAM.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{
-					InstanceProfileName: prof.InstanceProfileName, RoleName: r.RoleName})
-				var nf *iamtypes.NoSuchEntityException
-				if err != nil && !errors.As(err, &nf) {
-					return fmt.Errorf("RemoveRoleFromInstanceProfile %s: %w", aws.ToString(prof.InstanceProfileName), err)
-				}
+	owned, err := p.clusterProfiles(ctx, path)
+	if err != nil {
+		return err
+	}
+	for _, prof := range owned {
+		for _, r := range prof.Roles {
+			_, err := p.o.IAM.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{
+				InstanceProfileName: prof.InstanceProfileName, RoleName: r.RoleName})
+			var nf *iamtypes.NoSuchEntityException
+			if err != nil && !errors.As(err, &nf) {
+				return fmt.Errorf("RemoveRoleFromInstanceProfile %s: %w", aws.ToString(prof.InstanceProfileName), err)
 			}
 		}
 	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, prof := range owned {
+		n := aws.ToString(prof.InstanceProfileName)
 		_, err := p.o.IAM.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String(n)})
 		var nf *iamtypes.NoSuchEntityException
 		if err != nil && !errors.As(err, &nf) {
@@ -196,6 +194,57 @@ func (p *Provider) ReleaseNodeClass(ctx context.Context, in apisv1.NodeClass) er
 		}
 	}
 	return nil
+}
+
+// clusterProfiles lists the instance profiles whose path is exactly path (PathPrefix also
+// matches deeper paths) and whose dovetail.dev/cluster tag, read with ListInstanceProfileTags
+// (paginated), names this cluster; sorted by name. A profile deleted between the two calls is
+// skipped.
+func (p *Provider) clusterProfiles(ctx context.Context, path string) ([]iamtypes.InstanceProfile, error) {
+	var owned []iamtypes.InstanceProfile
+	pg := iam.NewListInstanceProfilesPaginator(p.o.IAM, &iam.ListInstanceProfilesInput{PathPrefix: aws.String(path)})
+	for pg.HasMorePages() {
+		out, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("ListInstanceProfiles %s: %w", path, err)
+		}
+		for _, prof := range out.InstanceProfiles {
+			if aws.ToString(prof.Path) != path {
+				continue
+			}
+			cluster, err := p.profileTag(ctx, aws.ToString(prof.InstanceProfileName), apisv1.TagCluster)
+			var nf *iamtypes.NoSuchEntityException
+			switch {
+			case errors.As(err, &nf):
+				continue
+			case err != nil:
+				return nil, err
+			}
+			if cluster == p.o.Cluster {
+				owned = append(owned, prof)
+			}
+		}
+	}
+	sort.Slice(owned, func(i, j int) bool {
+		return aws.ToString(owned[i].InstanceProfileName) < aws.ToString(owned[j].InstanceProfileName)
+	})
+	return owned, nil
+}
+
+// profileTag reads one tag of an instance profile with ListInstanceProfileTags, following its
+// pages; "" when the profile does not carry it.
+func (p *Provider) profileTag(ctx context.Context, name, key string) (string, error) {
+	pg := iam.NewListInstanceProfileTagsPaginator(p.o.IAM, &iam.ListInstanceProfileTagsInput{InstanceProfileName: aws.String(name)})
+	for pg.HasMorePages() {
+		out, err := pg.NextPage(ctx)
+		if err != nil {
+			return "", fmt.Errorf("ListInstanceProfileTags %s: %w", name, err)
+		}
+		if v, ok := tagValue(out.Tags, key); ok {
+			return v, nil
+		}
+	}
+	return "", nil
 }
 
 func iamTags(m map[string]string) []iamtypes.Tag {
@@ -211,11 +260,11 @@ func iamTags(m map[string]string) []iamtypes.Tag {
 	return out
 }
 
-func tagValue(tags []iamtypes.Tag, key string) string {
+func tagValue(tags []iamtypes.Tag, key string) (string, bool) {
 	for _, t := range tags {
 		if aws.ToString(t.Key) == key {
-			return aws.ToString(t.Value)
+			return aws.ToString(t.Value), true
 		}
 	}
-	return ""
+	return "", false
 }

@@ -2,10 +2,14 @@ package aws_test
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -202,5 +206,45 @@ func TestResolveNodeClassReportsWhatMatchedNothing(t *testing.T) {
 	if v.Status != metav1.ConditionFalse || v.Reason != apisv1.ReasonNotSupported ||
 		strings.Contains(v.Message, "capacityReservationSelectorTerms") || !strings.Contains(v.Message, "Windows") {
 		t.Errorf("ValidationSucceeded %+v", v)
+	}
+}
+
+// Release reads the tags the way IAM serves them: ListInstanceProfiles returns none (IAM API
+// reference), so ListInstanceProfileTags decides. It deletes every profile at the NodeClass's
+// path tagged for this cluster, over more than one page (IAM lists 100 by default), and leaves
+// another cluster's profile at the same path, a profile one level deeper, one under a cluster
+// whose name extends this one's, and the user's own.
+func TestReleaseNodeClassDeletesOnlyTheClustersProfiles(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	nc := nodeClass("al2023@latest")
+	nc.Spec.InstanceProfile, nc.Spec.Role = nil, nodeRole
+	nc.UID = types.UID("5f0e6c1a-0000-4000-8000-000000000002")
+	got := resolve(t, e, nc)
+	path := dvaws.InstanceProfilePath("us-east-1", cluster, string(nc.UID))
+	create := func(name, path, owner string) {
+		t.Helper()
+		_, err := e.iam.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Path: aws.String(path),
+			Tags: []iamtypes.Tag{{Key: aws.String(apisv1.TagCluster), Value: aws.String(owner)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 120 {
+		create(fmt.Sprintf("%s_old%03d", cluster, i), path, cluster)
+	}
+	create("other-cluster-profile", path, "other")
+	create("deeper", path+"sub/", cluster)
+	create("longer-cluster", dvaws.InstanceProfilePath("us-east-1", cluster+"-2", string(nc.UID)), cluster)
+	if err := e.p.ReleaseNodeClass(ctx, apisv1.NodeClassOf(got)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{nodeProfile, "deeper", "longer-cluster", "other-cluster-profile"}
+	sort.Strings(want)
+	if names := e.srv.InstanceProfileNames(); fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Errorf("profiles left %v, want %v", names, want)
+	}
+	if n := len(e.srv.RequestsOf("DeleteInstanceProfile")); n != 121 {
+		t.Errorf("%d DeleteInstanceProfile calls, want 121 (the resolved profile and 120 more)", n)
 	}
 }

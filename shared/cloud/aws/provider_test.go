@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -45,6 +46,7 @@ type env struct {
 	srv    *ec2api.Server
 	cloud  *fake.Cloud
 	ec2    *ec2.Client
+	iam    *iam.Client
 	nodes  *fake.NodeRecorder
 	cat    *catalog.Catalog
 	counts *counter
@@ -91,8 +93,9 @@ func setup(t *testing.T, opts ...func(*dvaws.Options)) *env {
 		t.Fatal(err)
 	}
 	e, s := dvaws.Clients(cfg)
+	ic := dvaws.IAMClient(cfg)
 	o := dvaws.Options{Cluster: cluster, ClusterEndpoint: endpoint, ClusterCA: clusterCA, KubernetesVersion: k8s,
-		Catalog: cat, EC2: e, SSM: s, IAM: dvaws.IAMClient(cfg), Region: "us-east-1"}
+		Catalog: cat, EC2: e, SSM: s, IAM: ic, Region: "us-east-1"}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -100,7 +103,7 @@ func setup(t *testing.T, opts ...func(*dvaws.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{p: p, srv: srv, cloud: fc, ec2: e, nodes: reg, cat: cat, counts: cnt}
+	return &env{p: p, srv: srv, cloud: fc, ec2: e, iam: ic, nodes: reg, cat: cat, counts: cnt}
 }
 
 func nodeClass(alias string) *apisv1.EC2NodeClass {

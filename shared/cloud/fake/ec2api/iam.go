@@ -105,7 +105,7 @@ func (s *Server) profileHasRole(name string) (exists, hasRole bool) {
 func isIAMAction(action string) bool {
 	switch action {
 	case "GetInstanceProfile", "CreateInstanceProfile", "AddRoleToInstanceProfile", "RemoveRoleFromInstanceProfile",
-		"DeleteInstanceProfile", "ListInstanceProfiles":
+		"DeleteInstanceProfile", "ListInstanceProfiles", "ListInstanceProfileTags":
 		return true
 	}
 	return false
@@ -194,9 +194,49 @@ type profileResult struct {
 type listResult struct {
 	XMLName          xml.Name     `xml:"r"`
 	IsTruncated      bool         `xml:"IsTruncated"`
+	Marker           string       `xml:"Marker,omitempty"`
 	InstanceProfiles []xmlProfile `xml:"InstanceProfiles>member"`
 }
 
+// tagsResult is ListInstanceProfileTags' result (IAM API reference, ListInstanceProfileTags:
+// Tags sorted by key, IsTruncated, Marker when truncated).
+type tagsResult struct {
+	XMLName     xml.Name `xml:"r"`
+	IsTruncated bool     `xml:"IsTruncated"`
+	Marker      string   `xml:"Marker,omitempty"`
+	Tags        []xmlTag `xml:"Tags>member"`
+}
+
+// iamPage cuts sorted keys by IAM's MaxItems and Marker (IAM API reference, ListInstanceProfiles
+// and ListInstanceProfileTags: MaxItems 1 to 1000, 100 when absent; Marker is the value of the
+// previous response's Marker, opaque to the caller; here the first key of the next page).
+func iamPage(keys []string, form url.Values) (page []string, marker string, e *iamError) {
+	size := 100
+	if v := form.Get("MaxItems"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return nil, "", invalid("1 validation error detected: Value '%s' at 'maxItems' failed to satisfy constraint: Member must have value between 1 and 1000", v)
+		}
+		size = n
+	}
+	start := 0
+	if m, ok := form["Marker"]; ok {
+		start = sort.SearchStrings(keys, m[0])
+		if m[0] == "" || start == len(keys) || keys[start] != m[0] {
+			return nil, "", invalid("Invalid Marker %q: use the Marker of the previous response.", m[0])
+		}
+	}
+	end := min(start+size, len(keys))
+	if end < len(keys) {
+		marker = keys[end]
+	}
+	return keys[start:end], marker, nil
+}
+
+// xmlProfile renders p as Get and Create return it, tags included. List calls drop the tags:
+// "IAM resource-listing operations return a subset of the available attributes for the
+// resource. For example, this operation does not return tags" (IAM API reference,
+// ListInstanceProfiles); tags are read with ListInstanceProfileTags or GetInstanceProfile.
 func (s *Server) xmlProfile(p *iamProfile) xmlProfile {
 	out := xmlProfile{Path: p.path, InstanceProfileName: p.name, InstanceProfileID: p.id, CreateDate: p.created.UTC().Format(time.RFC3339),
 		Arn: "arn:aws:iam::" + s.account + ":instance-profile" + p.path + p.name, Roles: []xmlRole{}, Tags: []xmlTag{}}
@@ -320,6 +360,10 @@ func (s *Server) iam(action string, form url.Values) (any, *iamError) {
 		if prefix == "" {
 			prefix = "/"
 		}
+		// PathPrefix: "/" or /.../ of \u0021-\u007F, 1 to 512 (IAM API reference, ListInstanceProfiles).
+		if !iamPath.MatchString(prefix) {
+			return nil, invalid("1 validation error detected: Value '%s' at 'pathPrefix' failed to satisfy constraint: Member must satisfy regular expression pattern: \\u002F[\\u0021-\\u007F]*", prefix)
+		}
 		names := make([]string, 0, len(s.profiles))
 		for n, p := range s.profiles {
 			if strings.HasPrefix(p.path, prefix) {
@@ -327,9 +371,34 @@ func (s *Server) iam(action string, form url.Values) (any, *iamError) {
 			}
 		}
 		sort.Strings(names)
-		r := listResult{InstanceProfiles: []xmlProfile{}}
+		names, marker, e := iamPage(names, form)
+		if e != nil {
+			return nil, e
+		}
+		r := listResult{InstanceProfiles: []xmlProfile{}, IsTruncated: marker != "", Marker: marker}
 		for _, n := range names {
-			r.InstanceProfiles = append(r.InstanceProfiles, s.xmlProfile(s.profiles[n]))
+			x := s.xmlProfile(s.profiles[n])
+			x.Tags = nil // not returned by List (see xmlProfile)
+			r.InstanceProfiles = append(r.InstanceProfiles, x)
+		}
+		return r, nil
+	case "ListInstanceProfileTags":
+		p, e := needProfile()
+		if e != nil {
+			return nil, e
+		}
+		keys := make([]string, 0, len(p.tags))
+		for k := range p.tags {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // "The returned list of tags is sorted by tag key."
+		keys, marker, e := iamPage(keys, form)
+		if e != nil {
+			return nil, e
+		}
+		r := tagsResult{Tags: []xmlTag{}, IsTruncated: marker != "", Marker: marker}
+		for _, k := range keys {
+			r.Tags = append(r.Tags, xmlTag{Key: k, Value: p.tags[k]})
 		}
 		return r, nil
 	}
