@@ -45,6 +45,34 @@ const MaxInvocationBytes = 2 << 20
 // snapshots on "/interruption-events").
 const EventsRouteSuffix = "-events"
 
+// The custom handler's timeouts. The Functions host, on loopback, sends an invocation's request
+// whole at once, so a header or body still unread after seconds is a stalled or hostile client:
+// cut off before it can hold the instance's one-at-a-time lock (the body is read before the lock
+// is taken). AzureReadTimeout is the handler's deadline on the body, not the server's
+// ReadTimeout: net/http keeps that deadline on the connection's background read after the body,
+// whose expiry cancels the request's context, so an invocation running past it would be
+// cancelled. An invocation runs at most host.json's functionTimeout (infra/azure: 5 minutes; the
+// host fails it then), and waits for the lock behind the one running, so the response may be
+// written up to a minute past it; past that the host has given up.
+const (
+	AzureReadHeaderTimeout = 10 * time.Second
+	AzureReadTimeout       = 30 * time.Second
+	AzureWriteTimeout      = 6 * time.Minute
+	AzureIdleTimeout       = 2 * time.Minute
+)
+
+// serverTimeouts are an http.Server's four timeouts (net/http: ReadHeaderTimeout, ReadTimeout,
+// WriteTimeout, IdleTimeout).
+type serverTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+var azureTimeouts = serverTimeouts{readHeader: AzureReadHeaderTimeout, write: AzureWriteTimeout, idle: AzureIdleTimeout}
+
+func (t serverTimeouts) server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
+}
+
 func runAzure(ctx context.Context, f Function, o Options, log *slog.Logger) error {
 	if o.EventGridNamespace == "" {
 		return fmt.Errorf("--eventgrid-namespace-endpoint (%s): required under Azure Functions (commands are sent there)", EnvName("eventgrid-namespace-endpoint"))
@@ -96,8 +124,7 @@ func runAzure(ctx context.Context, f Function, o Options, log *slog.Logger) erro
 		subject = f.Subject(o.Cluster)
 	}
 	routes := map[string]string{f.Name: subject, f.Name + EventsRouteSuffix: queue.EventsSubject(o.Cluster)}
-	srv := &http.Server{Handler: AzureFunctionsHandler(h, AzureOptions{Routes: routes, DeadLetters: dead, Source: f.Name, Logger: log, Metrics: rec}),
-		ReadHeaderTimeout: 30 * time.Second}
+	srv := azureTimeouts.server(AzureFunctionsHandler(h, AzureOptions{Routes: routes, DeadLetters: dead, Source: f.Name, Logger: log, Metrics: rec}))
 	// The host calls the handler on loopback; nothing else needs to reach it.
 	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv(EnvCustomHandlerPort))
 	if err != nil {
@@ -153,6 +180,8 @@ type AzureOptions struct {
 	// written, and is flushed (telemetry.Flush) after every invocation: a Consumption plan
 	// instance may be frozen or recycled between requests. nil: none.
 	Metrics telemetry.Recorder
+	// ReadTimeout bounds the reading of an invocation's request body; default AzureReadTimeout.
+	ReadTimeout time.Duration
 }
 
 // invokeRequest and invokeResponse are the custom handler's documented payloads.
@@ -181,6 +210,11 @@ type invokeResponse struct {
 // storage dead-letter destination (deadLetterReason MaxDeliveryAttemptsExceeded). The host does
 // not pass Event Grid's delivery count, so Message.Attempt is 1.
 //
+// The request is read (at most MaxInvocationBytes, within AzureReadTimeout) before the
+// invocation waits for its turn, so a stalled body never holds the turn; a body that cannot be
+// read (the client stalled or went away) answers 400 and is not dead-lettered: the host fails
+// the invocation and Event Grid delivers the event again.
+//
 // Invocations run one at a time: Event Grid keeps no order and may deliver concurrently, and one
 // decision at a time per cluster (DESIGN invariant 3) is kept within the instance; infra/azure
 // limits each function app to one instance, and commands carry their snapshot revision, which
@@ -192,6 +226,9 @@ func AzureFunctionsHandler(h queue.Handler, o AzureOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = AzureReadTimeout
+	}
 	rec := telemetry.OrNop(o.Metrics)
 	h = Instrument(o.Source, h, rec, nil)
 	var one sync.Mutex
@@ -201,9 +238,25 @@ func AzureFunctionsHandler(h queue.Handler, o AzureOptions) http.Handler {
 			http.Error(w, "no function at "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 			return
 		}
+		// The body's deadline, lifted once it is read (see AzureReadTimeout); a connection that
+		// supports none (ErrNotSupported) is read without.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(o.ReadTimeout))
+		msg, meta, err := readInvocation(r, o.Binding)
+		var unread *unreadError
+		if errors.As(err, &unread) {
+			// The deadline stays passed: net/http drains an unread body before answering, which
+			// without one would wait on the stalled client for ever; the connection then closes.
+			_ = rc.SetReadDeadline(time.Now())
+			o.Logger.Warn("invocation request not read; the host will fail it and Event Grid deliver again", "path", r.URL.Path, "err", err)
+			w.Header().Set("Connection", "close")
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		_ = rc.SetReadDeadline(time.Time{})
 		one.Lock()
 		defer one.Unlock()
-		status, resp := invoke(r, h, subject, o, rec)
+		status, resp := invoke(r.Context(), r, msg, meta, err, h, subject, o, rec)
 		if err := telemetry.Flush(context.WithoutCancel(r.Context()), rec); err != nil {
 			o.Logger.Warn("flushing metrics", "err", err)
 		}
@@ -213,9 +266,8 @@ func AzureFunctionsHandler(h queue.Handler, o AzureOptions) http.Handler {
 	})
 }
 
-func invoke(r *http.Request, h queue.Handler, subject string, o AzureOptions, rec telemetry.Recorder) (int, invokeResponse) {
-	ctx := r.Context()
-	msg, meta, err := readInvocation(r, o.Binding)
+// invoke runs the invocation readInvocation read (err: why it could not be, a poison).
+func invoke(ctx context.Context, r *http.Request, msg queue.Message, meta string, err error, h queue.Handler, subject string, o AzureOptions, rec telemetry.Recorder) (int, invokeResponse) {
 	msg.Subject = subject
 	log := o.Logger.With("path", r.URL.Path, "id", msg.ID, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId"))
 	if err == nil {
@@ -252,13 +304,21 @@ func invoke(r *http.Request, h queue.Handler, subject string, o AzureOptions, re
 	}
 }
 
-// readInvocation reads the request's event. Errors wrap queue.ErrPoison: an invocation that
-// cannot be read never will be. meta is a name for it when it has no event id.
+// unreadError is a request body that could not be read (a stall past the read deadline, a
+// client gone): not the event's fault, so not poison.
+type unreadError struct{ err error }
+
+func (e *unreadError) Error() string { return "reading the invocation: " + e.err.Error() }
+func (e *unreadError) Unwrap() error { return e.err }
+
+// readInvocation reads the request's event. Errors are an *unreadError when the body could not
+// be read, else they wrap queue.ErrPoison: an invocation that cannot be parsed never will be.
+// meta is a name for it when it has no event id.
 func readInvocation(r *http.Request, binding string) (queue.Message, string, error) {
 	msg := queue.Message{Attempt: 1}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxInvocationBytes+1))
 	if err != nil {
-		return msg, "", fmt.Errorf("%w: reading the invocation: %v", queue.ErrPoison, err)
+		return msg, "", &unreadError{err}
 	}
 	meta := r.Header.Get("X-Azure-Functions-InvocationId")
 	if len(body) > MaxInvocationBytes {
