@@ -112,7 +112,21 @@ type Server struct {
 	Live     Check
 	Ready    Check
 	Logger   *slog.Logger
+	// IdleTimeout closes a keep-alive connection idle this long; default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+
+	readHeaderTimeout time.Duration // tests shorten ReadHeaderTimeout
 }
+
+// The metrics server's timeouts. Scrapes and probes are GETs without a body answered from
+// memory, so every phase is bounded in seconds; a scraper keeps its connection between scrapes
+// (Prometheus' default interval is 1 minute), so an idle one is closed after a little more.
+const (
+	ReadHeaderTimeout  = 10 * time.Second
+	ReadTimeout        = 30 * time.Second
+	WriteTimeout       = 30 * time.Second
+	DefaultIdleTimeout = 90 * time.Second
+)
 
 // Handler serves the three paths.
 func (s *Server) Handler() http.Handler {
@@ -146,7 +160,16 @@ func (s *Server) Listen() (addr string, serve func(ctx context.Context) error, e
 	if err != nil {
 		return "", nil, fmt.Errorf("http server on %q: %w", s.Addr, err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	idle := s.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	header := ReadHeaderTimeout
+	if s.readHeaderTimeout > 0 {
+		header = s.readHeaderTimeout
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: header, ReadTimeout: ReadTimeout,
+		WriteTimeout: WriteTimeout, IdleTimeout: idle}
 	return ln.Addr().String(), func(ctx context.Context) error {
 		errc := make(chan error, 1)
 		go func() { errc <- srv.Serve(ln) }()

@@ -573,7 +573,10 @@ func (s *Server) ListenLoopback() (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// Bounded like the product's servers: the SDK sends small requests whole, and even the
+	// largest Describe page is written in well under a minute on loopback.
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: time.Minute, IdleTimeout: 90 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
