@@ -26,7 +26,11 @@ func newAuditCommand() *cobra.Command {
 		Long: "Every decision a function makes (launch, delete, replace, drain) is one structured log record:\n" +
 			"what, why (the rule and its inputs), $/h before and after, and for launches the lower bound and a\n" +
 			"static node group's price for the same pods. audit reads them back from log files (kubectl logs,\n" +
-			"an exported CloudWatch or Azure Monitor stream, `dovetail dev -v` stderr) and prints them.\n\n" +
+			"an exported CloudWatch or Azure Monitor stream, `dovetail dev -v` stderr) and prints them as they are read.\n" +
+			"It reads JSON lines, CloudWatch Logs exports to S3 (\"<timestamp> <message>\" lines), the JSON of\n" +
+			"`aws logs filter-log-events` / `get-log-events`, and JSON arrays of log or audit records; a line it\n" +
+			"cannot read (longer than 8 MiB, not JSON though it names a record, a record that does not decode)\n" +
+			"is skipped with a warning naming its file and line.\n\n" +
 			"In local dev and the NATS runtime every record is also published on the cluster's audit subject\n" +
 			"(dovetail.<cluster>.audit); --nats URL --cluster C reads them from there (--follow: keep reading).",
 		SilenceUsage: true,
@@ -46,31 +50,7 @@ func newAuditCommand() *cobra.Command {
 			if len(args) == 0 {
 				args = []string{"-"}
 			}
-			var records []telemetry.Audit
-			for _, path := range args {
-				r := io.Reader(cmd.InOrStdin())
-				if path != "-" {
-					f, err := os.Open(path)
-					if err != nil {
-						return err
-					}
-					defer f.Close()
-					r = f
-				}
-				if err := telemetry.ReadAudit(r, func(a telemetry.Audit) error { records = append(records, a); return nil }); err != nil {
-					return fmt.Errorf("%s: %w", path, err)
-				}
-			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				for _, a := range records {
-					if err := enc.Encode(a); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			return writeAuditTable(cmd.OutOrStdout(), records)
+			return auditFromFiles(cmd, args, output)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json (one record per line)")
@@ -78,6 +58,59 @@ func newAuditCommand() *cobra.Command {
 	cmd.Flags().StringVar(&cluster, "cluster", "dev", "with --nats: the cluster whose records to read")
 	cmd.Flags().BoolVarP(&follow, "follow", "F", false, "with --nats: keep printing new records (one JSON line or table row each) until interrupted")
 	return cmd
+}
+
+// auditTableBlock is how many table rows are aligned and printed together: the table streams
+// in blocks, so memory stays bounded however long the log.
+const auditTableBlock = 256
+
+// auditFromFiles prints the records of each log file (telemetry.ReadAuditStream's formats) as
+// they are read, and warns on stderr of each line it skips, by file and line.
+func auditFromFiles(cmd *cobra.Command, paths []string, output string) error {
+	out, warn := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	enc := json.NewEncoder(out)
+	var block []telemetry.Audit
+	printed := false // a block of the table was written
+	emit := func(a telemetry.Audit) error {
+		if output == "json" {
+			return enc.Encode(a)
+		}
+		block = append(block, a)
+		if len(block) == auditTableBlock {
+			err := writeAuditTable(out, block)
+			block, printed = block[:0], true
+			return err
+		}
+		return nil
+	}
+	skipped := 0
+	for _, path := range paths {
+		r := io.Reader(cmd.InOrStdin())
+		if path != "-" {
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			r = f
+		}
+		o := telemetry.AuditReadOptions{Skipped: func(s telemetry.AuditSkip) {
+			skipped++
+			fmt.Fprintf(warn, "warning: %s: line %d skipped: %s\n", path, s.Line, s.Reason)
+		}}
+		if err := telemetry.ReadAuditStream(r, o, emit); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if output == "table" && (len(block) > 0 || !printed) { // the header alone for no records
+		if err := writeAuditTable(out, block); err != nil {
+			return err
+		}
+	}
+	if skipped > 0 {
+		fmt.Fprintf(warn, "warning: %d line(s) skipped; the records printed are not all the log holds\n", skipped)
+	}
+	return nil
 }
 
 // auditFromNATS prints the cluster's audit records from its stream; with follow each record as it

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -88,5 +91,51 @@ func TestAuditFromNATS(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "audit", "--follow", "x.log"); code == 0 || !strings.Contains(stderr, "--follow") {
 		t.Errorf("--follow without --nats: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// `dovetail audit FILE` on a log with a 20 MiB line (past the 16 MiB the reader stopped at,
+// silently and without a line number) and on a CloudWatch Logs export: every record around the
+// long line is printed, and the long line is named on stderr.
+func TestAuditFilesLongLineAndCloudWatchExport(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	launch := telemetry.Audit{Action: telemetry.ActionLaunch, Function: "provision", Cluster: "c1", Decision: "revision-7",
+		Rule: "provisioning: pending pods need new capacity", PriceAfter: 0.0385}
+	huge := launch
+	huge.Why = strings.Repeat("y", 20<<20)
+	drain := telemetry.Audit{Action: telemetry.ActionDrain, Function: "interruption", Cluster: "c1", Decision: "n-1",
+		Rule: "interruption: SpotInterruption", Nodes: []string{"ip-10-0-1-7.ec2.internal"}}
+	for _, a := range []telemetry.Audit{launch, huge, drain} {
+		telemetry.LogAudit(log, a)
+	}
+	dir := t.TempDir()
+	long := filepath.Join(dir, "long.log")
+	if err := os.WriteFile(long, logs.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "audit", "-o", "json", long)
+	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, `"rule":"interruption: SpotInterruption"`) {
+		t.Errorf("exit %d, stdout:\n%s\nwant the two records around the long line", code, out)
+	}
+	if !strings.Contains(stderr, long+": line 2 skipped") || !strings.Contains(stderr, "1 line(s) skipped") {
+		t.Errorf("stderr %q, want line 2 named and a count", stderr)
+	}
+
+	var export strings.Builder
+	for i, line := range strings.Split(strings.TrimSuffix(logs.String(), "\n"), "\n") {
+		if i == 1 {
+			continue
+		}
+		fmt.Fprintf(&export, "2026-12-06T02:00:0%d.000Z %s\n", i, line)
+	}
+	cw := filepath.Join(dir, "000000")
+	if err := os.WriteFile(cw, []byte("2026-12-06T01:59:59.000Z START RequestId: 1b2c Version: $LATEST\n"+export.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = runCLI(t, "audit", cw)
+	if code != 0 || stderr != "" || !strings.Contains(out, "provisioning: pending pods need new capacity") ||
+		!strings.Contains(out, "ip-10-0-1-7.ec2.internal") || strings.Count(out, "\n") != 3 { // header and two rows
+		t.Errorf("CloudWatch export: exit %d stderr %q, table:\n%s", code, stderr, out)
 	}
 }

@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -68,24 +67,10 @@ func LogAudit(log *slog.Logger, a Audit) {
 	log.LogAttrs(context.Background(), slog.LevelInfo, AuditMessage, slog.Any("audit", a))
 }
 
-// ReadAudit reads the audit records of a log stream (JSON lines; other lines and records are
-// skipped). Error: a line that says it is an audit record but does not decode, naming the line.
+// ReadAudit reads the audit records of a log stream (ReadAuditStream's formats). Error: the
+// first line it cannot read (AuditSkip names it).
 func ReadAudit(r io.Reader, each func(Audit) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Bytes()
-		a, ok, err := ParseAuditLine(line)
-		if err != nil {
-			return fmt.Errorf("line %d: %w", n, err)
-		}
-		if ok {
-			if err := each(a); err != nil {
-				return err
-			}
-		}
-	}
-	return sc.Err()
+	return ReadAuditStream(r, AuditReadOptions{}, each)
 }
 
 // ParseAuditLine decodes one log line; ok is false for a line that is not an audit record.
