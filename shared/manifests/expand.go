@@ -21,7 +21,8 @@ import (
 // A cluster dump holds the controllers' pods too: a workload adds only the pods it lacks
 // (Replicas minus the Pods it already runs, found by their owner references, see owners.go),
 // skipping the names its pods already have; a ReplicaSet owned by a Deployment of the Set, or
-// a Job owned by a CronJob of the Set, adds none (its owner stands for it).
+// a Job owned by a CronJob of the Set, adds none (its owner stands for it), unless the owner
+// references form a cycle (Set.OwnerCycles).
 //
 // The pods are fresh copies; changing them does not change the Set.
 func (s *Set) ExpandPods() []*corev1.Pod {
@@ -67,8 +68,8 @@ func (s *Set) ExpandPods() []*corev1.Pod {
 			pods = append(pods, p)
 			continue
 		}
-		if idx.owner(e.w) != nil {
-			continue
+		if idx.standsFor(e.w) != nil {
+			continue // its owner adds its pods; one in a cycle adds its own (OwnerCycles)
 		}
 		pods = append(pods, e.w.missing(live[e.w])...)
 	}

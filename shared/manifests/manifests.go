@@ -66,6 +66,13 @@ type Set struct {
 	seen map[string]Source
 }
 
+// Objects counts the objects read that Dovetail plans with (every kind of the Set; not the
+// skipped kinds counted in Skipped).
+func (s *Set) Objects() int {
+	return len(s.NodePools) + len(s.NodeClasses) + len(s.NodeClaims) + len(s.Pods) + len(s.Workloads) + len(s.DaemonSets) +
+		len(s.LimitRanges) + len(s.PDBs) + len(s.Nodes) + len(s.Namespaces) + len(s.PVCs) + len(s.PVs) + len(s.StorageClasses)
+}
+
 // Workload is one pod controller read from a manifest.
 type Workload struct {
 	// Kind is Deployment, StatefulSet, ReplicaSet, Job or CronJob; APIVersion is apps/v1 or batch/v1.

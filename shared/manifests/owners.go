@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -82,10 +83,52 @@ func (idx workloadIndex) owner(w *Workload) *Workload {
 	return idx.resolve(namespaceOr(w.Namespace), controllerRef(m.GetOwnerReferences()))
 }
 
-// top follows owners up (at most two steps: ReplicaSet → Deployment, Job → CronJob).
+// inCycle reports whether following controller owner references up from w comes back to w
+// (hand-edited or hostile input: the API server does not refuse a cycle, and the garbage
+// collector leaves such objects alone, Kubernetes docs "Garbage Collection"). A workload in a
+// cycle has no owner that stands for it: it adds its own pods, and OwnerCycles names it.
+func (idx workloadIndex) inCycle(w *Workload) bool {
+	o := idx.owner(w)
+	for range len(idx) {
+		if o == nil {
+			return false
+		}
+		if o == w {
+			return true
+		}
+		o = idx.owner(o)
+	}
+	return false
+}
+
+// standsFor returns the workload whose pods w's are counted with: its owner, or nil when it has
+// none in the Set or is in an ownership cycle.
+func (idx workloadIndex) standsFor(w *Workload) *Workload {
+	if idx.inCycle(w) {
+		return nil
+	}
+	return idx.owner(w)
+}
+
+// OwnerCycles lists the workloads (kind namespace/name, sorted) whose controller owner
+// references lead back to themselves; each is planned as if it had no owner.
+func (s *Set) OwnerCycles() []string {
+	idx := s.workloadIndex()
+	var out []string
+	for _, w := range s.Workloads {
+		if idx.inCycle(w) {
+			out = append(out, w.Kind+" "+namespaceOr(w.Namespace)+"/"+w.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// top follows owners up (at most two steps: ReplicaSet → Deployment, Job → CronJob), never
+// into an ownership cycle.
 func (idx workloadIndex) top(w *Workload) *Workload {
 	for i := 0; i < 2 && w != nil; i++ {
-		o := idx.owner(w)
+		o := idx.standsFor(w)
 		if o == nil {
 			break
 		}

@@ -202,3 +202,75 @@ func TestLoadFromStdin(t *testing.T) {
 		t.Errorf("error %v, want it located at <stdin> doc 0", err)
 	}
 }
+
+// Owner references that form a cycle (Deployment a owned by ReplicaSet b, b owned by a; and a
+// ReplicaSet owning itself) made every workload in it look owned, so none added a pod and they
+// vanished from the plan. Each now adds its own replicas and OwnerCycles names them; the
+// well-formed pair beside them is unchanged (the ReplicaSet adds nothing, its Deployment 2).
+func TestOwnerCyclesAreNamedAndPlanned(t *testing.T) {
+	s, err := LoadReader("cycle.yaml", strings.NewReader(cycleDump))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range s.ExpandPods() {
+		got = append(got, p.Name)
+	}
+	sort.Strings(got)
+	want := "a-0 b-0 b-1 ok-0 ok-1 self-0"
+	if strings.Join(got, " ") != want {
+		t.Errorf("pods %v, want %s", got, want)
+	}
+	if c := strings.Join(s.OwnerCycles(), "; "); c != "Deployment default/a; ReplicaSet default/b; ReplicaSet default/self" {
+		t.Errorf("cycles %q", c)
+	}
+}
+
+const cycleDump = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: a
+  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: b, controller: true}]
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: a}}
+  template: {metadata: {labels: {app: a}}, spec: {containers: [{name: c, image: x}]}}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: b
+  ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: a, controller: true}]
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: b}}
+  template: {metadata: {labels: {app: b}}, spec: {containers: [{name: c, image: x}]}}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: self
+  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: self, controller: true}]
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: self}}
+  template: {metadata: {labels: {app: self}}, spec: {containers: [{name: c, image: x}]}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ok}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: ok}}
+  template: {metadata: {labels: {app: ok}}, spec: {containers: [{name: c, image: x}]}}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: ok-5f
+  ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: ok, controller: true}]
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: ok}}
+  template: {metadata: {labels: {app: ok}}, spec: {containers: [{name: c, image: x}]}}
+`
