@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -63,6 +64,9 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			if err != nil {
 				return err
 			}
+			if set.Objects() == 0 {
+				return usageError{emptyInput(set, files, live.kubeconfig)}
+			}
 			cl, err := cloudOf(set)
 			if err != nil {
 				return usageError{err}
@@ -71,9 +75,7 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			if err != nil {
 				return usageError{fmt.Errorf("--region: %w", err)}
 			}
-			if w := planner.OrphanWarning(set); w != "" {
-				set.Warnings = append(set.Warnings, w)
-			}
+			set.Warnings = append(set.Warnings, planner.Warnings(set)...)
 			for _, w := range set.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
@@ -92,6 +94,7 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			if err != nil {
 				return usageError{err}
 			}
+			out.Warnings = set.Warnings
 			if len(set.Nodes) > 0 {
 				res, err := live.preview(set, cl, cat)
 				if err != nil {
@@ -135,6 +138,28 @@ type PlanOutput struct {
 	// (m5.2xlarge; Standard_D8s_v5 on Azure) would pay for the pods this plan put on new
 	// NodeClaims (provisioning.StaticBaseline); unplaceable counts those it cannot hold.
 	StaticBaseline *telemetry.StaticBaseline `json:"staticBaseline,omitempty"`
+	// Warnings are the lines printed on stderr about the input (documents skipped, pods on
+	// missing nodes, ownerReference cycles, NodePools whose NodeClass is missing).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// emptyInput is the error for input that held no object plan uses: an empty file, a dump of
+// nothing, the wrong file. It names what was read and what was skipped.
+func emptyInput(set *manifests.Set, files []string, kubeconfig string) error {
+	from := strings.Join(files, ", ")
+	if kubeconfig != "" {
+		from = strings.TrimPrefix(from+", the cluster of "+kubeconfig, ", ")
+	}
+	msg := fmt.Sprintf("-f %s: no Kubernetes object plan uses was read", from)
+	if n := len(set.Skipped); n > 0 {
+		kinds := make([]string, 0, n)
+		for k := range set.Skipped {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		msg += " (only kinds it does not use: " + strings.Join(kinds, ", ") + ")"
+	}
+	return errors.New(msg)
 }
 
 // CatalogOutput names the catalog a plan was priced with: its region and source ("embedded":

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
@@ -72,6 +73,9 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 		snap.PDBs = append(snap.PDBs, *p)
 	}
 	for _, np := range set.NodePools {
+		if danglingRef(set, np) {
+			continue // launches nothing, as Karpenter's NodeClassReady=False pool (DanglingNodeClassWarnings)
+		}
 		snap.NodePools = append(snap.NodePools, *np)
 	}
 	snap.NodeClasses = append(snap.NodeClasses, set.NodeClasses...)
@@ -88,6 +92,51 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 		snap.StorageClasses = append(snap.StorageClasses, *sc)
 	}
 	return snap, nil
+}
+
+// danglingRef reports whether np's nodeClassRef names a NodeClass the input does not hold.
+func danglingRef(set *manifests.Set, np *apisv1.NodePool) bool {
+	ref := np.Spec.Template.Spec.NodeClassRef
+	return ref != nil && ref.Name != "" && apisv1.FindNodeClass(set.NodeClasses, ref).IsZero()
+}
+
+// DanglingNodeClassWarnings names each NodePool whose nodeClassRef names a NodeClass not in
+// the input. Karpenter sets such a NodePool's NodeClassReady condition False (its NodeClass is
+// not found) and provisions nothing from a NodePool that is not Ready, so Snapshot leaves it out
+// and pods only it could take are unschedulable.
+func DanglingNodeClassWarnings(set *manifests.Set) []string {
+	var out []string
+	for _, np := range set.NodePools {
+		if danglingRef(set, np) {
+			ref := np.Spec.Template.Spec.NodeClassRef
+			out = append(out, fmt.Sprintf("NodePool %s: spec.template.spec.nodeClassRef names %s %s, which is not in the input: NodeClassReady=False, so it launches nothing (left out of the plan)",
+				np.Name, orDefault(ref.Kind, "NodeClass"), ref.Name))
+		}
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Warnings are the lines `dovetail plan` prints about the input before planning: pods bound to
+// missing nodes (OrphanWarning), workloads in an ownerReference cycle (each planned as if it had
+// no owner: manifests.Set.OwnerCycles) and NodePools whose NodeClass is missing
+// (DanglingNodeClassWarnings).
+func Warnings(set *manifests.Set) []string {
+	var out []string
+	if w := OrphanWarning(set); w != "" {
+		out = append(out, w)
+	}
+	if c := set.OwnerCycles(); len(c) > 0 {
+		out = append(out, fmt.Sprintf("%d workload(s) whose ownerReferences form a cycle, each planned with its own replicas as if it had no owner: %s",
+			len(c), strings.Join(c, ", ")))
+	}
+	return append(out, DanglingNodeClassWarnings(set)...)
 }
 
 // recreated reports whether a pod PodGC deletes off a missing node comes back unbound: its
