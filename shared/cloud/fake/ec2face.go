@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -19,16 +20,28 @@ type InstanceRecord struct {
 	PrivateIP string
 	// PrivateDNSName is the EC2 IP name of PrivateIP (ip-10-0-0-4.ec2.internal), also the Node name.
 	PrivateDNSName string
+	// Listed is whether EC2 still shows the instance: always, until TerminatedVisibility after it
+	// terminated (on the fake's clock).
+	Listed bool
 }
 
-// Records returns every instance, terminated ones included (EC2 keeps showing them for about an
-// hour), sorted by instance ID.
+// TerminatedVisibility is how long EC2 keeps showing a terminated instance: "Recently terminated
+// instances might appear in the returned results. This interval is usually less than one hour"
+// (EC2 API reference, DescribeInstances). After it, the instance ID is unknown
+// (InvalidInstanceID.NotFound).
+const TerminatedVisibility = time.Hour
+
+// Records returns every instance, terminated ones included (Listed says whether EC2 would
+// still show one), sorted by instance ID.
 func (c *Cloud) Records() []InstanceRecord {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.clock.Now()
 	out := make([]InstanceRecord, 0, len(c.instances))
 	for _, inst := range c.instances {
-		r := InstanceRecord{Instance: inst.snapshot(), PrivateDNSName: inst.nodeName}
+		// An instance added terminated (AddInstance) has no termination time: shown, as recent.
+		listed := inst.State != cloud.StateTerminated || inst.terminateAt.IsZero() || now.Before(inst.terminateAt.Add(TerminatedVisibility))
+		r := InstanceRecord{Instance: inst.snapshot(), PrivateDNSName: inst.nodeName, Listed: listed}
 		if inst.privateIP.IsValid() {
 			r.PrivateIP = inst.privateIP.String()
 		}

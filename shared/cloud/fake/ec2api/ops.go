@@ -748,7 +748,12 @@ func (s *Server) describeInstances(_ context.Context, form url.Values, reqID str
 	if aerr := dryRun(in.DryRun); aerr != nil {
 		return nil, aerr
 	}
-	recs := s.cloud.Records()
+	// "You cannot specify this parameter [MaxResults] and the instance IDs parameter in the same
+	// request" (EC2 API reference, DescribeInstances).
+	if len(in.InstanceIds) > 0 && in.MaxResults != nil {
+		return nil, badRequest(CodeInvalidParameterCombination, "The parameter instancesSet cannot be used with the parameter maxResults")
+	}
+	recs := listed(s.cloud.Records())
 	byID := map[string]fake.InstanceRecord{}
 	for _, r := range recs {
 		byID[r.ID] = r
@@ -818,7 +823,7 @@ func (s *Server) terminateInstances(ctx context.Context, form url.Values, reqID 
 		return nil, badRequest(CodeMissingParameter, "The request must contain the parameter InstanceId")
 	}
 	zones := map[string]string{}
-	for _, r := range s.cloud.Records() {
+	for _, r := range listed(s.cloud.Records()) {
 		zones[r.ID] = r.Zone
 	}
 	var missing []string
@@ -1011,6 +1016,18 @@ func ownedBy(img types.Image, owners []string, self string) bool {
 		}
 	}
 	return false
+}
+
+// listed keeps the instances EC2 still shows: a terminated one disappears about an hour after
+// (fake.TerminatedVisibility), and its ID is then unknown to every call.
+func listed(recs []fake.InstanceRecord) []fake.InstanceRecord {
+	out := recs[:0]
+	for _, r := range recs {
+		if r.Listed {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // requireIDs refuses IDs that do not exist, as EC2 does for an explicit ID list.

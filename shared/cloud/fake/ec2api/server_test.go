@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -13,8 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
 )
@@ -95,5 +98,65 @@ func TestFakeVPC(t *testing.T) {
 	imgs, err := e.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{aws.ToString(p.Parameter.Value)}})
 	if err != nil || len(imgs.Images) != 1 || imgs.Images[0].Architecture != ec2types.ArchitectureValuesArm64 {
 		t.Fatalf("bottlerocket arm64 image: %+v %v", imgs, err)
+	}
+}
+
+// A terminated instance is shown for about an hour, then its ID is unknown: "Recently
+// terminated instances might appear in the returned results. This interval is usually less than
+// one hour" (EC2 API reference, DescribeInstances). The fake showed it for ever.
+func TestTerminatedInstancesDisappearAfterAnHour(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC))
+	fc := fake.New(fake.Options{Catalog: catalog.MustAWS(), Cluster: "c1", Clock: clk, TerminateDelay: time.Minute})
+	srv, err := ec2api.New(ec2api.Options{Cloud: fc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	e := ec2.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(hs.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "test-secret", "")})
+	ctx := context.Background()
+	const id = "i-0123456789abcdef0"
+	if err := fc.AddInstance(cloud.Instance{ID: id, Zone: "us-east-1a", InstanceType: "m5.large", Tags: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+		t.Fatal(err)
+	}
+	state := func() (string, error) {
+		out, err := e.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		if err != nil {
+			return "", err
+		}
+		return string(out.Reservations[0].Instances[0].State.Name), nil
+	}
+	clk.Step(time.Minute) // TerminateDelay: terminated now
+	if err := fc.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(59 * time.Minute)
+	if got, err := state(); got != "terminated" || err != nil {
+		t.Errorf("59 minutes after termination: %q %v, want still shown terminated", got, err)
+	}
+	clk.Step(time.Minute)
+	_, err = state()
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != ec2api.CodeInvalidInstanceIDNotFound {
+		t.Errorf("an hour after termination: %v, want InvalidInstanceID.NotFound", err)
+	}
+	_, err = e.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+	if !errors.As(err, &ae) || ae.ErrorCode() != ec2api.CodeInvalidInstanceIDNotFound {
+		t.Errorf("terminating it again: %v, want InvalidInstanceID.NotFound", err)
+	}
+}
+
+// DescribeInstances refuses instance IDs with MaxResults: "You cannot specify this parameter and
+// the instance IDs parameter in the same request" (EC2 API reference, DescribeInstances).
+func TestDescribeInstancesIDsWithMaxResults(t *testing.T) {
+	e, _, _ := clients(t)
+	_, err := e.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{"i-0123456789abcdef0"}, MaxResults: aws.Int32(5)})
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != ec2api.CodeInvalidParameterCombination {
+		t.Errorf("%v, want InvalidParameterCombination", err)
 	}
 }
