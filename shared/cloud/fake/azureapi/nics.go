@@ -38,13 +38,15 @@ func (s *Server) nicView(n *armnetwork.Interface) armnetwork.Interface {
 // listNICs lists the resource group's NICs in pages of at most 2, so callers must follow nextLink.
 func (s *Server) listNICs(rg string, _ *armnetwork.InterfacesClientListOptions) (resp azfake.PagerResponder[armnetwork.InterfacesClientListResponse]) {
 	s.sync(context.Background())
+	if !s.rgOK(rg) {
+		resp.AddResponseError(http.StatusNotFound, codeRGNotFound) // not an empty list (rgNotFound)
+		return
+	}
 	s.mu.Lock()
 	var all []*armnetwork.Interface
-	if s.rgOK(rg) {
-		for _, n := range s.nics {
-			v := s.nicView(n)
-			all = append(all, &v)
-		}
+	for _, n := range s.nics {
+		v := s.nicView(n)
+		all = append(all, &v)
 	}
 	s.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return *all[i].Name < *all[j].Name })
@@ -66,7 +68,7 @@ func (s *Server) createNIC(_ context.Context, rg, name string, nic armnetwork.In
 	}
 	switch {
 	case !s.rgOK(rg):
-		fail(http.StatusNotFound, "ResourceGroupNotFound", rg)
+		fail(http.StatusNotFound, codeRGNotFound, rg)
 		return
 	case !vmNamePattern.MatchString(name):
 		fail(http.StatusBadRequest, "InvalidResourceName", name)
@@ -115,7 +117,11 @@ func (s *Server) subnetExists(id string) bool {
 func (s *Server) getNIC(ctx context.Context, rg, name string, _ *armnetwork.InterfacesClientGetOptions) (resp azfake.Responder[armnetwork.InterfacesClientGetResponse], errResp azfake.ErrorResponder) {
 	s.sync(ctx)
 	nic, ok := s.NIC(name)
-	if !s.rgOK(rg) || !ok {
+	switch {
+	case !s.rgOK(rg):
+		errResp.SetResponseError(http.StatusNotFound, codeRGNotFound)
+		return
+	case !ok:
 		errResp.SetResponseError(http.StatusNotFound, "NotFound")
 		return
 	}
@@ -126,6 +132,10 @@ func (s *Server) getNIC(ctx context.Context, rg, name string, _ *armnetwork.Inte
 // deleteNIC deletes a NIC no VM uses (ARM: NicInUse otherwise); a missing one is success.
 func (s *Server) deleteNIC(ctx context.Context, rg, name string, _ *armnetwork.InterfacesClientBeginDeleteOptions) (resp azfake.PollerResponder[armnetwork.InterfacesClientDeleteResponse], errResp azfake.ErrorResponder) {
 	s.sync(ctx)
+	if !s.rgOK(rg) { // the fake deleted the NIC of that name in its own group
+		errResp.SetResponseError(http.StatusNotFound, codeRGNotFound)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := strings.ToLower(nicID(s.o.SubscriptionID, s.o.ResourceGroup, name))

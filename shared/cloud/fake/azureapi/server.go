@@ -161,6 +161,13 @@ func (s *Server) NICNames() []string {
 	return out
 }
 
+// codeRGNotFound is ARM's answer to any call on a resource group that does not exist, before
+// the resource provider looks for the resource: 404 "ResourceGroupNotFound", where a missing
+// resource in an existing group is 404 "ResourceNotFound" (Azure Resource Manager docs,
+// "Resolve resource not found errors"). A List in a missing group is that error, not an empty
+// list.
+const codeRGNotFound = "ResourceGroupNotFound"
+
 func (s *Server) rgOK(rg string) bool { return strings.EqualFold(rg, s.o.ResourceGroup) }
 
 func (s *Server) refuse(call, code, why string) {

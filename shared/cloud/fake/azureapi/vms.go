@@ -126,7 +126,7 @@ func (s *Server) checkVM(rg, name string, vm *armcompute.VirtualMachine) (fake.V
 	p := vm.Properties
 	switch {
 	case !s.rgOK(rg):
-		return l, &armError{http.StatusNotFound, "ResourceGroupNotFound", "resource group " + rg}
+		return l, &armError{http.StatusNotFound, codeRGNotFound, "resource group " + rg}
 	case !vmNamePattern.MatchString(name):
 		return l, &armError{http.StatusBadRequest, "InvalidResourceName", "VM name " + name}
 	case vm.Location == nil || !strings.EqualFold(*vm.Location, s.region):
@@ -345,7 +345,11 @@ func (s *Server) dropNICsOf(vm *armcompute.VirtualMachine) {
 func (s *Server) getVM(ctx context.Context, rg, name string, _ *armcompute.VirtualMachinesClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachinesClientGetResponse], errResp azfake.ErrorResponder) {
 	s.sync(ctx)
 	vm, ok := s.VM(name)
-	if !s.rgOK(rg) || !ok {
+	switch {
+	case !s.rgOK(rg): // the group's error, not the VM's (rgNotFound)
+		errResp.SetResponseError(http.StatusNotFound, codeRGNotFound)
+		return
+	case !ok:
 		errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
 		return
 	}
@@ -359,7 +363,7 @@ func (s *Server) deleteVM(ctx context.Context, rg, name string, _ *armcompute.Vi
 	s.sync(ctx)
 	vm, ok := s.VM(name)
 	if !s.rgOK(rg) {
-		errResp.SetResponseError(http.StatusNotFound, "ResourceGroupNotFound")
+		errResp.SetResponseError(http.StatusNotFound, codeRGNotFound)
 		return
 	}
 	if !ok {
@@ -383,13 +387,15 @@ func (s *Server) deleteVM(ctx context.Context, rg, name string, _ *armcompute.Vi
 
 func (s *Server) listVMs(rg string, _ *armcompute.VirtualMachinesClientListOptions) (resp azfake.PagerResponder[armcompute.VirtualMachinesClientListResponse]) {
 	s.sync(context.Background())
+	if !s.rgOK(rg) {
+		resp.AddResponseError(http.StatusNotFound, codeRGNotFound) // not an empty list (rgNotFound)
+		return
+	}
 	s.mu.Lock()
 	var all []*armcompute.VirtualMachine
-	if s.rgOK(rg) {
-		for _, vm := range s.vms {
-			v := viewOf(vm)
-			all = append(all, &v)
-		}
+	for _, vm := range s.vms {
+		v := viewOf(vm)
+		all = append(all, &v)
 	}
 	s.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return *all[i].Name < *all[j].Name })
