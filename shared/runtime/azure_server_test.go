@@ -23,8 +23,9 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
-// serveAzure serves the handler with the production timeouts, idle shortened to idle.
-func serveAzure(t *testing.T, h queue.Handler, read, idle time.Duration) string {
+// serveAzure serves the handler with the production timeouts, idle shortened to idle; active
+// receives once per request a connection starts reading.
+func serveAzure(t *testing.T, h queue.Handler, read, idle time.Duration) (addr string, active chan struct{}) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -33,9 +34,15 @@ func serveAzure(t *testing.T, h queue.Handler, read, idle time.Duration) string 
 	to := azureTimeouts
 	to.idle = idle
 	srv := to.server(AzureFunctionsHandler(h, AzureOptions{Routes: map[string]string{"provision": "s"}, ReadTimeout: read}))
+	active = make(chan struct{}, 16)
+	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateActive {
+			active <- struct{}{}
+		}
+	}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String()
+	return ln.Addr().String(), active
 }
 
 // stall opens a connection that sends an invocation's headers and one byte of its 1000-byte body.
@@ -60,8 +67,13 @@ func invocation(id string) []byte {
 func TestAzureStalledBodyDoesNotHoldTheTurn(t *testing.T) {
 	var handled atomic.Int32
 	h := func(context.Context, queue.Message) error { handled.Add(1); return nil }
-	addr := serveAzure(t, h, time.Hour, time.Hour) // the stalled body is never cut off here
+	addr, active := serveAzure(t, h, time.Hour, time.Hour) // the stalled body is never cut off here
 	stall(t, addr)
+	select { // the stalled request is being read before the next one comes
+	case <-active:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stalled request never reached the server")
+	}
 	// Before, the handler took the turn and then read the body: this invocation waited for ever.
 	client := &http.Client{Timeout: 20 * time.Second}
 	resp, err := client.Post("http://"+addr+"/provision", "application/json", bytes.NewReader(invocation("e1")))
@@ -77,7 +89,7 @@ func TestAzureStalledBodyDoesNotHoldTheTurn(t *testing.T) {
 func TestAzureStalledBodyIsCutOff(t *testing.T) {
 	var handled atomic.Int32
 	h := func(context.Context, queue.Message) error { handled.Add(1); return nil }
-	addr := serveAzure(t, h, 50*time.Millisecond, time.Hour)
+	addr, _ := serveAzure(t, h, 50*time.Millisecond, time.Hour)
 	c := stall(t, addr)
 	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second)) // the test's own bound, far above 50 ms
 	r := bufio.NewReader(c)
@@ -98,7 +110,7 @@ func TestAzureStalledBodyIsCutOff(t *testing.T) {
 }
 
 func TestAzureIdleConnectionIsClosed(t *testing.T) {
-	addr := serveAzure(t, func(context.Context, queue.Message) error { return nil }, time.Hour, 50*time.Millisecond)
+	addr, _ := serveAzure(t, func(context.Context, queue.Message) error { return nil }, time.Hour, 50*time.Millisecond)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -66,7 +66,9 @@ func ReadAuditStream(r io.Reader, o AuditReadOptions, each func(Audit) error) er
 		return nil
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
-	head, _ := br.Peek(4 << 10) // an error here is the first read's and comes back below
+	// Enough to see past the blank space before the first key; a short input peeks what there
+	// is (its error comes back from the first read below).
+	head, _ := br.Peek(256)
 	switch {
 	case cloudWatchDocument.Match(head):
 		return readAuditDocument(br, o.MaxLineBytes, skip, each, true)
