@@ -209,7 +209,9 @@ type tagsResult struct {
 
 // iamPage cuts sorted keys by IAM's MaxItems and Marker (IAM API reference, ListInstanceProfiles
 // and ListInstanceProfileTags: MaxItems 1 to 1000, 100 when absent; Marker is the value of the
-// previous response's Marker, opaque to the caller; here the first key of the next page).
+// previous response's Marker, opaque to the caller, at least 1 character). Here it is the first
+// key of the next page, and a page starts at the first key not before it, so a profile deleted
+// between two pages (as a release does) does not spoil the marker.
 func iamPage(keys []string, form url.Values) (page []string, marker string, e *iamError) {
 	size := 100
 	if v := form.Get("MaxItems"); v != "" {
@@ -221,10 +223,10 @@ func iamPage(keys []string, form url.Values) (page []string, marker string, e *i
 	}
 	start := 0
 	if m, ok := form["Marker"]; ok {
-		start = sort.SearchStrings(keys, m[0])
-		if m[0] == "" || start == len(keys) || keys[start] != m[0] {
-			return nil, "", invalid("Invalid Marker %q: use the Marker of the previous response.", m[0])
+		if m[0] == "" {
+			return nil, "", invalid("1 validation error detected: Value '' at 'marker' failed to satisfy constraint: Member must have length greater than or equal to 1")
 		}
+		start = sort.SearchStrings(keys, m[0])
 	}
 	end := min(start+size, len(keys))
 	if end < len(keys) {

@@ -99,6 +99,18 @@ func TestIAMListsPaginate(t *testing.T) {
 	if len(names) != 103 || names[0] != "p000" || names[102] != "p102" {
 		t.Errorf("paged %d names %v..., want p000..p102", len(names), names[:min(3, len(names))])
 	}
+	// The profile a marker points at deleted before the next page: the page goes on after it.
+	page, err := c.ListInstanceProfiles(ctx, &iam.ListInstanceProfilesInput{MaxItems: aws.Int32(50)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: page.Marker}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := c.ListInstanceProfiles(ctx, &iam.ListInstanceProfilesInput{MaxItems: aws.Int32(50), Marker: page.Marker})
+	if err != nil || len(next.InstanceProfiles) != 50 || aws.ToString(next.InstanceProfiles[0].InstanceProfileName) != "p051" {
+		t.Errorf("page after a deleted marker: %v, want p051.. (p050 deleted)", err)
+	}
 	var keys []string
 	tp := iam.NewListInstanceProfileTagsPaginator(c, &iam.ListInstanceProfileTagsInput{InstanceProfileName: aws.String("p000"), MaxItems: aws.Int32(2)})
 	for tp.HasMorePages() {
