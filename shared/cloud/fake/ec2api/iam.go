@@ -1,6 +1,7 @@
 package ec2api
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"net/http"
@@ -116,9 +117,9 @@ type iamError struct {
 	code, message string
 }
 
-func (s *Server) serveIAM(w http.ResponseWriter, action string, form url.Values, reqID string) {
+func (s *Server) serveIAM(ctx context.Context, w http.ResponseWriter, action string, form url.Values, reqID string) {
 	s.record(action, form)
-	result, e := s.iam(action, form)
+	result, e := s.iam(ctx, action, form)
 	w.Header().Set("Content-Type", "text/xml")
 	if e != nil {
 		s.log.Info("iam refused a request", "action", action, "code", e.code, "message", e.message)
@@ -270,7 +271,46 @@ func invalid(format string, args ...any) *iamError {
 	return &iamError{http.StatusBadRequest, CodeValidationError, fmt.Sprintf(format, args...)}
 }
 
-func (s *Server) iam(action string, form url.Values) (any, *iamError) {
+// CodeAccessDenied is IAM's refusal of a request the caller's policies do not allow (403).
+const CodeAccessDenied = "AccessDenied"
+
+// profileARN is an instance profile's ARN: arn:aws:iam::<account>:instance-profile<path><name>
+// (IAM User Guide, "IAM identifiers").
+func (s *Server) profileARN(path, name string) string {
+	return "arn:aws:iam::" + s.account + ":instance-profile" + path + name
+}
+
+// authorizeIAM decides an IAM call for the caller in ctx (no caller: allowed) and words a
+// refusal as IAM does: 403 AccessDenied, "User: <session> is not authorized to perform:
+// <action> on resource: <arn> because ...", without EC2's encoded message.
+func (s *Server) authorizeIAM(ctx context.Context, checks ...check) *iamError {
+	if denied := s.authorize(ctx, checks...); denied != nil {
+		msg := denied.message
+		if i := strings.Index(msg, "User: "); i >= 0 {
+			msg = msg[i:]
+		}
+		return &iamError{http.StatusForbidden, CodeAccessDenied, strings.SplitN(msg, ". Encoded", 2)[0]}
+	}
+	return nil
+}
+
+// profileChecks is the authorization of action on the named profile, with its tags as
+// aws:ResourceTag/<key> (IAM supports the key for instance profiles: Service Authorization
+// Reference, "Actions, resources, and condition keys for AWS Identity and Access Management").
+// A profile that does not exist is checked at path "/", as IAM authorizes before it looks.
+func (s *Server) profileChecks(action, name string) check {
+	p, ok := s.profiles[name]
+	if !ok {
+		return check{action, s.profileARN("/", name), nil}
+	}
+	ctx := map[string][]string{}
+	for k, v := range p.tags {
+		ctx["aws:ResourceTag/"+k] = []string{v}
+	}
+	return check{action, s.profileARN(p.path, name), ctx}
+}
+
+func (s *Server) iam(ctx context.Context, action string, form url.Values) (any, *iamError) {
 	if v := form.Get("Version"); v != iamVersion {
 		return nil, invalid("Version %q: IAM serves %s", v, iamVersion)
 	}
@@ -280,6 +320,9 @@ func (s *Server) iam(action string, form url.Values) (any, *iamError) {
 	needProfile := func() (*iamProfile, *iamError) {
 		if !iamName.MatchString(name) {
 			return nil, invalid("1 validation error detected: Value '%s' at 'instanceProfileName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]+", name)
+		}
+		if e := s.authorizeIAM(ctx, s.profileChecks("iam:"+action, name)); e != nil {
+			return nil, e
 		}
 		p, ok := s.profiles[name]
 		if !ok {
@@ -305,9 +348,6 @@ func (s *Server) iam(action string, form url.Values) (any, *iamError) {
 		if !iamPath.MatchString(path) {
 			return nil, invalid("The specified value for path is invalid. It must begin and end with / and contain only alphanumeric characters and/or / characters.")
 		}
-		if _, ok := s.profiles[name]; ok {
-			return nil, conflict(CodeEntityAlreadyExists, "Instance Profile %s already exists.", name)
-		}
 		tags := map[string]string{}
 		for i := 1; ; i++ {
 			k, ok := form["Tags.member."+strconv.Itoa(i)+".Key"]
@@ -315,6 +355,18 @@ func (s *Server) iam(action string, form url.Values) (any, *iamError) {
 				break
 			}
 			tags[k[0]] = form.Get("Tags.member." + strconv.Itoa(i) + ".Value")
+		}
+		// Creating with tags needs the tagging permission too (IAM User Guide, "Tagging IAM
+		// resources": permission to create and to tag), each with the request's tags.
+		checks := []check{{"iam:CreateInstanceProfile", s.profileARN(path, name), requestTags(tags)}}
+		if len(tags) > 0 {
+			checks = append(checks, check{"iam:TagInstanceProfile", s.profileARN(path, name), requestTags(tags)})
+		}
+		if e := s.authorizeIAM(ctx, checks...); e != nil {
+			return nil, e
+		}
+		if _, ok := s.profiles[name]; ok {
+			return nil, conflict(CodeEntityAlreadyExists, "Instance Profile %s already exists.", name)
 		}
 		if len(tags) > 50 {
 			return nil, conflict(CodeLimitExceeded, "The number of tags has reached the maximum limit of 50.")
@@ -328,8 +380,17 @@ func (s *Server) iam(action string, form url.Values) (any, *iamError) {
 			return nil, e
 		}
 		role := form.Get("RoleName")
-		if _, ok := s.roles[role]; !ok {
+		r, ok := s.roles[role]
+		if !ok {
 			return nil, notFound("The role with name %s cannot be found.", role)
+		}
+		// "The caller of this operation must be granted the PassRole permission on the IAM role"
+		// (IAM API reference, AddRoleToInstanceProfile); passed to EC2, the key Karpenter's own
+		// controller policy conditions it on (karpenter-provider-aws cloudformation.yaml,
+		// AllowPassingInstanceRole: iam:PassedToService ec2.amazonaws.com).
+		if e := s.authorizeIAM(ctx, check{"iam:PassRole", "arn:aws:iam::" + s.account + ":role" + r.path + r.name,
+			map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}}}); e != nil {
+			return nil, e
 		}
 		if len(p.roles) > 0 {
 			return nil, conflict(CodeLimitExceeded, "Cannot exceed quota for InstanceSessionsPerInstanceProfile: 1")
@@ -365,6 +426,11 @@ func (s *Server) iam(action string, form url.Values) (any, *iamError) {
 		// PathPrefix: "/" or /.../ of \u0021-\u007F, 1 to 512 (IAM API reference, ListInstanceProfiles).
 		if !iamPath.MatchString(prefix) {
 			return nil, invalid("1 validation error detected: Value '%s' at 'pathPrefix' failed to satisfy constraint: Member must satisfy regular expression pattern: \\u002F[\\u0021-\\u007F]*", prefix)
+		}
+		// Checked on the ARN of the path listed (the Service Authorization Reference gives
+		// instance-profile as the action's resource type).
+		if e := s.authorizeIAM(ctx, check{"iam:ListInstanceProfiles", s.profileARN(prefix, ""), nil}); e != nil {
+			return nil, e
 		}
 		names := make([]string, 0, len(s.profiles))
 		for n, p := range s.profiles {

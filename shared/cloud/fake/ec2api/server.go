@@ -96,10 +96,10 @@ type Options struct {
 	// Roles are the IAM roles that exist (node roles an EC2NodeClass's spec.role may name).
 	Roles []string
 	// Identities, when set, are the only credentials accepted (by access key ID), and each
-	// request is authorized against its caller's policies as IAM would (EC2 and SSM actions;
-	// see authz.go): a refused request is answered UnauthorizedOperation as EC2 answers it,
-	// and a fleet's offering whose launch IAM refuses becomes a fleet error with that code.
-	// Nil: every request is allowed. The IAM face is not authorized.
+	// request is authorized against its caller's policies as IAM would (EC2, SSM and IAM
+	// actions; see authz.go and iam.go): a refused request is answered UnauthorizedOperation as
+	// EC2 answers it (IAM: AccessDenied), and a fleet's offering whose launch IAM refuses
+	// becomes a fleet error with that code. Nil: every request is allowed.
 	Identities map[string]Identity
 }
 
@@ -502,7 +502,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	action := r.Form.Get("Action")
 	if isIAMAction(action) {
-		s.serveIAM(w, action, r.Form, reqID)
+		s.serveIAM(r.Context(), w, action, r.Form, reqID)
 		return
 	}
 	if s.throttled(action) {
