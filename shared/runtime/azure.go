@@ -61,16 +61,16 @@ const (
 	AzureIdleTimeout       = 2 * time.Minute
 )
 
-// serverTimeouts are an http.Server's four timeouts (net/http: ReadHeaderTimeout, ReadTimeout,
-// WriteTimeout, IdleTimeout).
+// serverTimeouts are the custom handler server's timeouts (net/http: ReadHeaderTimeout,
+// WriteTimeout, IdleTimeout); it has no ReadTimeout (see AzureReadTimeout).
 type serverTimeouts struct {
-	readHeader, read, write, idle time.Duration
+	readHeader, write, idle time.Duration
 }
 
 var azureTimeouts = serverTimeouts{readHeader: AzureReadHeaderTimeout, write: AzureWriteTimeout, idle: AzureIdleTimeout}
 
 func (t serverTimeouts) server(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, WriteTimeout: t.write, IdleTimeout: t.idle}
 }
 
 func runAzure(ctx context.Context, f Function, o Options, log *slog.Logger) error {
