@@ -51,12 +51,12 @@ type env struct {
 
 func newEnv(t *testing.T, clk clock.WithTicker, idle, max, snapEvery time.Duration, objs ...runtime.Object) *env {
 	t.Helper()
-	srv, url, err := natsembed.Run(natsembed.Options{})
+	srv, url, err := natsembed.Run(natsembed.Options{Cluster: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := qnats.Connect(url, "agent-test")
+	nc, err := qnats.Connect(url, "agent-test", srv.AdminOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 )
 
 // The PDB-protected Deployment: 3 replicas, minAvailable 2, so the disruption controller allows
@@ -91,7 +92,7 @@ func checkPDBDrain(ctx context.Context, t *testing.T, env *localdev.Env, logs *s
 	mon, stop := watchAvailability(ctx, t, env)
 	defer stop()
 
-	nc, err := dnats.Connect(env.NATSURL, "e2e-consolidation-stand-in")
+	nc, err := dnats.Connect(env.NATSURL, "e2e-consolidation-stand-in", env.NATS.ClientOptions(natsauth.RoleFunction)...) // commands, as a function publishes them
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,18 +5,27 @@ import (
 	"fmt"
 	"os"
 
-	natsgo "github.com/nats-io/nats.go"
-
 	"github.com/dovetail-dev/dovetail/agent"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 )
 
 // startAgent runs the agent against the cluster: its informers feed pending-pod batches to the
 // queue, and it applies the commands the functions publish.
-func (e *Env) startAgent(ctx context.Context, nc *natsgo.Conn, pub queue.Publisher) error {
-	cmds, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: e.Options.Cluster, Durable: "agent",
+//
+// It connects as the agent role (natsauth.RoleAgent), as the deployed agent does.
+func (e *Env) startAgent(ctx context.Context) error {
+	nc, err := dnats.Connect(e.NATSURL, "dovetail-dev-agent", e.NATS.ClientOptions(natsauth.RoleAgent)...)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	pub, err := dnats.NewPublisher(nc)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	cmds, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: e.Options.Cluster, Durable: natsauth.AgentDurable,
 		Subject: queue.CommandsSubject(e.Options.Cluster), Logger: e.Options.Log})
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 )
 
 // chaosNodes sizes TestChaos: one 3-vCPU pod per 4-vCPU spot node. make test runs 40 (about 20 s
@@ -186,7 +187,7 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := dnats.Connect(env.NATSURL, t.Name())
+	nc, err := dnats.Connect(env.NATSURL, t.Name(), env.NATS.ClientOptions(natsauth.RoleScheduledEvents)...) // notices, as the DaemonSet publishes them
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
@@ -140,7 +141,13 @@ type Env struct {
 	Cluster      *Cluster
 	Cloud        *fake.Cloud
 	NATSURL      string
-	Progress     *Progress
+	// NATS is the embedded server (TLS, one nkey user per role): NATS.ClientOptions(role) connect
+	// as a role, NATS.AdminOptions() with every permission (tests). NATSFiles are its CA and the
+	// roles' seeds on disk, for a process run beside local dev (dovetail audit --nats, the agent
+	// binary of the e2e suite).
+	NATS      *natsembed.Server
+	NATSFiles natsembed.ClientFiles
+	Progress  *Progress
 	// ControlPlane is the real control plane (nil in memory or with a kubeconfig).
 	ControlPlane *realcluster.ControlPlane
 	// Agent is the running agent.
@@ -233,17 +240,28 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	env := &Env{Options: o, Set: set, Catalog: cat, NodeSettings: cl.NodeSettings, errs: make(chan error, 16), Progress: NewProgress(o.Out),
 		AgentMetrics: prom.NewRecorder(), FunctionMetrics: prom.NewRecorder()}
 	ctx, cancel := context.WithCancel(ctx)
-	srv, url, err := natsembed.Run(natsembed.Options{})
+	srv, url, err := natsembed.Run(natsembed.Options{Cluster: o.Cluster})
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	env.NATSURL = url
+	env.NATSURL, env.NATS = url, srv
 	blobDir, err := newBlobDir()
 	if err != nil {
 		cancel()
 		srv.Shutdown()
 		return nil, err
+	}
+	credDir, err := os.MkdirTemp("", "dovetail-nats-credentials-*")
+	if err == nil {
+		env.NATSFiles, err = srv.WriteClientFiles(credDir)
+	}
+	if err != nil {
+		cancel()
+		srv.Shutdown()
+		os.RemoveAll(blobDir)
+		os.RemoveAll(credDir)
+		return nil, fmt.Errorf("embedded NATS credentials: %w", err)
 	}
 	env.blobs, env.BlobDir = events.FileBlobStore{Dir: blobDir}, blobDir
 	env.stop = func() {
@@ -252,6 +270,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 		os.RemoveAll(blobDir)
+		os.RemoveAll(credDir)
 	}
 	ok := false
 	defer func() {
@@ -259,7 +278,8 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 			env.stop()
 		}
 	}()
-	env.Progress.Printf("embedded NATS JetStream at %s", url)
+	env.Progress.Printf("embedded NATS JetStream at %s (TLS, one nkey user per role); audit records: dovetail audit --nats %s --cluster %s --nats-nkey-seed %s --nats-tls-ca %s",
+		url, url, o.Cluster, env.NATSFiles.Seeds[natsauth.RoleAudit], env.NATSFiles.CA)
 
 	if o.ControlPlane == ControlPlaneReal {
 		cp, c, err := startRealControlPlane(ctx, o, env.Progress)
@@ -297,7 +317,9 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 		return nil, err
 	}
 
-	nc, err := dnats.Connect(url, "dovetail-dev")
+	// The functions' connection, with the function role's permissions (natsauth.For); the agent
+	// has its own (startAgent).
+	nc, err := dnats.Connect(url, "dovetail-dev-functions", srv.ClientOptions(natsauth.RoleFunction)...)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +369,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	}
 
 	if !o.ExternalAgent {
-		if err := env.startAgent(ctx, nc, pub); err != nil {
+		if err := env.startAgent(ctx); err != nil {
 			return nil, err
 		}
 	}

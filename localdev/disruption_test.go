@@ -45,7 +45,7 @@ func TestDisruptionFunctionsRunAndInterruptionTaintsTheNoticedNode(t *testing.T)
 	if want := []string{"lifecycle", "consolidate", "drift", "interruption"}; !slices.Equal(env.Functions, want) {
 		t.Fatalf("functions = %v, want %v", env.Functions, want)
 	}
-	nc, err := dnats.Connect(env.NATSURL, t.Name())
+	nc, err := dnats.Connect(env.NATSURL, t.Name(), env.NATS.AdminOptions()...) // reads consumer info: no role may
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/dovetail-dev/dovetail/functions/provision"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
@@ -175,7 +176,7 @@ func TestSeedScenarioMetrics(t *testing.T) {
 		t.Errorf("audit records name %d NodeClaims adding %.4f USD/h, want %g adding %.4f", claims, grew, n, wantPrice)
 	}
 	// The same records are on the cluster's audit subject (dovetail audit --nats reads them).
-	nc, err := qnats.Connect(env.NATSURL, "metrics-test")
+	nc, err := qnats.Connect(env.NATSURL, "metrics-test", env.NATS.ClientOptions(natsauth.RoleAudit)...) // as dovetail audit --nats
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,14 @@ import (
 	"github.com/spf13/cobra"
 
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 func newAuditCommand() *cobra.Command {
 	var output, natsURL, cluster string
 	var follow bool
+	var natsAuth natsauth.Client
 	cmd := &cobra.Command{
 		Use:   "audit [LOGFILE ...]",
 		Short: "Print the decision audit records of functions' log streams (JSON lines; - or none: stdin)",
@@ -32,7 +34,8 @@ func newAuditCommand() *cobra.Command {
 			"cannot read (longer than 8 MiB, not JSON though it names a record, a record that does not decode)\n" +
 			"is skipped with a warning naming its file and line.\n\n" +
 			"In local dev and the NATS runtime every record is also published on the cluster's audit subject\n" +
-			"(dovetail.<cluster>.audit); --nats URL --cluster C reads them from there (--follow: keep reading).",
+			"(dovetail.<cluster>.audit); --nats URL --cluster C reads them from there (--follow: keep reading),\n" +
+			"connecting as the audit role with --nats-nkey-seed or --nats-creds and --nats-tls-ca.",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "table" && output != "json" {
@@ -42,7 +45,7 @@ func newAuditCommand() *cobra.Command {
 				if len(args) > 0 {
 					return fmt.Errorf("--nats reads the audit subject: give no LOGFILE (got %s)", strings.Join(args, " "))
 				}
-				return auditFromNATS(cmd, natsURL, cluster, follow, output)
+				return auditFromNATS(cmd, natsURL, cluster, natsAuth, follow, output)
 			}
 			if follow {
 				return errors.New("--follow: only with --nats")
@@ -56,6 +59,7 @@ func newAuditCommand() *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json (one record per line)")
 	cmd.Flags().StringVar(&natsURL, "nats", "", "read the audit subject of a NATS JetStream server (local dev's URL, e.g. nats://127.0.0.1:4222) instead of log files")
 	cmd.Flags().StringVar(&cluster, "cluster", "dev", "with --nats: the cluster whose records to read")
+	natsAuth.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&follow, "follow", "F", false, "with --nats: keep printing new records (one JSON line or table row each) until interrupted")
 	return cmd
 }
@@ -115,8 +119,10 @@ func auditFromFiles(cmd *cobra.Command, paths []string, output string) error {
 
 // auditFromNATS prints the cluster's audit records from its stream; with follow each record as it
 // comes (JSON lines, or table rows without alignment across records), until interrupted.
-func auditFromNATS(cmd *cobra.Command, url, cluster string, follow bool, output string) error {
-	nc, err := qnats.Connect(url, "dovetail-audit")
+// It connects as the audit role (natsauth.RoleAudit: the audit subject only), with --nats-nkey-seed
+// or --nats-creds and TLS; `dovetail dev` prints the flags for its embedded server.
+func auditFromNATS(cmd *cobra.Command, url, cluster string, auth natsauth.Client, follow bool, output string) error {
+	nc, err := qnats.Dial(url, "dovetail-audit", cluster, natsauth.RoleAudit, auth)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
@@ -22,12 +23,12 @@ import (
 // twice, as a redelivered decision does, is stored once), in order, with every field; other log
 // records are not published; the log stream still has every record.
 func TestAuditFromNATS(t *testing.T) {
-	srv, url, err := natsembed.Run(natsembed.Options{})
+	srv, url, err := natsembed.Run(natsembed.Options{Cluster: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	nc, err := qnats.Connect(url, "audit-test")
+	nc, err := qnats.Connect(url, "audit-test", srv.AdminOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,16 @@ func TestAuditFromNATS(t *testing.T) {
 		t.Fatalf("%d audit records in the log stream, want 3 (the log keeps every one)", n)
 	}
 
-	code, out, stderr := runCLI(t, "audit", "--nats", url, "--cluster", "c1", "-o", "json")
+	files, err := srv.WriteClientFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without credentials the command refuses to start, naming the flags.
+	if code, _, stderr := runCLI(t, "audit", "--nats", url, "--cluster", "c1"); code == 0 || !strings.Contains(stderr, "--nats-creds or --nats-nkey-seed: required") {
+		t.Errorf("audit without credentials: exit %d, stderr %q", code, stderr)
+	}
+	code, out, stderr := runCLI(t, "audit", "--nats", url, "--cluster", "c1", "-o", "json",
+		"--nats-nkey-seed", files.Seeds[natsauth.RoleAudit], "--nats-tls-ca", files.CA)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -80,14 +90,15 @@ func TestAuditFromNATS(t *testing.T) {
 		t.Fatalf("records read from NATS:\n%s\nwant:\n%s", gotJSON, wantJSON)
 	}
 
-	code, out, stderr = runCLI(t, "audit", "--nats", url, "--cluster", "c1")
+	creds := []string{"--nats-nkey-seed", files.Seeds[natsauth.RoleAudit], "--nats-tls-ca", files.CA}
+	code, out, stderr = runCLI(t, append([]string{"audit", "--nats", url, "--cluster", "c1"}, creds...)...)
 	if code != 0 || !strings.Contains(out, "consolidation/single-node") || !strings.Contains(out, "0.3840 (1 × m5.2xlarge)") ||
 		strings.Count(out, "\n") != 1+2+1 { // header, two rows, one Why line
 		t.Errorf("table (exit %d, stderr %s):\n%s", code, stderr, out)
 	}
-	// A cluster with no stream, and flags that do not go together.
-	if code, _, stderr := runCLI(t, "audit", "--nats", url, "--cluster", "nope"); code == 0 || !strings.Contains(stderr, "dovetail-nope") {
-		t.Errorf("unknown cluster: exit %d, stderr %q; want an error naming its stream", code, stderr)
+	// Another cluster's records (c1's audit credentials), and flags that do not go together.
+	if code, _, stderr := runCLI(t, append([]string{"audit", "--nats", url, "--cluster", "nope"}, creds...)...); code == 0 || !strings.Contains(stderr, "dovetail.nope.audit") {
+		t.Errorf("other cluster: exit %d, stderr %q; want an error naming its subject", code, stderr)
 	}
 	if code, _, stderr := runCLI(t, "audit", "--follow", "x.log"); code == 0 || !strings.Contains(stderr, "--follow") {
 		t.Errorf("--follow without --nats: exit %d, stderr %q", code, stderr)

@@ -42,12 +42,12 @@ type env struct {
 }
 
 func newEnv(t *testing.T) *env {
-	srv, url, err := natsembed.Run(natsembed.Options{StoreDir: t.TempDir()})
+	srv, url, err := natsembed.Run(natsembed.Options{StoreDir: t.TempDir(), Cluster: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := dnats.Connect(url, t.Name())
+	nc, err := dnats.Connect(url, t.Name(), srv.AdminOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

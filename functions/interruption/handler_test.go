@@ -42,12 +42,12 @@ type env struct {
 // connection to it and a publisher, both closed with the test.
 func jetStream(t *testing.T) (context.Context, *natsgo.Conn, *dnats.Publisher) {
 	t.Helper()
-	srv, url, err := natsembed.Run(natsembed.Options{})
+	srv, url, err := natsembed.Run(natsembed.Options{Cluster: scenarios.Cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := dnats.Connect(url, "test")
+	nc, err := dnats.Connect(url, "test", srv.AdminOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,12 +38,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv, url, err := natsembed.Run(natsembed.Options{})
+	srv, url, err := natsembed.Run(natsembed.Options{Cluster: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := dnats.Connect(url, "test")
+	nc, err := dnats.Connect(url, "test", srv.AdminOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

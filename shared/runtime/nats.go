@@ -18,12 +18,13 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
 func runNATS(ctx context.Context, f Function, o Options, log *slog.Logger) error {
-	nc, err := qnats.Connect(o.NATSURL, "dovetail-"+f.Name+"-"+o.Cluster)
+	nc, err := qnats.Dial(o.NATSURL, "dovetail-"+f.Name+"-"+o.Cluster, o.Cluster, natsauth.RoleFunction, o.NATSAuth)
 	if err != nil {
 		return err
 	}

@@ -26,12 +26,12 @@ import (
 // embeddedNATS starts a JetStream server for the test and connects to it; both stop with the test.
 func embeddedNATS(t *testing.T) *natsgo.Conn {
 	t.Helper()
-	srv, url, err := natsembed.Run(natsembed.Options{})
+	srv, url, err := natsembed.Run(natsembed.Options{Cluster: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	nc, err := qnats.Connect(url, "runtime-test")
+	nc, err := qnats.Connect(url, "runtime-test", srv.AdminOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

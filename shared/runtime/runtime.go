@@ -28,6 +28,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/awsconfig"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
@@ -99,7 +100,10 @@ type Function struct {
 type Options struct {
 	Cluster string
 	// NATS mode.
-	NATSURL      string
+	NATSURL string
+	// NATSAuth is the worker's credentials and TLS (--nats-creds, --nats-nkey-seed, --nats-tls-*);
+	// it connects with the function role's permissions (natsauth.RoleFunction).
+	NATSAuth     natsauth.Client
 	EnsureStream bool
 	BlobDir      string
 	// Lambda mode.
@@ -182,6 +186,7 @@ func Command(f Function) *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&o.Cluster, "cluster", EnvDefault("cluster", ""), "cluster name (RFC 1123 label); env "+EnvName("cluster"))
 	fs.StringVar(&o.NATSURL, "nats-url", EnvDefault("nats-url", "nats://127.0.0.1:4222"), "NATS mode: server URL")
+	o.NATSAuth.AddFlags(fs)
 	fs.BoolVar(&o.EnsureStream, "ensure-stream", EnvBool("ensure-stream", true), "NATS mode: create or update the cluster's stream at start")
 	fs.StringVar(&o.BlobDir, "blob-dir", EnvDefault("blob-dir", ""), "NATS mode: claim-check directory; empty: refuse oversize payloads")
 	fs.StringVar(&o.CommandQueueURL, "command-queue-url", EnvDefault("command-queue-url", ""), "Lambda mode: SQS queue URL commands are published to (required)")

@@ -33,6 +33,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue/azureblob"
 	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/queue/s3blob"
 	"github.com/dovetail-dev/dovetail/shared/queue/sqs"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
@@ -48,6 +49,7 @@ type options struct {
 	kubeQPS                                                       float32
 	kubeBurst                                                     int
 	ensureStream                                                  bool
+	natsAuth                                                      natsauth.Client
 	nodeClassKind                                                 string
 	// --transport sqs
 	transport, commandQueueURL, commandDLQURL string
@@ -91,6 +93,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.nodeClassKind, "node-class-kind", "EC2NodeClass", "the NodeClass kind the cluster's NodePools reference and the agent watches: EC2NodeClass (EKS) or AKSNodeClass (AKS)")
 	f.StringVar(&o.transport, "transport", "nats", "queue transport: nats, sqs or eventgrid")
 	f.StringVar(&o.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	o.natsAuth.AddFlags(f)
 	f.StringSliceVar(&o.eventQueueURLs, "event-queue-url", nil, "sqs: FIFO queue URL events are published to, repeated (or comma-separated) for one queue per function: an SQS message reaches one consumer (required with --transport sqs)")
 	f.StringVar(&o.commandQueueURL, "command-queue-url", "", "sqs: FIFO queue URL commands are long-polled from (required with --transport sqs)")
 	f.StringVar(&o.commandDLQURL, "command-dlq-url", "", "sqs: dead-letter queue URL for poison commands; empty: left to the redrive policy")
@@ -154,7 +157,7 @@ func run(ctx context.Context, o options) error {
 	}
 	switch o.transport {
 	case "nats":
-		nc, err := qnats.Connect(o.natsURL, "dovetail-agent-"+o.cluster)
+		nc, err := qnats.Dial(o.natsURL, "dovetail-agent-"+o.cluster, o.cluster, natsauth.RoleAgent, o.natsAuth)
 		if err != nil {
 			return err
 		}
@@ -170,7 +173,7 @@ func run(ctx context.Context, o options) error {
 		}
 		pub = np
 		if cons, err = qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{
-			Cluster: o.cluster, Durable: "agent", Subject: queue.CommandsSubject(o.cluster),
+			Cluster: o.cluster, Durable: natsauth.AgentDurable, Subject: queue.CommandsSubject(o.cluster),
 		}); err != nil {
 			return err
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/queue/eventgrid"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 )
 
 func main() {
@@ -36,6 +37,7 @@ func main() {
 func newCommand() *cobra.Command {
 	var cluster, natsURL, url, transport, noticesTopic, node string
 	var interval time.Duration
+	var natsAuth natsauth.Client
 	cmd := &cobra.Command{
 		Use:          "scheduled-events",
 		Short:        "Publishes this Azure VM's Scheduled Events (spot Preempt, Terminate, Reboot, Redeploy) to Dovetail's notices subject",
@@ -50,7 +52,7 @@ func newCommand() *cobra.Command {
 			var pub queue.Publisher
 			switch transport {
 			case "nats":
-				nc, err := qnats.Connect(natsURL, "dovetail-scheduled-events-"+cluster)
+				nc, err := qnats.Dial(natsURL, "dovetail-scheduled-events-"+cluster, cluster, natsauth.RoleScheduledEvents, natsAuth)
 				if err != nil {
 					return err
 				}
@@ -76,6 +78,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&cluster, "cluster", "", "cluster name (RFC 1123 label) of the notices subject (required)")
 	f.StringVar(&transport, "transport", "nats", "queue transport: nats or eventgrid (the agent's)")
 	f.StringVar(&natsURL, "nats-url", "nats://127.0.0.1:4222", "nats: NATS server URL")
+	natsAuth.AddFlags(f)
 	f.StringVar(&noticesTopic, "eventgrid-notices-topic-endpoint", "", "eventgrid: custom topic of notices (https://<topic>.<region>-1.eventgrid.azure.net/api/events; infra/azure output notices_topic_endpoint; required)")
 	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name, the subject of the CloudEvents (default $NODE_NAME)")
 	f.StringVar(&url, "imds-url", scheduledevents.DefaultURL, "the Scheduled Events endpoint")

@@ -28,6 +28,7 @@ var events = queue.EventsSubject(cluster)
 
 type env struct {
 	t   *testing.T
+	srv *natsembed.Server
 	url string
 	nc  *natsgo.Conn
 	pub *Publisher
@@ -35,12 +36,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	s, url, err := natsembed.Run(natsembed.Options{StoreDir: t.TempDir()})
+	s, url, err := natsembed.Run(natsembed.Options{StoreDir: t.TempDir(), Cluster: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	e := &env{t: t, url: url}
+	e := &env{t: t, srv: s, url: url}
 	e.nc = e.connect()
 	if _, err := EnsureStream(context.Background(), e.nc, StreamConfig{Cluster: cluster}); err != nil {
 		t.Fatal(err)
@@ -51,8 +52,10 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
+// connect connects with every permission: these tests play the agent and the functions at once
+// (auth_test.go holds each role to its own).
 func (e *env) connect() *natsgo.Conn {
-	nc, err := Connect(e.url, e.t.Name())
+	nc, err := Connect(e.url, e.t.Name(), e.srv.AdminOptions()...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -551,7 +554,7 @@ func TestRunEmbeddedTempDirAndStartup(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("embedded JetStream up in %s at %s", time.Since(t0), url)
-	if !strings.HasPrefix(url, "nats://127.0.0.1:") || !s.JetStreamEnabled() {
+	if !strings.HasPrefix(url, "tls://127.0.0.1:") || !s.JetStreamEnabled() {
 		t.Errorf("url %q, jetstream %v", url, s.JetStreamEnabled())
 	}
 	dir := s.StoreDir()

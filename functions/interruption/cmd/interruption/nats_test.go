@@ -21,22 +21,31 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/runtime/functest"
 )
 
 func TestNATSWorkerWaitsForSnapshotThenTaintsTheNoticedNode(t *testing.T) {
-	srv, url, err := natsembed.Run(natsembed.Options{StoreDir: t.TempDir()})
+	srv, url, err := natsembed.Run(natsembed.Options{StoreDir: t.TempDir(), Cluster: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := qnats.Connect(url, t.Name())
+	nc, err := qnats.Connect(url, t.Name(), srv.AdminOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	// The worker runs with the function role's credentials only (natsauth.For): consuming notices,
+	// following events and publishing commands and audit records is all it may do, and enough.
+	// The test plays the agent and the DaemonSet on nc.
+	fnc, err := qnats.Connect(url, t.Name()+"-worker", srv.ClientOptions(natsauth.RoleFunction)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fnc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := qnats.EnsureStream(ctx, nc, qnats.StreamConfig{Cluster: cluster}); err != nil {
@@ -68,7 +77,7 @@ func TestNATSWorkerWaitsForSnapshotThenTaintsTheNoticedNode(t *testing.T) {
 	functest.ParseFlags(t, f) // the defaults: --cloud fake, --rebalance Record
 	done := make(chan error, 1)
 	go func() {
-		done <- runtime.RunNATS(ctx, f, nc, runtime.Options{Cluster: cluster, LogLevel: "info"}, functest.Quiet)
+		done <- runtime.RunNATS(ctx, f, fnc, runtime.Options{Cluster: cluster, LogLevel: "info"}, functest.Quiet)
 	}()
 
 	// Then the agent's snapshot on the events subject: the follower feeds it to the function,
