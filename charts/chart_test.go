@@ -3,17 +3,28 @@ package charts
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+	"github.com/spf13/pflag"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
@@ -25,16 +36,37 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
 )
 
 const testNamespace = "dovetail-system"
 
+// rolePublicKeys are one nkey user public key per NATS role (fresh keys: public keys are not
+// secret, and the chart is given nothing else).
+var rolePublicKeys = func() map[natsauth.Role]string {
+	keys := map[natsauth.Role]string{}
+	for _, role := range natsauth.Roles {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			panic(err)
+		}
+		keys[role], _ = kp.PublicKey()
+	}
+	return keys
+}()
+
 // The values of each deployment shape the README documents.
 var (
 	natsValues = map[string]any{"clusterName": "prod-eu", "transport": "nats",
-		"nats":            map[string]any{"server": map[string]any{"enabled": true, "clientCIDRs": []any{"10.0.0.0/16"}}},
+		"nats": map[string]any{"server": map[string]any{"enabled": true, "clientCIDRs": []any{"10.0.0.0/16"}},
+			"auth": map[string]any{
+				"agent":           map[string]any{"secretName": "dovetail-nats-agent", "publicKey": rolePublicKeys[natsauth.RoleAgent]},
+				"function":        map[string]any{"secretName": "dovetail-nats-function", "publicKey": rolePublicKeys[natsauth.RoleFunction]},
+				"scheduledEvents": map[string]any{"secretName": "dovetail-nats-scheduled-events", "publicKey": rolePublicKeys[natsauth.RoleScheduledEvents]},
+				"audit":           map[string]any{"publicKey": rolePublicKeys[natsauth.RoleAudit]}},
+			"tls": map[string]any{"secretName": "dovetail-nats-tls"}},
 		"workers":         map[string]any{"enabled": true, "cloud": "azure", "region": "westeurope"},
 		"scheduledEvents": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true},
 		"nodeClassKind": "AKSNodeClass"}
@@ -177,7 +209,8 @@ func TestAgentArgsPerTransport(t *testing.T) {
 		want []string
 	}{
 		{"nats", natsValues, append(common("prod-eu", "AKSNodeClass", "nats"),
-			"--nats-url=nats://dovetail-nats.dovetail-system.svc:4222", "--ensure-stream=true")},
+			"--nats-url=nats://dovetail-nats.dovetail-system.svc:4222", "--ensure-stream=true",
+			"--nats-nkey-seed=/etc/dovetail/nats/credentials/nkey", "--nats-tls-ca=/etc/dovetail/nats/tls/ca.crt")},
 		{"sqs", sqsValues, append(common("prod", "EC2NodeClass", "sqs"),
 			"--event-queue-url=https://sqs.us-east-1.amazonaws.com/111122223333/prod-provision.fifo",
 			"--event-queue-url=https://sqs.us-east-1.amazonaws.com/111122223333/prod-consolidate.fifo",
@@ -397,8 +430,12 @@ func splitYAML(t *testing.T, raw []byte) [][]byte {
 func TestNATSShape(t *testing.T) {
 	r := render(t, natsValues)
 	cm := get[*corev1.ConfigMap](t, r, "ConfigMap/"+testNamespace+"/dovetail-nats")
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(conf, []byte(cm.Data["nats.conf"]), 0o600); err != nil {
+	// The server reads its certificate at start: the Secret's mount point is replaced by a
+	// directory holding a throwaway pair.
+	dir := t.TempDir()
+	writeTLSPair(t, dir)
+	conf := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(conf, []byte(strings.ReplaceAll(cm.Data["nats.conf"], "/etc/nats-tls/", dir+"/")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("POD_NAME", "dovetail-nats-0")
@@ -409,8 +446,16 @@ func TestNATSShape(t *testing.T) {
 	if !opts.JetStream || opts.StoreDir != "/data/jetstream" || opts.JetStreamMaxStore != 8<<30 || opts.ServerName != "dovetail-nats-0" || opts.Port != 4222 {
 		t.Errorf("nats options: jetstream %v store %s max %d name %s port %d", opts.JetStream, opts.StoreDir, opts.JetStreamMaxStore, opts.ServerName, opts.Port)
 	}
+	if opts.TLSConfig == nil || len(opts.TLSConfig.Certificates) != 1 {
+		t.Errorf("the server does not require TLS: %v", opts.TLSConfig)
+	}
+	checkServerPermissions(t, opts, "prod-eu")
 	ss := get[*appsv1.StatefulSet](t, r, "StatefulSet/"+testNamespace+"/dovetail-nats")
-	if m := ss.Spec.Template.Spec.Containers[0].VolumeMounts; len(m) != 2 || m[1].Name != "data" || m[1].MountPath != "/data" ||
+	if v := ss.Spec.Template.Spec.Volumes; len(v) != 2 || v[1].Secret == nil || v[1].Secret.SecretName != "dovetail-nats-tls" {
+		t.Errorf("the server's TLS Secret is not mounted: %v", v)
+	}
+	if m := ss.Spec.Template.Spec.Containers[0].VolumeMounts; len(m) != 3 || m[1].Name != "data" || m[1].MountPath != "/data" ||
+		m[2].MountPath != "/etc/nats-tls" || !m[2].ReadOnly ||
 		ss.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String() != "10Gi" {
 		t.Errorf("JetStream's store is not on the claim: %v %v", m, ss.Spec.VolumeClaimTemplates)
 	}
@@ -436,6 +481,7 @@ func TestNATSShape(t *testing.T) {
 		if err := cmd.ParseFlags(ctr.Args); err != nil {
 			t.Fatalf("%s: %v: args %q", fn, err, ctr.Args)
 		}
+		checkNATSClient(t, fn, d.Spec.Template.Spec, "dovetail-nats-function", cmd.Flags().Lookup)
 		if co.Cloud != "azure" || co.Region != "westeurope" || cmd.Flags().Lookup("nats-url").Value.String() != "nats://dovetail-nats.dovetail-system.svc:4222" ||
 			cmd.Flags().Lookup("cluster").Value.String() != "prod-eu" || cmd.Flags().Lookup("http-addr").Value.String() != ":8080" {
 			t.Errorf("%s: args %q", fn, ctr.Args)
@@ -453,7 +499,10 @@ func TestNATSShape(t *testing.T) {
 
 	ds := get[*appsv1.DaemonSet](t, r, "DaemonSet/"+testNamespace+"/dovetail-scheduled-events")
 	pod := ds.Spec.Template.Spec
-	want := []string{"--cluster=prod-eu", "--transport=nats", "--nats-url=nats://dovetail-nats.dovetail-system.svc:4222", "--interval=1s"}
+	want := []string{"--cluster=prod-eu", "--transport=nats", "--nats-url=nats://dovetail-nats.dovetail-system.svc:4222",
+		"--nats-nkey-seed=/etc/dovetail/nats/credentials/nkey", "--nats-tls-ca=/etc/dovetail/nats/tls/ca.crt", "--interval=1s"}
+	checkNATSClient(t, "scheduled-events", pod, "dovetail-nats-scheduled-events", nil)
+	checkNATSClient(t, "agent", get[*appsv1.Deployment](t, r, "Deployment/"+testNamespace+"/dovetail-agent").Spec.Template.Spec, "dovetail-nats-agent", nil)
 	if !pod.HostNetwork || !reflect.DeepEqual(pod.Containers[0].Args, want) || pod.Containers[0].Command[0] != "/scheduled-events" ||
 		pod.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Operator != corev1.NodeSelectorOpExists {
 		t.Errorf("scheduled events pod: host network %v, args %v", pod.HostNetwork, pod.Containers[0].Args)
@@ -506,6 +555,28 @@ func TestBadValuesNameTheField(t *testing.T) {
 		{"workers off NATS", func(v map[string]any) { v["workers"] = map[string]any{"enabled": true} }, []string{"workers.enabled", "transport: nats", "Lambda"}},
 		{"scheduled events on sqs", func(v map[string]any) { v["scheduledEvents"] = map[string]any{"enabled": true} }, []string{"scheduledEvents.enabled", "transport is sqs"}},
 		{"nats without a server", func(v map[string]any) { v["transport"] = "nats" }, []string{"nats.url", "nats.server.enabled"}},
+		{"nats without credentials", func(v map[string]any) {
+			v["transport"], v["nats"] = "nats", map[string]any{"url": "nats://nats.queue.svc:4222"}
+		}, []string{"nats.auth.agent.secretName: required", "nats.insecureNoAuth"}},
+		{"workers without credentials", func(v map[string]any) {
+			v["transport"], v["workers"] = "nats", map[string]any{"enabled": true}
+			v["nats"] = map[string]any{"url": "nats://nats.queue.svc:4222", "auth": map[string]any{"agent": map[string]any{"secretName": "a"}}}
+		}, []string{"nats.auth.function.secretName: required"}},
+		{"bundled server without public key", func(v map[string]any) {
+			v["transport"] = "nats"
+			v["nats"] = map[string]any{"server": map[string]any{"enabled": true}, "tls": map[string]any{"secretName": "t"},
+				"auth": map[string]any{"agent": map[string]any{"secretName": "a"}}}
+		}, []string{"nats.auth.agent.publicKey: required with nats.server.enabled"}},
+		{"bundled server without TLS", func(v map[string]any) {
+			v["transport"] = "nats"
+			v["nats"] = map[string]any{"server": map[string]any{"enabled": true},
+				"auth": map[string]any{"agent": map[string]any{"secretName": "a", "publicKey": rolePublicKeys[natsauth.RoleAgent]}}}
+		}, []string{"nats.tls.secretName: required with nats.server.enabled"}},
+		{"seed as public key", func(v map[string]any) {
+			v["transport"] = "nats"
+			v["nats"] = map[string]any{"url": "nats://n:4222", "auth": map[string]any{"agent": map[string]any{"secretName": "a",
+				"publicKey": newUserSeed()}}}
+		}, []string{"nats/auth/agent/publicKey", "does not match pattern"}},
 		{"agent extra arg", func(v map[string]any) { v["agent"] = map[string]any{"extraArgs": []any{"batch-idle=2s"}} }, []string{"agent/extraArgs/0"}},
 	}
 	for _, c := range cases {
@@ -566,5 +637,129 @@ func TestScheduledEventsOnEventGrid(t *testing.T) {
 	}
 	if len(ctr.Env) != 1 || ctr.Env[0].Name != "NODE_NAME" || ctr.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("env %+v, want NODE_NAME from spec.nodeName", ctr.Env)
+	}
+}
+
+// newUserSeed is a fresh nkey user seed (S...), what an operator must never put in values.
+func newUserSeed() string {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		panic(err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		panic(err)
+	}
+	return string(seed)
+}
+
+// checkServerPermissions: the bundled server's users are exactly the roles' public keys, each
+// with natsauth.For's permissions (the chart's template spells the Go table; this keeps them equal).
+func checkServerPermissions(t *testing.T, opts *server.Options, cluster string) {
+	t.Helper()
+	if len(opts.Users) != 0 || len(opts.Nkeys) != len(natsauth.Roles) {
+		t.Fatalf("server users %d, nkey users %d; want %d nkey users, one per role", len(opts.Users), len(opts.Nkeys), len(natsauth.Roles))
+	}
+	byKey := map[string]*server.NkeyUser{}
+	for _, u := range opts.Nkeys {
+		byKey[u.Nkey] = u
+	}
+	for _, role := range natsauth.Roles {
+		u := byKey[rolePublicKeys[role]]
+		if u == nil || u.Permissions == nil {
+			t.Errorf("role %s: no user with its key and permissions", role)
+			continue
+		}
+		want, err := natsauth.For(role, cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := natsauth.Permissions{
+			Publish:   natsauth.SubjectPermission{Allow: u.Permissions.Publish.Allow, Deny: u.Permissions.Publish.Deny},
+			Subscribe: natsauth.SubjectPermission{Allow: u.Permissions.Subscribe.Allow, Deny: u.Permissions.Subscribe.Deny},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("role %s: the chart's server grants\n%+v\nnatsauth.For:\n%+v", role, got, want)
+		}
+	}
+}
+
+// checkNATSClient: a NATS client pod mounts its role's Secret (the nkey only) and the CA
+// (ca.crt only, never the server's key) read-only, and, when lookup is given, its own flags
+// point at the mounted files.
+func checkNATSClient(t *testing.T, name string, pod corev1.PodSpec, secret string, lookup func(string) *pflag.Flag) {
+	t.Helper()
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	creds, ca := vols["nats-credentials"], vols["nats-tls-ca"]
+	if creds.Secret == nil || creds.Secret.SecretName != secret || len(creds.Secret.Items) != 1 || creds.Secret.Items[0].Key != "nkey" {
+		t.Errorf("%s: credentials volume %+v, want Secret %s key nkey", name, creds.VolumeSource, secret)
+	}
+	if ca.Secret == nil || ca.Secret.SecretName != "dovetail-nats-tls" || len(ca.Secret.Items) != 1 || ca.Secret.Items[0].Key != "ca.crt" {
+		t.Errorf("%s: CA volume %+v, want ca.crt of dovetail-nats-tls only", name, ca.VolumeSource)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range pod.Containers[0].VolumeMounts {
+		mounts[m.Name] = m
+	}
+	if m := mounts["nats-credentials"]; m.MountPath != "/etc/dovetail/nats/credentials" || !m.ReadOnly {
+		t.Errorf("%s: credentials mount %+v", name, m)
+	}
+	if m := mounts["nats-tls-ca"]; m.MountPath != "/etc/dovetail/nats/tls" || !m.ReadOnly {
+		t.Errorf("%s: CA mount %+v", name, m)
+	}
+	if lookup != nil {
+		if s, c := lookup("nats-nkey-seed").Value.String(), lookup("nats-tls-ca").Value.String(); s != "/etc/dovetail/nats/credentials/nkey" || c != "/etc/dovetail/nats/tls/ca.crt" {
+			t.Errorf("%s: --nats-nkey-seed %q --nats-tls-ca %q", name, s, c)
+		}
+		if lookup("nats-insecure-no-auth").Value.String() != "false" {
+			t.Errorf("%s: runs without NATS authentication", name)
+		}
+	}
+}
+
+// writeTLSPair writes a self-signed tls.crt and tls.key into dir.
+func writeTLSPair(t *testing.T, dir string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "dovetail-nats"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"dovetail-nats.dovetail-system.svc"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, block := range map[string]*pem.Block{"tls.crt": {Type: "CERTIFICATE", Bytes: der}, "tls.key": {Type: "EC PRIVATE KEY", Bytes: kb}} {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The chart never carries a NATS secret: it renders no Secret, and no manifest holds an nkey
+// seed (S + 57 base32 characters) or a PEM private key; the pods get credentials only as
+// mounted Secrets the operator made (checkNATSClient).
+func TestNoNATSSecretRendered(t *testing.T) {
+	seedRE := regexp.MustCompile(`\bS[A-Z][A-Z2-7]{56}\b`)
+	ms, err := Render("dovetail", testNamespace, natsValues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Kind == "Secret" || seedRE.MatchString(m.YAML) || strings.Contains(m.YAML, "PRIVATE KEY") {
+			t.Errorf("%s %s carries a secret", m.Kind, m.Name)
+		}
+	}
+	// The check can see a seed: one planted in a ConfigMap's text would be found.
+	if !seedRE.MatchString(newUserSeed()) {
+		t.Fatal("seed pattern misses a real seed")
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/dovetail-dev/dovetail/localdev"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/kube"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
@@ -81,7 +82,9 @@ func TestHelmChartAgentRunsSeedScenario(t *testing.T) {
 	const release, ns = "e2e", "dovetail-chart"
 	port := freePort(t)
 	ms, err := charts.Render(release, ns, map[string]any{"clusterName": "e2e", "transport": "nats",
-		"nats": map[string]any{"url": env.NATSURL}, "agent": map[string]any{"httpPort": port}})
+		"nats": map[string]any{"url": env.NATSURL, "auth": map[string]any{"agent": map[string]any{"secretName": "e2e-nats-agent"}},
+			"tls": map[string]any{"caSecretName": "e2e-nats-ca"}},
+		"agent": map[string]any{"httpPort": port}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +111,9 @@ func TestHelmChartAgentRunsSeedScenario(t *testing.T) {
 	// In the pod's place: the agent binary with the container's args and the ServiceAccount's token.
 	ctr := deploy.Spec.Template.Spec.Containers[0]
 	kubeconfig := serviceAccountKubeconfig(ctx, t, cp, dir, ns, deploy.Spec.Template.Spec.ServiceAccountName)
-	agent := exec.CommandContext(ctx, agentBin, append(ctr.Args, "--kubeconfig="+kubeconfig)...)
+	// The Secrets' mount points are the embedded server's role files here (later flags win).
+	agent := exec.CommandContext(ctx, agentBin, append(ctr.Args, "--kubeconfig="+kubeconfig,
+		"--nats-nkey-seed="+env.NATSFiles.Seeds[natsauth.RoleAgent], "--nats-tls-ca="+env.NATSFiles.CA)...)
 	agentLog := &syncBuffer{}
 	agent.Stdout, agent.Stderr = agentLog, agentLog
 	if err := agent.Start(); err != nil {

@@ -17,8 +17,13 @@ func TestHelmChartArgsParse(t *testing.T) {
 		values map[string]any
 		want   map[string]string
 	}{
-		{"nats", map[string]any{"clusterName": "c1", "nats": map[string]any{"url": "nats://nats.queue.svc:4222"}},
-			map[string]string{"transport": "nats", "nats-url": "nats://nats.queue.svc:4222", "ensure-stream": "true"}},
+		{"nats", map[string]any{"clusterName": "c1", "nats": map[string]any{"url": "nats://nats.queue.svc:4222",
+			"auth": map[string]any{"agent": map[string]any{"secretName": "nats-agent"}}, "tls": map[string]any{"caSecretName": "nats-ca"}}},
+			map[string]string{"transport": "nats", "nats-url": "nats://nats.queue.svc:4222", "ensure-stream": "true",
+				"nats-nkey-seed": "/etc/dovetail/nats/credentials/nkey", "nats-tls-ca": "/etc/dovetail/nats/tls/ca.crt", "nats-insecure-no-auth": "false"}},
+		{"nats creds", map[string]any{"clusterName": "c1", "nats": map[string]any{"url": "tls://nats.queue.svc:4222",
+			"auth": map[string]any{"type": "creds", "agent": map[string]any{"secretName": "nats-agent"}}}},
+			map[string]string{"transport": "nats", "nats-url": "tls://nats.queue.svc:4222", "nats-creds": "/etc/dovetail/nats/credentials/creds", "nats-tls-ca": ""}},
 		{"sqs", map[string]any{"clusterName": "c1", "transport": "sqs", "sqs": map[string]any{
 			"eventQueueURLs":  []any{"https://sqs.eu-west-1.amazonaws.com/111122223333/a.fifo", "https://sqs.eu-west-1.amazonaws.com/111122223333/b.fifo"},
 			"commandQueueURL": "https://sqs.eu-west-1.amazonaws.com/111122223333/c.fifo", "blobBucket": "claims", "blobPrefix": "p/"}},

@@ -64,6 +64,26 @@ seccompProfile:
 {{- if and (eq .Values.transport "nats") (not .Values.nats.url) (not .Values.nats.server.enabled) -}}
 {{- fail "nats.url: required with transport: nats unless nats.server.enabled (the bundled NATS server)" -}}
 {{- end -}}
+{{- if and (eq .Values.transport "nats") (not .Values.nats.insecureNoAuth) -}}
+{{- $a := .Values.nats.auth -}}
+{{- $need := list "agent" -}}
+{{- if .Values.workers.enabled }}{{ $need = append $need "function" }}{{ end -}}
+{{- if .Values.scheduledEvents.enabled }}{{ $need = append $need "scheduledEvents" }}{{ end -}}
+{{- range $need -}}
+{{- if not (index $a .).secretName -}}
+{{- fail (printf "nats.auth.%s.secretName: required with transport: nats: the Secret holding the %s's NATS credentials (key %q; or set nats.insecureNoAuth: true, which lets any pod that reaches the server publish commands)" . . (ternary "creds" "nkey" (eq $a.type "creds"))) -}}
+{{- end -}}
+{{- if and $.Values.nats.server.enabled (not (index $a .).publicKey) -}}
+{{- fail (printf "nats.auth.%s.publicKey: required with nats.server.enabled: the nkey user public key (U..., from nk -inkey seed -pubout) the bundled server admits the %s by" . .) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.nats.server.enabled (eq $a.type "creds") -}}
+{{- fail "nats.auth.type: creds needs a server in decentralized JWT mode (nsc); the bundled server (nats.server.enabled) admits nkey users: set nats.auth.type: nkey" -}}
+{{- end -}}
+{{- if and .Values.nats.server.enabled (not .Values.nats.tls.secretName) -}}
+{{- fail "nats.tls.secretName: required with nats.server.enabled: the Secret with the server's tls.crt, tls.key and ca.crt (a cert-manager Certificate makes one), so credentials and commands never cross the network in clear" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The bundled NATS server's configuration (the ConfigMap's nats.conf; its checksum rolls the pod). */}}
@@ -76,4 +96,126 @@ jetstream {
   max_file_store: {{ int64 .Values.nats.server.maxFileStore }}
   max_memory_store: 0
 }
+{{- if .Values.nats.tls.secretName }}
+# TLS only: clients verify this certificate with the Secret's ca.crt.
+tls {
+  cert_file: /etc/nats-tls/tls.crt
+  key_file: /etc/nats-tls/tls.key
+  timeout: 2
+}
+{{- end }}
+{{- if not .Values.nats.insecureNoAuth }}
+# One nkey user per role (the public keys; the seeds stay in the roles' Secrets), each with its
+# role's permissions (shared/queue/nats/natsauth.For).
+authorization {
+  users: [
+{{- $cluster := .Values.clusterName }}
+{{- range $key, $role := dict "agent" "agent" "function" "function" "scheduledEvents" "scheduled-events" "audit" "audit" }}
+{{- with (index $.Values.nats.auth $key).publicKey }}
+    {nkey: {{ . | quote }}, permissions: {{ include "dovetail.natsPermissions" (dict "role" $role "cluster" $cluster) }}}
+{{- end }}
+{{- end }}
+  ]
+}
+{{- end }}
+{{- end -}}
+
+{{/*
+NATS client credentials and TLS of one role's pods (dict "root" $ "role" "agent" | "function" |
+"scheduledEvents"): the flags (natsauth.Client), the read-only mounts and the Secret volumes. The
+role's Secret (nats.auth.<role>.secretName) holds key "nkey" (an nkey user seed) or "creds" (a
+user credentials file), by nats.auth.type; the CA Secret's ca.crt verifies the server.
+*/}}
+{{- define "dovetail.natsCASecret" -}}
+{{- default .Values.nats.tls.secretName .Values.nats.tls.caSecretName -}}
+{{- end -}}
+
+{{- define "dovetail.natsClientArgs" -}}
+{{- $v := .root.Values.nats -}}
+{{- if $v.insecureNoAuth }}
+- --nats-insecure-no-auth=true
+{{- else }}
+{{- if eq $v.auth.type "creds" }}
+- --nats-creds=/etc/dovetail/nats/credentials/creds
+{{- else }}
+- --nats-nkey-seed=/etc/dovetail/nats/credentials/nkey
+{{- end }}
+{{- end }}
+{{- if include "dovetail.natsCASecret" .root }}
+- --nats-tls-ca=/etc/dovetail/nats/tls/ca.crt
+{{- end }}
+{{- end -}}
+
+{{- define "dovetail.natsClientMounts" -}}
+{{- if not .root.Values.nats.insecureNoAuth }}
+- name: nats-credentials
+  mountPath: /etc/dovetail/nats/credentials
+  readOnly: true
+{{- end }}
+{{- if include "dovetail.natsCASecret" .root }}
+- name: nats-tls-ca
+  mountPath: /etc/dovetail/nats/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "dovetail.natsClientVolumes" -}}
+{{- $v := .root.Values.nats -}}
+{{- if not $v.insecureNoAuth }}
+- name: nats-credentials
+  secret:
+    secretName: {{ (index $v.auth .role).secretName }}
+    defaultMode: 0440
+    items:
+      - key: {{ ternary "creds" "nkey" (eq $v.auth.type "creds") }}
+        path: {{ ternary "creds" "nkey" (eq $v.auth.type "creds") }}
+{{- end }}
+{{- with include "dovetail.natsCASecret" .root }}
+- name: nats-tls-ca
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0444
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
+{{- end -}}
+
+{{/*
+One role's permissions on the bundled server, as nats.conf JSON (dict "role" "agent" | "function" |
+"scheduled-events" | "audit" "cluster" .Values.clusterName). It spells
+shared/queue/nats/natsauth.For; charts' TestNATSServerPermissionsAreNatsauth keeps the two equal.
+*/}}
+{{- define "dovetail.natsPermissions" -}}
+{{- $stream := printf "dovetail-%s" .cluster -}}
+{{- $subj := printf "dovetail.%s." .cluster -}}
+{{- $api := "$JS.API." -}}
+{{- $mgmt := list (printf "%sSTREAM.INFO.%s" $api $stream) (printf "%sSTREAM.CREATE.%s" $api $stream) (printf "%sSTREAM.UPDATE.%s" $api $stream) -}}
+{{- /* natsauth.FunctionDurables: name and subject of each function's durable consumer. */ -}}
+{{- $functions := list (list "provision" "events") (list "consolidate" "events") (list "drift" "events") (list "lifecycle" "events") (list "interruption" "notices") -}}
+{{- $allow := list -}}
+{{- $deny := list -}}
+{{- if eq .role "agent" -}}
+{{- $allow = concat (list (print $subj "events") (print $subj "dlq")) $mgmt -}}
+{{- $allow = concat $allow (list (printf "%sCONSUMER.CREATE.%s.agent.%scommands" $api $stream $subj) (printf "%sCONSUMER.MSG.NEXT.%s.agent" $api $stream) (printf "$JS.ACK.%s.agent.>" $stream)) -}}
+{{- else if eq .role "function" -}}
+{{- $allow = concat (list (print $subj "commands") (print $subj "dlq") (print $subj "audit")) $mgmt -}}
+{{- range $functions -}}
+{{- $allow = concat $allow (list (printf "%sCONSUMER.CREATE.%s.%s.%s%s" $api $stream (index . 0) $subj (index . 1)) (printf "%sCONSUMER.MSG.NEXT.%s.%s" $api $stream (index . 0)) (printf "$JS.ACK.%s.%s.>" $stream (index . 0))) -}}
+{{- end -}}
+{{- $allow = concat $allow (list (printf "%sCONSUMER.CREATE.%s.*.%sevents" $api $stream $subj) (printf "%sCONSUMER.INFO.%s.*" $api $stream) (printf "%sCONSUMER.MSG.NEXT.%s.*" $api $stream)) -}}
+{{- $deny = list (printf "%sCONSUMER.CREATE.%s.agent.>" $api $stream) (printf "%sCONSUMER.MSG.NEXT.%s.agent" $api $stream) -}}
+{{- else if eq .role "scheduled-events" -}}
+{{- $allow = list (print $subj "notices") -}}
+{{- else if eq .role "audit" -}}
+{{- $allow = list (printf "%sCONSUMER.CREATE.%s.*.%saudit" $api $stream $subj) (printf "%sCONSUMER.INFO.%s.*" $api $stream) (printf "%sCONSUMER.MSG.NEXT.%s.*" $api $stream) -}}
+{{- range prepend (list "provision" "consolidate" "drift" "lifecycle" "interruption") "agent" -}}
+{{- $deny = concat $deny (list (printf "%sCONSUMER.CREATE.%s.%s.>" $api $stream .) (printf "%sCONSUMER.MSG.NEXT.%s.%s" $api $stream .)) -}}
+{{- end -}}
+{{- else -}}
+{{- fail (printf "dovetail.natsPermissions: unknown role %q" .role) -}}
+{{- end -}}
+{{- $pub := dict "allow" $allow -}}
+{{- if $deny }}{{ $_ := set $pub "deny" $deny }}{{ end -}}
+{{- dict "publish" $pub "subscribe" (dict "allow" (list (printf "_INBOX.dovetail.%s.%s.>" .cluster .role))) | toRawJson -}}
 {{- end -}}
