@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -338,5 +339,35 @@ func recvString(t *testing.T, ch chan string) string {
 	case <-time.After(10 * time.Second):
 		t.Fatal("timed out")
 		return ""
+	}
+}
+
+// A function's consumer dead-letters a poison event with its own role: the publish to the
+// dead-letter subject and the term on $JS.ACK are both in the role.
+func TestFunctionRoleDeadLetters(t *testing.T) {
+	e := newEnv(t)
+	e.publish("ev-poison", "garbage")
+	fn := e.connectAs(natsauth.RoleFunction)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := NewConsumer(ctx, fn.nc, ConsumerConfig{Cluster: cluster, Durable: "drift", Subject: queue.EventsSubject(cluster), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	cctx, stop := context.WithCancel(ctx)
+	go func() {
+		done <- c.Consume(cctx, func(context.Context, queue.Message) error { return fmt.Errorf("%w: not a snapshot", queue.ErrPoison) })
+	}()
+	m := e.dlq()
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if m.Headers().Get(HeaderDLQMsgID) != "ev-poison" || m.Headers().Get(HeaderDLQConsumer) != "drift" {
+		t.Errorf("dead letter headers %v", m.Headers())
+	}
+	if v := fn.seen(); len(v) != 0 {
+		t.Errorf("permission violations while dead-lettering: %v", v)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -61,10 +62,8 @@ func (c *Client) AddFlags(fs *pflag.FlagSet) {
 		"client certificate (PEM) for a NATS server that requires mutual TLS; env "+envName(FlagTLSCert))
 	fs.StringVar(&c.TLSKeyFile, FlagTLSKey, envDefault(FlagTLSKey),
 		"key (PEM) of --"+FlagTLSCert+"; env "+envName(FlagTLSKey))
-	insecure := false
-	if v := envDefault(FlagInsecureNoAuth); v == "true" || v == "1" {
-		insecure = true
-	}
+	// As runtime.EnvBool: an unparsable value keeps the safe default.
+	insecure, _ := strconv.ParseBool(envDefault(FlagInsecureNoAuth))
 	fs.BoolVar(&c.InsecureNoAuth, FlagInsecureNoAuth, insecure,
 		"INSECURE: connect to NATS without credentials, and without TLS to a non-loopback server: anyone who reaches the server can publish commands; env "+envName(FlagInsecureNoAuth))
 }
