@@ -371,3 +371,32 @@ func TestFunctionRoleDeadLetters(t *testing.T) {
 		t.Errorf("permission violations while dead-lettering: %v", v)
 	}
 }
+
+// The audit role's grant to create consumers is bound to the audit subject by the subject the
+// request is sent on: a request whose body asks for the commands subject is refused by the
+// server (nats-server jetstream_api.go, JSConsumerCreateFilterSubjectMismatchErr), so the grant
+// cannot be stretched to read commands.
+func TestAuditRoleCannotStretchItsFilter(t *testing.T) {
+	e := newEnv(t)
+	rc := e.connectAs(natsauth.RoleAudit)
+	subject := "$JS.API.CONSUMER.CREATE." + StreamName(cluster) + ".sneak." + queue.AuditSubject(cluster)
+	// JetStream error codes (nats-server errors.json): 10131 JSConsumerCreateFilterSubjectMismatchErr,
+	// 10137 JSConsumerMultipleFiltersNotAllowed, 10081 JSConsumerDeliverCycleErr.
+	for body, code := range map[string]string{
+		`{"stream_name":"` + StreamName(cluster) + `","config":{"name":"sneak","filter_subject":"` + queue.CommandsSubject(cluster) + `","ack_policy":"none"}}`:    `"err_code":10131`,
+		`{"stream_name":"` + StreamName(cluster) + `","config":{"name":"sneak","filter_subjects":["` + queue.CommandsSubject(cluster) + `"],"ack_policy":"none"}}`: `"err_code":10137`,
+		// A push consumer whose server-side deliveries would land on the commands subject.
+		`{"stream_name":"` + StreamName(cluster) + `","config":{"name":"sneak","filter_subject":"` + queue.AuditSubject(cluster) + `","deliver_subject":"` + queue.CommandsSubject(cluster) + `","ack_policy":"none"}}`: `"err_code":10081`,
+	} {
+		resp, err := rc.nc.Request(subject, []byte(body), 2*time.Second)
+		if err != nil {
+			t.Fatalf("request: %v", err)
+		}
+		if !strings.Contains(string(resp.Data), code) {
+			t.Errorf("response %s, want the server's refusal %s", resp.Data, code)
+		}
+	}
+	if _, err := e.pub.js.Consumer(context.Background(), StreamName(cluster), "sneak"); err == nil {
+		t.Error(`consumer "sneak" exists`)
+	}
+}
