@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	devents "github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
@@ -173,5 +176,38 @@ func TestRunNATSWorkerServesMetricsAndProbes(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A NATS worker's credential flags read their DOVETAIL_* environment variables (how the chart
+// and a Functions app pass settings), and a worker without credentials refuses to start, naming
+// the flags, before dialing anything.
+func TestNATSWorkerCredentials(t *testing.T) {
+	seed := filepath.Join(t.TempDir(), "function.nk")
+	if err := os.WriteFile(seed, []byte("not read before connect"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOVETAIL_NATS_NKEY_SEED", seed)
+	t.Setenv("DOVETAIL_NATS_TLS_CA", "/etc/dovetail/nats/tls/ca.crt")
+	t.Setenv(EnvLambdaRuntimeAPI, "")
+	t.Setenv(EnvCustomHandlerPort, "")
+	cmd := Command(Function{Name: "probe"})
+	for flag, want := range map[string]string{"nats-nkey-seed": seed, "nats-tls-ca": "/etc/dovetail/nats/tls/ca.crt", "nats-insecure-no-auth": "false"} {
+		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
+			t.Errorf("--%s default %q, want %q", flag, got, want)
+		}
+	}
+	build := func(context.Context, Transport) (queue.Handler, error) { return nil, nil }
+	err := Run(context.Background(), Function{Name: "probe", Build: build},
+		Options{Cluster: "c1", LogLevel: "error", NATSURL: "nats://nats.dovetail-system.svc:4222"})
+	if err == nil || !strings.Contains(err.Error(), "--nats-creds or --nats-nkey-seed: required") {
+		t.Errorf("worker without credentials: %v", err)
+	}
+	// A CA that is not there fails at start naming its flag, not at the first reconnect.
+	err = Run(context.Background(), Function{Name: "probe", Build: build},
+		Options{Cluster: "c1", LogLevel: "error", NATSURL: "nats://nats.dovetail-system.svc:4222",
+			NATSAuth: natsauth.Client{NkeySeedFile: seed, TLSCAFile: "/nonexistent/ca.crt"}})
+	if err == nil || !strings.Contains(err.Error(), "--nats-tls-ca /nonexistent/ca.crt") {
+		t.Errorf("worker with a missing CA: %v", err)
 	}
 }
