@@ -149,6 +149,39 @@ func testNode(name string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{apisv1.LabelNodePool: "default"}}}
 }
 
+// own makes the named nodes (created with testNode, so without a providerID) Dovetail's, as a
+// launch does: a providerID "aws:///us-east-1a/i-<name>" on the Node and a NodeClaim carrying
+// the agent's ownership mark that records it; it waits until the agent's cache has both.
+func (e *env) own(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		pid := "aws:///us-east-1a/i-" + name
+		n, err := e.kube.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Spec.ProviderID = pid
+		if _, err := e.kube.CoreV1().Nodes().Update(e.ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		nc := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-" + name,
+			Labels: map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelManagedBy: apisv1.ManagedByAgent}},
+			Status: apisv1.NodeClaimStatus{ProviderID: pid, NodeName: name}}
+		u, err := kube.ToUnstructured(nc, apisv1.GroupVersion, "NodeClaim")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.dyn.Resource(kube.NodeClaimGVR).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, name+" owned in the agent's cache", func() bool {
+			c, _ := e.agent.Watcher().NodeClaim("nc-" + name)
+			n := e.agent.Watcher().Node(name)
+			return c != nil && n != nil && n.Spec.ProviderID == pid
+		})
+	}
+}
+
 func testPod(name, nodeName string) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
@@ -196,13 +229,14 @@ func TestAgentPendingBatchAndCommands(t *testing.T) {
 		t.Fatalf("snapshot pending %s, pods %d, nodes %d", got, len(pp.Snapshot.Pods), len(pp.Snapshot.Nodes))
 	}
 	rev := pp.Snapshot.Revision
+	e.own(t, "n1") // so that the drain below is refused for what changed on n1, not for whose it is
 
 	// The function launched an instance and sends CreateNodeClaim; the queue redelivers it
 	// under another message id (a retried function): still one NodeClaim.
 	create := &events.Command{
 		ID: events.CommandID(cluster, "create", "default-x1"), Kind: events.CommandCreateNodeClaim, Cluster: cluster, SnapshotRevision: rev,
 		NodeClaim: &apisv1.NodeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: "default-x1", Labels: map[string]string{apisv1.LabelNodePool: "default"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "default-x1", Labels: map[string]string{apisv1.LabelNodePool: "default"}, CreationTimestamp: metav1.NewTime(time.Now())},
 			Spec:       apisv1.NodeClaimSpec{NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"}},
 			Status:     apisv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"},
 		},
@@ -239,8 +273,8 @@ func TestAgentPendingBatchAndCommands(t *testing.T) {
 		t.Fatalf("DLQ reason %q, want the poison reason naming specversion", reason)
 	}
 	list, err := e.dyn.Resource(kube.NodeClaimGVR).List(e.ctx, metav1.ListOptions{})
-	if err != nil || len(list.Items) != 1 {
-		t.Fatalf("%d NodeClaims (%v), want 1", len(list.Items), err)
+	if err != nil || len(list.Items) != 2 {
+		t.Fatalf("%d NodeClaims (%v), want 2 (n1's and default-x1)", len(list.Items), err)
 	}
 	// Only the stale drain was refused; only the junk was dead-lettered.
 	info, _ := e.stream.Info(e.ctx, jetstream.WithSubjectFilter(queue.DeadLetterSubject(cluster)))
@@ -278,6 +312,7 @@ func TestAgentSnapshotTimer(t *testing.T) {
 func TestHandleCommandOutcomes(t *testing.T) {
 	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"))
 	e.waitSynced(t)
+	e.own(t, "n1")
 	encode := func(cluster string, cmd *events.Command) []byte {
 		data, err := events.NewEvent(cluster, "provision", events.TypeCommand, "m", cmd)
 		if err != nil {
@@ -330,6 +365,7 @@ func TestHeldDrainIsAcknowledged(t *testing.T) {
 	n1.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}}
 	e := newEnv(t, clock.RealClock{}, 0, 0, -1, n1, testPod("guarded", "n1"))
 	e.waitSynced(t)
+	e.own(t, "n1")
 	evictions := 0
 	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {

@@ -39,7 +39,7 @@ func ledgerNode(name, instanceType string) (*corev1.Node, *apisv1.NodeClaim) {
 		Status: corev1.NodeStatus{Allocatable: it.Allocatable(), Capacity: it.Capacity,
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	nc := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-" + name, UID: types.UID("nc-uid-" + name),
-		Labels:            map[string]string{apisv1.LabelNodePool: "default", corev1.LabelInstanceTypeStable: instanceType},
+		Labels:            map[string]string{apisv1.LabelNodePool: "default", corev1.LabelInstanceTypeStable: instanceType, apisv1.LabelManagedBy: apisv1.ManagedByAgent},
 		CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour))},
 		Status: apisv1.NodeClaimStatus{NodeName: name, ProviderID: pid}}
 	return n, nc

@@ -168,8 +168,10 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	n3 := testNode("n3") // registering: the lifecycle commands' node
 	n3.Spec.ProviderID = pid3
 	n3.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute}}
+	const pid1 = "aws:///us-east-1a/i-0123456789abcdef0"
 	n1 := testNode("n1") // drained, then deleted: its termination finalizer lets the agent delete it
 	n1.Finalizers = []string{events.FinalizerTermination}
+	n1.Spec.ProviderID = pid1 // nc-1's instance: the NodeClaim the agent creates makes it Dovetail's
 	e := newEnv(t, clock.RealClock{}, 0, 0, -1, n1, testNode("n2"), n3, testPod("app", "n1"), testPod("on-n3", "n3"), testPod("pending", ""))
 	e.waitSynced(t)
 	rev := settled(t, e.agent.Watcher())
@@ -177,8 +179,11 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "late pod", func() bool { return e.agent.Watcher().NodePodsChangedSince("n2", rev) })
-	nc := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1"}, Status: apisv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"}}
-	nc3 := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-3", Finalizers: []string{events.FinalizerTermination}}, Status: apisv1.NodeClaimStatus{ProviderID: pid3}}
+	decided := metav1.NewTime(time.Now())
+	poolLabel := map[string]string{apisv1.LabelNodePool: "default"}
+	nc := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1", Labels: poolLabel, CreationTimestamp: decided}, Status: apisv1.NodeClaimStatus{ProviderID: pid1}}
+	nc3 := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-3", Labels: poolLabel, CreationTimestamp: decided, Finalizers: []string{events.FinalizerTermination}},
+		Status: apisv1.NodeClaimStatus{ProviderID: pid3}}
 	apply := func(rev int64, cmds ...*events.Command) {
 		t.Helper()
 		for _, c := range cmds {
@@ -197,7 +202,12 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	}
 	apply(rev,
 		&events.Command{ID: "1", Kind: events.CommandCreateNodeClaim, NodeClaim: nc},
-		&events.Command{ID: "1b", Kind: events.CommandCreateNodeClaim, NodeClaim: nc3},
+		&events.Command{ID: "1b", Kind: events.CommandCreateNodeClaim, NodeClaim: nc3})
+	eventually(t, "nc-1 cached", func() bool {
+		c, _ := e.agent.Watcher().NodeClaim("nc-1")
+		return c != nil && c.Status.ProviderID == pid1
+	})
+	apply(rev,
 		&events.Command{ID: "2", Kind: events.CommandTaintNode, NodeName: "n1", Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}},
 		&events.Command{ID: "3", Kind: events.CommandDrainNode, NodeName: "n1"},
 		&events.Command{ID: "4", Kind: events.CommandDeleteNode, NodeName: "n1"},
@@ -225,8 +235,35 @@ func TestRBACCoversEveryCall(t *testing.T) {
 			Toleration: &corev1.Toleration{Key: apisv1.TaintKeyPlanned, Operator: corev1.TolerationOpEqual, Value: "nc-3", Effect: corev1.TaintEffectNoSchedule}},
 		&events.Command{ID: "12b", Kind: events.CommandUntaintNode, NodeName: "n3", Taint: &corev1.Taint{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}},
 		&events.Command{ID: "13", Kind: events.CommandDeletePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "on-n3", UID: "uid-on-n3", GracePeriodSeconds: &grace}}},
-		&events.Command{ID: "14", Kind: events.CommandRemoveFinalizer, NodeClaim: claim3, Finalizer: events.FinalizerTermination},
-		&events.Command{ID: "15", Kind: events.CommandRemoveFinalizer, NodeName: "n3", Finalizer: events.FinalizerTermination},
+	)
+	// nc-3 and n3 are deleted (the termination finalizers hold them), the lifecycle function
+	// finds the instance terminated, and the agent releases both.
+	deleting := metav1.NewTime(time.Now())
+	u, err := e.dyn.Resource(kube.NodeClaimGVR).Get(e.ctx, "nc-3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetDeletionTimestamp(&deleting)
+	if _, err := e.dyn.Resource(kube.NodeClaimGVR).Update(e.ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node3, err := e.kube.CoreV1().Nodes().Get(e.ctx, "n3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node3.DeletionTimestamp = &deleting
+	if _, err := e.kube.CoreV1().Nodes().Update(e.ctx, node3, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "nc-3 and n3 deleting", func() bool {
+		c, _ := e.agent.Watcher().NodeClaim("nc-3")
+		n := e.agent.Watcher().Node("n3")
+		return c != nil && c.DeletionTimestamp != nil && n != nil && n.DeletionTimestamp != nil
+	})
+	gone := &events.InstanceEvidence{ProviderID: pid3, State: events.InstanceTerminated}
+	apply(e.agent.Watcher().Revision(),
+		&events.Command{ID: "14", Kind: events.CommandRemoveFinalizer, NodeClaim: claim3, Finalizer: events.FinalizerTermination, Instance: gone},
+		&events.Command{ID: "15", Kind: events.CommandRemoveFinalizer, NodeName: "n3", Finalizer: events.FinalizerTermination, Instance: gone},
 	)
 	// NodeClass and NodePool status, and the NodeClass finalizer.
 	class := &apisv1.EC2NodeClass{TypeMeta: metav1.TypeMeta{APIVersion: apisv1.AWSGroup + "/v1", Kind: apisv1.KindEC2NodeClass}, ObjectMeta: metav1.ObjectMeta{Name: "default"}}
@@ -272,9 +309,11 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		if a.GetSubresource() != "" {
 			res += "/" + a.GetSubresource()
 		}
-		// The test itself created the "late" pod, the NodeClass and the NodePool; every other
-		// call is the agent's.
-		if a.GetVerb() == "create" && (res == "pods" || res == "ec2nodeclasses" || res == "nodepools") {
+		// The test itself created the "late" pod, the NodeClass and the NodePool, and marked
+		// n3 and nc-3 deleting (update, a verb the agent never uses); every other call is the
+		// agent's.
+		if a.GetVerb() == "create" && (res == "pods" || res == "ec2nodeclasses" || res == "nodepools") ||
+			a.GetVerb() == "update" && (res == "nodes" || res == "nodeclaims") {
 			continue
 		}
 		key := a.GetVerb() + " " + a.GetResource().Group + "/" + res
@@ -299,7 +338,7 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		}
 	}
 	// The status commands took effect, and each False turn left a Warning Event.
-	u, _ := e.dyn.Resource(kube.EC2NodeClassGVR).Get(e.ctx, "default", metav1.GetOptions{})
+	u, _ = e.dyn.Resource(kube.EC2NodeClassGVR).Get(e.ctx, "default", metav1.GetOptions{})
 	var gotClass apisv1.EC2NodeClass
 	if err := kube.FromUnstructured(u, &gotClass); err != nil {
 		t.Fatal(err)
@@ -338,9 +377,9 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		got, want float64
 		what      string
 	}{
-		{m.Value(telemetry.NodeClaimsCreated, "provisioned", "", "false"), 2, "NodeClaims created"},
+		{m.Value(telemetry.NodeClaimsCreated, "provisioned", "default", "false"), 2, "NodeClaims created"},
 		{m.Value(telemetry.NodesCreated, "default", ""), 1, "Nodes created"},
-		{m.Value(telemetry.NodeClaimsTerminated, "", "", ""), 0, "NodeClaims terminated"},
+		{m.Value(telemetry.NodeClaimsTerminated, "default", "", ""), 1, "NodeClaims terminated (nc-3, released while deleting)"},
 		{m.Value(telemetry.CommandsApplied, string(events.CommandDrainNode), "refused"), 1, "refused drains"},
 		{m.Value(telemetry.CommandsApplied, string(events.CommandRegisterNode), "applied"), 1, "registrations applied"},
 	} {

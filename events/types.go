@@ -284,6 +284,29 @@ type Command struct {
 	Budget *BudgetReservation `json:"budget,omitempty"`
 	// Events are recorded once the command is applied (a RecordEvents command has only these).
 	Events []EventRecord `json:"events,omitempty"`
+	// Instance, on a RemoveFinalizer of FinalizerTermination, is the cloud's word on the
+	// object's instance, as the function that terminated it read it: the agent has no cloud
+	// credentials, so it releases the finalizer only on this evidence (InstanceEvidence).
+	Instance *InstanceEvidence `json:"instance,omitempty"`
+}
+
+// Instance states a RemoveFinalizer of FinalizerTermination may carry as evidence: the instance is
+// terminated or shutting down (EC2 DescribeInstances state names; an Azure VM being deleted reads
+// as shutting-down), or the cloud no longer knows it.
+const (
+	InstanceTerminated   = "terminated"
+	InstanceShuttingDown = "shutting-down"
+	InstanceNotFound     = "not-found"
+)
+
+// InstanceEvidence is what a function saw of one instance in the cloud after asking it to
+// terminate the instance. The agent checks ProviderID is the object's own (NodeClaim
+// status.providerID, Node spec.providerID; "" only for an object that never recorded one) and
+// State is InstanceTerminated, InstanceShuttingDown or InstanceNotFound before it lets the object
+// go: releasing the termination finalizer of a running instance would orphan it.
+type InstanceEvidence struct {
+	ProviderID string `json:"providerID"`
+	State      string `json:"state"`
 }
 
 // BudgetReservation makes the agent the one ledger of a cluster's disruption budgets. Every

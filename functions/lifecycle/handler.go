@@ -142,18 +142,21 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Outcome, e
 	}
 	var failed error
 	for _, t := range out.Terminate {
-		gone, err := h.terminate(ctx, t.ProviderID)
+		state, err := h.terminate(ctx, t.ProviderID)
 		if err != nil {
 			// One instance the cloud will not terminate must not hold back the others or the
 			// NodeClass status; the error still asks for redelivery.
 			failed = errors.Join(failed, err)
 			continue
 		}
-		if !gone {
+		if state == "" {
 			out.Waiting = append(out.Waiting, t.ProviderID)
 			continue
 		}
 		for _, c := range t.Finish {
+			// The agent has no cloud credentials: what this function read of the instance is
+			// the evidence it releases the termination finalizers on.
+			c.Instance = &events.InstanceEvidence{ProviderID: t.ProviderID, State: state}
 			if err := h.publish(ctx, snap, c); err != nil {
 				return out, err
 			}
@@ -170,28 +173,36 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Outcome, e
 	return out, failed
 }
 
-// terminate asks the cloud to terminate the instance and reports whether it is shutting down or
-// gone. An instance the provider refuses to terminate (not tagged for this cluster) keeps its
+// terminate asks the cloud to terminate the instance and returns the state it then reads:
+// events.InstanceShuttingDown, events.InstanceTerminated or events.InstanceNotFound (also for
+// an object that records no instance: nothing was launched), or "" while the instance still
+// runs. An instance the provider refuses to terminate (not tagged for this cluster) keeps its
 // finalizers, and the refusal is poison: no retry changes it, so the message goes to the
 // dead-letter queue at once with the reason for a person to look, instead of being redelivered.
-func (h *Handler) terminate(ctx context.Context, providerID string) (bool, error) {
+func (h *Handler) terminate(ctx context.Context, providerID string) (string, error) {
 	if providerID == "" {
-		return true, nil // never launched, or launched without a recorded instance: nothing to stop
+		return events.InstanceNotFound, nil // never launched, or launched without a recorded instance: nothing to stop
 	}
 	if err := h.Provider.Delete(ctx, providerID); err != nil && !errors.Is(err, cloud.ErrNotFound) {
 		if errors.Is(err, cloud.ErrNotOwned) {
-			return false, fmt.Errorf("%w: terminating %s: %w", queue.ErrPoison, providerID, err)
+			return "", fmt.Errorf("%w: terminating %s: %w", queue.ErrPoison, providerID, err)
 		}
-		return false, fmt.Errorf("terminating %s: %w", providerID, err)
+		return "", fmt.Errorf("terminating %s: %w", providerID, err)
 	}
 	inst, err := h.Provider.Get(ctx, providerID)
 	switch {
 	case errors.Is(err, cloud.ErrNotFound):
-		return true, nil
+		return events.InstanceNotFound, nil
 	case err != nil:
-		return false, fmt.Errorf("reading %s after terminating it: %w", providerID, err)
+		return "", fmt.Errorf("reading %s after terminating it: %w", providerID, err)
 	}
-	return inst.State == cloud.StateShuttingDown || inst.State == cloud.StateTerminated, nil
+	switch inst.State {
+	case cloud.StateShuttingDown:
+		return events.InstanceShuttingDown, nil
+	case cloud.StateTerminated:
+		return events.InstanceTerminated, nil
+	}
+	return "", nil
 }
 
 // nodeClasses resolves the NodeClasses that are due and publishes their status where it

@@ -312,3 +312,47 @@ func TestRegistrationTTLReadsTheFunctionClock(t *testing.T) {
 		t.Fatalf("at 15 minutes: reaped %v, %v; want the launch reaped", got, err)
 	}
 }
+
+// The termination finalizers are released with the cloud's word on the instance: the agent has no
+// cloud credentials and lets a NodeClaim or Node go only on this evidence (shared/kube
+// ownership.go). The fake cloud terminates at once, as EC2 TerminateInstances moves a running
+// instance to shutting-down and then terminated.
+func TestFinalizerReleaseCarriesTheInstanceState(t *testing.T) {
+	w := scenarios.NewWorld(scenarios.Start, 30*time.Second, nil)
+	own := cloud.Instance{ID: "i-0e0e0e0e0e0e0e0e0", Zone: "us-east-1a", InstanceType: "m5.large", CapacityType: "on-demand",
+		State: cloud.StateRunning, Tags: map[string]string{apisv1.TagCluster: scenarios.Cluster}}
+	if err := w.Cloud.AddInstance(own); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewTime(scenarios.Start)
+	pid := cloud.AWSProviderID("us-east-1a", own.ID)
+	nc := apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-own", UID: "uid-o", DeletionTimestamp: &now,
+		Finalizers: []string{events.FinalizerTermination}, Labels: map[string]string{apisv1.LabelNodePool: "default"}},
+		Status: apisv1.NodeClaimStatus{ProviderID: pid}}
+	snap := &events.Snapshot{Cluster: scenarios.Cluster, Revision: 5, Time: now, NodeClaims: []apisv1.NodeClaim{nc}}
+	out, err := handler(w, w).Decide(context.Background(), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Terminated) != 1 || out.Terminated[0] != pid {
+		t.Fatalf("terminated %v, want [%s]", out.Terminated, pid)
+	}
+	got, err := w.Cloud.Get(context.Background(), pid)
+	want := events.InstanceNotFound
+	if err == nil {
+		want = got.State // shutting-down or terminated
+	}
+	released := 0
+	for _, c := range w.Commands {
+		if c.Kind != events.CommandRemoveFinalizer {
+			continue
+		}
+		released++
+		if c.Instance == nil || c.Instance.ProviderID != pid || c.Instance.State != want {
+			t.Errorf("RemoveFinalizer %s carries %+v, want {%s %s}", c.ID, c.Instance, pid, want)
+		}
+	}
+	if released != 1 {
+		t.Errorf("%d RemoveFinalizer commands, want 1 (the NodeClaim's)", released)
+	}
+}

@@ -257,15 +257,20 @@ func (w *World) apply(c *events.Command) {
 			}
 		}
 	case events.CommandRemoveFinalizer:
+		// As the agent (shared/kube ownership.go): the termination finalizer leaves only an
+		// object being deleted, on the cloud's word that its instance is gone or going.
+		released := func(deleting *metav1.Time) bool {
+			return c.Finalizer != events.FinalizerTermination || deleting != nil && c.Instance != nil
+		}
 		if c.NodeName != "" {
-			if n := w.nodes[c.NodeName]; n != nil {
+			if n := w.nodes[c.NodeName]; n != nil && released(n.DeletionTimestamp) {
 				n.Finalizers = without(n.Finalizers, c.Finalizer)
 				if n.DeletionTimestamp != nil && len(n.Finalizers) == 0 {
 					w.dropNode(n.Name)
 				}
 			}
 		} else if c.NodeClaim != nil {
-			if nc := w.claims[c.NodeClaim.Name]; nc != nil {
+			if nc := w.claims[c.NodeClaim.Name]; nc != nil && released(nc.DeletionTimestamp) {
 				nc.Finalizers = without(nc.Finalizers, c.Finalizer)
 				if nc.DeletionTimestamp != nil && len(nc.Finalizers) == 0 {
 					delete(w.claims, nc.Name)

@@ -131,10 +131,27 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 // was recorded), an error wrapping ErrInvalidCommand when it can never succeed, and any other
 // error when a retry may succeed (API unavailable, conflicts, *DrainIncompleteError).
 //
+// Ownership rules (ownership.go): every kind that touches a Node or a NodeClaim (TaintNode,
+// UntaintNode, DrainNode, DeleteNode, LabelNode, RegisterNode, DeletePods, NominatePods,
+// RemoveFinalizer of a Node or NodeClaim, DeleteNodeClaim, SetNodeClaimStatus) is refused on an
+// object that is not Dovetail's: a NodeClaim without the agent's ownership mark, a Node no such
+// NodeClaim records by providerID. No command may write the mark (CreateNodeClaim, RegisterNode
+// and LabelNode carrying it are invalid), and LabelNode may not write ownership labels
+// (karpenter.sh/nodepool, karpenter.sh/registered, ...).
+//
+// State rules: RemoveFinalizer of karpenter.sh/termination is refused unless the object is being
+// deleted and the command carries the cloud's evidence (command.instance) that the object's own
+// instance is terminated, shutting down or not found.
+//
+// Freshness: a CreateNodeClaim whose NodeClaim was created and deleted since (a tombstone,
+// tombstones.go), or that was decided before the oldest deletion the tombstones remember, is
+// refused: it is a replay, and would record a terminated instance as capacity.
+//
 // Staleness rules (the command's SnapshotRevision against the Watcher's revisions; a revision
 // from before this agent started has no history and counts as stale):
-//   - CreateNodeClaim and MarkOfferingsUnavailable are never refused: the instance was launched
-//     or the cloud refused an offering, and recording that is what prevents orphans and retries.
+//   - CreateNodeClaim and MarkOfferingsUnavailable are never refused as stale: the instance was
+//     launched or the cloud refused an offering, and recording that is what prevents orphans and
+//     retries.
 //   - A TaintNode carrying a budget reservation (events.BudgetReservation) is refused when the
 //     NodePool already has as many disrupting nodes as the reservation allows.
 //   - DrainNode is refused for a node that is not tainted karpenter.sh/disrupted (nor being
@@ -234,8 +251,24 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 	for _, msg := range validation.IsDNS1123Subdomain(nc.Name) {
 		return fmt.Errorf("%w: command.nodeClaim.metadata.name: %q: %s", ErrInvalidCommand, nc.Name, msg)
 	}
+	if v, ok := nc.Labels[apisv1.LabelManagedBy]; ok {
+		return fmt.Errorf("%w: command.nodeClaim.metadata.labels[%q]: %q: only the agent writes its ownership mark", ErrInvalidCommand, apisv1.LabelManagedBy, v)
+	}
+	if nc.CreationTimestamp.IsZero() {
+		return fmt.Errorf("%w: command.nodeClaim.metadata.creationTimestamp: required: the decision's time, which tells a replay from a late delivery", ErrInvalidCommand)
+	}
+	ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: nc.Name}
+	if why, err := a.tombstoneReason(ctx, nc.Name, nc.CreationTimestamp.Time); err != nil {
+		return err
+	} else if why != "" {
+		return a.refuse(ctx, cmd, ref, why)
+	}
 	var uid types.UID
 	spec := nc.DeepCopy()
+	if spec.Labels == nil {
+		spec.Labels = map[string]string{}
+	}
+	spec.Labels[apisv1.LabelManagedBy] = apisv1.ManagedByAgent
 	spec.Status = apisv1.NodeClaimStatus{}
 	spec.ResourceVersion, spec.UID, spec.Namespace = "", "", ""
 	u, err := ToUnstructured(spec, apisv1.GroupVersion, "NodeClaim")
@@ -263,6 +296,9 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 			return fmt.Errorf("NodeClaim %s in cluster: %w", nc.Name, err)
 		}
 		uid = got.UID
+		if err := a.refuseUnownedClaim(ctx, cmd, got); err != nil {
+			return err // a NodeClaim of that name someone else made: not the agent's to record an instance on
+		}
 		switch got.Status.ProviderID {
 		case nc.Status.ProviderID:
 			return a.launchedEvents(ctx, cmd, uid) // redelivered: the Events count once
@@ -329,15 +365,23 @@ func (a *Applier) deleteNodeClaim(ctx context.Context, cmd *events.Command) erro
 		return fmt.Errorf("%w: command.nodeClaim.metadata.name: must not be empty", ErrInvalidCommand)
 	}
 	name := cmd.NodeClaim.Name
-	cached, err := a.state.NodeClaim(name)
-	if err != nil {
+	cached, err := a.currentNodeClaim(ctx, name)
+	if err != nil || cached == nil {
+		return err // gone: nothing to delete
+	}
+	if err := a.refuseUnownedClaim(ctx, cmd, cached); err != nil {
 		return err
 	}
-	if cached != nil && cached.Status.NodeName != "" && a.state.NodePodsChangedSince(cached.Status.NodeName, cmd.SnapshotRevision) {
+	if cached.Status.NodeName != "" && a.state.NodePodsChangedSince(cached.Status.NodeName, cmd.SnapshotRevision) {
 		ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: name, UID: cached.UID}
 		return a.refuse(ctx, cmd, ref, fmt.Sprintf("a pod was bound to its node %s after snapshot revision %d", cached.Status.NodeName, cmd.SnapshotRevision))
 	}
-	err = a.dyn.Resource(NodeClaimGVR).Delete(ctx, name, metav1.DeleteOptions{})
+	opts := metav1.DeleteOptions{}
+	if cached.UID != "" {
+		uid := cached.UID // a NodeClaim re-created under the name since is not the one checked
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err = a.dyn.Resource(NodeClaimGVR).Delete(ctx, name, opts)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete NodeClaim %s: %w", name, err)
 	}
@@ -346,12 +390,21 @@ func (a *Applier) deleteNodeClaim(ctx context.Context, cmd *events.Command) erro
 
 // --- Nodes ---
 
-// checkNode applies the node staleness rules; it returns the cached node (nil when absent).
+// checkNode applies the node ownership and staleness rules; it returns the node (nil when
+// absent: from the cache, or from the API server when the cache does not hold it).
 func (a *Applier) checkNode(ctx context.Context, cmd *events.Command, refuseDeleting bool) (*corev1.Node, error) {
 	if cmd.NodeName == "" {
 		return nil, fmt.Errorf("%w: command.nodeName: must not be empty", ErrInvalidCommand)
 	}
-	node := a.state.Node(cmd.NodeName)
+	node, err := a.currentNode(ctx, cmd.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	if node != nil {
+		if err := a.refuseUnownedNode(ctx, cmd, node); err != nil {
+			return nil, err
+		}
+	}
 	ref := a.nodeRef(cmd.NodeName)
 	rev := cmd.SnapshotRevision
 	switch {
@@ -440,11 +493,11 @@ func (a *Applier) drainNode(ctx context.Context, cmd *events.Command) error {
 	if err != nil {
 		return err
 	}
-	// Dovetail drains only the nodes it manages: a managed node group's or a hand-made node is
-	// someone else's to empty, whatever a function decided.
-	if node != nil && !Managed(node) {
-		return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("node is not managed by Dovetail (no %s label, no %s finalizer)",
-			apisv1.LabelNodePool, events.FinalizerTermination))
+	if node == nil {
+		// Gone: nothing of Dovetail's is left to drain (pods bound to a Node that no longer
+		// exists are the pod garbage collector's).
+		a.opts.Logger.Info("DrainNode: node gone, nothing to drain", "command", cmd.ID, "node", cmd.NodeName)
+		return nil
 	}
 	// Every function taints before it drains (the taint is the budget's unit, and keeps new pods
 	// off): a drain of a node that is not disrupting, say behind a taint the budget refused,
@@ -500,12 +553,6 @@ func (a *Applier) drainNode(ctx context.Context, cmd *events.Command) error {
 	return nil
 }
 
-// Managed reports whether Dovetail manages a node: it carries karpenter.sh/nodepool (every node
-// Dovetail launches registers with it) or the termination finalizer.
-func Managed(n *corev1.Node) bool {
-	return n.Labels[apisv1.LabelNodePool] != "" || hasString(n.Finalizers, events.FinalizerTermination)
-}
-
 // undrained names the pods on a node a drain would still evict (not DaemonSet, mirror, terminal
 // or terminating pods), at most five.
 func (a *Applier) undrained(node string) []string {
@@ -547,13 +594,16 @@ func (a *Applier) deleteNode(ctx context.Context, cmd *events.Command) error {
 	// Deleting a Node object its pods still run on loses them without a PodDisruptionBudget
 	// asked. A node with the termination finalizer is drained by the termination path its
 	// deletion starts; any other is deleted only once drained.
-	if node != nil && !hasString(node.Finalizers, events.FinalizerTermination) && !a.graceOver(node) {
+	if node == nil {
+		return nil // gone already
+	}
+	if !hasString(node.Finalizers, events.FinalizerTermination) && !a.graceOver(node) {
 		if left := a.undrained(cmd.NodeName); len(left) > 0 {
 			return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("node still runs %d pods that were not drained (%s)", len(left), strings.Join(left, ", ")))
 		}
 	}
 	opts := metav1.DeleteOptions{}
-	if node != nil && node.UID != "" {
+	if node.UID != "" {
 		uid := node.UID
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}

@@ -26,7 +26,7 @@ func createCmd(name, providerID string, rev int64) *events.Command {
 	return &events.Command{
 		ID: events.CommandID("test", "create", name), Kind: events.CommandCreateNodeClaim, Cluster: "test", SnapshotRevision: rev,
 		NodeClaim: &apisv1.NodeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{apisv1.LabelNodePool: "default"}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{apisv1.LabelNodePool: "default"}, CreationTimestamp: metav1.NewTime(t0)},
 			Spec: apisv1.NodeClaimSpec{
 				NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
 				Requirements: []apisv1.NodeSelectorRequirementWithMinValues{{NodeSelectorRequirement: corev1.NodeSelectorRequirement{
@@ -82,7 +82,8 @@ func TestCreateNodeClaimIdempotent(t *testing.T) {
 	// Killed between create and status: the NodeClaim exists without a provider ID; the
 	// redelivered command completes it.
 	bare := createCmd("default-def34", "aws:///us-east-1b/i-0bbbbbbbbbbbbbbb2", 0)
-	u, _ := ToUnstructured(&apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-def34"}}, apisv1.GroupVersion, "NodeClaim")
+	u, _ := ToUnstructured(&apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-def34",
+		Labels: map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelManagedBy: apisv1.ManagedByAgent}}}, apisv1.GroupVersion, "NodeClaim")
 	if _, err := f.dyn.Resource(NodeClaimGVR).Create(f.ctx, u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +131,9 @@ func refusalEvents(t *testing.T, f *fixture) []corev1.Event {
 }
 
 func TestStaleNodeCommandsRefusedWithEvent(t *testing.T) {
-	f := newFixture(t, []runtime.Object{node("n1"), node("n2"), node("n3"), pod("default", "old", "n1")})
-	eventually(t, "initial sync events", func() bool { return f.watcher.Revision() == f.watcher.Revisions().Base()+4 })
+	f := newOwnedFixture(t, []runtime.Object{node("n1"), node("n2"), node("n3"), pod("default", "old", "n1")})
+	// 3 nodes, their 3 NodeClaims, 1 pod.
+	eventually(t, "initial sync events", func() bool { return f.watcher.Revision() == f.watcher.Revisions().Base()+7 })
 	rev := f.watcher.Revision() // the revision a function decided on
 
 	// After the decision, a pod lands on n1.
@@ -209,7 +211,7 @@ func TestStaleNodeCommandsRefusedWithEvent(t *testing.T) {
 }
 
 func TestDeleteNodeClaimStaleness(t *testing.T) {
-	f := newFixture(t, []runtime.Object{node("n1")}, nodeClaimObj(t, "nc-a", "n1"), nodeClaimObj(t, "nc-b", "n1"))
+	f := newOwnedFixture(t, []runtime.Object{node("n1")}, nodeClaimObj(t, "nc-a", "n1"), nodeClaimObj(t, "nc-b", "n1"))
 	eventually(t, "sync", func() bool { return f.watcher.Revision() == f.watcher.Revisions().Base()+3 })
 	rev := f.watcher.Revision()
 	fresh := &events.Command{ID: "del-nc-b", Kind: events.CommandDeleteNodeClaim, Cluster: "test", SnapshotRevision: rev, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-b"}}}
@@ -247,7 +249,7 @@ func TestDrainNodeEvictsThroughEvictionAPI(t *testing.T) {
 	n1 := node("n1")
 	n1.Labels[apisv1.LabelNodePool] = "default"     // a node Dovetail manages: the agent drains no other
 	n1.Spec.Taints = []corev1.Taint{disruptedTaint} // and only once its disruption is reserved
-	f := newFixture(t, []runtime.Object{
+	f := newOwnedFixture(t, []runtime.Object{
 		n1, node("n2"),
 		pod("default", "app-1", "n1"), pod("default", "app-2", "n1"), pod("default", "app-3", "n1"),
 		pod("kube-system", "ds-1", "n1", ownedByDaemonSet), pod("kube-system", "static-1", "n1", mirror),
@@ -384,19 +386,25 @@ func TestInvalidCommands(t *testing.T) {
 	}
 }
 
-// The agent defends itself whatever a function decided: it drains only nodes Dovetail manages,
-// and deletes a node without the termination finalizer only once its pods are drained.
+// The agent defends itself whatever a function decided: it drains only nodes Dovetail owns (a
+// karpenter.sh/nodepool label is not enough), and deletes a node without the termination
+// finalizer only once its pods are drained.
 func TestAgentRefusesUnsafeNodeCommands(t *testing.T) {
 	managed := node("managed")
 	managed.Labels[apisv1.LabelNodePool] = "default"
-	f := newFixture(t, []runtime.Object{node("foreign"), managed, pod("default", "app", "managed"), pod("default", "db", "foreign")})
+	managed.Spec.ProviderID = "aws:///us-east-1a/i-0managed"
+	foreign := node("foreign")
+	foreign.Labels[apisv1.LabelNodePool] = "default"
+	foreign.Spec.ProviderID = "aws:///us-east-1a/i-0foreign"
+	f := newFixture(t, []runtime.Object{foreign, managed, pod("default", "app", "managed"), pod("default", "db", "foreign")},
+		nodeClaimWithStatus(t, "nc-managed", "default", managed.Spec.ProviderID, "managed"))
 	eventually(t, "sync", func() bool {
 		return len(f.watcher.PodsOnNode("managed")) == 1 && len(f.watcher.PodsOnNode("foreign")) == 1
 	})
 	rev := settledRevision(t, f.watcher)
 	var refused *RefusedError
 	drain := &events.Command{ID: "drain-foreign", Kind: events.CommandDrainNode, Cluster: "test", SnapshotRevision: rev, NodeName: "foreign"}
-	if err := f.applier.Apply(f.ctx, drain); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "not managed by Dovetail") {
+	if err := f.applier.Apply(f.ctx, drain); !errors.As(err, &refused) || !strings.Contains(refused.Reason, `no NodeClaim the agent created records node foreign's spec.providerID "aws:///us-east-1a/i-0foreign"`) {
 		t.Errorf("drain of an unmanaged node: %v, want a refusal", err)
 	}
 	if n := countActions(f.kube.Actions(), "create", "pods", "eviction"); n != 0 {
@@ -420,8 +428,8 @@ var disruptedTaint = corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.
 func TestTaintNodeStampsTheSameTaint(t *testing.T) {
 	n1 := node("n1")
 	n1.Spec.Taints = []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoExecute}, {Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}}
-	f := newFixture(t, []runtime.Object{n1})
-	eventually(t, "initial sync", func() bool { return f.watcher.Revision() == f.watcher.Revisions().Base()+1 })
+	f := newOwnedFixture(t, []runtime.Object{n1})
+	eventually(t, "initial sync", func() bool { return f.watcher.Revision() == f.watcher.Revisions().Base()+2 }) // the node and its NodeClaim
 	rev := f.watcher.Revision()
 	at := metav1.NewTime(t0.Add(-time.Hour).UTC())
 	apply := func(id string, taint corev1.Taint) {
@@ -466,7 +474,7 @@ func TestUntaintNodeExactTaint(t *testing.T) {
 		now := metav1.NewTime(t0)
 		nc.DeletionTimestamp, nc.Finalizers, nc.Status.NodeName = &now, []string{events.FinalizerTermination}, "deleting"
 	})
-	f := newFixture(t, []runtime.Object{mk("stray", stray), mk("restamped", restamped), mk("revalued", revalued), mk("deleting", stray), mk("plain", revalued)}, deleting)
+	f := newOwnedFixture(t, []runtime.Object{mk("stray", stray), mk("restamped", restamped), mk("revalued", revalued), mk("deleting", stray), mk("plain", revalued)}, deleting)
 	eventually(t, "sync", func() bool {
 		nc, _ := f.watcher.NodeClaim("nc-gone")
 		return nc != nil && f.watcher.Node("plain") != nil
@@ -504,7 +512,7 @@ func TestUntaintNodeExactTaint(t *testing.T) {
 func TestTaintNodeStampsOnlyDisrupted(t *testing.T) {
 	n1 := node("n1")
 	n1.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute}}
-	f := newFixture(t, []runtime.Object{n1})
+	f := newOwnedFixture(t, []runtime.Object{n1})
 	eventually(t, "initial sync", func() bool { return f.watcher.Node("n1") != nil })
 	at := metav1.NewTime(t0.Add(-time.Hour).UTC())
 	cmd := &events.Command{ID: "stamp", Kind: events.CommandTaintNode, Cluster: "test", SnapshotRevision: f.watcher.Revision(), NodeName: "n1",

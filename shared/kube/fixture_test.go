@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -146,10 +147,76 @@ func nodeClassObj(t *testing.T, name string) runtime.Object {
 	return u
 }
 
+// newOwnedFixture is newFixture with every Node of kubeObjs made Dovetail's as the agent's own
+// launches are (ownAll): for the tests of rules other than ownership.
+func newOwnedFixture(t testing.TB, kubeObjs []runtime.Object, dynObjs ...runtime.Object) *fixture {
+	t.Helper()
+	return newFixture(t, kubeObjs, ownAll(t, kubeObjs, dynObjs)...)
+}
+
+// ownAll returns dynObjs plus what makes each Node in kubeObjs Dovetail's (ownership.go): a Node
+// that a NodeClaim of dynObjs names in status.nodeName gets that NodeClaim's providerID; any
+// other Node gets (unless it has one) the providerID "aws:///us-east-1a/i-<name>" and an
+// agent-created NodeClaim "nc-<name>" recording it.
+func ownAll(t testing.TB, kubeObjs, dynObjs []runtime.Object) []runtime.Object {
+	t.Helper()
+	out := append([]runtime.Object(nil), dynObjs...)
+	claimed := map[string]string{} // node name → providerID
+	for _, o := range dynObjs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok || u.GetKind() != "NodeClaim" {
+			continue
+		}
+		nodeName, _, _ := unstructured.NestedString(u.Object, "status", "nodeName")
+		pid, _, _ := unstructured.NestedString(u.Object, "status", "providerID")
+		if nodeName != "" && pid != "" {
+			claimed[nodeName] = pid
+		}
+	}
+	for _, o := range kubeObjs {
+		n, ok := o.(*corev1.Node)
+		if !ok {
+			continue
+		}
+		if pid, ok := claimed[n.Name]; ok {
+			if n.Spec.ProviderID == "" {
+				n.Spec.ProviderID = pid
+			}
+			continue
+		}
+		if n.Spec.ProviderID == "" {
+			n.Spec.ProviderID = "aws:///us-east-1a/i-" + n.Name
+		}
+		pool := n.Labels[apisv1.LabelNodePool]
+		if pool == "" {
+			pool = "default"
+		}
+		out = append(out, nodeClaimWithStatus(t, "nc-"+n.Name, pool, n.Spec.ProviderID, n.Name))
+	}
+	return out
+}
+
+// nodeClaimWithStatus is a NodeClaim the agent created (its ownership mark on) in pool, recording
+// providerID and nodeName.
+func nodeClaimWithStatus(t testing.TB, name, pool, providerID, nodeName string) runtime.Object {
+	t.Helper()
+	nc := &apisv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{apisv1.LabelNodePool: pool, apisv1.LabelManagedBy: apisv1.ManagedByAgent}},
+		Spec:       apisv1.NodeClaimSpec{NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"}},
+		Status:     apisv1.NodeClaimStatus{ProviderID: providerID, NodeName: nodeName},
+	}
+	u, err := ToUnstructured(nc, apisv1.GroupVersion, "NodeClaim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// nodeClaimObj is a NodeClaim the agent created (its ownership mark on).
 func nodeClaimObj(t *testing.T, name, nodeName string) runtime.Object {
 	t.Helper()
 	nc := &apisv1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{apisv1.LabelNodePool: "default"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelManagedBy: apisv1.ManagedByAgent}},
 		Spec: apisv1.NodeClaimSpec{
 			NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
 		},

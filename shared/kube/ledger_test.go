@@ -27,7 +27,7 @@ func poolNode(name string) *corev1.Node {
 // (an interruption: involuntary) is applied all the same and counts against the budget after;
 // once the caches show the taints, the count comes from them; a lapsed grant frees its unit.
 func TestBudgetReservationsAreGrantedInOrder(t *testing.T) {
-	f := newFixture(t, []runtime.Object{poolNode("a"), poolNode("b"), poolNode("c"), poolNode("d")})
+	f := newOwnedFixture(t, []runtime.Object{poolNode("a"), poolNode("b"), poolNode("c"), poolNode("d")})
 	eventually(t, "sync", func() bool { return len(f.watcher.DisruptingNodes("default")) == 0 && f.watcher.Node("d") != nil })
 	rev := settledRevision(t, f.watcher)
 	budget := &events.BudgetReservation{NodePool: "default", Reason: apisv1.DisruptionReasonDrifted, MaxDisrupting: 1}
@@ -80,12 +80,13 @@ func TestDeleteNodePastTheTerminationGracePeriod(t *testing.T) {
 	added := metav1.NewTime(t0.Add(-30 * time.Minute))
 	n.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &added}}
 	hour := metav1.Duration{Duration: time.Hour}
-	nc, err := ToUnstructured(&apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-stuck"}, Spec: apisv1.NodeClaimSpec{TerminationGracePeriod: &hour},
-		Status: apisv1.NodeClaimStatus{NodeName: "stuck"}}, apisv1.GroupVersion, "NodeClaim")
+	nc, err := ToUnstructured(&apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-stuck",
+		Labels: map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelManagedBy: apisv1.ManagedByAgent}}, Spec: apisv1.NodeClaimSpec{TerminationGracePeriod: &hour},
+		Status: apisv1.NodeClaimStatus{NodeName: "stuck", ProviderID: "aws:///us-east-1a/i-stuck"}}, apisv1.GroupVersion, "NodeClaim")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, []runtime.Object{n, pod("default", "held", "stuck")}, nc)
+	f := newOwnedFixture(t, []runtime.Object{n, pod("default", "held", "stuck")}, nc)
 	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("stuck")) == 1 })
 	rev := settledRevision(t, f.watcher)
 	del := func(id string) error {

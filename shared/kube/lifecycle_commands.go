@@ -38,13 +38,26 @@ func (a *Applier) registerNode(ctx context.Context, cmd *events.Command) error {
 	if err := a.refuseIfNodeRecreated(ctx, cmd); err != nil {
 		return err
 	}
-	cached := a.state.Node(cmd.NodeName)
-	if cached == nil {
-		return fmt.Errorf("register node %s: node not in the agent's cache (not registered yet?)", cmd.NodeName)
-	}
 	claim, err := a.state.NodeClaim(cmd.NodeClaim.Name)
 	if err != nil {
 		return err
+	}
+	if claim == nil {
+		ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: cmd.NodeClaim.Name}
+		if a.state.Revisions().Deleted(KindNodeClaim, cmd.NodeClaim.Name) {
+			return a.refuse(ctx, cmd, ref, "NodeClaim was deleted")
+		}
+		return fmt.Errorf("register node %s: NodeClaim %s not in the agent's cache (not created yet?)", cmd.NodeName, cmd.NodeClaim.Name)
+	}
+	if err := a.refuseUnownedClaim(ctx, cmd, claim); err != nil {
+		return err
+	}
+	if v, ok := cmd.Labels[apisv1.LabelNodePool]; ok && v != claim.Labels[apisv1.LabelNodePool] {
+		return fmt.Errorf("%w: command.labels[%q]: %q is not NodeClaim %s's NodePool %q", ErrInvalidCommand, apisv1.LabelNodePool, v, claim.Name, claim.Labels[apisv1.LabelNodePool])
+	}
+	cached := a.state.Node(cmd.NodeName)
+	if cached == nil {
+		return fmt.Errorf("register node %s: node not in the agent's cache (not registered yet?)", cmd.NodeName)
 	}
 	var registered *corev1.Node // set when this call lifted karpenter.sh/unregistered
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -112,6 +125,9 @@ func validateRegisterNode(cmd *events.Command) error {
 	if err := validateLabels(cmd.Labels); err != nil {
 		return err
 	}
+	if v, ok := cmd.Labels[apisv1.LabelManagedBy]; ok {
+		return fmt.Errorf("%w: command.labels[%q]: %q: the ownership mark is the NodeClaim's, and only the agent writes it", ErrInvalidCommand, apisv1.LabelManagedBy, v)
+	}
 	for _, k := range sortedKeys(cmd.Annotations) {
 		for _, msg := range validation.IsQualifiedName(k) {
 			return fmt.Errorf("%w: command.annotations[%q]: %s", ErrInvalidCommand, k, msg)
@@ -153,11 +169,19 @@ func validateLabels(labels map[string]string) error {
 	return nil
 }
 
-// matchProviderID checks the Node is the NodeClaim's instance, when the cache knows the
-// NodeClaim's provider ID. A Node without a provider ID yet (the cloud controller sets it
-// after the kubelet registers on some clouds) is retried; a different one is never right.
+// matchProviderID checks the Node is the NodeClaim's instance: the registration is what makes
+// the Node Dovetail's (ownership.go), so both provider IDs must be known and equal. A NodeClaim
+// or Node without one yet (the agent writes the NodeClaim's status after creating it; the cloud
+// controller sets a Node's after the kubelet registers on some clouds) is retried; a different
+// one is never right.
 func matchProviderID(cmd *events.Command, node *corev1.Node, claim *apisv1.NodeClaim) error {
-	if claim == nil || claim.Status.ProviderID == "" || node.Spec.ProviderID == claim.Status.ProviderID {
+	if claim.Status.ProviderID == "" {
+		return fmt.Errorf("register node %s: NodeClaim %s records no status.providerID yet", node.Name, claim.Name)
+	}
+	if node.Spec.ProviderID == claim.Status.ProviderID {
+		if claim.Status.NodeName != "" && claim.Status.NodeName != node.Name {
+			return fmt.Errorf("%w: command.nodeName: NodeClaim %s is registered as node %s, not %s", ErrInvalidCommand, claim.Name, claim.Status.NodeName, node.Name)
+		}
 		return nil
 	}
 	if node.Spec.ProviderID == "" {
@@ -259,6 +283,9 @@ func (a *Applier) setNodeClaimStatus(ctx context.Context, cmd *events.Command) e
 		got := &apisv1.NodeClaim{}
 		if err := FromUnstructured(u, got); err != nil {
 			return fmt.Errorf("NodeClaim %s in cluster: %w", name, err)
+		}
+		if err := a.refuseUnownedClaim(ctx, cmd, got); err != nil {
+			return err
 		}
 		status := a.nodeClaimStatusPatch(got, &cmd.NodeClaim.Status)
 		if status == nil {
@@ -411,7 +438,23 @@ func (a *Applier) labelNode(ctx context.Context, cmd *events.Command) error {
 	if err := validateLabels(cmd.Labels); err != nil {
 		return err
 	}
+	for _, k := range ownershipLabels {
+		if v, ok := cmd.Labels[k]; ok {
+			return fmt.Errorf("%w: command.labels[%q]: %q: LabelNode may not write a label that says whose a node is (only RegisterNode, from its NodeClaim)", ErrInvalidCommand, k, v)
+		}
+	}
 	if err := a.refuseIfNodeRecreated(ctx, cmd); err != nil {
+		return err
+	}
+	node, err := a.currentNode(ctx, cmd.NodeName)
+	if err != nil {
+		return err
+	}
+	if node == nil {
+		a.opts.Logger.Info("LabelNode: node gone, nothing to label", "command", cmd.ID, "node", cmd.NodeName)
+		return nil
+	}
+	if err := a.refuseUnownedNode(ctx, cmd, node); err != nil {
 		return err
 	}
 	// Labels merge key by key, so no resourceVersion is needed: a concurrent writer of other
@@ -476,6 +519,14 @@ func (a *Applier) removeNodeFinalizer(ctx context.Context, cmd *events.Command) 
 		if body == nil {
 			return nil
 		}
+		if err := a.refuseUnownedNode(ctx, cmd, node); err != nil {
+			return err
+		}
+		if cmd.Finalizer == events.FinalizerTermination {
+			if why := terminationEvidenceReason(cmd, node.DeletionTimestamp != nil, node.Spec.ProviderID); why != "" {
+				return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), why)
+			}
+		}
 		_, err = nodes.Patch(ctx, cmd.NodeName, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -508,6 +559,24 @@ func (a *Applier) removeNodeClaimFinalizer(ctx context.Context, cmd *events.Comm
 		body := finalizerRemovalPatch(u.GetFinalizers(), cmd.Finalizer, u.GetResourceVersion())
 		if body == nil {
 			return nil
+		}
+		got := &apisv1.NodeClaim{}
+		if err := FromUnstructured(u, got); err != nil {
+			return fmt.Errorf("NodeClaim %s in cluster: %w", name, err)
+		}
+		if err := a.refuseUnownedClaim(ctx, cmd, got); err != nil {
+			return err
+		}
+		if cmd.Finalizer == events.FinalizerTermination {
+			ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: name, UID: got.UID}
+			if why := terminationEvidenceReason(cmd, got.DeletionTimestamp != nil, got.Status.ProviderID); why != "" {
+				return a.refuse(ctx, cmd, ref, why)
+			}
+			// The tombstone goes first: once the finalizer is gone the NodeClaim is, and a
+			// replayed CreateNodeClaim must find that it was.
+			if err := a.recordTombstone(ctx, name, a.opts.Clock.Now()); err != nil {
+				return fmt.Errorf("record NodeClaim %s tombstone: %w", name, err)
+			}
 		}
 		_, err = res.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: a.opts.Component})
 		if apierrors.IsNotFound(err) {
@@ -545,6 +614,19 @@ func finalizerRemovalPatch(have []string, f, resourceVersion string) []byte {
 
 func (a *Applier) nominatePods(ctx context.Context, cmd *events.Command) error {
 	if err := validatePodRefs(cmd); err != nil {
+		return err
+	}
+	// Pods are pointed (and given the planned taint's toleration) only at a node of Dovetail's;
+	// the lifecycle function nominates once the node registered, so a node gone is nothing to do.
+	node, err := a.currentNode(ctx, cmd.NodeName)
+	if err != nil {
+		return err
+	}
+	if node == nil {
+		a.opts.Logger.Info("NominatePods: node gone, nothing to nominate", "command", cmd.ID, "node", cmd.NodeName)
+		return nil
+	}
+	if err := a.refuseUnownedNode(ctx, cmd, node); err != nil {
 		return err
 	}
 	return eachPod(ctx, cmd, "nominate pods for node "+cmd.NodeName, func(ref events.PodRef) error { return a.nominatePod(ctx, cmd, ref) })
@@ -666,6 +748,9 @@ func (a *Applier) untaintNode(ctx context.Context, cmd *events.Command) error {
 		if err != nil {
 			return err
 		}
+		if err := a.refuseUnownedNode(ctx, cmd, node); err != nil {
+			return err
+		}
 		exact := cmd.Taint.TimeAdded != nil
 		if exact && cmd.Taint.Key == apisv1.TaintKeyDisrupted && (node.DeletionTimestamp != nil || a.claimDeleting(node)) {
 			// The termination path drains under whatever karpenter.sh/disrupted taint the node
@@ -718,6 +803,18 @@ func (a *Applier) deletePods(ctx context.Context, cmd *events.Command) error {
 		return err
 	}
 	if err := a.refuseIfNodeRecreated(ctx, cmd); err != nil {
+		return err
+	}
+	node, err := a.currentNode(ctx, cmd.NodeName)
+	if err != nil {
+		return err
+	}
+	if node == nil {
+		// Pods bound to a Node that no longer exists are the pod garbage collector's.
+		a.opts.Logger.Info("DeletePods: node gone, its pods are not Dovetail's to delete", "command", cmd.ID, "node", cmd.NodeName)
+		return nil
+	}
+	if err := a.refuseUnownedNode(ctx, cmd, node); err != nil {
 		return err
 	}
 	return eachPod(ctx, cmd, "delete pods on node "+cmd.NodeName, func(ref events.PodRef) error { return a.deletePod(ctx, cmd, ref) })

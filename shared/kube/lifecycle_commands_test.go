@@ -40,7 +40,7 @@ func registeringNode(name, providerID string) *corev1.Node {
 func nodeClaimWith(t *testing.T, name, providerID string, mod func(*apisv1.NodeClaim)) runtime.Object {
 	t.Helper()
 	nc := &apisv1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1, Labels: map[string]string{apisv1.LabelNodePool: "default"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1, Labels: map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelManagedBy: apisv1.ManagedByAgent}},
 		Spec:       apisv1.NodeClaimSpec{NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"}},
 		Status:     apisv1.NodeClaimStatus{ProviderID: providerID},
 	}
@@ -238,7 +238,7 @@ func TestSetNodeClaimStatus(t *testing.T) {
 }
 
 func TestLabelNode(t *testing.T) {
-	f := newFixture(t, []runtime.Object{node("n1")})
+	f := newOwnedFixture(t, []runtime.Object{node("n1")})
 	eventually(t, "sync", func() bool { return f.watcher.Node("n1") != nil })
 	rev := settledRevision(t, f.watcher)
 	cmd := &events.Command{ID: "init-n1", Kind: events.CommandLabelNode, Cluster: "test", SnapshotRevision: rev, NodeName: "n1",
@@ -266,8 +266,13 @@ func TestRemoveFinalizer(t *testing.T) {
 	n1 := node("n1")
 	n1.ResourceVersion = "17"
 	n1.Finalizers = []string{events.FinalizerTermination, "example.com/keep"}
+	n1.Spec.ProviderID = pidN1
+	deleting := metav1.NewTime(t0)
+	n1.DeletionTimestamp = &deleting
 	f := newFixture(t, []runtime.Object{n1}, nodeClaimWith(t, "default-a1", pidN1, func(nc *apisv1.NodeClaim) {
 		nc.Finalizers = []string{events.FinalizerTermination}
+		nc.Status.NodeName = "n1"
+		nc.DeletionTimestamp = &deleting
 	}))
 	eventually(t, "sync", func() bool {
 		nc, _ := f.watcher.NodeClaim("default-a1")
@@ -275,9 +280,11 @@ func TestRemoveFinalizer(t *testing.T) {
 	})
 	rev := settledRevision(t, f.watcher)
 
-	onNode := &events.Command{ID: "fin-n1", Kind: events.CommandRemoveFinalizer, Cluster: "test", SnapshotRevision: rev, NodeName: "n1", Finalizer: events.FinalizerTermination}
+	gone := &events.InstanceEvidence{ProviderID: pidN1, State: events.InstanceTerminated}
+	onNode := &events.Command{ID: "fin-n1", Kind: events.CommandRemoveFinalizer, Cluster: "test", SnapshotRevision: rev, NodeName: "n1",
+		Finalizer: events.FinalizerTermination, Instance: gone}
 	onClaim := &events.Command{ID: "fin-a1", Kind: events.CommandRemoveFinalizer, Cluster: "test", SnapshotRevision: rev,
-		NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-a1"}}, Finalizer: events.FinalizerTermination}
+		NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-a1"}}, Finalizer: events.FinalizerTermination, Instance: gone}
 	for i := 0; i < 2; i++ { // the second time the finalizer is gone: success, no write
 		for _, c := range []*events.Command{onNode, onClaim} {
 			if err := f.applier.Apply(f.ctx, c); err != nil {
@@ -299,16 +306,16 @@ func TestRemoveFinalizer(t *testing.T) {
 		t.Errorf("%d NodeClaim patches, want 1", p)
 	}
 	// Objects gone: success.
-	gone := *onClaim
-	gone.NodeClaim = &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-zz"}}
-	if err := f.applier.Apply(f.ctx, &gone); err != nil {
+	absent := *onClaim
+	absent.NodeClaim = &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-zz"}}
+	if err := f.applier.Apply(f.ctx, &absent); err != nil {
 		t.Fatalf("NodeClaim gone: %v", err)
 	}
 }
 
 func TestNominatePods(t *testing.T) {
-	f := newFixture(t, []runtime.Object{node("n1"), pod("default", "web-0", ""), pod("default", "web-1", "n1")})
-	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 1 })
+	f := newOwnedFixture(t, []runtime.Object{node("n1"), node("n2"), pod("default", "web-0", ""), pod("default", "web-1", "n1")})
+	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 1 && f.watcher.Node("n2") != nil })
 	cmd := &events.Command{ID: "nominate", Kind: events.CommandNominatePods, Cluster: "test", NodeName: "n2",
 		Pods: []events.PodRef{{Namespace: "default", Name: "web-0", UID: "uid-default-web-0"}, {Namespace: "default", Name: "web-1"}, {Namespace: "default", Name: "web-9"}}}
 	for i := 0; i < 2; i++ {
@@ -331,7 +338,7 @@ func TestNominatePods(t *testing.T) {
 }
 
 func TestDeletePods(t *testing.T) {
-	f := newFixture(t, []runtime.Object{node("n1"), node("n2"),
+	f := newOwnedFixture(t, []runtime.Object{node("n1"), node("n2"),
 		pod("default", "a", "n1"), pod("default", "b", "n1"), pod("default", "c", "n2"), pod("default", "e", "n1"), pod("default", "f", "n1")})
 	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 4 })
 	rev := settledRevision(t, f.watcher)
@@ -397,7 +404,7 @@ func TestDrainNodeLeavesDoNotDisruptPods(t *testing.T) {
 	n1 := node("n1")
 	n1.Labels[apisv1.LabelNodePool] = "default"
 	n1.Spec.Taints = []corev1.Taint{disruptedTaint}
-	f := newFixture(t, []runtime.Object{n1, pod("default", "app-1", "n1"), pod("default", "batch-1", "n1", dnd)})
+	f := newOwnedFixture(t, []runtime.Object{n1, pod("default", "app-1", "n1"), pod("default", "batch-1", "n1", dnd)})
 	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 2 })
 	rev := settledRevision(t, f.watcher)
 	var mu sync.Mutex
@@ -462,7 +469,7 @@ func TestInvalidLifecycleCommands(t *testing.T) {
 func TestTerminatingNodeTaintedAndDrained(t *testing.T) {
 	n1 := node("n1")
 	n1.Finalizers = []string{events.FinalizerTermination}
-	f := newFixture(t, []runtime.Object{n1, pod("default", "app-1", "n1")})
+	f := newOwnedFixture(t, []runtime.Object{n1, pod("default", "app-1", "n1")})
 	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 1 })
 	deleting, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n1", metav1.GetOptions{})
 	now := metav1.NewTime(t0)

@@ -150,7 +150,7 @@ func TestCommandEventsOnlyWhenApplied(t *testing.T) {
 	for _, n := range []*corev1.Node{n1, n3} {
 		n.Labels[apisv1.LabelNodePool] = "default"
 	}
-	f := newFixture(t, []runtime.Object{n1, n3})
+	f := newOwnedFixture(t, []runtime.Object{n1, n3})
 	rev := settledRevision(t, f.watcher)
 	taint := func(id, name string) error {
 		return f.applier.Apply(f.ctx, &events.Command{ID: id, Kind: events.CommandTaintNode, Cluster: "test", SnapshotRevision: rev, NodeName: name,

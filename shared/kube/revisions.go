@@ -29,6 +29,8 @@ type Revisions struct {
 	kinds, deletes map[string]int64
 	// tombstones are deleted objects' keys in deletion order, pruned beyond maxTombstones.
 	tombstones []string
+	// gone holds the keys of tombstones not re-created since.
+	gone map[string]bool
 	// forgottenBelow: keys pruned from the map changed at revisions below or at this one.
 	forgottenBelow int64
 }
@@ -36,7 +38,7 @@ type Revisions struct {
 // NewRevisions returns a tracker whose first revision is base.
 func NewRevisions(base int64) *Revisions {
 	return &Revisions{base: base, current: base, forgottenBelow: base, changed: map[string]int64{}, created: map[string]int64{}, nodePods: map[string]int64{},
-		kinds: map[string]int64{}, deletes: map[string]int64{}}
+		kinds: map[string]int64{}, deletes: map[string]int64{}, gone: map[string]bool{}}
 }
 
 // Current returns the latest revision.
@@ -100,9 +102,11 @@ func (r *Revisions) Bump(kind, key string, op Op) int64 {
 	switch op {
 	case OpAdd:
 		r.created[k] = r.current
+		delete(r.gone, k)
 	case OpDelete:
 		r.deletes[kind] = r.current
 		delete(r.created, k)
+		r.gone[k] = true
 		r.tombstones = append(r.tombstones, k)
 		if len(r.tombstones) > maxTombstones {
 			r.pruneLocked(len(r.tombstones) / 2)
@@ -121,6 +125,7 @@ func (r *Revisions) pruneLocked(n int) {
 			delete(r.changed, k)
 		}
 		delete(r.created, k)
+		delete(r.gone, k)
 	}
 	r.tombstones = append([]string(nil), r.tombstones[n:]...)
 }
@@ -135,6 +140,14 @@ func (r *Revisions) CreatedSince(kind, key string, rev int64) bool {
 		return true
 	}
 	return r.created[objectKey(kind, key)] > rev
+}
+
+// Deleted reports whether this tracker saw the object deleted and not added again since (among
+// the last maxTombstones deletes).
+func (r *Revisions) Deleted(kind, key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gone[objectKey(kind, key)]
 }
 
 // PodBound records that a pod became bound to node at revision rev.

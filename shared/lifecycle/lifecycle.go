@@ -284,7 +284,11 @@ func (d *decider) register(nc *apisv1.NodeClaim, node *corev1.Node) {
 	}
 	labels := map[string]string{apisv1.LabelNodeRegistered: "true"}
 	for k, v := range nc.Labels {
-		labels[k] = v
+		// The agent's ownership mark is the NodeClaim's alone: a Node is Dovetail's through its
+		// NodeClaim's providerID, and the agent refuses any command that writes the mark.
+		if k != apisv1.LabelManagedBy {
+			labels[k] = v
+		}
 	}
 	taints := append([]corev1.Taint(nil), nc.Spec.Taints...)
 	if !done {

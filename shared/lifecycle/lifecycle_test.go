@@ -28,7 +28,8 @@ func claim() apisv1.NodeClaim {
 		ObjectMeta: metav1.ObjectMeta{Name: "default-abc", UID: "uid-nc", CreationTimestamp: metav1.NewTime(t0),
 			Finalizers: []string{events.FinalizerTermination},
 			Labels: map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelCapacityType: "spot", corev1.LabelTopologyZone: "us-east-1a",
-				corev1.LabelInstanceTypeStable: "c6g.large", apisv1.LabelInstanceCategory: "c", "team": "web"},
+				corev1.LabelInstanceTypeStable: "c6g.large", apisv1.LabelInstanceCategory: "c", "team": "web",
+				apisv1.LabelManagedBy: apisv1.ManagedByAgent}, // as the agent created it
 			Annotations: map[string]string{"dovetail.dev/client-token": "tok", apisv1.AnnotationPlannedPods: "default/web-0,default/web-1"}},
 		Spec: apisv1.NodeClaimSpec{
 			Taints:        []corev1.Taint{{Key: "dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule}},
@@ -116,6 +117,7 @@ func TestRegistration(t *testing.T) {
 		t.Fatalf("commands %s", got)
 	}
 	reg := d.Commands[0]
+	// Every label of the NodeClaim but the agent's ownership mark, which stays on the NodeClaim.
 	wantLabels := map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelCapacityType: "spot", corev1.LabelTopologyZone: "us-east-1a",
 		corev1.LabelInstanceTypeStable: "c6g.large", apisv1.LabelInstanceCategory: "c", "team": "web", apisv1.LabelNodeRegistered: "true"}
 	if !reflect.DeepEqual(reg.Labels, wantLabels) {
@@ -157,7 +159,9 @@ func registered() (apisv1.NodeClaim, corev1.Node) {
 		metav1.Condition{Type: apisv1.ConditionRegistered, Status: metav1.ConditionTrue, Reason: ReasonRegistered, LastTransitionTime: metav1.NewTime(t0.Add(40 * time.Second))},
 		metav1.Condition{Type: apisv1.ConditionInitialized, Status: metav1.ConditionUnknown, Reason: ReasonNotInitialized, Message: "node not initialized yet"})
 	for k, v := range nc.Labels {
-		n.Labels[k] = v
+		if k != apisv1.LabelManagedBy {
+			n.Labels[k] = v
+		}
 	}
 	n.Labels[apisv1.LabelNodeRegistered] = "true"
 	n.Finalizers = []string{events.FinalizerTermination}

@@ -56,6 +56,12 @@ const (
 
 	// Dovetail's own tags and labels.
 	LabelNodeClaim = "dovetail.dev/nodeclaim"
+	// LabelManagedBy (value ManagedByAgent) is the ownership mark the agent writes on every
+	// NodeClaim it creates, and lets no command write: with the Node's spec.providerID equal to
+	// the NodeClaim's status.providerID it is what makes a Node or NodeClaim Dovetail's
+	// (shared/kube ownership.go).
+	LabelManagedBy = "dovetail.dev/managed-by"
+	ManagedByAgent = "dovetail-agent"
 	// AnnotationPlannedPods lists the pods ("namespace/name", comma-separated) the decision
 	// placed on a NodeClaim, so that once its Node registers their nominatedNodeName can point
 	// there and the scheduler binds them where they were planned.

@@ -1,0 +1,424 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+// The world of one cell of the ownership table: node "n" (instance pidN, a pod "app" bound to
+// it, tainted karpenter.sh/disrupted, the termination finalizer), NodeClaim "nc" recording it,
+// and a pending pod "web".
+const pidN = "aws:///us-east-1a/i-0aaaaaaaaaaaaaaa7"
+
+type world int
+
+const (
+	managed   world = iota // nc carries the agent's mark and records n's providerID
+	unmanaged              // n has no karpenter.sh/nodepool label, no NodeClaim records it; nc has neither the mark nor a NodePool
+	adopted                // n labelled karpenter.sh/nodepool; nc records n's providerID but lacks the agent's mark
+	deleted                // n and nc were Dovetail's, and were deleted while the agent watched
+	replayed               // managed, and the command is delivered again after it was applied
+)
+
+func (w world) String() string {
+	return [...]string{"managed", "unmanaged", "adopted-by-label", "deleted", "replayed"}[w]
+}
+
+func ownershipWorld(t *testing.T, w world, deleting bool) *fixture {
+	t.Helper()
+	n := node("n")
+	n.Spec.ProviderID = pidN
+	n.Finalizers = []string{events.FinalizerTermination}
+	n.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}}
+	claimLabels := map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelManagedBy: apisv1.ManagedByAgent}
+	claimPID, claimNode := pidN, "n"
+	switch w {
+	case unmanaged:
+		n.Finalizers = nil
+		claimLabels = map[string]string{"team": "ops"}
+		claimPID, claimNode = "aws:///us-east-1a/i-0fffffffffffffff1", ""
+	case adopted:
+		n.Labels[apisv1.LabelNodePool] = "default"
+		claimLabels = map[string]string{apisv1.LabelNodePool: "default"}
+	default:
+		n.Labels[apisv1.LabelNodePool] = "default"
+	}
+	var at *metav1.Time
+	if deleting {
+		ts := metav1.NewTime(t0)
+		at = &ts
+		n.DeletionTimestamp = at
+	}
+	nc := nodeClaimWith(t, "nc", claimPID, func(nc *apisv1.NodeClaim) {
+		nc.Labels = claimLabels
+		nc.Status.NodeName = claimNode
+		nc.Finalizers = []string{events.FinalizerTermination}
+		nc.DeletionTimestamp = at
+	})
+	f := newFixture(t, []runtime.Object{n, pod("default", "app", "n"), pod("default", "web", "")}, nc)
+	eventually(t, "sync", func() bool {
+		c, _ := f.watcher.NodeClaim("nc")
+		return f.watcher.Node("n") != nil && c != nil && len(f.watcher.PodsOnNode("n")) == 1
+	})
+	if w == deleted {
+		if err := f.kube.CoreV1().Nodes().Delete(f.ctx, "n", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.dyn.Resource(NodeClaimGVR).Delete(f.ctx, "nc", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "deletes seen", func() bool {
+			c, _ := f.watcher.NodeClaim("nc")
+			return f.watcher.Node("n") == nil && c == nil
+		})
+	}
+	return f
+}
+
+// ownershipCommand builds the command of kind that, on the managed world, is applied.
+type ownershipRow struct {
+	kind events.CommandKind
+	// deleting: the world's node and NodeClaim are being deleted (RemoveFinalizer's state).
+	deleting bool
+	cmd      func(rev int64) *events.Command
+	// want per world: "applied", or "refused: <reason substring>".
+	want map[world]string
+}
+
+const (
+	notOwnedNode  = `refused: not Dovetail's: no NodeClaim the agent created records node n's spec.providerID`
+	notOwnedClaim = `refused: not Dovetail's: NodeClaim nc was not created by the agent`
+	// A node labelled karpenter.sh/nodepool whose NodeClaim someone else made is refused for
+	// what its NodeClaim lacks.
+	adoptedNode = notOwnedClaim
+)
+
+// Every command kind that touches a Node or a NodeClaim, on each world: applied only on what is
+// Dovetail's (a NodeClaim with the agent's mark, a Node such a NodeClaim records by providerID),
+// never on a node someone labelled karpenter.sh/nodepool; a target deleted is nothing to do
+// (success, no write), except a CreateNodeClaim of a name created and deleted before, and a
+// RegisterNode of a deleted NodeClaim, which are refused; a redelivered command applies again
+// without harm.
+func TestCommandOwnershipTable(t *testing.T) {
+	gone := &events.InstanceEvidence{ProviderID: pidN, State: events.InstanceTerminated}
+	mk := func(kind events.CommandKind, mod func(*events.Command)) func(int64) *events.Command {
+		return func(rev int64) *events.Command {
+			c := &events.Command{ID: "cmd-" + string(kind), Kind: kind, Cluster: "test", SnapshotRevision: rev}
+			mod(c)
+			return c
+		}
+	}
+	claim := func(name string) *apisv1.NodeClaim {
+		return &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	std := func(notOwned string) map[world]string {
+		adoptedWant := notOwned
+		if notOwned == notOwnedNode {
+			adoptedWant = adoptedNode
+		}
+		return map[world]string{managed: "applied", unmanaged: notOwned, adopted: adoptedWant, deleted: "applied", replayed: "applied"}
+	}
+	rows := []ownershipRow{
+		{kind: events.CommandCreateNodeClaim, cmd: func(rev int64) *events.Command {
+			c := createCmd("nc", pidN, rev)
+			c.ID = "cmd-create"
+			return c
+		}, want: map[world]string{managed: "applied", unmanaged: notOwnedClaim, adopted: notOwnedClaim,
+			deleted: "refused: NodeClaim nc was created and deleted since", replayed: "applied"}},
+		{kind: events.CommandDeleteNodeClaim, cmd: mk(events.CommandDeleteNodeClaim, func(c *events.Command) { c.NodeClaim = claim("nc") }), want: std(notOwnedClaim)},
+		{kind: events.CommandSetNodeClaimStatus, cmd: mk(events.CommandSetNodeClaimStatus, func(c *events.Command) {
+			c.NodeClaim = claim("nc")
+			c.NodeClaim.Status.Conditions = []metav1.Condition{{Type: apisv1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready"}}
+		}), want: std(notOwnedClaim)},
+		{kind: events.CommandRegisterNode, cmd: mk(events.CommandRegisterNode, func(c *events.Command) {
+			c.NodeName, c.NodeClaim, c.Finalizer = "n", claim("nc"), events.FinalizerTermination
+			c.Labels = map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelNodeRegistered: "true"}
+		}), want: map[world]string{managed: "applied", unmanaged: notOwnedClaim, adopted: notOwnedClaim,
+			deleted: "refused: NodeClaim was deleted", replayed: "applied"}},
+		{kind: events.CommandTaintNode, cmd: mk(events.CommandTaintNode, func(c *events.Command) {
+			c.NodeName, c.Taint = "n", &corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}
+		}), want: std(notOwnedNode)},
+		{kind: events.CommandUntaintNode, cmd: mk(events.CommandUntaintNode, func(c *events.Command) {
+			c.NodeName, c.Taint = "n", &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}
+		}), want: std(notOwnedNode)},
+		{kind: events.CommandDrainNode, cmd: mk(events.CommandDrainNode, func(c *events.Command) { c.NodeName = "n" }), want: std(notOwnedNode)},
+		{kind: events.CommandDeleteNode, cmd: mk(events.CommandDeleteNode, func(c *events.Command) { c.NodeName = "n" }), want: std(notOwnedNode)},
+		{kind: events.CommandLabelNode, cmd: mk(events.CommandLabelNode, func(c *events.Command) {
+			c.NodeName, c.Labels = "n", map[string]string{apisv1.LabelNodeInitialized: "true"}
+		}), want: std(notOwnedNode)},
+		{kind: events.CommandDeletePods, cmd: mk(events.CommandDeletePods, func(c *events.Command) {
+			c.NodeName, c.Pods = "n", []events.PodRef{{Namespace: "default", Name: "app"}}
+		}), want: std(notOwnedNode)},
+		{kind: events.CommandNominatePods, cmd: mk(events.CommandNominatePods, func(c *events.Command) {
+			c.NodeName, c.Pods = "n", []events.PodRef{{Namespace: "default", Name: "web"}}
+		}), want: std(notOwnedNode)},
+		{kind: events.CommandRemoveFinalizer + " (Node)", deleting: true, cmd: mk(events.CommandRemoveFinalizer, func(c *events.Command) {
+			c.NodeName, c.Finalizer, c.Instance = "n", events.FinalizerTermination, gone
+		}), want: map[world]string{managed: "applied", unmanaged: "applied" /* no termination finalizer on it: nothing to remove */, adopted: adoptedNode,
+			deleted: "applied", replayed: "applied"}},
+		{kind: events.CommandRemoveFinalizer + " (NodeClaim)", deleting: true, cmd: mk(events.CommandRemoveFinalizer, func(c *events.Command) {
+			c.NodeClaim, c.Finalizer, c.Instance = claim("nc"), events.FinalizerTermination, gone
+		}), want: std(notOwnedClaim)},
+	}
+	for _, row := range rows {
+		for _, w := range []world{managed, unmanaged, adopted, deleted, replayed} {
+			t.Run(string(row.kind)+"/"+w.String(), func(t *testing.T) {
+				f := ownershipWorld(t, w, row.deleting)
+				rev := settledRevision(t, f.watcher)
+				cmd := row.cmd(rev)
+				before := [2]int{len(f.kube.Actions()), len(f.dyn.Actions())}
+				err := f.applier.Apply(f.ctx, cmd)
+				if w == replayed && err == nil {
+					err = f.applier.Apply(f.ctx, cmd)
+				}
+				got := outcome(err)
+				want := row.want[w]
+				if !strings.HasPrefix(got, want) {
+					t.Fatalf("%s on %s: %s, want %s", row.kind, w, got, want)
+				}
+				if w == deleted && want == "applied" {
+					if n := writes(f, before); n != 0 {
+						t.Errorf("%d writes for a target that is gone, want none", n)
+					}
+				}
+				if strings.HasPrefix(want, "refused") {
+					if n := writes(f, before); n != 1 { // the DovetailCommandRefused Event, nothing else
+						t.Errorf("%d writes for a refused command, want 1 (its Event)", n)
+					}
+				}
+			})
+		}
+	}
+}
+
+// outcome reads Apply's answer as a table cell: "applied", "refused: <reason>", or the error.
+func outcome(err error) string {
+	var refused *RefusedError
+	switch {
+	case err == nil:
+		return "applied"
+	case errors.As(err, &refused):
+		return "refused: " + refused.Reason
+	default:
+		return "error: " + err.Error()
+	}
+}
+
+// writes counts the create, update, patch and delete actions of both fake clients after the
+// counts in before (kube's, dynamic's).
+func writes(f *fixture, before [2]int) int {
+	n := 0
+	for _, a := range append(f.kube.Actions()[before[0]:], f.dyn.Actions()[before[1]:]...) {
+		switch a.GetVerb() {
+		case "create":
+			// A create of a NodeClaim whose name is taken (AlreadyExists) is an attempt, not an
+			// effect: the fake records it all the same.
+			if a.GetResource().Resource != "nodeclaims" {
+				n++
+			}
+		case "update", "patch", "delete":
+			n++
+		}
+	}
+	return n
+}
+
+// RemoveFinalizer of karpenter.sh/termination lets a Dovetail object go only at the end of its
+// deletion, on the cloud's word that its own instance is gone or going.
+func TestRemoveTerminationFinalizerNeedsDeletionAndEvidence(t *testing.T) {
+	cases := []struct {
+		name     string
+		deleting bool
+		evidence *events.InstanceEvidence
+		want     string
+	}{
+		{"not deleting", false, &events.InstanceEvidence{ProviderID: pidN, State: events.InstanceTerminated}, "refused: it is not being deleted"},
+		{"no evidence", true, nil, "refused: the command carries no evidence that the instance is gone (command.instance)"},
+		{"instance running", true, &events.InstanceEvidence{ProviderID: pidN, State: "running"}, `refused: command.instance.state "running" is not terminated, shutting-down or not-found`},
+		{"another instance", true, &events.InstanceEvidence{ProviderID: "aws:///us-east-1a/i-0bbbbbbbbbbbbbbb1", State: events.InstanceTerminated},
+			`refused: command.instance.providerID "aws:///us-east-1a/i-0bbbbbbbbbbbbbbb1" is not the object's instance "` + pidN + `"`},
+		{"shutting down", true, &events.InstanceEvidence{ProviderID: pidN, State: events.InstanceShuttingDown}, "applied"},
+		{"not found", true, &events.InstanceEvidence{ProviderID: pidN, State: events.InstanceNotFound}, "applied"},
+	}
+	for _, c := range cases {
+		for _, target := range []string{"Node", "NodeClaim"} {
+			t.Run(c.name+"/"+target, func(t *testing.T) {
+				f := ownershipWorld(t, managed, c.deleting)
+				cmd := &events.Command{ID: "fin", Kind: events.CommandRemoveFinalizer, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher),
+					Finalizer: events.FinalizerTermination, Instance: c.evidence}
+				if target == "Node" {
+					cmd.NodeName = "n"
+				} else {
+					cmd.NodeClaim = &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc"}}
+				}
+				if got := outcome(f.applier.Apply(f.ctx, cmd)); !strings.HasPrefix(got, c.want) {
+					t.Fatalf("%s, want %s", got, c.want)
+				}
+				var fins []string
+				if target == "Node" {
+					n, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n", metav1.GetOptions{})
+					fins = n.Finalizers
+				} else {
+					fins = getNodeClaim(t, f, "nc").Finalizers
+				}
+				if kept := len(fins) == 1; kept != (c.want != "applied") {
+					t.Errorf("finalizers %v after %s", fins, c.want)
+				}
+			})
+		}
+	}
+}
+
+// No command writes the ownership mark, and LabelNode writes no label that says whose a node is,
+// even on a node that is Dovetail's.
+func TestNoCommandWritesOwnership(t *testing.T) {
+	f := ownershipWorld(t, managed, false)
+	rev := settledRevision(t, f.watcher)
+	for _, key := range []string{apisv1.LabelNodePool, apisv1.LabelNodeRegistered, apisv1.LabelManagedBy, apisv1.LabelNodeClaim} {
+		cmd := &events.Command{ID: "label-" + key, Kind: events.CommandLabelNode, Cluster: "test", SnapshotRevision: rev, NodeName: "n",
+			Labels: map[string]string{key: "x"}}
+		if err := f.applier.Apply(f.ctx, cmd); !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), `command.labels["`+key+`"]`) {
+			t.Errorf("LabelNode %s: %v, want ErrInvalidCommand naming command.labels[%q]", key, err, key)
+		}
+	}
+	create := createCmd("default-x1", pidN, rev)
+	create.NodeClaim.Labels[apisv1.LabelManagedBy] = apisv1.ManagedByAgent
+	if err := f.applier.Apply(f.ctx, create); !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), `command.nodeClaim.metadata.labels["dovetail.dev/managed-by"]`) {
+		t.Errorf("CreateNodeClaim carrying the mark: %v, want ErrInvalidCommand naming the label", err)
+	}
+	reg := &events.Command{ID: "reg", Kind: events.CommandRegisterNode, Cluster: "test", SnapshotRevision: rev, NodeName: "n",
+		NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc"}}, Finalizer: events.FinalizerTermination,
+		Labels: map[string]string{apisv1.LabelManagedBy: apisv1.ManagedByAgent}}
+	if err := f.applier.Apply(f.ctx, reg); !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), `command.labels["dovetail.dev/managed-by"]`) {
+		t.Errorf("RegisterNode carrying the mark: %v, want ErrInvalidCommand naming the label", err)
+	}
+	// What the agent creates carries the mark.
+	ok := createCmd("default-x2", "aws:///us-east-1a/i-0ccccccccccccccc2", rev)
+	if err := f.applier.Apply(f.ctx, ok); err != nil {
+		t.Fatal(err)
+	}
+	if got := getNodeClaim(t, f, "default-x2").Labels[apisv1.LabelManagedBy]; got != apisv1.ManagedByAgent {
+		t.Errorf("created NodeClaim's %s = %q, want %q", apisv1.LabelManagedBy, got, apisv1.ManagedByAgent)
+	}
+	if n := countActions(f.kube.Actions(), "patch", "nodes", ""); n != 0 {
+		t.Errorf("%d node patches, want none", n)
+	}
+}
+
+// A CreateNodeClaim replayed after its NodeClaim was released and deleted creates nothing, also
+// on an agent restarted since (the tombstone is in a ConfigMap, not in the old agent's memory).
+func TestReplayedCreateNodeClaimAfterRestart(t *testing.T) {
+	f := newFixture(t, nil)
+	const pid = "aws:///us-east-1a/i-0ddddddddddddddd4"
+	create := createCmd("default-r1", pid, 0)
+	if err := f.applier.Apply(f.ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	// Its deletion: the API server sets deletionTimestamp (the finalizer holds it), the
+	// lifecycle function terminates the instance and the agent releases the finalizer.
+	res := f.dyn.Resource(NodeClaimGVR)
+	u, err := res.Get(f.ctx, "default-r1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetFinalizers([]string{events.FinalizerTermination})
+	u.SetDeletionTimestamp(&metav1.Time{Time: t0})
+	if _, err := res.Update(f.ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "deleting NodeClaim cached", func() bool {
+		nc, _ := f.watcher.NodeClaim("default-r1")
+		return nc != nil && nc.DeletionTimestamp != nil
+	})
+	release := &events.Command{ID: "fin", Kind: events.CommandRemoveFinalizer, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher),
+		NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-r1"}}, Finalizer: events.FinalizerTermination,
+		Instance: &events.InstanceEvidence{ProviderID: pid, State: events.InstanceTerminated}}
+	if err := f.applier.Apply(f.ctx, release); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Delete(f.ctx, "default-r1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A new agent on the same cluster: its watcher never saw the NodeClaim.
+	w, err := NewWatcher(f.kube, f.dyn, WatcherOptions{Namespace: testNamespace, Clock: f.clock, SyncTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	t.Cleanup(func() { cancel(); w.Shutdown() })
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted := NewApplier(f.kube, f.dyn, w, ApplierOptions{Namespace: testNamespace, Clock: f.clock})
+	got := outcome(restarted.Apply(f.ctx, create))
+	if want := "refused: NodeClaim default-r1 was deleted at " + t0.Format(time.RFC3339); !strings.HasPrefix(got, want) {
+		t.Fatalf("replay: %s, want %s", got, want)
+	}
+	if _, err := res.Get(f.ctx, "default-r1", metav1.GetOptions{}); err == nil {
+		t.Error("the replay re-created the NodeClaim")
+	}
+}
+
+// The tombstones keep TombstoneTTL and MaxNodeClaimTombstones, and whatever they forget raises the
+// watermark to its deletion time.
+func TestPruneTombstones(t *testing.T) {
+	now := t0
+	old := now.Add(-TombstoneTTL - time.Minute).Format(time.RFC3339) // 24 h 1 min ago: past the TTL
+	fresh := now.Add(-time.Hour).Format(time.RFC3339)
+	data := map[string]string{"a": old, "b": fresh, tombstoneWatermarkKey: now.Add(-48 * time.Hour).Format(time.RFC3339)}
+	patch := pruneTombstones(data, "c", now, now)
+	want := map[string]any{"c": now.Format(time.RFC3339), "a": nil, tombstoneWatermarkKey: old}
+	if len(patch) != len(want) {
+		t.Fatalf("patch = %v, want %v", patch, want)
+	}
+	for k, v := range want {
+		if got, ok := patch[k]; !ok || got != v {
+			t.Errorf("patch[%q] = %v, want %v", k, got, v)
+		}
+	}
+	if pruneTombstones(map[string]string{"c": fresh}, "c", now, now) != nil {
+		t.Error("a name already recorded is written again")
+	}
+	// Beyond the cap the oldest go: MaxNodeClaimTombstones fresh entries plus one more drops the
+	// oldest, whose time becomes the watermark.
+	full := map[string]string{}
+	for i := 0; i < MaxNodeClaimTombstones; i++ {
+		full[fmt.Sprintf("nc-%05d", i)] = now.Add(-time.Duration(MaxNodeClaimTombstones-i) * time.Second).Format(time.RFC3339)
+	}
+	patch = pruneTombstones(full, "newest", now, now)
+	oldest := now.Add(-time.Duration(MaxNodeClaimTombstones) * time.Second).Format(time.RFC3339)
+	if patch["nc-00000"] != nil || patch[tombstoneWatermarkKey] != oldest || len(patch) != 3 {
+		t.Errorf("at the cap: patch = %v, want nc-00000 dropped and the watermark at %s", patch, oldest)
+	}
+}
+
+// A CreateNodeClaim decided before the watermark cannot be told from a replay and is refused;
+// one decided after it is created.
+func TestCreateNodeClaimOlderThanTheTombstones(t *testing.T) {
+	mark := t0.Add(-time.Hour)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: NodeClaimTombstonesConfigMap, Namespace: testNamespace},
+		Data: map[string]string{tombstoneWatermarkKey: mark.Format(time.RFC3339)}}
+	f := newFixture(t, []runtime.Object{cm})
+	late := createCmd("default-o1", "aws:///us-east-1a/i-0eeeeeeeeeeeeeee5", 0)
+	late.NodeClaim.CreationTimestamp = metav1.NewTime(mark.Add(-time.Second))
+	if got := outcome(f.applier.Apply(f.ctx, late)); !strings.Contains(got, "too old to tell from a replay") {
+		t.Errorf("decided before the watermark: %s, want a refusal", got)
+	}
+	fresh := createCmd("default-o2", "aws:///us-east-1a/i-0eeeeeeeeeeeeeee6", 0)
+	fresh.NodeClaim.CreationTimestamp = metav1.NewTime(mark.Add(time.Second))
+	if err := f.applier.Apply(f.ctx, fresh); err != nil {
+		t.Errorf("decided after the watermark: %v", err)
+	}
+}
