@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -30,6 +31,11 @@ import (
 // DefaultURL is the IMDS Scheduled Events endpoint (Azure "Scheduled Events for Linux VMs",
 // api-version 2020-07-01, the version whose documents events/notices decodes).
 const DefaultURL = "http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01"
+
+// DefaultComputeResourceIDURL is IMDS's resource ID of this VM as plain text (Azure "Azure Instance
+// Metadata Service": compute/resourceId, "the fully qualified ID of the resource", api-version
+// 2019-03-11 and later).
+const DefaultComputeResourceIDURL = "http://169.254.169.254/metadata/instance/compute/resourceId?api-version=2021-02-01&format=text"
 
 // DefaultInterval is how often IMDS is polled: once a second, as Azure recommends for a
 // 30-second Preempt notice ("Scheduled Events": poll frequently, at least every few seconds).
@@ -47,15 +53,20 @@ type Poller struct {
 	// Client makes the requests (a client with a 5 s timeout when nil). IMDS must not be
 	// reached through a proxy; the default client uses none.
 	Client *http.Client
-	// Publisher and Cluster: documents go to queue.NoticesSubject(Cluster).
+	// ComputeURL is IMDS's resourceId of this VM (DefaultComputeResourceIDURL when empty); it is
+	// read once, unless ResourceID is set.
+	ComputeURL string
+	// ResourceID is this VM's Azure resource ID (read from ComputeURL when empty).
+	ResourceID string
+	// Publisher and Cluster: documents go to queue.NoticesSubject(Cluster), each wrapped in a
+	// CloudEvent of type notices.ScheduledEventsCloudEventType (the document as its JSON data)
+	// whose subject is ResourceID: a document names VMs by name only, and a VM name is unique
+	// only within its resource group, so the interruption function resolves the names in the
+	// reading VM's subscription and resource group (notices.AzureVMID.Resolve) and never acts on
+	// a name alone.
 	Publisher queue.Publisher
 	Cluster   string
-	// CloudEvents wraps each document in a CloudEvent of type
-	// notices.ScheduledEventsCloudEventType (the document as its JSON data), for transports
-	// that carry CloudEvents only (Event Grid topics); false publishes the document as it is
-	// (NATS, whose consumers decode it directly).
-	CloudEvents bool
-	// Node is the node's name, the CloudEvent's subject (optional).
+	// Node is the node's name, for the logs (optional).
 	Node string
 	// Interval between polls (DefaultInterval when 0).
 	Interval time.Duration
@@ -72,26 +83,9 @@ func (p *Poller) Poll(ctx context.Context) (bool, error) {
 	if url == "" {
 		url = DefaultURL
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := p.get(ctx, url, maxDocumentBytes)
 	if err != nil {
 		return false, fmt.Errorf("scheduled events: %w", err)
-	}
-	req.Header.Set("Metadata", "true") // IMDS refuses requests without it
-	client := p.Client
-	if client == nil {
-		client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false, fmt.Errorf("scheduled events: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocumentBytes+1))
-	if err != nil {
-		return false, fmt.Errorf("scheduled events: reading the document: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("scheduled events: IMDS answered %s", resp.Status)
 	}
 	if empty(body) {
 		return false, nil
@@ -104,11 +98,14 @@ func (p *Poller) Poll(ctx context.Context) (bool, error) {
 	// The message id is the document's digest: a redelivered publish of the same document is
 	// the same message.
 	id := "scheduled-events-" + digest[:32]
-	data := body
-	if p.CloudEvents {
-		if data, err = p.cloudEvent(id, body, time.Now()); err != nil {
+	if p.ResourceID == "" {
+		if p.ResourceID, err = p.resourceID(ctx); err != nil {
 			return false, fmt.Errorf("scheduled events: %w", err)
 		}
+	}
+	data, err := p.cloudEvent(id, body, time.Now())
+	if err != nil {
+		return false, fmt.Errorf("scheduled events: %w", err)
 	}
 	if err := p.Publisher.Publish(ctx, queue.NoticesSubject(p.Cluster), id, data); err != nil {
 		return false, fmt.Errorf("scheduled events: publishing: %w", err)
@@ -117,8 +114,59 @@ func (p *Poller) Poll(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// get reads url from IMDS (with the Metadata header it requires), at most limit bytes; an answer
+// other than 200 is an error.
+func (p *Poller) get(ctx context.Context, url string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Metadata", "true") // IMDS refuses requests without it
+	client := p.Client
+	if client == nil {
+		client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", req.URL.Path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("IMDS answered %s for %s", resp.Status, req.URL.Path)
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("IMDS answered more than %d bytes for %s", limit, req.URL.Path)
+	}
+	return body, nil
+}
+
+// maxResourceIDBytes bounds IMDS's resourceId answer (an ARM ID is well under 1 KiB).
+const maxResourceIDBytes = 4096
+
+// resourceID reads this VM's resource ID from IMDS and checks it is a VM's.
+func (p *Poller) resourceID(ctx context.Context) (string, error) {
+	url := p.ComputeURL
+	if url == "" {
+		url = DefaultComputeResourceIDURL
+	}
+	b, err := p.get(ctx, url, maxResourceIDBytes)
+	if err != nil {
+		return "", fmt.Errorf("this VM's resource ID: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if _, ok := notices.ParseAzureVMID(id); !ok {
+		return "", fmt.Errorf("this VM's resource ID: IMDS answered %q, not a VM resource ID", id)
+	}
+	return id, nil
+}
+
 // cloudEvent wraps a document: a structured-mode CloudEvent 1.0 with the message id, source
-// "dovetail/<cluster>/scheduled-events", the node as subject and the document as JSON data. A
+// "dovetail/<cluster>/scheduled-events", this VM's resource ID as subject and the document as
+// JSON data. A
 // document that is not JSON is carried as application/octet-stream, so the interruption
 // function dead-letters it with its reason instead of it being lost here.
 func (p *Poller) cloudEvent(id string, doc []byte, now time.Time) ([]byte, error) {
@@ -127,9 +175,7 @@ func (p *Poller) cloudEvent(id string, doc []byte, now time.Time) ([]byte, error
 	e.SetSource(events.SourcePrefix + "/" + p.Cluster + "/scheduled-events")
 	e.SetType(notices.ScheduledEventsCloudEventType)
 	e.SetTime(now.UTC())
-	if p.Node != "" {
-		e.SetSubject(p.Node)
-	}
+	e.SetSubject(p.ResourceID)
 	ct := "application/json"
 	if !json.Valid(doc) {
 		ct = "application/octet-stream"
@@ -162,6 +208,9 @@ func (p *Poller) Run(ctx context.Context) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	if p.Node != "" {
+		log = log.With("node", p.Node)
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -170,7 +219,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("scheduled events poll failed", "err", err)
 		case published:
-			log.Info("published a scheduled events document", "cluster", p.Cluster)
+			log.Info("published a scheduled events document", "cluster", p.Cluster, "vm", p.ResourceID)
 		}
 		select {
 		case <-ctx.Done():

@@ -2,9 +2,11 @@ package scheduledevents
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,9 +17,13 @@ import (
 // imds stands in for the Instance Metadata Service (nothing real answers offline): it serves the
 // current document and, as IMDS does, refuses a request without the Metadata header (400).
 type imds struct {
-	mu  sync.Mutex
-	doc []byte
+	mu      sync.Mutex
+	doc     []byte
+	idReads int
 }
+
+// vmID is the resource ID the stand-in IMDS reports for its VM.
+const vmID = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/MC_rg_dev_eastus/providers/Microsoft.Compute/virtualMachines/myspotvm"
 
 func (s *imds) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Metadata") != "true" {
@@ -26,6 +32,13 @@ func (s *imds) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r.URL.Path == "/metadata/instance/compute/resourceId" {
+		// format=text answers the value as plain text (Azure "Azure Instance Metadata Service").
+		s.idReads++
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte(vmID))
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(s.doc)
 }
@@ -54,7 +67,8 @@ func TestPollerPublishesNewDocuments(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	pub := &capture{}
-	p := &Poller{URL: ts.URL + "/metadata/scheduledevents?api-version=2020-07-01", Publisher: pub, Cluster: "dev"}
+	p := &Poller{URL: ts.URL + "/metadata/scheduledevents?api-version=2020-07-01", ComputeURL: ts.URL + "/metadata/instance/compute/resourceId?api-version=2021-02-01&format=text",
+		Publisher: pub, Cluster: "dev"}
 	ctx := context.Background()
 	if ok, err := p.Poll(ctx); err != nil || ok {
 		t.Fatalf("empty document: published %v, %v", ok, err)
@@ -65,12 +79,23 @@ func TestPollerPublishesNewDocuments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(pub.msgs) != 1 || pub.msgs[0].Subject != queue.NoticesSubject("dev") || string(pub.msgs[0].Data) != string(srv.doc) {
+	if len(pub.msgs) != 1 || pub.msgs[0].Subject != queue.NoticesSubject("dev") {
 		t.Fatalf("published %+v, want the Preempt document once on %s", pub.msgs, queue.NoticesSubject("dev"))
 	}
+	var ce struct {
+		Subject    string `json:"subject"`
+		DataBase64 []byte `json:"data_base64"` // how the CloudEvents SDK writes bytes
+	}
+	if err := json.Unmarshal(pub.msgs[0].Data, &ce); err != nil || ce.Subject != vmID || string(ce.DataBase64) != string(srv.doc) {
+		t.Fatalf("published %s (%v), want the document whole with subject %s", pub.msgs[0].Data, err, vmID)
+	}
+	// The document's VM name becomes the resource ID in this VM's resource group.
 	ns, err := notices.Decode(pub.msgs[0].Data)
-	if err != nil || len(ns) != 1 || ns[0].Kind != notices.KindPreemption || ns[0].InstanceIDs[0] != "myspotvm" {
+	if err != nil || len(ns) != 1 || ns[0].Kind != notices.KindPreemption || len(ns[0].ResourceIDs) != 1 || ns[0].ResourceIDs[0] != vmID {
 		t.Fatalf("published document decodes to %+v, %v", ns, err)
+	}
+	if srv.idReads != 1 {
+		t.Errorf("the VM's resource ID was read %d times, want once", srv.idReads)
 	}
 	srv.doc = read(t, "scheduled_events_freeze_live_migration_scheduled.json")
 	if ok, err := p.Poll(ctx); err != nil || !ok || len(pub.msgs) != 2 {
@@ -88,4 +113,25 @@ func (stripHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Del("Metadata")
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// An IMDS that does not answer a VM's resource ID publishes nothing: without it the document's
+// names could be any VM's.
+func TestPollerNeedsTheVMResourceID(t *testing.T) {
+	srv := &imds{doc: read(t, "scheduled_events_preempt_spot.json")}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	pub := &capture{}
+	for name, compute := range map[string]string{
+		"not found":   ts.URL + "/metadata/instance/compute/nothing",
+		"not a VM id": ts.URL + "/metadata/scheduledevents", // answers the document
+	} {
+		p := &Poller{URL: ts.URL + "/metadata/scheduledevents", ComputeURL: compute, Publisher: pub, Cluster: "dev"}
+		if ok, err := p.Poll(context.Background()); ok || err == nil || !strings.Contains(err.Error(), "resource ID") {
+			t.Errorf("%s: published %v, %v; want an error naming the resource ID", name, ok, err)
+		}
+	}
+	if len(pub.msgs) != 0 {
+		t.Errorf("published %d messages", len(pub.msgs))
+	}
 }

@@ -168,7 +168,9 @@ type healthResourcesData struct {
 }
 
 // DecodeEventGrid decodes Event Grid HealthResources events, and the Scheduled Events documents
-// Dovetail's publisher wraps (ScheduledEventsCloudEventType), as pushed to a webhook or Azure
+// Dovetail's publisher wraps (ScheduledEventsCloudEventType, its subject the resource ID of the VM
+// that read the document: the VM names the document lists become resource IDs in that VM's
+// subscription and resource group, see AzureVMID.Resolve), as pushed to a webhook or Azure
 // Function: a JSON array of events (Event Grid push delivery) or one event, each in CloudEvents
 // 1.0 schema or Event Grid schema. AvailabilityStatusChanged → KindAvailabilityChange (State is
 // the new availabilityState); ResourceAnnotated with VirtualMachinePreempted → KindPreemption,
@@ -208,6 +210,7 @@ func decodeEventGridEvents(raw []byte, p string) ([]Notice, error) {
 		ID              string          `json:"id"`
 		Source          string          `json:"source"`
 		Type            string          `json:"type"`
+		Subject         string          `json:"subject"`
 		DataContentType string          `json:"datacontenttype"`
 		Data            json.RawMessage `json:"data"`
 		DataBase64      *string         `json:"data_base64"`
@@ -232,6 +235,12 @@ func decodeEventGridEvents(raw []byte, p string) ([]Notice, error) {
 		return nil, malformed(p+"data_base64", "a CloudEvent carries data or data_base64, not both")
 	case len(head.Data) == 0 && head.DataBase64 == nil:
 		return nil, malformed(p+"data", "required (the Scheduled Events document)")
+	case head.Subject == "":
+		return nil, malformed(p+"subject", "required: the resource ID of the VM that read the document")
+	}
+	scope, ok := ParseAzureVMID(head.Subject)
+	if !ok {
+		return nil, malformed(p+"subject", "%q is not a VM resource ID (/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.Compute/virtualMachines/<name>, or a scale set's .../virtualMachineScaleSets/<set>/virtualMachines/<n>)", head.Subject)
 	}
 	// CloudEvents' JSON format may carry the document as data_base64 (publishers that send
 	// bytes as bytes, the Event Grid SDK among them): it is the same document.
@@ -246,6 +255,9 @@ func decodeEventGridEvents(raw []byte, p string) ([]Notice, error) {
 	doc, err := DecodeScheduledEvents(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s%s: %w", p, field, err)
+	}
+	for i := range doc.Notices {
+		doc.Notices[i].ResourceIDs = scope.Resolve(doc.Notices[i].InstanceIDs)
 	}
 	return doc.Notices, nil
 }

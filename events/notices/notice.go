@@ -114,11 +114,16 @@ func malformed(field, format string, args ...any) error {
 }
 
 // MatchesProviderID reports whether the notice names the instance behind a node's providerID:
-//   - AWS "aws:///<zone>/<instance id>": an InstanceIDs entry equals the instance id;
+//   - AWS "aws:///<zone>/<instance id>": an InstanceIDs entry equals the instance id (EC2
+//     instance ids are unique across accounts and regions);
 //   - Azure "azure:///subscriptions/…/virtualMachines/<name>" or
 //     "…/virtualMachineScaleSets/<set>/virtualMachines/<n>": a ResourceIDs entry equals the
-//     resource id (case-insensitively, as Azure resource ids are), or an InstanceIDs entry equals
-//     the VM name ("<name>", or "<set>_<n>" for a scale set instance, as Scheduled Events name it).
+//     resource id, case-insensitively (Azure docs, "Naming rules and restrictions for Azure
+//     resources": resource and resource group names are case-insensitive; subscription ids are
+//     GUIDs, and ARM itself returns "resourceGroups" in either case). Never by VM name alone: a
+//     VM name is unique only within its resource group, so a same-named VM in another
+//     subscription or resource group is not this node. A Scheduled Events notice gets resource ids
+//     from the VM that read it (DecodeEventGrid); one without them matches no node.
 func (n *Notice) MatchesProviderID(providerID string) bool {
 	if providerID == "" {
 		return false
@@ -138,30 +143,87 @@ func (n *Notice) MatchesProviderID(providerID string) bool {
 				return true
 			}
 		}
-		name := AzureVMName(rid)
-		for _, x := range n.InstanceIDs {
-			if name != "" && strings.EqualFold(x, name) {
-				return true
-			}
-		}
 	}
 	return false
+}
+
+// AzureVMID is a parsed Azure VM resource ID: a VM
+// (/subscriptions/<s>/resourceGroups/<g>/providers/Microsoft.Compute/virtualMachines/<name>) or a
+// scale set's VM (…/virtualMachineScaleSets/<set>/virtualMachines/<instance id>).
+type AzureVMID struct {
+	Subscription, ResourceGroup string
+	// ScaleSet is "" for a VM; Name is the VM name, or the scale set VM's instance id.
+	ScaleSet, Name string
+}
+
+// ParseAzureVMID parses a VM resource ID (segment names in any case, as ARM compares them); ok is
+// false for anything else.
+func ParseAzureVMID(id string) (AzureVMID, bool) {
+	parts := strings.Split(strings.TrimPrefix(id, "/"), "/")
+	eq := strings.EqualFold
+	if len(parts) < 8 || !eq(parts[0], "subscriptions") || !eq(parts[2], "resourceGroups") || !eq(parts[4], "providers") || !eq(parts[5], "Microsoft.Compute") {
+		return AzureVMID{}, false
+	}
+	for _, p := range parts {
+		if p == "" {
+			return AzureVMID{}, false
+		}
+	}
+	v := AzureVMID{Subscription: parts[1], ResourceGroup: parts[3]}
+	switch {
+	case len(parts) == 8 && eq(parts[6], "virtualMachines"):
+		v.Name = parts[7]
+	case len(parts) == 10 && eq(parts[6], "virtualMachineScaleSets") && eq(parts[8], "virtualMachines"):
+		v.ScaleSet, v.Name = parts[7], parts[9]
+	default:
+		return AzureVMID{}, false
+	}
+	return v, true
+}
+
+// String renders the resource ID ("/subscriptions/…").
+func (v AzureVMID) String() string {
+	base := "/subscriptions/" + v.Subscription + "/resourceGroups/" + v.ResourceGroup + "/providers/Microsoft.Compute/"
+	if v.ScaleSet != "" {
+		return base + "virtualMachineScaleSets/" + v.ScaleSet + "/virtualMachines/" + v.Name
+	}
+	return base + "virtualMachines/" + v.Name
+}
+
+// Resolve turns the VM names of a Scheduled Events document that v read into resource IDs. IMDS
+// lists only VMs that share v's scheduled events (Azure docs, "Scheduled Events for Linux VMs":
+// a standalone VM, the VMs of one availability set, or of one scale set placement group), and an
+// availability set's VMs are in its resource group, so a name means a VM in v's subscription and
+// resource group; a scale set VM is named "<set>_<instance id>" and resolves only within v's own
+// scale set. A name that cannot be resolved so is left out: it is matched to no node.
+func (v AzureVMID) Resolve(names []string) []string {
+	var out []string
+	for _, name := range names {
+		r := AzureVMID{Subscription: v.Subscription, ResourceGroup: v.ResourceGroup, Name: name}
+		if v.ScaleSet != "" {
+			set, inst, ok := strings.Cut(name, "_")
+			if !ok || !strings.EqualFold(set, v.ScaleSet) || inst == "" || strings.Contains(inst, "/") {
+				continue
+			}
+			r.ScaleSet, r.Name = v.ScaleSet, inst
+		} else if strings.Contains(name, "/") {
+			continue
+		}
+		out = append(out, r.String())
+	}
+	return out
 }
 
 // AzureVMName returns the name Scheduled Events use for the VM behind an Azure resource id:
 // the VM name for ".../virtualMachines/<name>", "<set>_<n>" for a scale set instance
 // ".../virtualMachineScaleSets/<set>/virtualMachines/<n>", "" for anything else.
 func AzureVMName(resourceID string) string {
-	parts := strings.Split(strings.Trim(resourceID, "/"), "/")
-	for i := 0; i+1 < len(parts); i++ {
-		if strings.EqualFold(parts[i], "virtualMachineScaleSets") && i+3 < len(parts) && strings.EqualFold(parts[i+2], "virtualMachines") {
-			return parts[i+1] + "_" + parts[i+3]
-		}
+	v, ok := ParseAzureVMID(resourceID)
+	switch {
+	case !ok:
+		return ""
+	case v.ScaleSet != "":
+		return v.ScaleSet + "_" + v.Name
 	}
-	for i := len(parts) - 2; i >= 0; i-- {
-		if strings.EqualFold(parts[i], "virtualMachines") {
-			return parts[i+1]
-		}
-	}
-	return ""
+	return v.Name
 }

@@ -199,22 +199,107 @@ func TestMatchesProviderID(t *testing.T) {
 	if spot.MatchesProviderID("aws:///us-east-2a/i-0fedcba0987654321") || spot.MatchesProviderID("") {
 		t.Error("another instance must not match")
 	}
-	// Scheduled Events name a VMSS instance "<set>_<n>"; the node's providerID is the resource id.
+	// Scheduled Events name a VMSS instance "<set>_<n>"; the node's providerID is the resource id,
+	// which the name becomes within the scale set of the VM that read the document.
+	pid := "azure:///subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/mc_rg/providers/Microsoft.Compute/virtualMachineScaleSets/aks-spotpool-12345678-vmss/virtualMachines/3"
+	reader := strings.TrimSuffix(pid[len("azure://"):], "3") + "0"
+	ns, err := Decode([]byte(wrapScheduledEvents(reader, string(sample(t, "azure/scheduled_events_preempt_spot_aks_vmss.json")))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ns[0].MatchesProviderID(pid) {
+		t.Errorf("VMSS instance 3 of aks-spotpool-12345678-vmss must match aks-spotpool-12345678-vmss_3 (resource ids %v)", ns[0].ResourceIDs)
+	}
+	if ns[0].MatchesProviderID(strings.TrimSuffix(pid, "3") + "4") {
+		t.Error("instance 4 must not match")
+	}
+	// The same document without the reader's resource id names VMs only: it matches no node.
 	doc, err := DecodeScheduledEvents(sample(t, "azure/scheduled_events_preempt_spot_aks_vmss.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := "azure:///subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/mc_rg/providers/Microsoft.Compute/virtualMachineScaleSets/aks-spotpool-12345678-vmss/virtualMachines/3"
-	if !doc.Notices[0].MatchesProviderID(pid) {
-		t.Error("VMSS instance 3 of aks-spotpool-12345678-vmss must match aks-spotpool-12345678-vmss_3")
-	}
-	if doc.Notices[0].MatchesProviderID(strings.TrimSuffix(pid, "3") + "4") {
-		t.Error("instance 4 must not match")
+	if doc.Notices[0].MatchesProviderID(pid) {
+		t.Error("a VM name alone matched a node")
 	}
 	// Event Grid gives the resource id; Azure resource ids compare case-insensitively.
 	eg := one(t, "azure/eventgrid_health_resource_annotated_spot_preempted_cloudevent.json")
 	if !eg.MatchesProviderID("azure://" + strings.ToLower(eg.ResourceIDs[0])) {
 		t.Error("resource id must match case-insensitively")
+	}
+}
+
+// wrapScheduledEvents wraps a Scheduled Events document as Dovetail's publisher does: a CloudEvent
+// whose subject is the resource id of the VM that read it.
+func wrapScheduledEvents(reader, doc string) string {
+	return `{"specversion":"1.0","id":"scheduled-events-1","source":"dovetail/dev/scheduled-events","type":"` + ScheduledEventsCloudEventType +
+		`","time":"2021-03-16T00:58:20Z","subject":"` + reader + `","datacontenttype":"application/json","data":` + doc + `}`
+}
+
+// Two VMs named alike in different resource groups (or subscriptions) are different VMs (Azure
+// docs, "Naming rules and restrictions for Azure resources": a VM name is unique within its
+// resource group): a notice about one is never a notice about the other, whether it comes from
+// Event Grid (its targetResourceId) or from Scheduled Events (the name, resolved in the reading
+// VM's resource group). Resource ids compare case-insensitively.
+func TestSameNamedVMsInOtherResourceGroups(t *testing.T) {
+	const sub, other = "00000000-0000-0000-0000-000000000000", "11111111-1111-1111-1111-111111111111"
+	ours := "/subscriptions/" + sub + "/resourceGroups/MC_rg_dovetail_eastus/providers/Microsoft.Compute/virtualMachines/myspotvm"
+	theirsRG := "/subscriptions/" + sub + "/resourceGroups/rg-someone-else/providers/Microsoft.Compute/virtualMachines/myspotvm"
+	theirsSub := "/subscriptions/" + other + "/resourceGroups/MC_rg_dovetail_eastus/providers/Microsoft.Compute/virtualMachines/myspotvm"
+	doc := strings.TrimSpace(string(sample(t, "azure/scheduled_events_preempt_spot.json"))) // names "myspotvm"
+	for _, c := range []struct {
+		name, reader string
+		ours         bool
+	}{
+		{"read by our VM", ours, true},
+		{"read by our VM, ids in other case", strings.ToLower(ours), true},
+		{"read in another resource group", theirsRG, false},
+		{"read in another subscription", theirsSub, false},
+	} {
+		ns, err := Decode([]byte(wrapScheduledEvents(c.reader, doc)))
+		if err != nil || len(ns) != 1 {
+			t.Fatalf("%s: %v %+v", c.name, err, ns)
+		}
+		if got := ns[0].MatchesProviderID("azure://" + ours); got != c.ours {
+			t.Errorf("%s: matches our node = %v, want %v (resource ids %v)", c.name, got, c.ours, ns[0].ResourceIDs)
+		}
+	}
+	eg := string(sample(t, "azure/eventgrid_health_resource_annotated_spot_preempted_cloudevent.json"))
+	n := one(t, "azure/eventgrid_health_resource_annotated_spot_preempted_cloudevent.json")
+	v, ok := ParseAzureVMID(n.ResourceIDs[0])
+	if !ok {
+		t.Fatalf("sample's targetResourceId %q is not a VM id", n.ResourceIDs[0])
+	}
+	elsewhere := v
+	elsewhere.ResourceGroup = "rg-someone-else"
+	ns, err := Decode([]byte(strings.ReplaceAll(eg, n.ResourceIDs[0], elsewhere.String())))
+	if err != nil || len(ns) != 1 {
+		t.Fatalf("event grid: %v %+v", err, ns)
+	}
+	if ns[0].MatchesProviderID("azure://" + v.String()) {
+		t.Errorf("a preemption of %s matched the same-named node %s", elsewhere, v)
+	}
+	if !ns[0].MatchesProviderID("azure://" + elsewhere.String()) {
+		t.Errorf("a preemption of %s did not match its own node", elsewhere)
+	}
+}
+
+// ParseAzureVMID reads both VM id shapes, any segment case, and refuses anything else.
+func TestParseAzureVMID(t *testing.T) {
+	for id, want := range map[string]AzureVMID{
+		"/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/vm":                            {Subscription: "s", ResourceGroup: "g", Name: "vm"},
+		"/subscriptions/s/resourcegroups/g/providers/microsoft.compute/virtualmachines/vm":                            {Subscription: "s", ResourceGroup: "g", Name: "vm"},
+		"/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/set/virtualMachines/7": {Subscription: "s", ResourceGroup: "g", ScaleSet: "set", Name: "7"},
+	} {
+		if got, ok := ParseAzureVMID(id); !ok || got != want {
+			t.Errorf("%s: %+v %v, want %+v", id, got, ok, want)
+		}
+	}
+	for _, id := range []string{"", "myspotvm", "/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/a",
+		"/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/vm/extensions/x",
+		"/subscriptions//resourceGroups/g/providers/Microsoft.Compute/virtualMachines/vm"} {
+		if got, ok := ParseAzureVMID(id); ok {
+			t.Errorf("%q parsed as %+v", id, got)
+		}
 	}
 }
 
@@ -270,12 +355,14 @@ func TestRefusals(t *testing.T) {
 // event; a wrapper that is not a document names the field.
 func TestScheduledEventsCloudEvent(t *testing.T) {
 	doc := strings.TrimSpace(string(sample(t, "azure/scheduled_events_preempt_spot.json")))
+	const reader = "/subscriptions/s/resourceGroups/mc_rg/providers/Microsoft.Compute/virtualMachines/aks-spot-1"
 	wrap := func(ct, data string) string {
 		return `{"specversion":"1.0","id":"scheduled-events-1","source":"dovetail/dev/scheduled-events","type":"` + ScheduledEventsCloudEventType +
-			`","time":"2021-03-16T00:58:20Z","subject":"aks-spot-1","datacontenttype":"` + ct + `","data":` + data + `}`
+			`","time":"2021-03-16T00:58:20Z","subject":"` + reader + `","datacontenttype":"` + ct + `","data":` + data + `}`
 	}
 	want := Notice{Kind: KindPreemption, Cloud: CloudAzure, ID: "A123BC45-1234-5678-AB90-ABCDEF123456", Type: "Preempt", Action: "Preempt",
-		State: "Scheduled", Deadline: utc("2021-03-16T00:58:46Z"), InstanceIDs: []string{"myspotvm"}}
+		State: "Scheduled", Deadline: utc("2021-03-16T00:58:46Z"), InstanceIDs: []string{"myspotvm"},
+		ResourceIDs: []string{"/subscriptions/s/resourceGroups/mc_rg/providers/Microsoft.Compute/virtualMachines/myspotvm"}}
 	got, err := Decode([]byte(wrap("application/json", doc)))
 	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Fatalf("one event: %+v, %v; want %+v", got, err, want)
@@ -311,6 +398,9 @@ func TestScheduledEventsCloudEvent(t *testing.T) {
 		"no data":           {strings.Replace(wrap("application/json", "1"), `,"data":1`, "", 1), "data"},
 		"no id":             {strings.Replace(wrap("application/json", doc), `"id":"scheduled-events-1",`, "", 1), "id"},
 		"other specversion": {strings.Replace(wrap("application/json", doc), `"specversion":"1.0"`, `"specversion":"0.3"`, 1), "specversion"},
+		// Without the reading VM's resource id the names could be any VM's of that name.
+		"no subject":     {strings.Replace(wrap("application/json", doc), `"subject":"`+reader+`",`, "", 1), "subject: required"},
+		"subject a name": {strings.Replace(wrap("application/json", doc), reader, "aks-spot-1", 1), `subject: "aks-spot-1" is not a VM resource ID`},
 		// The document in the Event Grid schema is refused for what it is, not for lacking a
 		// HealthResources field.
 		"event grid schema": {`{"id":"scheduled-events-1","topic":"t","subject":"aks-spot-1","eventType":"` + ScheduledEventsCloudEventType +

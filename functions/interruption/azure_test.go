@@ -22,6 +22,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/dovetail-dev/dovetail/agent/scheduledevents"
+	"github.com/dovetail-dev/dovetail/events/notices"
 	"github.com/dovetail-dev/dovetail/functions/interruption"
 	"github.com/dovetail-dev/dovetail/localdev/scenarios"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -234,7 +235,7 @@ func TestAzureScheduledEventsThroughEventGrid(t *testing.T) {
 		_, _ = w.Write(scenarios.ScheduledEventsJSON(it, 1, "00000000-0000-4000-8000-000000000011"))
 	}))
 	defer imds.Close()
-	p := &scheduledevents.Poller{URL: imds.URL, Publisher: pub, Cluster: scenarios.Cluster, CloudEvents: true, Node: node.Name}
+	p := &scheduledevents.Poller{URL: imds.URL, ResourceID: strings.TrimPrefix(node.Spec.ProviderID, "azure://"), Publisher: pub, Cluster: scenarios.Cluster, Node: node.Name}
 	if ok, err := p.Poll(context.Background()); err != nil || !ok {
 		t.Fatalf("poll: published %v, %v", ok, err)
 	}
@@ -250,5 +251,54 @@ func TestAzureScheduledEventsThroughEventGrid(t *testing.T) {
 	}
 	if invs := host.Invocations(); len(invs) != 1 || !strings.HasPrefix(invs[0].EventID, "scheduled-events-") {
 		t.Fatalf("invocations %+v: want the publisher's one event", invs)
+	}
+}
+
+// Two VMs of one name: Azure preempts a VM named as one of the cluster's nodes but in another
+// resource group (and, through Scheduled Events, one read by a VM of another resource group).
+// Neither notice is about this cluster's node: both are acknowledged and nothing is marked,
+// launched, tainted or drained. The same notices about the node's own resource ID act on it.
+func TestAzureSameNamedVMElsewhereIsIgnored(t *testing.T) {
+	e := newAzureEnv(t)
+	node := e.spotNode(t)
+	it, err := e.w.Cloud.Interrupt(node.Spec.ProviderID, fake.KindAzurePreempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.snaps.Set(e.w.Snapshot())
+	ours := strings.TrimPrefix(node.Spec.ProviderID, "azure://")
+	v, ok := notices.ParseAzureVMID(ours)
+	if !ok {
+		t.Fatalf("node providerID %q is not a VM resource ID", node.Spec.ProviderID)
+	}
+	elsewhere := v
+	elsewhere.ResourceGroup = "rg-someone-else"
+	var decisions []interruption.Decision
+	e.h.OnDecision = func(d interruption.Decision) { decisions = append(decisions, d) }
+	doc := scenarios.ScheduledEventsJSON(it, 1, "00000000-0000-4000-8000-000000000013")
+	statuses := deliver(t, e,
+		recordedNotice(t, "eventgrid_health_resource_annotated_spot_preempted_cloudevent.json", "azure://"+elsewhere.String(), it.Time),
+		json.RawMessage(scenarios.ScheduledEventsCloudEvent(elsewhere.String(), "scheduled-events-elsewhere", doc, it.Time)))
+	for id, st := range statuses {
+		if st != http.StatusOK {
+			t.Errorf("invocation %s answered %d, want 200 (acknowledged)", id, st)
+		}
+	}
+	if len(decisions) != 2 {
+		t.Fatalf("decisions %+v, want two", decisions)
+	}
+	for _, d := range decisions {
+		if len(d.Nodes) != 0 || len(d.Marked) != 0 || len(d.Launched) != 0 {
+			t.Errorf("notice %s acted on %v (marked %v, launched %d)", d.Notice.ID, d.Nodes, d.Marked, len(d.Launched))
+		}
+	}
+	if got := e.cmds.All(); len(got) != 0 {
+		t.Fatalf("%d commands for notices about other VMs, want none", len(got))
+	}
+	// The node's own: read by the node itself, the Scheduled Events notice replaces it.
+	decisions = nil
+	deliver(t, e, json.RawMessage(scenarios.ScheduledEventsCloudEvent(ours, "scheduled-events-ours", doc, it.Time)))
+	if len(decisions) != 1 || decisions[0].Action != "replace" || len(decisions[0].Nodes) != 1 || decisions[0].Nodes[0] != node.Name {
+		t.Fatalf("decisions %+v, want the node replaced", decisions)
 	}
 }

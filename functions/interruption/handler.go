@@ -122,7 +122,7 @@ type Handler struct {
 type Decision struct {
 	Notice   notices.Notice
 	Revision int64
-	// Action is "replace", "cleanup", "record" or "wait".
+	// Action is "replace", "cleanup", "record", "wait" or "ignore" (an Azure notice without resource IDs).
 	Action    string
 	Nodes     []string
 	Launched  []*apisv1.NodeClaim
@@ -181,6 +181,14 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 // Decide acts on one notice (attempt is the delivery count, 1 first).
 func (h *Handler) Decide(ctx context.Context, n notices.Notice, attempt int) (Decision, error) {
 	d := Decision{Notice: n}
+	if n.Cloud == notices.CloudAzure && len(n.ResourceIDs) == 0 {
+		// A VM name is unique only within its resource group: a notice that names VMs only (a
+		// Scheduled Events document not wrapped by Dovetail's publisher, or a scale set name
+		// outside the reading VM's scale set) could be about any same-named VM, so it is
+		// acknowledged and acts on no node (notices.Notice.MatchesProviderID).
+		d.Action, d.Why = "ignore", fmt.Sprintf("names Azure VMs %v without their resource IDs; Dovetail matches Azure notices by resource ID only", n.InstanceIDs)
+		return d, nil
+	}
 	switch n.Kind {
 	case notices.KindSpotInterruption, notices.KindCapacityReservationInterruption, notices.KindPreemption, notices.KindTermination:
 		return h.replace(ctx, d, n.Deadline, true, attempt)

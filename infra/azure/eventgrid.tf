@@ -44,13 +44,20 @@ locals {
   # Each push subscription: topic, function app, function folder (its route).
   push_subscriptions = merge(
     { for f, spec in local.functions : "events-${f}" => {
-      scope = azurerm_eventgrid_topic.events.id, app = f, folder = f == "interruption" ? "interruption-events" : f
+      scope = azurerm_eventgrid_topic.events.id, app = f, folder = f == "interruption" ? "interruption-events" : f, subject_prefix = null
     } },
     {
-      "notices-interruption" = { scope = azurerm_eventgrid_topic.notices.id, app = "interruption", folder = "interruption" }
-      "health-interruption"  = { scope = azurerm_eventgrid_system_topic.health.id, app = "interruption", folder = "interruption" }
+      "notices-interruption" = { scope = azurerm_eventgrid_topic.notices.id, app = "interruption", folder = "interruption", subject_prefix = local.node_vm_prefix }
+      "health-interruption"  = { scope = azurerm_eventgrid_system_topic.health.id, app = "interruption", folder = "interruption", subject_prefix = local.node_vm_prefix }
     },
   )
+  # Notices about this cluster's VMs only. The health topic covers the whole subscription; its
+  # events' subject is the resource's ID (Azure docs, "Azure Resource Notifications - Health
+  # Resources events in Azure Event Grid"), and the Scheduled Events publisher's subject is the
+  # reading VM's ID (agent/scheduledevents). Both begin with the node resource group's ID; the
+  # filter is case-insensitive (subject_filter case_sensitive false), as ARM IDs are. The
+  # interruption function still matches each notice by full resource ID.
+  node_vm_prefix = "${data.azurerm_resource_group.nodes.id}/providers/Microsoft.Compute/"
 }
 
 resource "azurerm_eventgrid_event_subscription" "push" {
@@ -58,6 +65,13 @@ resource "azurerm_eventgrid_event_subscription" "push" {
   name                  = each.key
   scope                 = each.value.scope
   event_delivery_schema = "CloudEventSchemaV1_0"
+  dynamic "subject_filter" {
+    for_each = each.value.subject_prefix == null ? [] : [each.value.subject_prefix]
+    content {
+      subject_begins_with = subject_filter.value
+      case_sensitive      = false
+    }
+  }
   azure_function_endpoint {
     function_id                       = "${azurerm_linux_function_app.fn[each.value.app].id}/functions/${each.value.folder}"
     max_events_per_batch              = 10

@@ -442,3 +442,52 @@ func TestAgentWorkloadIdentity(t *testing.T) {
 		t.Errorf("agent receives at %s, want its own subscription", got)
 	}
 }
+
+// The interruption function's notice subscriptions (the Scheduled Events topic and the
+// subscription-wide HealthResources system topic) deliver only events whose subject begins with
+// the node resource group's ID, case-insensitively as ARM IDs compare: a VM of the same name in
+// another resource group or subscription never reaches the function. The events topics carry no
+// such filter (their subjects are not resource IDs).
+func TestNoticeSubscriptionsFilteredToTheNodeResourceGroup(t *testing.T) {
+	cfg := config(t)
+	s := find(t, cfg, "resource", "azurerm_eventgrid_event_subscription", "push")
+	var filter *hclsyntax.Block
+	for _, nb := range s.Body.Blocks {
+		if nb.Type == "dynamic" && len(nb.Labels) == 1 && nb.Labels[0] == "subject_filter" {
+			filter = nb
+		}
+	}
+	if filter == nil {
+		t.Fatal("push subscriptions have no dynamic subject_filter")
+	}
+	fb := block{filter, s.src}
+	if got := fb.expr(t, "for_each"); got != `each.value.subject_prefix == null ? [] : [each.value.subject_prefix]` {
+		t.Errorf("subject_filter for_each = %s", got)
+	}
+	if got := fb.expr(t, "content.subject_begins_with"); got != "subject_filter.value" {
+		t.Errorf("subject_begins_with = %s", got)
+	}
+	if got := fb.expr(t, "content.case_sensitive"); got != "false" {
+		t.Errorf("case_sensitive = %s, want false (ARM resource IDs are case-insensitive)", got)
+	}
+	var locals string
+	for _, b := range cfg {
+		if b.Type == "locals" {
+			if _, ok := b.Body.Attributes["push_subscriptions"]; ok {
+				locals = string(b.src[b.Range().Start.Byte:b.Range().End.Byte])
+				if got := b.expr(t, "node_vm_prefix"); got != `"${data.azurerm_resource_group.nodes.id}/providers/Microsoft.Compute/"` {
+					t.Errorf("node_vm_prefix = %s, want the node resource group's ID", got)
+				}
+			}
+		}
+	}
+	for _, want := range []string{
+		`"notices-interruption" = { scope = azurerm_eventgrid_topic.notices.id, app = "interruption", folder = "interruption", subject_prefix = local.node_vm_prefix }`,
+		`"health-interruption"  = { scope = azurerm_eventgrid_system_topic.health.id, app = "interruption", folder = "interruption", subject_prefix = local.node_vm_prefix }`,
+		`subject_prefix = null`,
+	} {
+		if !strings.Contains(locals, want) {
+			t.Errorf("push_subscriptions lacks %s", want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/dovetail-dev/dovetail/events/notices"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -116,8 +117,23 @@ func AzurePreemption(ctx context.Context, out io.Writer) (*InterruptionResult, e
 	}
 	return runInterruption(ctx, w, aksBootDelay, reclaim{kind: fake.KindAzurePreempt, who: "Azure", what: "Scheduled Events Preempt",
 		notice: func(it fake.Interruption) []byte {
-			return ScheduledEventsJSON(it, 1, "00000000-0000-4000-8000-000000000011")
+			// As the node's publisher sends it (agent/scheduledevents): read by the preempted VM.
+			doc := ScheduledEventsJSON(it, 1, "00000000-0000-4000-8000-000000000011")
+			return ScheduledEventsCloudEvent(strings.TrimPrefix(it.ProviderID, "azure://"), "scheduled-events-preempt", doc, it.Time)
 		}})
+}
+
+// ScheduledEventsCloudEvent wraps a Scheduled Events document as Dovetail's publisher does
+// (agent/scheduledevents): a CloudEvent 1.0 of type notices.ScheduledEventsCloudEventType, the
+// document as JSON data, and the resource ID of the VM that read it (reader) as subject.
+func ScheduledEventsCloudEvent(reader, id string, doc []byte, at time.Time) []byte {
+	b, err := json.Marshal(map[string]any{"specversion": "1.0", "id": id, "source": "dovetail/" + Cluster + "/scheduled-events",
+		"type": notices.ScheduledEventsCloudEventType, "subject": reader, "time": at.UTC().Format(time.RFC3339Nano),
+		"datacontenttype": "application/json", "data": json.RawMessage(doc)})
+	if err != nil {
+		panic(fmt.Sprintf("scheduled events CloudEvent: %v", err)) // the document is JSON ScheduledEventsJSON rendered
+	}
+	return b
 }
 
 // EventGridPreemptedJSON renders a preemption as Event Grid pushes it from the HealthResources

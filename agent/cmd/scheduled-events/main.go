@@ -1,10 +1,10 @@
 // Command scheduled-events runs on each Dovetail AKS node (a DaemonSet with host networking,
 // agent/scheduled-events.yaml): it polls the VM's IMDS Scheduled Events endpoint and publishes
-// each new document to the cluster's notices subject, where the interruption function replaces
-// a preempted spot VM before its NotBefore (agent/scheduledevents). The transport is the
-// agent's: NATS JetStream (--transport nats, the document as it is) or Azure Event Grid
-// (--transport eventgrid: the notices custom topic of infra/azure, the document wrapped in a
-// CloudEvent, authenticated with the pod's workload identity).
+// each new document, wrapped in a CloudEvent whose subject is the VM's resource ID, to the
+// cluster's notices subject, where the interruption function replaces a preempted spot VM before
+// its NotBefore (agent/scheduledevents). The transport is the agent's: NATS JetStream
+// (--transport nats) or Azure Event Grid (--transport eventgrid: the notices custom topic of
+// infra/azure, authenticated with the pod's workload identity).
 package main
 
 import (
@@ -69,8 +69,7 @@ func newCommand() *cobra.Command {
 			default:
 				return fmt.Errorf("--transport %q: must be nats or eventgrid", transport)
 			}
-			p := &scheduledevents.Poller{URL: url, Publisher: pub, Cluster: cluster, Interval: interval, Log: slog.Default(),
-				CloudEvents: transport == "eventgrid", Node: node}
+			p := &scheduledevents.Poller{URL: url, Publisher: pub, Cluster: cluster, Interval: interval, Log: slog.Default(), Node: node}
 			return p.Run(ctx)
 		},
 	}
@@ -80,7 +79,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&natsURL, "nats-url", "nats://127.0.0.1:4222", "nats: NATS server URL")
 	natsAuth.AddFlags(f)
 	f.StringVar(&noticesTopic, "eventgrid-notices-topic-endpoint", "", "eventgrid: custom topic of notices (https://<topic>.<region>-1.eventgrid.azure.net/api/events; infra/azure output notices_topic_endpoint; required)")
-	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name, the subject of the CloudEvents (default $NODE_NAME)")
+	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name, for the logs (default $NODE_NAME); the CloudEvents' subject is the VM's resource ID, read from IMDS")
 	f.StringVar(&url, "imds-url", scheduledevents.DefaultURL, "the Scheduled Events endpoint")
 	f.DurationVar(&interval, "interval", scheduledevents.DefaultInterval, "how often IMDS is polled (a Preempt gives 30 s of notice)")
 	_ = cmd.MarkFlagRequired("cluster")
