@@ -23,14 +23,15 @@ import (
 //     records that providerID in status.providerID (and, once it names one, this node in
 //     status.nodeName).
 //
-// Karpenter (kubernetes-sigs/karpenter, pkg/utils/node and the state cluster's Managed) calls a
-// node managed when it carries the karpenter.sh/nodepool label or a NodeClaim has its
-// providerID. Dovetail is stricter: a label alone never makes a node Dovetail's, because a label
-// is something other writers can set (a kubelet may label its own Node at registration; anyone
-// with nodes/patch can), and Dovetail's agent takes commands over a queue rather than deciding
-// itself, so a node "adopted" by a label would let a command drain or delete someone else's
-// node. The providerID is set once by the kubelet or cloud controller and the NodeClaim's
-// status only by the agent, from the instance a function launched.
+// Karpenter (kubernetes-sigs/karpenter, pkg/utils/node IsManaged) calls a node managed when it
+// carries the label of a NodeClass kind its cloud provider supports (karpenter.k8s.aws/
+// ec2nodeclass on AWS), and its cluster state pairs Nodes with NodeClaims by providerID.
+// Dovetail is stricter: a label alone (that one, or karpenter.sh/nodepool) never makes a node
+// Dovetail's, because a label is something other writers can set (a kubelet may label its own
+// Node at registration; anyone with nodes/patch can), and Dovetail's agent takes commands over a
+// queue rather than deciding itself, so a node "adopted" by a label would let a command drain or
+// delete someone else's node. The providerID is set once by the kubelet or cloud controller and
+// the NodeClaim's status only by the agent, from the instance a function launched.
 
 // ownedClaimReason returns "" when nc is Dovetail's, else why not.
 func ownedClaimReason(nc *apisv1.NodeClaim) string {
