@@ -574,7 +574,7 @@ func (a *Applier) removeNodeClaimFinalizer(ctx context.Context, cmd *events.Comm
 			}
 			// The tombstone goes first: once the finalizer is gone the NodeClaim is, and a
 			// replayed CreateNodeClaim must find that it was.
-			if err := a.recordTombstone(ctx, name, a.opts.Clock.Now()); err != nil {
+			if err := a.recordTombstone(ctx, name, got.Status.ProviderID, a.opts.Clock.Now()); err != nil {
 				return fmt.Errorf("record NodeClaim %s tombstone: %w", name, err)
 			}
 		}

@@ -74,11 +74,24 @@ func (a *Applier) nodeOwner(n *corev1.Node) (*apisv1.NodeClaim, string) {
 }
 
 // refuseUnownedNode refuses cmd (an Event on the node, a *RefusedError) unless n is Dovetail's.
+// A Node being deleted whose NodeClaim the agent already released (a tombstone records its
+// providerID) is still Dovetail's: its NodeClaim's termination finalizer went first, and its own
+// must not be stuck for want of a NodeClaim.
 func (a *Applier) refuseUnownedNode(ctx context.Context, cmd *events.Command, n *corev1.Node) error {
-	if _, why := a.nodeOwner(n); why != "" {
-		return a.refuse(ctx, cmd, a.nodeRef(n.Name), "not Dovetail's: "+why)
+	_, why := a.nodeOwner(n)
+	if why == "" {
+		return nil
 	}
-	return nil
+	if n.DeletionTimestamp != nil && n.Spec.ProviderID != "" {
+		released, err := a.releasedClaimOf(ctx, n.Spec.ProviderID)
+		if err != nil {
+			return err
+		}
+		if released != "" {
+			return nil
+		}
+	}
+	return a.refuse(ctx, cmd, a.nodeRef(n.Name), "not Dovetail's: "+why)
 }
 
 // refuseUnownedClaim refuses cmd (an Event on the NodeClaim) unless nc is Dovetail's.

@@ -377,9 +377,9 @@ func TestPruneTombstones(t *testing.T) {
 	now := t0
 	old := now.Add(-TombstoneTTL - time.Minute).Format(time.RFC3339) // 24 h 1 min ago: past the TTL
 	fresh := now.Add(-time.Hour).Format(time.RFC3339)
-	data := map[string]string{"a": old, "b": fresh, tombstoneWatermarkKey: now.Add(-48 * time.Hour).Format(time.RFC3339)}
-	patch := pruneTombstones(data, "c", now, now)
-	want := map[string]any{"c": now.Format(time.RFC3339), "a": nil, tombstoneWatermarkKey: old}
+	data := map[string]string{"a": old + " aws:///us-east-1a/i-a", "b": fresh + " aws:///us-east-1a/i-b", tombstoneWatermarkKey: now.Add(-48 * time.Hour).Format(time.RFC3339)}
+	patch := pruneTombstones(data, "c", tombstoneValue(now, "aws:///us-east-1a/i-c"), now)
+	want := map[string]any{"c": now.Format(time.RFC3339) + " aws:///us-east-1a/i-c", "a": nil, tombstoneWatermarkKey: old}
 	if len(patch) != len(want) {
 		t.Fatalf("patch = %v, want %v", patch, want)
 	}
@@ -388,16 +388,16 @@ func TestPruneTombstones(t *testing.T) {
 			t.Errorf("patch[%q] = %v, want %v", k, got, v)
 		}
 	}
-	if pruneTombstones(map[string]string{"c": fresh}, "c", now, now) != nil {
+	if pruneTombstones(map[string]string{"c": fresh + " "}, "c", tombstoneValue(now, ""), now) != nil {
 		t.Error("a name already recorded is written again")
 	}
 	// Beyond the cap the oldest go: MaxNodeClaimTombstones fresh entries plus one more drops the
 	// oldest, whose time becomes the watermark.
 	full := map[string]string{}
 	for i := 0; i < MaxNodeClaimTombstones; i++ {
-		full[fmt.Sprintf("nc-%05d", i)] = now.Add(-time.Duration(MaxNodeClaimTombstones-i) * time.Second).Format(time.RFC3339)
+		full[fmt.Sprintf("nc-%05d", i)] = tombstoneValue(now.Add(-time.Duration(MaxNodeClaimTombstones-i)*time.Second), "")
 	}
-	patch = pruneTombstones(full, "newest", now, now)
+	patch = pruneTombstones(full, "newest", tombstoneValue(now, ""), now)
 	oldest := now.Add(-time.Duration(MaxNodeClaimTombstones) * time.Second).Format(time.RFC3339)
 	if patch["nc-00000"] != nil || patch[tombstoneWatermarkKey] != oldest || len(patch) != 3 {
 		t.Errorf("at the cap: patch = %v, want nc-00000 dropped and the watermark at %s", patch, oldest)
@@ -420,5 +420,42 @@ func TestCreateNodeClaimOlderThanTheTombstones(t *testing.T) {
 	fresh.NodeClaim.CreationTimestamp = metav1.NewTime(mark.Add(time.Second))
 	if err := f.applier.Apply(f.ctx, fresh); err != nil {
 		t.Errorf("decided after the watermark: %v", err)
+	}
+}
+
+// A Node whose NodeClaim was released first (its RemoveFinalizer refused, say, and the NodeClaim's
+// applied) is still Dovetail's while it is being deleted: the tombstone remembers its instance, so
+// its own termination finalizer is released and the Node does not stay for ever.
+func TestNodeOutlivingItsReleasedNodeClaim(t *testing.T) {
+	f := ownershipWorld(t, managed, true)
+	gone := &events.InstanceEvidence{ProviderID: pidN, State: events.InstanceTerminated}
+	rev := settledRevision(t, f.watcher)
+	if err := f.applier.Apply(f.ctx, &events.Command{ID: "fin-nc", Kind: events.CommandRemoveFinalizer, Cluster: "test", SnapshotRevision: rev,
+		NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc"}}, Finalizer: events.FinalizerTermination, Instance: gone}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.dyn.Resource(NodeClaimGVR).Delete(f.ctx, "nc", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "NodeClaim gone from the cache", func() bool { c, _ := f.watcher.NodeClaim("nc"); return c == nil })
+	fin := &events.Command{ID: "fin-n", Kind: events.CommandRemoveFinalizer, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher),
+		NodeName: "n", Finalizer: events.FinalizerTermination, Instance: gone}
+	if err := f.applier.Apply(f.ctx, fin); err != nil {
+		t.Fatalf("node finalizer after its NodeClaim's: %v", err)
+	}
+	if n, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n", metav1.GetOptions{}); len(n.Finalizers) != 0 {
+		t.Errorf("node finalizers %v, want none", n.Finalizers)
+	}
+	// A Node not being deleted gains nothing from the tombstone: a taint is still refused.
+	n, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n", metav1.GetOptions{})
+	n.DeletionTimestamp = nil
+	if _, err := f.kube.CoreV1().Nodes().Update(f.ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "node not deleting in the cache", func() bool { c := f.watcher.Node("n"); return c != nil && c.DeletionTimestamp == nil })
+	taint := &events.Command{ID: "taint-n", Kind: events.CommandTaintNode, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher),
+		NodeName: "n", Taint: &corev1.Taint{Key: "example.com/x", Effect: corev1.TaintEffectNoSchedule}}
+	if got := outcome(f.applier.Apply(f.ctx, taint)); !strings.HasPrefix(got, notOwnedNode) {
+		t.Errorf("taint of a live node whose NodeClaim is gone: %s, want %s", got, notOwnedNode)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +23,9 @@ import (
 //
 // Where they live: every NodeClaim the agent creates carries the termination finalizer, so its
 // deletion ends with the agent's own RemoveFinalizer; the agent writes the tombstone (name →
-// time) into the ConfigMap NodeClaimTombstonesConfigMap just before it releases the finalizer.
+// "<RFC 3339 time> <providerID>") into the ConfigMap NodeClaimTombstonesConfigMap just before it
+// releases the finalizer. The provider ID keeps a Node whose NodeClaim went first Dovetail's
+// until its own finalizer is released (releasedClaimOf).
 // The ConfigMap outlives agent restarts. Entries older than TombstoneTTL, and the oldest beyond
 // MaxNodeClaimTombstones, are pruned; the latest pruned time is kept as a watermark under
 // tombstoneWatermarkKey, and a CreateNodeClaim decided before the watermark is refused as too old
@@ -47,21 +50,37 @@ const MaxNodeClaimTombstones = 4000
 // (an RFC 1123 subdomain) does, and is a valid ConfigMap key ([-._a-zA-Z0-9]+).
 const tombstoneWatermarkKey = ".forgotten-before"
 
-// recordTombstone writes name's tombstone at time at, pruning expired and surplus entries.
-func (a *Applier) recordTombstone(ctx context.Context, name string, at time.Time) error {
+// tombstoneValue is a tombstone's ConfigMap value: "<RFC 3339 time> <providerID>".
+func tombstoneValue(at time.Time, providerID string) string {
+	return at.UTC().Format(time.RFC3339) + " " + providerID
+}
+
+// parseTombstone reads a tombstone's value; an unreadable time is the zero time.
+func parseTombstone(v string) (time.Time, string) {
+	at, providerID, _ := strings.Cut(v, " ")
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return time.Time{}, providerID
+	}
+	return t, providerID
+}
+
+// recordTombstone writes the tombstone of NodeClaim name (its instance providerID) at time at,
+// pruning expired and surplus entries.
+func (a *Applier) recordTombstone(ctx context.Context, name, providerID string, at time.Time) error {
 	cms := a.kube.CoreV1().ConfigMaps(a.opts.Namespace)
 	return retry.OnError(retry.DefaultRetry, func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }, func() error {
 		cm, err := cms.Get(ctx, NodeClaimTombstonesConfigMap, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: NodeClaimTombstonesConfigMap, Namespace: a.opts.Namespace},
-				Data: map[string]string{name: at.UTC().Format(time.RFC3339)}}
+				Data: map[string]string{name: tombstoneValue(at, providerID)}}
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: a.opts.Component})
 			return err
 		}
 		if err != nil {
 			return err
 		}
-		data := pruneTombstones(cm.Data, name, at, a.opts.Clock.Now())
+		data := pruneTombstones(cm.Data, name, tombstoneValue(at, providerID), a.opts.Clock.Now())
 		if data == nil {
 			return nil
 		}
@@ -75,10 +94,10 @@ func (a *Applier) recordTombstone(ctx context.Context, name string, at time.Time
 }
 
 // pruneTombstones returns the merge patch of data (null deletes a key, RFC 7386) that adds name
-// at time at and drops entries older than TombstoneTTL and the oldest beyond
+// with value (tombstoneValue) and drops entries older than TombstoneTTL and the oldest beyond
 // MaxNodeClaimTombstones, raising the watermark to the latest time dropped; nil when name is
 // recorded already.
-func pruneTombstones(data map[string]string, name string, at, now time.Time) map[string]any {
+func pruneTombstones(data map[string]string, name, value string, now time.Time) map[string]any {
 	if _, ok := data[name]; ok {
 		return nil
 	}
@@ -86,15 +105,13 @@ func pruneTombstones(data map[string]string, name string, at, now time.Time) map
 		key string
 		at  time.Time
 	}
+	at, _ := parseTombstone(value)
 	entries := []entry{{name, at}}
 	for k, v := range data {
 		if k == tombstoneWatermarkKey {
 			continue
 		}
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			t = time.Time{} // unreadable: pruned first, and raises the watermark to nothing
-		}
+		t, _ := parseTombstone(v) // unreadable: the zero time, pruned first, raising the watermark to nothing
 		entries = append(entries, entry{k, t})
 	}
 	sort.Slice(entries, func(i, j int) bool {
@@ -103,7 +120,7 @@ func pruneTombstones(data map[string]string, name string, at, now time.Time) map
 		}
 		return entries[i].key < entries[j].key
 	})
-	patch := map[string]any{name: at.UTC().Format(time.RFC3339)}
+	patch := map[string]any{name: value}
 	watermark, _ := time.Parse(time.RFC3339, data[tombstoneWatermarkKey])
 	raised := false
 	for i, e := range entries {
@@ -134,12 +151,31 @@ func (a *Applier) tombstoneReason(ctx context.Context, name string, decided time
 	if err != nil {
 		return "", fmt.Errorf("read NodeClaim tombstones: %w", err)
 	}
-	if at, ok := cm.Data[name]; ok {
-		return fmt.Sprintf("NodeClaim %s was deleted at %s (a replayed CreateNodeClaim)", name, at), nil
+	if v, ok := cm.Data[name]; ok {
+		at, _ := parseTombstone(v)
+		return fmt.Sprintf("NodeClaim %s was deleted at %s (a replayed CreateNodeClaim)", name, at.Format(time.RFC3339)), nil
 	}
 	if w, err := time.Parse(time.RFC3339, cm.Data[tombstoneWatermarkKey]); err == nil && decided.Before(w) {
 		return fmt.Sprintf("decided at %s, before %s, the oldest deletion the tombstones still remember (%s): too old to tell from a replay",
 			decided.UTC().Format(time.RFC3339), w.Format(time.RFC3339), TombstoneTTL), nil
+	}
+	return "", nil
+}
+
+// releasedClaimOf returns the name of a NodeClaim the agent released whose instance is
+// providerID, or "" (none remembered).
+func (a *Applier) releasedClaimOf(ctx context.Context, providerID string) (string, error) {
+	cm, err := a.kube.CoreV1().ConfigMaps(a.opts.Namespace).Get(ctx, NodeClaimTombstonesConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read NodeClaim tombstones: %w", err)
+	}
+	for _, k := range sortedKeys(cm.Data) {
+		if _, pid := parseTombstone(cm.Data[k]); k != tombstoneWatermarkKey && pid == providerID {
+			return k, nil
+		}
 	}
 	return "", nil
 }
