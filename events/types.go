@@ -139,6 +139,8 @@ type CommandKind string
 // Command kinds.
 const (
 	// CommandCreateNodeClaim records a launched NodeClaim (with its provider ID) in the cluster.
+	// NodeClaim.CreationTimestamp is the decision's time (required: the agent refuses a
+	// NodeClaim name created and deleted before, and a decision older than it remembers).
 	CommandCreateNodeClaim CommandKind = "CreateNodeClaim"
 	// CommandDeleteNodeClaim removes a NodeClaim (and its Node) after its instance is gone.
 	CommandDeleteNodeClaim CommandKind = "DeleteNodeClaim"
@@ -166,7 +168,8 @@ const (
 	CommandLabelNode CommandKind = "LabelNode"
 	// CommandRemoveFinalizer removes Finalizer from the Node NodeName, or, when NodeName is
 	// empty, from the NodeClaim NodeClaim.Name, or from the NodeClass NodeClass. A finalizer
-	// already gone is success.
+	// already gone is success. FinalizerTermination leaves only an object being deleted, with
+	// Instance the cloud's evidence that its instance is gone or going.
 	CommandRemoveFinalizer CommandKind = "RemoveFinalizer"
 	// CommandNominatePods sets status.nominatedNodeName of each of Pods that is still unbound
 	// to NodeName (the node the plan placed it on), so kube-scheduler tries that node first, and
