@@ -388,7 +388,7 @@ func TestFunctionsQueuesAndMappings(t *testing.T) {
 				num(tq["max_message_size"]) != num(res(q, "MaximumMessageSize")) || (tq["fifo_queue"] == true) != (res(q, "FifoQueue") == true) {
 				t.Errorf("terraform queue %s %v differs from SAM %s", f.tfConsumes[i], tq, q)
 			}
-			want := fmt.Sprintf("${jsonencode({deadLetterTargetArn = aws_sqs_queue.%s_dlq.arn, maxReceiveCount = %d})}", f.tfConsumes[i], maxReceives(q))
+			want := fmt.Sprintf("${jsonencode({ deadLetterTargetArn = aws_sqs_queue.%s_dlq.arn, maxReceiveCount = %d })}", f.tfConsumes[i], maxReceives(q))
 			if tq["redrive_policy"] != want {
 				t.Errorf("terraform queue %s redrive %v, want %s", f.tfConsumes[i], tq["redrive_policy"], want)
 			}

@@ -228,7 +228,7 @@ func TestQueuesBucketAndFunction(t *testing.T) {
 	tf := loadTF(t)
 	r := func(path ...any) any { return get(t, tf, append([]any{"resource"}, path...)...) }
 	for q, dlq := range map[string]string{"events": "events_dlq", "commands": "commands_dlq"} {
-		want := fmt.Sprintf("${jsonencode({deadLetterTargetArn = aws_sqs_queue.%s.arn, maxReceiveCount = %d})}", dlq, sqs.DefaultMaxReceives)
+		want := fmt.Sprintf("${jsonencode({ deadLetterTargetArn = aws_sqs_queue.%s.arn, maxReceiveCount = %d })}", dlq, sqs.DefaultMaxReceives)
 		if r("aws_sqs_queue", q, "redrive_policy") != want || r("aws_sqs_queue", q, "fifo_queue") != true || r("aws_sqs_queue", dlq, "fifo_queue") != true {
 			t.Errorf("terraform queue %s: redrive %v, want %s, both FIFO", q, r("aws_sqs_queue", q, "redrive_policy"), want)
 		}

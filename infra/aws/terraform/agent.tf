@@ -17,7 +17,7 @@ data "aws_iam_policy_document" "agent_assume" {
     condition {
       test     = "ArnEquals"
       variable = "aws:SourceArn"
-      values   = [
+      values = [
         "arn:${data.aws_partition.current.partition}:eks:${data.aws_region.current.region}:${data.aws_caller_identity.current.account_id}:cluster/${var.eks_cluster_name}",
       ]
     }
@@ -26,9 +26,9 @@ data "aws_iam_policy_document" "agent_assume" {
 
 data "aws_iam_policy_document" "agent" {
   statement {
-    sid       = "PublishEvents"
-    effect    = "Allow"
-    actions   = ["sqs:SendMessage"]
+    sid     = "PublishEvents"
+    effect  = "Allow"
+    actions = ["sqs:SendMessage"]
     resources = [
       aws_sqs_queue.events.arn,
       aws_sqs_queue.consolidate_events.arn,
@@ -39,9 +39,9 @@ data "aws_iam_policy_document" "agent" {
     ]
   }
   statement {
-    sid       = "ConsumeCommands"
-    effect    = "Allow"
-    actions   = [
+    sid    = "ConsumeCommands"
+    effect = "Allow"
+    actions = [
       "sqs:ChangeMessageVisibility",
       "sqs:DeleteMessage",
       "sqs:GetQueueAttributes",

@@ -20,7 +20,7 @@ data "aws_iam_policy_document" "claim_check_tls" {
 
 resource "aws_s3_bucket" "claim_check" {
   bucket_prefix = "dovetail-${var.cluster_name}-"
-  tags          = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }

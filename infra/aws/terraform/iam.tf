@@ -18,7 +18,7 @@ data "aws_iam_policy_document" "lambda_assume" {
     condition {
       test     = "ArnLike"
       variable = "aws:SourceArn"
-      values   = [
+      values = [
         "arn:${data.aws_partition.current.partition}:lambda:${data.aws_region.current.region}:${data.aws_caller_identity.current.account_id}:function:dovetail-${var.cluster_name}-${each.key}",
       ]
     }
@@ -33,9 +33,9 @@ data "aws_iam_policy_document" "provision" {
     resources = ["${aws_cloudwatch_log_group.provision.arn}:*"]
   }
   statement {
-    sid       = "ConsumeEvents"
-    effect    = "Allow"
-    actions   = [
+    sid    = "ConsumeEvents"
+    effect = "Allow"
+    actions = [
       "sqs:ChangeMessageVisibility",
       "sqs:DeleteMessage",
       "sqs:GetQueueAttributes",
@@ -78,9 +78,9 @@ data "aws_iam_policy_document" "provision" {
     }
   }
   statement {
-    sid       = "DescribeInRegion"
-    effect    = "Allow"
-    actions   = [
+    sid    = "DescribeInRegion"
+    effect = "Allow"
+    actions = [
       "ec2:DescribeCapacityReservations",
       "ec2:DescribeImages",
       "ec2:DescribeInstanceTypeOfferings",
@@ -114,9 +114,9 @@ data "aws_iam_policy_document" "consolidate" {
     resources = ["${aws_cloudwatch_log_group.consolidate.arn}:*"]
   }
   statement {
-    sid       = "ConsumeEvents"
-    effect    = "Allow"
-    actions   = [
+    sid    = "ConsumeEvents"
+    effect = "Allow"
+    actions = [
       "sqs:ChangeMessageVisibility",
       "sqs:DeleteMessage",
       "sqs:GetQueueAttributes",
@@ -148,9 +148,9 @@ data "aws_iam_policy_document" "consolidate" {
     }
   }
   statement {
-    sid       = "DescribeInRegion"
-    effect    = "Allow"
-    actions   = [
+    sid    = "DescribeInRegion"
+    effect = "Allow"
+    actions = [
       "ec2:DescribeImages",
       "ec2:DescribeInstanceTypeOfferings",
       "ec2:DescribeInstanceTypes",
@@ -183,9 +183,9 @@ data "aws_iam_policy_document" "drift" {
     resources = ["${aws_cloudwatch_log_group.drift.arn}:*"]
   }
   statement {
-    sid       = "ConsumeEvents"
-    effect    = "Allow"
-    actions   = [
+    sid    = "ConsumeEvents"
+    effect = "Allow"
+    actions = [
       "sqs:ChangeMessageVisibility",
       "sqs:DeleteMessage",
       "sqs:GetQueueAttributes",
@@ -217,9 +217,9 @@ data "aws_iam_policy_document" "drift" {
     }
   }
   statement {
-    sid       = "DescribeInRegion"
-    effect    = "Allow"
-    actions   = [
+    sid    = "DescribeInRegion"
+    effect = "Allow"
+    actions = [
       "ec2:DescribeImages",
       "ec2:DescribeInstanceTypeOfferings",
       "ec2:DescribeInstanceTypes",
@@ -252,9 +252,9 @@ data "aws_iam_policy_document" "lifecycle" {
     resources = ["${aws_cloudwatch_log_group.lifecycle.arn}:*"]
   }
   statement {
-    sid       = "ConsumeEvents"
-    effect    = "Allow"
-    actions   = [
+    sid    = "ConsumeEvents"
+    effect = "Allow"
+    actions = [
       "sqs:ChangeMessageVisibility",
       "sqs:DeleteMessage",
       "sqs:GetQueueAttributes",
@@ -286,9 +286,9 @@ data "aws_iam_policy_document" "lifecycle" {
     }
   }
   statement {
-    sid       = "DescribeInRegion"
-    effect    = "Allow"
-    actions   = [
+    sid    = "DescribeInRegion"
+    effect = "Allow"
+    actions = [
       "ec2:DescribeCapacityReservations",
       "ec2:DescribeImages",
       "ec2:DescribeInstances",
@@ -303,9 +303,9 @@ data "aws_iam_policy_document" "lifecycle" {
     }
   }
   statement {
-    sid       = "CreateClusterInstanceProfiles"
-    effect    = "Allow"
-    actions   = ["iam:CreateInstanceProfile", "iam:TagInstanceProfile"]
+    sid     = "CreateClusterInstanceProfiles"
+    effect  = "Allow"
+    actions = ["iam:CreateInstanceProfile", "iam:TagInstanceProfile"]
     resources = [
       "arn:${data.aws_partition.current.partition}:iam::${data.aws_caller_identity.current.account_id}:instance-profile/dovetail/${data.aws_region.current.region}/${var.cluster_name}/*",
     ]
@@ -316,9 +316,9 @@ data "aws_iam_policy_document" "lifecycle" {
     }
   }
   statement {
-    sid       = "ManageClusterInstanceProfiles"
-    effect    = "Allow"
-    actions   = [
+    sid    = "ManageClusterInstanceProfiles"
+    effect = "Allow"
+    actions = [
       "iam:AddRoleToInstanceProfile",
       "iam:DeleteInstanceProfile",
       "iam:RemoveRoleFromInstanceProfile",
@@ -333,9 +333,9 @@ data "aws_iam_policy_document" "lifecycle" {
     }
   }
   statement {
-    sid       = "ReadInstanceProfiles"
-    effect    = "Allow"
-    actions   = ["iam:GetInstanceProfile", "iam:ListInstanceProfileTags", "iam:ListInstanceProfiles"]
+    sid     = "ReadInstanceProfiles"
+    effect  = "Allow"
+    actions = ["iam:GetInstanceProfile", "iam:ListInstanceProfileTags", "iam:ListInstanceProfiles"]
     resources = [
       "arn:${data.aws_partition.current.partition}:iam::${data.aws_caller_identity.current.account_id}:instance-profile/*",
     ]
@@ -361,9 +361,9 @@ data "aws_iam_policy_document" "interruption" {
     resources = ["${aws_cloudwatch_log_group.interruption.arn}:*"]
   }
   statement {
-    sid       = "ConsumeNoticesAndEvents"
-    effect    = "Allow"
-    actions   = [
+    sid    = "ConsumeNoticesAndEvents"
+    effect = "Allow"
+    actions = [
       "sqs:ChangeMessageVisibility",
       "sqs:DeleteMessage",
       "sqs:GetQueueAttributes",
@@ -401,9 +401,9 @@ data "aws_iam_policy_document" "interruption" {
     }
   }
   statement {
-    sid       = "DescribeInRegion"
-    effect    = "Allow"
-    actions   = [
+    sid    = "DescribeInRegion"
+    effect = "Allow"
+    actions = [
       "ec2:DescribeImages",
       "ec2:DescribeInstanceTypeOfferings",
       "ec2:DescribeInstanceTypes",
@@ -430,9 +430,9 @@ data "aws_iam_policy_document" "interruption" {
 
 data "aws_iam_policy_document" "launch" {
   statement {
-    sid       = "CreateTaggedInstances"
-    effect    = "Allow"
-    actions   = ["ec2:CreateFleet", "ec2:RunInstances"]
+    sid     = "CreateTaggedInstances"
+    effect  = "Allow"
+    actions = ["ec2:CreateFleet", "ec2:RunInstances"]
     resources = [
       "${local.ec2_arn}:instance/*",
       "${local.ec2_arn}:network-interface/*",
@@ -511,9 +511,9 @@ data "aws_iam_policy_document" "launch" {
     resources = ["${local.ec2_arn}:capacity-reservation/*"]
   }
   statement {
-    sid       = "LaunchApprovedImages"
-    effect    = "Allow"
-    actions   = ["ec2:CreateFleet", "ec2:RunInstances"]
+    sid     = "LaunchApprovedImages"
+    effect  = "Allow"
+    actions = ["ec2:CreateFleet", "ec2:RunInstances"]
     resources = [
       "arn:${data.aws_partition.current.partition}:ec2:${data.aws_region.current.region}::image/*",
       "arn:${data.aws_partition.current.partition}:ec2:${data.aws_region.current.region}::snapshot/*",
@@ -525,9 +525,9 @@ data "aws_iam_policy_document" "launch" {
     }
   }
   statement {
-    sid       = "TagInstancesOnCreate"
-    effect    = "Allow"
-    actions   = ["ec2:CreateTags"]
+    sid     = "TagInstancesOnCreate"
+    effect  = "Allow"
+    actions = ["ec2:CreateTags"]
     resources = [
       "${local.ec2_arn}:instance/*",
       "${local.ec2_arn}:network-interface/*",
@@ -553,9 +553,9 @@ data "aws_iam_policy_document" "launch" {
     }
   }
   statement {
-    sid       = "TagFleetsAndTemplatesOnCreate"
-    effect    = "Allow"
-    actions   = ["ec2:CreateTags"]
+    sid     = "TagFleetsAndTemplatesOnCreate"
+    effect  = "Allow"
+    actions = ["ec2:CreateTags"]
     resources = [
       "${local.ec2_arn}:fleet/*",
       "${local.ec2_arn}:launch-template/*",
@@ -587,9 +587,9 @@ data "aws_iam_policy_document" "launch" {
 
 data "aws_iam_policy_document" "ami_parameters" {
   statement {
-    sid       = "PublicAMIParameters"
-    effect    = "Allow"
-    actions   = ["ssm:GetParameter"]
+    sid     = "PublicAMIParameters"
+    effect  = "Allow"
+    actions = ["ssm:GetParameter"]
     resources = [
       "arn:${data.aws_partition.current.partition}:ssm:${data.aws_region.current.region}::parameter/aws/service/bottlerocket/*",
       "arn:${data.aws_partition.current.partition}:ssm:${data.aws_region.current.region}::parameter/aws/service/eks/optimized-ami/*",

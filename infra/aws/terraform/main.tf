@@ -15,7 +15,7 @@ locals {
     drift        = aws_iam_role.drift.name
     interruption = aws_iam_role.interruption.name
   }
-  ami_reading_roles = merge(local.launching_roles, {lifecycle = aws_iam_role.lifecycle.name})
+  ami_reading_roles = merge(local.launching_roles, { lifecycle = aws_iam_role.lifecycle.name })
 }
 
 data "aws_partition" "current" {}

@@ -13,7 +13,7 @@ data "aws_iam_policy_document" "notices_queue" {
     condition {
       test     = "ArnEquals"
       variable = "aws:SourceArn"
-      values   = [
+      values = [
         aws_cloudwatch_event_rule.spot_notices.arn,
         aws_cloudwatch_event_rule.state_change_notices.arn,
         aws_cloudwatch_event_rule.health_notices.arn,
@@ -23,16 +23,16 @@ data "aws_iam_policy_document" "notices_queue" {
 }
 
 resource "aws_sqs_queue" "notices" {
-  name                       = "dovetail-${var.cluster_name}-notices"
-  max_message_size           = 262144
-  message_retention_seconds  = 3600
-  sqs_managed_sse_enabled    = true
-  tags                       = {
+  name                      = "dovetail-${var.cluster_name}-notices"
+  max_message_size          = 262144
+  message_retention_seconds = 3600
+  sqs_managed_sse_enabled   = true
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
   visibility_timeout_seconds = 120
   receive_wait_time_seconds  = 20
-  redrive_policy             = jsonencode({deadLetterTargetArn = aws_sqs_queue.notices_dlq.arn, maxReceiveCount = 40})
+  redrive_policy             = jsonencode({ deadLetterTargetArn = aws_sqs_queue.notices_dlq.arn, maxReceiveCount = 40 })
 }
 
 resource "aws_sqs_queue" "notices_dlq" {
@@ -40,14 +40,14 @@ resource "aws_sqs_queue" "notices_dlq" {
   max_message_size          = 262144
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
-  tags                      = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }
 
 resource "aws_cloudwatch_event_rule" "spot_notices" {
-  name          = "dovetail-${var.cluster_name}-spot-notices"
-  description   = "Dovetail interruption notices (spot interruption, rebalance, capacity reservation)"
+  name        = "dovetail-${var.cluster_name}-spot-notices"
+  description = "Dovetail interruption notices (spot interruption, rebalance, capacity reservation)"
   event_pattern = jsonencode({
     source = ["aws.ec2"]
     detail-type = [
@@ -56,33 +56,33 @@ resource "aws_cloudwatch_event_rule" "spot_notices" {
       "EC2 Capacity Reservation Instance Interruption Warning",
     ]
   })
-  tags          = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }
 
 resource "aws_cloudwatch_event_rule" "state_change_notices" {
-  name          = "dovetail-${var.cluster_name}-state-change-notices"
-  description   = "Dovetail interruption notices (instance stopping, stopped, shutting down, terminated)"
+  name        = "dovetail-${var.cluster_name}-state-change-notices"
+  description = "Dovetail interruption notices (instance stopping, stopped, shutting down, terminated)"
   event_pattern = jsonencode({
     source      = ["aws.ec2"]
     detail-type = ["EC2 Instance State-change Notification"]
     detail      = { state = ["stopping", "stopped", "shutting-down", "terminated"] }
   })
-  tags          = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }
 
 resource "aws_cloudwatch_event_rule" "health_notices" {
-  name          = "dovetail-${var.cluster_name}-health-notices"
-  description   = "Dovetail interruption notices (AWS Health scheduled changes of EC2)"
+  name        = "dovetail-${var.cluster_name}-health-notices"
+  description = "Dovetail interruption notices (AWS Health scheduled changes of EC2)"
   event_pattern = jsonencode({
     source      = ["aws.health"]
     detail-type = ["AWS Health Event"]
     detail      = { service = ["EC2"], eventTypeCategory = ["scheduledChange"] }
   })
-  tags          = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }

@@ -27,7 +27,7 @@ output "agent_role_arn" {
 
 output "event_queue_urls" {
   description = "The agent's --event-queue-url, in order (provision's first)."
-  value       = [
+  value = [
     aws_sqs_queue.events.url,
     aws_sqs_queue.consolidate_events.url,
     aws_sqs_queue.drift_events.url,

@@ -2,12 +2,12 @@
 # and a dead-letter queue for each.
 
 resource "aws_sqs_queue" "events" {
-  name                        = "dovetail-${var.cluster_name}-events.fifo"
-  fifo_queue                  = true
-  max_message_size            = 262144
-  message_retention_seconds   = 86400
-  sqs_managed_sse_enabled     = true
-  tags                        = {
+  name                      = "dovetail-${var.cluster_name}-events.fifo"
+  fifo_queue                = true
+  max_message_size          = 262144
+  message_retention_seconds = 86400
+  sqs_managed_sse_enabled   = true
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
   content_based_deduplication = false
@@ -15,7 +15,7 @@ resource "aws_sqs_queue" "events" {
   fifo_throughput_limit       = "perMessageGroupId"
   visibility_timeout_seconds  = 360
   receive_wait_time_seconds   = 20
-  redrive_policy              = jsonencode({deadLetterTargetArn = aws_sqs_queue.events_dlq.arn, maxReceiveCount = 5})
+  redrive_policy              = jsonencode({ deadLetterTargetArn = aws_sqs_queue.events_dlq.arn, maxReceiveCount = 5 })
 }
 
 resource "aws_sqs_queue" "events_dlq" {
@@ -24,18 +24,18 @@ resource "aws_sqs_queue" "events_dlq" {
   max_message_size          = 262144
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
-  tags                      = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }
 
 resource "aws_sqs_queue" "commands" {
-  name                        = "dovetail-${var.cluster_name}-commands.fifo"
-  fifo_queue                  = true
-  max_message_size            = 262144
-  message_retention_seconds   = 86400
-  sqs_managed_sse_enabled     = true
-  tags                        = {
+  name                      = "dovetail-${var.cluster_name}-commands.fifo"
+  fifo_queue                = true
+  max_message_size          = 262144
+  message_retention_seconds = 86400
+  sqs_managed_sse_enabled   = true
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
   content_based_deduplication = false
@@ -43,7 +43,7 @@ resource "aws_sqs_queue" "commands" {
   fifo_throughput_limit       = "perMessageGroupId"
   visibility_timeout_seconds  = 60
   receive_wait_time_seconds   = 20
-  redrive_policy              = jsonencode({deadLetterTargetArn = aws_sqs_queue.commands_dlq.arn, maxReceiveCount = 5})
+  redrive_policy              = jsonencode({ deadLetterTargetArn = aws_sqs_queue.commands_dlq.arn, maxReceiveCount = 5 })
 }
 
 resource "aws_sqs_queue" "commands_dlq" {
@@ -52,18 +52,18 @@ resource "aws_sqs_queue" "commands_dlq" {
   max_message_size          = 262144
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
-  tags                      = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }
 
 resource "aws_sqs_queue" "consolidate_events" {
-  name                        = "dovetail-${var.cluster_name}-consolidate-events.fifo"
-  fifo_queue                  = true
-  max_message_size            = 262144
-  message_retention_seconds   = 86400
-  sqs_managed_sse_enabled     = true
-  tags                        = {
+  name                      = "dovetail-${var.cluster_name}-consolidate-events.fifo"
+  fifo_queue                = true
+  max_message_size          = 262144
+  message_retention_seconds = 86400
+  sqs_managed_sse_enabled   = true
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
   content_based_deduplication = false
@@ -71,7 +71,7 @@ resource "aws_sqs_queue" "consolidate_events" {
   fifo_throughput_limit       = "perMessageGroupId"
   visibility_timeout_seconds  = 360
   receive_wait_time_seconds   = 20
-  redrive_policy              = jsonencode({deadLetterTargetArn = aws_sqs_queue.consolidate_events_dlq.arn, maxReceiveCount = 5})
+  redrive_policy              = jsonencode({ deadLetterTargetArn = aws_sqs_queue.consolidate_events_dlq.arn, maxReceiveCount = 5 })
 }
 
 resource "aws_sqs_queue" "consolidate_events_dlq" {
@@ -80,18 +80,18 @@ resource "aws_sqs_queue" "consolidate_events_dlq" {
   max_message_size          = 262144
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
-  tags                      = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }
 
 resource "aws_sqs_queue" "drift_events" {
-  name                        = "dovetail-${var.cluster_name}-drift-events.fifo"
-  fifo_queue                  = true
-  max_message_size            = 262144
-  message_retention_seconds   = 86400
-  sqs_managed_sse_enabled     = true
-  tags                        = {
+  name                      = "dovetail-${var.cluster_name}-drift-events.fifo"
+  fifo_queue                = true
+  max_message_size          = 262144
+  message_retention_seconds = 86400
+  sqs_managed_sse_enabled   = true
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
   content_based_deduplication = false
@@ -99,7 +99,7 @@ resource "aws_sqs_queue" "drift_events" {
   fifo_throughput_limit       = "perMessageGroupId"
   visibility_timeout_seconds  = 360
   receive_wait_time_seconds   = 20
-  redrive_policy              = jsonencode({deadLetterTargetArn = aws_sqs_queue.drift_events_dlq.arn, maxReceiveCount = 5})
+  redrive_policy              = jsonencode({ deadLetterTargetArn = aws_sqs_queue.drift_events_dlq.arn, maxReceiveCount = 5 })
 }
 
 resource "aws_sqs_queue" "drift_events_dlq" {
@@ -108,18 +108,18 @@ resource "aws_sqs_queue" "drift_events_dlq" {
   max_message_size          = 262144
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
-  tags                      = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }
 
 resource "aws_sqs_queue" "lifecycle_events" {
-  name                        = "dovetail-${var.cluster_name}-lifecycle-events.fifo"
-  fifo_queue                  = true
-  max_message_size            = 262144
-  message_retention_seconds   = 86400
-  sqs_managed_sse_enabled     = true
-  tags                        = {
+  name                      = "dovetail-${var.cluster_name}-lifecycle-events.fifo"
+  fifo_queue                = true
+  max_message_size          = 262144
+  message_retention_seconds = 86400
+  sqs_managed_sse_enabled   = true
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
   content_based_deduplication = false
@@ -127,7 +127,7 @@ resource "aws_sqs_queue" "lifecycle_events" {
   fifo_throughput_limit       = "perMessageGroupId"
   visibility_timeout_seconds  = 360
   receive_wait_time_seconds   = 20
-  redrive_policy              = jsonencode({deadLetterTargetArn = aws_sqs_queue.lifecycle_events_dlq.arn, maxReceiveCount = 5})
+  redrive_policy              = jsonencode({ deadLetterTargetArn = aws_sqs_queue.lifecycle_events_dlq.arn, maxReceiveCount = 5 })
 }
 
 resource "aws_sqs_queue" "lifecycle_events_dlq" {
@@ -136,18 +136,18 @@ resource "aws_sqs_queue" "lifecycle_events_dlq" {
   max_message_size          = 262144
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
-  tags                      = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }
 
 resource "aws_sqs_queue" "interruption_events" {
-  name                        = "dovetail-${var.cluster_name}-interruption-events.fifo"
-  fifo_queue                  = true
-  max_message_size            = 262144
-  message_retention_seconds   = 86400
-  sqs_managed_sse_enabled     = true
-  tags                        = {
+  name                      = "dovetail-${var.cluster_name}-interruption-events.fifo"
+  fifo_queue                = true
+  max_message_size          = 262144
+  message_retention_seconds = 86400
+  sqs_managed_sse_enabled   = true
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
   content_based_deduplication = false
@@ -155,7 +155,7 @@ resource "aws_sqs_queue" "interruption_events" {
   fifo_throughput_limit       = "perMessageGroupId"
   visibility_timeout_seconds  = 120
   receive_wait_time_seconds   = 20
-  redrive_policy              = jsonencode({deadLetterTargetArn = aws_sqs_queue.interruption_events_dlq.arn, maxReceiveCount = 5})
+  redrive_policy              = jsonencode({ deadLetterTargetArn = aws_sqs_queue.interruption_events_dlq.arn, maxReceiveCount = 5 })
 }
 
 resource "aws_sqs_queue" "interruption_events_dlq" {
@@ -164,7 +164,7 @@ resource "aws_sqs_queue" "interruption_events_dlq" {
   max_message_size          = 262144
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
-  tags                      = {
+  tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
 }

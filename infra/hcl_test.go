@@ -1,0 +1,294 @@
+// Package infra holds the gates every Terraform module under infra/ passes, whatever the cloud:
+// the formatting a platform team's CI checks (terraform fmt -check -recursive) and the module
+// interface terraform validate would check if the providers could be downloaded (every variable
+// declared, typed, documented and used; every output documented and with a value).
+//
+// Both run on the HashiCorp HCL libraries Terraform itself is built on, so a machine without the
+// terraform binary or network access for its providers still runs them.
+package infra
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+)
+
+// modules is every directory under infra/ holding .tf files, each file's source by path.
+func modules(t *testing.T) map[string]map[string][]byte {
+	t.Helper()
+	out := map[string]map[string][]byte{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != "." {
+			return filepath.SkipDir // .terraform/ holds downloaded providers and modules, not ours
+		}
+		if d.IsDir() || filepath.Ext(path) != ".tf" {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dir := filepath.Dir(path)
+		if out[dir] == nil {
+			out[dir] = map[string][]byte{}
+		}
+		out[dir][path] = src
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) < 2 {
+		t.Fatalf("found Terraform modules %v under infra/, want at least the AWS and the Azure module", sortedKeys(out))
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// TestTerraformFormatted is `terraform fmt -check -recursive infra`: terraform fmt formats with
+// hclwrite.Format (hashicorp/terraform internal/command/fmt.go), so a file it would rewrite is
+// one hclwrite.Format changes. When the terraform binary is on PATH the test runs it as well, so
+// the two can never disagree unnoticed.
+func TestTerraformFormatted(t *testing.T) {
+	for _, dir := range sortedKeys(modules(t)) {
+		files := modules(t)[dir]
+		for _, path := range sortedKeys(files) {
+			src := files[path]
+			if _, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos); diags.HasErrors() {
+				t.Errorf("%s does not parse: %s", path, diags.Error())
+				continue
+			}
+			if got := hclwrite.Format(src); !bytes.Equal(got, src) {
+				t.Errorf("%s is not formatted as terraform fmt formats it (first difference at line %d); run: terraform fmt -recursive infra",
+					path, firstDiffLine(src, got))
+			}
+		}
+	}
+	tf, err := exec.LookPath("terraform")
+	if err != nil {
+		t.Log("terraform is not on PATH; checked with hclwrite.Format only")
+		return
+	}
+	cmd := exec.Command(tf, "fmt", "-check", "-recursive", ".")
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE=/dev/null", "CHECKPOINT_DISABLE=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("terraform fmt -check -recursive infra: %v; files it would rewrite:\n%s", err, out)
+	}
+}
+
+func firstDiffLine(a, b []byte) int {
+	al, bl := bytes.Split(a, []byte("\n")), bytes.Split(b, []byte("\n"))
+	for i := range min(len(al), len(bl)) {
+		if !bytes.Equal(al[i], bl[i]) {
+			return i + 1
+		}
+	}
+	return min(len(al), len(bl)) + 1
+}
+
+// TestTerraformModuleInterfaces checks what terraform validate checks of a module's interface
+// without its providers: every var.X a module reads is declared, every declared variable has a
+// type and a description and is read somewhere (an unused input is a setting that silently does
+// nothing), every output has a description and a value, and no name is declared twice
+// (Terraform's "Duplicate variable declaration" / "Duplicate output definition").
+func TestTerraformModuleInterfaces(t *testing.T) {
+	for dir, files := range modules(t) {
+		for _, problem := range moduleProblems(files) {
+			t.Errorf("%s: %s", dir, problem)
+		}
+	}
+}
+
+// moduleProblems lists what is wrong with one module's interface, each naming the file, line and
+// fix; files is source by path.
+func moduleProblems(files map[string][]byte) []string {
+	var problems []string
+	declared := map[string]string{} // variable name -> where
+	outputs := map[string]string{}
+	used := map[string]bool{}
+	for _, path := range sortedKeys(files) {
+		f, diags := hclsyntax.ParseConfig(files[path], path, hcl.InitialPos)
+		if diags.HasErrors() {
+			problems = append(problems, diags.Error())
+			continue
+		}
+		body := f.Body.(*hclsyntax.Body)
+		for _, b := range body.Blocks {
+			at := fmt.Sprintf("%s:%d", path, b.DefRange().Start.Line)
+			switch {
+			case b.Type == "variable" && len(b.Labels) == 1:
+				name := b.Labels[0]
+				if prev, dup := declared[name]; dup {
+					problems = append(problems, fmt.Sprintf("%s: variable %q is declared again (first at %s)", at, name, prev))
+				}
+				declared[name] = at
+				for _, attr := range []string{"type", "description"} {
+					if _, ok := b.Body.Attributes[attr]; !ok {
+						problems = append(problems, fmt.Sprintf("%s: variable %q has no %s; add one", at, name, attr))
+					}
+				}
+			case b.Type == "output" && len(b.Labels) == 1:
+				name := b.Labels[0]
+				if prev, dup := outputs[name]; dup {
+					problems = append(problems, fmt.Sprintf("%s: output %q is defined again (first at %s)", at, name, prev))
+				}
+				outputs[name] = at
+				for _, attr := range []string{"value", "description"} {
+					if _, ok := b.Body.Attributes[attr]; !ok {
+						problems = append(problems, fmt.Sprintf("%s: output %q has no %s; add one", at, name, attr))
+					}
+				}
+			}
+		}
+		hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+			e, ok := n.(hclsyntax.Expression)
+			if !ok {
+				return nil
+			}
+			for _, tr := range e.Variables() {
+				if tr.RootName() != "var" || len(tr) < 2 {
+					continue
+				}
+				if a, ok := tr[1].(hcl.TraverseAttr); ok {
+					used[a.Name] = true
+					if _, ok := declared[a.Name]; !ok && !declaredLater(files, a.Name) {
+						problems = append(problems, fmt.Sprintf("%s: var.%s is read but no variable %q is declared",
+							tr.SourceRange().String(), a.Name, a.Name))
+					}
+				}
+			}
+			return nil
+		})
+	}
+	for _, name := range sortedKeys(declared) {
+		if !used[name] {
+			problems = append(problems, fmt.Sprintf("%s: variable %q is declared but never read; use it or remove it", declared[name], name))
+		}
+	}
+	return dedupe(problems)
+}
+
+// declaredLater reports whether any of the module's files declares the variable: a module's files
+// form one namespace, so a read may come before the file that declares it.
+func declaredLater(files map[string][]byte, name string) bool {
+	for path, src := range files {
+		f, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
+		if diags.HasErrors() {
+			continue
+		}
+		for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+			if b.Type == "variable" && len(b.Labels) == 1 && b.Labels[0] == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func dedupe(s []string) []string {
+	sort.Strings(s)
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestModuleProblemsCatchEachDefect feeds moduleProblems one small module per defect, so a gate
+// that passes is a gate that would have failed.
+func TestModuleProblemsCatchEachDefect(t *testing.T) {
+	cases := []struct {
+		name, src, want string
+	}{
+		{"clean", `
+variable "a" {
+  type        = string
+  description = "A."
+}
+output "o" {
+  description = "O."
+  value       = var.a
+}
+`, ""},
+		{"undeclared", `
+output "o" {
+  description = "O."
+  value       = var.missing
+}
+`, `var.missing is read but no variable "missing" is declared`},
+		{"untyped", `
+variable "a" {
+  description = "A."
+}
+output "o" {
+  description = "O."
+  value       = var.a
+}
+`, `variable "a" has no type`},
+		{"undocumented", `
+variable "a" {
+  type = string
+}
+output "o" {
+  description = "O."
+  value       = var.a
+}
+`, `variable "a" has no description`},
+		{"unused", `
+variable "a" {
+  type        = string
+  description = "A."
+}
+`, `variable "a" is declared but never read`},
+		{"output without description", `
+variable "a" {
+  type        = string
+  description = "A."
+}
+output "o" {
+  value = var.a
+}
+`, `output "o" has no description`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := strings.Join(moduleProblems(map[string][]byte{"m/main.tf": []byte(c.src)}), "\n")
+			if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+				t.Errorf("problems:\n%s\nwant one containing %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestFormatCheckCatchesMisalignment: terraform fmt aligns the equals signs of consecutive
+// attributes (the rewrite the AWS module once needed in 7 of its files); the check sees it.
+func TestFormatCheckCatchesMisalignment(t *testing.T) {
+	src := []byte("variable \"a\" {\n  type = string\n  description = \"A.\"\n}\n")
+	want := []byte("variable \"a\" {\n  type        = string\n  description = \"A.\"\n}\n")
+	if got := hclwrite.Format(src); !bytes.Equal(got, want) {
+		t.Errorf("hclwrite.Format:\n%s\nwant:\n%s", got, want)
+	}
+}
