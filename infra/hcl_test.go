@@ -21,6 +21,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+	"sigs.k8s.io/yaml"
 )
 
 // modules is every directory under infra/ holding .tf files, each file's source by path.
@@ -291,4 +293,63 @@ func TestFormatCheckCatchesMisalignment(t *testing.T) {
 	if got := hclwrite.Format(src); !bytes.Equal(got, want) {
 		t.Errorf("hclwrite.Format:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// TestOneAgentNamespace: every module that binds the agent's identity to a ServiceAccount
+// defaults to the one agent/rbac.yaml creates (dovetail-system), so the deployment guides, the
+// RBAC and the cloud identity agree without an override (Azure once said "dovetail").
+func TestOneAgentNamespace(t *testing.T) {
+	wantNS, wantSA := rbacServiceAccount(t)
+	for _, dir := range sortedKeys(modules(t)) {
+		files := modules(t)[dir]
+		defaults := map[string]string{}
+		for _, path := range sortedKeys(files) {
+			f, diags := hclsyntax.ParseConfig(files[path], path, hcl.InitialPos)
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+				if b.Type != "variable" || len(b.Labels) != 1 || b.Body.Attributes["default"] == nil {
+					continue
+				}
+				v, diags := b.Body.Attributes["default"].Expr.Value(nil)
+				if !diags.HasErrors() && v.Type() == cty.String {
+					defaults[b.Labels[0]] = v.AsString()
+				}
+			}
+		}
+		ns, ok := defaults["agent_namespace"]
+		if !ok {
+			continue
+		}
+		if ns != wantNS {
+			t.Errorf("%s: agent_namespace defaults to %q, want agent/rbac.yaml's %q", dir, ns, wantNS)
+		}
+		if sa := defaults["agent_service_account"]; sa != wantSA {
+			t.Errorf("%s: agent_service_account defaults to %q, want agent/rbac.yaml's %q", dir, sa, wantSA)
+		}
+	}
+}
+
+// rbacServiceAccount is the namespace and name of the ServiceAccount agent/rbac.yaml creates.
+func rbacServiceAccount(t *testing.T) (namespace, name string) {
+	t.Helper()
+	src, err := os.ReadFile("../agent/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range bytes.Split(src, []byte("\n---")) {
+		var obj struct {
+			Kind     string
+			Metadata struct{ Name, Namespace string }
+		}
+		if err := yaml.Unmarshal(d, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind == "ServiceAccount" {
+			return obj.Metadata.Namespace, obj.Metadata.Name
+		}
+	}
+	t.Fatal("agent/rbac.yaml has no ServiceAccount")
+	return "", ""
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -488,6 +489,51 @@ func TestNoticeSubscriptionsFilteredToTheNodeResourceGroup(t *testing.T) {
 	} {
 		if !strings.Contains(locals, want) {
 			t.Errorf("push_subscriptions lacks %s", want)
+		}
+	}
+}
+
+// TestREADMEDeployNamesEveryVariable: the README's apply line is one a new operator can run as
+// written: it sets exactly the variables without a default (azurerm 4.x's subscription_id and
+// aks_kubernetes_version among them, both once missing), from the module's directory, and the
+// README names every optional variable.
+func TestREADMEDeployNamesEveryVariable(t *testing.T) {
+	var required, optional []string
+	for _, b := range config(t) {
+		if b.Type != "variable" {
+			continue
+		}
+		if b.Body.Attributes["default"] != nil {
+			optional = append(optional, b.Labels[0])
+		} else {
+			required = append(required, b.Labels[0])
+		}
+	}
+	sort.Strings(required)
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var apply string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		if strings.Contains(m[1], "terraform apply") {
+			apply = strings.ReplaceAll(m[1], "\\\n", " ")
+		}
+	}
+	if !strings.Contains(apply, "cd infra/azure\n") || !strings.Contains(apply, "terraform init && terraform apply ") {
+		t.Fatalf("README: no ```sh block with `cd infra/azure` then `terraform init && terraform apply -var ...`:\n%s", apply)
+	}
+	var given []string
+	for _, m := range regexp.MustCompile(`-var ([a-z_]+)=`).FindAllStringSubmatch(apply, -1) {
+		given = append(given, m[1])
+	}
+	sort.Strings(given)
+	if !slices.Equal(given, required) {
+		t.Errorf("README apply line sets %v, want exactly the variables without a default %v", given, required)
+	}
+	for _, v := range optional {
+		if !strings.Contains(string(readme), "`"+v+"`") {
+			t.Errorf("README does not name the optional variable `%s`", v)
 		}
 	}
 }

@@ -20,8 +20,21 @@ terraform {
 
 provider "azurerm" {
   features {}
+  # azurerm 4.x requires the subscription (its 4.0 upgrade guide: "subscription_id is now a required
+  # provider property"; ARM_SUBSCRIPTION_ID is its environment form). A variable so the deploy line
+  # names it rather than failing at plan time.
+  subscription_id = var.subscription_id
   # The function apps' storage is reached with Microsoft Entra ID, not account keys.
   storage_use_azuread = true
+}
+
+variable "subscription_id" {
+  description = "The Azure subscription (a GUID: az account show --query id -o tsv) of the AKS cluster and every Dovetail resource; azurerm 4.x requires it."
+  type        = string
+  validation {
+    condition     = can(regex("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", var.subscription_id))
+    error_message = "subscription_id must be a subscription GUID such as 00000000-0000-0000-0000-000000000000 (az account show --query id -o tsv)."
+  }
 }
 
 variable "cluster_name" {
@@ -49,9 +62,9 @@ variable "aks_oidc_issuer_url" {
 }
 
 variable "agent_namespace" {
-  description = "Namespace of the agent's service account."
+  description = "Namespace of the agent's service account (agent/rbac.yaml's, as on AWS and in the Helm chart's examples)."
   type        = string
-  default     = "dovetail"
+  default     = "dovetail-system"
 }
 
 variable "agent_service_account" {
@@ -88,8 +101,12 @@ variable "aks_kubelet_identity_client_id" {
 }
 
 variable "aks_kubernetes_version" {
-  description = "The AKS control plane's Kubernetes version (az aks show --query currentKubernetesVersion): AKSNodeClass status.kubernetesVersion. Update it with the cluster."
+  description = "The AKS control plane's Kubernetes version (az aks show --query currentKubernetesVersion -o tsv, e.g. 1.34.2): AKSNodeClass status.kubernetesVersion. No default: nodes must join at the cluster's own version. Update it with the cluster."
   type        = string
+  validation {
+    condition     = can(regex("^[0-9]+\\.[0-9]+(\\.[0-9]+)?$", var.aks_kubernetes_version))
+    error_message = "aks_kubernetes_version must be a Kubernetes version such as 1.34.2 (az aks show --query currentKubernetesVersion -o tsv)."
+  }
 }
 
 variable "aks_ssh_public_key" {
