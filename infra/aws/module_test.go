@@ -2,6 +2,7 @@ package awsinfra
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -185,5 +186,21 @@ func TestAgentPodIdentityAssociation(t *testing.T) {
 	}
 	if d := get(t, sam, "Parameters", "AgentServiceAccount", "Default"); d != sa {
 		t.Errorf("SAM AgentServiceAccount default %v, want %s", d, sa)
+	}
+}
+
+// The default Kubernetes version is one EKS still supports, and both stacks default alike.
+// Amazon EKS Kubernetes release calendar (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html):
+// 1.31's standard support ended 26 November 2025 (the old default), 1.34's 2 December 2026,
+// 1.35's ends 27 March 2027. Update the default and this table together.
+func TestKubernetesVersionDefaultIsSupported(t *testing.T) {
+	standardSupportEnds := map[string]string{"1.35": "2027-03-27"}
+	tf := get(t, loadTF(t), "variable", "kubernetes_version", "default")
+	sam := get(t, load(t, "template.yaml"), "Parameters", "KubernetesVersion", "Default")
+	if tf != sam {
+		t.Errorf("terraform kubernetes_version default %v, SAM KubernetesVersion default %v: want one version", tf, sam)
+	}
+	if _, ok := standardSupportEnds[fmt.Sprint(tf)]; !ok {
+		t.Errorf("kubernetes_version default %v is not in the table of versions in EKS standard support %v", tf, standardSupportEnds)
 	}
 }

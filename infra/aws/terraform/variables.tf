@@ -31,9 +31,15 @@ variable "eks_certificate_authority" {
 }
 
 variable "kubernetes_version" {
-  type        = string
-  default     = "1.31"
-  description = "Kubernetes minor version for AMI aliases."
+  type = string
+  # 1.35: in EKS standard support until 27 March 2027 (Amazon EKS Kubernetes release calendar,
+  # docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html); 1.34's ended 2 December 2026.
+  default     = "1.35"
+  description = "Kubernetes minor version (1.35) of the EKS cluster, for the EKS-optimized AMI aliases' SSM parameters. Set it to the cluster's own version."
+  validation {
+    condition     = can(regex("^1\\.[0-9]+$", var.kubernetes_version))
+    error_message = "kubernetes_version must be a Kubernetes minor version such as 1.35 (aws eks describe-cluster --query cluster.version)."
+  }
 }
 
 variable "registration_ttl" {
