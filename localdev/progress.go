@@ -39,11 +39,14 @@ type Progress struct {
 	// steps are the NodeClaim lifecycle steps already printed (a step is decided again on every
 	// snapshot until the agent has applied it).
 	steps map[string]bool
+	// waiting are the pods already reported as waiting for a NodeClass to resolve: each is
+	// reported once, not on every revision until the class's status is written.
+	waiting map[string]bool
 }
 
 // NewProgress starts the clock at now.
 func NewProgress(out io.Writer) *Progress {
-	return &Progress{out: out, start: time.Now(), bound: map[string][]string{}, steps: map[string]bool{}}
+	return &Progress{out: out, start: time.Now(), bound: map[string][]string{}, steps: map[string]bool{}, waiting: map[string]bool{}}
 }
 
 // Printf prints one line with the elapsed time.
@@ -76,11 +79,47 @@ func (p *Progress) Decision(d provision.Decision) {
 	for _, f := range d.Failures {
 		p.printf("provision (revision %d): %s", d.Revision, f)
 	}
+	p.reportWaiting(d)
 	for _, u := range d.Unschedulable {
-		p.printf("provision (revision %d): pod %s/%s cannot be placed: %s", d.Revision, u.Pod.Namespace, u.Pod.Name, u.Reason)
+		if !u.Waiting() {
+			p.printf("provision (revision %d): pod %s/%s cannot be placed: %s", d.Revision, u.Pod.Namespace, u.Pod.Name, u.Reason)
+		}
 	}
 	for _, o := range d.Orphans {
 		p.printf("provision (revision %d): terminated orphan instance %s", d.Revision, o)
+	}
+}
+
+// reportWaiting prints, once per pod and grouped by the NodeClasses they wait for, the pods
+// that wait for a NodeClass's status (the lifecycle function resolves it moments after start):
+// a normal phase of a first run, not a failure.
+func (p *Progress) reportWaiting(d provision.Decision) {
+	byClasses := map[string][]string{}
+	for _, u := range d.Unschedulable {
+		if u.Pod == nil || !u.Waiting() {
+			continue
+		}
+		key := u.Pod.Namespace + "/" + u.Pod.Name
+		if p.waiting[key] {
+			continue
+		}
+		p.waiting[key] = true
+		classes := strings.Join(u.AwaitingNodeClasses, ", ")
+		byClasses[classes] = append(byClasses[classes], key)
+	}
+	classes := make([]string, 0, len(byClasses))
+	for c := range byClasses {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	for _, c := range classes {
+		pods := byClasses[c]
+		noun := "pods wait"
+		if len(pods) == 1 {
+			noun = "pod waits"
+		}
+		p.printf("provision (revision %d): %d %s for %s to resolve (subnets, images, instance profile) before launching: %s",
+			d.Revision, len(pods), noun, c, summarizePods(pods))
 	}
 }
 

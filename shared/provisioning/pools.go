@@ -57,6 +57,9 @@ type pool struct {
 	committed *scheduling.Resources // capacity of open NodeClaims' cheapest types
 	minValues []*scheduling.Requirement
 	err       error // why the pool cannot be used at all
+	// awaiting names the NodeClass ("EC2NodeClass default") whose status is not written yet when
+	// that is err's whole reason: the pool may take pods once the class resolves.
+	awaiting string
 	// priceCapped: the pool has a price guardrail (ResourcePricePerHour among limitKeys).
 	priceCapped bool
 	// offerKeys are the (zone, capacity type) pairs the pool's types are offered in, in bit
@@ -258,6 +261,7 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 	}
 	if in.RequireResolvedNodeClasses && !nodeClass.IsZero() && meta.FindStatusCondition(nodeClass.Conditions(), apisv1.ConditionReady) == nil {
 		p.err = fmt.Errorf("nodepool %q: %s %s has no status yet (its subnets, images and instance profile are being resolved)", np.Name, nodeClass.Kind(), nodeClass.Name())
+		p.awaiting = nodeClass.Kind() + " " + nodeClass.Name()
 		return p
 	}
 	if nodeClass.EC2 != nil {

@@ -200,12 +200,12 @@ func Solve(in Input) (*Plan, error) {
 			if s.placeOnBin(p) || s.placeOnClaim(p) {
 				break
 			}
-			reason := s.openClaim(p)
+			reason, awaiting := s.openClaim(p)
 			if reason == "" {
 				break
 			}
 			if !p.canRelax() {
-				plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: p.pod, Reason: reason})
+				plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: p.pod, Reason: reason, AwaitingNodeClasses: awaiting})
 				break
 			}
 			p.relax()
@@ -615,17 +615,21 @@ func (s *solver) groupsOf(p *podInfo) []*group {
 }
 
 // openClaim starts a new NodeClaim for p on the first pool (by weight) that can take it, or
-// returns why none can.
-func (s *solver) openClaim(p *podInfo) string {
+// returns why none can and, sorted, the unresolved NodeClasses of the pools that refused it for
+// that reason alone (the pod may fit there once they resolve).
+func (s *solver) openClaim(p *podInfo) (string, []string) {
 	if len(s.pools) == 0 {
-		return "no NodePool exists"
+		return "no NodePool exists", nil
 	}
-	var reasons []string
+	var reasons, awaiting []string
 	for i, pl := range s.pools {
 		pp := s.compatibility(i, p)
 		if pp.reason != "" {
 			if !pl.reserved {
 				reasons = append(reasons, pp.reason)
+				if pl.awaiting != "" && !slices.Contains(awaiting, pl.awaiting) {
+					awaiting = append(awaiting, pl.awaiting)
+				}
 			}
 			continue
 		}
@@ -645,13 +649,14 @@ func (s *solver) openClaim(p *podInfo) string {
 		if s.tryAdd(c, p) {
 			s.claims = append(s.claims, c)
 			s.index.add(c)
-			return ""
+			return "", nil
 		}
 		if !pl.reserved { // the NodePool's own pool, next, says why
 			reasons = append(reasons, s.whyNot(pl, pp, p))
 		}
 	}
-	return strings.Join(reasons, "; ")
+	sort.Strings(awaiting)
+	return strings.Join(reasons, "; "), awaiting
 }
 
 // whyNot explains why no instance type of the pool takes the pod alone.

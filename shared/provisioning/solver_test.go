@@ -3,6 +3,7 @@ package provisioning
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -502,4 +503,45 @@ func TestOverflowingRequestIsRefused(t *testing.T) {
 		t.Fatalf("unschedulable %+v, want the 1e30-CPU pod refused by its field", p.Unschedulable)
 	}
 	wantClaims(t, p, "m5.large")
+}
+
+// Where NodeClasses are resolved by the lifecycle function (RequireResolvedNodeClasses), a pool
+// whose class has no Ready condition yet launches nothing, and the pods it turned away are marked
+// as waiting for that class, not as failing; a pod turned away only by a resolved pool's own
+// rule (a taint here) is not waiting.
+func TestPodsWaitForAnUnresolvedNodeClass(t *testing.T) {
+	pending := nodePool("default", onDemand("m5.large")...) // EC2NodeClass "default", no status
+	tainted := nodePool("tainted", onDemand("m5.large")...)
+	tainted.Spec.Template.Spec.NodeClassRef.Name = "resolved"
+	tainted.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	resolved := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "resolved"}, Status: apisv1.EC2NodeClassStatus{Conditions: []metav1.Condition{
+		{Type: apisv1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready"},
+	}}}
+	unresolved := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	in := Input{
+		Pods:                       []*corev1.Pod{pod("a", "1", "1Gi"), pod("b", "1", "1Gi")},
+		NodePools:                  []*apisv1.NodePool{pending, tainted},
+		NodeClasses:                []apisv1.NodeClass{apisv1.NodeClassOf(unresolved), apisv1.NodeClassOf(resolved)},
+		RequireResolvedNodeClasses: true,
+	}
+	p := solve(t, in)
+	if len(p.NodeClaims) != 0 || len(p.Unschedulable) != 2 {
+		t.Fatalf("claims %d unschedulable %d, want 0 and 2", len(p.NodeClaims), len(p.Unschedulable))
+	}
+	for _, u := range p.Unschedulable {
+		if !u.Waiting() || !slices.Equal(u.AwaitingNodeClasses, []string{"EC2NodeClass default"}) {
+			t.Errorf("pod %s: awaiting %v, want [EC2NodeClass default]", u.Pod.Name, u.AwaitingNodeClasses)
+		}
+		if !strings.Contains(u.Reason, "EC2NodeClass default has no status yet") || !strings.Contains(u.Reason, "taint dedicated=gpu:NoSchedule is not tolerated") {
+			t.Errorf("pod %s: reason %q, want both pools' reasons", u.Pod.Name, u.Reason)
+		}
+	}
+
+	// Without the unresolved pool only the taint refuses the pods: they are not waiting.
+	in.NodePools = []*apisv1.NodePool{tainted}
+	for _, u := range solve(t, in).Unschedulable {
+		if u.Waiting() {
+			t.Errorf("pod %s refused by a taint alone is waiting for %v", u.Pod.Name, u.AwaitingNodeClasses)
+		}
+	}
 }

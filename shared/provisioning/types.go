@@ -157,7 +157,15 @@ type NodePlacement struct {
 type Unschedulable struct {
 	Pod    *corev1.Pod
 	Reason string
+	// AwaitingNodeClasses names the NodeClasses ("EC2NodeClass default", sorted) whose status is
+	// not written yet and whose NodePools turned the pod away for that reason alone: the pod
+	// waits for them to resolve rather than failing (Input.RequireResolvedNodeClasses). Empty
+	// when no such NodePool was a candidate.
+	AwaitingNodeClasses []string
 }
+
+// Waiting reports whether the pod may still be placed once its NodeClasses resolve.
+func (u Unschedulable) Waiting() bool { return len(u.AwaitingNodeClasses) > 0 }
 
 // TotalPricePerHour sums the first offering of every NodeClaim (USD per hour).
 func (p *Plan) TotalPricePerHour() float64 {
