@@ -17,9 +17,13 @@ build:
 	$(GO) build -o $(BIN)/agent ./agent/cmd/agent
 	for fn in provision consolidate drift interruption lifecycle; do $(GO) build -o $(BIN)/$$fn ./functions/$$fn/cmd/$$fn || exit 1; done
 
-## run: local dev mode with the embedded seed scenario (no cloud account, no cluster needed)
+## run: local dev mode with the embedded seed scenario (no cloud account, no cluster needed). The
+## build step prints each package as it compiles (hack/build-progress.sh): a cold Go cache takes
+## minutes, and says so. RUN_ARGS are passed to dev, e.g. RUN_ARGS=--keep.
+RUN_ARGS ?=
 run:
-	$(GO) run ./cmd/dovetail dev
+	GO=$(GO) bash hack/build-progress.sh $(BIN)/dovetail ./cmd/dovetail -ldflags "-X main.version=$(VERSION)"
+	$(BIN)/dovetail dev $(RUN_ARGS)
 
 ## generate: the API types' DeepCopy methods (controller-gen, from the Go module proxy) and the
 ## compressed copies of embedded data (hack/zstdfile)

@@ -194,6 +194,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	defer env.Stop()
 	wait, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	env.Progress.Printf("waiting for every workload pod to be bound and every NodeClaim Ready (--timeout %s)", o.Timeout)
 	if err := env.WaitAllBound(wait); err != nil {
 		return nil, err
 	}
@@ -411,9 +412,9 @@ func (e *Env) serveMetrics(ctx context.Context) error {
 	if e.FunctionsAddr, err = f.Start(ctx); err != nil {
 		return fmt.Errorf("functions http server: %w", err)
 	}
-	for name, addr := range map[string]string{"agent": e.AgentAddr, "functions": e.FunctionsAddr} {
-		if addr != "" {
-			e.Progress.Printf("%s: /metrics, /healthz and /readyz on http://%s", name, addr)
+	for _, s := range []struct{ name, addr string }{{"agent", e.AgentAddr}, {"functions", e.FunctionsAddr}} {
+		if s.addr != "" {
+			e.Progress.Printf("%s: http://%s/metrics, http://%s/healthz and http://%s/readyz", s.name, s.addr, s.addr, s.addr)
 		}
 	}
 	return nil

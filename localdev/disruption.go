@@ -71,7 +71,8 @@ func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Pu
 		}
 		return nil
 	})
-	e.Progress.Printf("functions: %s on %s; %s on %s", strings.Join(e.Functions[:len(e.Functions)-1], ", "),
+	// provision consumes the events subject too (Start); named here so the line lists every function.
+	e.Progress.Printf("functions: provision, %s on %s; %s on %s", strings.Join(e.Functions[:len(e.Functions)-1], ", "),
 		queue.EventsSubject(o.Cluster), interruption.Component, queue.NoticesSubject(o.Cluster))
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dovetail-dev/dovetail/localdev"
 )
@@ -30,6 +31,7 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 				o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
 			ctx := cmd.Context()
+			keepServesHTTP(cmd.Flags(), &o)
 			if o.Keep {
 				var stop context.CancelFunc
 				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -47,7 +49,11 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 	cmd.Flags().DurationVar(&o.BootDelay, "boot-delay", 3*time.Second, "how long a fake instance takes to join as a Ready node")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up if not every pod is bound by then (default 2m; 5m with --control-plane real, which starts a control plane first)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component to stderr")
-	cmd.Flags().BoolVar(&o.Keep, "keep", false, "keep everything running after the summary until interrupted (kubectl against --control-plane real)")
+	cmd.Flags().BoolVar(&o.Keep, "keep", false, "keep everything running after the summary until interrupted (kubectl against --control-plane real; the agent's and functions' /metrics, /healthz and /readyz on loopback)")
+	cmd.Flags().StringVar(&o.AgentHTTPAddr, "agent-http-addr", "",
+		"serve the agent's /metrics, /healthz and /readyz here, as its --http-addr (default with --keep: 127.0.0.1 on a free port; otherwise off)")
+	cmd.Flags().StringVar(&o.FunctionsHTTPAddr, "functions-http-addr", "",
+		"serve the functions' /metrics, /healthz and /readyz here, as a NATS worker's --http-addr (default with --keep: 127.0.0.1 on a free port; otherwise off)")
 
 	cmd.Flags().StringVar(&o.CloudProvider, "cloud", localdev.CloudFake,
 		"cloud provider of the functions: fake (the fake cloud's Go interface), aws (aws-sdk-go-v2 against an EC2/SSM endpoint) or azure (azure-sdk-for-go against the fake cloud's Azure face, the embedded Azure catalog and the AKS seed scenario)")
@@ -57,4 +63,20 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 		"EC2/SSM endpoint URL for --cloud aws (default: the fake cloud's own, started on 127.0.0.1)")
 	addScenarioFlag(cmd)
 	return cmd
+}
+
+// keepServesHTTP: with --keep, what keeps running can be watched as it would be deployed — the
+// agent's and the functions' /metrics, /healthz and /readyz on loopback (a free port unless
+// --agent-http-addr / --functions-http-addr pin one; localdev prints the URLs). Without --keep
+// the run ends with its summary and serves nothing unless asked.
+func keepServesHTTP(flags *pflag.FlagSet, o *localdev.Options) {
+	if !o.Keep {
+		return
+	}
+	if !flags.Changed("agent-http-addr") {
+		o.AgentHTTPAddr = "127.0.0.1:0"
+	}
+	if !flags.Changed("functions-http-addr") {
+		o.FunctionsHTTPAddr = "127.0.0.1:0"
+	}
 }
