@@ -84,6 +84,10 @@ type Config struct {
 	// Metrics receives the agent's metrics (Karpenter's NodeClaim and Node counters, pod startup
 	// durations, commands and events; nil: none).
 	Metrics telemetry.Recorder
+	// Dependencies are probed every ProbeInterval (default DefaultProbeInterval): an unreachable
+	// one is logged (rate-limited) and makes Ready fail, naming it.
+	Dependencies  []Dependency
+	ProbeInterval time.Duration
 }
 
 func (c *Config) validate() error {
@@ -115,6 +119,14 @@ func (c *Config) validate() error {
 	if c.ChangeSnapshotInterval == 0 {
 		c.ChangeSnapshotInterval = DefaultChangeSnapshotInterval
 	}
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = DefaultProbeInterval
+	}
+	for i, d := range c.Dependencies {
+		if d.Name == "" || d.Check == nil {
+			return fmt.Errorf("agent config: dependencies[%d]: name and check are required", i)
+		}
+	}
 	return nil
 }
 
@@ -127,6 +139,7 @@ type Agent struct {
 	batcher *Batcher
 	codec   events.Codec
 	synced  chan struct{}
+	health  health
 }
 
 // New builds an agent (nothing runs until Run).
@@ -139,6 +152,7 @@ func New(cfg Config) (*Agent, error) {
 		batcher: NewBatcher(cfg.BatchIdle, cfg.BatchMax, cfg.Clock),
 		codec:   events.Codec{Blobs: cfg.Blobs, Now: cfg.Clock.Now},
 		synced:  make(chan struct{}),
+		health:  health{state: map[string]*depState{}},
 	}
 	w, err := kube.NewWatcher(cfg.Kube, cfg.Dynamic, kube.WatcherOptions{
 		Namespace:     cfg.Namespace,
@@ -176,12 +190,17 @@ func (a *Agent) metrics() telemetry.Recorder { return telemetry.OrNop(a.cfg.Metr
 func (a *Agent) Synced() <-chan struct{} { return a.synced }
 
 // Ready is the agent's readiness (/readyz): nil once its informer caches are synced, so it
-// publishes complete snapshots and applies commands.
+// publishes complete snapshots and applies commands, and while every Dependency answered its
+// last probe; else an error saying which is missing.
 func (a *Agent) Ready() error {
+	down := a.unreachable()
 	select {
 	case <-a.synced:
-		return nil
+		return down
 	default:
+		if down != nil {
+			return fmt.Errorf("informer caches not synced yet; %w", down)
+		}
 		return errors.New("informer caches not synced yet")
 	}
 }
@@ -215,6 +234,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	// its flushes wait for the sync so no partial snapshot is published.
 	wg.Add(1)
 	go func() { defer wg.Done(); a.batcher.Run(ctx, a.publishPending) }()
+	// Probes start before the informers: an API server unreachable at start is logged while
+	// the caches wait for it, not after.
+	wg.Add(1)
+	go func() { defer wg.Done(); a.probeLoop(ctx) }()
 
 	if err := a.watcher.Start(ctx); err != nil {
 		if ctx.Err() != nil {

@@ -152,6 +152,11 @@ func run(ctx context.Context, o options) error {
 		cons  queue.Consumer
 		blobs events.BlobStore
 	)
+	// The API server is probed at /version, which every client may read (the default
+	// system:public-info-viewer ClusterRole), so the probe needs no RBAC beyond agent/rbac.yaml.
+	deps := []agent.Dependency{{Name: "kubernetes API server", Check: func(ctx context.Context) error {
+		return kc.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
+	}}}
 	if o.blobDir != "" {
 		blobs = events.FileBlobStore{Dir: o.blobDir}
 	}
@@ -162,6 +167,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		defer nc.Close()
+		deps = append(deps, agent.Dependency{Name: "NATS", Check: func(context.Context) error { return qnats.ConnectionState(nc) }})
 		if o.ensureStream {
 			if _, err := qnats.EnsureStream(ctx, nc, qnats.StreamConfig{Cluster: o.cluster}); err != nil {
 				return err
@@ -196,11 +202,13 @@ func run(ctx context.Context, o options) error {
 		Publisher: pub, Commands: cons, Blobs: blobs,
 		BatchIdle: o.batchIdle, BatchMax: o.batchMax, SnapshotInterval: o.snapshotInterval, ChangeSnapshotInterval: o.changeSnapshotInterval,
 		EvictionTimeout: o.evictionTimeout, SyncTimeout: o.syncTimeout, NodeClassKind: o.nodeClassKind, Metrics: rec,
+		Dependencies: deps,
 	})
 	if err != nil {
 		return err
 	}
-	// Liveness is the process answering; readiness waits for the informer caches.
+	// Liveness is the process answering; readiness waits for the informer caches and fails
+	// while the API server or the queue does not answer.
 	srv := &prom.Server{Addr: o.httpAddr, Recorder: rec, Ready: a.Ready}
 	if _, err := srv.Start(ctx); err != nil {
 		return err

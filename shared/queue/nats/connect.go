@@ -76,3 +76,16 @@ func Dial(url, clientName, cluster string, role natsauth.Role, c natsauth.Client
 	}
 	return Connect(url, clientName, opts...)
 }
+
+// ConnectionState is nil while nc is connected, else an error naming its state (RECONNECTING,
+// CLOSED) and the last error the connection saw, for readiness probes. The URL is left out: it
+// may carry credentials.
+func ConnectionState(nc *natsgo.Conn) error {
+	if nc.IsConnected() {
+		return nil
+	}
+	if err := nc.LastError(); err != nil {
+		return fmt.Errorf("NATS connection %s: %w", nc.Status(), err)
+	}
+	return fmt.Errorf("NATS connection %s", nc.Status())
+}
