@@ -188,6 +188,8 @@ var lifecycleStatements = []statement{
 		Resources: []string{"arn:{partition}:iam::{account}:instance-profile/*"}},
 	{Sid: "PassNodeRoleToInstanceProfiles", Effect: "Allow", Actions: []string{"iam:PassRole"},
 		Resources: []string{"{NodeRoleArn}"}, Conditions: []string{"StringEquals|iam:PassedToService|ec2.amazonaws.com"}},
+	{Sid: "QueueAndClaimCheckKey", Effect: "Allow", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"},
+		Resources: []string{"{KmsKeyArn}"}, Conditions: []string{"StringEquals|kms:ViaService|s3.{region}.amazonaws.com,sqs.{region}.amazonaws.com"}},
 }
 
 // clusterProfiles are the instance profiles the lifecycle function creates for spec.role: under

@@ -24,6 +24,7 @@ const (
 	eksName   = "prod-eks"
 	nodeRole  = "arn:aws:iam::111122223333:role/prod-node"
 	vpc       = "vpc-0abc"
+	kmsKey    = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 	approved  = "444455556666" // an image account the platform team approves
 	community = "999988887777" // anyone else's
 )
@@ -34,13 +35,15 @@ var stack = Stack{Partition: partition, Region: region, Account: account}
 type governance struct {
 	discoveryKey, discoveryValue, vpc string
 	owners, paths, mandatory          []string
+	kmsKey                            string
 }
 
 var (
 	full       = governance{vpc: vpc, owners: []string{approved}, paths: []string{"/platform/amis", "/team/amis"}, mandatory: []string{"Environment", "CostCenter"}}
 	byDefault  = governance{}
 	customKey  = governance{discoveryKey: "example.com/nodes", discoveryValue: "team-a"}
-	everyShape = []governance{byDefault, full, customKey, {paths: []string{"/a", "/b", "/c"}, mandatory: []string{"Owner"}}}
+	withKMS    = governance{kmsKey: kmsKey}
+	everyShape = []governance{byDefault, full, customKey, withKMS, {paths: []string{"/a", "/b", "/c"}, mandatory: []string{"Owner"}}}
 )
 
 func (g governance) sam() map[string]string {
@@ -49,6 +52,9 @@ func (g governance) sam() map[string]string {
 		"AMIParameterPaths": strings.Join(g.paths, ","), "MandatoryTags": strings.Join(g.mandatory, ",")}
 	if g.discoveryKey != "" {
 		p["DiscoveryTagKey"] = g.discoveryKey
+	}
+	if g.kmsKey != "" {
+		p["KmsKeyArn"] = g.kmsKey
 	}
 	return p
 }
@@ -59,6 +65,9 @@ func (g governance) tf() map[string]any {
 		"image_owners": g.owners, "ami_parameter_paths": g.paths, "mandatory_tags": g.mandatory}
 	if g.discoveryKey != "" {
 		v["discovery_tag_key"] = g.discoveryKey
+	}
+	if g.kmsKey != "" {
+		v["kms_key_arn"] = g.kmsKey
 	}
 	return v
 }
@@ -280,6 +289,25 @@ func defaultTable() []row {
 		{"own account's image (not approved unless listed)", req("ec2:RunInstances", "arn:aws:ec2:us-east-1::image/ami-3", kv("ec2:Owner", account)), noRole},
 		{"custom parameter (no approved path)", req("ssm:GetParameter", "arn:aws:ssm:us-east-1:111122223333:parameter/platform/amis/x", nil), noRole},
 		{"public EKS parameter", req("ssm:GetParameter", "arn:aws:ssm:us-east-1::parameter/aws/service/eks/optimized-ami/1.31/amazon-linux-2/recommended/image_id", nil), fnRoles},
+		{"a KMS key (none configured: SSE-SQS and SSE-S3)", req("kms:Decrypt", kmsKey, kv("kms:ViaService", "sqs.us-east-1.amazonaws.com")), noRole},
+	}
+}
+
+// kmsTable: with a customer managed key every role (each sends or receives on a queue and
+// reads or writes claim checks) may use it through SQS and S3, for nothing else and no other key.
+func kmsTable() []row {
+	via := func(service string) map[string][]string {
+		return kv("kms:ViaService", service+".us-east-1.amazonaws.com")
+	}
+	other := "arn:aws:kms:us-east-1:111122223333:key/ffffffff-0000-0000-0000-000000000000"
+	return []row{
+		{"Decrypt through SQS (receive)", req("kms:Decrypt", kmsKey, via("sqs")), everyRole},
+		{"GenerateDataKey through SQS (send)", req("kms:GenerateDataKey", kmsKey, via("sqs")), everyRole},
+		{"GenerateDataKey through S3 (PutObject)", req("kms:GenerateDataKey", kmsKey, via("s3")), everyRole},
+		{"Decrypt called directly", req("kms:Decrypt", kmsKey, nil), noRole},
+		{"Decrypt through EC2", req("kms:Decrypt", kmsKey, via("ec2")), noRole},
+		{"Decrypt of another key through SQS", req("kms:Decrypt", other, via("sqs")), noRole},
+		{"Encrypt through SQS", req("kms:Encrypt", kmsKey, via("sqs")), noRole},
 	}
 }
 
@@ -324,7 +352,8 @@ func TestAllowDenyTable(t *testing.T) {
 		name string
 		g    governance
 		rows []row
-	}{{"full governance", full, fullTable()}, {"defaults", byDefault, defaultTable()}, {"custom discovery tag", customKey, customKeyTable()}} {
+	}{{"full governance", full, fullTable()}, {"defaults", byDefault, defaultTable()}, {"custom discovery tag", customKey, customKeyTable()},
+		{"customer managed key", withKMS, kmsTable()}} {
 		for src, roles := range bothStacks(t, c.g) {
 			for _, f := range decide(roles, c.rows) {
 				t.Errorf("%s, %s: %s", src, c.name, f)

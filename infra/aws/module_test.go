@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 	"sigs.k8s.io/yaml"
 )
 
@@ -202,5 +203,73 @@ func TestKubernetesVersionDefaultIsSupported(t *testing.T) {
 	}
 	if _, ok := standardSupportEnds[fmt.Sprint(tf)]; !ok {
 		t.Errorf("kubernetes_version default %v is not in the table of versions in EKS standard support %v", tf, standardSupportEnds)
+	}
+}
+
+// Encryption at rest, in both stacks alike: without a key every queue uses SQS-managed keys
+// (SSE-SQS) and the bucket S3-managed keys (SSE-S3); with kms_key_arn / KmsKeyArn every queue and
+// the bucket use that key (the bucket with an S3 Bucket Key), and no queue keeps SSE-SQS
+// (SqsManagedSseEnabled and KmsMasterKeyId are exclusive: AWS::SQS::Queue reference).
+func TestQueuesAndBucketEncryption(t *testing.T) {
+	tfQueues := get(t, loadTF(t), "resource", "aws_sqs_queue").(map[string]any)
+	for _, g := range []governance{byDefault, withKMS} {
+		st := stack
+		st.Params = g.sam()
+		queues, err := ResolvedProperties(readFile(t, "template.yaml"), st, "AWS::SQS::Queue")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(queues) != len(tfQueues) || len(queues) != 14 {
+			t.Errorf("SAM %d queues, Terraform %d, want the 14 (7 queues, each with its DLQ) in both", len(queues), len(tfQueues))
+		}
+		for name, q := range queues {
+			sse, key := q["SqsManagedSseEnabled"], q["KmsMasterKeyId"]
+			if g.kmsKey == "" && (sse != true || key != nil) || g.kmsKey != "" && (sse != nil || key != g.kmsKey) {
+				t.Errorf("SAM %s with key %q: SqsManagedSseEnabled %v, KmsMasterKeyId %v", name, g.kmsKey, sse, key)
+			}
+		}
+		buckets, err := ResolvedProperties(readFile(t, "template.yaml"), st, "AWS::S3::Bucket")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rule := get(t, buckets["ClaimCheckBucket"], "BucketEncryption", "ServerSideEncryptionConfiguration", 0).(map[string]any)
+		byDefault := rule["ServerSideEncryptionByDefault"].(map[string]any)
+		want := map[string]any{"SSEAlgorithm": "AES256"}
+		wantBucketKey := false
+		if g.kmsKey != "" {
+			want = map[string]any{"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": g.kmsKey}
+			wantBucketKey = true
+		}
+		if fmt.Sprint(byDefault) != fmt.Sprint(want) || rule["BucketKeyEnabled"] != wantBucketKey {
+			t.Errorf("SAM bucket encryption with key %q: %v, BucketKeyEnabled %v; want %v, %v", g.kmsKey, byDefault, rule["BucketKeyEnabled"], want, wantBucketKey)
+		}
+
+		e, err := newTFEval(readTFModule(t), stack, g.tf())
+		if err != nil {
+			t.Fatal(err)
+		}
+		attr := func(spec map[string]any, name string) cty.Value {
+			v, err := e.eval(spec[name], nil)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return v
+		}
+		for name, raw := range tfQueues {
+			q := raw.(map[string]any)
+			sse, key := attr(q, "sqs_managed_sse_enabled"), attr(q, "kms_master_key_id")
+			ok := g.kmsKey == "" && sse.Equals(cty.True).True() && key.IsNull() ||
+				g.kmsKey != "" && sse.IsNull() && !key.IsNull() && key.AsString() == g.kmsKey
+			if !ok {
+				t.Errorf("terraform aws_sqs_queue.%s with key %q: sqs_managed_sse_enabled %#v, kms_master_key_id %#v", name, g.kmsKey, sse, key)
+			}
+		}
+		enc := get(t, loadTF(t), "resource", "aws_s3_bucket_server_side_encryption_configuration", "claim_check", "rule", 0).(map[string]any)
+		def := get(t, enc, "apply_server_side_encryption_by_default", 0).(map[string]any)
+		alg, key, bk := attr(def, "sse_algorithm"), attr(def, "kms_master_key_id"), attr(enc, "bucket_key_enabled")
+		if alg.AsString() != fmt.Sprint(want["SSEAlgorithm"]) || (g.kmsKey == "") != key.IsNull() || (!key.IsNull() && key.AsString() != g.kmsKey) ||
+			bk.True() != wantBucketKey {
+			t.Errorf("terraform bucket encryption with key %q: %#v %#v %#v", g.kmsKey, alg, key, bk)
+		}
 	}
 }

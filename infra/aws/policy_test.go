@@ -79,7 +79,7 @@ var tfSubs = strings.NewReplacer(
 	"${local.ec2_arn}", "arn:{partition}:ec2:{region}:{account}",
 	"${data.aws_partition.current.partition}", "{partition}", "${data.aws_region.current.region}", "{region}",
 	"${data.aws_caller_identity.current.account_id}", "{account}", "${var.cluster_name}", "{cluster}",
-	"${aws_s3_bucket.claim_check.arn}", "{bucket}", "${var.node_role_arn}", "{NodeRoleArn}",
+	"${aws_s3_bucket.claim_check.arn}", "{bucket}", "${var.node_role_arn}", "{NodeRoleArn}", "${var.kms_key_arn}", "{KmsKeyArn}",
 	"${aws_sqs_queue.events.arn}", "{EventQueue}", "${aws_sqs_queue.events_dlq.arn}", "{EventDLQ}",
 	"${aws_sqs_queue.commands.arn}", "{CommandQueue}", "${aws_sqs_queue.commands_dlq.arn}", "{CommandDLQ}",
 	"${aws_sqs_queue.consolidate_events.arn}", "{ConsolidateEventQueue}", "${aws_sqs_queue.consolidate_events_dlq.arn}", "{ConsolidateEventDLQ}",
@@ -132,6 +132,11 @@ func samStatements(t *testing.T, tmpl doc, role string) []statement {
 	for _, p := range get(t, tmpl, "Resources", role, "Properties", "Policies").([]any) {
 		for _, raw := range get(t, p, "PolicyDocument", "Statement").([]any) {
 			s := raw.(map[string]any)
+			// A statement present on a condition (Fn::If [condition, statement, AWS::NoValue]) is
+			// read as present: these structural checks hold whether or not it is.
+			if alt, ok := s["Fn::If"].([]any); ok && len(alt) == 3 {
+				s = alt[1].(map[string]any)
+			}
 			st := statement{Sid: s["Sid"].(string), Effect: s["Effect"].(string),
 				Actions: sorted(samValue(t, s["Action"])), Resources: sorted(samValue(t, s["Resource"]))}
 			if c, ok := s["Condition"].(map[string]any); ok {
@@ -158,7 +163,20 @@ func tfStatements(t *testing.T, tf doc, policy string) []statement {
 		}
 		return sorted(r)
 	}
-	for _, raw := range get(t, tf, "data", "aws_iam_policy_document", policy, "statement").([]any) {
+	stmts := slices.Clone(get(t, tf, "data", "aws_iam_policy_document", policy, "statement").([]any))
+	// A dynamic statement (present on a condition) is read as present, after the others, as
+	// samStatements reads an Fn::If statement.
+	if dyn, ok := get(t, tf, "data", "aws_iam_policy_document", policy).(map[string]any)["dynamic"].(map[string]any); ok {
+		switch d := dyn["statement"].(type) {
+		case map[string]any:
+			stmts = append(stmts, d["content"])
+		case []any:
+			for _, x := range d {
+				stmts = append(stmts, x.(map[string]any)["content"])
+			}
+		}
+	}
+	for _, raw := range stmts {
 		s := raw.(map[string]any)
 		st := statement{Sid: s["sid"].(string), Effect: s["effect"].(string), Actions: strs(s["actions"]), Resources: strs(s["resources"])}
 		if cs, ok := s["condition"].([]any); ok {

@@ -42,6 +42,37 @@ func Roles(st Stack) (map[string]Role, error) { return SAMRoles(samTemplate, st)
 
 // SAMRoles is Roles for the given template text (tests resolve mutated copies).
 func SAMRoles(template []byte, st Stack) (map[string]Role, error) {
+	r, err := newCFN(template, st)
+	if err != nil {
+		return nil, err
+	}
+	return r.roles()
+}
+
+// ResolvedProperties is the Properties of every resource of type typ (AWS::SQS::Queue), by
+// logical id, with the intrinsic functions resolved for st's parameters as CloudFormation would
+// (a property that resolves to AWS::NoValue is absent).
+func ResolvedProperties(template []byte, st Stack, typ string) (map[string]map[string]any, error) {
+	r, err := newCFN(template, st)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]any{}
+	for name, res := range r.resources {
+		if res.typ != typ {
+			continue
+		}
+		v, err := r.resolve(res.props)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out[name], _ = v.(map[string]any)
+	}
+	return out, nil
+}
+
+// newCFN reads the template and binds its parameters (st.Params, else their defaults).
+func newCFN(template []byte, st Stack) (*cfn, error) {
 	var t struct {
 		Parameters map[string]map[string]any
 		Conditions map[string]any
@@ -76,10 +107,16 @@ func SAMRoles(template []byte, st Stack) (map[string]Role, error) {
 	for name, res := range t.Resources {
 		r.resources[name] = resource{typ: res.Type, props: res.Properties}
 	}
+	return r, nil
+}
+
+// roles resolves every AWS::IAM::Role with its inline policies and the managed policies that
+// name it.
+func (r *cfn) roles() (map[string]Role, error) {
 	roles := map[string]Role{}
 	byLogical := map[string]string{}
-	names := make([]string, 0, len(t.Resources))
-	for name := range t.Resources {
+	names := make([]string, 0, len(r.resources))
+	for name := range r.resources {
 		names = append(names, name)
 	}
 	sort.Strings(names)

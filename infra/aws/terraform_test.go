@@ -25,6 +25,16 @@ import (
 // AWS derives from them; a name Terraform generates (the bucket) is StandInName, as in the SAM
 // reader, so both stacks' policies compare.
 func terraformRoles(files map[string][]byte, st Stack, vars map[string]any) (map[string]Role, error) {
+	e, err := newTFEval(files, st, vars)
+	if err != nil {
+		return nil, err
+	}
+	return e.roles()
+}
+
+// newTFEval reads the module and evaluates its variables (vars over the defaults), resources'
+// names and ARNs, locals and policy documents.
+func newTFEval(files map[string][]byte, st Stack, vars map[string]any) (*tfEval, error) {
 	tf, err := tfDoc(files)
 	if err != nil {
 		return nil, err
@@ -46,7 +56,7 @@ func terraformRoles(files map[string][]byte, st Stack, vars map[string]any) (map
 	if err := e.policyDocuments(); err != nil {
 		return nil, err
 	}
-	return e.roles()
+	return e, nil
 }
 
 type tfEval struct {

@@ -55,6 +55,25 @@ data "aws_iam_policy_document" "agent" {
     actions   = ["s3:GetObject", "s3:PutObject"]
     resources = ["${aws_s3_bucket.claim_check.arn}/claim-check/*"]
   }
+  # With a customer managed key (kms_key_arn) the queues and the claim-check bucket are encrypted
+  # with it: sending to an SQS queue takes kms:GenerateDataKey and kms:Decrypt, receiving
+  # kms:Decrypt (Amazon SQS Developer Guide, "Configuring KMS permissions"); S3 PutObject under
+  # SSE-KMS takes kms:GenerateDataKey, GetObject kms:Decrypt (Amazon S3 User Guide, "Using
+  # server-side encryption with AWS KMS keys"). Only through SQS and S3 (kms:ViaService).
+  dynamic "statement" {
+    for_each = var.kms_key_arn == "" ? [] : [var.kms_key_arn]
+    content {
+      sid       = "QueueAndClaimCheckKey"
+      effect    = "Allow"
+      actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+      resources = [var.kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["s3.${data.aws_region.current.region}.amazonaws.com", "sqs.${data.aws_region.current.region}.amazonaws.com"]
+      }
+    }
+  }
 }
 
 resource "aws_iam_role" "agent" {

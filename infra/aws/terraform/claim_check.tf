@@ -43,9 +43,14 @@ resource "aws_s3_bucket_public_access_block" "claim_check" {
 resource "aws_s3_bucket_server_side_encryption_configuration" "claim_check" {
   bucket = aws_s3_bucket.claim_check.id
   rule {
+    # SSE-S3 by default; SSE-KMS with kms_key_arn, with an S3 Bucket Key so each object does
+    # not cost a KMS request (Amazon S3 User Guide, "Reducing the cost of SSE-KMS with Amazon S3
+    # Bucket Keys").
     apply_server_side_encryption_by_default {
-      sse_algorithm = "AES256"
+      sse_algorithm     = var.kms_key_arn == "" ? "AES256" : "aws:kms"
+      kms_master_key_id = local.kms_key
     }
+    bucket_key_enabled = var.kms_key_arn != ""
   }
 }
 

@@ -55,6 +55,25 @@ data "aws_iam_policy_document" "provision" {
     actions   = ["s3:GetObject", "s3:PutObject"]
     resources = ["${aws_s3_bucket.claim_check.arn}/claim-check/*"]
   }
+  # With a customer managed key (kms_key_arn) the queues and the claim-check bucket are encrypted
+  # with it: sending to an SQS queue takes kms:GenerateDataKey and kms:Decrypt, receiving
+  # kms:Decrypt (Amazon SQS Developer Guide, "Configuring KMS permissions"); S3 PutObject under
+  # SSE-KMS takes kms:GenerateDataKey, GetObject kms:Decrypt (Amazon S3 User Guide, "Using
+  # server-side encryption with AWS KMS keys"). Only through SQS and S3 (kms:ViaService).
+  dynamic "statement" {
+    for_each = var.kms_key_arn == "" ? [] : [var.kms_key_arn]
+    content {
+      sid       = "QueueAndClaimCheckKey"
+      effect    = "Allow"
+      actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+      resources = [var.kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["s3.${data.aws_region.current.region}.amazonaws.com", "sqs.${data.aws_region.current.region}.amazonaws.com"]
+      }
+    }
+  }
   statement {
     sid       = "TerminateClusterInstances"
     effect    = "Allow"
@@ -136,6 +155,25 @@ data "aws_iam_policy_document" "consolidate" {
     actions   = ["s3:GetObject", "s3:PutObject"]
     resources = ["${aws_s3_bucket.claim_check.arn}/claim-check/*"]
   }
+  # With a customer managed key (kms_key_arn) the queues and the claim-check bucket are encrypted
+  # with it: sending to an SQS queue takes kms:GenerateDataKey and kms:Decrypt, receiving
+  # kms:Decrypt (Amazon SQS Developer Guide, "Configuring KMS permissions"); S3 PutObject under
+  # SSE-KMS takes kms:GenerateDataKey, GetObject kms:Decrypt (Amazon S3 User Guide, "Using
+  # server-side encryption with AWS KMS keys"). Only through SQS and S3 (kms:ViaService).
+  dynamic "statement" {
+    for_each = var.kms_key_arn == "" ? [] : [var.kms_key_arn]
+    content {
+      sid       = "QueueAndClaimCheckKey"
+      effect    = "Allow"
+      actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+      resources = [var.kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["s3.${data.aws_region.current.region}.amazonaws.com", "sqs.${data.aws_region.current.region}.amazonaws.com"]
+      }
+    }
+  }
   statement {
     sid       = "TerminateClusterInstances"
     effect    = "Allow"
@@ -205,6 +243,25 @@ data "aws_iam_policy_document" "drift" {
     actions   = ["s3:GetObject", "s3:PutObject"]
     resources = ["${aws_s3_bucket.claim_check.arn}/claim-check/*"]
   }
+  # With a customer managed key (kms_key_arn) the queues and the claim-check bucket are encrypted
+  # with it: sending to an SQS queue takes kms:GenerateDataKey and kms:Decrypt, receiving
+  # kms:Decrypt (Amazon SQS Developer Guide, "Configuring KMS permissions"); S3 PutObject under
+  # SSE-KMS takes kms:GenerateDataKey, GetObject kms:Decrypt (Amazon S3 User Guide, "Using
+  # server-side encryption with AWS KMS keys"). Only through SQS and S3 (kms:ViaService).
+  dynamic "statement" {
+    for_each = var.kms_key_arn == "" ? [] : [var.kms_key_arn]
+    content {
+      sid       = "QueueAndClaimCheckKey"
+      effect    = "Allow"
+      actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+      resources = [var.kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["s3.${data.aws_region.current.region}.amazonaws.com", "sqs.${data.aws_region.current.region}.amazonaws.com"]
+      }
+    }
+  }
   statement {
     sid       = "TerminateClusterInstances"
     effect    = "Allow"
@@ -273,6 +330,25 @@ data "aws_iam_policy_document" "lifecycle" {
     effect    = "Allow"
     actions   = ["s3:GetObject", "s3:PutObject"]
     resources = ["${aws_s3_bucket.claim_check.arn}/claim-check/*"]
+  }
+  # With a customer managed key (kms_key_arn) the queues and the claim-check bucket are encrypted
+  # with it: sending to an SQS queue takes kms:GenerateDataKey and kms:Decrypt, receiving
+  # kms:Decrypt (Amazon SQS Developer Guide, "Configuring KMS permissions"); S3 PutObject under
+  # SSE-KMS takes kms:GenerateDataKey, GetObject kms:Decrypt (Amazon S3 User Guide, "Using
+  # server-side encryption with AWS KMS keys"). Only through SQS and S3 (kms:ViaService).
+  dynamic "statement" {
+    for_each = var.kms_key_arn == "" ? [] : [var.kms_key_arn]
+    content {
+      sid       = "QueueAndClaimCheckKey"
+      effect    = "Allow"
+      actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+      resources = [var.kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["s3.${data.aws_region.current.region}.amazonaws.com", "sqs.${data.aws_region.current.region}.amazonaws.com"]
+      }
+    }
   }
   statement {
     sid       = "TerminateClusterInstances"
@@ -388,6 +464,25 @@ data "aws_iam_policy_document" "interruption" {
     effect    = "Allow"
     actions   = ["s3:GetObject", "s3:PutObject"]
     resources = ["${aws_s3_bucket.claim_check.arn}/claim-check/*"]
+  }
+  # With a customer managed key (kms_key_arn) the queues and the claim-check bucket are encrypted
+  # with it: sending to an SQS queue takes kms:GenerateDataKey and kms:Decrypt, receiving
+  # kms:Decrypt (Amazon SQS Developer Guide, "Configuring KMS permissions"); S3 PutObject under
+  # SSE-KMS takes kms:GenerateDataKey, GetObject kms:Decrypt (Amazon S3 User Guide, "Using
+  # server-side encryption with AWS KMS keys"). Only through SQS and S3 (kms:ViaService).
+  dynamic "statement" {
+    for_each = var.kms_key_arn == "" ? [] : [var.kms_key_arn]
+    content {
+      sid       = "QueueAndClaimCheckKey"
+      effect    = "Allow"
+      actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+      resources = [var.kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["s3.${data.aws_region.current.region}.amazonaws.com", "sqs.${data.aws_region.current.region}.amazonaws.com"]
+      }
+    }
   }
   statement {
     sid       = "TerminateClusterInstances"

@@ -16,6 +16,10 @@ locals {
     interruption = aws_iam_role.interruption.name
   }
   ami_reading_roles = merge(local.launching_roles, { lifecycle = aws_iam_role.lifecycle.name })
+  # Queue encryption: SQS-managed keys (SSE-SQS) unless kms_key_arn names a customer managed key;
+  # the two are exclusive on a queue (null leaves an argument unset).
+  sqs_managed_sse = var.kms_key_arn == "" ? true : null
+  kms_key         = var.kms_key_arn == "" ? null : var.kms_key_arn
 }
 
 data "aws_partition" "current" {}

@@ -26,7 +26,8 @@ resource "aws_sqs_queue" "notices" {
   name                      = "dovetail-${var.cluster_name}-notices"
   max_message_size          = 262144
   message_retention_seconds = 3600
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -39,7 +40,8 @@ resource "aws_sqs_queue" "notices_dlq" {
   name                      = "dovetail-${var.cluster_name}-notices-dlq"
   max_message_size          = 262144
   message_retention_seconds = 1209600
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }

@@ -6,7 +6,8 @@ resource "aws_sqs_queue" "events" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 86400
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -23,7 +24,8 @@ resource "aws_sqs_queue" "events_dlq" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 1209600
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -34,7 +36,8 @@ resource "aws_sqs_queue" "commands" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 86400
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -51,7 +54,8 @@ resource "aws_sqs_queue" "commands_dlq" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 1209600
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -62,7 +66,8 @@ resource "aws_sqs_queue" "consolidate_events" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 86400
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -79,7 +84,8 @@ resource "aws_sqs_queue" "consolidate_events_dlq" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 1209600
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -90,7 +96,8 @@ resource "aws_sqs_queue" "drift_events" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 86400
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -107,7 +114,8 @@ resource "aws_sqs_queue" "drift_events_dlq" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 1209600
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -118,7 +126,8 @@ resource "aws_sqs_queue" "lifecycle_events" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 86400
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -135,7 +144,8 @@ resource "aws_sqs_queue" "lifecycle_events_dlq" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 1209600
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -146,7 +156,8 @@ resource "aws_sqs_queue" "interruption_events" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 86400
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }
@@ -163,7 +174,8 @@ resource "aws_sqs_queue" "interruption_events_dlq" {
   fifo_queue                = true
   max_message_size          = 262144
   message_retention_seconds = 1209600
-  sqs_managed_sse_enabled   = true
+  sqs_managed_sse_enabled   = local.sqs_managed_sse
+  kms_master_key_id         = local.kms_key
   tags = {
     "dovetail.dev/cluster" = var.cluster_name
   }

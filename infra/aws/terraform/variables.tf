@@ -117,3 +117,13 @@ variable "agent_service_account" {
   default     = "dovetail-agent"
   description = "The agent's ServiceAccount (the Helm chart's serviceAccount.name, agent/rbac.yaml's)."
 }
+
+variable "kms_key_arn" {
+  type        = string
+  default     = ""
+  description = "ARN of a customer managed KMS key that encrypts every queue and the claim-check bucket; empty: SQS-managed (SSE-SQS) and S3-managed (SSE-S3) keys. The roles get kms:Decrypt and kms:GenerateDataKey on it through SQS and S3 only; the key policy must let the account's IAM policies grant it and let events.amazonaws.com use it (kms:GenerateDataKey, kms:Decrypt) for the notices queue."
+  validation {
+    condition     = can(regex("^(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[0-9a-zA-Z-]+)?$", var.kms_key_arn))
+    error_message = "kms_key_arn must be empty or a KMS key ARN such as arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab (not an alias)."
+  }
+}
