@@ -19,9 +19,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -185,9 +187,11 @@ func run(ctx context.Context, o options) error {
 		}
 	case "sqs":
 		var err error
-		if pub, cons, blobs, err = sqsTransport(ctx, o, blobs); err != nil {
+		var probe agent.Dependency
+		if pub, cons, blobs, probe, err = sqsTransport(ctx, o, blobs); err != nil {
 			return err
 		}
+		deps = append(deps, probe)
 	case "eventgrid":
 		var err error
 		if pub, cons, blobs, err = eventGridTransport(o, blobs); err != nil {
@@ -216,16 +220,19 @@ func run(ctx context.Context, o options) error {
 	return a.Run(ctx)
 }
 
-// sqsTransport builds the SQS publisher (events), the long-polling command consumer and, with
-// --blob-bucket, the S3 claim-check store. Credentials, region and endpoint come from the SDK's
-// default chain (EKS Pod Identity or IRSA in the cluster; AWS_ENDPOINT_URL for local endpoints).
-func sqsTransport(ctx context.Context, o options, blobs events.BlobStore) (queue.Publisher, queue.Consumer, events.BlobStore, error) {
+// sqsTransport builds the SQS publisher (events), the long-polling command consumer, with
+// --blob-bucket the S3 claim-check store, and the probe of the command queue (GetQueueAttributes,
+// which the agent's role holds on it: infra/aws). Credentials, region and endpoint come from the
+// SDK's default chain (EKS Pod Identity or IRSA in the cluster; AWS_ENDPOINT_URL for local
+// endpoints).
+func sqsTransport(ctx context.Context, o options, blobs events.BlobStore) (queue.Publisher, queue.Consumer, events.BlobStore, agent.Dependency, error) {
+	var probe agent.Dependency
 	if len(o.eventQueueURLs) == 0 || o.commandQueueURL == "" {
-		return nil, nil, nil, errors.New("--event-queue-url and --command-queue-url: required with --transport sqs")
+		return nil, nil, nil, probe, errors.New("--event-queue-url and --command-queue-url: required with --transport sqs")
 	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("aws config: %w", err)
+		return nil, nil, nil, probe, fmt.Errorf("aws config: %w", err)
 	}
 	client := awssqs.NewFromConfig(cfg)
 	// Every event goes to each function's queue (provision, consolidate, drift, interruption).
@@ -234,13 +241,18 @@ func sqsTransport(ctx context.Context, o options, blobs events.BlobStore) (queue
 		FanOut: map[string][]string{subject: o.eventQueueURLs[1:]}}
 	cons, err := sqs.NewConsumer(sqs.ConsumerConfig{Client: client, QueueURL: o.commandQueueURL, DeadLetterURL: o.commandDLQURL})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, probe, err
 	}
 	if o.blobBucket != "" {
 		s3c := s3.NewFromConfig(cfg, func(so *s3.Options) { so.UsePathStyle = o.s3PathStyle })
 		blobs = &s3blob.Store{Client: s3c, Bucket: o.blobBucket, Prefix: o.blobPrefix}
 	}
-	return pub, cons, blobs, nil
+	probe = agent.Dependency{Name: "SQS command queue", Check: func(ctx context.Context) error {
+		_, err := client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(o.commandQueueURL),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+		return err
+	}}
+	return pub, cons, blobs, probe, nil
 }
 
 // eventGridTransport builds the Event Grid publisher (events to the custom topic), the pulling

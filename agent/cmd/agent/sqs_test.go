@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestSQSTransportRequiresQueues(t *testing.T) {
-	_, _, _, err := sqsTransport(context.Background(), options{cluster: "c1"}, nil)
+	_, _, _, _, err := sqsTransport(context.Background(), options{cluster: "c1"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "--event-queue-url") {
 		t.Fatalf("error = %v, want the missing flags named", err)
 	}
@@ -48,9 +48,20 @@ func TestSQSTransportPublishesEventsAndConsumesCommands(t *testing.T) {
 	if _, err := f.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(o.blobBucket)}); err != nil {
 		t.Fatal(err)
 	}
-	pub, cons, blobs, err := sqsTransport(ctx, o, nil)
+	pub, cons, blobs, probe, err := sqsTransport(ctx, o, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The readiness probe answers while the command queue does, and names the failure when not.
+	if err := probe.Check(ctx); err != nil {
+		t.Errorf("%s probe: %v, want nil", probe.Name, err)
+	}
+	missing := o
+	missing.commandQueueURL = strings.TrimSuffix(o.commandQueueURL, "agent-commands.fifo") + "no-such-queue.fifo"
+	if _, _, _, gone, err := sqsTransport(ctx, missing, nil); err != nil {
+		t.Fatal(err)
+	} else if err := gone.Check(ctx); err == nil {
+		t.Errorf("%s probe of %s: nil, want the missing queue's error", gone.Name, missing.commandQueueURL)
 	}
 	if err := pub.Publish(ctx, queue.EventsSubject(o.cluster), "pods-pending-1", []byte("event")); err != nil {
 		t.Fatal(err)
