@@ -68,10 +68,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// TestTerraformFormatted is `terraform fmt -check -recursive infra`: terraform fmt formats with
-// hclwrite.Format (hashicorp/terraform internal/command/fmt.go), so a file it would rewrite is
-// one hclwrite.Format changes. When the terraform binary is on PATH the test runs it as well, so
-// the two can never disagree unnoticed.
+// TestTerraformFormatted is `terraform fmt -check -recursive infra`. terraform fmt
+// (hashicorp/terraform internal/command/fmt.go) writes the file through hclwrite, whose output
+// is hclwrite.Format's, after three rewrites of its own that fmtRewrites finds: an attribute
+// that is one interpolation ("${x}") is unwrapped, a variable's legacy or bare collection type
+// ("string" in quotes, list) is spelled out, a block label is quoted. When the terraform binary
+// is on PATH the test runs it as well, so the two can never disagree unnoticed.
 func TestTerraformFormatted(t *testing.T) {
 	for _, dir := range sortedKeys(modules(t)) {
 		files := modules(t)[dir]
@@ -80,6 +82,9 @@ func TestTerraformFormatted(t *testing.T) {
 			if _, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos); diags.HasErrors() {
 				t.Errorf("%s does not parse: %s", path, diags.Error())
 				continue
+			}
+			for _, r := range fmtRewrites(src, path) {
+				t.Errorf("%s; run: terraform fmt -recursive infra", r)
 			}
 			if got := hclwrite.Format(src); !bytes.Equal(got, src) {
 				t.Errorf("%s is not formatted as terraform fmt formats it (first difference at line %d); run: terraform fmt -recursive infra",
@@ -97,6 +102,46 @@ func TestTerraformFormatted(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("terraform fmt -check -recursive infra: %v; files it would rewrite:\n%s", err, out)
 	}
+}
+
+// fmtRewrites lists what terraform fmt rewrites in src beyond hclwrite's layout, each with its
+// place (src must parse).
+func fmtRewrites(src []byte, path string) []string {
+	f, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil
+	}
+	var out []string
+	var walk func(b *hclsyntax.Body, in string)
+	walk = func(b *hclsyntax.Body, in string) {
+		for name, a := range b.Attributes {
+			at := a.SrcRange.String()
+			if _, ok := a.Expr.(*hclsyntax.TemplateWrapExpr); ok {
+				out = append(out, fmt.Sprintf("%s: %s is one interpolation, which terraform fmt unwraps", at, name))
+			}
+			if in == "variable" && name == "type" {
+				switch e := a.Expr.(type) {
+				case *hclsyntax.TemplateExpr:
+					out = append(out, fmt.Sprintf("%s: a quoted type, which terraform fmt spells as a type keyword", at))
+				case *hclsyntax.ScopeTraversalExpr:
+					if k := e.Traversal.RootName(); len(e.Traversal) == 1 && (k == "list" || k == "map" || k == "set") {
+						out = append(out, fmt.Sprintf("%s: type %s, which terraform fmt spells %s(any)", at, k, k))
+					}
+				}
+			}
+		}
+		for _, blk := range b.Blocks {
+			for i, r := range blk.LabelRanges {
+				if src[r.Start.Byte] != '"' {
+					out = append(out, fmt.Sprintf("%s: label %s is not quoted, which terraform fmt quotes", r.String(), blk.Labels[i]))
+				}
+			}
+			walk(blk.Body, blk.Type)
+		}
+	}
+	walk(f.Body.(*hclsyntax.Body), "")
+	sort.Strings(out)
+	return out
 }
 
 func firstDiffLine(a, b []byte) int {
@@ -282,6 +327,40 @@ output "o" {
 				t.Errorf("problems:\n%s\nwant one containing %q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestFmtRewritesCatchTerraformsOwnRewrites: what terraform fmt changes beyond the layout
+// (internal/command/fmt.go: formatValueExpr, formatTypeExpr, SetLabels) is found; what it leaves
+// alone is not.
+func TestFmtRewritesCatchTerraformsOwnRewrites(t *testing.T) {
+	src := []byte(`variable "a" {
+  type = "string"
+}
+variable "b" {
+  type = list
+}
+variable "c" {
+  type    = list(string)
+  default = ["${var.x}-y"]
+}
+output o {
+  value = "${var.a}"
+}
+`)
+	got := strings.Join(fmtRewrites(src, "m.tf"), "\n")
+	for _, want := range []string{
+		"m.tf:2,3-18: a quoted type",
+		"m.tf:5,3-14: type list, which terraform fmt spells list(any)",
+		"m.tf:11,8-9: label o is not quoted",
+		"m.tf:12,3-21: value is one interpolation",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rewrites:\n%s\nwant one containing %q", got, want)
+		}
+	}
+	if n := len(fmtRewrites(src, "m.tf")); n != 4 {
+		t.Errorf("%d rewrites, want 4 (variable c is as terraform fmt writes it):\n%s", n, got)
 	}
 }
 
