@@ -114,7 +114,8 @@ func TestFunctionRolesLeastPrivilege(t *testing.T) {
 
 // The agent's fan-out reaches every function: each FIFO queue a function consumes is one the
 // agent may send to and one the outputs give the agent as an --event-queue-url (SAM: one
-// <Queue>Url output each; Terraform: event_queue_urls, provision's first), and nothing else is.
+// <Queue>Url output each; Terraform: event_queue_urls, keyed by function name), and nothing else
+// is.
 func TestAgentEventQueueURLsCoverEveryFunction(t *testing.T) {
 	sam := load(t, "template.yaml")
 	tf := loadTF(t)
@@ -144,12 +145,25 @@ func TestAgentEventQueueURLsCoverEveryFunction(t *testing.T) {
 	if !slices.Equal(sorted(outputs), sorted(want)) {
 		t.Errorf("SAM event queue URL outputs %v, want %v", sorted(outputs), sorted(want))
 	}
-	var tfURLs []string
-	for _, u := range get(t, tf, "output", "event_queue_urls", "value").([]any) {
-		tfURLs = append(tfURLs, u.(string))
+	// Terraform's output is keyed by function name (the Helm chart's sqs.eventQueueURLs): each
+	// function's key names the FIFO queue that function consumes, and there is no other key.
+	tfURLs, ok := get(t, tf, "output", "event_queue_urls", "value").(map[string]any)
+	if !ok {
+		t.Fatalf("terraform event_queue_urls is %T, want an object keyed by function name", get(t, tf, "output", "event_queue_urls", "value"))
 	}
-	if len(tfURLs) == 0 || tfURLs[0] != "${aws_sqs_queue.events.url}" || !slices.Equal(sorted(tfURLs), sorted(tfFifo)) {
-		t.Errorf("terraform event_queue_urls %v, want provision's first, then exactly %v", tfURLs, sorted(tfFifo))
+	wantTF := map[string]any{}
+	for _, f := range functions {
+		for i, q := range f.consumes {
+			if get(t, sam, "Resources", q, "Properties", "FifoQueue") == true {
+				wantTF[f.name] = "${aws_sqs_queue." + f.tfConsumes[i] + ".url}"
+			}
+		}
+	}
+	if !reflect.DeepEqual(tfURLs, wantTF) {
+		t.Errorf("terraform event_queue_urls %v, want %v", tfURLs, wantTF)
+	}
+	if len(wantTF) != len(tfFifo) {
+		t.Errorf("%d functions consume %d FIFO queues: one each", len(wantTF), len(tfFifo))
 	}
 	var tfSends []string
 	for _, s := range tfStatements(t, tf, "agent") {

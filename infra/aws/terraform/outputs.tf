@@ -1,7 +1,7 @@
 # What the agent needs (its flags, or the Helm chart's sqs values).
 
 output "event_queue_url" {
-  description = "The provision function's events queue (the first of event_queue_urls)."
+  description = "The provision function's events queue (event_queue_urls.provision)."
   value       = aws_sqs_queue.events.url
 }
 
@@ -26,12 +26,12 @@ output "agent_role_arn" {
 }
 
 output "event_queue_urls" {
-  description = "The agent's --event-queue-url, in order (provision's first)."
-  value = [
-    aws_sqs_queue.events.url,
-    aws_sqs_queue.consolidate_events.url,
-    aws_sqs_queue.drift_events.url,
-    aws_sqs_queue.interruption_events.url,
-    aws_sqs_queue.lifecycle_events.url,
-  ]
+  description = "The agent's --event-queue-url of each function, by function name: the Helm chart's sqs.eventQueueURLs (--set-json \"sqs.eventQueueURLs=$(terraform output -json event_queue_urls)\")."
+  value = {
+    provision    = aws_sqs_queue.events.url
+    consolidate  = aws_sqs_queue.consolidate_events.url
+    drift        = aws_sqs_queue.drift_events.url
+    interruption = aws_sqs_queue.interruption_events.url
+    lifecycle    = aws_sqs_queue.lifecycle_events.url
+  }
 }
