@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"sort"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -46,6 +47,31 @@ func Load() (*chart.Chart, error) {
 		return nil, err
 	}
 	return loader.LoadFiles(bufs)
+}
+
+// CRD is one file of the chart's crds/ folder: Karpenter's CustomResourceDefinitions (NodePool,
+// NodeClaim, EC2NodeClass, AKSNodeClass), copies of infra/crds kept byte-identical by a test.
+type CRD struct {
+	// Name is the file's path in the chart (crds/<file>.yaml); YAML its content, unchanged.
+	Name string
+	YAML []byte
+}
+
+// CRDs returns the chart's crds/ files in name order, as Helm's loader reads them
+// (chart.CRDObjects). `helm install` creates each before rendering any template, skips one whose
+// CustomResourceDefinition already exists, and never upgrades or deletes them (Helm's "Custom
+// Resource Definitions" best practice; Karpenter's chart ships its CRDs the same way).
+func CRDs() ([]CRD, error) {
+	c, err := Load()
+	if err != nil {
+		return nil, err
+	}
+	var out []CRD
+	for _, o := range c.CRDObjects() {
+		out = append(out, CRD{Name: o.Name, YAML: o.File.Data})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }
 
 // Manifest is one rendered object: the template it came from, its kind and name, and its YAML.
