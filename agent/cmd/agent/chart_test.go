@@ -12,6 +12,7 @@ import (
 // The Helm chart's agent args parse with the agent's own flags (an unknown or misspelt flag
 // fails) into the values the chart was given, for each transport.
 func TestHelmChartArgsParse(t *testing.T) {
+	const q = "https://sqs.eu-west-1.amazonaws.com/111122223333/"
 	cases := []struct {
 		name   string
 		values map[string]any
@@ -25,9 +26,11 @@ func TestHelmChartArgsParse(t *testing.T) {
 			"auth": map[string]any{"type": "creds", "agent": map[string]any{"secretName": "nats-agent"}}}},
 			map[string]string{"transport": "nats", "nats-url": "tls://nats.queue.svc:4222", "nats-creds": "/etc/dovetail/nats/credentials/creds", "nats-tls-ca": ""}},
 		{"sqs", map[string]any{"clusterName": "c1", "transport": "sqs", "sqs": map[string]any{
-			"eventQueueURLs":  []any{"https://sqs.eu-west-1.amazonaws.com/111122223333/a.fifo", "https://sqs.eu-west-1.amazonaws.com/111122223333/b.fifo"},
+			"eventQueueURLs": map[string]any{"lifecycle": q + "l.fifo", "interruption": q + "i.fifo", "drift": q + "d.fifo",
+				"consolidate": q + "c.fifo", "provision": q + "p.fifo"},
 			"commandQueueURL": "https://sqs.eu-west-1.amazonaws.com/111122223333/c.fifo", "blobBucket": "claims", "blobPrefix": "p/"}},
-			map[string]string{"transport": "sqs", "event-queue-url": "[https://sqs.eu-west-1.amazonaws.com/111122223333/a.fifo,https://sqs.eu-west-1.amazonaws.com/111122223333/b.fifo]",
+			// provision's first: the agent routes events to the first URL and fans out to the rest.
+			map[string]string{"transport": "sqs", "event-queue-url": "[" + q + "p.fifo," + q + "c.fifo," + q + "d.fifo," + q + "i.fifo," + q + "l.fifo]",
 				"command-queue-url": "https://sqs.eu-west-1.amazonaws.com/111122223333/c.fifo", "blob-bucket": "claims", "blob-prefix": "p/"}},
 		{"eventgrid", map[string]any{"clusterName": "c1", "transport": "eventgrid", "nodeClassKind": "AKSNodeClass", "eventgrid": map[string]any{
 			"topicEndpoint": "https://t.westeurope-1.eventgrid.azure.net/api/events", "namespaceEndpoint": "https://n.westeurope-1.eventgrid.azure.net",

@@ -47,8 +47,52 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* Fails the render when a value the schema cannot express is wrong. */}}
+{{/*
+The functions whose FIFO event queues the agent publishes every event to with transport: sqs
+(infra/aws: one queue each, output event_queue_urls), provision's first: the agent routes events
+to its first --event-queue-url and fans them out to the rest (agent/cmd/agent sqsTransport).
+*/}}
+{{- define "dovetail.sqsFunctions" -}}
+provision consolidate drift interruption lifecycle
+{{- end -}}
+
+{{/*
+Fails the render, naming the value and the fix, when a required value is missing or a value the
+schema cannot express is wrong. Required values are checked here rather than by schema if/then
+rules, whose only message is "'allOf' failed".
+*/}}
 {{- define "dovetail.validate" -}}
+{{- if not .Values.clusterName -}}
+{{- fail "clusterName: required: the cluster's name, as the functions were deployed with it (infra/aws or infra/azure variable cluster_name); --set clusterName=<name>" -}}
+{{- end -}}
+{{- if eq .Values.transport "sqs" -}}
+{{- $urls := .Values.sqs.eventQueueURLs -}}
+{{- if not (kindIs "map" $urls) -}}
+{{- fail (printf `sqs.eventQueueURLs: a map from function name (%s) to its FIFO event queue URL, not a %s: --set-json "sqs.eventQueueURLs=$(terraform output -json event_queue_urls)" (infra/aws/terraform)` (include "dovetail.sqsFunctions" . | splitList " " | join ", ") (kindOf $urls)) -}}
+{{- end -}}
+{{- range include "dovetail.sqsFunctions" . | splitList " " -}}
+{{- if not (index $urls .) -}}
+{{- fail (printf "sqs.eventQueueURLs.%s: required with transport: sqs: the %s function's FIFO event queue URL (infra/aws/terraform output event_queue_urls.%s); every function needs its own queue, since an SQS message reaches one consumer" . . .) -}}
+{{- end -}}
+{{- end -}}
+{{- if not .Values.sqs.commandQueueURL -}}
+{{- fail "sqs.commandQueueURL: required with transport: sqs: the FIFO queue the agent receives commands from (infra/aws/terraform output command_queue_url)" -}}
+{{- end -}}
+{{- end -}}
+{{- if eq .Values.transport "eventgrid" -}}
+{{- if not .Values.eventgrid.topicEndpoint -}}
+{{- fail "eventgrid.topicEndpoint: required with transport: eventgrid: the custom topic the agent publishes events to (infra/azure output agent_flags, --eventgrid-topic-endpoint)" -}}
+{{- end -}}
+{{- if not .Values.eventgrid.namespaceEndpoint -}}
+{{- fail "eventgrid.namespaceEndpoint: required with transport: eventgrid: the Event Grid namespace of the commands topic (infra/azure output agent_flags, --eventgrid-namespace-endpoint)" -}}
+{{- end -}}
+{{- end -}}
+{{- if and (eq .Values.identity.type "irsa") (not .Values.identity.irsa.roleARN) -}}
+{{- fail "identity.irsa.roleARN: required with identity.type: irsa: the ARN of a role with the agent role's permissions that trusts the cluster's OIDC provider (or use identity.type: podIdentity with infra/aws's agent_role_arn)" -}}
+{{- end -}}
+{{- if and (eq .Values.identity.type "azureWorkloadIdentity") (not .Values.identity.azureWorkloadIdentity.clientID) -}}
+{{- fail "identity.azureWorkloadIdentity.clientID: required with identity.type: azureWorkloadIdentity: the agent's managed identity client ID (infra/azure output agent_client_id)" -}}
+{{- end -}}
 {{- if and (ne .Values.transport "nats") .Values.workers.enabled -}}
 {{- fail (printf "workers.enabled: the functions run as NATS workers only with transport: nats (transport is %s: they run on %s)" .Values.transport (ternary "Lambda (infra/aws)" "Azure Functions (infra/azure)" (eq .Values.transport "sqs"))) -}}
 {{- end -}}
