@@ -81,6 +81,10 @@ type Options struct {
 	ControlPlane string
 	// RealControlPlane configures the real control plane (binaries, working directory).
 	RealControlPlane realcluster.Options
+	// InstallCRDs, when set, installs the CRDs into the real control plane in place of applying
+	// infra/crds (the e2e chart test installs the Helm chart's crds/ as `helm install` does). It
+	// must leave them Established: the seed scenario's NodePools follow at once.
+	InstallCRDs func(context.Context, *realcluster.ControlPlane) error
 	// CloudProvider is CloudFake (default), CloudAWS or CloudAzure: the provider the functions use.
 	CloudProvider string
 	// AWSEndpoint is the EC2/SSM endpoint of CloudAWS; empty starts the fake cloud's own on loopback.

@@ -30,9 +30,10 @@ const (
 	AgentServiceAccount = "dovetail-agent"
 )
 
-// startRealControlPlane starts the control plane, applies the CRDs (infra/crds) and the agent's
-// RBAC (agent/rbac.yaml), and returns the cluster: the admin clients for the scenario and the
-// node registrar, the agent's service-account token clients for the agent.
+// startRealControlPlane starts the control plane, applies the CRDs (infra/crds, or
+// Options.InstallCRDs installs them) and the agent's RBAC (agent/rbac.yaml), and returns the
+// cluster: the admin clients for the scenario and the node registrar, the agent's
+// service-account token clients for the agent.
 func startRealControlPlane(ctx context.Context, o Options, progress *Progress) (*realcluster.ControlPlane, *Cluster, error) {
 	root, err := realcluster.RepoRoot()
 	if err != nil {
@@ -54,7 +55,14 @@ func startRealControlPlane(ctx context.Context, o Options, progress *Progress) (
 		}
 	}()
 	progress.Printf("control plane up in %s: %s (admin kubeconfig %s)", time.Since(start).Round(100*time.Millisecond), cp.Server, cp.Kubeconfig)
-	if err := cp.ApplyFiles(ctx, filepath.Join(root, "infra", "crds"), filepath.Join(root, "agent", "rbac.yaml")); err != nil {
+	if o.InstallCRDs != nil {
+		if err := o.InstallCRDs(ctx, cp); err != nil {
+			return nil, nil, fmt.Errorf("installing the CRDs: %w", err)
+		}
+	} else if err := cp.ApplyFiles(ctx, filepath.Join(root, "infra", "crds")); err != nil {
+		return nil, nil, err
+	}
+	if err := cp.ApplyFiles(ctx, filepath.Join(root, "agent", "rbac.yaml")); err != nil {
 		return nil, nil, err
 	}
 	token, err := cp.ServiceAccountToken(ctx, AgentNamespace, AgentServiceAccount, time.Hour)
