@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,8 +40,11 @@ import (
 // TestHelmChartAgentRunsSeedScenario installs the Helm chart into the real control plane and
 // runs the seed scenario with the agent the chart deploys.
 //
-// What is real: the chart is rendered by Helm's own engine (charts.Render: values.yaml coalesced,
-// values.schema.json checked, install order) and every object it renders is applied to
+// What is real: the chart's crds/ (Karpenter's CRDs) are the only CRDs the cluster gets,
+// installed before the seed scenario as helm install installs them (created, an existing one
+// skipped, then Established; a second install skips all four and changes none); the chart is
+// rendered by Helm's own engine (charts.Render: values.yaml coalesced, values.schema.json
+// checked, the templates' checks, install order) and every object it renders is applied to
 // kube-apiserver (ServiceAccount, ClusterRole and Roles with their bindings, metrics Service,
 // PodDisruptionBudget, the agent Deployment); kube-controller-manager makes the Deployment's
 // ReplicaSet and pod, and kube-scheduler binds that pod by the chart's tolerations and node
@@ -50,7 +55,9 @@ import (
 // and probes it on the rendered readiness and liveness paths and port. So the chart's flags, its
 // RBAC (enforced by the real RBAC authorizer) and its probes are what the seed scenario runs on.
 // The functions are local dev's NATS workers (in process, embedded JetStream at the chart's
-// nats.url); the chart's own workers (workers.enabled) are not run here.
+// nats.url); the chart's own workers (workers.enabled) are not run here. The other transports
+// (sqs, eventgrid, NATS with the bundled server), each with only clusterName and its required
+// values, are sent to kube-apiserver as a dry-run install: every object accepted, none run.
 func TestHelmChartAgentRunsSeedScenario(t *testing.T) {
 	if _, _, _, err := (&realcluster.Options{}).Binaries(); err != nil {
 		t.Fatalf("the e2e suite needs the control-plane binaries: %v", err)
@@ -67,16 +74,28 @@ func TestHelmChartAgentRunsSeedScenario(t *testing.T) {
 		t.Fatalf("go build the agent: %v\n%s", err, out)
 	}
 	logs := &syncBuffer{}
+	// The CRDs come from the chart (crds/), installed as helm install installs them, before
+	// the seed scenario's NodePools and NodeClasses: nothing applies infra/crds here.
+	var crdsCreated, crdsSkipped []string
 	env, err := localdev.Start(ctx, localdev.Options{
 		Cluster: "e2e", ControlPlane: localdev.ControlPlaneReal, BootDelay: bootDelay, CloudProvider: localdev.CloudAWS,
 		Out: os.Stdout, Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		ExternalAgent: true, RealControlPlane: realcluster.Options{Dir: dir},
+		InstallCRDs: func(ctx context.Context, cp *realcluster.ControlPlane) (err error) {
+			crdsCreated, crdsSkipped, err = helmInstallCRDs(ctx, cp)
+			return err
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(env.Stop)
 	cp := env.ControlPlane
+	wantCRDs := []string{"aksnodeclasses.karpenter.azure.com", "ec2nodeclasses.karpenter.k8s.aws", "nodeclaims.karpenter.sh", "nodepools.karpenter.sh"}
+	if !slices.Equal(crdsCreated, wantCRDs) || len(crdsSkipped) != 0 {
+		t.Fatalf("the chart's CRDs: created %v, skipped %v; want %v created", crdsCreated, crdsSkipped, wantCRDs)
+	}
+	t.Logf("installed the chart's CRDs: %v", crdsCreated)
 
 	// helm install e2e charts/dovetail -n dovetail-chart --set clusterName=e2e,nats.url=...
 	const release, ns = "e2e", "dovetail-chart"
@@ -160,6 +179,35 @@ func TestHelmChartAgentRunsSeedScenario(t *testing.T) {
 	}
 	t.Logf("seed scenario on the chart's agent: %d NodeClaims Ready, every workload pod bound; the agent pod is on %s", len(claims.Items), podNode)
 	checkChartRBAC(ctx, t, cp, ns, deploy.Spec.Template.Spec.ServiceAccountName)
+
+	// A second install into a cluster that has the CRDs (Karpenter's, or an earlier release's)
+	// skips every one and changes none, with the seed scenario's objects in place.
+	before := crdVersions(ctx, t, cp, wantCRDs)
+	created, skipped, err := helmInstallCRDs(ctx, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(created) != 0 || !slices.Equal(skipped, wantCRDs) {
+		t.Errorf("second CRD install: created %v, skipped %v; want all four skipped", created, skipped)
+	}
+	if after := crdVersions(ctx, t, cp, wantCRDs); !reflect.DeepEqual(after, before) {
+		t.Errorf("second CRD install changed the CRDs: resourceVersions %v, were %v", after, before)
+	}
+
+	// The other transports with only their required values: kube-apiserver accepts every object
+	// (dry run; no SQS, Event Grid or second agent runs here).
+	for _, tr := range dryRunTransports(t) {
+		ms, err := charts.Render("e2e-dry", "dovetail-dry-run", tr.values)
+		if err != nil {
+			t.Errorf("%s: %v", tr.name, err)
+			continue
+		}
+		if err := dryRunInstall(ctx, cp, "dovetail-dry-run", ms); err != nil {
+			t.Errorf("%s: kube-apiserver refuses the chart: %v", tr.name, err)
+			continue
+		}
+		t.Logf("%s with only its required values: kube-apiserver accepts all %d objects (dry run)", tr.name, len(ms))
+	}
 }
 
 // waitAgentPodBound waits until kube-scheduler has bound the chart's agent pod and checks it
