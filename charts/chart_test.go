@@ -565,7 +565,12 @@ func TestBadValuesNameTheField(t *testing.T) {
 		}, []string{"sqs.eventQueueURLs.lifecycle: required"}},
 		{"sqs queues as a list", func(v map[string]any) {
 			v["sqs"].(map[string]any)["eventQueueURLs"] = []any{"https://sqs.us-east-1.amazonaws.com/111122223333/prod-provision.fifo"}
-		}, []string{"sqs.eventQueueURLs: a map from function name (provision, consolidate, drift, interruption, lifecycle)", "not a slice", "terraform output -json event_queue_urls"}},
+		}, []string{"sqs.eventQueueURLs: a map from function name (provision, consolidate, drift, interruption, lifecycle)", "not a list", "terraform output -json event_queue_urls"}},
+		{"sqs queues null", func(v map[string]any) { v["sqs"].(map[string]any)["eventQueueURLs"] = nil },
+			[]string{"sqs.eventQueueURLs: a map from function name", "not a null"}},
+		{"sqs queues a string", func(v map[string]any) {
+			v["sqs"].(map[string]any)["eventQueueURLs"] = "https://sqs.us-east-1.amazonaws.com/111122223333/prod-provision.fifo"
+		}, []string{"sqs.eventQueueURLs: a map from function name", "not a string"}},
 		{"sqs queue of an unknown function", func(v map[string]any) {
 			v["sqs"].(map[string]any)["eventQueueURLs"].(map[string]any)["provisioner"] = "https://sqs.us-east-1.amazonaws.com/111122223333/x.fifo"
 		}, []string{"sqs/eventQueueURLs", "provisioner", "not allowed"}},

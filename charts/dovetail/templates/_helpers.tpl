@@ -68,7 +68,7 @@ rules, whose only message is "'allOf' failed".
 {{- if eq .Values.transport "sqs" -}}
 {{- $urls := .Values.sqs.eventQueueURLs -}}
 {{- if not (kindIs "map" $urls) -}}
-{{- fail (printf `sqs.eventQueueURLs: a map from function name (%s) to its FIFO event queue URL, not a %s: --set-json "sqs.eventQueueURLs=$(terraform output -json event_queue_urls)" (infra/aws/terraform)` (include "dovetail.sqsFunctions" . | splitList " " | join ", ") (kindOf $urls)) -}}
+{{- fail (printf `sqs.eventQueueURLs: a map from function name (%s) to its FIFO event queue URL, not a %s: --set-json "sqs.eventQueueURLs=$(terraform output -json event_queue_urls)" (infra/aws/terraform)` (include "dovetail.sqsFunctions" . | splitList " " | join ", ") (get (dict "slice" "list" "invalid" "null") (kindOf $urls) | default (kindOf $urls))) -}}
 {{- end -}}
 {{- range include "dovetail.sqsFunctions" . | splitList " " -}}
 {{- if not (index $urls .) -}}
