@@ -97,7 +97,10 @@ func TestHelmChartAgentRunsSeedScenario(t *testing.T) {
 	}
 	t.Logf("installed the chart's CRDs: %v", crdsCreated)
 
-	// helm install e2e charts/dovetail -n dovetail-chart --set clusterName=e2e,nats.url=...
+	// helm install e2e charts/dovetail -n dovetail-chart --set clusterName=e2e,nats.url=...: the
+	// defaults plus clusterName and transport nats's required values (nats.url, the agent's
+	// credentials Secret), and two this machine needs: the CA of the embedded server's private
+	// certificate, and a free port for the agent's HTTP server (the agent runs on the host).
 	const release, ns = "e2e", "dovetail-chart"
 	port := freePort(t)
 	ms, err := charts.Render(release, ns, map[string]any{"clusterName": "e2e", "transport": "nats",
@@ -195,7 +198,20 @@ func TestHelmChartAgentRunsSeedScenario(t *testing.T) {
 	}
 
 	// The other transports with only their required values: kube-apiserver accepts every object
-	// (dry run; no SQS, Event Grid or second agent runs here).
+	// (dry run; no SQS, Event Grid or second agent runs here). First a control: the dry run
+	// validates, so an object the API server refuses (a negative replica count) fails it.
+	bad, err := charts.Render("e2e-dry", "dovetail-dry-run", dryRunTransports(t)[0].values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range bad {
+		if m.Kind == "Deployment" {
+			bad[i].YAML = strings.Replace(m.YAML, "replicas: 1\n", "replicas: -1\n", 1)
+		}
+	}
+	if err := dryRunInstall(ctx, cp, "dovetail-dry-run", bad); err == nil || !strings.Contains(err.Error(), "spec.replicas") {
+		t.Errorf("dry run of a Deployment with replicas -1: %v, want kube-apiserver's refusal naming spec.replicas", err)
+	}
 	for _, tr := range dryRunTransports(t) {
 		ms, err := charts.Render("e2e-dry", "dovetail-dry-run", tr.values)
 		if err != nil {
