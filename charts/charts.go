@@ -84,7 +84,8 @@ type Manifest struct {
 // with values given by -f: values are coalesced with values.yaml and checked against
 // values.schema.json (an error names each failing field), the templates' own checks (fail) run,
 // and the manifests come back in Helm's install order (ServiceAccounts and RBAC before workloads).
-// NOTES.txt and partials are not manifests.
+// NOTES.txt and partials are not manifests, and the crds/ files are not among them (as with
+// `helm template` without --include-crds): CRDs returns those.
 func Render(release, namespace string, values map[string]any) ([]Manifest, error) {
 	c, err := Load()
 	if err != nil {
