@@ -83,6 +83,28 @@ func TestPlanWarnsOfDanglingNodeClassRef(t *testing.T) {
 	if len(plan.NodeClaims) != 0 || len(plan.Unschedulable) != 2 {
 		t.Errorf("plan %+v: want no NodeClaims and both pods unschedulable", plan)
 	}
+
+	// A manifest set with no NodeClass at all (a NodePool and its workloads) is planned with the
+	// pool's default node settings and no warning: the classes were left out of the input, not
+	// out of the cluster.
+	noClasses := strings.Replace(strings.Replace(planPool, "%s", "default", 1), `---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: KarpenterNodeRole
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: c1}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: c1}}]
+`, "", 1)
+	code, out, stderr = runCLI(t, "plan", "-o", "json", "-f", writeFile(t, "noclasses.yaml", noClasses))
+	plan = PlanOutput{}
+	if code != 0 || json.Unmarshal([]byte(out), &plan) != nil || strings.Contains(noClasses, "EC2NodeClass\n") {
+		t.Fatalf("without classes: exit %d: %s", code, stderr)
+	}
+	if len(plan.Unschedulable) != 0 || len(plan.Warnings) != 0 || len(plan.NodeClaims) == 0 {
+		t.Errorf("without classes: plan %+v: want both pods placed and no warning", plan)
+	}
 }
 
 // Workloads whose ownerReferences form a cycle vanished from the plan silently; now they are

@@ -94,16 +94,21 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 	return snap, nil
 }
 
-// danglingRef reports whether np's nodeClassRef names a NodeClass the input does not hold.
+// danglingRef reports whether np's nodeClassRef names a NodeClass the input does not hold while
+// it holds others. Input with no NodeClass at all (a NodePool and workloads, the usual shape of a
+// manifest set or a bug report) is planned as before, with the pools' default node settings: the
+// user left the classes out, not the cluster; a live dump or a set that carries classes but not
+// this one is what Karpenter sees as NodeClassReady=False.
 func danglingRef(set *manifests.Set, np *apisv1.NodePool) bool {
 	ref := np.Spec.Template.Spec.NodeClassRef
-	return ref != nil && ref.Name != "" && apisv1.FindNodeClass(set.NodeClasses, ref).IsZero()
+	return len(set.NodeClasses) > 0 && ref != nil && ref.Name != "" && apisv1.FindNodeClass(set.NodeClasses, ref).IsZero()
 }
 
 // DanglingNodeClassWarnings names each NodePool whose nodeClassRef names a NodeClass not in
-// the input. Karpenter sets such a NodePool's NodeClassReady condition False (its NodeClass is
-// not found) and provisions nothing from a NodePool that is not Ready, so Snapshot leaves it out
-// and pods only it could take are unschedulable.
+// the input while the input holds other NodeClasses (danglingRef). Karpenter sets such a
+// NodePool's NodeClassReady condition False (its NodeClass is not found) and provisions nothing
+// from a NodePool that is not Ready, so Snapshot leaves it out and pods only it could take are
+// unschedulable.
 func DanglingNodeClassWarnings(set *manifests.Set) []string {
 	var out []string
 	for _, np := range set.NodePools {
