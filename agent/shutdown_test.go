@@ -86,9 +86,10 @@ func TestShutdownReturnsTheInFlightCommand(t *testing.T) {
 	cmd := &events.Command{
 		ID: events.CommandID(cluster, "create", "default-x1"), Kind: events.CommandCreateNodeClaim, Cluster: cluster,
 		NodeClaim: &apisv1.NodeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: "default-x1", Labels: map[string]string{apisv1.LabelNodePool: "default"}},
-			Spec:       apisv1.NodeClaimSpec{NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"}},
-			Status:     apisv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"},
+			ObjectMeta: metav1.ObjectMeta{Name: "default-x1", Labels: map[string]string{apisv1.LabelNodePool: "default"},
+				CreationTimestamp: metav1.NewTime(time.Now())}, // the decision's time, which a CreateNodeClaim must carry
+			Spec:   apisv1.NodeClaimSpec{NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"}},
+			Status: apisv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"},
 		},
 	}
 	data, err := events.NewEvent(cluster, "provision", events.TypeCommand, "cmd-1", cmd)
