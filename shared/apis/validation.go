@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/apis/validate"
 )
 
 // The rules below are Karpenter's: the OpenAPI/CEL rules of its v1 CRDs and its webhook checks
@@ -58,6 +59,7 @@ func ValidateNodePool(np *v1.NodePool) field.ErrorList {
 	errs = append(errs, validateName(np.Name)...)
 	tmpl := spec.Child("template")
 	errs = append(errs, validateLabels(np.Spec.Template.ObjectMeta.Labels, tmpl.Child("metadata", "labels"))...)
+	errs = append(errs, validate.Annotations(np.Spec.Template.ObjectMeta.Annotations, tmpl.Child("metadata", "annotations"))...)
 	errs = append(errs, validateNodeClaimSpec(&np.Spec.Template.Spec, tmpl.Child("spec"), true)...)
 	if len(np.Spec.Template.Spec.Resources.Requests) > 0 {
 		errs = append(errs, field.Forbidden(tmpl.Child("spec", "resources"), "a NodePool template cannot set resources; NodeClaims are sized by their pods"))
@@ -105,31 +107,18 @@ func ValidateNodeClaim(nc *v1.NodeClaim) field.ErrorList {
 }
 
 func validateName(name string) field.ErrorList {
-	p := field.NewPath("metadata", "name")
-	if name == "" {
-		return field.ErrorList{field.Required(p, "")}
-	}
-	var errs field.ErrorList
-	for _, m := range validation.IsDNS1123Subdomain(name) {
-		errs = append(errs, field.Invalid(p, name, m))
-	}
-	return errs
+	return validate.Name(name, field.NewPath("metadata", "name"))
 }
 
 // allowAll skips the restricted-domain check (a NodeClaim carries Dovetail's own labels).
 const allowAll = true
 
+// validateLabels applies the API server's label rules (validate.Labels) and, unless
+// skipRestricted, Karpenter's restricted label domains.
 func validateLabels(labels map[string]string, p *field.Path, skipRestricted ...bool) field.ErrorList {
-	var errs field.ErrorList
-	for _, k := range sortedKeys(labels) {
-		v := labels[k]
-		for _, m := range validation.IsQualifiedName(k) {
-			errs = append(errs, field.Invalid(p.Key(k), k, "label key: "+m))
-		}
-		for _, m := range validation.IsValidLabelValue(v) {
-			errs = append(errs, field.Invalid(p.Key(k), v, "label value: "+m))
-		}
-		if len(skipRestricted) == 0 {
+	errs := validate.Labels(labels, p)
+	if len(skipRestricted) == 0 {
+		for _, k := range sortedKeys(labels) {
 			if r := RestrictedLabelReason(k); r != "" {
 				errs = append(errs, field.Forbidden(p.Key(k), r))
 			}
@@ -236,34 +225,10 @@ func validateRequirement(r v1.NodeSelectorRequirementWithMinValues, p *field.Pat
 	return errs
 }
 
+// validateTaints applies the API server's taint rules (validate.Taints): key, value, effect, and
+// unique key and effect pairs across the lists sharing seen.
 func validateTaints(taints []corev1.Taint, p *field.Path, seen map[string]bool) field.ErrorList {
-	var errs field.ErrorList
-	for i, t := range taints {
-		tp := p.Index(i)
-		if t.Key == "" {
-			errs = append(errs, field.Required(tp.Child("key"), ""))
-		} else {
-			for _, m := range validation.IsQualifiedName(t.Key) {
-				errs = append(errs, field.Invalid(tp.Child("key"), t.Key, m))
-			}
-		}
-		for _, m := range validation.IsValidLabelValue(t.Value) {
-			errs = append(errs, field.Invalid(tp.Child("value"), t.Value, m))
-		}
-		switch t.Effect {
-		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-		case "":
-			errs = append(errs, field.Required(tp.Child("effect"), "one of NoSchedule, PreferNoSchedule, NoExecute"))
-		default:
-			errs = append(errs, field.NotSupported(tp.Child("effect"), string(t.Effect), []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}))
-		}
-		k := t.Key + "\x00" + string(t.Effect)
-		if seen[k] {
-			errs = append(errs, field.Duplicate(tp, fmt.Sprintf("%s:%s", t.Key, t.Effect)))
-		}
-		seen[k] = true
-	}
-	return errs
+	return validate.Taints(taints, p, seen)
 }
 
 func validateDisruption(d *v1.Disruption, p *field.Path) field.ErrorList {

@@ -111,6 +111,10 @@ func TestValidateNodePool(t *testing.T) {
 		{"value must be a label value", req(`{key: team, operator: In, values: ["a b"]}`), reqs + ".values[0]", field.ErrorTypeInvalid},
 		{"template label value", `spec: {template: {metadata: {labels: {team: "web team"}}}}`, "spec.template.metadata.labels[team]", field.ErrorTypeInvalid},
 		{"template label key", `spec: {template: {metadata: {labels: {"-team": web}}}}`, "spec.template.metadata.labels[-team]", field.ErrorTypeInvalid},
+		// Issue 23: this value closes the AL2 bootstrap script's quotes; the API server refuses it.
+		{"template label value breaks out of shell quotes", `spec: {template: {metadata: {labels: {team: "x' ; touch /pwned ; '"}}}}`, "spec.template.metadata.labels[team]", field.ErrorTypeInvalid},
+		{"taint value with a command substitution", `spec: {template: {spec: {taints: [{key: a, value: "$(id)", effect: NoSchedule}]}}}`, "spec.template.spec.taints[0].value", field.ErrorTypeInvalid},
+		{"template annotation key", `spec: {template: {metadata: {annotations: {"bad key": x}}}}`, "spec.template.metadata.annotations", field.ErrorTypeInvalid},
 		{"template label restricted", `spec: {template: {metadata: {labels: {karpenter.sh/nodepool: x}}}}`, "spec.template.metadata.labels[karpenter.sh/nodepool]", field.ErrorTypeForbidden},
 		{"taint effect", `spec: {template: {spec: {taints: [{key: a, effect: Sometimes}]}}}`, "spec.template.spec.taints[0].effect", field.ErrorTypeNotSupported},
 		{"taint effect required", `spec: {template: {spec: {taints: [{key: a}]}}}`, "spec.template.spec.taints[0].effect", field.ErrorTypeRequired},

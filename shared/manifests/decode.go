@@ -17,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dovetail-dev/dovetail/shared/apis"
 	apiv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/apis/validate"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -165,6 +167,9 @@ func (s *Set) decodeCore(src Source, h header, raw []byte) error {
 		if err := s.claim(src, h.Kind, ns, m.GetName()); err != nil {
 			return err
 		}
+	}
+	if err := checkValues(src, h, obj); err != nil {
+		return err
 	}
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
@@ -485,4 +490,61 @@ func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
 		return &Error{Source: src, Kind: h.Kind, Reason: fmt.Sprintf("decoded to unexpected type %T", obj)}
 	}
 	return nil
+}
+
+// checkValues refuses an object whose label, annotation, taint, toleration or quantity values
+// the API server would refuse (shared/apis/validate), so a manifest or a kubectl dump never
+// carries into a plan, or a node's bootstrap, what a cluster could not hold. The first problem
+// is named with its field path; the count of the others follows.
+func checkValues(src Source, h header, obj runtime.Object) error {
+	var errs field.ErrorList
+	meta := func(m *metav1.ObjectMeta) {
+		errs = append(errs, validate.Labels(m.Labels, field.NewPath("metadata", "labels"))...)
+		errs = append(errs, validate.Annotations(m.Annotations, field.NewPath("metadata", "annotations"))...)
+	}
+	template := func(p *field.Path, t *corev1.PodTemplateSpec) {
+		errs = append(errs, validate.Labels(t.Labels, p.Child("metadata", "labels"))...)
+		errs = append(errs, validate.Annotations(t.Annotations, p.Child("metadata", "annotations"))...)
+		errs = append(errs, validate.PodSpec(&t.Spec, p.Child("spec"))...)
+	}
+	spec := field.NewPath("spec")
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		meta(&o.ObjectMeta)
+		template(spec.Child("template"), &o.Spec.Template)
+	case *appsv1.StatefulSet:
+		meta(&o.ObjectMeta)
+		template(spec.Child("template"), &o.Spec.Template)
+	case *appsv1.ReplicaSet:
+		meta(&o.ObjectMeta)
+		template(spec.Child("template"), &o.Spec.Template)
+	case *appsv1.DaemonSet:
+		meta(&o.ObjectMeta)
+		template(spec.Child("template"), &o.Spec.Template)
+	case *batchv1.Job:
+		meta(&o.ObjectMeta)
+		template(spec.Child("template"), &o.Spec.Template)
+	case *batchv1.CronJob:
+		meta(&o.ObjectMeta)
+		template(spec.Child("jobTemplate", "spec", "template"), &o.Spec.JobTemplate.Spec.Template)
+	case *corev1.Pod:
+		meta(&o.ObjectMeta)
+		errs = append(errs, validate.PodSpec(&o.Spec, spec)...)
+	case *corev1.Node:
+		meta(&o.ObjectMeta)
+		errs = append(errs, validate.Taints(o.Spec.Taints, spec.Child("taints"), nil)...)
+		errs = append(errs, validate.ResourceList(o.Status.Capacity, field.NewPath("status", "capacity"))...)
+		errs = append(errs, validate.ResourceList(o.Status.Allocatable, field.NewPath("status", "allocatable"))...)
+	case metav1.Object:
+		errs = append(errs, validate.Labels(o.GetLabels(), field.NewPath("metadata", "labels"))...)
+		errs = append(errs, validate.Annotations(o.GetAnnotations(), field.NewPath("metadata", "annotations"))...)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	reason := errs[0].ErrorBody()
+	if len(errs) > 1 {
+		reason += fmt.Sprintf(" (and %d more invalid fields)", len(errs)-1)
+	}
+	return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: errs[0].Field, Reason: reason}
 }
