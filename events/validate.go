@@ -6,12 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/apis/validate"
 )
 
 // FieldError is one invalid field: Path is the JSON path ("snapshot.nodes[3].metadata.name").
@@ -90,6 +93,7 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 		pod := &s.PendingPods[i]
 		q := fmt.Sprintf("%s.pendingPods[%d]", p, i)
 		checkNamespaced(q, pod.Name, pod.Namespace, errs)
+		podValues(q, pod, errs)
 		if pod.Spec.NodeName != "" {
 			errs.add(q+".spec.nodeName", "a pending pod must not be bound, got %q", pod.Spec.NodeName)
 		}
@@ -105,17 +109,32 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 		default:
 			nodes[name] = true
 		}
+		n := &s.Nodes[i]
+		q = fmt.Sprintf("%s.nodes[%d]", p, i)
+		metaValues(q, &n.ObjectMeta, errs)
+		np := field.NewPath(q)
+		addAll(errs, validate.Taints(n.Spec.Taints, np.Child("spec", "taints"), nil))
+		addAll(errs, validate.ResourceList(n.Status.Capacity, np.Child("status", "capacity")))
+		addAll(errs, validate.ResourceList(n.Status.Allocatable, np.Child("status", "allocatable")))
 	}
 	for i := range s.Pods {
 		pod := &s.Pods[i]
 		q := fmt.Sprintf("%s.pods[%d]", p, i)
 		checkNamespaced(q, pod.Name, pod.Namespace, errs)
+		podValues(q, pod, errs)
 		if pod.Spec.NodeName == "" {
 			errs.add(q+".spec.nodeName", "required for a bound pod (unbound pods belong in pendingPods)")
 		}
 	}
 	for i := range s.DaemonSets {
-		checkNamespaced(fmt.Sprintf("%s.daemonSets[%d]", p, i), s.DaemonSets[i].Name, s.DaemonSets[i].Namespace, errs)
+		ds := &s.DaemonSets[i]
+		q := fmt.Sprintf("%s.daemonSets[%d]", p, i)
+		checkNamespaced(q, ds.Name, ds.Namespace, errs)
+		metaValues(q, &ds.ObjectMeta, errs)
+		tp := field.NewPath(q).Child("spec", "template")
+		addAll(errs, validate.Labels(ds.Spec.Template.Labels, tp.Child("metadata", "labels")))
+		addAll(errs, validate.PodSpec(&ds.Spec.Template.Spec, tp.Child("spec")))
+		addAll(errs, validate.PodResources(&ds.Spec.Template.Spec, tp.Child("spec")))
 	}
 	for i := range s.LimitRanges {
 		checkNamespaced(fmt.Sprintf("%s.limitRanges[%d]", p, i), s.LimitRanges[i].Name, s.LimitRanges[i].Namespace, errs)
@@ -124,9 +143,18 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 		checkNamespaced(fmt.Sprintf("%s.pdbs[%d]", p, i), s.PDBs[i].Name, s.PDBs[i].Namespace, errs)
 	}
 	for i := range s.NodePools {
-		if s.NodePools[i].Name == "" {
-			errs.add(fmt.Sprintf("%s.nodePools[%d].metadata.name", p, i), "required")
+		np := &s.NodePools[i]
+		q := fmt.Sprintf("%s.nodePools[%d]", p, i)
+		if np.Name == "" {
+			errs.add(q+".metadata.name", "required")
 		}
+		metaValues(q, &np.ObjectMeta, errs)
+		root := field.NewPath(q)
+		tmpl := root.Child("spec", "template")
+		addAll(errs, validate.Labels(np.Spec.Template.ObjectMeta.Labels, tmpl.Child("metadata", "labels")))
+		addAll(errs, validate.Annotations(np.Spec.Template.ObjectMeta.Annotations, tmpl.Child("metadata", "annotations")))
+		addAll(errs, validate.NodeClaimSpec(&np.Spec.Template.Spec, tmpl.Child("spec")))
+		addAll(errs, validate.ResourceList(np.Spec.Limits, root.Child("spec", "limits")))
 	}
 	for i := range s.NodeClasses {
 		if s.NodeClasses[i].Name() == "" {
@@ -134,9 +162,13 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 		}
 	}
 	for i := range s.NodeClaims {
-		if s.NodeClaims[i].Name == "" {
-			errs.add(fmt.Sprintf("%s.nodeClaims[%d].metadata.name", p, i), "required")
+		nc := &s.NodeClaims[i]
+		q := fmt.Sprintf("%s.nodeClaims[%d]", p, i)
+		if nc.Name == "" {
+			errs.add(q+".metadata.name", "required")
 		}
+		metaValues(q, &nc.ObjectMeta, errs)
+		addAll(errs, validate.NodeClaimSpec(&nc.Spec, field.NewPath(q).Child("spec")))
 	}
 	for i := range s.UnavailableOfferings {
 		s.UnavailableOfferings[i].validate(fmt.Sprintf("%s.unavailableOfferings[%d]", p, i), errs)
@@ -150,6 +182,38 @@ func checkNamespaced(p, name, namespace string, errs *fieldErrs) {
 	if namespace == "" {
 		errs.add(p+".metadata.namespace", "required")
 	}
+}
+
+// addAll adds the API server's field errors (shared/apis/validate) to errs, each with its path
+// and its reason (the value it refuses is echoed, cut at MaxReasonBytes).
+func addAll(errs *fieldErrs, list field.ErrorList) {
+	for _, e := range list {
+		errs.add(e.Field, "%s", e.ErrorBody())
+	}
+}
+
+// metaValues checks the syntax of an object's name and namespace (when set: their absence is
+// reported by the caller, in the snapshot's words), labels, annotations and finalizers, by the
+// API server's rules (shared/apis/validate). p is the object's path.
+func metaValues(p string, m *metav1.ObjectMeta, errs *fieldErrs) {
+	mp := field.NewPath(p).Child("metadata")
+	if m.Name != "" {
+		addAll(errs, validate.Name(m.Name, mp.Child("name")))
+	}
+	if m.Namespace != "" {
+		addAll(errs, validate.Namespace(m.Namespace, mp.Child("namespace")))
+	}
+	addAll(errs, validate.Labels(m.Labels, mp.Child("labels")))
+	addAll(errs, validate.Annotations(m.Annotations, mp.Child("annotations")))
+	addAll(errs, validate.Finalizers(m.Finalizers, mp.Child("finalizers")))
+}
+
+// podValues checks a pod's metadata values, scheduling constraints and quantities.
+func podValues(p string, pod *corev1.Pod, errs *fieldErrs) {
+	metaValues(p, &pod.ObjectMeta, errs)
+	sp := field.NewPath(p).Child("spec")
+	addAll(errs, validate.PodSpec(&pod.Spec, sp))
+	addAll(errs, validate.PodResources(&pod.Spec, sp))
 }
 
 func (m *UnavailableOfferingMark) validate(p string, errs *fieldErrs) {
@@ -335,6 +399,7 @@ func (c *Command) Validate() error {
 	for i := range c.Events {
 		c.Events[i].validate(fmt.Sprintf("command.events[%d]", i), &errs)
 	}
+	c.validateValues(&errs)
 	if b := c.Budget; b != nil {
 		if c.Kind != CommandTaintNode {
 			errs.add("command.budget", "only a TaintNode reserves a disruption budget, not %s", c.Kind)
@@ -347,6 +412,54 @@ func (c *Command) Validate() error {
 		}
 	}
 	return errs.err()
+}
+
+// validateValues checks every Kubernetes value a command carries by the API server's rules
+// (shared/apis/validate), whatever its kind: names, labels, annotations, taints, the toleration,
+// the finalizer and the NodeClaim a CreateNodeClaim creates. The agent applies these to the
+// cluster and a NodeClaim's labels and taints reach a node's bootstrap, so a value the API
+// server would refuse is refused here, with its path, before anything is applied.
+func (c *Command) validateValues(errs *fieldErrs) {
+	root := field.NewPath("command")
+	if c.NodeName != "" {
+		addAll(errs, validate.Name(c.NodeName, root.Child("nodeName")))
+	}
+	if nc := c.NodeClaim; nc != nil {
+		metaValues("command.nodeClaim", &nc.ObjectMeta, errs)
+		addAll(errs, validate.NodeClaimSpec(&nc.Spec, root.Child("nodeClaim", "spec")))
+	}
+	if t := c.Taint; t != nil {
+		// Presence of the key and the effect is the kind's rule (above); here their syntax.
+		tp := root.Child("taint")
+		if t.Key != "" {
+			addAll(errs, validate.QualifiedName(t.Key, tp.Child("key")))
+		}
+		addAll(errs, validate.LabelValue(t.Value, tp.Child("value")))
+		if c.Kind != CommandTaintNode && t.Effect != "" && !slices.Contains(validate.TaintEffects, string(t.Effect)) {
+			errs.add("command.taint.effect", "%q is not one of NoSchedule, PreferNoSchedule, NoExecute", t.Effect)
+		}
+	}
+	addAll(errs, validate.Taints(c.Taints, root.Child("taints"), nil))
+	addAll(errs, validate.Labels(c.Labels, root.Child("labels")))
+	addAll(errs, validate.Annotations(c.Annotations, root.Child("annotations")))
+	if c.Finalizer != "" {
+		addAll(errs, validate.QualifiedName(c.Finalizer, root.Child("finalizer")))
+	}
+	if t := c.Toleration; t != nil {
+		addAll(errs, validate.Toleration(*t, root.Child("toleration")))
+	}
+	for i, p := range c.Pods {
+		pp := root.Child("pods").Index(i)
+		if p.Namespace != "" {
+			addAll(errs, validate.Namespace(p.Namespace, pp.Child("namespace")))
+		}
+		if p.Name != "" {
+			addAll(errs, validate.Name(p.Name, pp.Child("name")))
+		}
+	}
+	if np := c.NodePool; np != nil && np.Name != "" {
+		addAll(errs, validate.Name(np.Name, root.Child("nodePool", "metadata", "name")))
+	}
 }
 
 // EventKinds are the kinds of object an EventRecord may involve, with whether they are namespaced.

@@ -74,6 +74,11 @@ func records(t *testing.T) []struct {
 		{"zstd bomb of 2,000,000 empty pods", "over a decoding limit",
 			event(t, events.TypeSnapshot, zst(head+`"pods":[{}`+strings.Repeat(`,{}`, 1_999_999)+`]}`))},
 		{"more nodes than a cluster has", "more than 5000 nodes", event(t, events.TypeSnapshot, zst(head+`"nodes":[`+nodes.String()+`]}`))},
+		// Issue 23: a snapshot whose NodePool carries a label value that breaks out of the AL2
+		// bootstrap script's quotes; the API server would refuse it, so it is poison, and the
+		// reason names the NodePool and the field.
+		{"a snapshot whose NodePool label breaks shell quotes", "snapshot.nodePools[0].spec.template.metadata.labels[team]",
+			event(t, events.TypeSnapshot, zst(head+`"nodePools":[{"metadata":{"name":"default"},"spec":{"template":{"metadata":{"labels":{"team":"x' ; touch /pwned ; '"}}}}}]}`))},
 		{"corrupt compression", "not a zstd frame", event(t, events.TypeSnapshot, []byte("definitely not zstd"))},
 		{"a snapshot of another cluster", "snapshot.cluster", other},
 		{"a claim check whose blob is gone", "dataref", event(t, events.TypeSnapshot, zst(head+`"nodes":[]}`), func(c *events.Codec) {

@@ -165,37 +165,43 @@ func Taints(taints []corev1.Taint, p *field.Path, seen map[string]bool) field.Er
 	return errs
 }
 
-// Tolerations restates k8s.io/kubernetes pkg/apis/core/validation ValidateTolerations: a key,
-// when set, is a qualified name; an empty key needs operator Exists; operator Exists takes no
-// value, Equal (or empty) takes a label value; other operators are refused; the effect is empty
-// or a taint effect; tolerationSeconds only with NoExecute.
+// Tolerations checks each toleration (Toleration) at p[i].
 func Tolerations(tols []corev1.Toleration, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, t := range tols {
-		tp := p.Index(i)
-		if t.Key != "" {
-			errs = append(errs, QualifiedName(t.Key, tp.Child("key"))...)
-		} else if t.Operator != corev1.TolerationOpExists {
-			errs = append(errs, field.Invalid(tp.Child("operator"), t.Operator, "operator must be Exists when key is empty"))
+		errs = append(errs, Toleration(t, p.Index(i))...)
+	}
+	return errs
+}
+
+// Toleration restates k8s.io/kubernetes pkg/apis/core/validation ValidateTolerations for one
+// toleration: a key, when set, is a qualified name; an empty key needs operator Exists; operator
+// Exists takes no value, Equal (or empty) takes a label value; other operators are refused; the
+// effect is empty or a taint effect; tolerationSeconds only with NoExecute.
+func Toleration(t corev1.Toleration, tp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t.Key != "" {
+		errs = append(errs, QualifiedName(t.Key, tp.Child("key"))...)
+	} else if t.Operator != corev1.TolerationOpExists {
+		errs = append(errs, field.Invalid(tp.Child("operator"), t.Operator, "operator must be Exists when key is empty"))
+	}
+	switch t.Operator {
+	case corev1.TolerationOpEqual, "":
+		errs = append(errs, LabelValue(t.Value, tp.Child("value"))...)
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			errs = append(errs, field.Invalid(tp.Child("value"), t.Value, "value must be empty when operator is Exists"))
 		}
-		switch t.Operator {
-		case corev1.TolerationOpEqual, "":
-			errs = append(errs, LabelValue(t.Value, tp.Child("value"))...)
-		case corev1.TolerationOpExists:
-			if t.Value != "" {
-				errs = append(errs, field.Invalid(tp.Child("value"), t.Value, "value must be empty when operator is Exists"))
-			}
-		default:
-			errs = append(errs, field.NotSupported(tp.Child("operator"), string(t.Operator), []string{"Equal", "Exists"}))
-		}
-		switch t.Effect {
-		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-		default:
-			errs = append(errs, field.NotSupported(tp.Child("effect"), string(t.Effect), TaintEffects))
-		}
-		if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
-			errs = append(errs, field.Invalid(tp.Child("effect"), t.Effect, "effect must be NoExecute when tolerationSeconds is set"))
-		}
+	default:
+		errs = append(errs, field.NotSupported(tp.Child("operator"), string(t.Operator), []string{"Equal", "Exists"}))
+	}
+	switch t.Effect {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		errs = append(errs, field.NotSupported(tp.Child("effect"), string(t.Effect), TaintEffects))
+	}
+	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+		errs = append(errs, field.Invalid(tp.Child("effect"), t.Effect, "effect must be NoExecute when tolerationSeconds is set"))
 	}
 	return errs
 }
