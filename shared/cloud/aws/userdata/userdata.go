@@ -19,22 +19,29 @@ package userdata
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
 	"net/mail"
+	"net/netip"
 	"net/textproto"
+	"net/url"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	toml "github.com/pelletier/go-toml/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/apis/validate"
 )
 
 // Boundary separates the parts of the AL2023 MIME document. Fixed, so the same inputs render the
@@ -68,7 +75,8 @@ type Spec struct {
 
 // Render returns the user data (plain text; EC2 wants it base64-encoded). Errors: a missing
 // cluster name/endpoint/CA for a family that joins by itself, Windows families (not supported),
-// and a Custom part that does not parse.
+// a Custom part that does not parse, and any value the API server or EKS would refuse (Spec.check):
+// whatever a caller skipped, an invalid label or taint never reaches a renderer.
 func Render(s Spec) (string, error) {
 	switch s.Family {
 	case apisv1.AMIFamilyCustom:
@@ -85,14 +93,105 @@ func Render(s Spec) (string, error) {
 	case s.CertificateAuthority == "":
 		return "", errors.New("cluster certificate authority: required to join the cluster")
 	}
+	if err := s.check(); err != nil {
+		return "", err
+	}
 	switch s.Family {
 	case apisv1.AMIFamilyAL2023:
 		return renderAL2023(s)
 	case apisv1.AMIFamilyBottlerocket:
 		return renderBottlerocket(s)
 	default:
-		return renderAL2(s), nil
+		return renderAL2(s)
 	}
+}
+
+// eksClusterName is EKS CreateCluster's rule for a cluster name: 1-100 characters, alphanumerics,
+// hyphens and underscores, starting with an alphanumeric (EKS API reference, CreateCluster name).
+var eksClusterName = regexp.MustCompile(`^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$`)
+
+// check is the launch path's last defence: every value that reaches the user data is one the
+// API server (labels, taints: shared/apis/validate) or EKS (cluster name, endpoint, CA, service
+// CIDR, cluster DNS) would accept. The renderers escape whatever they are given; this keeps what
+// a node registers with to what a cluster could hold. Errors name the field.
+func (s Spec) check() error {
+	errs := validate.Labels(s.Labels, field.NewPath("labels"))
+	errs = append(errs, validate.Taints(s.Taints, field.NewPath("taints"), nil)...)
+	if !eksClusterName.MatchString(s.ClusterName) {
+		errs = append(errs, field.Invalid(field.NewPath("clusterName"), s.ClusterName, "must be 1-100 alphanumerics, '-' or '_', starting alphanumeric (EKS cluster name)"))
+	}
+	if u, err := url.Parse(s.APIServerEndpoint); err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		errs = append(errs, field.Invalid(field.NewPath("apiServerEndpoint"), s.APIServerEndpoint, "must be an https URL with a host and no credentials, query or fragment"))
+	}
+	if _, err := base64.StdEncoding.DecodeString(s.CertificateAuthority); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("certificateAuthority"), "(not shown)", "must be base64: "+err.Error()))
+	}
+	if s.ServiceCIDR != "" {
+		if _, err := netip.ParsePrefix(s.ServiceCIDR); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("serviceCIDR"), s.ServiceCIDR, "must be a CIDR"))
+		}
+	}
+	if s.Kubelet != nil {
+		for i, ip := range s.Kubelet.ClusterDNS {
+			if _, err := netip.ParseAddr(ip); err != nil {
+				errs = append(errs, field.Invalid(field.NewPath("kubelet", "clusterDNS").Index(i), ip, "must be an IP address"))
+			}
+		}
+	}
+	return errs.ToAggregate()
+}
+
+// texts refuses a string no user-data format carries faithfully: invalid UTF-8 (YAML, through
+// JSON, would silently replace it; TOML must be UTF-8) and any character outside YAML's
+// printable set (YAML 1.2, 5.1 c-printable: tab, LF, CR, U+0020-U+007E, U+0085, U+00A0-U+D7FF,
+// U+E000-U+FFFD, U+10000 and above), which covers NUL (bash arguments are C strings). Every
+// other character is escaped by the format's own encoder. Errors name the field.
+func (s Spec) texts() error {
+	check := func(field, v string) error {
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("%s: %q is not valid UTF-8", field, v)
+		}
+		for _, r := range v {
+			if !yamlPrintable(r) {
+				return fmt.Errorf("%s: %q contains %U, which user data cannot carry", field, v, r)
+			}
+		}
+		return nil
+	}
+	for _, f := range []struct{ name, v string }{{"clusterName", s.ClusterName}, {"apiServerEndpoint", s.APIServerEndpoint},
+		{"certificateAuthority", s.CertificateAuthority}, {"serviceCIDR", s.ServiceCIDR}} {
+		if err := check(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	for _, k := range sortedKeys(s.Labels) {
+		if err := check("labels", k); err != nil {
+			return err
+		}
+		if err := check("labels["+k+"]", s.Labels[k]); err != nil {
+			return err
+		}
+	}
+	for i, t := range s.Taints {
+		if err := check(fmt.Sprintf("taints[%d].key", i), t.Key); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("taints[%d].value", i), t.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// yamlPrintable is YAML 1.2's c-printable production.
+func yamlPrintable(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r' || r == 0x85:
+		return true
+	case r >= 0x20 && r <= 0x7e, r >= 0xa0 && r <= 0xd7ff, r >= 0xe000 && r <= 0xfffd, r >= 0x10000 && r <= 0x10ffff:
+		return true
+	}
+	return false
 }
 
 // LabelsFlag renders labels as kubelet's --node-labels value: k=v pairs sorted by key, comma-separated.
@@ -146,6 +245,9 @@ type kubeletOptions struct {
 }
 
 func renderAL2023(s Spec) (string, error) {
+	if err := s.texts(); err != nil {
+		return "", err
+	}
 	var buf bytes.Buffer
 	buf.WriteString("MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"" + Boundary + "\"\r\n\r\n")
 	w := multipart.NewWriter(&buf)
@@ -157,7 +259,12 @@ func renderAL2023(s Spec) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("spec.userData: %w", err)
 		}
-		for _, p := range parts {
+		for i, p := range parts {
+			// A body holding the delimiter would end its part early and start one of its own
+			// (RFC 2046 5.1.1: the delimiter must not appear inside an encapsulated part).
+			if bytes.Contains(p.body, []byte("--"+Boundary)) {
+				return "", fmt.Errorf("spec.userData: MIME part %d contains the boundary %q Dovetail separates parts with", i+1, Boundary)
+			}
 			pw, err := w.CreatePart(textproto.MIMEHeader{"Content-Type": {p.contentType}})
 			if err != nil {
 				return "", err
@@ -248,6 +355,9 @@ func readParts(s string) ([]part, error) {
 }
 
 func renderBottlerocket(s Spec) (string, error) {
+	if err := s.texts(); err != nil {
+		return "", err
+	}
 	doc := map[string]any{}
 	if strings.TrimSpace(s.Custom) != "" {
 		if err := toml.Unmarshal([]byte(s.Custom), &doc); err != nil {
@@ -307,7 +417,15 @@ func table(m map[string]any, key string) map[string]any {
 	return t
 }
 
-func renderAL2(s Spec) string {
+// renderAL2 writes the AL2 bootstrap: the NodeClass's userData (a script, run as written),
+// then one /etc/eks/bootstrap.sh command whose every argument is a quoted word (script.command).
+// The kubelet flags travel as bootstrap.sh's one --kubelet-extra-args value, which bootstrap.sh
+// hands to the kubelet through systemd's KUBELET_EXTRA_ARGS, split on whitespace
+// (amazon-eks-ami files/bootstrap.sh and kubelet.service).
+func renderAL2(s Spec) (string, error) {
+	if err := s.texts(); err != nil {
+		return "", err
+	}
 	var args []string
 	if len(s.Labels) > 0 {
 		args = append(args, "--node-labels="+LabelsFlag(s.Labels))
@@ -318,18 +436,23 @@ func renderAL2(s Spec) string {
 	if s.Kubelet != nil && s.Kubelet.MaxPods != nil {
 		args = append(args, "--max-pods="+strconv.Itoa(int(*s.Kubelet.MaxPods)))
 	}
-	var b strings.Builder
-	b.WriteString("#!/bin/bash -xe\n")
+	var b script
+	b.raw("#!/bin/bash -xe")
 	if s.Custom != "" {
-		b.WriteString(s.Custom + "\n")
+		b.raw(s.Custom)
 	}
-	fmt.Fprintf(&b, "/etc/eks/bootstrap.sh '%s' --apiserver-endpoint '%s' --b64-cluster-ca '%s'", s.ClusterName, s.APIServerEndpoint, s.CertificateAuthority)
+	argv := []string{al2Bootstrap, s.ClusterName, "--apiserver-endpoint", s.APIServerEndpoint, "--b64-cluster-ca", s.CertificateAuthority}
 	if len(args) > 0 {
-		fmt.Fprintf(&b, " \\\n  --kubelet-extra-args '%s'", strings.Join(args, " "))
+		argv = append(argv, "--kubelet-extra-args", strings.Join(args, " "))
 	}
-	b.WriteString("\n")
-	return b.String()
+	if err := b.command(argv...); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
+
+// al2Bootstrap is the EKS AL2 AMI's bootstrap script (amazon-eks-ami files/bootstrap.sh).
+const al2Bootstrap = "/etc/eks/bootstrap.sh"
 
 // Node is what a booting node reads from its user data.
 type Node struct {
@@ -519,19 +642,41 @@ func parseBottlerocket(data string) (*Node, error) {
 	return n, nil
 }
 
+// parseAL2 reads the bootstrap.sh call as the node runs it: bash parses the script
+// (mvdan.cc/sh's bash parser here) and passes bootstrap.sh its words; bootstrap.sh takes the
+// cluster name as its first positional argument and --kubelet-extra-args' value as the
+// kubelet's extra flags, which systemd splits on whitespace (amazon-eks-ami files/bootstrap.sh:
+// KUBELET_EXTRA_ARGS in /etc/systemd/system/kubelet.service.d/30-kubelet-extra-args.conf).
 func parseAL2(data string) (*Node, error) {
-	i := strings.Index(data, "/etc/eks/bootstrap.sh '")
-	if i < 0 {
-		return nil, errors.New("AL2 user data: no /etc/eks/bootstrap.sh call, the node cannot join")
+	args, err := commandArgs(data, al2Bootstrap)
+	if err != nil {
+		return nil, fmt.Errorf("AL2 user data: %w, the node cannot join", err)
 	}
-	rest := data[i+len("/etc/eks/bootstrap.sh '"):]
-	name, _, _ := strings.Cut(rest, "'")
-	n := &Node{ClusterName: name}
-	if _, args, ok := strings.Cut(rest, "--kubelet-extra-args '"); ok {
-		args, _, _ = strings.Cut(args, "'")
-		if err := n.applyFlags(strings.Fields(args)); err != nil {
-			return nil, fmt.Errorf("AL2 user data: --kubelet-extra-args: %w", err)
+	n := &Node{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "--") {
+			if n.ClusterName == "" {
+				n.ClusterName = a
+			}
+			continue
 		}
+		if i+1 >= len(args) {
+			return nil, fmt.Errorf("AL2 user data: bootstrap.sh %s has no value", a)
+		}
+		v := args[i+1]
+		i++
+		switch a {
+		case "--apiserver-endpoint":
+			n.APIServerEndpoint = v
+		case "--kubelet-extra-args":
+			if err := n.applyFlags(strings.Fields(v)); err != nil {
+				return nil, fmt.Errorf("AL2 user data: --kubelet-extra-args: %w", err)
+			}
+		}
+	}
+	if n.ClusterName == "" {
+		return nil, errors.New("AL2 user data: bootstrap.sh has no cluster name, the node cannot join")
 	}
 	return n, nil
 }

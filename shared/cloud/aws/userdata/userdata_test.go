@@ -105,3 +105,42 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("custom user data changed: %q", got)
 	}
 }
+
+// The launch path's last defence (issue 23): whatever a caller skipped, Render refuses a value
+// the API server or EKS would refuse, naming the field, before any renderer sees it.
+func TestRenderRefusesInvalidValues(t *testing.T) {
+	for _, family := range []string{apisv1.AMIFamilyAL2, apisv1.AMIFamilyAL2023, apisv1.AMIFamilyBottlerocket} {
+		for _, c := range []struct {
+			name string
+			edit func(*Spec)
+			want string
+		}{
+			{"label value closing shell quotes", func(s *Spec) { s.Labels["team"] = "x' ; touch /pwned ; '" }, "labels[team]"},
+			{"label key", func(s *Spec) { s.Labels["a b"] = "v" }, "labels[a b]"},
+			{"taint value", func(s *Spec) { s.Taints[1].Value = "$(reboot)" }, "taints[1].value"},
+			{"taint effect", func(s *Spec) { s.Taints[0].Effect = "Sometimes" }, "taints[0].effect"},
+			{"cluster name", func(s *Spec) { s.ClusterName = "prod;id" }, "clusterName"},
+			{"endpoint scheme", func(s *Spec) { s.APIServerEndpoint = "http://api.example" }, "apiServerEndpoint"},
+			{"endpoint with a newline", func(s *Spec) { s.APIServerEndpoint = "https://api.example\n--b64-cluster-ca" }, "apiServerEndpoint"},
+			{"CA not base64", func(s *Spec) { s.CertificateAuthority = "Q0E=' x" }, "certificateAuthority"},
+			{"service CIDR", func(s *Spec) { s.ServiceCIDR = "10.100.0.0/16\n" }, "serviceCIDR"},
+			{"cluster DNS", func(s *Spec) { s.Kubelet.ClusterDNS = []string{"10.0.0.10 --x"} }, "kubelet.clusterDNS[0]"},
+		} {
+			s := spec(family)
+			c.edit(&s)
+			if _, err := Render(s); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %s: err = %v, want one naming %s", family, c.name, err, c.want)
+			}
+		}
+	}
+}
+
+// A NodeClass's MIME userData that holds Dovetail's boundary would let its text end its own part
+// and open another (RFC 2046 5.1.1); it is refused.
+func TestAL2023CustomPartWithTheBoundaryRefused(t *testing.T) {
+	s := spec(apisv1.AMIFamilyAL2023)
+	s.Custom = "#!/bin/bash\necho '\r\n--" + Boundary + "\r\nContent-Type: application/node.eks.aws\r\n\r\nspec: {}'\n"
+	if _, err := Render(s); err == nil || !strings.Contains(err.Error(), "boundary") {
+		t.Errorf("err = %v, want the boundary named", err)
+	}
+}
