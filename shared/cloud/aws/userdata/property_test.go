@@ -25,7 +25,7 @@ import (
 var breakers = []string{
 	"'", `"`, "\\", "\n", "\r\n", "\t", " ", "$(touch pwned)", "`touch pwned`", "${IFS}", "$HOME", ";", "&&", "|", ">", "<",
 	"*", "?", "~", "{a,b}", "!", "#", "x' ; touch pwned ; '", "]]", "[[", "[", "]", `"""`, "'''", "=", ",", ":", "- ", "---",
-	"...", "&anchor", "*alias", "!!binary", "%YAML", "@", "{", "}", "--" + Boundary, "é", "日本", "\u2028", "\x7f", "\x01", "\x1b[0m",
+	"...", "&anchor", "*alias", "!!binary", "%YAML", "@", "{", "}", "--" + Boundary, "é", "日本", "\u2028", "\u0085", "\x7f", "\x01", "\x1b[0m",
 }
 
 // hostile generates strings made of breakers and arbitrary (valid UTF-8) text.

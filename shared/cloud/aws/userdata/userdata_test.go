@@ -123,6 +123,7 @@ func TestRenderRefusesInvalidValues(t *testing.T) {
 			{"endpoint scheme", func(s *Spec) { s.APIServerEndpoint = "http://api.example" }, "apiServerEndpoint"},
 			{"endpoint with a newline", func(s *Spec) { s.APIServerEndpoint = "https://api.example\n--b64-cluster-ca" }, "apiServerEndpoint"},
 			{"CA not base64", func(s *Spec) { s.CertificateAuthority = "Q0E=' x" }, "certificateAuthority"},
+			{"CA with a line break", func(s *Spec) { s.CertificateAuthority = "Q0E=\n" }, "certificateAuthority"},
 			{"service CIDR", func(s *Spec) { s.ServiceCIDR = "10.100.0.0/16\n" }, "serviceCIDR"},
 			{"cluster DNS", func(s *Spec) { s.Kubelet.ClusterDNS = []string{"10.0.0.10 --x"} }, "kubelet.clusterDNS[0]"},
 		} {

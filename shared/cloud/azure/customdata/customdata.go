@@ -11,12 +11,18 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dovetail-dev/dovetail/shared/apis/validate"
 )
 
 // Paths of the files the custom data writes.
@@ -64,35 +70,86 @@ type writeFile struct {
 	Content     string `json:"content"`
 }
 
-// Render returns the base64 custom data (what osProfile.customData carries). Errors: a label or
-// taint that cannot be written on a kubelet command line, no API server, or data over Azure's limit.
+// Render returns the base64 custom data (what osProfile.customData carries). Errors, each naming
+// the field: a label or taint the API server would refuse (shared/apis/validate: whatever a
+// caller skipped, none reaches the node's bootstrap), an API server that is not an https URL, a
+// CA that is not base64, a cluster DNS that is not an IP, or data over Azure's limit.
 func Render(s Spec) (string, error) {
+	if err := s.check(); err != nil {
+		return "", err
+	}
+	return render(s)
+}
+
+// check refuses the values the API server (labels, taints) or the kubelet (API server URL, CA,
+// cluster DNS) would refuse.
+func (s Spec) check() error {
 	if s.APIServer == "" {
-		return "", errors.New("custom data: the API server URL is required")
+		return errors.New("custom data: the API server URL is required")
 	}
-	labels, err := joinLabels(s.Labels)
-	if err != nil {
-		return "", err
+	errs := validate.Labels(s.Labels, field.NewPath("labels"))
+	errs = append(errs, validate.Taints(s.Taints, field.NewPath("taints"), nil)...)
+	if u, err := url.Parse(s.APIServer); err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
+		errs = append(errs, field.Invalid(field.NewPath("apiServer"), s.APIServer, "must be an https URL with a host and no credentials"))
 	}
-	taints, err := joinTaints(s.Taints)
-	if err != nil {
-		return "", err
+	if !isBase64(s.CA) {
+		errs = append(errs, field.Invalid(field.NewPath("ca"), "(not shown)", "must be standard base64 without line breaks"))
+	}
+	if s.ClusterDNS != "" {
+		if _, err := netip.ParseAddr(s.ClusterDNS); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("clusterDNS"), s.ClusterDNS, "must be an IP address"))
+		}
+	}
+	if s.MaxPods < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("maxPods"), s.MaxPods, "must not be negative"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("custom data: %w", errs.ToAggregate())
+	}
+	return nil
+}
+
+// render writes the cloud-config by construction: the document and the bootstrap kubeconfig are
+// marshalled from structs (sigs.k8s.io/yaml), so any value is one YAML string; the kubelet
+// defaults file is built by envFile, which refuses a word its readers would not pass on intact.
+func render(s Spec) (string, error) {
+	// YAML carries only its printable characters (YAML 1.2 c-printable); anything else would
+	// fail inside the marshaller without naming the field. The token is never echoed.
+	for _, f := range []struct{ name, v string }{{"apiServer", s.APIServer}, {"ca", s.CA}, {"bootstrapToken", s.BootstrapToken}} {
+		if i := strings.IndexFunc(f.v, func(r rune) bool { return !yamlPrintable(r) }); i >= 0 || !utf8.ValidString(f.v) {
+			return "", fmt.Errorf("custom data: %s holds a character YAML cannot carry", f.name)
+		}
 	}
 	flags := []string{"--cloud-provider=external", "--kubeconfig=/var/lib/kubelet/kubeconfig",
 		"--bootstrap-kubeconfig=" + BootstrapKubeconfigPath, "--max-pods=" + strconv.FormatInt(s.MaxPods, 10)}
-	if taints != "" {
-		flags = append(flags, "--register-with-taints="+taints)
+	if len(s.Taints) > 0 {
+		parts := make([]string, 0, len(s.Taints))
+		for _, t := range s.Taints {
+			parts = append(parts, t.Key+"="+t.Value+":"+string(t.Effect))
+		}
+		flags = append(flags, "--register-with-taints="+strings.Join(parts, ","))
 	}
 	if s.ClusterDNS != "" {
 		flags = append(flags, "--cluster-dns="+s.ClusterDNS)
 	}
-	defaults := "KUBELET_FLAGS=" + strings.Join(flags, " ") + "\nKUBELET_NODE_LABELS=" + labels + "\n"
-	kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: localcluster\n  cluster:\n    server: %s\n    certificate-authority-data: %s\nusers:\n- name: kubelet-bootstrap\n  user:\n    token: %s\ncontexts:\n- name: bootstrap-context\n  context:\n    cluster: localcluster\n    user: kubelet-bootstrap\ncurrent-context: bootstrap-context\n",
-		s.APIServer, s.CA, s.BootstrapToken)
+	var env envFile
+	if err := env.checkTaints(s.Taints); err != nil {
+		return "", err
+	}
+	if err := env.set("KUBELET_FLAGS", flags...); err != nil {
+		return "", err
+	}
+	if err := env.setList("KUBELET_NODE_LABELS", labelPairs(s.Labels)); err != nil {
+		return "", err
+	}
+	kubeconfig, err := yaml.Marshal(bootstrapKubeconfig(s))
+	if err != nil {
+		return "", fmt.Errorf("custom data: bootstrap kubeconfig: %w", err)
+	}
 	doc, err := yaml.Marshal(cloudConfig{
 		WriteFiles: []writeFile{
-			{Path: KubeletDefaultsPath, Permissions: "0644", Owner: "root", Content: defaults},
-			{Path: BootstrapKubeconfigPath, Permissions: "0600", Owner: "root", Content: kubeconfig},
+			{Path: KubeletDefaultsPath, Permissions: "0644", Owner: "root", Content: env.String()},
+			{Path: BootstrapKubeconfigPath, Permissions: "0600", Owner: "root", Content: string(kubeconfig)},
 		},
 		RunCmd: []string{"systemctl enable --now kubelet"},
 	})
@@ -104,6 +161,51 @@ func Render(s Spec) (string, error) {
 		return "", fmt.Errorf("custom data: %d base64 characters, Azure allows at most %d", len(out), MaxBase64Bytes)
 	}
 	return out, nil
+}
+
+// kubeconfig is the subset of a client-go kubeconfig (clientcmd/api/v1 Config) the kubelet's TLS
+// bootstrap reads: one cluster, one token user, one context.
+type kubeconfig struct {
+	APIVersion     string         `json:"apiVersion"`
+	Kind           string         `json:"kind"`
+	Clusters       []namedCluster `json:"clusters"`
+	Users          []namedUser    `json:"users"`
+	Contexts       []namedContext `json:"contexts"`
+	CurrentContext string         `json:"current-context"`
+}
+
+type namedCluster struct {
+	Name    string `json:"name"`
+	Cluster struct {
+		Server                   string `json:"server"`
+		CertificateAuthorityData string `json:"certificate-authority-data,omitempty"`
+	} `json:"cluster"`
+}
+
+type namedUser struct {
+	Name string `json:"name"`
+	User struct {
+		Token string `json:"token,omitempty"`
+	} `json:"user"`
+}
+
+type namedContext struct {
+	Name    string `json:"name"`
+	Context struct {
+		Cluster string `json:"cluster"`
+		User    string `json:"user"`
+	} `json:"context"`
+}
+
+func bootstrapKubeconfig(s Spec) kubeconfig {
+	var c namedCluster
+	c.Name, c.Cluster.Server, c.Cluster.CertificateAuthorityData = "localcluster", s.APIServer, s.CA
+	var u namedUser
+	u.Name, u.User.Token = "kubelet-bootstrap", s.BootstrapToken
+	var x namedContext
+	x.Name, x.Context.Cluster, x.Context.User = "bootstrap-context", "localcluster", "kubelet-bootstrap"
+	return kubeconfig{APIVersion: "v1", Kind: "Config", Clusters: []namedCluster{c}, Users: []namedUser{u},
+		Contexts: []namedContext{x}, CurrentContext: "bootstrap-context"}
 }
 
 // Parse reads base64 custom data back as the node's boot agent does. Errors name what is
@@ -167,7 +269,28 @@ func parseDefaults(content string) (*Node, error) {
 	return n, nil
 }
 
-func joinLabels(labels map[string]string) (string, error) {
+// isBase64 is standard base64 (RFC 4648 4) with no line breaks, which the decoder would skip.
+func isBase64(v string) bool {
+	if strings.ContainsAny(v, "\r\n") {
+		return false
+	}
+	_, err := base64.StdEncoding.DecodeString(v)
+	return err == nil
+}
+
+// yamlPrintable is YAML 1.2's c-printable production less U+0085 (NEL): YAML also counts NEL as
+// a line break, and go-yaml writes it raw and reads it back folded (found by the property test).
+func yamlPrintable(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r':
+		return true
+	case r >= 0x20 && r <= 0x7e, r >= 0xa0 && r <= 0xd7ff, r >= 0xe000 && r <= 0xfffd, r >= 0x10000 && r <= 0x10ffff:
+		return true
+	}
+	return false
+}
+
+func labelPairs(labels map[string]string) []string {
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
 		keys = append(keys, k)
@@ -175,24 +298,9 @@ func joinLabels(labels map[string]string) (string, error) {
 	sort.Strings(keys)
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		v := labels[k]
-		if strings.ContainsAny(k+v, ",= \n") {
-			return "", fmt.Errorf("custom data: label %q=%q cannot be passed to the kubelet", k, v)
-		}
-		parts = append(parts, k+"="+v)
+		parts = append(parts, k+"="+labels[k])
 	}
-	return strings.Join(parts, ","), nil
-}
-
-func joinTaints(taints []corev1.Taint) (string, error) {
-	parts := make([]string, 0, len(taints))
-	for _, t := range taints {
-		if strings.ContainsAny(t.Key+t.Value, ",=: \n") {
-			return "", fmt.Errorf("custom data: taint %q cannot be passed to the kubelet", t.ToString())
-		}
-		parts = append(parts, t.Key+"="+t.Value+":"+string(t.Effect))
-	}
-	return strings.Join(parts, ","), nil
+	return parts
 }
 
 func parseTaints(s string) ([]corev1.Taint, error) {
