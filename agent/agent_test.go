@@ -324,8 +324,13 @@ func TestHandleCommandOutcomes(t *testing.T) {
 	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: other}); !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "command.cluster") {
 		t.Fatalf("foreign cluster: %v, want poison naming command.cluster", err)
 	}
-	bad := encode(cluster, &events.Command{ID: "b", Kind: events.CommandTaintNode, Cluster: cluster, NodeName: "n1",
-		Taint: &corev1.Taint{Key: "bad key!", Effect: corev1.TaintEffectNoSchedule}})
+	// Encoded by hand: EncodeCommand itself refuses the invalid key.
+	zw, _ := zstd.NewWriter(nil)
+	bad, err := events.NewEvent(cluster, "provision", events.TypeCommand, "b", zw.EncodeAll([]byte(
+		`{"id":"b","kind":"TaintNode","cluster":"`+cluster+`","nodeName":"n1","taint":{"key":"bad key!","effect":"NoSchedule"}}`), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := e.agent.HandleCommand(e.ctx, queue.Message{Data: bad}); !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "command.taint.key") {
 		t.Fatalf("invalid taint: %v, want poison naming command.taint.key", err)
 	}
