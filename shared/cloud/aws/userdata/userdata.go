@@ -367,23 +367,22 @@ func renderBottlerocket(s Spec) (string, error) {
 			return "", fmt.Errorf("spec.userData: Bottlerocket settings are TOML: %w", err)
 		}
 	}
-	settings := table(doc, "settings")
-	k8s := table(settings, "kubernetes")
+	m := merger{}
+	settings := m.table(doc, "settings")
+	k8s := m.table(settings, "settings", "kubernetes")
 	k8s["cluster-name"] = s.ClusterName
 	k8s["api-server"] = s.APIServerEndpoint
 	k8s["cluster-certificate"] = s.CertificateAuthority
 	if len(s.Labels) > 0 {
-		labels := table(k8s, "node-labels")
+		labels := m.table(k8s, "settings.kubernetes", "node-labels")
 		for k, v := range s.Labels {
 			labels[k] = v
 		}
 	}
 	if len(s.Taints) > 0 {
-		taints := table(k8s, "node-taints")
+		taints := m.table(k8s, "settings.kubernetes", "node-taints")
 		for _, t := range s.Taints {
-			v := t.Value + ":" + string(t.Effect)
-			list, _ := taints[t.Key].([]any)
-			taints[t.Key] = append(list, v)
+			taints[t.Key] = append(m.list(taints, "settings.kubernetes.node-taints", t.Key), t.Value+":"+string(t.Effect))
 		}
 	}
 	if k := s.Kubelet; k != nil {
@@ -393,15 +392,18 @@ func renderBottlerocket(s Spec) (string, error) {
 		if len(k.ClusterDNS) > 0 {
 			k8s["cluster-dns-ip"] = k.ClusterDNS[0]
 		}
-		for key, m := range map[string]map[string]string{"kube-reserved": k.KubeReserved, "system-reserved": k.SystemReserved, "eviction-hard": k.EvictionHard} {
-			if len(m) == 0 {
+		for key, rm := range map[string]map[string]string{"kube-reserved": k.KubeReserved, "system-reserved": k.SystemReserved, "eviction-hard": k.EvictionHard} {
+			if len(rm) == 0 {
 				continue
 			}
-			t := table(k8s, key)
-			for rk, rv := range m {
+			t := m.table(k8s, "settings.kubernetes", key)
+			for rk, rv := range rm {
 				t[rk] = rv
 			}
 		}
+	}
+	if m.err != nil {
+		return "", m.err
 	}
 	b, err := toml.Marshal(doc)
 	if err != nil {
@@ -410,14 +412,48 @@ func renderBottlerocket(s Spec) (string, error) {
 	return string(b), nil
 }
 
-// table returns m[key] as a TOML table, creating it.
-func table(m map[string]any, key string) map[string]any {
-	if t, ok := m[key].(map[string]any); ok {
-		return t
+// merger merges Dovetail's settings into the user's parsed TOML. Where the user's document holds
+// a value of another type at a table Dovetail writes into (settings = "x", or a node-taints entry
+// that is not an array), the first such conflict is kept as err, naming its dotted path: the
+// user's value is never replaced silently.
+type merger struct{ err error }
+
+// table returns parent[key] as a TOML table, creating it when absent. pathAndKey is the key, or
+// the dotted path of parent then the key.
+func (m *merger) table(parent map[string]any, pathAndKey ...string) map[string]any {
+	key := pathAndKey[len(pathAndKey)-1]
+	path := key
+	if len(pathAndKey) > 1 {
+		path = pathAndKey[0] + "." + key
 	}
-	t := map[string]any{}
-	m[key] = t
-	return t
+	switch v := parent[key].(type) {
+	case map[string]any:
+		return v
+	case nil:
+		t := map[string]any{}
+		parent[key] = t
+		return t
+	default:
+		if m.err == nil {
+			m.err = fmt.Errorf("spec.userData: %s is a %T, Dovetail writes a table there", path, v)
+		}
+		return map[string]any{}
+	}
+}
+
+// list returns parent[key] as a TOML array (nil when absent).
+func (m *merger) list(parent map[string]any, path, key string) []any {
+	switch v := parent[key].(type) {
+	case []any:
+		return v
+	case nil:
+		return nil
+	default:
+		if m.err == nil {
+			m.err = fmt.Errorf("spec.userData: %s.%q is a %T, Bottlerocket's node-taints entries are arrays", path, key, v)
+		}
+		return nil
+	}
 }
 
 // renderAL2 writes the AL2 bootstrap: the NodeClass's userData (a script, run as written),

@@ -145,3 +145,33 @@ func TestAL2023CustomPartWithTheBoundaryRefused(t *testing.T) {
 		t.Errorf("err = %v, want the boundary named", err)
 	}
 }
+
+// The user's Bottlerocket TOML is merged by parsing: a value where Dovetail writes a table is an
+// error naming its path, never replaced silently; the user's other settings survive.
+func TestBottlerocketMergeConflictsNamed(t *testing.T) {
+	for custom, want := range map[string]string{
+		`settings = "x"`:                             "settings is a string",
+		"[settings]\nkubernetes = 5":                 "settings.kubernetes is a int64",
+		"[settings.kubernetes]\nnode-labels = [1]":   "settings.kubernetes.node-labels is a []interface {}",
+		"[settings.kubernetes.node-taints]\ngpu = 1": `settings.kubernetes.node-taints."gpu" is a int64`,
+	} {
+		s := spec(apisv1.AMIFamilyBottlerocket)
+		s.Taints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+		s.Custom = custom
+		if _, err := Render(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v, want %q", custom, err, want)
+		}
+	}
+	s := spec(apisv1.AMIFamilyBottlerocket)
+	s.Custom = "[settings.kubernetes.node-taints]\ngpu = [\"true:NoExecute\"]\n[settings.motd]\nx = 1\n"
+	s.Taints = []corev1.Taint{{Key: "gpu", Value: "false", Effect: corev1.TaintEffectNoSchedule}}
+	data, err := Render(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Parse(apisv1.AMIFamilyBottlerocket, data)
+	want := []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoExecute}, {Key: "gpu", Value: "false", Effect: corev1.TaintEffectNoSchedule}}
+	if err != nil || !reflect.DeepEqual(n.Taints, want) || !strings.Contains(data, "[settings.motd]") {
+		t.Errorf("merged taints %v (%v), want the user's then Dovetail's %v\n%s", n.Taints, err, want, data)
+	}
+}
