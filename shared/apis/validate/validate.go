@@ -304,11 +304,16 @@ func PodResources(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	return append(errs, ResourceList(s.Overhead, p.Child("overhead"))...)
 }
 
-// nodeAffinityRequirement: the API server's ValidateNodeSelectorRequirement checks the key is a
-// qualified name and, for In and NotIn, each value a label value (Gt/Lt take an integer, which
-// is a label value too).
+// nodeAffinityRequirement restates the API server's ValidateNodeSelectorRequirement for what
+// Dovetail reads: the key is a qualified name and, for In and NotIn, each value a label value.
+// Gt and Lt take one integer, which may be negative ("-1" is not a label value), so those
+// values are left to the scheduling code that parses them.
 func nodeAffinityRequirement(r corev1.NodeSelectorRequirement, p *field.Path) field.ErrorList {
-	return NodeSelectorRequirement(r.Key, r.Values, p)
+	switch r.Operator {
+	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+		return NodeSelectorRequirement(r.Key, r.Values, p)
+	}
+	return QualifiedName(r.Key, p.Child("key"))
 }
 
 // Pod checks a pod's metadata (namespaced), PodSpec and PodResources.

@@ -164,7 +164,10 @@ func TestNodeAndPod(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 	pod.Spec.NodeSelector = map[string]string{"k": "'"}
 	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "k", Operator: corev1.NodeSelectorOpIn, Values: []string{"ok", "no;"}}}}}}}}
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "k", Operator: corev1.NodeSelectorOpIn, Values: []string{"ok", "no;"}},
+			// The API server takes any integer for Gt and Lt, negative ones too.
+			{Key: "k", Operator: corev1.NodeSelectorOpGt, Values: []string{"-1"}}}}}}}}
 	pod.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-100m")}}}}
 	got = fields(Pod(pod, field.NewPath("pod")))
 	want = []string{"FieldValueRequired pod.metadata.namespace", "FieldValueInvalid pod.spec.nodeSelector[k]",
