@@ -222,6 +222,10 @@ func TestErrors(t *testing.T) {
 			[]string{"bad.yaml doc 2", "Deployment web", "spec.template.metadata.labels[app]"}},
 		{"Node label key", "apiVersion: v1\nkind: Node\nmetadata: {name: n2, labels: {\"bad key\": v}}\n",
 			[]string{"bad.yaml doc 2", "Node n2", "metadata.labels[bad key]"}},
+		// A kubectl dump (kubectl get nodes,pods -A -o yaml) is a List; its items get the same checks.
+		{"dump Node label value", "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(okPod("in-dump"), "\n", "\n  ") +
+			"\n- apiVersion: v1\n  kind: Node\n  metadata: {name: n3, labels: {team: \"x' ; touch /pwned ; '\"}}\n",
+			[]string{"bad.yaml doc 2 items[1]", "Node n3", "metadata.labels[team]"}},
 		{"Provisioner", "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: old}\n",
 			[]string{"bad.yaml doc 2", "karpenter.sh/v1alpha5 Provisioner is not supported"}},
 		{"List item", "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(okPod("first"), "\n", "\n  ") + "\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: q}\n  spec: {containers: []}\n",
