@@ -66,8 +66,12 @@ func (f fieldErrs) err() error {
 // Capacity types a mark may name (karpenter.sh/capacity-type values).
 var capacityTypes = map[string]bool{"on-demand": true, "spot": true, "reserved": true}
 
-// Validate checks the fields decisions rely on. Errors are FieldErrors joined with errors.Join,
-// each naming a path under "snapshot".
+// Validate checks the fields decisions rely on, and every Kubernetes value of the snapshot's
+// pods, nodes, daemonsets, NodePools and NodeClaims (names, labels, annotations, finalizers,
+// taints, tolerations, requirement keys and values, quantities) by the API server's rules
+// (shared/apis/validate): a forged or corrupted snapshot is refused before any decision, or any
+// node's bootstrap, uses it. Errors are FieldErrors joined with errors.Join, each naming a path
+// under "snapshot" ("snapshot.nodePools[0].spec.template.metadata.labels[team]").
 func (s *Snapshot) Validate() error {
 	var errs fieldErrs
 	s.validate("snapshot", &errs)
@@ -259,7 +263,8 @@ func (pp *PodsPending) Validate() error {
 }
 
 // Validate checks the command has what its Kind needs, e.g. "command.nodeClaim: required for
-// kind CreateNodeClaim". Errors are FieldErrors under "command".
+// kind CreateNodeClaim", and that every Kubernetes value it carries is one the API server would
+// accept (validateValues). Errors are FieldErrors under "command".
 func (c *Command) Validate() error {
 	var errs fieldErrs
 	if c.ID == "" {
