@@ -13,8 +13,15 @@
 //     cluster-name, api-server, cluster-certificate, max-pods, cluster-dns-ip, node-labels
 //     (key = "value"), node-taints (key = ["value:Effect", ...]), kube-reserved, system-reserved,
 //     eviction-hard.
-//   - AL2: a shell script calling /etc/eks/bootstrap.sh with --kubelet-extra-args.
+//   - AL2: a bash script calling /etc/eks/bootstrap.sh with --kubelet-extra-args; every argument
+//     is one single-quoted word (script.command), and Parse reads it back with a bash parser.
 //   - Custom: the NodeClass's spec.userData, unchanged.
+//
+// Every renderer escapes by construction: YAML and TOML are marshalled from values, MIME is
+// written by mime/multipart, bash words are quoted by one function. What is not escaped is the
+// NodeClass's own spec.userData (its author's script or settings, merged as parts or parsed
+// TOML, or the whole user data for Custom). Render also refuses, before any renderer runs, a
+// label, taint or cluster value the API server or EKS would refuse (Spec.check).
 package userdata
 
 import (
