@@ -5,7 +5,8 @@
 //
 // The rules are the API server's: metadata through k8s.io/apimachinery's own validators
 // (pkg/api/validation ValidateAnnotations and ValidateFinalizerName, pkg/apis/meta/v1/validation
-// ValidateLabels, pkg/util/validation IsDNS1123Subdomain and friends); the core-type rules that
+// ValidateLabels, pkg/api/validate/content IsLabelKey, IsLabelValue, IsDNS1123Subdomain and
+// IsDNS1123Label, with byte-loop fast paths for the valid case: fast.go); the core-type rules that
 // live in k8s.io/kubernetes pkg/apis/core/validation (not importable) are restated here with the
 // function they restate named on each. Every function returns all problems with their field path
 // and never panics; a nil or empty input is valid unless the rule requires a value.
@@ -19,10 +20,10 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -36,11 +37,14 @@ var TaintEffects = []string{string(corev1.TaintEffectNoSchedule), string(corev1.
 // alphanumerics, '-' and '.', starting and ending alphanumeric): the API server's
 // NameIsDNSSubdomain, which Node (ValidateNodeName), Pod, NodePool and NodeClaim names follow.
 func Name(name string, p *field.Path) field.ErrorList {
+	if dns1123SubdomainOK(name) {
+		return nil
+	}
 	if name == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
 	var errs field.ErrorList
-	for _, m := range validation.IsDNS1123Subdomain(name) {
+	for _, m := range content.IsDNS1123Subdomain(name) {
 		errs = append(errs, field.Invalid(p, name, m))
 	}
 	return errs
@@ -49,11 +53,14 @@ func Name(name string, p *field.Path) field.ErrorList {
 // Namespace checks a namespace name is a DNS-1123 label (at most 63 characters; the API server's
 // ValidateNamespaceName).
 func Namespace(ns string, p *field.Path) field.ErrorList {
+	if dns1123LabelOK(ns) {
+		return nil
+	}
 	if ns == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
 	var errs field.ErrorList
-	for _, m := range validation.IsDNS1123Label(ns) {
+	for _, m := range content.IsDNS1123Label(ns) {
 		errs = append(errs, field.Invalid(p, ns, m))
 	}
 	return errs
@@ -64,7 +71,7 @@ func Namespace(ns string, p *field.Path) field.ErrorList {
 // (at most 63 characters of the same set, starting and ending alphanumeric, or empty), with
 // apimachinery's ValidateLabels, the API server's own. Paths are p[key].
 func Labels(labels map[string]string, p *field.Path) field.ErrorList {
-	if len(labels) == 0 {
+	if labelsOK(labels) {
 		return nil
 	}
 	// ValidateLabels reports keys at p and values at p; naming the key makes the field unique.
@@ -75,23 +82,30 @@ func Labels(labels map[string]string, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// LabelValue checks one label value (IsValidLabelValue) at p; requirement values and taint
+// LabelValue checks one label value (content.IsLabelValue, formerly IsValidLabelValue) at p; requirement values and taint
 // values follow the same rule.
 func LabelValue(v string, p *field.Path) field.ErrorList {
+	if labelValueOK(v) {
+		return nil
+	}
 	var errs field.ErrorList
-	for _, m := range validation.IsValidLabelValue(v) {
+	for _, m := range content.IsLabelValue(v) {
 		errs = append(errs, field.Invalid(p, v, m))
 	}
 	return errs
 }
 
-// QualifiedName checks a label, taint or annotation key (IsQualifiedName) at p; empty is Required.
+// QualifiedName checks a label, taint or annotation key (content.IsLabelKey, formerly
+// IsQualifiedName) at p; empty is Required.
 func QualifiedName(k string, p *field.Path) field.ErrorList {
+	if labelKeyOK(k) {
+		return nil
+	}
 	if k == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
 	var errs field.ErrorList
-	for _, m := range validation.IsQualifiedName(k) {
+	for _, m := range content.IsLabelKey(k) {
 		errs = append(errs, field.Invalid(p, k, m))
 	}
 	return errs
@@ -117,6 +131,10 @@ func Finalizers(finalizers []string, p *field.Path) field.ErrorList {
 // namespace (a DNS-1123 label; required when namespaced, forbidden otherwise), labels,
 // annotations and finalizers. p is the object's path; children are metadata.*.
 func ObjectMeta(m *metav1.ObjectMeta, namespaced bool, p *field.Path) field.ErrorList {
+	if dns1123SubdomainOK(m.Name) && (namespaced && dns1123LabelOK(m.Namespace) || !namespaced && m.Namespace == "") &&
+		labelsOK(m.Labels) && len(m.Annotations) == 0 && len(m.Finalizers) == 0 {
+		return nil
+	}
 	mp := p.Child("metadata")
 	errs := Name(m.Name, mp.Child("name"))
 	switch {
@@ -209,6 +227,9 @@ func Toleration(t corev1.Toleration, tp *field.Path) field.ErrorList {
 // ResourceList checks resource names (qualified names; validateResourceName) and that every
 // quantity is non-negative (ValidateResourceQuantityValue / ValidateNonnegativeQuantity).
 func ResourceList(rl corev1.ResourceList, p *field.Path) field.ErrorList {
+	if resourceListOK(rl) {
+		return nil
+	}
 	var errs field.ErrorList
 	for _, name := range sortedKeys(rl) {
 		rp := p.Key(name)
@@ -290,6 +311,15 @@ func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 // quantities (non-negative). shared/scheduling ValidatePodResources adds the request-within-limit
 // rule for manifests; this is the part every entry shares.
 func PodResources(s *corev1.PodSpec, p *field.Path) field.ErrorList {
+	ok := resourceListOK(s.Overhead)
+	for _, list := range [][]corev1.Container{s.InitContainers, s.Containers} {
+		for i := range list {
+			ok = ok && resourceListOK(list[i].Resources.Requests) && resourceListOK(list[i].Resources.Limits)
+		}
+	}
+	if ok {
+		return nil
+	}
 	var errs field.ErrorList
 	for _, cs := range []struct {
 		name string
@@ -321,6 +351,26 @@ func Pod(pod *corev1.Pod, p *field.Path) field.ErrorList {
 	errs := ObjectMeta(&pod.ObjectMeta, true, p)
 	errs = append(errs, PodSpec(&pod.Spec, p.Child("spec"))...)
 	return append(errs, PodResources(&pod.Spec, p.Child("spec"))...)
+}
+
+// resourceListOK says every name is a qualified name and every quantity non-negative.
+func resourceListOK(rl corev1.ResourceList) bool {
+	for name, q := range rl {
+		if !labelKeyOK(string(name)) || q.Sign() < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// labelsOK says every key and value is valid (the fast paths), so no path need be built.
+func labelsOK(labels map[string]string) bool {
+	for k, v := range labels {
+		if !labelKeyOK(k) || !labelValueOK(v) {
+			return false
+		}
+	}
+	return true
 }
 
 func sortedKeys[K ~string, V any](m map[K]V) []string {
