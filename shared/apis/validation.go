@@ -10,7 +10,6 @@ import (
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -180,9 +179,7 @@ func validateRequirement(r v1.NodeSelectorRequirementWithMinValues, p *field.Pat
 	if r.Key == "" {
 		errs = append(errs, field.Required(kp, ""))
 	} else {
-		for _, m := range validation.IsQualifiedName(r.Key) {
-			errs = append(errs, field.Invalid(kp, r.Key, m))
-		}
+		errs = append(errs, validate.QualifiedName(r.Key, kp)...)
 		if reason := RestrictedLabelReason(r.Key); restricted && reason != "" {
 			errs = append(errs, field.Forbidden(kp, reason))
 		}
@@ -209,9 +206,7 @@ func validateRequirement(r v1.NodeSelectorRequirementWithMinValues, p *field.Pat
 		errs = append(errs, field.NotSupported(p.Child("operator"), string(op), supportedOps))
 	}
 	for i, v := range r.Values {
-		for _, m := range validation.IsValidLabelValue(v) {
-			errs = append(errs, field.Invalid(vp.Index(i), v, m))
-		}
+		errs = append(errs, validate.LabelValue(v, vp.Index(i))...)
 	}
 	if mv := r.MinValues; mv != nil {
 		mp := p.Child("minValues")

@@ -259,7 +259,9 @@ func renderAL2023(s Spec) (string, error) {
 		return "", err
 	}
 	var buf bytes.Buffer
-	buf.WriteString("MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"" + Boundary + "\"\r\n\r\n")
+	// The document's own header (RFC 2045 MIME-Version, RFC 2046 multipart Content-Type), its
+	// parameter quoted by mime.FormatMediaType.
+	buf.WriteString("MIME-Version: 1.0\r\nContent-Type: " + mime.FormatMediaType("multipart/mixed", map[string]string{"boundary": Boundary}) + "\r\n\r\n")
 	w := multipart.NewWriter(&buf)
 	if err := w.SetBoundary(Boundary); err != nil {
 		return "", err
