@@ -82,8 +82,8 @@ func Labels(labels map[string]string, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// LabelValue checks one label value (content.IsLabelValue, formerly IsValidLabelValue) at p; requirement values and taint
-// values follow the same rule.
+// LabelValue checks one label value (content.IsLabelValue, formerly IsValidLabelValue) at p;
+// requirement values and taint values follow the same rule.
 func LabelValue(v string, p *field.Path) field.ErrorList {
 	if labelValueOK(v) {
 		return nil
