@@ -284,3 +284,48 @@ func TestNULAndInvalidUTF8Refused(t *testing.T) {
 		}
 	}
 }
+
+// Through Render and back through Parse, as the fake's kubelet boots: for labels and taints of
+// any strings, either Render refuses them or they are valid by the API server's rules and the node
+// registers with exactly them.
+func TestPropertyRenderThenBootIsExactOrRefused(t *testing.T) {
+	// One string in twenty is hostile, so about half the specs are valid and boot.
+	labelish := rapid.Custom(func(t *rapid.T) string {
+		switch rapid.IntRange(0, 19).Draw(t, "kind") {
+		case 0:
+			return hostile().Draw(t, "hostile")
+		case 1, 2, 3:
+			return rapid.StringMatching(`[a-z]{1,5}\.io/[a-z0-9]{1,6}`).Draw(t, "prefixed")
+		}
+		return rapid.StringMatching(`[a-z0-9]([a-z0-9._-]{0,8}[a-z0-9])?`).Draw(t, "plain")
+	})
+	renderedOK := 0
+	rapid.Check(t, func(t *rapid.T) {
+		family := rapid.SampledFrom([]string{apisv1.AMIFamilyAL2, apisv1.AMIFamilyAL2023, apisv1.AMIFamilyBottlerocket}).Draw(t, "family")
+		s := spec(family)
+		s.Labels = rapid.MapOfN(labelish, labelish, 1, 4).Draw(t, "labels")
+		s.Taints = []corev1.Taint{{Key: labelish.Draw(t, "taintKey"), Value: labelish.Draw(t, "taintValue"), Effect: corev1.TaintEffectNoSchedule}}
+		data, err := Render(s)
+		if err != nil {
+			if s.check() == nil {
+				t.Fatalf("valid values refused: %v", err)
+			}
+			return
+		}
+		if err := s.check(); err != nil {
+			t.Fatalf("rendered values the API server refuses: %v", err)
+		}
+		renderedOK++
+		n, err := Parse(family, data)
+		if err != nil {
+			t.Fatalf("boot: %v\n%s", err, data)
+		}
+		if !reflect.DeepEqual(n.Labels, s.Labels) || !reflect.DeepEqual(n.Taints, s.Taints) {
+			t.Fatalf("node registers with %q %v, want %q %v\n%s", n.Labels, n.Taints, s.Labels, s.Taints, data)
+		}
+	})
+	// The property means little if nothing rendered: about half the 100 specs should.
+	if renderedOK < 10 {
+		t.Errorf("only %d specs rendered and booted", renderedOK)
+	}
+}

@@ -131,3 +131,34 @@ func TestRenderRefusesInvalidValues(t *testing.T) {
 		}
 	}
 }
+
+// Through Render and back through Parse, as the fake's kubelet boots: labels and taints of any
+// strings are either refused or valid by the API server's rules and read back exactly.
+func TestPropertyRenderThenBootIsExactOrRefused(t *testing.T) {
+	// One string in twenty is hostile, so about half the specs are valid and boot.
+	labelish := rapid.Custom(func(t *rapid.T) string {
+		switch rapid.IntRange(0, 19).Draw(t, "kind") {
+		case 0:
+			return hostile().Draw(t, "hostile")
+		case 1, 2, 3:
+			return rapid.StringMatching(`[a-z]{1,5}\.io/[a-z0-9]{1,6}`).Draw(t, "prefixed")
+		}
+		return safe().Draw(t, "plain")
+	})
+	rapid.Check(t, func(t *rapid.T) {
+		s := Spec{APIServer: "https://x.hcp.eastus.azmk8s.io:443", CA: "Y2E=", MaxPods: 30,
+			Labels: rapid.MapOfN(labelish, labelish, 1, 4).Draw(t, "labels"),
+			Taints: []corev1.Taint{{Key: labelish.Draw(t, "taintKey"), Value: labelish.Draw(t, "taintValue"), Effect: corev1.TaintEffectNoExecute}}}
+		data, err := Render(s)
+		if err != nil {
+			if s.check() == nil {
+				t.Fatalf("valid values refused: %v", err)
+			}
+			return
+		}
+		if err := s.check(); err != nil {
+			t.Fatalf("rendered values the API server refuses: %v", err)
+		}
+		roundTrip(t, s, data)
+	})
+}
