@@ -116,10 +116,13 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 		n := &s.Nodes[i]
 		q = fmt.Sprintf("%s.nodes[%d]", p, i)
 		metaValues(q, &n.ObjectMeta, errs)
-		np := field.NewPath(q)
-		addAll(errs, validate.Taints(n.Spec.Taints, np.Child("spec", "taints"), nil))
-		addAll(errs, validate.ResourceList(n.Status.Capacity, np.Child("status", "capacity")))
-		addAll(errs, validate.ResourceList(n.Status.Allocatable, np.Child("status", "allocatable")))
+		lazily(errs, q, "spec", func(sp *field.Path) field.ErrorList {
+			return validate.Taints(n.Spec.Taints, under(sp, "taints"), nil)
+		})
+		lazily(errs, q, "status", func(sp *field.Path) field.ErrorList {
+			return append(validate.ResourceList(n.Status.Capacity, under(sp, "capacity")),
+				validate.ResourceList(n.Status.Allocatable, under(sp, "allocatable"))...)
+		})
 	}
 	for i := range s.Pods {
 		pod := &s.Pods[i]
@@ -198,26 +201,48 @@ func addAll(errs *fieldErrs, list field.ErrorList) {
 
 // metaValues checks the syntax of an object's name and namespace (when set: their absence is
 // reported by the caller, in the snapshot's words), labels, annotations and finalizers, by the
-// API server's rules (shared/apis/validate). p is the object's path.
+// API server's rules (shared/apis/validate). p is the object's path, built only when something
+// is wrong: a valid value is checked with a nil path and allocates nothing.
 func metaValues(p string, m *metav1.ObjectMeta, errs *fieldErrs) {
-	mp := field.NewPath(p).Child("metadata")
-	if m.Name != "" {
-		addAll(errs, validate.Name(m.Name, mp.Child("name")))
+	check := func(mp *field.Path) field.ErrorList {
+		var list field.ErrorList
+		if m.Name != "" {
+			list = append(list, validate.Name(m.Name, under(mp, "name"))...)
+		}
+		if m.Namespace != "" {
+			list = append(list, validate.Namespace(m.Namespace, under(mp, "namespace"))...)
+		}
+		list = append(list, validate.Labels(m.Labels, under(mp, "labels"))...)
+		list = append(list, validate.Annotations(m.Annotations, under(mp, "annotations"))...)
+		return append(list, validate.Finalizers(m.Finalizers, under(mp, "finalizers"))...)
 	}
-	if m.Namespace != "" {
-		addAll(errs, validate.Namespace(m.Namespace, mp.Child("namespace")))
-	}
-	addAll(errs, validate.Labels(m.Labels, mp.Child("labels")))
-	addAll(errs, validate.Annotations(m.Annotations, mp.Child("annotations")))
-	addAll(errs, validate.Finalizers(m.Finalizers, mp.Child("finalizers")))
+	lazily(errs, p, "metadata", check)
 }
 
 // podValues checks a pod's metadata values, scheduling constraints and quantities.
 func podValues(p string, pod *corev1.Pod, errs *fieldErrs) {
 	metaValues(p, &pod.ObjectMeta, errs)
-	sp := field.NewPath(p).Child("spec")
-	addAll(errs, validate.PodSpec(&pod.Spec, sp))
-	addAll(errs, validate.PodResources(&pod.Spec, sp))
+	lazily(errs, p, "spec", func(sp *field.Path) field.ErrorList {
+		return append(validate.PodSpec(&pod.Spec, sp), validate.PodResources(&pod.Spec, sp)...)
+	})
+}
+
+// lazily runs check with no path, where a valid value allocates nothing (shared/apis/validate
+// returns nil without touching the path), and, only when it found something, again with the
+// path p.child to report it.
+func lazily(errs *fieldErrs, p, child string, check func(*field.Path) field.ErrorList) {
+	if len(check(nil)) == 0 {
+		return
+	}
+	addAll(errs, check(field.NewPath(p).Child(child)))
+}
+
+// under is p.Child(name), or nil in lazily's first, path-less pass.
+func under(p *field.Path, name string) *field.Path {
+	if p == nil {
+		return nil
+	}
+	return p.Child(name)
 }
 
 func (m *UnavailableOfferingMark) validate(p string, errs *fieldErrs) {

@@ -9,7 +9,9 @@
 // IsDNS1123Label, with byte-loop fast paths for the valid case: fast.go); the core-type rules that
 // live in k8s.io/kubernetes pkg/apis/core/validation (not importable) are restated here with the
 // function they restate named on each. Every function returns all problems with their field path
-// and never panics; a nil or empty input is valid unless the rule requires a value.
+// and never panics; a nil or empty input is valid unless the rule requires a value. A valid
+// input returns nil without touching the path, so a caller with many objects may check with a
+// nil path first and build the real one only when something is wrong.
 //
 // The package imports only apimachinery, k8s.io/api and the plain API types (shared/apis/v1), so
 // the wire contract (events) can use it without taking on shared/apis' defaults and conversions.
@@ -120,6 +122,13 @@ func Annotations(annotations map[string]string, p *field.Path) field.ErrorList {
 
 // Finalizers checks each finalizer is a qualified name (apimachinery ValidateFinalizerName).
 func Finalizers(finalizers []string, p *field.Path) field.ErrorList {
+	ok := true
+	for _, f := range finalizers {
+		ok = ok && labelKeyOK(f)
+	}
+	if ok {
+		return nil
+	}
 	var errs field.ErrorList
 	for i, f := range finalizers {
 		errs = append(errs, apivalidation.ValidateFinalizerName(f, p.Index(i))...)
@@ -167,6 +176,9 @@ func Taint(t corev1.Taint, p *field.Path) field.ErrorList {
 // Taints checks each taint and that no key and effect pair repeats across the lists sharing
 // seen (validateNodeTaints: "taints must be unique by key and effect pair"); seen may be nil.
 func Taints(taints []corev1.Taint, p *field.Path, seen map[string]bool) field.ErrorList {
+	if len(taints) == 0 {
+		return nil
+	}
 	if seen == nil {
 		seen = map[string]bool{}
 	}
@@ -185,6 +197,13 @@ func Taints(taints []corev1.Taint, p *field.Path, seen map[string]bool) field.Er
 
 // Tolerations checks each toleration (Toleration) at p[i].
 func Tolerations(tols []corev1.Toleration, p *field.Path) field.ErrorList {
+	ok := true
+	for i := range tols {
+		ok = ok && tolerationOK(&tols[i])
+	}
+	if ok {
+		return nil
+	}
 	var errs field.ErrorList
 	for i, t := range tols {
 		errs = append(errs, Toleration(t, p.Index(i))...)
@@ -197,6 +216,14 @@ func Tolerations(tols []corev1.Toleration, p *field.Path) field.ErrorList {
 // Exists takes no value, Equal (or empty) takes a label value; other operators are refused; the
 // effect is empty or a taint effect; tolerationSeconds only with NoExecute.
 func Toleration(t corev1.Toleration, tp *field.Path) field.ErrorList {
+	if tolerationOK(&t) {
+		return nil
+	}
+	return tolerationRules(t, tp)
+}
+
+// tolerationRules is Toleration without the fast path.
+func tolerationRules(t corev1.Toleration, tp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if t.Key != "" {
 		errs = append(errs, QualifiedName(t.Key, tp.Child("key"))...)
@@ -294,6 +321,9 @@ func Node(n *corev1.Node, p *field.Path) field.ErrorList {
 // PodSpec checks the scheduling constraints of a pod spec: nodeSelector (labels), tolerations,
 // and node affinity requirement keys and values. PodResources checks its quantities.
 func PodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
+	if podSpecOK(s) {
+		return nil
+	}
 	errs := Labels(s.NodeSelector, p.Child("nodeSelector"))
 	errs = append(errs, Tolerations(s.Tolerations, p.Child("tolerations"))...)
 	if a := s.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
@@ -351,6 +381,65 @@ func Pod(pod *corev1.Pod, p *field.Path) field.ErrorList {
 	errs := ObjectMeta(&pod.ObjectMeta, true, p)
 	errs = append(errs, PodSpec(&pod.Spec, p.Child("spec"))...)
 	return append(errs, PodResources(&pod.Spec, p.Child("spec"))...)
+}
+
+// tolerationOK is Toleration's rules as a yes or no (TestTolerationAndPodSpecFastPaths checks the
+// two agree).
+func tolerationOK(t *corev1.Toleration) bool {
+	if t.Key == "" {
+		if t.Operator != corev1.TolerationOpExists {
+			return false
+		}
+	} else if !labelKeyOK(t.Key) {
+		return false
+	}
+	switch t.Operator {
+	case corev1.TolerationOpEqual, "":
+		if !labelValueOK(t.Value) {
+			return false
+		}
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			return false
+		}
+	default:
+		return false
+	}
+	switch t.Effect {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		return false
+	}
+	return t.TolerationSeconds == nil || t.Effect == corev1.TaintEffectNoExecute
+}
+
+// podSpecOK is PodSpec's rules as a yes or no.
+func podSpecOK(s *corev1.PodSpec) bool {
+	if !labelsOK(s.NodeSelector) {
+		return false
+	}
+	for i := range s.Tolerations {
+		if !tolerationOK(&s.Tolerations[i]) {
+			return false
+		}
+	}
+	if a := s.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, r := range term.MatchExpressions {
+				if !labelKeyOK(r.Key) {
+					return false
+				}
+				if r.Operator == corev1.NodeSelectorOpIn || r.Operator == corev1.NodeSelectorOpNotIn {
+					for _, v := range r.Values {
+						if !labelValueOK(v) {
+							return false
+						}
+					}
+				}
+			}
+		}
+	}
+	return true
 }
 
 // resourceListOK says every name is a qualified name and every quantity non-negative.
