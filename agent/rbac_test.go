@@ -168,10 +168,12 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	n3 := testNode("n3") // registering: the lifecycle commands' node
 	n3.Spec.ProviderID = pid3
 	n3.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute}}
+	n3.CreationTimestamp = metav1.Now() // the fake clientset sets none; the API server does
 	const pid1 = "aws:///us-east-1a/i-0123456789abcdef0"
 	n1 := testNode("n1") // drained, then deleted: its termination finalizer lets the agent delete it
 	n1.Finalizers = []string{events.FinalizerTermination}
 	n1.Spec.ProviderID = pid1 // nc-1's instance: the NodeClaim the agent creates makes it Dovetail's
+	n1.CreationTimestamp = n3.CreationTimestamp
 	e := newEnv(t, clock.RealClock{}, 0, 0, -1, n1, testNode("n2"), n3, testPod("app", "n1"), testPod("on-n3", "n3"), testPod("pending", ""))
 	e.waitSynced(t)
 	rev := settled(t, e.agent.Watcher())
@@ -179,7 +181,9 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "late pod", func() bool { return e.agent.Watcher().NodePodsChangedSince("n2", rev) })
-	decided := metav1.NewTime(time.Now())
+	// Decided a minute before the Nodes registered: a CreateNodeClaim may not record the
+	// instance of a Node older than its decision (kube claimedInstanceReason).
+	decided := metav1.NewTime(n1.CreationTimestamp.Add(-time.Minute))
 	poolLabel := map[string]string{apisv1.LabelNodePool: "default"}
 	nc := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1", Labels: poolLabel, CreationTimestamp: decided}, Status: apisv1.NodeClaimStatus{ProviderID: pid1}}
 	nc3 := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-3", Labels: poolLabel, CreationTimestamp: decided, Finalizers: []string{events.FinalizerTermination}},

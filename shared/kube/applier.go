@@ -258,6 +258,9 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 		return fmt.Errorf("%w: command.nodeClaim.metadata.creationTimestamp: required: the decision's time, which tells a replay from a late delivery", ErrInvalidCommand)
 	}
 	ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: nc.Name}
+	if why := a.claimedInstanceReason(nc); why != "" {
+		return a.refuse(ctx, cmd, ref, why)
+	}
 	if why, err := a.tombstoneReason(ctx, nc.Name, nc.CreationTimestamp.Time); err != nil {
 		return err
 	} else if why != "" {

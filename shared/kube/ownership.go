@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -162,6 +163,55 @@ func terminationEvidenceReason(cmd *events.Command, deleting bool, providerID st
 	}
 	if ev.ProviderID != providerID {
 		return fmt.Sprintf("command.instance.providerID %q is not the object's instance %q", ev.ProviderID, providerID)
+	}
+	return ""
+}
+
+// claimedInstanceReason returns "" when a CreateNodeClaim of nc may record its
+// status.providerID, else why not. Recording it makes the instance's Node Dovetail's
+// (nodeOwner), so a CreateNodeClaim naming an instance that is already someone else's would
+// adopt it, and every later command on its Node would pass. Refused, from the agent's caches:
+//
+//   - an instance another NodeClaim records (Karpenter's beside Dovetail, or another decision's);
+//   - an instance whose Node was created before nc's decision (metadata.creationTimestamp): the
+//     instance a decision launches boots after it, so that Node is another provisioner's;
+//   - an instance whose Node does not carry nc's karpenter.sh/nodepool label, which the launched
+//     instance's kubelet registers with (shared/launch puts it in the NodeClaim's labels, the
+//     user data gives them to the kubelet as --node-labels, cloud.NodeSpec.Labels).
+//
+// A NodeClaim of nc's name already there is left to createNodeClaim's AlreadyExists path (a
+// redelivery records nothing new; someone else's is refused as not Dovetail's).
+// A Node that registered before its CreateNodeClaim arrived (an agent restarted during a
+// scale-up) passes both Node rules. None of this is proof (a decision's time is the command's
+// word), but together they keep a forged command from adopting a node without a second forgery.
+func (a *Applier) claimedInstanceReason(nc *apisv1.NodeClaim) string {
+	if _, exists, _ := a.state.nodeClaims.GetStore().GetByKey(nc.Name); exists {
+		return "" // a redelivery, or a name someone else took: createNodeClaim's AlreadyExists path judges it
+	}
+	pid := nc.Status.ProviderID
+	for _, obj := range a.state.nodeClaims.GetStore().List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u.GetName() == nc.Name {
+			continue
+		}
+		other := &apisv1.NodeClaim{}
+		if FromUnstructured(u, other) == nil && other.Status.ProviderID == pid {
+			return fmt.Sprintf("command.nodeClaim.status.providerID: %q is already NodeClaim %s's instance", pid, other.Name)
+		}
+	}
+	for _, obj := range a.state.nodes.GetStore().List() {
+		n, ok := obj.(*corev1.Node)
+		if !ok || n.Spec.ProviderID != pid {
+			continue
+		}
+		if n.CreationTimestamp.Time.Before(nc.CreationTimestamp.Time) {
+			return fmt.Sprintf("command.nodeClaim.status.providerID: %q is node %s's, created at %s, before the decision at %s",
+				pid, n.Name, n.CreationTimestamp.UTC().Format(time.RFC3339), nc.CreationTimestamp.UTC().Format(time.RFC3339))
+		}
+		if got, want := n.Labels[apisv1.LabelNodePool], nc.Labels[apisv1.LabelNodePool]; got != want {
+			return fmt.Sprintf("command.nodeClaim.status.providerID: %q is node %s's, whose %s label is %q, not the NodeClaim's %q",
+				pid, n.Name, apisv1.LabelNodePool, got, want)
+		}
 	}
 	return ""
 }

@@ -459,3 +459,58 @@ func TestNodeOutlivingItsReleasedNodeClaim(t *testing.T) {
 		t.Errorf("taint of a live node whose NodeClaim is gone: %s, want %s", got, notOwnedNode)
 	}
 }
+
+// A CreateNodeClaim cannot adopt an instance that is already someone else's: one naming the
+// providerID of a Node that existed before the decision (a managed node group's), or of an
+// instance another NodeClaim records (Karpenter's, beside Dovetail), would make that Node
+// Dovetail's by nodeOwner's rule, and a DeleteNode or DrainNode would then pass on it. The node
+// a decision launched registers after the decision, carrying the NodeClaim's pool label from its
+// user data (the kubelet's --node-labels), so that one is still created when its Node came first.
+func TestCreateNodeClaimCannotAdoptAnExistingInstance(t *testing.T) {
+	const pidOld, pidKarp, pidNew = "aws:///us-east-1a/i-0aaaaaaaaaaaaaa01", "aws:///us-east-1a/i-0aaaaaaaaaaaaaa02", "aws:///us-east-1a/i-0aaaaaaaaaaaaaa03"
+	old := node("mng")
+	old.Spec.ProviderID = pidOld
+	old.CreationTimestamp = metav1.NewTime(t0.Add(-48 * time.Hour))
+	karpNode := node("karp")
+	karpNode.Spec.ProviderID = pidKarp
+	karpNode.Labels[apisv1.LabelNodePool] = "default"
+	karpNode.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
+	fresh := node("fresh")
+	fresh.Spec.ProviderID = pidNew
+	fresh.Labels[apisv1.LabelNodePool] = "default"
+	fresh.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute)) // booted after the decision at t0
+	karpClaim := nodeClaimWith(t, "karpenter-x", pidKarp, func(nc *apisv1.NodeClaim) {
+		nc.Labels = map[string]string{apisv1.LabelNodePool: "default"} // Karpenter's: no Dovetail mark
+		nc.Status.NodeName = "karp"
+	})
+	f := newFixture(t, []runtime.Object{old, karpNode, fresh}, karpClaim)
+	eventually(t, "sync", func() bool {
+		c, _ := f.watcher.NodeClaim("karpenter-x")
+		return f.watcher.Node("mng") != nil && f.watcher.Node("karp") != nil && f.watcher.Node("fresh") != nil && c != nil
+	})
+	cases := []struct {
+		name, claim, pid, node, want string
+	}{
+		{"node older than the decision", "forged-1", pidOld, "mng", "refused: command.nodeClaim.status.providerID"},
+		{"instance another NodeClaim records", "forged-2", pidKarp, "karp", "refused: command.nodeClaim.status.providerID"},
+		{"own node registered first", "default-f1", pidNew, "fresh", "applied"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rev := settledRevision(t, f.watcher)
+			got := outcome(f.applier.Apply(f.ctx, createCmd(c.claim, c.pid, rev)))
+			if !strings.HasPrefix(got, c.want) {
+				t.Fatalf("CreateNodeClaim %s of %s: %s, want %s", c.claim, c.pid, got, c.want)
+			}
+			if c.want != "applied" {
+				if _, err := f.dyn.Resource(NodeClaimGVR).Get(f.ctx, c.claim, metav1.GetOptions{}); err == nil {
+					t.Errorf("NodeClaim %s created for an instance already someone else's", c.claim)
+				}
+				del := &events.Command{ID: "del-" + c.node, Kind: events.CommandDeleteNode, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher), NodeName: c.node}
+				if got := outcome(f.applier.Apply(f.ctx, del)); !strings.HasPrefix(got, "refused: not Dovetail's") {
+					t.Errorf("DeleteNode %s after the forged CreateNodeClaim: %s, want refused as not Dovetail's", c.node, got)
+				}
+			}
+		})
+	}
+}
