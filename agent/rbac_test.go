@@ -231,13 +231,13 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	apply(rev2,
 		&events.Command{ID: "9", Kind: events.CommandRegisterNode, NodeName: "n3", NodeClaim: claim3, Finalizer: events.FinalizerTermination,
 			Labels: map[string]string{apisv1.LabelNodePool: "default"}, Annotations: map[string]string{"karpenter.sh/nodepool-hash": "1"},
-			Taints: []corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}},
+			Taints: []corev1.Taint{apisv1.PlannedTaint("nc-3")}},
 		&events.Command{ID: "10", Kind: events.CommandSetNodeClaimStatus, NodeClaim: &apisv1.NodeClaim{ObjectMeta: claim3.ObjectMeta, Status: apisv1.NodeClaimStatus{
 			NodeName: "n3", Conditions: []metav1.Condition{{Type: apisv1.ConditionRegistered, Status: metav1.ConditionTrue, Reason: "Registered"}}}}},
 		&events.Command{ID: "11", Kind: events.CommandLabelNode, NodeName: "n3", Labels: map[string]string{"karpenter.sh/initialized": "true"}},
 		&events.Command{ID: "12", Kind: events.CommandNominatePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "pending", UID: "uid-pending"}},
 			Toleration: &corev1.Toleration{Key: apisv1.TaintKeyPlanned, Operator: corev1.TolerationOpEqual, Value: "nc-3", Effect: corev1.TaintEffectNoSchedule}},
-		&events.Command{ID: "12b", Kind: events.CommandUntaintNode, NodeName: "n3", Taint: &corev1.Taint{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}},
+		&events.Command{ID: "12b", Kind: events.CommandUntaintNode, NodeName: "n3", Taint: &corev1.Taint{Key: apisv1.TaintKeyPlanned, Effect: corev1.TaintEffectNoSchedule}},
 		&events.Command{ID: "13", Kind: events.CommandDeletePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "on-n3", UID: "uid-on-n3", GracePeriodSeconds: &grace}}},
 	)
 	// nc-3 and n3 are deleted (the termination finalizers hold them), the lifecycle function

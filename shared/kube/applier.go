@@ -427,6 +427,18 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 	if err := validateTaint("command.taint", cmd.Taint); err != nil {
 		return err
 	}
+	// Only the taint Dovetail's functions add: karpenter.sh/disrupted with NoSchedule (Karpenter's
+	// DisruptedNoScheduleTaint, kubernetes-sigs/karpenter pkg/apis/v1/taints.go). Any other would
+	// be the agent's own doing on a forged command: a NoExecute taint has the taint manager
+	// delete the node's pods around the Eviction API and its PDBs.
+	t := cmd.Taint
+	notOurs := func() error {
+		return fmt.Errorf("%w: command.taint: %q: the agent adds only %s:%s, the taint Dovetail's functions write",
+			ErrInvalidCommand, t.ToString(), apisv1.TaintKeyDisrupted, corev1.TaintEffectNoSchedule)
+	}
+	if t.Key != apisv1.TaintKeyDisrupted {
+		return notOurs()
+	}
 	cached, err := a.checkNode(ctx, cmd, true)
 	if err != nil {
 		return err
@@ -434,6 +446,11 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 	if cached == nil {
 		a.opts.Logger.Info("TaintNode: node gone, nothing to taint", "command", cmd.ID, "node", cmd.NodeName)
 		return nil
+	}
+	// Another effect only to stamp a stray karpenter.sh/disrupted taint the node already has
+	// (disruption.StrayTaints): ApplyTaint then adds nothing.
+	if t.Effect != corev1.TaintEffectNoSchedule && !hasTaint(cached.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}) {
+		return notOurs()
 	}
 	if err := a.reserve(ctx, cmd, cached); err != nil {
 		return err
@@ -448,6 +465,9 @@ func (a *Applier) taintNode(ctx context.Context, cmd *events.Command) error {
 		}
 		if err != nil {
 			return err
+		}
+		if t.Effect != corev1.TaintEffectNoSchedule && !hasTaint(node.Spec.Taints, *t) {
+			return notOurs() // the stray went since the cache showed it: nothing to stamp, nothing to add
 		}
 		// Tainted already, or a stray disrupted taint stamped (disruption.ApplyTaint).
 		taints, changed := disruption.ApplyTaint(node.Spec.Taints, *cmd.Taint)

@@ -739,6 +739,10 @@ func (a *Applier) untaintNode(ctx context.Context, cmd *events.Command) error {
 	if cmd.NodeName == "" || cmd.Taint == nil || cmd.Taint.Key == "" {
 		return fmt.Errorf("%w: command.nodeName and command.taint.key: required for UntaintNode", ErrInvalidCommand)
 	}
+	if k := cmd.Taint.Key; k != apisv1.TaintKeyDisrupted && k != apisv1.TaintKeyPlanned {
+		return fmt.Errorf("%w: command.taint.key: %q: the agent removes only %s and %s, the taints Dovetail's functions write; a node's other taints are its NodePool's or another controller's",
+			ErrInvalidCommand, k, apisv1.TaintKeyDisrupted, apisv1.TaintKeyPlanned)
+	}
 	nodes := a.kube.CoreV1().Nodes()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := nodes.Get(ctx, cmd.NodeName, metav1.GetOptions{})

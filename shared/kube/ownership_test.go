@@ -147,7 +147,7 @@ func TestCommandOwnershipTable(t *testing.T) {
 		}), want: map[world]string{managed: "applied", unmanaged: notOwnedClaim, adopted: notOwnedClaim,
 			deleted: "refused: NodeClaim was deleted", replayed: "applied"}},
 		{kind: events.CommandTaintNode, cmd: mk(events.CommandTaintNode, func(c *events.Command) {
-			c.NodeName, c.Taint = "n", &corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}
+			c.NodeName, c.Taint = "n", &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: "drifted", Effect: corev1.TaintEffectNoSchedule}
 		}), want: std(notOwnedNode)},
 		{kind: events.CommandUntaintNode, cmd: mk(events.CommandUntaintNode, func(c *events.Command) {
 			c.NodeName, c.Taint = "n", &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}
@@ -454,7 +454,7 @@ func TestNodeOutlivingItsReleasedNodeClaim(t *testing.T) {
 	}
 	eventually(t, "node not deleting in the cache", func() bool { c := f.watcher.Node("n"); return c != nil && c.DeletionTimestamp == nil })
 	taint := &events.Command{ID: "taint-n", Kind: events.CommandTaintNode, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher),
-		NodeName: "n", Taint: &corev1.Taint{Key: "example.com/x", Effect: corev1.TaintEffectNoSchedule}}
+		NodeName: "n", Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}}
 	if got := outcome(f.applier.Apply(f.ctx, taint)); !strings.HasPrefix(got, notOwnedNode) {
 		t.Errorf("taint of a live node whose NodeClaim is gone: %s, want %s", got, notOwnedNode)
 	}
@@ -512,5 +512,54 @@ func TestCreateNodeClaimCannotAdoptAnExistingInstance(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TaintNode and UntaintNode touch only the taints Dovetail's functions write: karpenter.sh/
+// disrupted with NoSchedule (Karpenter's DisruptedNoScheduleTaint, kubernetes-sigs/karpenter
+// pkg/apis/v1/taints.go) and, to remove, dovetail.dev/planned. A forged TaintNode with NoExecute
+// made the taint manager delete every pod on a Dovetail node at once, around the Eviction API and
+// its PDBs; a forged UntaintNode stripped a NodePool's own taint (dedicated=gpu), opening the
+// node to any pod.
+func TestTaintCommandsTouchOnlyDovetailTaints(t *testing.T) {
+	n := node("n")
+	n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}, apisv1.PlannedTaint("nc-n")}
+	f := newOwnedFixture(t, []runtime.Object{n, pod("default", "app", "n")})
+	eventually(t, "sync", func() bool { return f.watcher.Node("n") != nil && len(f.watcher.PodsOnNode("n")) == 1 })
+	cmd := func(kind events.CommandKind, taint corev1.Taint) *events.Command {
+		return &events.Command{ID: "cmd-" + string(kind) + "-" + taint.Key + string(taint.Effect), Kind: kind, Cluster: "test",
+			SnapshotRevision: settledRevision(t, f.watcher), NodeName: "n", Taint: &taint}
+	}
+	refusedCases := []struct {
+		name string
+		cmd  *events.Command
+		want string
+	}{
+		{"NoExecute taint", cmd(events.CommandTaintNode, corev1.Taint{Key: "example.com/evict", Effect: corev1.TaintEffectNoExecute}), `command.taint: "example.com/evict:NoExecute"`},
+		{"disrupted NoExecute", cmd(events.CommandTaintNode, corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoExecute}), `command.taint: "karpenter.sh/disrupted:NoExecute"`},
+		{"user taint removed", cmd(events.CommandUntaintNode, corev1.Taint{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}), `command.taint.key: "dedicated"`},
+	}
+	for _, c := range refusedCases {
+		t.Run(c.name, func(t *testing.T) {
+			err := f.applier.Apply(f.ctx, c.cmd)
+			if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%s: %v, want ErrInvalidCommand naming %s", c.name, err, c.want)
+			}
+			got, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n", metav1.GetOptions{})
+			if len(got.Spec.Taints) != 2 || got.Spec.Taints[0].Key != "dedicated" || got.Spec.Taints[1].Key != apisv1.TaintKeyPlanned {
+				t.Errorf("taints after a refused %s: %+v, want dedicated and dovetail.dev/planned unchanged", c.name, got.Spec.Taints)
+			}
+		})
+	}
+	// What the functions send still applies.
+	if err := f.applier.Apply(f.ctx, cmd(events.CommandUntaintNode, apisv1.PlannedTaint("nc-n"))); err != nil {
+		t.Fatalf("UntaintNode dovetail.dev/planned: %v", err)
+	}
+	if err := f.applier.Apply(f.ctx, cmd(events.CommandTaintNode, corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule})); err != nil {
+		t.Fatalf("TaintNode karpenter.sh/disrupted:NoSchedule: %v", err)
+	}
+	got, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n", metav1.GetOptions{})
+	if len(got.Spec.Taints) != 2 || got.Spec.Taints[0].Key != "dedicated" || got.Spec.Taints[1].Key != apisv1.TaintKeyDisrupted {
+		t.Errorf("taints %+v, want dedicated and karpenter.sh/disrupted", got.Spec.Taints)
 	}
 }
