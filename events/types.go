@@ -140,11 +140,15 @@ type CommandKind string
 const (
 	// CommandCreateNodeClaim records a launched NodeClaim (with its provider ID) in the cluster.
 	// NodeClaim.CreationTimestamp is the decision's time (required: the agent refuses a
-	// NodeClaim name created and deleted before, and a decision older than it remembers).
+	// NodeClaim name created and deleted before, a decision older than it remembers, and a
+	// provider ID another NodeClaim records or whose Node is older than the decision or lacks
+	// the NodeClaim's karpenter.sh/nodepool label: recording it would adopt that Node).
 	CommandCreateNodeClaim CommandKind = "CreateNodeClaim"
 	// CommandDeleteNodeClaim removes a NodeClaim (and its Node) after its instance is gone.
 	CommandDeleteNodeClaim CommandKind = "DeleteNodeClaim"
-	// CommandTaintNode adds a taint (e.g. karpenter.sh/disrupted:NoSchedule).
+	// CommandTaintNode adds karpenter.sh/disrupted:NoSchedule, the one taint the agent adds (any
+	// other is an invalid command; another effect only stamps a stray disrupted taint the node
+	// already has).
 	CommandTaintNode CommandKind = "TaintNode"
 	// CommandDrainNode evicts the node's pods through the Eviction API.
 	CommandDrainNode CommandKind = "DrainNode"
@@ -176,7 +180,8 @@ const (
 	// first adds Toleration (when set) to each such pod's spec.tolerations: the toleration of
 	// the node's dovetail.dev/planned taint, so only the planned pods fit the new node at first.
 	CommandNominatePods CommandKind = "NominatePods"
-	// CommandUntaintNode removes Taint (matched by key and effect) from the Node NodeName. A
+	// CommandUntaintNode removes Taint (matched by key and effect; karpenter.sh/disrupted or
+	// dovetail.dev/planned only, any other key is an invalid command) from the Node NodeName. A
 	// Taint with timeAdded removes only that taint (same value and timeAdded, to the second),
 	// and, for karpenter.sh/disrupted, not from a node whose Node or NodeClaim is being deleted
 	// (the termination path drains under it): how consolidation removes a stray taint it saw.
