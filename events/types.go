@@ -168,7 +168,8 @@ const (
 	// NodeClaim.Status.NodeName is set, and each of NodeClaim.Status.Conditions replacing the
 	// condition of its type (the others are kept).
 	CommandSetNodeClaimStatus CommandKind = "SetNodeClaimStatus"
-	// CommandLabelNode sets Labels on the Node NodeName (e.g. karpenter.sh/initialized=true).
+	// CommandLabelNode sets Labels on the Node NodeName: karpenter.sh/initialized=true, the only
+	// label the agent writes this way (any other is an invalid command).
 	CommandLabelNode CommandKind = "LabelNode"
 	// CommandRemoveFinalizer removes Finalizer from the Node NodeName, or, when NodeName is
 	// empty, from the NodeClaim NodeClaim.Name, or from the NodeClass NodeClass. A finalizer

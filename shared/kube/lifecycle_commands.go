@@ -443,6 +443,14 @@ func (a *Applier) labelNode(ctx context.Context, cmd *events.Command) error {
 			return fmt.Errorf("%w: command.labels[%q]: %q: LabelNode may not write a label that says whose a node is (only RegisterNode, from its NodeClaim)", ErrInvalidCommand, k, v)
 		}
 	}
+	// The one label Dovetail's lifecycle function writes after registration (as Karpenter's
+	// initialization controller does); any other would place workloads or topology on a
+	// forged command's word.
+	for _, k := range sortedKeys(cmd.Labels) {
+		if k != apisv1.LabelNodeInitialized || cmd.Labels[k] != "true" {
+			return fmt.Errorf("%w: command.labels[%q]: %q: LabelNode writes only %s=true", ErrInvalidCommand, k, cmd.Labels[k], apisv1.LabelNodeInitialized)
+		}
+	}
 	if err := a.refuseIfNodeRecreated(ctx, cmd); err != nil {
 		return err
 	}

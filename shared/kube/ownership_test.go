@@ -563,3 +563,37 @@ func TestTaintCommandsTouchOnlyDovetailTaints(t *testing.T) {
 		t.Errorf("taints %+v, want dedicated and karpenter.sh/disrupted", got.Spec.Taints)
 	}
 }
+
+// LabelNode writes only karpenter.sh/initialized=true, the one label Dovetail's lifecycle
+// function sets after registration (Karpenter's initialization controller sets the same,
+// kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/initialization.go). A forged
+// LabelNode wrote any label on a Dovetail node: a label a sensitive workload's nodeSelector
+// names draws that workload onto the node, a topology label misplaces its spread.
+func TestLabelNodeWritesOnlyInitialized(t *testing.T) {
+	f := newOwnedFixture(t, []runtime.Object{node("n")})
+	eventually(t, "sync", func() bool { return f.watcher.Node("n") != nil })
+	for _, labels := range []map[string]string{
+		{"example.com/pci": "true"},
+		{corev1.LabelTopologyZone: "us-east-1z"},
+		{apisv1.LabelNodeInitialized: "false"},
+		{apisv1.LabelNodeInitialized: "true", "example.com/pci": "true"},
+	} {
+		cmd := &events.Command{ID: "label", Kind: events.CommandLabelNode, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher), NodeName: "n", Labels: labels}
+		err := f.applier.Apply(f.ctx, cmd)
+		if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "command.labels[") {
+			t.Errorf("LabelNode %v: %v, want ErrInvalidCommand naming the label", labels, err)
+		}
+	}
+	got, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n", metav1.GetOptions{})
+	if len(got.Labels) != 1 || got.Labels[corev1.LabelInstanceTypeStable] != "m5.large" {
+		t.Errorf("labels after refused LabelNodes: %v, want only the fixture's instance type", got.Labels)
+	}
+	ok := &events.Command{ID: "init", Kind: events.CommandLabelNode, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher), NodeName: "n",
+		Labels: map[string]string{apisv1.LabelNodeInitialized: "true"}}
+	if err := f.applier.Apply(f.ctx, ok); err != nil {
+		t.Fatalf("LabelNode karpenter.sh/initialized=true: %v", err)
+	}
+	if got, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n", metav1.GetOptions{}); got.Labels[apisv1.LabelNodeInitialized] != "true" {
+		t.Errorf("labels %v, want karpenter.sh/initialized=true", got.Labels)
+	}
+}
