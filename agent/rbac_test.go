@@ -187,7 +187,7 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	poolLabel := map[string]string{apisv1.LabelNodePool: "default"}
 	nc := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1", Labels: poolLabel, CreationTimestamp: decided}, Status: apisv1.NodeClaimStatus{ProviderID: pid1}}
 	nc3 := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-3", Labels: poolLabel, CreationTimestamp: decided, Finalizers: []string{events.FinalizerTermination}},
-		Status: apisv1.NodeClaimStatus{ProviderID: pid3}}
+		Spec: apisv1.NodeClaimSpec{TerminationGracePeriod: &metav1.Duration{Duration: time.Hour}}, Status: apisv1.NodeClaimStatus{ProviderID: pid3}}
 	apply := func(rev int64, cmds ...*events.Command) {
 		t.Helper()
 		for _, c := range cmds {
@@ -238,7 +238,6 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		&events.Command{ID: "12", Kind: events.CommandNominatePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "pending", UID: "uid-pending"}},
 			Toleration: &corev1.Toleration{Key: apisv1.TaintKeyPlanned, Operator: corev1.TolerationOpEqual, Value: "nc-3", Effect: corev1.TaintEffectNoSchedule}},
 		&events.Command{ID: "12b", Kind: events.CommandUntaintNode, NodeName: "n3", Taint: &corev1.Taint{Key: apisv1.TaintKeyPlanned, Effect: corev1.TaintEffectNoSchedule}},
-		&events.Command{ID: "13", Kind: events.CommandDeletePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "on-n3", UID: "uid-on-n3", GracePeriodSeconds: &grace}}},
 	)
 	// nc-3 and n3 are deleted (the termination finalizers hold them), the lifecycle function
 	// finds the instance terminated, and the agent releases both.
@@ -266,6 +265,8 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	})
 	gone := &events.InstanceEvidence{ProviderID: pid3, State: events.InstanceTerminated}
 	apply(e.agent.Watcher().Revision(),
+		// Past nc-3's terminationGracePeriod the termination path deletes what is left.
+		&events.Command{ID: "13", Kind: events.CommandDeletePods, NodeName: "n3", Pods: []events.PodRef{{Namespace: "default", Name: "on-n3", UID: "uid-on-n3", GracePeriodSeconds: &grace}}},
 		&events.Command{ID: "14", Kind: events.CommandRemoveFinalizer, NodeClaim: claim3, Finalizer: events.FinalizerTermination, Instance: gone},
 		&events.Command{ID: "15", Kind: events.CommandRemoveFinalizer, NodeName: "n3", Finalizer: events.FinalizerTermination, Instance: gone},
 	)

@@ -189,6 +189,8 @@ const (
 	CommandUntaintNode CommandKind = "UntaintNode"
 	// CommandDeletePods deletes Pods (not evicts: a NodeClaim's terminationGracePeriod has run
 	// out), each with its GracePeriodSeconds and a UID precondition, from the Node NodeName.
+	// The agent applies it only on a node whose NodeClaim is being deleted and has a
+	// terminationGracePeriod (any other is refused).
 	CommandDeletePods CommandKind = "DeletePods"
 
 	// Status of NodeClasses and NodePools (the lifecycle function decides).

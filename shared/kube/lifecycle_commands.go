@@ -829,6 +829,13 @@ func (a *Applier) deletePods(ctx context.Context, cmd *events.Command) error {
 	if err := a.refuseUnownedNode(ctx, cmd, node); err != nil {
 		return err
 	}
+	// Deleting skips the Eviction API and the pods' PDBs: only the termination path's last resort
+	// (shared/lifecycle drain, as Karpenter's terminator past a NodeClaim's
+	// terminationGracePeriod), so only on a node whose NodeClaim is being deleted with one.
+	if nc, _ := a.nodeOwner(node); nc == nil || nc.DeletionTimestamp == nil || nc.Spec.TerminationGracePeriod == nil {
+		return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName),
+			"DeletePods deletes pods only on a node whose NodeClaim is being deleted and has a terminationGracePeriod (the termination path's forced drain)")
+	}
 	return eachPod(ctx, cmd, "delete pods on node "+cmd.NodeName, func(ref events.PodRef) error { return a.deletePod(ctx, cmd, ref) })
 }
 

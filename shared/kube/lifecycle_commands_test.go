@@ -338,8 +338,16 @@ func TestNominatePods(t *testing.T) {
 }
 
 func TestDeletePods(t *testing.T) {
+	// n1's NodeClaim is being deleted and its terminationGracePeriod is what DeletePods serves.
+	terminating := nodeClaimWith(t, "nc-n1", "aws:///us-east-1a/i-n1", func(nc *apisv1.NodeClaim) {
+		nc.Labels = map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelManagedBy: apisv1.ManagedByAgent}
+		nc.Status.NodeName = "n1"
+		nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: time.Hour}
+		nc.Finalizers = []string{events.FinalizerTermination}
+		nc.DeletionTimestamp = &metav1.Time{Time: t0}
+	})
 	f := newOwnedFixture(t, []runtime.Object{node("n1"), node("n2"),
-		pod("default", "a", "n1"), pod("default", "b", "n1"), pod("default", "c", "n2"), pod("default", "e", "n1"), pod("default", "f", "n1")})
+		pod("default", "a", "n1"), pod("default", "b", "n1"), pod("default", "c", "n2"), pod("default", "e", "n1"), pod("default", "f", "n1")}, terminating)
 	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 4 })
 	rev := settledRevision(t, f.watcher)
 

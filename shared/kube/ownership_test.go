@@ -65,6 +65,7 @@ func ownershipWorld(t *testing.T, w world, deleting bool) *fixture {
 		nc.Status.NodeName = claimNode
 		nc.Finalizers = []string{events.FinalizerTermination}
 		nc.DeletionTimestamp = at
+		nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: time.Hour} // DeletePods needs it (with deleting)
 	})
 	f := newFixture(t, []runtime.Object{n, pod("default", "app", "n"), pod("default", "web", "")}, nc)
 	eventually(t, "sync", func() bool {
@@ -157,7 +158,7 @@ func TestCommandOwnershipTable(t *testing.T) {
 		{kind: events.CommandLabelNode, cmd: mk(events.CommandLabelNode, func(c *events.Command) {
 			c.NodeName, c.Labels = "n", map[string]string{apisv1.LabelNodeInitialized: "true"}
 		}), want: std(notOwnedNode)},
-		{kind: events.CommandDeletePods, cmd: mk(events.CommandDeletePods, func(c *events.Command) {
+		{kind: events.CommandDeletePods, deleting: true, cmd: mk(events.CommandDeletePods, func(c *events.Command) {
 			c.NodeName, c.Pods = "n", []events.PodRef{{Namespace: "default", Name: "app"}}
 		}), want: std(notOwnedNode)},
 		{kind: events.CommandNominatePods, cmd: mk(events.CommandNominatePods, func(c *events.Command) {
@@ -595,5 +596,53 @@ func TestLabelNodeWritesOnlyInitialized(t *testing.T) {
 	}
 	if got, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n", metav1.GetOptions{}); got.Labels[apisv1.LabelNodeInitialized] != "true" {
 		t.Errorf("labels %v, want karpenter.sh/initialized=true", got.Labels)
+	}
+}
+
+// DeletePods deletes pods (no Eviction API, no PDB) only where Dovetail's termination path does:
+// on a node whose NodeClaim is being deleted and has a terminationGracePeriod (Karpenter deletes
+// pods past it the same way, kubernetes-sigs/karpenter pkg/controllers/node/termination). A
+// forged DeletePods on a Dovetail node that is not being terminated deleted its pods around
+// their PDBs.
+func TestDeletePodsOnlyOnATerminatingNodeClaim(t *testing.T) {
+	grace := int64(10)
+	cases := []struct {
+		name     string
+		deleting bool
+		tgp      *metav1.Duration
+		want     string
+	}{
+		{"not being deleted", false, &metav1.Duration{Duration: time.Hour}, "refused: DeletePods"},
+		{"deleting without a terminationGracePeriod", true, nil, "refused: DeletePods"},
+		{"deleting with a terminationGracePeriod", true, &metav1.Duration{Duration: time.Hour}, "applied"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := node("n")
+			n.Spec.ProviderID = pidN
+			nc := nodeClaimWith(t, "nc", pidN, func(nc *apisv1.NodeClaim) {
+				nc.Labels = map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelManagedBy: apisv1.ManagedByAgent}
+				nc.Status.NodeName = "n"
+				nc.Spec.TerminationGracePeriod = c.tgp
+				if c.deleting {
+					nc.Finalizers = []string{events.FinalizerTermination}
+					nc.DeletionTimestamp = &metav1.Time{Time: t0}
+				}
+			})
+			f := newFixture(t, []runtime.Object{n, pod("default", "app", "n")}, nc)
+			eventually(t, "sync", func() bool {
+				c, _ := f.watcher.NodeClaim("nc")
+				return c != nil && len(f.watcher.PodsOnNode("n")) == 1
+			})
+			cmd := &events.Command{ID: "del", Kind: events.CommandDeletePods, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher), NodeName: "n",
+				Pods: []events.PodRef{{Namespace: "default", Name: "app", UID: "uid-default-app", GracePeriodSeconds: &grace}}}
+			if got := outcome(f.applier.Apply(f.ctx, cmd)); !strings.HasPrefix(got, c.want) {
+				t.Fatalf("DeletePods: %s, want %s", got, c.want)
+			}
+			_, err := f.kube.CoreV1().Pods("default").Get(f.ctx, "app", metav1.GetOptions{})
+			if deleted := err != nil; deleted != (c.want == "applied") {
+				t.Errorf("pod deleted = %v, want %v", deleted, c.want == "applied")
+			}
+		})
 	}
 }
