@@ -179,7 +179,8 @@ const (
 	// CommandNominatePods sets status.nominatedNodeName of each of Pods that is still unbound
 	// to NodeName (the node the plan placed it on), so kube-scheduler tries that node first, and
 	// first adds Toleration (when set) to each such pod's spec.tolerations: the toleration of
-	// the node's dovetail.dev/planned taint, so only the planned pods fit the new node at first.
+	// the node's dovetail.dev/planned taint, so only the planned pods fit the new node at first
+	// (the agent refuses any other toleration).
 	CommandNominatePods CommandKind = "NominatePods"
 	// CommandUntaintNode removes Taint (matched by key and effect; karpenter.sh/disrupted or
 	// dovetail.dev/planned only, any other key is an invalid command) from the Node NodeName. A

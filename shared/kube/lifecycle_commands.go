@@ -637,6 +637,20 @@ func (a *Applier) nominatePods(ctx context.Context, cmd *events.Command) error {
 	if err := a.refuseUnownedNode(ctx, cmd, node); err != nil {
 		return err
 	}
+	// The only toleration the agent adds is of this node's own planned taint (what the lifecycle
+	// function sends): any other would let the pod past taints that are not Dovetail's to lift.
+	if t := cmd.Toleration; t != nil {
+		owner, _ := a.nodeOwner(node)
+		if owner == nil || *t != apisv1.PlannedToleration(owner.Name) {
+			want := "none (the node has no NodeClaim)"
+			if owner != nil {
+				pt := apisv1.PlannedToleration(owner.Name)
+				want = fmt.Sprintf("%s=%s:%s", pt.Key, pt.Value, pt.Effect)
+			}
+			return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("command.toleration: %s %s %s:%s is not the node's planned taint's toleration (%s)",
+				t.Key, t.Operator, t.Value, t.Effect, want))
+		}
+	}
 	return eachPod(ctx, cmd, "nominate pods for node "+cmd.NodeName, func(ref events.PodRef) error { return a.nominatePod(ctx, cmd, ref) })
 }
 

@@ -646,3 +646,35 @@ func TestDeletePodsOnlyOnATerminatingNodeClaim(t *testing.T) {
 		})
 	}
 }
+
+// NominatePods adds to a pod only the toleration of the node's own planned taint
+// (apisv1.PlannedToleration of the NodeClaim that makes the node Dovetail's), the one the
+// lifecycle function sends. A forged NominatePods gave any pending pod any toleration: with
+// operator Exists and no key it tolerated every taint of every node (dedicated pools, NoExecute).
+func TestNominatePodsAddsOnlyThePlannedToleration(t *testing.T) {
+	cases := []struct {
+		name string
+		tol  corev1.Toleration
+		want string
+	}{
+		{"tolerate everything", corev1.Toleration{Operator: corev1.TolerationOpExists}, "refused: command.toleration"},
+		{"another NodeClaim's planned taint", apisv1.PlannedToleration("other"), "refused: command.toleration"},
+		{"a NodePool's taint", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}, "refused: command.toleration"},
+		{"the node's planned taint", apisv1.PlannedToleration("nc"), "applied"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := ownershipWorld(t, managed, false)
+			tol := c.tol
+			cmd := &events.Command{ID: "nominate", Kind: events.CommandNominatePods, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher), NodeName: "n",
+				Pods: []events.PodRef{{Namespace: "default", Name: "web"}}, Toleration: &tol}
+			if got := outcome(f.applier.Apply(f.ctx, cmd)); !strings.HasPrefix(got, c.want) {
+				t.Fatalf("NominatePods with %+v: %s, want %s", c.tol, got, c.want)
+			}
+			p, _ := f.kube.CoreV1().Pods("default").Get(f.ctx, "web", metav1.GetOptions{})
+			if added := len(p.Spec.Tolerations) == 1; added != (c.want == "applied") {
+				t.Errorf("tolerations %+v, want the toleration added = %v", p.Spec.Tolerations, c.want == "applied")
+			}
+		})
+	}
+}
