@@ -297,6 +297,17 @@ func TestRBACCoversEveryCall(t *testing.T) {
 				Reason: apisv1.ReasonNodeClassNotReady, Message: "EC2NodeClass default is not ready"},
 				{Type: apisv1.ConditionValidationSucceeded, Status: metav1.ConditionFalse, Reason: apisv1.ReasonNotSupported,
 					Message: "spec.replicas: static NodePools (a fixed node count) are not supported by Dovetail yet"}}}}},
+	)
+	// The NodeClass is deleted (its finalizer holds it) and no NodeClaim uses it: released.
+	uc, err := e.dyn.Resource(kube.EC2NodeClassGVR).Get(e.ctx, "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc.SetDeletionTimestamp(&deleting)
+	if _, err := e.dyn.Resource(kube.EC2NodeClassGVR).Update(e.ctx, uc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	apply(e.agent.Watcher().Revision(),
 		&events.Command{ID: "19", Kind: events.CommandRemoveFinalizer, NodeClass: &ref, Finalizer: events.FinalizerNodeClassTermination},
 	)
 	// A pod's FailedScheduling twice with different reasons: one Event, counted twice (get, patch).
@@ -315,10 +326,10 @@ func TestRBACCoversEveryCall(t *testing.T) {
 			res += "/" + a.GetSubresource()
 		}
 		// The test itself created the "late" pod, the NodeClass and the NodePool, and marked
-		// n3 and nc-3 deleting (update, a verb the agent never uses); every other call is the
-		// agent's.
+		// n3, nc-3 and the NodeClass deleting (update, a verb the agent never uses); every other
+		// call is the agent's.
 		if a.GetVerb() == "create" && (res == "pods" || res == "ec2nodeclasses" || res == "nodepools") ||
-			a.GetVerb() == "update" && (res == "nodes" || res == "nodeclaims") {
+			a.GetVerb() == "update" && (res == "nodes" || res == "nodeclaims" || res == "ec2nodeclasses") {
 			continue
 		}
 		key := a.GetVerb() + " " + a.GetResource().Group + "/" + res

@@ -174,7 +174,9 @@ const (
 	// CommandRemoveFinalizer removes Finalizer from the Node NodeName, or, when NodeName is
 	// empty, from the NodeClaim NodeClaim.Name, or from the NodeClass NodeClass. A finalizer
 	// already gone is success. FinalizerTermination leaves only an object being deleted, with
-	// Instance the cloud's evidence that its instance is gone or going.
+	// Instance the cloud's evidence that its instance is gone or going. Only Dovetail's
+	// finalizers: FinalizerTermination on a Node or NodeClaim, the kind's termination finalizer on
+	// a NodeClass, released only while it is being deleted and no NodeClaim uses it.
 	CommandRemoveFinalizer CommandKind = "RemoveFinalizer"
 	// CommandNominatePods sets status.nominatedNodeName of each of Pods that is still unbound
 	// to NodeName (the node the plan placed it on), so kube-scheduler tries that node first, and
@@ -206,7 +208,8 @@ const (
 	// False a Warning Event on the NodePool says why it launches nothing.
 	CommandSetNodePoolStatus CommandKind = "SetNodePoolStatus"
 	// CommandAddFinalizer adds Finalizer to the NodeClass NodeClass (its deletion then waits
-	// for the lifecycle function to release what was created for it).
+	// for the lifecycle function to release what was created for it); only the kind's
+	// termination finalizer (FinalizerNodeClassTermination, FinalizerAKSNodeClassTermination).
 	CommandAddFinalizer CommandKind = "AddFinalizer"
 
 	// CommandRecordEvents records Events (and nothing else): what a function decided that

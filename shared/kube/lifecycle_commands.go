@@ -488,6 +488,11 @@ func (a *Applier) removeFinalizer(ctx context.Context, cmd *events.Command) erro
 	if cmd.Finalizer == "" {
 		return fmt.Errorf("%w: command.finalizer: must not be empty", ErrInvalidCommand)
 	}
+	if (cmd.NodeName != "" || (cmd.NodeClaim != nil && cmd.NodeClaim.Name != "")) && cmd.Finalizer != events.FinalizerTermination {
+		// The termination finalizer is the one a Node or NodeClaim carries of Dovetail's; any
+		// other is another controller's, and releasing it is not the agent's to do.
+		return fmt.Errorf("%w: command.finalizer: %q: the agent releases only %s from a Node or NodeClaim", ErrInvalidCommand, cmd.Finalizer, events.FinalizerTermination)
+	}
 	if cmd.NodeName != "" {
 		if err := a.refuseIfNodeRecreated(ctx, cmd); err != nil {
 			return err

@@ -678,3 +678,82 @@ func TestNominatePodsAddsOnlyThePlannedToleration(t *testing.T) {
 		})
 	}
 }
+
+// RemoveFinalizer and AddFinalizer touch only Dovetail's finalizers: karpenter.sh/termination on
+// a Node or NodeClaim, the NodeClass kind's termination finalizer (karpenter.k8s.aws/termination,
+// karpenter.azure.com/termination) on a NodeClass, and release that one only from a NodeClass
+// being deleted that no NodeClaim uses (the lifecycle function's rule, as Karpenter's NodeClass
+// termination controller waits for its NodeClaims). A forged RemoveFinalizer released another
+// controller's finalizer, or let a NodeClass go while NodeClaims still used it.
+func TestFinalizerCommandsTouchOnlyDovetailFinalizers(t *testing.T) {
+	class := func(deleting bool) runtime.Object {
+		nc := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default", Finalizers: []string{events.FinalizerNodeClassTermination, "example.com/protect"}}}
+		if deleting {
+			nc.DeletionTimestamp = &metav1.Time{Time: t0}
+		}
+		u, err := ToUnstructured(nc, apisv1.AWSGroupVersion, apisv1.KindEC2NodeClass)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	ref := apisv1.NodeClassOf(&apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}})
+	finalizers := func(f *fixture) []string {
+		u, err := f.dyn.Resource(EC2NodeClassGVR).Get(f.ctx, "default", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.GetFinalizers()
+	}
+	cmd := func(f *fixture, kind events.CommandKind, fin string) *events.Command {
+		return &events.Command{ID: "fin", Kind: kind, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher), NodeClass: &ref, Finalizer: fin}
+	}
+
+	// Someone else's finalizer: never removed or added, on a Node or a NodeClass.
+	n := node("n")
+	n.Finalizers = []string{events.FinalizerTermination, "example.com/protect"}
+	f := newOwnedFixture(t, []runtime.Object{n}, class(true))
+	eventually(t, "sync", func() bool { return f.watcher.Node("n") != nil })
+	other := &events.Command{ID: "fin-n", Kind: events.CommandRemoveFinalizer, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher), NodeName: "n", Finalizer: "example.com/protect"}
+	if err := f.applier.Apply(f.ctx, other); !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "command.finalizer") {
+		t.Errorf("RemoveFinalizer example.com/protect of node n: %v, want ErrInvalidCommand naming command.finalizer", err)
+	}
+	if got, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n", metav1.GetOptions{}); len(got.Finalizers) != 2 {
+		t.Errorf("node finalizers %v, want both kept", got.Finalizers)
+	}
+	for _, kind := range []events.CommandKind{events.CommandRemoveFinalizer, events.CommandAddFinalizer} {
+		if err := f.applier.Apply(f.ctx, cmd(f, kind, "example.com/protect")); !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "command.finalizer") {
+			t.Errorf("%s example.com/protect of the NodeClass: %v, want ErrInvalidCommand naming command.finalizer", kind, err)
+		}
+	}
+	if got := finalizers(f); len(got) != 2 {
+		t.Errorf("NodeClass finalizers %v, want both kept", got)
+	}
+
+	// Its own finalizer, from a NodeClass not being deleted: refused.
+	f = newFixture(t, nil, class(false))
+	eventually(t, "sync", func() bool { return len(finalizers(f)) == 2 })
+	if got := outcome(f.applier.Apply(f.ctx, cmd(f, events.CommandRemoveFinalizer, events.FinalizerNodeClassTermination))); !strings.HasPrefix(got, "refused: EC2NodeClass default is not being deleted") {
+		t.Errorf("release from a live NodeClass: %s, want refused", got)
+	}
+
+	// Being deleted, but a NodeClaim still uses it: refused; once none does: released.
+	user := nodeClaimWith(t, "nc-user", pidN, func(nc *apisv1.NodeClaim) {
+		nc.Spec.NodeClassRef = &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: apisv1.KindEC2NodeClass, Name: "default"}
+	})
+	f = newFixture(t, nil, class(true), user)
+	eventually(t, "sync", func() bool { c, _ := f.watcher.NodeClaim("nc-user"); return c != nil })
+	if got := outcome(f.applier.Apply(f.ctx, cmd(f, events.CommandRemoveFinalizer, events.FinalizerNodeClassTermination))); !strings.HasPrefix(got, "refused: NodeClaim nc-user still uses EC2NodeClass default") {
+		t.Errorf("release while a NodeClaim uses it: %s, want refused", got)
+	}
+	if err := f.dyn.Resource(NodeClaimGVR).Delete(f.ctx, "nc-user", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "NodeClaim gone", func() bool { c, _ := f.watcher.NodeClaim("nc-user"); return c == nil })
+	if err := f.applier.Apply(f.ctx, cmd(f, events.CommandRemoveFinalizer, events.FinalizerNodeClassTermination)); err != nil {
+		t.Fatalf("release of a deleting, unused NodeClass: %v", err)
+	}
+	if got := finalizers(f); len(got) != 1 || got[0] != "example.com/protect" {
+		t.Errorf("NodeClass finalizers %v, want only example.com/protect", got)
+	}
+}

@@ -271,6 +271,10 @@ func (a *Applier) nodeClassFinalizer(ctx context.Context, cmd *events.Command, a
 	if err != nil {
 		return err
 	}
+	kind := cmd.NodeClass.Kind()
+	if want := nodeClassFinalizerOf(kind); cmd.Finalizer != want {
+		return fmt.Errorf("%w: command.finalizer: %q: the agent adds and releases only %s on a %s", ErrInvalidCommand, cmd.Finalizer, want, kind)
+	}
 	res := a.dyn.Resource(gvr)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := res.Get(ctx, name, metav1.GetOptions{})
@@ -278,7 +282,13 @@ func (a *Applier) nodeClassFinalizer(ctx context.Context, cmd *events.Command, a
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("get %s %s: %w", cmd.NodeClass.Kind(), name, err)
+			return fmt.Errorf("get %s %s: %w", kind, name, err)
+		}
+		if !add && hasString(u.GetFinalizers(), cmd.Finalizer) {
+			if why := a.nodeClassReleaseReason(kind, u); why != "" {
+				ref := corev1.ObjectReference{APIVersion: gvr.GroupVersion().String(), Kind: kind, Name: name, UID: u.GetUID()}
+				return a.refuse(ctx, cmd, ref, why)
+			}
 		}
 		var body []byte
 		switch {
@@ -299,4 +309,33 @@ func (a *Applier) nodeClassFinalizer(ctx context.Context, cmd *events.Command, a
 		}
 		return err
 	})
+}
+
+// nodeClassFinalizerOf is the termination finalizer of a NodeClass kind (shared/lifecycle
+// finalizerOf: Karpenter's AWS and Azure providers' own).
+func nodeClassFinalizerOf(kind string) string {
+	if kind == apisv1.KindAKSNodeClass {
+		return events.FinalizerAKSNodeClassTermination
+	}
+	return events.FinalizerNodeClassTermination
+}
+
+// nodeClassReleaseReason returns "" when a NodeClass's termination finalizer may go (it is being
+// deleted and no NodeClaim in the cache names it in spec.nodeClassRef: the lifecycle function's
+// rule, as Karpenter's NodeClass termination waits for its NodeClaims), else why not.
+func (a *Applier) nodeClassReleaseReason(kind string, u *unstructured.Unstructured) string {
+	if u.GetDeletionTimestamp() == nil {
+		return fmt.Sprintf("%s %s is not being deleted: its termination finalizer is released only at the end of a deletion", kind, u.GetName())
+	}
+	for _, key := range a.state.nodeClaims.GetStore().ListKeys() {
+		nc, err := a.state.NodeClaim(key)
+		if err != nil || nc == nil || nc.Spec.NodeClassRef == nil {
+			continue
+		}
+		ref := nc.Spec.NodeClassRef
+		if ref.Name == u.GetName() && (ref.Kind == kind || (ref.Kind == "" && kind == apisv1.KindEC2NodeClass)) {
+			return fmt.Sprintf("NodeClaim %s still uses %s %s", nc.Name, kind, u.GetName())
+		}
+	}
+	return ""
 }
