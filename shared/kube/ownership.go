@@ -173,8 +173,9 @@ func terminationEvidenceReason(cmd *events.Command, deleting bool, providerID st
 // adopt it, and every later command on its Node would pass. Refused, from the agent's caches:
 //
 //   - an instance another NodeClaim records (Karpenter's beside Dovetail, or another decision's);
-//   - an instance whose Node was created before nc's decision (metadata.creationTimestamp): the
-//     instance a decision launches boots after it, so that Node is another provisioner's;
+//   - an instance whose Node was created before nc's decision (metadata.creationTimestamp, less
+//     events.MaxClockSkew): the instance a decision launches boots after it, so that Node is
+//     another provisioner's;
 //   - an instance whose Node does not carry nc's karpenter.sh/nodepool label, which the launched
 //     instance's kubelet registers with (shared/launch puts it in the NodeClaim's labels, the
 //     user data gives them to the kubelet as --node-labels, cloud.NodeSpec.Labels).
@@ -204,9 +205,11 @@ func (a *Applier) claimedInstanceReason(nc *apisv1.NodeClaim) string {
 		if !ok || n.Spec.ProviderID != pid {
 			continue
 		}
-		if n.CreationTimestamp.Time.Before(nc.CreationTimestamp.Time) {
-			return fmt.Sprintf("command.nodeClaim.status.providerID: %q is node %s's, created at %s, before the decision at %s",
-				pid, n.Name, n.CreationTimestamp.UTC().Format(time.RFC3339), nc.CreationTimestamp.UTC().Format(time.RFC3339))
+		// events.MaxClockSkew of slack: the decision's time is the snapshot's, from the agent's
+		// clock, the Node's the API server's.
+		if n.CreationTimestamp.Time.Before(nc.CreationTimestamp.Add(-events.MaxClockSkew)) {
+			return fmt.Sprintf("command.nodeClaim.status.providerID: %q is node %s's, created at %s, more than %s before the decision at %s",
+				pid, n.Name, n.CreationTimestamp.UTC().Format(time.RFC3339), events.MaxClockSkew, nc.CreationTimestamp.UTC().Format(time.RFC3339))
 		}
 		if got, want := n.Labels[apisv1.LabelNodePool], nc.Labels[apisv1.LabelNodePool]; got != want {
 			return fmt.Sprintf("command.nodeClaim.status.providerID: %q is node %s's, whose %s label is %q, not the NodeClaim's %q",

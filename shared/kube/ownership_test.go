@@ -480,14 +480,18 @@ func TestCreateNodeClaimCannotAdoptAnExistingInstance(t *testing.T) {
 	fresh.Spec.ProviderID = pidNew
 	fresh.Labels[apisv1.LabelNodePool] = "default"
 	fresh.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute)) // booted after the decision at t0
+	skewed := node("skewed")                                      // a minute "before" the decision: within events.MaxClockSkew of the agent's clock
+	skewed.Spec.ProviderID = "aws:///us-east-1a/i-0aaaaaaaaaaaaaa04"
+	skewed.Labels[apisv1.LabelNodePool] = "default"
+	skewed.CreationTimestamp = metav1.NewTime(t0.Add(-time.Minute))
 	karpClaim := nodeClaimWith(t, "karpenter-x", pidKarp, func(nc *apisv1.NodeClaim) {
 		nc.Labels = map[string]string{apisv1.LabelNodePool: "default"} // Karpenter's: no Dovetail mark
 		nc.Status.NodeName = "karp"
 	})
-	f := newFixture(t, []runtime.Object{old, karpNode, fresh}, karpClaim)
+	f := newFixture(t, []runtime.Object{old, karpNode, fresh, skewed}, karpClaim)
 	eventually(t, "sync", func() bool {
 		c, _ := f.watcher.NodeClaim("karpenter-x")
-		return f.watcher.Node("mng") != nil && f.watcher.Node("karp") != nil && f.watcher.Node("fresh") != nil && c != nil
+		return f.watcher.Node("mng") != nil && f.watcher.Node("karp") != nil && f.watcher.Node("fresh") != nil && f.watcher.Node("skewed") != nil && c != nil
 	})
 	cases := []struct {
 		name, claim, pid, node, want string
@@ -495,6 +499,7 @@ func TestCreateNodeClaimCannotAdoptAnExistingInstance(t *testing.T) {
 		{"node older than the decision", "forged-1", pidOld, "mng", "refused: command.nodeClaim.status.providerID"},
 		{"instance another NodeClaim records", "forged-2", pidKarp, "karp", "refused: command.nodeClaim.status.providerID"},
 		{"own node registered first", "default-f1", pidNew, "fresh", "applied"},
+		{"own node, clocks a minute apart", "default-f2", "aws:///us-east-1a/i-0aaaaaaaaaaaaaa04", "skewed", "applied"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
