@@ -228,13 +228,13 @@ user credentials file), by nats.auth.type; the CA Secret's ca.crt verifies the s
 {{/*
 One role's permissions on the bundled server, as nats.conf JSON (dict "role" "agent" | "function" |
 "scheduled-events" | "audit" "cluster" .Values.clusterName). It spells
-shared/queue/nats/natsauth.For; charts' TestNATSServerPermissionsAreNatsauth keeps the two equal.
+shared/queue/nats/natsauth.For; charts' TestNATSShape keeps the two equal.
 */}}
 {{- define "dovetail.natsPermissions" -}}
 {{- $stream := printf "dovetail-%s" .cluster -}}
 {{- $subj := printf "dovetail.%s." .cluster -}}
 {{- $api := "$JS.API." -}}
-{{- $mgmt := list (printf "%sSTREAM.INFO.%s" $api $stream) (printf "%sSTREAM.CREATE.%s" $api $stream) (printf "%sSTREAM.UPDATE.%s" $api $stream) -}}
+{{- $mgmt := list (printf "%sSTREAM.INFO.%s" $api $stream) (printf "%sSTREAM.CREATE.%s" $api $stream) -}}
 {{- /* natsauth.FunctionDurables: name and subject of each function's durable consumer. */ -}}
 {{- $functions := list (list "provision" "events") (list "consolidate" "events") (list "drift" "events") (list "lifecycle" "events") (list "interruption" "notices") -}}
 {{- $allow := list -}}

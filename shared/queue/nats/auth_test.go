@@ -13,6 +13,7 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
@@ -398,5 +399,52 @@ func TestAuditRoleCannotStretchItsFilter(t *testing.T) {
 	}
 	if _, err := e.pub.js.Consumer(context.Background(), StreamName(cluster), "sneak"); err == nil {
 		t.Error(`consumer "sneak" exists`)
+	}
+}
+
+// No role may reconfigure the stream: an update to max_msgs 1 dropped every command stored,
+// and one to the subjects stopped the stream capturing commands at all (nats-server applies
+// a stream update from anyone allowed $JS.API.STREAM.UPDATE.<stream>). EnsureStream still works
+// for every role that calls it on the stream as it is.
+func TestNoRoleReconfiguresTheStream(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 3; i++ {
+		if err := e.pub.Publish(context.Background(), queue.CommandsSubject(cluster), fmt.Sprintf("cmd-%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, role := range []natsauth.Role{natsauth.RoleAgent, natsauth.RoleFunction} {
+		rc := e.connectAs(role)
+		if _, err := EnsureStream(shortCtx(), rc.nc, StreamConfig{Cluster: cluster}); err != nil {
+			t.Fatalf("EnsureStream as %s on the stream as it is: %v", role, err)
+		}
+		js, err := jetstream.New(rc.nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := e.pub.js.Stream(context.Background(), StreamName(cluster))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		cfg.MaxMsgs, cfg.Subjects = 1, []string{queue.EventsSubject(cluster)}
+		ctx, cancel := context.WithTimeout(context.Background(), refusalWait)
+		_, err = js.UpdateStream(ctx, cfg)
+		cancel()
+		if !refused(err) {
+			t.Errorf("stream update as %s: %v, want refused", role, err)
+		}
+		info, err := s.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs != 3 || len(info.Config.Subjects) != 5 {
+			t.Errorf("after an update as %s: %d messages, subjects %v; want the 3 commands and the 5 subjects", role, info.State.Msgs, info.Config.Subjects)
+		}
+	}
+	// A stream configured otherwise is reported, naming the field, and left as it is.
+	_, err := EnsureStream(shortCtx(), e.connectAs(natsauth.RoleAgent).nc, StreamConfig{Cluster: cluster, MaxAge: time.Hour})
+	if err == nil || !strings.Contains(err.Error(), "config.max_age is 24h0m0s, want 1h0m0s") {
+		t.Errorf("EnsureStream with another max age: %v, want an error naming config.max_age", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -53,7 +54,9 @@ func checkName(field, s string) error {
 // StreamName is the stream of a cluster: "dovetail-<cluster>".
 func StreamName(cluster string) string { return "dovetail-" + cluster }
 
-// EnsureStream creates the cluster's stream or updates it to cfg.
+// EnsureStream creates the cluster's stream, or checks the one there has cfg's subjects,
+// retention, max age, duplicate window and storage (an error names the field that differs; the
+// stream is never updated).
 func EnsureStream(ctx context.Context, nc *natsgo.Conn, cfg StreamConfig) (jetstream.Stream, error) {
 	if err := checkName("stream config cluster", cfg.Cluster); err != nil {
 		return nil, err
@@ -79,11 +82,46 @@ func EnsureStream(ctx context.Context, nc *natsgo.Conn, cfg StreamConfig) (jetst
 	if cfg.Memory {
 		sc.Storage = jetstream.MemoryStorage
 	}
-	s, err := js.CreateOrUpdateStream(ctx, sc)
+	// Create, never update: no role may reconfigure the stream (natsauth.For grants
+	// STREAM.CREATE and STREAM.INFO only), since an update to its limits or subjects drops what
+	// it holds. A stream that exists is checked against sc instead.
+	s, err := js.Stream(ctx, sc.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, sc)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // created by another client meanwhile
+			s, err = js.Stream(ctx, sc.Name)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", sc.Name, err)
 	}
+	if err := sameStreamConfig(s.CachedInfo().Config, sc); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", sc.Name, err)
+	}
 	return s, nil
+}
+
+// sameStreamConfig returns nil when the existing stream's config has what EnsureStream sets,
+// else an error naming the first field that differs and how to change it (with the server's
+// administrator credentials: no Dovetail role may).
+func sameStreamConfig(have, want jetstream.StreamConfig) error {
+	diff := func(field string, h, w any) error {
+		return fmt.Errorf("config.%s is %v, want %v: no Dovetail role may update the stream; change it with the server's administrator credentials (nats stream edit %s)",
+			field, h, w, want.Name)
+	}
+	switch {
+	case !slices.Equal(have.Subjects, want.Subjects):
+		return diff("subjects", have.Subjects, want.Subjects)
+	case have.Retention != want.Retention:
+		return diff("retention", have.Retention, want.Retention)
+	case have.MaxAge != want.MaxAge:
+		return diff("max_age", have.MaxAge, want.MaxAge)
+	case have.Duplicates != want.Duplicates:
+		return diff("duplicate_window", have.Duplicates, want.Duplicates)
+	case have.Storage != want.Storage:
+		return diff("storage", have.Storage, want.Storage)
+	}
+	return nil
 }
 
 func orDefault[T comparable](v, def T) T {

@@ -88,7 +88,9 @@ func InboxPrefix(cluster string, role Role) string {
 // the nats.go jetstream package requests (api.go of github.com/nats-io/nats.go/jetstream) for
 // exactly the calls each component makes:
 //
-//   - EnsureStream: $JS.API.STREAM.UPDATE.<stream>, then STREAM.CREATE.<stream> if absent.
+//   - EnsureStream: $JS.API.STREAM.INFO.<stream>, then STREAM.CREATE.<stream> if absent. Never
+//     STREAM.UPDATE: an update to the stream's limits or subjects drops what it holds, so no
+//     role may (an operator changes it with the server's administrator credentials).
 //   - a durable pull consumer (NewConsumer, Consume): CONSUMER.CREATE.<stream>.<durable>.<filter
 //     subject> (the server checks the filter token against the config), CONSUMER.MSG.NEXT.<stream>.
 //     <durable>, and acks on $JS.ACK.<stream>.<durable>.>.
@@ -104,7 +106,7 @@ func For(role Role, cluster string) (Permissions, error) {
 	stream := "dovetail-" + cluster
 	subject := func(s string) string { return "dovetail." + cluster + "." + s }
 	api := func(s string) string { return "$JS.API." + s }
-	streamManagement := []string{api("STREAM.INFO." + stream), api("STREAM.CREATE." + stream), api("STREAM.UPDATE." + stream)}
+	streamManagement := []string{api("STREAM.INFO." + stream), api("STREAM.CREATE." + stream)}
 	durable := func(name, subj string) []string {
 		return []string{
 			api("CONSUMER.CREATE." + stream + "." + name + "." + subject(subj)),
