@@ -186,7 +186,9 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	decided := metav1.NewTime(n1.CreationTimestamp.Add(-time.Minute))
 	poolLabel := map[string]string{apisv1.LabelNodePool: "default"}
 	nc := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-1", Labels: poolLabel, CreationTimestamp: decided}, Status: apisv1.NodeClaimStatus{ProviderID: pid1}}
-	nc3 := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-3", Labels: poolLabel, CreationTimestamp: decided, Finalizers: []string{events.FinalizerTermination}},
+	// nc-3 holds what its RegisterNode writes (the agent applies only the NodeClaim's own).
+	nc3 := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-3", Labels: poolLabel, CreationTimestamp: decided, Finalizers: []string{events.FinalizerTermination},
+		Annotations: map[string]string{"karpenter.sh/nodepool-hash": "1"}},
 		Spec: apisv1.NodeClaimSpec{TerminationGracePeriod: &metav1.Duration{Duration: time.Hour}}, Status: apisv1.NodeClaimStatus{ProviderID: pid3}}
 	apply := func(rev int64, cmds ...*events.Command) {
 		t.Helper()

@@ -162,7 +162,9 @@ const (
 	// CommandRegisterNode syncs a NodeClaim onto the Node its instance registered as
 	// (Karpenter's registration): sets Labels and Annotations on the Node, adds each of Taints
 	// that is missing (matched by key and effect), removes the karpenter.sh/unregistered taint
-	// and adds Finalizer. NodeName is the Node, NodeClaim names the NodeClaim.
+	// and adds Finalizer. NodeName is the Node, NodeClaim names the NodeClaim. The agent applies
+	// only the NodeClaim's own labels (and karpenter.sh/registered=true), annotations, taints,
+	// startup taints and planned taint, and FinalizerTermination.
 	CommandRegisterNode CommandKind = "RegisterNode"
 	// CommandSetNodeClaimStatus writes NodeClaim status through /status: status.nodeName when
 	// NodeClaim.Status.NodeName is set, and each of NodeClaim.Status.Conditions replacing the

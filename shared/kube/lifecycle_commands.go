@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -54,6 +55,9 @@ func (a *Applier) registerNode(ctx context.Context, cmd *events.Command) error {
 	}
 	if v, ok := cmd.Labels[apisv1.LabelNodePool]; ok && v != claim.Labels[apisv1.LabelNodePool] {
 		return fmt.Errorf("%w: command.labels[%q]: %q is not NodeClaim %s's NodePool %q", ErrInvalidCommand, apisv1.LabelNodePool, v, claim.Name, claim.Labels[apisv1.LabelNodePool])
+	}
+	if why := notTheClaims(cmd, claim); why != "" {
+		return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), why)
 	}
 	cached := a.state.Node(cmd.NodeName)
 	if cached == nil {
@@ -112,6 +116,37 @@ func hasTaintKey(taints []corev1.Taint, key string) bool {
 	return false
 }
 
+// notTheClaims returns "" when everything a RegisterNode writes is its NodeClaim's, as
+// Karpenter's registration syncs the NodeClaim's labels, annotations and taints onto the Node
+// (kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/registration.go), else which
+// value is not: labels are the NodeClaim's (less the agent's mark) and karpenter.sh/registered=
+// true; annotations the NodeClaim's; taints its taints, startup taints and its
+// dovetail.dev/planned taint (shared/lifecycle register). A mismatch with the cache (a label
+// changed since the snapshot) is refused, and the next decision sends the NodeClaim as it is.
+func notTheClaims(cmd *events.Command, claim *apisv1.NodeClaim) string {
+	for _, k := range sortedKeys(cmd.Labels) {
+		v := cmd.Labels[k]
+		if k == apisv1.LabelNodeRegistered && v == "true" {
+			continue
+		}
+		if have, ok := claim.Labels[k]; !ok || have != v || k == apisv1.LabelManagedBy {
+			return fmt.Sprintf("command.labels[%q]: %q is not NodeClaim %s's label", k, v, claim.Name)
+		}
+	}
+	for _, k := range sortedKeys(cmd.Annotations) {
+		if have, ok := claim.Annotations[k]; !ok || have != cmd.Annotations[k] {
+			return fmt.Sprintf("command.annotations[%q]: %q is not NodeClaim %s's annotation", k, cmd.Annotations[k], claim.Name)
+		}
+	}
+	allowed := append(append([]corev1.Taint{apisv1.PlannedTaint(claim.Name)}, claim.Spec.Taints...), claim.Spec.StartupTaints...)
+	for i, t := range cmd.Taints {
+		if !slices.ContainsFunc(allowed, func(c corev1.Taint) bool { return c.Key == t.Key && c.Value == t.Value && c.Effect == t.Effect }) {
+			return fmt.Sprintf("command.taints[%d]: %q is none of NodeClaim %s's taints, startup taints or planned taint", i, t.ToString(), claim.Name)
+		}
+	}
+	return ""
+}
+
 func validateRegisterNode(cmd *events.Command) error {
 	switch {
 	case cmd.NodeName == "":
@@ -121,6 +156,9 @@ func validateRegisterNode(cmd *events.Command) error {
 	}
 	if err := validateFinalizer(cmd.Finalizer); err != nil {
 		return err
+	}
+	if cmd.Finalizer != events.FinalizerTermination {
+		return fmt.Errorf("%w: command.finalizer: %q: a registered Node gets %s, Dovetail's only finalizer on it", ErrInvalidCommand, cmd.Finalizer, events.FinalizerTermination)
 	}
 	if err := validateLabels(cmd.Labels); err != nil {
 		return err

@@ -67,6 +67,15 @@ func getNodeClaim(t *testing.T, f *fixture, name string) *apisv1.NodeClaim {
 	return nc
 }
 
+// registrable gives a NodeClaim what registerCmd writes from it: the agent applies a RegisterNode
+// only with the NodeClaim's own labels, annotations and taints.
+func registrable(nc *apisv1.NodeClaim) {
+	nc.Labels["team"] = "payments"
+	nc.Annotations = map[string]string{"karpenter.sh/nodepool-hash": "6821555240594823858"}
+	nc.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "payments", Effect: corev1.TaintEffectNoSchedule}}
+	nc.Spec.StartupTaints = []corev1.Taint{{Key: "node.cilium.io/agent-not-ready", Value: "true", Effect: corev1.TaintEffectNoExecute}}
+}
+
 func registerCmd(id, nodeName, claim string, rev int64) *events.Command {
 	return &events.Command{
 		ID: id, Kind: events.CommandRegisterNode, Cluster: "test", SnapshotRevision: rev,
@@ -96,7 +105,7 @@ func patchBodies(actions []k8stesting.Action, resource, subresource, name string
 
 func TestRegisterNode(t *testing.T) {
 	f := newFixture(t, []runtime.Object{registeringNode("n1", pidN1), registeringNode("n2", "aws:///us-east-1b/i-0aaaaaaaaaaaaaaa9")},
-		nodeClaimWith(t, "default-a1", pidN1, nil), nodeClaimWith(t, "default-b2", pidN2, nil))
+		nodeClaimWith(t, "default-a1", pidN1, registrable), nodeClaimWith(t, "default-b2", pidN2, registrable))
 	eventually(t, "sync", func() bool { return f.watcher.Node("n2") != nil })
 	rev := settledRevision(t, f.watcher)
 
@@ -149,7 +158,7 @@ func TestRegisterNode(t *testing.T) {
 }
 
 func TestRegisterNodeStaleRefused(t *testing.T) {
-	f := newFixture(t, []runtime.Object{registeringNode("n1", pidN1)}, nodeClaimWith(t, "default-a1", pidN1, nil))
+	f := newFixture(t, []runtime.Object{registeringNode("n1", pidN1)}, nodeClaimWith(t, "default-a1", pidN1, registrable))
 	eventually(t, "sync", func() bool { return f.watcher.Node("n1") != nil })
 	rev := settledRevision(t, f.watcher)
 

@@ -762,3 +762,65 @@ func TestFinalizerCommandsTouchOnlyDovetailFinalizers(t *testing.T) {
 		t.Errorf("NodeClass finalizers %v, want only example.com/protect", got)
 	}
 }
+
+// RegisterNode writes onto the Node only what its NodeClaim holds, as Karpenter's registration
+// syncs the NodeClaim's labels, annotations and taints (kubernetes-sigs/karpenter
+// pkg/controllers/nodeclaim/lifecycle/registration.go): the NodeClaim's labels (not the
+// agent's mark) plus karpenter.sh/registered=true, its annotations, its taints and startup
+// taints and its dovetail.dev/planned taint, and the termination finalizer. A forged RegisterNode
+// wrote any label, annotation, taint (NoExecute included) or finalizer on a Dovetail node, around
+// the limits on LabelNode and TaintNode.
+func TestRegisterNodeWritesOnlyWhatItsNodeClaimHolds(t *testing.T) {
+	startup := corev1.Taint{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}
+	claimTaint := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	legit := func() *events.Command {
+		return &events.Command{ID: "reg", Kind: events.CommandRegisterNode, Cluster: "test", NodeName: "n",
+			NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc"}}, Finalizer: events.FinalizerTermination,
+			Labels:      map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelNodeRegistered: "true", "team": "ml"},
+			Annotations: map[string]string{"example.com/owner": "ml"},
+			Taints:      []corev1.Taint{claimTaint, startup, apisv1.PlannedTaint("nc")}}
+	}
+	cases := []struct {
+		name string
+		mod  func(*events.Command)
+		want string
+	}{
+		{"a label the NodeClaim lacks", func(c *events.Command) { c.Labels["example.com/pci"] = "true" }, `refused: command.labels["example.com/pci"]`},
+		{"a label value the NodeClaim does not hold", func(c *events.Command) { c.Labels["team"] = "web" }, `refused: command.labels["team"]`},
+		{"an annotation the NodeClaim lacks", func(c *events.Command) { c.Annotations["example.com/x"] = "y" }, `refused: command.annotations["example.com/x"]`},
+		{"a NoExecute taint", func(c *events.Command) {
+			c.Taints = append(c.Taints, corev1.Taint{Key: "example.com/evict", Effect: corev1.TaintEffectNoExecute})
+		}, "refused: command.taints[3]"},
+		{"another finalizer", func(c *events.Command) { c.Finalizer = "example.com/protect" }, "invalid: command.finalizer"},
+		{"what the NodeClaim holds", func(*events.Command) {}, "applied"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := node("n")
+			n.Spec.ProviderID = pidN
+			n.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute}}
+			nc := nodeClaimWith(t, "nc", pidN, func(nc *apisv1.NodeClaim) {
+				nc.Labels = map[string]string{apisv1.LabelNodePool: "default", apisv1.LabelManagedBy: apisv1.ManagedByAgent, "team": "ml"}
+				nc.Annotations = map[string]string{"example.com/owner": "ml"}
+				nc.Spec.Taints, nc.Spec.StartupTaints = []corev1.Taint{claimTaint}, []corev1.Taint{startup}
+			})
+			f := newFixture(t, []runtime.Object{n}, nc)
+			eventually(t, "sync", func() bool { c, _ := f.watcher.NodeClaim("nc"); return c != nil && f.watcher.Node("n") != nil })
+			cmd := legit()
+			c.mod(cmd)
+			cmd.SnapshotRevision = settledRevision(t, f.watcher)
+			err := f.applier.Apply(f.ctx, cmd)
+			got := outcome(err)
+			if errors.Is(err, ErrInvalidCommand) {
+				got = "invalid: " + strings.TrimPrefix(err.Error(), ErrInvalidCommand.Error()+": ")
+			}
+			if !strings.HasPrefix(got, c.want) {
+				t.Fatalf("RegisterNode with %s: %s, want %s", c.name, got, c.want)
+			}
+			node, _ := f.kube.CoreV1().Nodes().Get(f.ctx, "n", metav1.GetOptions{})
+			if registered := node.Labels[apisv1.LabelNodeRegistered] == "true"; registered != (c.want == "applied") {
+				t.Errorf("node labels %v taints %v: registered = %v, want %v", node.Labels, node.Spec.Taints, registered, c.want == "applied")
+			}
+		})
+	}
+}
