@@ -545,6 +545,24 @@ var (
 	evictionSignals   = []string{"memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "pid.available"}
 )
 
+// evictionPercent is the percentage half of Karpenter's eviction threshold pattern: at most
+// 100, with up to two decimals (karpenter-provider-aws hack/validation/kubelet.sh, the CRD's
+// evictionHard and evictionSoft additionalProperties pattern).
+var evictionPercent = regexp.MustCompile(`^(\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%$`)
+
+// evictionThreshold checks an eviction threshold as Karpenter's CRD does: empty, a percentage
+// (evictionPercent) or a quantity (its other half is apimachinery's quantity grammar, so
+// resource.ParseQuantity decides it).
+func evictionThreshold(v string, p *field.Path) field.ErrorList {
+	if v == "" || evictionPercent.MatchString(v) { // the pattern's empty alternative ("||") admits ""
+		return nil
+	}
+	if _, err := resource.ParseQuantity(v); err != nil {
+		return field.ErrorList{field.Invalid(p, v, "must be a percentage (at most 100%, two decimals) or a quantity")}
+	}
+	return nil
+}
+
 func validateKubelet(k *v1.KubeletConfiguration, p *field.Path) field.ErrorList {
 	if k == nil {
 		return nil
@@ -573,11 +591,13 @@ func validateKubelet(k *v1.KubeletConfiguration, p *field.Path) field.ErrorList 
 		if !contains(evictionSignals, key) {
 			errs = append(errs, field.NotSupported(p.Child("evictionHard").Key(key), key, evictionSignals))
 		}
+		errs = append(errs, evictionThreshold(k.EvictionHard[key], p.Child("evictionHard").Key(key))...)
 	}
 	for _, key := range sortedKeys(k.EvictionSoft) {
 		if !contains(evictionSignals, key) {
 			errs = append(errs, field.NotSupported(p.Child("evictionSoft").Key(key), key, evictionSignals))
 		}
+		errs = append(errs, evictionThreshold(k.EvictionSoft[key], p.Child("evictionSoft").Key(key))...)
 		if _, ok := k.EvictionSoftGracePeriod[key]; !ok {
 			errs = append(errs, field.Required(p.Child("evictionSoftGracePeriod").Key(key), "every evictionSoft signal needs a grace period"))
 		}

@@ -209,6 +209,12 @@ func TestValidateEC2NodeClass(t *testing.T) {
 		{"kubelet reserved keys", `spec: {kubelet: {systemReserved: {gpu: "1"}}}`, "spec.kubelet.systemReserved[gpu]", field.ErrorTypeNotSupported},
 		{"kubelet image GC thresholds", `spec: {kubelet: {imageGCHighThresholdPercent: 50, imageGCLowThresholdPercent: 60}}`, "spec.kubelet.imageGCHighThresholdPercent", field.ErrorTypeInvalid},
 		{"kubelet eviction signal", `spec: {kubelet: {evictionHard: {cpu.available: 5%}}}`, "spec.kubelet.evictionHard[cpu.available]", field.ErrorTypeNotSupported},
+		// Karpenter's CRD refuses an eviction threshold that is neither a percentage (at most
+		// 100%, two decimals) nor a quantity (karpenter-provider-aws hack/validation/kubelet.sh);
+		// it reached the node's kubelet configuration unchecked.
+		{"kubelet eviction threshold", `spec: {kubelet: {evictionHard: {memory.available: "5%\"\n[settings.x]"}}}`, "spec.kubelet.evictionHard[memory.available]", field.ErrorTypeInvalid},
+		{"kubelet eviction percentage", `spec: {kubelet: {evictionHard: {memory.available: 101%}}}`, "spec.kubelet.evictionHard[memory.available]", field.ErrorTypeInvalid},
+		{"kubelet soft eviction threshold", `spec: {kubelet: {evictionSoft: {memory.available: lots}}}`, "spec.kubelet.evictionSoft[memory.available]", field.ErrorTypeInvalid},
 		{"instance store policy", `spec: {instanceStorePolicy: RAID5}`, "spec.instanceStorePolicy", field.ErrorTypeNotSupported},
 	})
 }
