@@ -825,7 +825,16 @@ func (h *scenarioHarness) nodeClassStatus(ctx context.Context, nc apisv1.NodeCla
 // launched and registered already; one without is in flight: its instance runs in the fake cloud
 // and its Node registers after the provision decision (settle), as a booting instance's would.
 func (h *scenarioHarness) nodeClaim(ctx context.Context, nc *apisv1.NodeClaim, fc *fake.Cloud) error {
-	u, err := kube.ToUnstructured(nc, apisv1.GroupVersion, "NodeClaim")
+	// A manifest NodeClaim stands for one Dovetail launched before the scenario's decision, so it
+	// carries the ownership mark the agent writes at creation (shared/kube/ownership.go): without
+	// it the agent refuses, rightly, to register, untaint or nominate onto its Node. The mark is
+	// the agent's, not in the launch's user data, so the Node registers without it.
+	marked := nc.DeepCopy()
+	if marked.Labels == nil {
+		marked.Labels = map[string]string{}
+	}
+	marked.Labels[apisv1.LabelManagedBy] = apisv1.ManagedByAgent
+	u, err := kube.ToUnstructured(marked, apisv1.GroupVersion, "NodeClaim")
 	if err != nil {
 		return err
 	}
