@@ -43,3 +43,19 @@ func BenchmarkSnapshotCodec(b *testing.B) {
 		report(b)
 	})
 }
+
+// BenchmarkSnapshotValidate checks every value of a snapshot of 1,000 nodes × 30 pods (plus 100
+// pending pods) by the API server's rules, as a function does before deciding on it
+// (Snapshot.Validate): the cost of the trust boundary on each decoded snapshot.
+func BenchmarkSnapshotValidate(b *testing.B) {
+	s := testSnapshot(1000, 30, 100)
+	if err := s.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Validate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
