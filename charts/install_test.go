@@ -17,15 +17,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 )
 
-func mustRender(t *testing.T, vals map[string]any) []Manifest {
-	t.Helper()
-	ms, err := Render("dovetail", testNamespace, vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ms
-}
-
 // The least an operator must give for each transport: clusterName and the transport's required
 // values (values.yaml's "Required"), everything else the chart's defaults.
 var (

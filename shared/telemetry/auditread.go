@@ -171,6 +171,9 @@ func readAuditDocument(br *bufio.Reader, max int, skip func(AuditSkip) error, ea
 	if err != nil {
 		return fail(err)
 	}
+	if want := json.Delim('['); cloudWatch && tok != json.Delim('{') || !cloudWatch && tok != want {
+		return fail(fmt.Errorf("document starts with %v, want %s", tok, map[bool]string{true: "an object", false: "an array"}[cloudWatch]))
+	}
 	if cloudWatch {
 		for dec.More() {
 			key, err := dec.Token()
