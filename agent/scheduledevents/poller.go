@@ -21,9 +21,6 @@ import (
 	"strings"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-
-	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/events/notices"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
@@ -164,29 +161,9 @@ func (p *Poller) resourceID(ctx context.Context) (string, error) {
 	return id, nil
 }
 
-// cloudEvent wraps a document: a structured-mode CloudEvent 1.0 with the message id, source
-// "dovetail/<cluster>/scheduled-events", this VM's resource ID as subject and the document as
-// JSON data. A
-// document that is not JSON is carried as application/octet-stream, so the interruption
-// function dead-letters it with its reason instead of it being lost here.
+// cloudEvent wraps a document as this VM's notice (notices.WrapScheduledEvents).
 func (p *Poller) cloudEvent(id string, doc []byte, now time.Time) ([]byte, error) {
-	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
-	e.SetID(id)
-	e.SetSource(events.SourcePrefix + "/" + p.Cluster + "/scheduled-events")
-	e.SetType(notices.ScheduledEventsCloudEventType)
-	e.SetTime(now.UTC())
-	e.SetSubject(p.ResourceID)
-	ct := "application/json"
-	if !json.Valid(doc) {
-		ct = "application/octet-stream"
-	}
-	if err := e.SetData(ct, doc); err != nil {
-		return nil, fmt.Errorf("building the CloudEvent: %w", err)
-	}
-	if err := e.Validate(); err != nil {
-		return nil, fmt.Errorf("building the CloudEvent: %w", err)
-	}
-	return json.Marshal(e)
+	return notices.WrapScheduledEvents(p.Cluster, p.ResourceID, id, doc, now)
 }
 
 // empty reports a well-formed document without events (the usual answer), which is not

@@ -8,6 +8,10 @@ import (
 	"mime"
 	"strings"
 	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/dovetail-dev/dovetail/events"
 )
 
 // Scheduled Events event types (Azure docs, "Azure Metadata Service: Scheduled Events for Linux
@@ -44,6 +48,33 @@ const (
 // CloudEvents or Event Grid events only. The interruption function decodes its data as a
 // Scheduled Events document (DecodeEventGrid).
 const ScheduledEventsCloudEventType = "dev.dovetail.azure.scheduledevents.v1"
+
+// WrapScheduledEvents wraps a Scheduled Events document as the node's publisher sends it
+// (agent/scheduledevents): a structured-mode CloudEvent 1.0 of type
+// ScheduledEventsCloudEventType with the message id, source
+// "dovetail/<cluster>/scheduled-events", the resource ID of the VM that read the document (reader)
+// as subject, at as time, and the document as JSON data. A document that is not JSON is carried
+// as application/octet-stream, so the interruption function dead-letters it with its reason
+// instead of it being lost at the publisher.
+func WrapScheduledEvents(cluster, reader, id string, doc []byte, at time.Time) ([]byte, error) {
+	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
+	e.SetID(id)
+	e.SetSource(events.SourcePrefix + "/" + cluster + "/scheduled-events")
+	e.SetType(ScheduledEventsCloudEventType)
+	e.SetTime(at.UTC())
+	e.SetSubject(reader)
+	ct := "application/json"
+	if !json.Valid(doc) {
+		ct = "application/octet-stream"
+	}
+	if err := e.SetData(ct, doc); err != nil {
+		return nil, fmt.Errorf("building the CloudEvent: %w", err)
+	}
+	if err := e.Validate(); err != nil {
+		return nil, fmt.Errorf("building the CloudEvent: %w", err)
+	}
+	return json.Marshal(e)
+}
 
 // ScheduledEvents is a decoded IMDS Scheduled Events document.
 type ScheduledEvents struct {

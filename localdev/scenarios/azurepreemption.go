@@ -123,13 +123,10 @@ func AzurePreemption(ctx context.Context, out io.Writer) (*InterruptionResult, e
 		}})
 }
 
-// ScheduledEventsCloudEvent wraps a Scheduled Events document as Dovetail's publisher does
-// (agent/scheduledevents): a CloudEvent 1.0 of type notices.ScheduledEventsCloudEventType, the
-// document as JSON data, and the resource ID of the VM that read it (reader) as subject.
+// ScheduledEventsCloudEvent wraps a Scheduled Events document as the node's publisher does
+// (notices.WrapScheduledEvents), read by the VM whose resource ID is reader.
 func ScheduledEventsCloudEvent(reader, id string, doc []byte, at time.Time) []byte {
-	b, err := json.Marshal(map[string]any{"specversion": "1.0", "id": id, "source": "dovetail/" + Cluster + "/scheduled-events",
-		"type": notices.ScheduledEventsCloudEventType, "subject": reader, "time": at.UTC().Format(time.RFC3339Nano),
-		"datacontenttype": "application/json", "data": json.RawMessage(doc)})
+	b, err := notices.WrapScheduledEvents(Cluster, reader, id, doc, at)
 	if err != nil {
 		panic(fmt.Sprintf("scheduled events CloudEvent: %v", err)) // the document is JSON ScheduledEventsJSON rendered
 	}
