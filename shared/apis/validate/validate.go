@@ -45,11 +45,7 @@ func Name(name string, p *field.Path) field.ErrorList {
 	if name == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
-	var errs field.ErrorList
-	for _, m := range content.IsDNS1123Subdomain(name) {
-		errs = append(errs, field.Invalid(p, name, m))
-	}
-	return errs
+	return invalid(p, name, content.IsDNS1123Subdomain(name))
 }
 
 // Namespace checks a namespace name is a DNS-1123 label (at most 63 characters; the API server's
@@ -61,11 +57,7 @@ func Namespace(ns string, p *field.Path) field.ErrorList {
 	if ns == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
-	var errs field.ErrorList
-	for _, m := range content.IsDNS1123Label(ns) {
-		errs = append(errs, field.Invalid(p, ns, m))
-	}
-	return errs
+	return invalid(p, ns, content.IsDNS1123Label(ns))
 }
 
 // Labels checks label keys (qualified names: an optional DNS-1123 subdomain prefix of at most
@@ -90,11 +82,7 @@ func LabelValue(v string, p *field.Path) field.ErrorList {
 	if labelValueOK(v) {
 		return nil
 	}
-	var errs field.ErrorList
-	for _, m := range content.IsLabelValue(v) {
-		errs = append(errs, field.Invalid(p, v, m))
-	}
-	return errs
+	return invalid(p, v, content.IsLabelValue(v))
 }
 
 // QualifiedName checks a label, taint or annotation key (content.IsLabelKey, formerly
@@ -106,9 +94,14 @@ func QualifiedName(k string, p *field.Path) field.ErrorList {
 	if k == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
+	return invalid(p, k, content.IsLabelKey(k))
+}
+
+// invalid turns apimachinery's messages about v into one field.Invalid each at p.
+func invalid(p *field.Path, v string, msgs []string) field.ErrorList {
 	var errs field.ErrorList
-	for _, m := range content.IsLabelKey(k) {
-		errs = append(errs, field.Invalid(p, k, m))
+	for _, m := range msgs {
+		errs = append(errs, field.Invalid(p, v, m))
 	}
 	return errs
 }
