@@ -224,8 +224,17 @@ func (h *scenarioHarness) Publish(ctx context.Context, _ string, _ string, data 
 	return nil
 }
 
-// RegisterNode creates the Node a booted instance's kubelet registers, and its CSINode.
+// RegisterNode creates the Node a booted instance's kubelet registers, and its CSINode. The Node
+// carries the EBS CSI driver's zone label as well: the driver's node plugin reports the zone
+// under topology.ebs.csi.aws.com/zone and topology.kubernetes.io/zone (aws-ebs-csi-driver
+// pkg/driver/node.go NodeGetInfo), and the kubelet copies the reported topology onto the Node
+// when the plugin registers (kubelet pkg/volume/csi/nodeinfomanager). kube-scheduler's
+// VolumeBinding filter matches a volume's node affinity and a class's allowedTopologies on it.
 func (h *scenarioHarness) RegisterNode(ctx context.Context, node *corev1.Node) error {
+	if zone := node.Labels[corev1.LabelTopologyZone]; zone != "" {
+		node = node.DeepCopy()
+		node.Labels[scheduling.LabelEBSCSIZone] = zone
+	}
 	_, err := h.kc.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -258,7 +267,7 @@ func (h *scenarioHarness) csiNode(ctx context.Context, node *corev1.Node) error 
 	}
 	cn := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: node.Name},
 		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: ebsDriver, NodeID: id,
-			TopologyKeys: []string{corev1.LabelTopologyZone}, Allocatable: &storagev1.VolumeNodeResources{Count: &limit}}}}}
+			TopologyKeys: []string{scheduling.LabelEBSCSIZone, corev1.LabelTopologyZone}, Allocatable: &storagev1.VolumeNodeResources{Count: &limit}}}}}
 	_, err := h.kc.StorageV1().CSINodes().Create(ctx, cn, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil

@@ -470,3 +470,114 @@ func TestPlanTableWide(t *testing.T) {
 		t.Errorf("-o json --wide: exit %d, stderr %q; want 2 naming --wide", code, stderr)
 	}
 }
+
+// TestPlanAzureDiskCSIZoneKey: the Azure Disk CSI driver's zone key is read as the zone
+// (Azure/karpenter-provider-azure aliases topology.disk.csi.azure.com/zone onto
+// topology.kubernetes.io/zone). Pod pinned uses a disk the driver provisioned in eastus-3 (its
+// PersistentVolume's node affinity is on the driver's key); StatefulSet db's WaitForFirstConsumer
+// claims come from a class whose allowedTopologies name eastus-1 under the same key. So pinned's
+// NodeClaim is in eastus-3 and db's in eastus-1, and nothing is unschedulable.
+func TestPlanAzureDiskCSIZoneKey(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "disk.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.azure.com, kind: AKSNodeClass, name: default}
+      requirements:
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: karpenter.azure.com/v1beta1
+kind: AKSNodeClass
+metadata: {name: default}
+spec: {imageFamily: Ubuntu2204}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: managed-csi}
+provisioner: disk.csi.azure.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: managed-csi-zone1}
+provisioner: disk.csi.azure.com
+volumeBindingMode: WaitForFirstConsumer
+allowedTopologies:
+- matchLabelExpressions:
+  - {key: topology.disk.csi.azure.com/zone, values: [eastus-1]}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-disk}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: managed-csi
+  csi: {driver: disk.csi.azure.com, volumeHandle: /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/mc_rg/providers/Microsoft.Compute/disks/pvc-1}
+  claimRef: {namespace: default, name: disk}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: topology.disk.csi.azure.com/zone, operator: In, values: [eastus-3]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: disk}
+spec:
+  storageClassName: managed-csi
+  volumeName: pv-disk
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pinned}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: disk}}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  replicas: 1
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      storageClassName: managed-csi-zone1
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 10Gi}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "plan", "-o", "json", "-f", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Unschedulable) != 0 {
+		t.Fatalf("unschedulable: %+v", plan.Unschedulable)
+	}
+	zoneOf := map[string]string{}
+	for _, n := range plan.NodeClaims {
+		for _, p := range n.Pods {
+			zoneOf[p] = n.Zone
+		}
+	}
+	if zoneOf["default/pinned"] != "eastus-3" || zoneOf["default/db-0"] != "eastus-1" {
+		t.Fatalf("pod zones %v; want default/pinned in eastus-3, default/db-0 in eastus-1", zoneOf)
+	}
+}

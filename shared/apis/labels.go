@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
 // Label rules of Karpenter (kubernetes-sigs/karpenter pkg/apis/v1/labels.go and the v1 NodePool
@@ -55,14 +56,9 @@ func init() {
 	}
 }
 
-// NormalizedLabels are deprecated aliases Karpenter reads as their stable label.
-var NormalizedLabels = map[string]string{
-	corev1.LabelFailureDomainBetaZone:   corev1.LabelTopologyZone,
-	corev1.LabelFailureDomainBetaRegion: corev1.LabelTopologyRegion,
-	"beta.kubernetes.io/arch":           corev1.LabelArchStable,
-	"beta.kubernetes.io/os":             corev1.LabelOSStable,
-	corev1.LabelInstanceType:            corev1.LabelInstanceTypeStable,
-}
+// NormalizedLabels are the aliases Karpenter reads as another label (deprecated beta keys, the
+// CSI drivers' zone keys): scheduling.NormalizedLabels, the one table.
+var NormalizedLabels = scheduling.NormalizedLabels
 
 // RestrictedLabelReason returns why key may not be used as a NodePool label or requirement key,
 // or "" when it may. Aliases are normalized first (beta.kubernetes.io/arch is kubernetes.io/arch).

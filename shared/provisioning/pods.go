@@ -169,7 +169,8 @@ func (v *volumeIndex) topologyOf(pod *corev1.Pod) (alts [][]scheduling.Requireme
 			for _, t := range sc.AllowedTopologies {
 				rs := scheduling.Requirements{}
 				for _, e := range t.MatchLabelExpressions {
-					rs.Add(scheduling.MustRequirement(scheduling.NormalizeLabelKey(e.Key), corev1.NodeSelectorOpIn, e.Values...))
+					k, vs := scheduling.Normalize(e.Key, e.Values)
+					rs.Add(scheduling.MustRequirement(k, corev1.NodeSelectorOpIn, vs...))
 				}
 				terms = append(terms, rs)
 			}

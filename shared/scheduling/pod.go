@@ -29,7 +29,7 @@ func PodNodeRequirements(pod *corev1.Pod) ([]Requirements, error) {
 	for i, t := range terms {
 		rs := base.Copy()
 		for j, e := range t.MatchExpressions {
-			r, err := NewRequirement(NormalizeLabelKey(e.Key), e.Operator, e.Values...)
+			r, err := NewNormalizedRequirement(e.Key, e.Operator, e.Values...)
 			if err != nil {
 				return nil, fmt.Errorf("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[%d].matchExpressions[%d]: %w", i, j, err)
 			}

@@ -256,7 +256,7 @@ type Requirements map[string]*Requirement
 func NewRequirements(reqs ...corev1.NodeSelectorRequirement) (Requirements, error) {
 	out := Requirements{}
 	for _, nsr := range reqs {
-		r, err := NewRequirement(NormalizeLabelKey(nsr.Key), nsr.Operator, nsr.Values...)
+		r, err := NewNormalizedRequirement(nsr.Key, nsr.Operator, nsr.Values...)
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +269,8 @@ func NewRequirements(reqs ...corev1.NodeSelectorRequirement) (Requirements, erro
 func FromLabels(labels map[string]string) Requirements {
 	out := Requirements{}
 	for k, v := range labels {
-		out.Add(MustRequirement(NormalizeLabelKey(k), corev1.NodeSelectorOpIn, v))
+		nk, nv := Normalize(k, []string{v})
+		out.Add(MustRequirement(nk, corev1.NodeSelectorOpIn, nv...))
 	}
 	return out
 }
@@ -355,22 +356,85 @@ func (rs Requirements) String() string {
 	return strings.Join(parts, "; ")
 }
 
-// betaLabels maps deprecated label keys to their GA names; kubelets still set both, and
-// Karpenter normalises pod requirements the same way.
-var betaLabels = map[string]string{
+// NormalizedLabels maps label keys Karpenter reads as another label to that label: the
+// deprecated beta keys kubelets still set (sigs.k8s.io/karpenter pkg/apis/v1/labels.go,
+// NormalizedLabels) and the CSI drivers' zone keys, which the cloud providers alias onto the
+// zone (topology.ebs.csi.aws.com/zone: aws/karpenter-provider-aws pkg/apis/v1/labels.go init;
+// topology.disk.csi.azure.com/zone: Azure/karpenter-provider-azure, its CSI zone normalization).
+// The EBS driver writes its key into the node affinity of the PersistentVolumes it provisions
+// and users write it into StorageClass allowedTopologies; reading it as the zone is what lets
+// such a volume's pod be planned at all. This is the one table: shared/apis reads it too.
+var NormalizedLabels = map[string]string{
 	"beta.kubernetes.io/arch":                  corev1.LabelArchStable,
 	"beta.kubernetes.io/os":                    corev1.LabelOSStable,
 	"beta.kubernetes.io/instance-type":         corev1.LabelInstanceTypeStable,
 	"failure-domain.beta.kubernetes.io/zone":   corev1.LabelTopologyZone,
 	"failure-domain.beta.kubernetes.io/region": corev1.LabelTopologyRegion,
+	LabelEBSCSIZone:                            corev1.LabelTopologyZone,
+	LabelAzureDiskCSIZone:                      corev1.LabelTopologyZone,
 }
 
-// NormalizeLabelKey maps deprecated beta label keys to their GA names.
+// The CSI drivers' zone topology keys. Each driver's node plugin reports the node's zone under
+// its key (NodeGetInfo accessible topology), and the kubelet copies it onto the Node as a label
+// when the plugin registers.
+const (
+	// LabelEBSCSIZone is the AWS EBS CSI driver's zone key (aws-ebs-csi-driver
+	// pkg/driver/node.go, ZoneTopologyKey); its value is the availability zone name (us-east-1a).
+	LabelEBSCSIZone = "topology.ebs.csi.aws.com/zone"
+	// LabelAzureDiskCSIZone is the Azure Disk CSI driver's zone key (kubernetes-sigs/
+	// azuredisk-csi-driver, docs/driver-parameters and topology): "<region>-<n>" (eastus-1) on a
+	// zonal VM, "" on a VM created without a zone.
+	LabelAzureDiskCSIZone = "topology.disk.csi.azure.com/zone"
+)
+
+// NormalizedLabelValues maps, per normalized key, a value an aliased key carries to the value
+// the normalized key carries. The Azure Disk CSI driver writes "" for a regional (non-zonal)
+// VM or disk, where cloud-provider-azure's topology.kubernetes.io/zone is "0" (its fault
+// domain): Karpenter core's NormalizedLabelValues and the Azure provider's registration of
+// "" → "0" for the zone. No valid zone is "", so the mapping cannot misread an AWS value.
+var NormalizedLabelValues = map[string]map[string]string{
+	corev1.LabelTopologyZone: {"": "0"},
+}
+
+// NormalizeLabelKey maps an aliased label key to the key it is read as (NormalizedLabels).
 func NormalizeLabelKey(k string) string {
-	if ga, ok := betaLabels[k]; ok {
+	if ga, ok := NormalizedLabels[k]; ok {
 		return ga
 	}
 	return k
+}
+
+// Normalize returns the key and values a requirement on key is read as: the key through
+// NormalizedLabels and, when the key was an alias, each value through NormalizedLabelValues of
+// the normalized key. values is not modified; a new slice is returned only when a value changes.
+func Normalize(key string, values []string) (string, []string) {
+	nk, ok := NormalizedLabels[key]
+	if !ok {
+		return key, values
+	}
+	vm := NormalizedLabelValues[nk]
+	if len(vm) == 0 {
+		return nk, values
+	}
+	var out []string
+	for i, v := range values {
+		if nv, ok := vm[v]; ok {
+			if out == nil {
+				out = append(make([]string, 0, len(values)), values...)
+			}
+			out[i] = nv
+		}
+	}
+	if out == nil {
+		return nk, values
+	}
+	return nk, out
+}
+
+// NewNormalizedRequirement is NewRequirement on the key and values Normalize reads them as.
+func NewNormalizedRequirement(key string, op corev1.NodeSelectorOperator, values ...string) (*Requirement, error) {
+	k, v := Normalize(key, values)
+	return NewRequirement(k, op, v...)
 }
 
 // NodeSelectorRequirements renders the requirement back as node selector requirements

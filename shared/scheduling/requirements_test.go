@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,5 +97,35 @@ func TestUntoleratedTaint(t *testing.T) {
 	tol := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
 	if got := UntoleratedTaint(tol, taints); got != nil {
 		t.Fatalf("tolerated taint reported: %v", got)
+	}
+}
+
+// TestCSIZoneKeysNormalised: the CSI drivers' zone keys are read as topology.kubernetes.io/zone
+// (aws/karpenter-provider-aws and Azure/karpenter-provider-azure alias them onto the zone), and
+// the Azure Disk driver's "" (a regional VM) is read as cloud-provider-azure's regional zone "0"
+// (Karpenter core's NormalizedLabelValues); zone names are kept as they are.
+func TestCSIZoneKeysNormalised(t *testing.T) {
+	for _, c := range []struct {
+		key    string
+		values []string
+		want   []string
+	}{
+		{"topology.ebs.csi.aws.com/zone", []string{"us-east-1a", "us-east-1c"}, []string{"us-east-1a", "us-east-1c"}},
+		{"topology.disk.csi.azure.com/zone", []string{"eastus-2"}, []string{"eastus-2"}},
+		{"topology.disk.csi.azure.com/zone", []string{"", "eastus-1"}, []string{"0", "eastus-1"}},
+	} {
+		in := append([]string(nil), c.values...)
+		k, v := Normalize(c.key, in)
+		if k != corev1.LabelTopologyZone || !slices.Equal(v, c.want) || !slices.Equal(in, c.values) {
+			t.Errorf("Normalize(%s, %q) = %s, %q (input now %q); want %s, %q", c.key, c.values, k, v, in, corev1.LabelTopologyZone, c.want)
+		}
+	}
+	// The zone's own key keeps its values: "" is only rewritten when it came from an alias.
+	if k, v := Normalize(corev1.LabelTopologyZone, []string{""}); k != corev1.LabelTopologyZone || v[0] != "" {
+		t.Errorf("Normalize(zone, \"\") = %s, %q", k, v)
+	}
+	rs := FromLabels(map[string]string{"topology.ebs.csi.aws.com/zone": "us-east-1b"})
+	if r := rs[corev1.LabelTopologyZone]; r == nil || !r.Has("us-east-1b") || r.Has("us-east-1a") || len(rs) != 1 {
+		t.Errorf("FromLabels with the EBS key: %v", rs)
 	}
 }
