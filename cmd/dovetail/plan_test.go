@@ -581,3 +581,74 @@ spec:
 		t.Fatalf("pod zones %v; want default/pinned in eastus-3, default/db-0 in eastus-1", zoneOf)
 	}
 }
+
+// TestPlanDRAPodRefused: a pod with Dynamic Resource Allocation claims is not planned (Karpenter
+// v1.14 with IgnoreDRARequests, its default, reports "pod has Dynamic Resource Allocation
+// requirements that are not yet supported"), never planned as if the claim did not exist; a
+// DaemonSet whose pods claim a device adds no overhead. The plain pod beside it is planned.
+func TestPlanDRAPodRefused(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "dra.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: KarpenterNodeRole
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: gpu-monitor, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: gpu-monitor}}
+  template:
+    metadata: {labels: {app: gpu-monitor}}
+    spec:
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: single-gpu}]
+      containers: [{name: c, image: x, resources: {requests: {cpu: 1500m}, claims: [{name: gpu}]}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: single-gpu}]
+  containers: [{name: c, image: x, resources: {requests: {cpu: 500m}, claims: [{name: gpu}]}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 500m}}}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "plan", "-o", "json", "-f", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Unschedulable) != 1 || plan.Unschedulable[0].Pod != "default/trainer" ||
+		!strings.Contains(plan.Unschedulable[0].Reason, "Dynamic Resource Allocation") {
+		t.Fatalf("unschedulable %+v; want only default/trainer, for its Dynamic Resource Allocation claims", plan.Unschedulable)
+	}
+	// web (500m) fits one m5.large (1930m allocatable) only because the DaemonSet's 1500m is not
+	// counted: with it, 500m + 1500m = 2000m would not fit.
+	if len(plan.NodeClaims) != 1 || plan.NodeClaims[0].InstanceType != "m5.large" {
+		t.Fatalf("nodeclaims %+v; want one m5.large for web", plan.NodeClaims)
+	}
+}

@@ -205,6 +205,11 @@ func compilePod(pi *podInfo, pod *corev1.Pod, topo *topology, vols *volumeIndex)
 	if err := scheduling.ValidatePodResources(&pod.Spec); err != nil {
 		return fail(err)
 	}
+	if scheduling.HasDRARequirements(pod) {
+		pi.err = scheduling.ErrDRANotSupported
+		pi.activate()
+		return pi
+	}
 	alts, err := scheduling.PodNodeRequirements(pod)
 	if err != nil {
 		return fail(err)

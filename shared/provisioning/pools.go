@@ -135,6 +135,9 @@ func compileDaemons(dss []*appsv1.DaemonSet, lrs []*corev1.LimitRange) []daemon 
 	out := make([]daemon, 0, len(dss))
 	for _, ds := range dss {
 		pod := &corev1.Pod{Spec: scheduling.ApplyLimitRangeDefaults(ds.Spec.Template.Spec, scheduling.LimitRangesIn(lrs, ds.Namespace))}
+		if scheduling.HasDRARequirements(pod) {
+			continue // its requests are not counted, as Karpenter skips DRA daemon pods
+		}
 		alts, err := scheduling.PodNodeRequirements(pod)
 		if err != nil || len(alts) == 0 {
 			continue // a DaemonSet that cannot run anywhere adds no overhead

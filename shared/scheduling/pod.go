@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/go-logr/logr"
@@ -170,3 +171,30 @@ func PortsConflict(a, b []HostPort) bool {
 	}
 	return false
 }
+
+// HasDRARequirements reports whether the pod uses Dynamic Resource Allocation: a pod-level
+// resourceClaims entry or a container (init, sidecar or main) consuming a claim. Karpenter v1.14
+// does not plan such pods while its IgnoreDRARequests option is on (the default): they are
+// reported with ErrDRANotSupported, and DaemonSet pods with claims add no overhead
+// (sigs.k8s.io/karpenter pkg/utils/pod HasDRARequirements, provisioning/scheduling).
+func HasDRARequirements(pod *corev1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return true
+	}
+	for i := range pod.Spec.InitContainers {
+		if len(pod.Spec.InitContainers[i].Resources.Claims) > 0 {
+			return true
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if len(pod.Spec.Containers[i].Resources.Claims) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrDRANotSupported is the reason a pod with DRA requirements is not planned: what the claims'
+// devices need of a node (ResourceSlices a node will publish) is not known before it exists, so
+// planning the pod as if the claim did not exist could launch a node its devices never reach.
+var ErrDRANotSupported = errors.New("pod has Dynamic Resource Allocation requirements (spec.resourceClaims) that are not supported: the devices a new node would publish are unknown, so the pod is not planned (as Karpenter v1.14 with IgnoreDRARequests, its default)")

@@ -219,10 +219,63 @@ func PodRequests(pod *corev1.Pod) Resources {
 		initMax = initMax.Max(req.Add(sidecars))
 	}
 	eff := sum.Add(sidecars).Max(initMax)
+	if pod.Spec.Resources != nil {
+		eff = withPodLevelRequests(eff, pod.Spec.Resources)
+	}
 	if pod.Spec.Overhead != nil {
 		eff = eff.Add(FromList(pod.Spec.Overhead))
 	}
 	eff.Pods = 1
+	return eff
+}
+
+// withPodLevelRequests applies pod-level resources (spec.resources, KEP-2837, beta and on by
+// default since Kubernetes 1.34) to the containers' effective request, as kube-scheduler counts
+// them (k8s.io/component-helpers resource.PodRequests): for the resources a pod may set at pod
+// level (cpu, memory, hugepages-*: IsSupportedPodLevelResource) a pod-level request replaces
+// the containers' total. The API server's defaulting runs first (pkg/apis/core/v1
+// defaultPodRequests; manifests read by dovetail plan are not defaulted): when only a pod-level
+// limit is set, the request is the containers' total for cpu and memory if any container asks
+// for it (overcommittable resources), else the limit. Other resources keep the containers'
+// total. Karpenter sizes nodes with the same helper, so a pod asking 4 CPUs at pod level and
+// 100m in each of its containers needs 4 CPUs.
+func withPodLevelRequests(eff Resources, rr *corev1.ResourceRequirements) Resources {
+	supported := func(n corev1.ResourceName) bool {
+		return n == corev1.ResourceCPU || n == corev1.ResourceMemory || strings.HasPrefix(string(n), corev1.ResourceHugePagesPrefix)
+	}
+	set := func(n corev1.ResourceName, q resource.Quantity) {
+		switch n {
+		case corev1.ResourceCPU:
+			eff.MilliCPU = q.MilliValue()
+		case corev1.ResourceMemory:
+			eff.Memory = q.Value()
+		default:
+			scalar := make(map[corev1.ResourceName]int64, len(eff.Scalar)+1)
+			for k, v := range eff.Scalar {
+				scalar[k] = v
+			}
+			if q.IsZero() {
+				delete(scalar, n)
+			} else {
+				scalar[n] = q.Value()
+			}
+			eff.Scalar = scalar
+		}
+	}
+	for n, q := range rr.Requests {
+		if supported(n) {
+			set(n, q)
+		}
+	}
+	for n, q := range rr.Limits {
+		if _, ok := rr.Requests[n]; ok || !supported(n) {
+			continue
+		}
+		fromContainers := (n == corev1.ResourceCPU && eff.MilliCPU > 0) || (n == corev1.ResourceMemory && eff.Memory > 0)
+		if !fromContainers {
+			set(n, q)
+		}
+	}
 	return eff
 }
 

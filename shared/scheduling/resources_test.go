@@ -85,3 +85,51 @@ func TestResourcesFitsExtended(t *testing.T) {
 		t.Fatal("a GPU request must fit a node with one GPU")
 	}
 }
+
+// TestPodLevelRequests: pod-level resources (KEP-2837) as kube-scheduler counts them
+// (component-helpers resource.PodRequests after the API server's defaultPodRequests), worked by
+// hand. Two containers asking 100m / 128Mi each total 200m / 256Mi.
+func TestPodLevelRequests(t *testing.T) {
+	ctr := func(name string) corev1.Container {
+		return corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}
+	}
+	pod := func(rr *corev1.ResourceRequirements, ctrs ...corev1.Container) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: ctrs, Resources: rr,
+			Overhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}}}
+	}
+	for _, c := range []struct {
+		name          string
+		pod           *corev1.Pod
+		milli, memory int64
+		hugepages     int64
+	}{
+		// Pod-level requests replace the containers' 200m / 256Mi; overhead 50m is still added.
+		{"pod requests", pod(&corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}, ctr("a"), ctr("b")),
+			4050, 8 << 30, 0},
+		// Only a pod-level CPU request: memory stays the containers' 256Mi.
+		{"cpu only", pod(&corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}, ctr("a"), ctr("b")),
+			2050, 256 << 20, 0},
+		// Pod-level limits only, containers asking: the request defaults to the containers' total
+		// (cpu and memory are overcommittable), so nothing changes.
+		{"limits with container requests", pod(&corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("1Gi")}}, ctr("a"), ctr("b")),
+			250, 256 << 20, 0},
+		// Pod-level limits only, containers asking nothing: the request defaults to the limit.
+		{"limits without container requests", pod(&corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("1Gi")}}, corev1.Container{Name: "a"}),
+			3050, 1 << 30, 0},
+		// hugepages-2Mi at pod level counts; ephemeral-storage at pod level is not supported and
+		// is ignored (the API server refuses it at validation; kube-scheduler would not read it).
+		{"hugepages and unsupported", pod(&corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			"hugepages-2Mi": resource.MustParse("64Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("10Gi")}}, ctr("a")),
+			150, 128 << 20, 64 << 20},
+	} {
+		got := PodRequests(c.pod)
+		if got.MilliCPU != c.milli || got.Memory != c.memory || got.Scalar["hugepages-2Mi"] != c.hugepages || got.EphemeralStorage != 0 {
+			t.Errorf("%s: got %d m, %d B, hugepages %d B, ephemeral %d; want %d m, %d B, hugepages %d B", c.name,
+				got.MilliCPU, got.Memory, got.Scalar["hugepages-2Mi"], got.EphemeralStorage, c.milli, c.memory, c.hugepages)
+		}
+	}
+}
