@@ -19,6 +19,8 @@ import (
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/text"
+
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // root is the repository root, seen from this package's directory.
@@ -245,5 +247,46 @@ func TestREADMEFrontDoor(t *testing.T) {
 		if !linked["docs/"+p] {
 			t.Errorf("README.md does not link docs/%s", p)
 		}
+	}
+}
+
+// Every metric Dovetail defines (telemetry.All) has its row in docs/metrics.md's table, naming
+// each of its labels.
+func TestMetricsTableListsEveryMetric(t *testing.T) {
+	page, err := os.ReadFile("metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(page), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		for _, name := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(cells[1], -1) {
+			rows[name[1]] = cells[2]
+		}
+	}
+	for _, m := range telemetry.All {
+		labels, ok := rows[m.Name]
+		if !ok {
+			t.Errorf("docs/metrics.md has no row for %s", m.Name)
+			continue
+		}
+		for _, l := range m.Labels {
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(l) + `\b`).MatchString(labels) {
+				t.Errorf("docs/metrics.md's row for %s does not name its label %q (labels cell: %q)", m.Name, l, labels)
+			}
+		}
+	}
+	var extra []string
+	for name := range rows {
+		if !slices.ContainsFunc(telemetry.All, func(m *telemetry.Metric) bool { return m.Name == name }) {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) > 0 {
+		slices.Sort(extra)
+		t.Errorf("docs/metrics.md lists metrics Dovetail does not define: %v", extra)
 	}
 }
