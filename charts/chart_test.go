@@ -57,7 +57,7 @@ var rolePublicKeys = func() map[natsauth.Role]string {
 	return keys
 }()
 
-// The values of each deployment shape the README documents.
+// The values of each deployment shape docs/install.md documents.
 var (
 	natsValues = map[string]any{"clusterName": "prod-eu", "transport": "nats",
 		"nats": map[string]any{"server": map[string]any{"enabled": true, "clientCIDRs": []any{"10.0.0.0/16"}},

@@ -93,7 +93,7 @@ func TestMinimalValuesInstall(t *testing.T) {
 }
 
 // The chart's function names (sqs.eventQueueURLs' schema keys and values.yaml's defaults) are
-// infra/aws/terraform's event_queue_urls keys, and the README's install line passes that output
+// infra/aws/terraform's event_queue_urls keys, and docs/install.md's EKS install line passes that output
 // as it is, so `--set-json "sqs.eventQueueURLs=$(terraform output -json event_queue_urls)"` fills
 // every function's queue and nothing else.
 func TestSQSQueueKeysAreTerraformOutput(t *testing.T) {
@@ -162,11 +162,11 @@ func TestSQSQueueKeysAreTerraformOutput(t *testing.T) {
 	if s.AdditionalProperties == nil || *s.AdditionalProperties {
 		t.Error("schema: sqs.eventQueueURLs takes keys other than the functions'")
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/install.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if line := `--set-json "sqs.eventQueueURLs=$(terraform output -json event_queue_urls)"`; !bytes.Contains(readme, []byte(line)) {
-		t.Errorf("README's Helm install line lacks %s", line)
+		t.Errorf("docs/install.md's Helm install line lacks %s", line)
 	}
 }

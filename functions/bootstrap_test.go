@@ -28,7 +28,7 @@ var (
 // Lambda build has neither), the Azure SDK (the Azure Functions mode and the Azure cloud, with
 // azblob's Arrow and go-json; a Lambda runs only on AWS), client-go's scheme of every Kubernetes
 // API group, and shared/manifests with its serializers (a function decodes no manifests). Together
-// they were over a third of a bootstrap (README "Lambda bootstraps").
+// they were over a third of a bootstrap (docs/benchmarks.md, "Lambda bootstraps").
 var forbidden = []string{"github.com/nats-io/", "github.com/prometheus/", "google.golang.org/protobuf/",
 	"github.com/Azure/azure-sdk-for-go/", "github.com/apache/arrow-go/", "k8s.io/client-go/kubernetes",
 	"github.com/dovetail-dev/dovetail/shared/manifests"}

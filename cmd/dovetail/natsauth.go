@@ -19,7 +19,7 @@ func newNATSAuthorizationCommand() *cobra.Command {
 		Use:   "nats-authorization --cluster C --public-key ROLE=U... [--public-key ...]",
 		Short: "Print the nats-server authorization block for Dovetail's NATS roles (for your own server)",
 		Long: "Prints the nats.conf \"authorization\" block with one nkey user per given role and that role's\n" +
-			"permissions (roles: " + fmt.Sprint(natsauth.Roles) + "; README \"NATS: authentication, TLS and roles\").\n" +
+			"permissions (roles: " + fmt.Sprint(natsauth.Roles) + "; docs/install.md, \"NATS: authentication, TLS and roles\").\n" +
 			"Public keys only: nk -inkey SEED -pubout prints one; a seed is refused.",
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,

@@ -48,7 +48,7 @@ type Handler struct {
 	// snapshot builder; a deployment: the last snapshot event on the stream). A new decision
 	// made on the message's snapshot is re-validated against it (disruption.Validate) before
 	// anything is launched, and its commands carry its revision. Nil: the decision is made and
-	// validated on the message's snapshot, and the irreversible steps (drain, terminate) are
+	// validated on the message's snapshot, and the irreversible steps (drain, hand-off) are
 	// validated again on later snapshots in any case.
 	Latest func(ctx context.Context) (*events.Snapshot, error)
 	// OnOutcome, when set, receives what every message led to (local dev prints it).

@@ -20,8 +20,8 @@ import (
 //     (CreateNodeClaim, annotated with AnnotationDecision and AnnotationReplaces);
 //  2. TaintCommands: taint each candidate karpenter.sh/disrupted=<TaintValue>:NoSchedule;
 //  3. on a later snapshot, once InFlight lists the candidates under Drain: DrainCommands;
-//  4. once InFlight lists a candidate under Finish: terminate its instance (the function,
-//     through cloud.Provider.Delete), then FinishCommands (DeleteNode, DeleteNodeClaim).
+//  4. once InFlight lists a candidate under Finish: FinishCommands hand it to the one
+//     termination path (a DeleteNodeClaim); the lifecycle function terminates the instance.
 //
 // Every command carries the snapshot revision it was decided (or validated) on, so the agent
 // refuses it when a pod was bound to the node since.

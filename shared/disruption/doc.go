@@ -13,8 +13,8 @@
 //  2. Progress (every later snapshot): InFlight finds tainted candidates by their taint value,
 //     waits for the replacements to be initialized, re-validates on the fresh snapshot that
 //     every pod of the candidates still has a place (ValidateDrain), then asks for the drain,
-//     and once a candidate holds no movable pod, for its instance to be terminated and its
-//     Node and NodeClaim deleted. A decision that cannot go on is rolled back (its candidates
+//     and once a candidate holds no movable pod, hands it to the termination path (HandOff:
+//     its NodeClaim deleted; the lifecycle function terminates the instance). A decision that cannot go on is rolled back (its candidates
 //     untainted): after DrainDeficitTimeout when its replacements are ready but the pods lack
 //     room (the kube-scheduler filled the replacements with other pods meanwhile), after
 //     ConsolidationTimeout for any other wait (a replacement that never came, a PDB).

@@ -93,8 +93,8 @@ type Progress struct {
 	// Drain are candidates whose pods may be evicted now: replacements initialized and every pod
 	// of the candidates placed on the other nodes in a fresh simulation.
 	Drain []*Node
-	// Finish are candidates with no movable pod left: terminate the instance, then delete the
-	// Node and the NodeClaim.
+	// Finish are candidates with no movable pod left, to be handed to the termination path
+	// (FinishCommands), which terminates the instance and deletes the Node and the NodeClaim.
 	Finish []*Node
 	// Waiting says why the rest waits ("" when nothing waits).
 	Waiting string

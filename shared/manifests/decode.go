@@ -28,7 +28,7 @@ import (
 // coreDecoder decodes the built-in kinds strictly (unknown and duplicate fields are errors)
 // without defaulting or conversion, as `kubectl apply --validate=strict` would refuse them.
 // The scheme holds only the groups of coreKinds, not client-go's scheme of every API group: that
-// one linked a quarter of each function's bootstrap (README "Lambda bootstraps").
+// one linked a quarter of each function's bootstrap (docs/benchmarks.md, "Lambda bootstraps").
 var coreDecoder = serializer.NewCodecFactory(coreScheme(), serializer.EnableStrict).UniversalDeserializer()
 
 // coreScheme registers the API groups of coreKinds (core, apps, batch, policy, storage; v1 each).

@@ -46,8 +46,8 @@ func ControllerOf(function string) string {
 }
 
 // Karpenter's metrics (names, kinds and label sets of sigs.k8s.io/karpenter v1.14.0 and
-// aws/karpenter-provider-aws for interruption). The README's metrics table says where Dovetail
-// emits each.
+// aws/karpenter-provider-aws for interruption). The metrics table of docs/metrics.md says where
+// Dovetail emits each.
 var (
 	NodeClaimsCreated = &Metric{Name: "karpenter_nodeclaims_created_total", Kind: Counter, Unit: UnitCount,
 		Help:   "Number of nodeclaims created in total. Labeled by reason the nodeclaim was created, the owning nodepool, and if min values was relaxed for this nodeclaim.",

@@ -50,7 +50,7 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// Each role's grants, checked against the table in the README: the DaemonSet may publish
+// Each role's grants, checked against the table in docs/install.md: the DaemonSet may publish
 // notices only; only the function role may publish commands; nobody may delete or purge.
 func TestForLeastPrivilege(t *testing.T) {
 	publishers := map[string][]Role{}

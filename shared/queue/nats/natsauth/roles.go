@@ -29,7 +29,7 @@ const (
 	RoleAudit Role = "audit"
 )
 
-// Roles lists every role, in the order the README's table and the chart's values use.
+// Roles lists every role, in the order docs/install.md's table and the chart's values use.
 var Roles = []Role{RoleAgent, RoleFunction, RoleScheduledEvents, RoleAudit}
 
 // AgentDurable is the agent's durable consumer of the commands subject.
