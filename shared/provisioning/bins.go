@@ -233,3 +233,21 @@ func attachedVolumes(p *corev1.Pod) int64 {
 	}
 	return n
 }
+
+// bin is an existing node or in-flight NodeClaim with free capacity.
+type bin struct {
+	name     string
+	inFlight bool
+	labels   map[string]string
+	taints   []corev1.Taint
+	free     scheduling.Resources
+	pods     []*corev1.Pod // placed by this plan
+	// residents are the pods running on the node (seeded into the topology counts).
+	residents []*corev1.Pod
+	ports     []scheduling.HostPort
+}
+
+// domainOf is the bin's value for a topology key ("" when the node lacks the label).
+func (b *bin) domainOf(key string) string { return b.labels[key] }
+
+func (b *bin) addResident(p *corev1.Pod) { b.residents = append(b.residents, p) }
