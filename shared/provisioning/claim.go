@@ -9,7 +9,10 @@ import (
 
 // claim is a NodeClaim being packed.
 type claim struct {
-	pool     *pool
+	pool *pool
+	// limits are what the claim counts against: its pool's for a claim placement opens, nil for
+	// refine's trial claims (see limits).
+	limits   *limits
 	reqs     scheduling.Requirements
 	pods     []*podInfo
 	requests scheduling.Resources
@@ -160,7 +163,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 			kept = append(kept, ti)
 		}
 		s.scratch = kept
-		kept = s.withinLimits(c.pool, c, kept)
+		kept = c.limits.within(c, kept)
 		if len(kept) == 0 || !meetsMinValues(c.pool, kept) {
 			continue
 		}
@@ -214,7 +217,7 @@ func narrows(cur, reqs scheduling.Requirements) bool {
 func (s *solver) fastAdd(c *claim, p *podInfo, pp *podPool, topoReqs scheduling.Requirements) bool {
 	pl := c.pool
 	if len(pp.alts) != 1 || !pp.alts[0].all || len(pp.alts[0].reqs) != 0 || len(topoReqs) != 0 ||
-		len(p.ports) > 0 || pl.remaining != nil || len(pl.minValues) > 0 || len(c.types) == 0 || pl.reserved {
+		len(p.ports) > 0 || c.limits != nil || len(pl.minValues) > 0 || len(c.types) == 0 || pl.reserved {
 		return false
 	}
 	i := 0
@@ -243,12 +246,8 @@ func (s *solver) groupsOf(p *podInfo) []*group {
 
 // commit records the claim's new cheapest type against the pool's limits.
 func (s *solver) commit(c *claim, kept []int) {
-	pl := c.pool
-	if pl.remaining != nil {
-		if len(c.pods) > 0 {
-			*pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity)
-		}
-		*pl.committed = pl.committed.Add(pl.types[kept[0]].capacity)
+	if c.limits != nil {
+		c.limits.recount(c, kept[0])
 	}
 	// kept is a subsequence of c.types in the solver's scratch buffer; c.types owns its array
 	// unless it is still the pool's shared list.

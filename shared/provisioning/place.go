@@ -41,12 +41,13 @@ func (s *solver) place(pods []*podInfo) []Unschedulable {
 			if s.placeOnBin(p) || s.placeOnClaim(p) {
 				break
 			}
-			reason, awaiting := s.openClaim(p)
-			if reason == "" {
+			u := s.openClaim(p)
+			if u.Reason == "" {
 				break
 			}
 			if !p.canRelax() {
-				out = append(out, Unschedulable{Pod: p.pod, Reason: reason, AwaitingNodeClasses: awaiting})
+				u.Pod = p.pod
+				out = append(out, u)
 				break
 			}
 			p.relax()
@@ -145,13 +146,15 @@ func (s *solver) placeOnClaim(p *podInfo) bool {
 }
 
 // openClaim starts a new NodeClaim for p on the first pool (by weight) that can take it, or
-// returns why none can and, sorted, the unresolved NodeClasses of the pools that refused it for
-// that reason alone (the pod may fit there once they resolve).
-func (s *solver) openClaim(p *podInfo) (string, []string) {
+// returns why none can (Pod unset): the reason, sorted, the unresolved NodeClasses of the pools
+// that refused it for that reason alone (the pod may fit there once they resolve), and the
+// limits of the pools whose limits refused it. Reason is "" when a claim took the pod.
+func (s *solver) openClaim(p *podInfo) Unschedulable {
 	if len(s.pools) == 0 {
-		return "no NodePool exists", nil
+		return Unschedulable{Reason: "no NodePool exists"}
 	}
 	var reasons, awaiting []string
+	var hits []LimitHit
 	for i, pl := range s.pools {
 		pp := s.compatibility(i, p)
 		if pp.reason != "" {
@@ -166,7 +169,7 @@ func (s *solver) openClaim(p *podInfo) (string, []string) {
 		var c *claim
 		if pl.reserved {
 			// A reserved claim's candidates are the reservations with instances left.
-			c = &claim{pool: pl, reqs: pl.reqs}
+			c = &claim{pool: pl, limits: pl.limits, reqs: pl.reqs}
 			c.types = make([]int, 0, len(pl.types))
 			for ti := range pl.types {
 				if s.usable(c, ti) {
@@ -179,18 +182,23 @@ func (s *solver) openClaim(p *podInfo) (string, []string) {
 		if s.tryAdd(c, p) {
 			s.claims = append(s.claims, c)
 			s.index.add(c)
-			return "", nil
+			return Unschedulable{}
 		}
 		if !pl.reserved { // the NodePool's own pool, next, says why
-			reasons = append(reasons, s.whyNot(pl, pp, p))
+			reason, exceeded := s.whyNot(pl, pp, p)
+			reasons = append(reasons, reason)
+			for _, k := range exceeded {
+				hits = append(hits, LimitHit{NodePool: pl.np.Name, Resource: k})
+			}
 		}
 	}
 	sort.Strings(awaiting)
-	return strings.Join(reasons, "; "), awaiting
+	return Unschedulable{Reason: strings.Join(reasons, "; "), AwaitingNodeClasses: awaiting, LimitsExceeded: hits}
 }
 
-// whyNot explains why no instance type of the pool takes the pod alone.
-func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) string {
+// whyNot explains why no instance type of the pool takes the pod alone and, when that is the
+// pool's limits, names the limits that turn away the types the pod fits (limits.exceeded).
+func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) (string, []corev1.ResourceName) {
 	var largest *poolType
 	for ti, t := range pl.types {
 		ok := false
@@ -202,11 +210,11 @@ func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) string {
 		}
 	}
 	if largest == nil {
-		return fmt.Sprintf("nodepool %q: no compatible instance type", pl.np.Name)
+		return fmt.Sprintf("nodepool %q: no compatible instance type", pl.np.Name), nil
 	}
 	if why := p.requests.Exceeding(largest.avail); why != "" {
 		return fmt.Sprintf("nodepool %q: no instance type fits the pod's requests (%s; largest compatible type %s has %s after DaemonSet overhead)",
-			pl.np.Name, p.requests, largest.it.Name, largest.avail)
+			pl.np.Name, p.requests, largest.it.Name, largest.avail), nil
 	}
 	if len(p.ports) > 0 {
 		free := false
@@ -217,19 +225,28 @@ func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) string {
 			}
 		}
 		if !free {
-			return fmt.Sprintf("nodepool %q: a host port of the pod is taken by a DaemonSet on every instance type", pl.np.Name)
+			return fmt.Sprintf("nodepool %q: a host port of the pod is taken by a DaemonSet on every instance type", pl.np.Name), nil
 		}
 	}
 	if why := s.topologyWhyNot(p); why != "" {
-		return fmt.Sprintf("nodepool %q: %s", pl.np.Name, why)
+		return fmt.Sprintf("nodepool %q: %s", pl.np.Name, why), nil
 	}
-	if pl.remaining != nil {
-		return fmt.Sprintf("nodepool %q: limits exceeded (remaining %s)", pl.np.Name, pl.describeRemaining())
+	if pl.limits != nil {
+		var fitting []int // the types the pod's requirements allow and its requests fit
+		for ti, t := range pl.types {
+			for _, a := range pp.alts {
+				if a.types[ti] && p.requests.Fits(t.avail) {
+					fitting = append(fitting, ti)
+					break
+				}
+			}
+		}
+		return fmt.Sprintf("nodepool %q: limits exceeded (remaining %s)", pl.np.Name, pl.limits.describe()), pl.limits.exceeded(pl, fitting)
 	}
 	if len(pl.minValues) > 0 {
-		return fmt.Sprintf("nodepool %q: minValues cannot be met by the instance types that fit the pod", pl.np.Name)
+		return fmt.Sprintf("nodepool %q: minValues cannot be met by the instance types that fit the pod", pl.np.Name), nil
 	}
-	return fmt.Sprintf("nodepool %q: no instance type satisfies the pod's requirements together with its topology constraints", pl.np.Name)
+	return fmt.Sprintf("nodepool %q: no instance type satisfies the pod's requirements together with its topology constraints", pl.np.Name), nil
 }
 
 // topologyWhyNot names the topology constraint that leaves a new node no domain, if any.

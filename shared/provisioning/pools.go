@@ -50,17 +50,14 @@ type pool struct {
 	labels map[string]string
 	taints []corev1.Taint
 	types  []*poolType // sorted by minPrice, then name
-	// limits: remaining capacity (limit − in use); nil when the pool has no limits. A reserved
-	// pool shares both with its NodePool's pool: one limit for the NodePool.
-	remaining *scheduling.Resources
-	limitKeys []corev1.ResourceName
-	committed *scheduling.Resources // capacity of open NodeClaims' cheapest types
+	// limits are the NodePool's limits (nil: none), shared with its reserved pool.
+	limits    *limits
 	minValues []*scheduling.Requirement
 	err       error // why the pool cannot be used at all
 	// awaiting names the NodeClass ("EC2NodeClass default") whose status is not written yet when
 	// that is err's whole reason: the pool may take pods once the class resolves.
 	awaiting string
-	// priceCapped: the pool has a price guardrail (ResourcePricePerHour among limitKeys).
+	// priceCapped: the pool has a price guardrail (ResourcePricePerHour among its limits' keys).
 	priceCapped bool
 	// offerKeys are the (zone, capacity type) pairs the pool's types are offered in, in bit
 	// order of poolType.offers; more than 64 disable the bit test.
@@ -207,7 +204,7 @@ func weight(np *apisv1.NodePool) int32 {
 }
 
 func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduling.Resources) *pool {
-	p := &pool{np: np, labels: map[string]string{}, taints: np.Spec.Template.Spec.Taints, committed: &scheduling.Resources{}}
+	p := &pool{np: np, labels: map[string]string{}, taints: np.Spec.Template.Spec.Taints}
 	if np.DeletionTimestamp != nil {
 		p.err = fmt.Errorf("nodepool %q is being deleted", np.Name)
 		return p
@@ -282,20 +279,7 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		p.err = fmt.Errorf("nodepool %q: %w", np.Name, err)
 		return p
 	}
-	if len(np.Spec.Limits) > 0 || priceCapped {
-		limits := scheduling.FromList(np.Spec.Limits)
-		for k := range np.Spec.Limits {
-			p.limitKeys = append(p.limitKeys, k)
-		}
-		if priceCapped {
-			limits = limits.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(maxPrice)}})
-			p.limitKeys = append(p.limitKeys, ResourcePricePerHour)
-			p.priceCapped = true
-		}
-		rem := limits.Sub(used)
-		p.remaining = &rem
-		sort.Slice(p.limitKeys, func(i, j int) bool { return p.limitKeys[i] < p.limitKeys[j] })
-	}
+	p.limits, p.priceCapped = newLimits(np.Spec.Limits, used, maxPrice, priceCapped), priceCapped
 	zoneReq, ctReq := reqs[corev1.LabelTopologyZone], reqs[apisv1.LabelCapacityType]
 	regionReq := reqs[corev1.LabelTopologyRegion]
 	if regionReq != nil && in.Catalog.Region != "" && !regionReq.Has(in.Catalog.Region) {
@@ -484,52 +468,6 @@ func sortOfferings(os []catalog.Offering) {
 		}
 		return a.Zone < b.Zone
 	})
-}
-
-// fitsLimits compares only the resources the NodePool's limits name.
-func (p *pool) fitsLimits(capacity, budget scheduling.Resources) bool {
-	for _, k := range p.limitKeys {
-		var c, b int64
-		switch k {
-		case corev1.ResourceCPU:
-			c, b = capacity.MilliCPU, budget.MilliCPU
-		case corev1.ResourceMemory:
-			c, b = capacity.Memory, budget.Memory
-		case corev1.ResourcePods:
-			c, b = capacity.Pods, budget.Pods
-		case corev1.ResourceEphemeralStorage:
-			c, b = capacity.EphemeralStorage, budget.EphemeralStorage
-		default:
-			c, b = capacity.Scalar[k], budget.Scalar[k]
-		}
-		if c > b {
-			return false
-		}
-	}
-	return true
-}
-
-// describeRemaining renders the remaining limit of each limited resource.
-func (p *pool) describeRemaining() string {
-	rem := p.remaining.Sub(*p.committed)
-	parts := make([]string, 0, len(p.limitKeys))
-	for _, k := range p.limitKeys {
-		switch k {
-		case corev1.ResourceCPU:
-			parts = append(parts, fmt.Sprintf("cpu=%dm", rem.MilliCPU))
-		case corev1.ResourceMemory:
-			parts = append(parts, fmt.Sprintf("memory=%dMi", rem.Memory>>20))
-		case corev1.ResourcePods:
-			parts = append(parts, fmt.Sprintf("pods=%d", rem.Pods))
-		case corev1.ResourceEphemeralStorage:
-			parts = append(parts, fmt.Sprintf("ephemeral-storage=%dMi", rem.EphemeralStorage>>20))
-		case ResourcePricePerHour:
-			parts = append(parts, fmt.Sprintf("price=%.4f USD/h of %s", float64(rem.Scalar[k])/1e6, apisv1.AnnotationMaxPricePerHour))
-		default:
-			parts = append(parts, fmt.Sprintf("%s=%d", k, rem.Scalar[k]))
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 // attachLimit is the default EBS attach limit for a node with these labels (see

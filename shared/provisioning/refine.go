@@ -79,13 +79,13 @@ func (s *solver) refineClaim(c *claim) []*claim {
 		if cost >= bestCost-1e-9 {
 			continue
 		}
-		if pl.remaining != nil {
+		if c.limits != nil {
 			// The replacement must fit the limit in place of the claim it replaces.
 			var sum scheduling.Resources
 			for _, a := range alt {
 				sum = sum.Add(pl.types[a.types[0]].capacity)
 			}
-			if !pl.fitsLimits(sum, pl.remaining.Sub(*pl.committed).Add(own)) {
+			if !c.limits.fits(sum, c.limits.left().Add(own)) {
 				continue
 			}
 		}
@@ -96,10 +96,12 @@ func (s *solver) refineClaim(c *claim) []*claim {
 		return []*claim{c}
 	}
 	best, _ := s.repack(c, bestLimit, pins) // the same placements again, now kept
-	if pl.remaining != nil {
-		*pl.committed = pl.committed.Sub(own)
+	if c.limits != nil {
+		// The replacement now counts against the limits in place of the claim.
+		c.limits.committed = c.limits.committed.Sub(own)
 		for _, a := range best {
-			*pl.committed = pl.committed.Add(pl.types[a.types[0]].capacity)
+			c.limits.committed = c.limits.committed.Add(pl.types[a.types[0]].capacity)
+			a.limits = c.limits
 		}
 	}
 	return best
@@ -143,10 +145,6 @@ func (s *solver) repack(c *claim, maxMilliCPU int64, pins [][2]string) ([]*claim
 	if len(base) == 0 {
 		return nil, false
 	}
-	// Limits are checked by refine for the whole replacement; repacking must not move them.
-	saved := pl.remaining
-	pl.remaining = nil
-	defer func() { pl.remaining = saved }()
 	var out []*claim
 	for _, p := range c.pods {
 		if len(pins) > 0 || len(p.active) > 0 {
@@ -162,6 +160,8 @@ func (s *solver) repack(c *claim, maxMilliCPU int64, pins [][2]string) ([]*claim
 		if placed {
 			continue
 		}
+		// A trial claim counts against no limits (limits nil): refineClaim checks the whole
+		// replacement against them in place of c.
 		a := &claim{pool: pl, reqs: pl.reqs, types: append([]int(nil), base...)}
 		for _, kv := range pins {
 			s.pinTo(a, kv[0], kv[1])
