@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -114,60 +113,6 @@ func (p *pool) indexOffers() {
 			}
 		}
 	}
-}
-
-// daemon is a DaemonSet's pod template compiled for overhead checks.
-type daemon struct {
-	name        string // namespace/name
-	requests    scheduling.Resources
-	alts        []scheduling.Requirements
-	tolerations []corev1.Toleration
-	ports       []scheduling.HostPort
-}
-
-// compileDaemons compiles the DaemonSets' pod templates, each with the defaults its
-// namespace's LimitRanges give at admission (the API server admits every DaemonSet pod through
-// LimitRanger, so its requests are those defaults where the template states none).
-func compileDaemons(dss []*appsv1.DaemonSet, lrs []*corev1.LimitRange) []daemon {
-	out := make([]daemon, 0, len(dss))
-	for _, ds := range dss {
-		pod := &corev1.Pod{Spec: scheduling.ApplyLimitRangeDefaults(ds.Spec.Template.Spec, scheduling.LimitRangesIn(lrs, ds.Namespace))}
-		alts, err := scheduling.PodNodeRequirements(pod)
-		if err != nil || len(alts) == 0 {
-			continue // a DaemonSet that cannot run anywhere adds no overhead
-		}
-		out = append(out, daemon{name: ds.Namespace + "/" + ds.Name, requests: scheduling.PodRequests(pod), alts: alts, tolerations: pod.Spec.Tolerations, ports: scheduling.PodHostPorts(pod)})
-	}
-	return out
-}
-
-// runsOn reports whether the DaemonSet would run on a node with these labels and taints, with
-// zone and capacity type still open (checked against the pool's requirements).
-func (d *daemon) runsOn(labels map[string]string, taints []corev1.Taint, poolReqs scheduling.Requirements) bool {
-	if scheduling.UntoleratedTaint(d.tolerations, taints) != nil {
-		return false
-	}
-	for _, alt := range d.alts {
-		ok := true
-		for _, k := range alt.Keys() {
-			r := alt[k]
-			if offeringKeys[k] {
-				if pr, has := poolReqs[k]; has && pr.Intersect(r).Unsatisfiable() {
-					ok = false
-					break
-				}
-				continue
-			}
-			if err := (scheduling.Requirements{k: r}).MatchLabels(labels); err != nil {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
 }
 
 // compilePools compiles the NodePools in weight order, each NodePool's reserved pool (its
@@ -339,7 +284,7 @@ func (p *pool) addType(pt *poolType, daemons []daemon) {
 		pt.capacity = pt.capacity.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(dearest)}})
 	}
 	pt.alloc = scheduling.FromList(alloc.List())
-	labels := mergeLabels(it.Labels, p.labels)
+	labels := withLifecycleLabels(mergeLabels(it.Labels, p.labels))
 	for i := range daemons {
 		if daemons[i].runsOn(labels, p.taints, p.reqs) {
 			pt.daemon = pt.daemon.Add(daemons[i].requests)
