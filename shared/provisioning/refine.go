@@ -12,7 +12,7 @@ import (
 // on a type far larger than its pods: 4.3 vCPU of pods on an 8-vCPU type instead of a 4-vCPU
 // and a 1-vCPU one. For each claim, caps of 1/2, 1/4, ... of its type's vCPUs are tried (never
 // below 1 vCPU), re-packing its pods first-fit under the cap, and the cheapest result is kept.
-// Pools with limits are left as packed, so the limit accounting stays exact.
+// A claim of a pool with limits is replaced only by claims that fit the limits in its place.
 func (s *solver) refine() {
 	out := make([]*claim, 0, len(s.claims))
 	for _, c := range s.claims {
