@@ -106,4 +106,3 @@ func TestDaemonSetSelectingLifecycleLabelsOnJoiningCapacity(t *testing.T) {
 		}
 	})
 }
-
