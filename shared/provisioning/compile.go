@@ -12,7 +12,8 @@ import (
 // them (sortPods), with every topology group they belong to made and seeded with the running
 // pods. Pods whose spec cannot be scheduled at all keep their error (podInfo.err) for place.
 func compile(in *Input) (*solver, []*podInfo) {
-	s := &solver{in: in, topo: newTopology(), eligible: map[eligibleKey][]string{}, offerCache: map[string][]Offering{}}
+	s := &solver{in: in, topo: newTopology(), eligible: map[eligibleKey][]string{}, offerCache: map[string][]Offering{},
+		topoRefineLeft: topoRefineBudget(len(in.Pods))}
 	daemons := compileDaemons(in.DaemonSets, in.LimitRanges)
 	s.bins = buildBins(in, daemons)
 	s.left = reservationsLeft(in)

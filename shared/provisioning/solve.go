@@ -7,6 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// solver is one Solve's state, which its stages share: what compile built (pools, bins, the
+// topology groups), the claims place opens and later stages rework, and the caches and budgets
+// of the solve.
 type solver struct {
 	in     *Input
 	pools  []*pool
@@ -26,7 +29,8 @@ type solver struct {
 	left map[string]int
 	// unitRates caches splitFloor's lowest prices per millicore and per byte by (pool, cap).
 	unitRates map[[2]int64][2]float64
-	// topoRefineLeft is what is left of topoRefineBudget.
+	// topoRefineLeft is what is left of topoRefineBudget, shared by refine and the re-packs
+	// that refine their claims.
 	topoRefineLeft int
 }
 
@@ -62,7 +66,6 @@ func Solve(in Input) (*Plan, error) {
 	s, pods := compile(&in)
 	plan := &Plan{}
 	plan.Unschedulable = s.place(pods)
-	s.topoRefineLeft = topoRefineBudget(len(in.Pods))
 	s.refine()
 	s.lpRepack()
 	if !in.Simulation {

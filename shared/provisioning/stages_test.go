@@ -67,7 +67,6 @@ func placed(t *testing.T, in Input) *solver {
 	if len(s.claims) != 1 || math.Abs(claimCost(s.claims[0])-0.384) > 1e-9 {
 		t.Fatalf("first-fit: %d claims, first at %v USD/h; want one m5.2xlarge at 0.384", len(s.claims), claimCost(s.claims[0]))
 	}
-	s.topoRefineLeft = topoRefineBudget(len(in.Pods))
 	return s
 }
 
