@@ -284,7 +284,8 @@ func (p *pool) addType(pt *poolType, daemons []daemon) {
 		pt.capacity = pt.capacity.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(dearest)}})
 	}
 	pt.alloc = scheduling.FromList(alloc.List())
-	labels := withLifecycleLabels(mergeLabels(it.Labels, p.labels))
+	// One map per type: the type's labels, the pool's, then the lifecycle labels.
+	labels := mergeLabels(it.Labels, p.labels, lifecycleLabels)
 	for i := range daemons {
 		if daemons[i].runsOn(labels, p.taints, p.reqs) {
 			pt.daemon = pt.daemon.Add(daemons[i].requests)
@@ -328,13 +329,17 @@ const ResourceNodes corev1.ResourceName = "nodes"
 
 var oneNode = scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceNodes: 1}}
 
-func mergeLabels(a, b map[string]string) map[string]string {
-	out := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
+// mergeLabels returns one new map with every map's labels, a later map's value winning.
+func mergeLabels(ms ...map[string]string) map[string]string {
+	n := 0
+	for _, m := range ms {
+		n += len(m)
 	}
-	for k, v := range b {
-		out[k] = v
+	out := make(map[string]string, n)
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
 	}
 	return out
 }
