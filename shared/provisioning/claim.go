@@ -210,10 +210,11 @@ func narrows(cur, reqs scheduling.Requirements) bool {
 
 // fastAdd is tryAdd for the common case where the pod narrows nothing: one alternative that
 // allows every pool type and adds no requirement, no topology requirement that changes the
-// claim's, no host ports, a pool without limits or minValues. Candidate types only drop out because the pods no longer
-// fit, and types are sorted by price, so it is enough to drop the types ahead of the first one
-// that still fits (later ones that no longer fit stay in the list, and are skipped wherever
-// the list is read). It reports false when the slow path must decide.
+// claim's, no host ports, a claim that counts against no limits, a pool without minValues.
+// Candidate types only drop out because the pods no longer fit, and types are sorted by price,
+// so it is enough to drop the types ahead of the first one that still fits (later ones that no
+// longer fit stay in the list, and are skipped wherever the list is read). It reports false
+// when the slow path must decide.
 func (s *solver) fastAdd(c *claim, p *podInfo, pp *podPool, topoReqs scheduling.Requirements) bool {
 	pl := c.pool
 	if len(pp.alts) != 1 || !pp.alts[0].all || len(pp.alts[0].reqs) != 0 || len(topoReqs) != 0 ||
@@ -244,7 +245,7 @@ func (s *solver) groupsOf(p *podInfo) []*group {
 	return p.groups
 }
 
-// commit records the claim's new cheapest type against the pool's limits.
+// commit records the claim's new cheapest type against the limits it counts against.
 func (s *solver) commit(c *claim, kept []int) {
 	if c.limits != nil {
 		c.limits.recount(c, kept[0])
