@@ -83,8 +83,9 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 				}
 			}
 		}
+		dl := daemonLabels(n.Labels)
 		for i := range daemons {
-			if !present[daemons[i].name] && daemons[i].runsOn(n.Labels, b.taints, nil) {
+			if !present[daemons[i].name] && daemons[i].runsOn(dl, b.taints, nil) {
 				free = free.Sub(daemons[i].requests)
 				b.ports = append(b.ports, daemons[i].ports...)
 			}
@@ -110,8 +111,10 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		if _, ok := alloc[ResourceAttachableVolumes]; !ok {
 			free = free.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: attachLimit(nodeTypeLabels(in, nc.Labels))}})
 		}
+		// An in-flight NodeClaim's node will carry the lifecycle labels once it joins.
+		dl := withLifecycleLabels(nc.Labels)
 		for i := range daemons {
-			if daemons[i].runsOn(nc.Labels, nc.Spec.Taints, nil) {
+			if daemons[i].runsOn(dl, nc.Spec.Taints, nil) {
 				free = free.Sub(daemons[i].requests)
 				b.ports = append(b.ports, daemons[i].ports...)
 			}
@@ -233,3 +236,21 @@ func attachedVolumes(p *corev1.Pod) int64 {
 	}
 	return n
 }
+
+// bin is an existing node or in-flight NodeClaim with free capacity.
+type bin struct {
+	name     string
+	inFlight bool
+	labels   map[string]string
+	taints   []corev1.Taint
+	free     scheduling.Resources
+	pods     []*corev1.Pod // placed by this plan
+	// residents are the pods running on the node (seeded into the topology counts).
+	residents []*corev1.Pod
+	ports     []scheduling.HostPort
+}
+
+// domainOf is the bin's value for a topology key ("" when the node lacks the label).
+func (b *bin) domainOf(key string) string { return b.labels[key] }
+
+func (b *bin) addResident(p *corev1.Pod) { b.residents = append(b.residents, p) }

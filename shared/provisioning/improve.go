@@ -73,7 +73,7 @@ func (s *solver) restoreClaim(c *claim, st claimState) {
 
 // improvable reports whether a claim may take part in the improvement (see above).
 func improvable(c *claim) bool {
-	return c.pool.remaining == nil && !c.pool.reserved && !c.pinFailed
+	return c.pool.limits == nil && !c.pool.reserved && !c.pinFailed
 }
 
 // improve empties claims into the others while that makes the plan cheaper.

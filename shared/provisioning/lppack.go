@@ -23,7 +23,7 @@ const lpMinPods = 8
 // first-fit plan only when it is cheaper. Pools with limits are left as packed.
 func (s *solver) lpRepack() {
 	for pi, pl := range s.pools {
-		if pl.err != nil || pl.remaining != nil || pl.reserved {
+		if pl.err != nil || pl.limits != nil || pl.reserved {
 			continue
 		}
 		var movable, keep []*claim
@@ -135,7 +135,7 @@ func (s *solver) lpPlan(pi int, pods []*podInfo, mix map[int]float64, fill fillM
 			n = int(math.Ceil(mix[ti] - 1e-6))
 		}
 		for ; n > 0; n-- {
-			bins = append(bins, &claim{pool: pl, reqs: pl.reqs, types: []int{ti}})
+			bins = append(bins, &claim{pool: pl, limits: pl.limits, reqs: pl.reqs, types: []int{ti}})
 		}
 	}
 	var left []*podInfo

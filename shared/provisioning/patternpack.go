@@ -45,7 +45,7 @@ var (
 // topology rule, host port or zone/capacity-type requirement.
 func (s *solver) patternPack() {
 	for pi, pl := range s.pools {
-		if pl.err != nil || pl.remaining != nil || pl.reserved {
+		if pl.err != nil || pl.limits != nil || pl.reserved {
 			continue
 		}
 		var movable []*claim
@@ -244,7 +244,7 @@ func (s *solver) newClaim(pi int) *claim {
 		c.updateHead()
 		pl.allMax = c.maxAvail
 	}
-	return &claim{pool: pl, reqs: pl.reqs, types: pl.allTypes, sharedTypes: true, maxAvail: pl.allMax, maxOK: true}
+	return &claim{pool: pl, limits: pl.limits, reqs: pl.reqs, types: pl.allTypes, sharedTypes: true, maxAvail: pl.allMax, maxOK: true}
 }
 
 // roundPatterns builds ⌊λ⌋ nodes of every pattern (or, with up, one node of the pattern with

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -50,17 +49,14 @@ type pool struct {
 	labels map[string]string
 	taints []corev1.Taint
 	types  []*poolType // sorted by minPrice, then name
-	// limits: remaining capacity (limit − in use); nil when the pool has no limits. A reserved
-	// pool shares both with its NodePool's pool: one limit for the NodePool.
-	remaining *scheduling.Resources
-	limitKeys []corev1.ResourceName
-	committed *scheduling.Resources // capacity of open NodeClaims' cheapest types
+	// limits are the NodePool's limits (nil: none), shared with its reserved pool.
+	limits    *limits
 	minValues []*scheduling.Requirement
 	err       error // why the pool cannot be used at all
 	// awaiting names the NodeClass ("EC2NodeClass default") whose status is not written yet when
 	// that is err's whole reason: the pool may take pods once the class resolves.
 	awaiting string
-	// priceCapped: the pool has a price guardrail (ResourcePricePerHour among limitKeys).
+	// priceCapped: the pool has a price guardrail (ResourcePricePerHour among its limits' keys).
 	priceCapped bool
 	// offerKeys are the (zone, capacity type) pairs the pool's types are offered in, in bit
 	// order of poolType.offers; more than 64 disable the bit test.
@@ -119,63 +115,6 @@ func (p *pool) indexOffers() {
 	}
 }
 
-// daemon is a DaemonSet's pod template compiled for overhead checks.
-type daemon struct {
-	name        string // namespace/name
-	requests    scheduling.Resources
-	alts        []scheduling.Requirements
-	tolerations []corev1.Toleration
-	ports       []scheduling.HostPort
-}
-
-// compileDaemons compiles the DaemonSets' pod templates, each with the defaults its
-// namespace's LimitRanges give at admission (the API server admits every DaemonSet pod through
-// LimitRanger, so its requests are those defaults where the template states none).
-func compileDaemons(dss []*appsv1.DaemonSet, lrs []*corev1.LimitRange) []daemon {
-	out := make([]daemon, 0, len(dss))
-	for _, ds := range dss {
-		pod := &corev1.Pod{Spec: scheduling.ApplyLimitRangeDefaults(ds.Spec.Template.Spec, scheduling.LimitRangesIn(lrs, ds.Namespace))}
-		if scheduling.HasDRARequirements(pod) {
-			continue // its requests are not counted, as Karpenter skips DRA daemon pods
-		}
-		alts, err := scheduling.PodNodeRequirements(pod)
-		if err != nil || len(alts) == 0 {
-			continue // a DaemonSet that cannot run anywhere adds no overhead
-		}
-		out = append(out, daemon{name: ds.Namespace + "/" + ds.Name, requests: scheduling.PodRequests(pod), alts: alts, tolerations: pod.Spec.Tolerations, ports: scheduling.PodHostPorts(pod)})
-	}
-	return out
-}
-
-// runsOn reports whether the DaemonSet would run on a node with these labels and taints, with
-// zone and capacity type still open (checked against the pool's requirements).
-func (d *daemon) runsOn(labels map[string]string, taints []corev1.Taint, poolReqs scheduling.Requirements) bool {
-	if scheduling.UntoleratedTaint(d.tolerations, taints) != nil {
-		return false
-	}
-	for _, alt := range d.alts {
-		ok := true
-		for _, k := range alt.Keys() {
-			r := alt[k]
-			if offeringKeys[k] {
-				if pr, has := poolReqs[k]; has && pr.Intersect(r).Unsatisfiable() {
-					ok = false
-					break
-				}
-				continue
-			}
-			if err := (scheduling.Requirements{k: r}).MatchLabels(labels); err != nil {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
 // compilePools compiles the NodePools in weight order, each NodePool's reserved pool (its
 // NodeClass's capacity reservations, when it allows capacity type reserved) just ahead of it, so
 // a pod takes reserved capacity before the pool's spot and on-demand offerings, as Karpenter
@@ -210,7 +149,7 @@ func weight(np *apisv1.NodePool) int32 {
 }
 
 func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduling.Resources) *pool {
-	p := &pool{np: np, labels: map[string]string{}, taints: np.Spec.Template.Spec.Taints, committed: &scheduling.Resources{}}
+	p := &pool{np: np, labels: map[string]string{}, taints: np.Spec.Template.Spec.Taints}
 	if np.DeletionTimestamp != nil {
 		p.err = fmt.Errorf("nodepool %q is being deleted", np.Name)
 		return p
@@ -285,20 +224,7 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		p.err = fmt.Errorf("nodepool %q: %w", np.Name, err)
 		return p
 	}
-	if len(np.Spec.Limits) > 0 || priceCapped {
-		limits := scheduling.FromList(np.Spec.Limits)
-		for k := range np.Spec.Limits {
-			p.limitKeys = append(p.limitKeys, k)
-		}
-		if priceCapped {
-			limits = limits.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(maxPrice)}})
-			p.limitKeys = append(p.limitKeys, ResourcePricePerHour)
-			p.priceCapped = true
-		}
-		rem := limits.Sub(used)
-		p.remaining = &rem
-		sort.Slice(p.limitKeys, func(i, j int) bool { return p.limitKeys[i] < p.limitKeys[j] })
-	}
+	p.limits, p.priceCapped = newLimits(np.Spec.Limits, used, maxPrice, priceCapped), priceCapped
 	zoneReq, ctReq := reqs[corev1.LabelTopologyZone], reqs[apisv1.LabelCapacityType]
 	regionReq := reqs[corev1.LabelTopologyRegion]
 	if regionReq != nil && in.Catalog.Region != "" && !regionReq.Has(in.Catalog.Region) {
@@ -358,7 +284,8 @@ func (p *pool) addType(pt *poolType, daemons []daemon) {
 		pt.capacity = pt.capacity.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(dearest)}})
 	}
 	pt.alloc = scheduling.FromList(alloc.List())
-	labels := mergeLabels(it.Labels, p.labels)
+	// One map per type: the type's labels, the pool's, then the lifecycle labels.
+	labels := mergeLabels(it.Labels, p.labels, lifecycleLabels)
 	for i := range daemons {
 		if daemons[i].runsOn(labels, p.taints, p.reqs) {
 			pt.daemon = pt.daemon.Add(daemons[i].requests)
@@ -402,175 +329,17 @@ const ResourceNodes corev1.ResourceName = "nodes"
 
 var oneNode = scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceNodes: 1}}
 
-// withDefaultCapacityType gives a NodePool that says nothing about karpenter.sh/capacity-type
-// Karpenter's default, on-demand: silence never buys spot.
-func withDefaultCapacityType(reqs scheduling.Requirements) scheduling.Requirements {
-	if _, ok := reqs[apisv1.LabelCapacityType]; ok {
-		return reqs
+// mergeLabels returns one new map with every map's labels, a later map's value winning.
+func mergeLabels(ms ...map[string]string) map[string]string {
+	n := 0
+	for _, m := range ms {
+		n += len(m)
 	}
-	return reqs.Intersect(scheduling.Requirements{apisv1.LabelCapacityType: scheduling.MustRequirement(apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, apisv1.CapacityTypeOnDemand)})
-}
-
-// typeMatches checks the requirements whose keys are instance-type labels. Offering keys are
-// checked per offering; keys the type does not carry must allow absence.
-func typeMatches(reqs scheduling.Requirements, it *catalog.InstanceType) bool {
-	for k, r := range reqs {
-		if offeringKeys[k] || !isTypeKey(k) {
-			continue
+	out := make(map[string]string, n)
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
 		}
-		v, ok := it.Labels[k]
-		if !ok {
-			if !r.AbsentOK() {
-				return false
-			}
-			continue
-		}
-		if !r.Has(v) {
-			return false
-		}
-	}
-	return true
-}
-
-// isTypeKey reports whether a label key is set from the instance type (well-known labels): the
-// upstream ones, karpenter.k8s.aws/* (but the NodeClass name), karpenter.azure.com/* and AKS's
-// kubernetes.azure.com/sku-cpu and sku-memory.
-func isTypeKey(k string) bool {
-	switch k {
-	case corev1.LabelArchStable, corev1.LabelOSStable, corev1.LabelInstanceTypeStable, corev1.LabelWindowsBuild,
-		apisv1.AKSLabelCPU, apisv1.AKSLabelMemory:
-		return true
-	}
-	return (strings.HasPrefix(k, apisv1.AWSGroup+"/") && k != apisv1.LabelEC2NodeClass) || strings.HasPrefix(k, apisv1.AzureGroup+"/")
-}
-
-// acceleratorResources are the extended resources that make an instance type special: GPUs and
-// AWS ML accelerators. Network extras (pod ENIs, EFA) do not.
-var acceleratorResources = map[corev1.ResourceName]bool{
-	"nvidia.com/gpu": true, "amd.com/gpu": true, "aws.amazon.com/neuron": true,
-	"aws.amazon.com/neuroncore": true, "aws.amazon.com/neurondevice": true, "habana.ai/gaudi": true,
-}
-
-func isSpecial(it *catalog.InstanceType) bool {
-	for name, q := range it.Capacity {
-		if acceleratorResources[name] && !q.IsZero() {
-			return true
-		}
-	}
-	if it.Labels[apisv1.LabelInstanceSize] == "metal" || it.Labels["karpenter.k8s.aws/instance-gpu-name"] != "" ||
-		it.Labels["karpenter.k8s.aws/instance-accelerator-name"] != "" {
-		return true
-	}
-	return false
-}
-
-func mergeLabels(a, b map[string]string) map[string]string {
-	out := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
 	}
 	return out
-}
-
-// sortOfferings orders by price, then capacity type (spot first at equal price), then zone.
-func sortOfferings(os []catalog.Offering) {
-	sort.SliceStable(os, func(i, j int) bool {
-		a, b := os[i], os[j]
-		if a.PricePerHour != b.PricePerHour {
-			return a.PricePerHour < b.PricePerHour
-		}
-		if a.CapacityType != b.CapacityType {
-			return a.CapacityType == apisv1.CapacityTypeSpot
-		}
-		return a.Zone < b.Zone
-	})
-}
-
-// fitsLimits compares only the resources the NodePool's limits name.
-func (p *pool) fitsLimits(capacity, budget scheduling.Resources) bool {
-	for _, k := range p.limitKeys {
-		var c, b int64
-		switch k {
-		case corev1.ResourceCPU:
-			c, b = capacity.MilliCPU, budget.MilliCPU
-		case corev1.ResourceMemory:
-			c, b = capacity.Memory, budget.Memory
-		case corev1.ResourcePods:
-			c, b = capacity.Pods, budget.Pods
-		case corev1.ResourceEphemeralStorage:
-			c, b = capacity.EphemeralStorage, budget.EphemeralStorage
-		default:
-			c, b = capacity.Scalar[k], budget.Scalar[k]
-		}
-		if c > b {
-			return false
-		}
-	}
-	return true
-}
-
-// describeRemaining renders the remaining limit of each limited resource.
-func (p *pool) describeRemaining() string {
-	rem := p.remaining.Sub(*p.committed)
-	parts := make([]string, 0, len(p.limitKeys))
-	for _, k := range p.limitKeys {
-		switch k {
-		case corev1.ResourceCPU:
-			parts = append(parts, fmt.Sprintf("cpu=%dm", rem.MilliCPU))
-		case corev1.ResourceMemory:
-			parts = append(parts, fmt.Sprintf("memory=%dMi", rem.Memory>>20))
-		case corev1.ResourcePods:
-			parts = append(parts, fmt.Sprintf("pods=%d", rem.Pods))
-		case corev1.ResourceEphemeralStorage:
-			parts = append(parts, fmt.Sprintf("ephemeral-storage=%dMi", rem.EphemeralStorage>>20))
-		case ResourcePricePerHour:
-			parts = append(parts, fmt.Sprintf("price=%.4f USD/h of %s", float64(rem.Scalar[k])/1e6, apisv1.AnnotationMaxPricePerHour))
-		default:
-			parts = append(parts, fmt.Sprintf("%s=%d", k, rem.Scalar[k]))
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
-// attachLimit is the default EBS attach limit for a node with these labels (see
-// AttachLimitNitro); Xen is recognised by the instance-hypervisor label.
-func attachLimit(labels map[string]string) int64 {
-	if labels[apisv1.LabelInstanceHypervisor] == "xen" {
-		return AttachLimitXen
-	}
-	return AttachLimitNitro
-}
-
-// bootable returns whether a type can boot under the node settings, as the cloud provider filters
-// its instance types by NodeClass before scheduling: the image family must support the type (an
-// AKS GPU size needs a driver for the family's OS) and, where the NodeClass resolved its images,
-// one image's requirements must hold for the type (Karpenter's image compatibility). Error: an
-// image requirement that does not parse.
-func bootable(s catalog.NodeSettings) (func(*catalog.InstanceType) bool, error) {
-	images := make([]scheduling.Requirements, 0, len(s.Images))
-	for i, img := range s.Images {
-		r, err := scheduling.NewRequirements(img...)
-		if err != nil {
-			return nil, fmt.Errorf("status.images[%d].requirements: %w", i, err)
-		}
-		images = append(images, r)
-	}
-	return func(it *catalog.InstanceType) bool {
-		if !it.BootsWith(s.AMIFamily) {
-			return false
-		}
-		if s.Images == nil {
-			return true
-		}
-		labels := it.ImageLabels()
-		for _, r := range images {
-			if r.MatchLabels(labels) == nil {
-				return true
-			}
-		}
-		return false
-	}, nil
 }

@@ -71,8 +71,8 @@ func compileReserved(in *Input, p *pool, daemons []daemon, left map[string]int) 
 	if ct := p.reqs[apisv1.LabelCapacityType]; ct != nil && !ct.Has(apisv1.CapacityTypeReserved) {
 		return nil
 	}
-	rp := &pool{np: p.np, labels: p.labels, taints: p.taints, remaining: p.remaining, limitKeys: p.limitKeys,
-		committed: p.committed, minValues: p.minValues, reserved: true, nodeClass: p.nodeClass, settings: p.settings, limitsNodes: p.limitsNodes, priceCapped: p.priceCapped}
+	rp := &pool{np: p.np, labels: p.labels, taints: p.taints, limits: p.limits,
+		minValues: p.minValues, reserved: true, nodeClass: p.nodeClass, settings: p.settings, limitsNodes: p.limitsNodes, priceCapped: p.priceCapped}
 	rp.reqs = p.reqs.Intersect(scheduling.Requirements{apisv1.LabelCapacityType: scheduling.MustRequirement(
 		apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, apisv1.CapacityTypeReserved)})
 	zoneReq := rp.reqs[corev1.LabelTopologyZone]

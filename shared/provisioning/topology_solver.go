@@ -397,8 +397,8 @@ func (s *solver) pinTo(c *claim, key, v string) {
 		}
 		kept = append(kept, ti)
 	}
-	if pl.remaining != nil && len(kept) > 0 && len(c.types) > 0 && kept[0] != c.types[0] {
-		*pl.committed = pl.committed.Sub(pl.types[c.types[0]].capacity).Add(pl.types[kept[0]].capacity)
+	if c.limits != nil && len(kept) > 0 && len(c.types) > 0 && kept[0] != c.types[0] {
+		c.limits.committed = c.limits.committed.Sub(pl.types[c.types[0]].capacity).Add(pl.types[kept[0]].capacity)
 	}
 	c.types, c.sharedTypes = kept, false
 	c.maxOK = false

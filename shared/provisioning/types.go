@@ -162,6 +162,20 @@ type Unschedulable struct {
 	// waits for them to resolve rather than failing (Input.RequireResolvedNodeClasses). Empty
 	// when no such NodePool was a candidate.
 	AwaitingNodeClasses []string
+	// LimitsExceeded names, for each NodePool whose limits turned the pod away (in weight
+	// order), the limits that did: those every instance type the pod fits exceeds in what is
+	// left after the plan's own new NodeClaims, else each one some type exceeds (resources
+	// sorted). Empty when no NodePool's limits refused the pod. The typed form of Reason's
+	// "limits exceeded" parts, for metrics.
+	LimitsExceeded []LimitHit
+}
+
+// LimitHit is one NodePool limit that turned a pod away: Resource is a spec.limits resource name (cpu,
+// memory, nodes, nvidia.com/gpu, ...) or ResourcePricePerHour for the price guardrail
+// (apisv1.AnnotationMaxPricePerHour).
+type LimitHit struct {
+	NodePool string
+	Resource corev1.ResourceName
 }
 
 // Waiting reports whether the pod may still be placed once its NodeClasses resolve.

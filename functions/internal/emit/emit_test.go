@@ -114,12 +114,15 @@ func TestFreshest(t *testing.T) {
 	}
 }
 
+// TestLimitHits checks the metric's labels come from the solver's typed result: each
+// (NodePool, limit) once, sorted, the price guardrail's resource spelled "price"; a refusal
+// that names no limit counts nothing.
 func TestLimitHits(t *testing.T) {
+	gpu := provisioning.LimitHit{NodePool: "gpu", Resource: "nvidia.com/gpu"}
 	plan := &provisioning.Plan{Unschedulable: []provisioning.Unschedulable{
-		{Reason: `nodepool "gpu": limits exceeded (remaining cpu=12000m nvidia.com/gpu=0)`},
-		{Reason: `nodepool "gpu": limits exceeded (remaining cpu=12000m nvidia.com/gpu=0)`},
-		{Reason: `nodepool "web": limits exceeded (remaining memory=0Mi dovetail.dev/price-per-hour: price=0.0120 USD/h of dovetail.dev/max-price-per-hour)`},
-		{Reason: `nodepool "web": limits exceeded (remaining price=0.0000 USD/h of dovetail.dev/max-price-per-hour)`},
+		{Reason: "limits", LimitsExceeded: []provisioning.LimitHit{gpu}},
+		{Reason: "limits", LimitsExceeded: []provisioning.LimitHit{gpu}},
+		{Reason: "limits", LimitsExceeded: []provisioning.LimitHit{{NodePool: "web", Resource: provisioning.ResourcePricePerHour}, {NodePool: "web", Resource: "memory"}}},
 		{Reason: `nodepool "x": no compatible instance type`},
 	}}
 	got := fmt.Sprint(LimitHits(plan))

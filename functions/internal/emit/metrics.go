@@ -1,9 +1,7 @@
 package emit
 
 import (
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -56,26 +54,19 @@ func RecordDisrupted(rec telemetry.Recorder, reason string, claim *apisv1.NodeCl
 		claim.Labels[apisv1.LabelNodePool], claim.Labels[apisv1.LabelCapacityType])
 }
 
-var limitsExceeded = regexp.MustCompile(`nodepool "([^"]+)": limits exceeded \(remaining ([^)]*)\)`)
-
 // LimitHits lists the (NodePool, limit) pairs whose exhaustion left a pod of the plan
 // unschedulable, once each, sorted: the limit is a spec.limits resource name (nvidia.com/gpu,
-// cpu, nodes, ...) or "price" for the dovetail.dev/max-price-per-hour guardrail. Read from the
-// solver's reasons ("nodepool %q: limits exceeded (remaining k=v ...)"): a limit whose
-// remainder is zero or less is spent.
+// cpu, nodes, ...) or "price" for the dovetail.dev/max-price-per-hour guardrail. It reads the
+// solver's typed result (provisioning.Unschedulable.LimitsExceeded).
 func LimitHits(plan *provisioning.Plan) [][2]string {
 	seen := map[[2]string]bool{}
 	for _, u := range plan.Unschedulable {
-		m := limitsExceeded.FindStringSubmatch(u.Reason)
-		if m == nil {
-			continue
-		}
-		for _, f := range strings.Fields(m[2]) {
-			k, v, ok := strings.Cut(f, "=")
-			num := strings.TrimRightFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-			if f, err := strconv.ParseFloat(num, 64); ok && (strings.HasPrefix(v, "-") || err == nil && f <= 0) {
-				seen[[2]string{m[1], k}] = true
+		for _, h := range u.LimitsExceeded {
+			limit := string(h.Resource)
+			if h.Resource == provisioning.ResourcePricePerHour {
+				limit = "price"
 			}
+			seen[[2]string{h.NodePool, limit}] = true
 		}
 	}
 	out := make([][2]string, 0, len(seen))
