@@ -47,8 +47,8 @@ var _ cloud.NodeClassRules = Rules{}
 
 // RecordLaunch records on the launched NodeClaim the class's hash and hash version (as the
 // provider's Create annotates the NodeClaim) and status.imageID = the image the VM boots
-// (inst.ImageID, read from its storageProfile.imageReference). A class of another kind records
-// nothing.
+// (inst.ImageID, read from its storageProfile.imageReference) when the class's images were
+// resolved. A class of another kind records nothing.
 func (Rules) RecordLaunch(nc *apisv1.NodeClaim, class apisv1.NodeClass, inst *cloud.Instance) {
 	if class.AKS == nil {
 		return
@@ -58,7 +58,10 @@ func (Rules) RecordLaunch(nc *apisv1.NodeClaim, class apisv1.NodeClass, inst *cl
 	}
 	nc.Annotations[apisv1.AnnotationAKSNodeClassHash] = apisv1.AKSNodeClassHash(class.AKS)
 	nc.Annotations[apisv1.AnnotationAKSNodeClassHashVersion] = apisv1.AKSNodeClassHashVersion
-	if inst != nil {
+	// A class launched before its images resolved boots the family's "latest" version, which
+	// no resolved status lists: left unrecorded, it is not compared (else every such node would
+	// drift as soon as the status resolves).
+	if inst != nil && len(class.AKS.Status.Images) > 0 {
 		nc.Status.ImageID = inst.ImageID
 	}
 }

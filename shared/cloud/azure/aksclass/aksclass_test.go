@@ -100,6 +100,21 @@ func TestDriftRules(t *testing.T) {
 	}
 }
 
+// TestUnresolvedClassRecordsNoImage: a class without status.images boots ".../versions/latest";
+// that id is not recorded, so the node does not drift when the status resolves.
+func TestUnresolvedClassRecordsNoImage(t *testing.T) {
+	cl := class()
+	cl.Status = apisv1.AKSNodeClassStatus{}
+	nc := &apisv1.NodeClaim{}
+	Rules{}.RecordLaunch(nc, apisv1.NodeClassOf(cl), &cloud.Instance{ImageID: "/CommunityGalleries/AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2/images/2204gen2containerd/versions/latest"})
+	if nc.Status.ImageID != "" || nc.Annotations[apisv1.AnnotationAKSNodeClassHash] == "" {
+		t.Errorf("image %q, annotations %v: want no image and the hash", nc.Status.ImageID, nc.Annotations)
+	}
+	if d := (Rules{}).IsDrifted(nc, nil, apisv1.NodeClassOf(class())); d.Kind != "" {
+		t.Errorf("after the status resolved: drift %+v", d)
+	}
+}
+
 // TestKubeletIdentityUnknown: without the deployment's identity (dovetail plan offline) the
 // identity is not compared.
 func TestKubeletIdentityUnknown(t *testing.T) {
