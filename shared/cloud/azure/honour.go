@@ -13,7 +13,7 @@ import (
 // field error naming the field and why: a value that would reach only the node's bootstrap
 // (the AKS kubelet configuration, the Linux OS configuration, local DNS, artifact streaming, the
 // GPU driver mode), which the custom data the provider renders (shared/cloud/azure/customdata)
-// does not carry. Every other spec field reaches the VM or the bootstrap: imageFamily and
+// does not carry, and Trusted Launch, whose images it does not resolve. Every other spec field reaches the VM or the bootstrap: imageFamily and
 // fipsMode (the images, status.images), osDiskSizeGB (storageProfile.osDisk), maxPods (the
 // kubelet's --max-pods), tags (the VM's and NIC's tags), vnetSubnetID (the NIC's subnet) and
 // security.encryptionAtHost (securityProfile.encryptionAtHost). A value equal to what the node
@@ -65,6 +65,13 @@ func Unhonoured(nc *apisv1.AKSNodeClass) field.ErrorList {
 		if k.FailSwapOn != nil {
 			notCarried(kp.Child("failSwapOn"), *k.FailSwapOn)
 		}
+	}
+	// Trusted Launch boots the families' trusted-launch image definitions (2204gen2TLcontainerd,
+	// V3gen2TL...) on Gen2 sizes with securityProfile.uefiSettings (the provider's
+	// imagefamily/nodeimage.go); the images this provider resolves are not those.
+	if s.Security.TrustedLaunchEnabled() {
+		errs = append(errs, field.Invalid(p.Child("security", "trustedLaunch"), "enabled",
+			"not honoured: Dovetail does not resolve the trusted-launch node images yet"))
 	}
 	if s.LinuxOSConfig != nil {
 		notCarried(p.Child("linuxOSConfig"), "set")

@@ -28,7 +28,8 @@ func TestUnhonouredFieldsAreRefused(t *testing.T) {
 	}{
 		{"defaults and VM fields", func(nc *apisv1.AKSNodeClass) {
 			nc.Spec.Kubelet, nc.Spec.GPU = &apisv1.AKSKubeletConfiguration{}, &apisv1.AKSGPU{}
-			nc.Spec.Security = &apisv1.AKSSecurity{EncryptionAtHost: &enabled}
+			off := false
+			nc.Spec.Security = &apisv1.AKSSecurity{EncryptionAtHost: &enabled, TrustedLaunch: &apisv1.AKSTrustedLaunch{SecureBoot: &off, VTPM: &off}}
 			nc.Spec.LocalDNS = &apisv1.AKSLocalDNS{Mode: apisv1.LocalDNSModeDisabled}
 			apis.SetAKSNodeClassDefaults(nc)
 		}, nil},
@@ -40,6 +41,9 @@ func TestUnhonouredFieldsAreRefused(t *testing.T) {
 			nc.Spec.GPU = &apisv1.AKSGPU{Mode: &none}
 			nc.Spec.LinuxOSConfig = &apisv1.AKSLinuxOSConfig{SwapFileSize: &swap}
 		}, []string{"spec.linuxOSConfig", "spec.gpu.mode"}},
+		{"trusted launch", func(nc *apisv1.AKSNodeClass) {
+			nc.Spec.Security = &apisv1.AKSSecurity{TrustedLaunch: &apisv1.AKSTrustedLaunch{VTPM: &enabled}}
+		}, []string{"spec.security.trustedLaunch"}},
 		{"local DNS required, artifact streaming", func(nc *apisv1.AKSNodeClass) {
 			nc.Spec.LocalDNS = &apisv1.AKSLocalDNS{Mode: apisv1.LocalDNSModeRequired}
 			nc.Spec.ArtifactStreaming = &apisv1.AKSArtifactStreaming{Enabled: &enabled}
