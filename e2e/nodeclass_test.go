@@ -27,6 +27,7 @@ import (
 	"github.com/dovetail-dev/dovetail/localdev"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
+	"github.com/dovetail-dev/dovetail/shared/cloud/aws/ec2class"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/kube"
@@ -326,10 +327,10 @@ func checkAMIDriftOnRefresh(ctx context.Context, t *testing.T, env *localdev.Env
 		if c.Labels[apisv1.LabelNodePool] != "default" || c.Labels[corev1.LabelArchStable] != "arm64" || c.Status.ImageID == "" {
 			continue
 		}
-		if d := disruption.Drifted(&c, nil, np, apisv1.NodeClassOf(nc)); d.Kind == disruption.DriftAMI {
+		if d := disruption.Drifted(&c, nil, np, apisv1.NodeClassOf(nc), ec2class.Rules{}); d.Kind == ec2class.DriftAMI {
 			drifted++
 		} else {
-			t.Errorf("NodeClaim %s on %s: drift %+v, want %s", c.Name, c.Status.ImageID, d, disruption.DriftAMI)
+			t.Errorf("NodeClaim %s on %s: drift %+v, want %s", c.Name, c.Status.ImageID, d, ec2class.DriftAMI)
 		}
 	}
 	if drifted == 0 {

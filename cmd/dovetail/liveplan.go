@@ -142,7 +142,7 @@ func (l *liveFlags) preview(set *manifests.Set, cl registry.Cloud, cat *catalog.
 	if err != nil {
 		return nil, usageError{err}
 	}
-	res, err := preview.Run(snap, preview.Options{Catalog: cat, NodeSettings: cl.NodeSettings, NodeClassKind: cl.NodeClassKind})
+	res, err := preview.Run(snap, preview.Options{Catalog: cat, NodeSettings: cl.NodeSettings, NodeClassRules: cl.NodeClassRules, NodeClassKind: cl.NodeClassKind})
 	if err != nil {
 		return nil, usageError{err}
 	}

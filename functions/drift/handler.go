@@ -162,7 +162,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 
 // Decide runs one drift decision on snap.
 func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, error) {
-	plan := disruption.PlanDrift(snap)
+	plan := disruption.PlanDrift(snap, cloud.RulesOf(h.Provider))
 	d := Decision{Revision: snap.Revision, Blocked: plan.Blocked, OverBudget: plan.OverBudget}
 	rec := telemetry.OrNop(h.Metrics)
 	rec.Record(telemetry.DisruptionEligibleNodes, float64(len(plan.Selected)+len(plan.OverBudget)), "drifted")

@@ -16,7 +16,7 @@ import (
 
 // AKSNodeClass defaults and rules. Source: the v1beta1 schema of the Azure provider's CRD,
 // Azure/karpenter-provider-azure pkg/apis/crds/karpenter.azure.com_aksnodeclasses.yaml at commit
-// 00ae11268ef84e134ea41d7701262d2d246decd4 (copied to infra/crds): its default markers, enums,
+// 352646f599290c3a6d2f9710fb535a7b288f88ed (copied to infra/crds): its default markers, enums,
 // minimum/maximum, patterns, maxItems/maxLength, list-map keys and x-kubernetes-validations
 // (CEL) rules, here written in Go.
 
@@ -148,9 +148,9 @@ var aksSysctlRanges = []aksSysctlRange{
 // max; gc_thresh1 <= gc_thresh2 <= gc_thresh3; ip_local_port_range "first last" with first
 // 1024-60999, last 32768-65535, first <= last; each override list holds "." and "cluster.local";
 // cluster.local never forwarded to VnetDNS; serveStale Verify not with ForceTCP; vnetDNSOverrides
-// never forward "." or external zones to ClusterCoreDNS; FIPS not with Ubuntu2204, Ubuntu2404 or
-// Windows; no linuxOSConfig on Windows; linuxOSConfig.swapFileSize needs kubelet.failSwapOn
-// false. Beyond the CRD, kubelet.cpuCFSQuotaPeriod must be 1ms-1s, as its description says and
+// never forward "." or external zones to ClusterCoreDNS; FIPS not with Ubuntu2404, with
+// Ubuntu2204 only under trusted launch, and FIPS with trusted launch only on Ubuntu or
+// Ubuntu2204; linuxOSConfig.swapFileSize needs kubelet.failSwapOn false. Beyond the CRD, kubelet.cpuCFSQuotaPeriod must be 1ms-1s, as its description says and
 // the kubelet enforces. An unset imageFamily is taken as its default (Ubuntu), as the API server
 // defaults before it validates. Never panics; nil is reported as spec Required.
 func ValidateAKSNodeClass(nc *v1.AKSNodeClass) field.ErrorList {
@@ -165,16 +165,19 @@ func ValidateAKSNodeClass(nc *v1.AKSNodeClass) field.ErrorList {
 		family = *s.ImageFamily
 		errs = append(errs, aksEnum(p.Child("imageFamily"), family, v1.AKSImageFamilies)...)
 	}
-	windows := v1.IsWindowsImageFamily(family)
 	if s.FIPSMode != nil {
 		fp := p.Child("fipsMode")
 		errs = append(errs, aksEnum(fp, *s.FIPSMode, aksFIPSModes)...)
 		if *s.FIPSMode == v1.FIPSModeFIPS {
+			tl := s.Security.TrustedLaunchEnabled()
 			switch {
-			case family == v1.ImageFamilyUbuntu2204 || family == v1.ImageFamilyUbuntu2404:
-				errs = append(errs, field.Forbidden(fp, "FIPS is not yet supported for Ubuntu2204 or Ubuntu2404 (imageFamily "+family+")"))
-			case windows:
-				errs = append(errs, field.Forbidden(fp, "FIPS is not supported for Windows image families (imageFamily "+family+")"))
+			case family == v1.ImageFamilyUbuntu2404:
+				errs = append(errs, field.Forbidden(fp, "FIPS is not yet supported for Ubuntu2404"))
+			case family == v1.ImageFamilyUbuntu2204 && !tl:
+				errs = append(errs, field.Forbidden(fp, "TrustedLaunch is required for FIPS support with Ubuntu2204 (security.trustedLaunch vtpm or secureBoot)"))
+			}
+			if tl && family != v1.ImageFamilyUbuntu && family != v1.ImageFamilyUbuntu2204 {
+				errs = append(errs, field.Forbidden(p.Child("security", "trustedLaunch"), "TrustedLaunch with FIPSMode FIPS is only supported for Ubuntu and Ubuntu2204 (imageFamily "+family+")"))
 			}
 		}
 	}
@@ -191,9 +194,6 @@ func ValidateAKSNodeClass(nc *v1.AKSNodeClass) field.ErrorList {
 	}
 	if l := s.LinuxOSConfig; l != nil {
 		lp := p.Child("linuxOSConfig")
-		if windows {
-			errs = append(errs, field.Forbidden(lp, "linuxOSConfig is not supported for Windows image families (imageFamily "+family+")"))
-		}
 		errs = append(errs, validateAKSLinuxOSConfig(l, lp)...)
 		if l.SwapFileSize != nil {
 			fsp := p.Child("kubelet", "failSwapOn")

@@ -49,6 +49,9 @@ spec:
     cost-center: "9000"
   security:
     encryptionAtHost: true
+    trustedLaunch:
+      secureBoot: false
+      vtpm: false
   artifactStreaming:
     enabled: true
   gpu:
@@ -343,8 +346,8 @@ func aksBadCases() []aksBad {
 		{"fips mode", `spec: {fipsMode: Enabled}`, "spec.fipsMode", field.ErrorTypeNotSupported, true},
 		{"FIPS on Ubuntu2204", `spec: {imageFamily: Ubuntu2204}`, "spec.fipsMode", field.ErrorTypeForbidden, false},
 		{"FIPS on Ubuntu2404", `spec: {imageFamily: Ubuntu2404}`, "spec.fipsMode", field.ErrorTypeForbidden, false},
-		{"FIPS on Windows", `spec: {imageFamily: Windows2022, linuxOSConfig: null}`, "spec.fipsMode", field.ErrorTypeForbidden, false},
-		{"linuxOSConfig on Windows", `spec: {imageFamily: Windows2025, fipsMode: Disabled}`, "spec.linuxOSConfig", field.ErrorTypeForbidden, false},
+		{"trusted launch with FIPS on AzureLinux", `spec: {security: {trustedLaunch: {vtpm: true}}}`, "spec.security.trustedLaunch", field.ErrorTypeForbidden, false},
+		{"Windows (not in the CRD at the provider's main)", `spec: {imageFamily: Windows2022, linuxOSConfig: null}`, "spec.imageFamily", field.ErrorTypeNotSupported, true},
 		{"os disk too small", `spec: {osDiskSizeGB: 29}`, "spec.osDiskSizeGB", field.ErrorTypeInvalid, true},
 		{"os disk too large", `spec: {osDiskSizeGB: 2049}`, "spec.osDiskSizeGB", field.ErrorTypeInvalid, true},
 		{"maxPods below 10", `spec: {maxPods: 9}`, "spec.maxPods", field.ErrorTypeInvalid, true},
@@ -453,7 +456,8 @@ func TestValidateAKSNodeClassAllows(t *testing.T) {
 	for _, patch := range []string{
 		`spec: {vnetSubnetID: /SUBSCRIPTIONS/12345678-1234-1234-1234-123456789012/resourcegroups/my.rg_(1)/providers/microsoft.network/virtualnetworks/vnet/subnets/nodes}`,
 		`spec: {imageFamily: Ubuntu}`, // FIPS with the generic Ubuntu family is allowed
-		`spec: {imageFamily: Windows2022, fipsMode: Disabled, linuxOSConfig: null}`,
+		`spec: {imageFamily: Ubuntu2204, security: {trustedLaunch: {secureBoot: true}}}`, // FIPS on Ubuntu2204 under trusted launch
+		`spec: {imageFamily: Ubuntu, security: {trustedLaunch: {vtpm: true}}}`,
 		`spec: {fipsMode: null, imageFamily: Ubuntu2404}`,
 		`spec: {tags: {"dovetail.dev/cluster": prod, "": empty}}`,
 		`spec: {kubelet: {cpuCFSQuotaPeriod: 1s, imageGCLowThresholdPercent: 0, imageGCHighThresholdPercent: 100, podPidsLimit: -1}}`,

@@ -67,6 +67,9 @@ type Instance struct {
 	State        string            `json:"state"` // pending, running, shutting-down, terminated
 	LaunchTime   time.Time         `json:"launchTime"`
 	Tags         map[string]string `json:"tags,omitempty"`
+	// ImageID is the image the instance boots, when the cloud reports it (an Azure VM's gallery
+	// image version id); "" otherwise.
+	ImageID string `json:"imageID,omitempty"`
 	// CapacityReservationID and CapacityReservationType are set for an instance launched into a
 	// capacity reservation (CapacityType reserved).
 	CapacityReservationID   string `json:"capacityReservationID,omitempty"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/kevents"
 )
 
@@ -74,14 +75,16 @@ type DriftPlan struct {
 	Budgets map[string]*events.BudgetReservation
 }
 
-// PlanDrift finds the snapshot's drifted and expired nodes and chooses which to replace now.
+// PlanDrift finds the snapshot's drifted and expired nodes and chooses which to replace now;
+// rules are the cloud's NodeClass rules (cloud.RulesOf the provider; nil checks only the
+// NodePools).
 // Budgets are per NodePool with reason Drifted: AllowedDisruptions over CountPoolNodes (the
 // most restrictive active budget minus the pool's nodes already disrupting, for any reason);
 // a budget that cannot be evaluated allows nothing. Nodes tainted karpenter.sh/disrupted by
 // drift (TaintValueDrifted) are InProgress; nodes another function is disrupting are left
 // alone. Nodes without a NodeClaim or NodePool are not Dovetail's to replace. The snapshot's
 // time is the clock.
-func PlanDrift(snap *events.Snapshot) DriftPlan {
+func PlanDrift(snap *events.Snapshot, rules cloud.NodeClassRules) DriftPlan {
 	now := snap.Time.Time
 	var plan DriftPlan
 	nodes := append([]corev1.Node(nil), snap.Nodes...)
@@ -113,12 +116,14 @@ func PlanDrift(snap *events.Snapshot) DriftPlan {
 			continue
 		}
 		class := apisv1.FindNodeClass(snap.NodeClasses, t.NodeClaim.Spec.NodeClassRef)
-		if at, ok := ReservationExpiring(t.NodeClaim, class, now); ok {
-			c.Reason, c.ExpiredAt = ReasonCapacityBlockExpiring, at
-			plan.Expired = append(plan.Expired, c)
-			continue
+		if rules != nil {
+			if at, ok := rules.ReservationExpiring(t.NodeClaim, class, now); ok {
+				c.Reason, c.ExpiredAt = ReasonCapacityBlockExpiring, at
+				plan.Expired = append(plan.Expired, c)
+				continue
+			}
 		}
-		if d := Drifted(t.NodeClaim, n, t.NodePool, class); d.Kind != "" {
+		if d := Drifted(t.NodeClaim, n, t.NodePool, class, rules); d.Kind != "" {
 			c.Reason, c.Drift = apisv1.DisruptionReasonDrifted, d
 		} else if !t.Disrupting {
 			continue

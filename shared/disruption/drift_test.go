@@ -12,6 +12,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud/aws/ec2class"
 )
 
 var driftNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -70,7 +71,7 @@ func TestDriftRules(t *testing.T) {
 	np := driftPool("default")
 	class := driftClass()
 	node, nc := driftNode("n1", &np, driftNow.Add(-time.Hour))
-	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class)); d.Kind != "" {
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class), ec2class.Rules{}); d.Kind != "" {
 		t.Fatalf("a node launched from the current pool and class must not drift, got %+v", d)
 	}
 	cases := []struct {
@@ -94,13 +95,13 @@ func TestDriftRules(t *testing.T) {
 		}, ""},
 		{"new AMI behind the alias", func(_ *apisv1.NodePool, c *apisv1.EC2NodeClass, _ *corev1.Node, _ *apisv1.NodeClaim) {
 			c.Status.AMIs = []apisv1.AMI{{ID: "ami-newer-amd64"}, {ID: "ami-newer-arm64"}}
-		}, DriftAMI},
+		}, ec2class.DriftAMI},
 		{"subnet removed", func(_ *apisv1.NodePool, c *apisv1.EC2NodeClass, _ *corev1.Node, _ *apisv1.NodeClaim) {
 			c.Status.Subnets = c.Status.Subnets[1:]
-		}, DriftSubnet},
+		}, ec2class.DriftSubnet},
 		{"security group added", func(_ *apisv1.NodePool, c *apisv1.EC2NodeClass, _ *corev1.Node, _ *apisv1.NodeClaim) {
 			c.Status.SecurityGroups = append(c.Status.SecurityGroups, apisv1.SecurityGroup{ID: "sg-3"})
-		}, DriftSecurityGroups},
+		}, ec2class.DriftSecurityGroups},
 		{"security groups reordered", func(_ *apisv1.NodePool, c *apisv1.EC2NodeClass, _ *corev1.Node, _ *apisv1.NodeClaim) {
 			c.Status.SecurityGroups = []apisv1.SecurityGroup{{ID: "sg-1"}, {ID: "sg-2"}}
 		}, ""},
@@ -127,7 +128,7 @@ func TestDriftRules(t *testing.T) {
 		if c.name == "hash of another version is not compared" {
 			n2.Labels["x"] = "y"
 		}
-		if got := Drifted(&nc2, &n2, &np2, apisv1.NodeClassOf(&class2)); got.Kind != c.want {
+		if got := Drifted(&nc2, &n2, &np2, apisv1.NodeClassOf(&class2), ec2class.Rules{}); got.Kind != c.want {
 			t.Errorf("%s: got %q (%s), want %q", c.name, got.Kind, got.Detail, c.want)
 		}
 	}
@@ -173,11 +174,11 @@ func TestPlanDriftOrderAndBudget(t *testing.T) {
 			snap.Pods = append(snap.Pods, driftBoundPod("p-"+name, name))
 		}
 	}
-	plan := PlanDrift(snap)
+	plan := PlanDrift(snap, ec2class.Rules{})
 	if len(plan.Selected) != 1 || plan.Selected[0].Name() != "n4" {
 		t.Fatalf("budget 1: want the empty node n4 first, got %v", driftNames(plan.Selected))
 	}
-	if plan.Selected[0].Drift.Kind != DriftAMI {
+	if plan.Selected[0].Drift.Kind != ec2class.DriftAMI {
 		t.Fatalf("want AMI drift, got %+v", plan.Selected[0].Drift)
 	}
 	if len(plan.Blocked) != 1 || plan.Blocked[0].Node != "n5" {
@@ -192,19 +193,19 @@ func TestPlanDriftOrderAndBudget(t *testing.T) {
 			snap.Nodes[i].Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Value: TaintValueDrifted, Effect: corev1.TaintEffectNoSchedule}}
 		}
 	}
-	plan = PlanDrift(snap)
+	plan = PlanDrift(snap, ec2class.Rules{})
 	if len(plan.Selected) != 0 || len(plan.InProgress) != 1 || plan.InProgress[0].Name() != "n4" {
 		t.Fatalf("want n4 in progress and nothing new, got selected %v in progress %v", driftNames(plan.Selected), driftNames(plan.InProgress))
 	}
 	// Budget 3 (a count): n4 holds one, so two more start: the oldest with pods, n1 then n2.
 	snap.NodePools[0].Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "3"}}
-	plan = PlanDrift(snap)
+	plan = PlanDrift(snap, ec2class.Rules{})
 	if got := strings.Join(driftNames(plan.Selected), ","); got != "n1,n2" {
 		t.Fatalf("want n1,n2 (oldest first), got %s", got)
 	}
 	// A budget of 0 for Drifted in a window blocks everything.
 	snap.NodePools[0].Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "0", Reasons: []string{apisv1.DisruptionReasonDrifted}}}
-	if plan = PlanDrift(snap); len(plan.Selected) != 0 {
+	if plan = PlanDrift(snap, ec2class.Rules{}); len(plan.Selected) != 0 {
 		t.Fatalf("budget 0: want none, got %v", driftNames(plan.Selected))
 	}
 }
@@ -220,7 +221,7 @@ func TestPlanDriftExpired(t *testing.T) {
 		NodeClasses: []apisv1.NodeClass{{EC2: &class}}, Nodes: []corev1.Node{node, young}, NodeClaims: []apisv1.NodeClaim{nc, ync}}
 	// Expiry is forceful (Karpenter v1): no budget is spent, even a budget of 0 does not hold it.
 	snap.NodePools[0].Spec.Disruption.Budgets = []apisv1.Budget{{Nodes: "0"}}
-	plan := PlanDrift(snap)
+	plan := PlanDrift(snap, ec2class.Rules{})
 	if len(plan.Expired) != 1 || plan.Expired[0].Name() != "old" || plan.Expired[0].Reason != ReasonExpired || len(plan.Selected)+len(plan.OverBudget) != 0 {
 		t.Fatalf("want old expired (and nothing selected or over budget), got expired %+v selected %+v over budget %+v", plan.Expired, plan.Selected, plan.OverBudget)
 	}
@@ -263,25 +264,25 @@ func TestEC2NodeClassHashDrift(t *testing.T) {
 	node, nc := driftNode("n1", &np, driftNow)
 	nc.Annotations[apisv1.AnnotationEC2NodeClassHash] = apisv1.EC2NodeClassHash(&class)
 	nc.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] = apisv1.EC2NodeClassHashVersion
-	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class)); d.Kind != "" {
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class), ec2class.Rules{}); d.Kind != "" {
 		t.Fatalf("unchanged class: %+v", d)
 	}
 	same := class.DeepCopy()
 	al2023 := apisv1.AMIFamilyAL2023
 	same.Spec.AMIFamily = &al2023
 	same.Spec.SubnetSelectorTerms = []apisv1.SubnetSelectorTerm{{ID: "subnet-a"}}
-	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(same)); d.Kind != "" {
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(same), ec2class.Rules{}); d.Kind != "" {
 		t.Errorf("amiFamily spelled out and a new subnet selector: %+v, want no drift", d)
 	}
 	changed := class.DeepCopy()
 	ud := "#!/bin/bash\necho hello"
 	changed.Spec.UserData = &ud
-	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(changed)); d.Kind != DriftNodeClassHash || !strings.Contains(d.Detail, "EC2NodeClass default") {
-		t.Errorf("new user data: %+v, want %s", d, DriftNodeClassHash)
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(changed), ec2class.Rules{}); d.Kind != ec2class.DriftNodeClassHash || !strings.Contains(d.Detail, "EC2NodeClass default") {
+		t.Errorf("new user data: %+v, want %s", d, ec2class.DriftNodeClassHash)
 	}
 	karpenters := nc.DeepCopy()
 	karpenters.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] = "v5"
-	if d := Drifted(karpenters, &node, &np, apisv1.NodeClassOf(changed)); d.Kind != "" {
+	if d := Drifted(karpenters, &node, &np, apisv1.NodeClassOf(changed), ec2class.Rules{}); d.Kind != "" {
 		t.Errorf("a hash of Karpenter's rule: %+v, want no drift", d)
 	}
 }

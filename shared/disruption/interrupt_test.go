@@ -14,6 +14,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/aws/ec2class"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
 
@@ -199,7 +200,7 @@ func TestPropertyDriftWithinBudget(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		plan := PlanDrift(snap)
+		plan := PlanDrift(snap, ec2class.Rules{})
 		if len(plan.Selected) > allowed {
 			rt.Fatalf("budget %s over %d nodes (%d disrupting) allows %d, selected %d", budget, counts["default"].Nodes, counts["default"].Disrupting, allowed, len(plan.Selected))
 		}

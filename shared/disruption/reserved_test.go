@@ -10,6 +10,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud/aws/ec2class"
 )
 
 func inReservation(nc *apisv1.NodeClaim, id, typ string) {
@@ -32,16 +33,16 @@ func TestCapacityReservationDrift(t *testing.T) {
 	inReservation(&nc, "cr-0a", apisv1.CapacityReservationTypeDefault)
 	node.Labels = nc.Labels
 	class := driftClass()
-	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class)); d.Kind != "" {
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class), ec2class.Rules{}); d.Kind != "" {
 		t.Fatalf("reservations not resolved: %+v, want no drift", d)
 	}
 	withReservations(&class, apisv1.CapacityReservation{ID: "cr-0a", InstanceType: "m5.large", AvailabilityZone: "us-east-1a"})
-	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class)); d.Kind != "" {
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class), ec2class.Rules{}); d.Kind != "" {
 		t.Fatalf("still selected: %+v", d)
 	}
 	class.Status.CapacityReservations = nil
-	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class)); d.Kind != DriftCapacityReservation || !strings.Contains(d.Detail, "cr-0a") {
-		t.Fatalf("no longer selected: %+v, want %s naming cr-0a", d, DriftCapacityReservation)
+	if d := Drifted(&nc, &node, &np, apisv1.NodeClassOf(&class), ec2class.Rules{}); d.Kind != ec2class.DriftCapacityReservation || !strings.Contains(d.Detail, "cr-0a") {
+		t.Fatalf("no longer selected: %+v, want %s naming cr-0a", d, ec2class.DriftCapacityReservation)
 	}
 }
 
@@ -65,7 +66,7 @@ func TestCapacityBlockExpiry(t *testing.T) {
 		apisv1.CapacityReservation{ID: "cr-0c", InstanceType: "m5.large", AvailabilityZone: "us-east-1a", ReservationType: apisv1.CapacityReservationTypeDefault, State: "active", EndTime: &end})
 	snap := &events.Snapshot{Cluster: "c", Time: metav1.NewTime(driftNow), NodePools: []apisv1.NodePool{np},
 		NodeClasses: []apisv1.NodeClass{{EC2: &class}}, Nodes: []corev1.Node{block, odcr}, NodeClaims: []apisv1.NodeClaim{bnc, onc}}
-	plan := PlanDrift(snap)
+	plan := PlanDrift(snap, ec2class.Rules{})
 	if len(plan.Expired) != 1 || plan.Expired[0].Name() != "block" || plan.Expired[0].Reason != ReasonCapacityBlockExpiring {
 		t.Fatalf("expired %+v, want the capacity block's node only", plan.Expired)
 	}
@@ -74,7 +75,7 @@ func TestCapacityBlockExpiry(t *testing.T) {
 	}
 	// 41 minutes before the end it is still active.
 	snap.Time = metav1.NewTime(driftNow.Add(-2 * time.Minute))
-	if plan := PlanDrift(snap); len(plan.Expired) != 0 {
+	if plan := PlanDrift(snap, ec2class.Rules{}); len(plan.Expired) != 0 {
 		t.Errorf("41 minutes before the end: expired %+v", plan.Expired)
 	}
 }

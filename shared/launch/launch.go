@@ -134,7 +134,10 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 		return res
 	}
 	l.record(nc, inst)
-	recordNodeClass(nc, nodeClass.EC2)
+	// What drift later compares (image, NodeClass hash, networking) is the cloud's to record.
+	if rules := cloud.RulesOf(l.Provider); rules != nil {
+		rules.RecordLaunch(nc, nodeClass, inst)
+	}
 	res.NodeClaim, res.Instance = nc, inst
 	return res
 }

@@ -8,61 +8,7 @@ import (
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
-	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
-
-// recordNodeClass writes on the launched NodeClaim what drift later compares with the NodeClass:
-// the hash of its static fields (apisv1.EC2NodeClassHash), and from its then-current status status.imageID (the first resolved AMI whose requirements the instance's
-// labels satisfy, e.g. the arm64 AMI for a Graviton type), the subnet of the instance's zone
-// (the first by id, as the fleet override for that zone uses) and the sorted security group ids.
-// A NodeClass whose status is not resolved yet leaves them empty, and drift then has nothing to
-// compare for that field.
-func recordNodeClass(nc *apisv1.NodeClaim, class *apisv1.EC2NodeClass) {
-	if class == nil {
-		return
-	}
-	nc.Status.ImageID = ImageFor(class, nc.Labels)
-	nc.Annotations[apisv1.AnnotationEC2NodeClassHash] = apisv1.EC2NodeClassHash(class)
-	nc.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] = apisv1.EC2NodeClassHashVersion
-	var subnets []string
-	for _, s := range class.Status.Subnets {
-		if s.Zone == nc.Labels["topology.kubernetes.io/zone"] {
-			subnets = append(subnets, s.ID)
-		}
-	}
-	if len(subnets) > 0 {
-		sort.Strings(subnets)
-		nc.Annotations[apisv1.AnnotationSubnetID] = subnets[0]
-	}
-	if len(class.Status.SecurityGroups) > 0 {
-		nc.Annotations[apisv1.AnnotationSecurityGroupIDs] = SecurityGroupIDs(class)
-	}
-}
-
-// ImageFor returns the id of the first AMI in the NodeClass status whose requirements (arch,
-// GPU...) the node labels satisfy, or "" when none does or the status is not resolved.
-func ImageFor(class *apisv1.EC2NodeClass, labels map[string]string) string {
-	for _, ami := range class.Status.AMIs {
-		reqs, err := scheduling.NewRequirements(ami.Requirements...)
-		if err != nil {
-			continue
-		}
-		if reqs.MatchLabels(labels) == nil {
-			return ami.ID
-		}
-	}
-	return ""
-}
-
-// SecurityGroupIDs returns the NodeClass's resolved security group ids, sorted and joined by ",".
-func SecurityGroupIDs(class *apisv1.EC2NodeClass) string {
-	ids := make([]string, 0, len(class.Status.SecurityGroups))
-	for _, sg := range class.Status.SecurityGroups {
-		ids = append(ids, sg.ID)
-	}
-	sort.Strings(ids)
-	return strings.Join(ids, ",")
-}
 
 // ReservationCounts asks the provider, when it counts capacity reservations
 // (cloud.ReservationCounter), for the free instances of every reservation the NodeClasses'

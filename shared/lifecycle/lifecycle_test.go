@@ -321,14 +321,14 @@ func TestRegisteredNodeIsNotRequirementsDrifted(t *testing.T) {
 			{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelInstanceCategory, Operator: corev1.NodeSelectorOpIn, Values: []string{"c"}}},
 		}}}}}
 	nc, n := claim(), kubeletNode()
-	if d := disruption.Drifted(&nc, &n, np, apisv1.NodeClass{}); d.Kind != disruption.DriftRequirements {
+	if d := disruption.Drifted(&nc, &n, np, apisv1.NodeClass{}, nil); d.Kind != disruption.DriftRequirements {
 		t.Fatalf("kubelet-only node: drift %q, want %s (the labels registration adds are missing)", d.Kind, disruption.DriftRequirements)
 	}
 	reg := find(t, Decide(snapshot(t0.Add(time.Minute), []apisv1.NodeClaim{nc}, []corev1.Node{n}), Options{}).Commands, events.CommandRegisterNode)
 	for k, v := range reg.Labels {
 		n.Labels[k] = v
 	}
-	if d := disruption.Drifted(&nc, &n, np, apisv1.NodeClass{}); d.Kind != "" {
+	if d := disruption.Drifted(&nc, &n, np, apisv1.NodeClass{}, nil); d.Kind != "" {
 		t.Fatalf("registered node: drift %q (%s), want none", d.Kind, d.Detail)
 	}
 }

@@ -12,18 +12,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
 
-// driftFields names, for each drift kind (shared/disruption/drift.go), the field that no
-// longer matches.
-var driftFields = map[disruption.DriftKind]string{
-	disruption.DriftNodePoolHash:   "NodePool spec.template (karpenter.sh/nodepool-hash)",
-	disruption.DriftRequirements:   "NodePool spec.template.spec.requirements (against the node's labels)",
-	disruption.DriftNodeClassRef:   "NodePool spec.template.spec.nodeClassRef",
-	disruption.DriftAMI:            "NodeClaim status.imageID (against the NodeClass's status.amis)",
-	disruption.DriftSubnet:         "NodeClaim subnet (against the NodeClass's status.subnets)",
-	disruption.DriftSecurityGroups: "NodeClaim security groups (against the NodeClass's status.securityGroups)",
-	disruption.DriftNodeClassHash:  "EC2NodeClass spec (karpenter.k8s.aws/ec2nodeclass-hash)",
-}
-
 // drift is the drift function on the world: disruption.PlanDrift finds the expired and drifted
 // nodes. Expired nodes are handed to the termination path at once (their deletion then counts
 // against the budgets, as the agent's ledger counts it), so the drifted nodes are chosen on a
@@ -31,12 +19,12 @@ var driftFields = map[disruption.DriftKind]string{
 // does (disruption.EvacuationInput, provisioning.Solve), its replacements launched, the node
 // tainted and drained.
 func (r *runner) drift() error {
-	for _, c := range disruption.PlanDrift(r.w.snap).Expired {
+	for _, c := range disruption.PlanDrift(r.w.snap, r.o.NodeClassRules).Expired {
 		if err := r.expire(c); err != nil {
 			return err
 		}
 	}
-	plan := disruption.PlanDrift(r.w.snap)
+	plan := disruption.PlanDrift(r.w.snap, r.o.NodeClassRules)
 	for _, s := range plan.Blocked {
 		r.block(Blocker{Node: s.Node, Function: FunctionDrift, Kind: classify(s.Reason), Reason: "drifted but not replaced: " + s.Reason})
 	}
@@ -75,7 +63,7 @@ func (r *runner) expire(c disruption.DriftCandidate) error {
 func (r *runner) replaceDrifted(c disruption.DriftCandidate) error {
 	name := c.Name()
 	d := Decision{Function: FunctionDrift, Action: ActionDelete, Reason: apisv1.DisruptionReasonDrifted, Why: c.Why(),
-		DriftedField: driftFields[c.Drift.Kind], Nodes: []NodeRef{r.w.ref(name)}}
+		DriftedField: c.Drift.Field, Nodes: []NodeRef{r.w.ref(name)}}
 	d.PricePerHourBefore = d.Nodes[0].PricePerHour
 	if len(c.Pods) > 0 {
 		in, _ := disruption.EvacuationInput(r.w.snap, r.o.Catalog, r.o.NodeSettings, []string{name}, nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
@@ -63,6 +64,9 @@ type Options struct {
 	Catalog *catalog.Catalog
 	// NodeSettings is the cloud provider's NodeClass → node settings rule (from the edge).
 	NodeSettings provisioning.NodeSettingsFunc
+	// NodeClassRules are the cloud's NodeClass drift rules (registry.Cloud.NodeClassRules, the
+	// drift function's cloud.RulesOf its provider); nil checks only the NodePools' drift.
+	NodeClassRules cloud.NodeClassRules
 	// Consolidation tunes the consolidation decisions (the function's defaults when zero).
 	Consolidation disruption.Options
 	// MaxRounds bounds the rounds (DefaultMaxRounds when 0).

@@ -7,9 +7,9 @@ import (
 
 // The Azure provider's API group and the version Dovetail reads. Source: the AKSNodeClass CRD of
 // Azure/karpenter-provider-azure (pkg/apis/crds/karpenter.azure.com_aksnodeclasses.yaml, commit
-// 00ae11268ef84e134ea41d7701262d2d246decd4; copy in infra/crds): it serves v1beta1 (the storage
-// version) and v1alpha2 (served, deprecated: "use v1beta1.AKSNodeClass instead"). The two
-// schemas differ only in that v1alpha2 has no Windows image families and so no Windows rules.
+// 352646f599290c3a6d2f9710fb535a7b288f88ed, the newest main commit Dovetail could read; copy in
+// infra/crds): it serves v1beta1 (the storage version) and v1alpha2 (served, deprecated: "use
+// v1beta1.AKSNodeClass instead"), with the same fields, enums and rules.
 const (
 	AzureGroup        = "karpenter.azure.com"
 	AzureVersion      = "v1beta1"
@@ -19,10 +19,12 @@ const (
 	KindAKSNodeClass          = "AKSNodeClass"
 )
 
-// Image families of spec.imageFamily (the v1beta1 CRD enum: Ubuntu, Ubuntu2204, Ubuntu2404,
-// AzureLinux, Windows2022, Windows2025; provider constants UbuntuImageFamily and friends in
-// pkg/apis/v1beta1/labels.go). "Ubuntu" is the CRD default and lets the provider choose the
-// Ubuntu release for the cluster's Kubernetes version.
+// Image families of spec.imageFamily (the CRD enum: Ubuntu, Ubuntu2204, Ubuntu2404, AzureLinux;
+// provider constants UbuntuImageFamily and friends in pkg/apis/v1beta1/labels.go). "Ubuntu" is
+// the CRD default and lets the provider choose the Ubuntu release for the cluster's Kubernetes
+// version. The Windows families are not in the CRD of the provider's main branch (Windows nodes
+// exist only on its feature branches, e.g. robin/windows-dualstack-e2e-coverage); their names are
+// kept so a Windows class is recognised and refused by name.
 const (
 	ImageFamilyUbuntu      = "Ubuntu"
 	ImageFamilyUbuntu2204  = "Ubuntu2204"
@@ -38,7 +40,6 @@ const (
 // AKSImageFamilies lists the spec.imageFamily values in the CRD's enum order.
 var AKSImageFamilies = []string{
 	ImageFamilyUbuntu, ImageFamilyUbuntu2204, ImageFamilyUbuntu2404, ImageFamilyAzureLinux,
-	ImageFamilyWindows2022, ImageFamilyWindows2025,
 }
 
 // Enum values of the AKSNodeClass spec (CRD enums; provider type names in parentheses).
@@ -108,7 +109,8 @@ type AKSNodeClassSpec struct {
 	OSDiskSizeGB *int32 `json:"osDiskSizeGB,omitempty"`
 	// ImageFamily is one of AKSImageFamilies (default Ubuntu).
 	ImageFamily *string `json:"imageFamily,omitempty"`
-	// FIPSMode is FIPS or Disabled. FIPS is not available for Ubuntu2204, Ubuntu2404 or Windows.
+	// FIPSMode is FIPS or Disabled. FIPS is not available for Ubuntu2404, and on Ubuntu2204 only
+	// with trusted launch (security.trustedLaunch vtpm or secureBoot).
 	FIPSMode *string `json:"fipsMode,omitempty"`
 	// Tags are applied to the Azure resources of the node (keys at most 512 characters without
 	// < > % & ? or \, values at most 256 characters).
@@ -166,6 +168,27 @@ type AKSKubeletConfiguration struct {
 type AKSSecurity struct {
 	// EncryptionAtHost turns on host-level encryption of the node's disks and caches.
 	EncryptionAtHost *bool `json:"encryptionAtHost,omitempty"`
+	// TrustedLaunch turns on Trusted Launch (Secure Boot, virtual TPM) for the node's VM.
+	TrustedLaunch *AKSTrustedLaunch `json:"trustedLaunch,omitempty"`
+}
+
+// AKSTrustedLaunch holds the Trusted Launch settings of the node's VM (Azure's
+// securityProfile.uefiSettings).
+type AKSTrustedLaunch struct {
+	// SecureBoot turns on Secure Boot.
+	SecureBoot *bool `json:"secureBoot,omitempty"`
+	// VTPM turns on the virtual TPM.
+	VTPM *bool `json:"vtpm,omitempty"`
+}
+
+// TrustedLaunchEnabled reports whether the class asks for Trusted Launch: secureBoot or vtpm
+// true (the CRD's rules test exactly this).
+func (s *AKSSecurity) TrustedLaunchEnabled() bool {
+	if s == nil || s.TrustedLaunch == nil {
+		return false
+	}
+	t := s.TrustedLaunch
+	return (t.SecureBoot != nil && *t.SecureBoot) || (t.VTPM != nil && *t.VTPM)
 }
 
 // AKSArtifactStreaming configures artifact streaming (images must also enable it in ACR).

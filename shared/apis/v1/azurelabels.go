@@ -2,7 +2,7 @@ package v1
 
 // Well-known Azure labels, their values and the Azure annotations. Source: the constants of
 // Azure/karpenter-provider-azure pkg/apis/v1beta1/labels.go (commit
-// 00ae11268ef84e134ea41d7701262d2d246decd4, the commit of infra/crds'
+// 00ae11268ef84e134ea41d7701262d2d246decd4, the commit of the previous copy of infra/crds'
 // karpenter.azure.com_aksnodeclasses.yaml); the Go names follow the provider's. The
 // karpenter.azure.com labels describe the VM size (SKU) and are set on nodes and offered as
 // NodePool requirements; the kubernetes.azure.com ones are those AKS itself writes.

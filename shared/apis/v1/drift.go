@@ -97,3 +97,31 @@ func EC2NodeClassHash(nc *EC2NodeClass) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:16]
 }
+
+// AKSNodeClassHashVersion is the version of Dovetail's AKSNodeClassHash rule, written beside the
+// hash as karpenter.azure.com/aksnodeclass-hash-version. The provider's own rule (hashstructure
+// over the whole spec, version "v3" in karpenter-provider-azure pkg/apis/v1beta1/aksnodeclass.go)
+// yields other digits, so a different version keeps NodeClaims the provider launched from being
+// compared with a hash of another rule (no drift is inferred from a rule change), as for EC2.
+const AKSNodeClassHashVersion = "dovetail-v1"
+
+// AKSNodeClassHash is the hash of an AKSNodeClass's spec, which the provider hashes whole
+// (karpenter-provider-azure AKSNodeClass.Hash: every spec field, slices as sets): 16 hex digits
+// of SHA-256 of the spec's JSON with the sets put in order (kubelet allowedUnsafeSysctls, the
+// local DNS overrides by zone; tags are a map, which JSON writes in key order). A change of any
+// spec field (image family, OS disk, kubelet, sysctls, tags, ...) changes it: such a change
+// reaches only new nodes, so older ones drift (the provider's NodeClassDrift).
+func AKSNodeClassHash(nc *AKSNodeClass) string {
+	s := nc.Spec.DeepCopy()
+	if s.Kubelet != nil {
+		sort.Strings(s.Kubelet.AllowedUnsafeSysctls)
+	}
+	if s.LocalDNS != nil {
+		for _, o := range [][]AKSLocalDNSZoneOverride{s.LocalDNS.VnetDNSOverrides, s.LocalDNS.KubeDNSOverrides} {
+			sort.SliceStable(o, func(i, j int) bool { return o[i].Zone < o[j].Zone })
+		}
+	}
+	b, _ := json.Marshal(s) // plain fields, sorted map keys: deterministic
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16]
+}

@@ -166,6 +166,9 @@ func (p *Provider) validate(req cloud.LaunchRequest) (*apisv1.AKSNodeClass, stri
 	case len(req.Offerings) == 0:
 		return nil, "", errors.New("offerings: empty, nothing to launch")
 	}
+	if err := unhonouredError(nc); err != nil {
+		return nil, "", err
+	}
 	subnet := p.o.SubnetID
 	if nc.Spec.VNETSubnetID != nil && *nc.Spec.VNETSubnetID != "" {
 		subnet = *nc.Spec.VNETSubnetID

@@ -87,7 +87,8 @@ func (p *Provider) Delete(ctx context.Context, providerID string) error {
 }
 
 // toInstance reads a VM: ARM's provisioning state Creating is pending, Succeeded running,
-// Deleting shutting-down; the price is the catalog's for the offering.
+// Deleting shutting-down; the price is the catalog's for the offering; the image is its
+// storageProfile.imageReference.
 func (p *Provider) toInstance(vm *armcompute.VirtualMachine) cloud.Instance {
 	name := val(vm.Name)
 	inst := cloud.Instance{ID: name, ProviderID: ProviderID(p.o.SubscriptionID, p.o.ResourceGroup, name), Tags: FromAzureTags(vm.Tags),
@@ -111,6 +112,14 @@ func (p *Provider) toInstance(vm *armcompute.VirtualMachine) cloud.Instance {
 		}
 		if props.TimeCreated != nil {
 			inst.LaunchTime = *props.TimeCreated
+		}
+		// The image the VM boots: a shared gallery id, else a community gallery id (the
+		// provider's drift reads the VM's imageReference the same way).
+		if sp := props.StorageProfile; sp != nil && sp.ImageReference != nil {
+			inst.ImageID = val(sp.ImageReference.ID)
+			if inst.ImageID == "" {
+				inst.ImageID = val(sp.ImageReference.CommunityGalleryImageID)
+			}
 		}
 	}
 	if it := p.o.Catalog.Get(inst.InstanceType); it != nil {

@@ -74,6 +74,8 @@ func (p *Provider) ResolveNodeClass(ctx context.Context, in apisv1.NodeClass) (a
 
 	if _, err := cloud.AKSNodeSettings(nc, p.o.NetworkPlugin); err != nil {
 		set(apisv1.ConditionValidationSucceeded, false, apisv1.ReasonNotSupported, err.Error())
+	} else if errs := Unhonoured(nc); len(errs) > 0 {
+		set(apisv1.ConditionValidationSucceeded, false, apisv1.ReasonNotSupported, errs.ToAggregate().Error())
 	} else {
 		set(apisv1.ConditionValidationSucceeded, true, "", "")
 	}

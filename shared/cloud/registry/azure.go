@@ -20,11 +20,12 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog/azurerefresh"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
+	"github.com/dovetail-dev/dovetail/shared/cloud/azure/aksclass"
 )
 
 func init() {
 	clouds = append(clouds, Cloud{Name: Azure, NodeClassKind: apisv1.KindAKSNodeClass, Catalog: catalog.AzureRegionCatalog,
-		FunctionCatalog: azureFunctionCatalog, NodeSettings: cloud.NodeSettingsFor, New: newAzure})
+		FunctionCatalog: azureFunctionCatalog, NodeSettings: cloud.NodeSettingsFor, NodeClassRules: aksclass.Rules{}, New: newAzure})
 }
 
 // AzureConfig configures the Azure provider (shared/cloud/azure.Options has each field's rules).

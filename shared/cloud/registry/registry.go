@@ -22,6 +22,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog/catalogcache"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
+	"github.com/dovetail-dev/dovetail/shared/cloud/aws/ec2class"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
@@ -89,6 +90,10 @@ type Cloud struct {
 	// NodeSettings is the cloud's NodeClass → node settings rule, which the solver plans
 	// allocatable with (provisioning.Input.NodeSettings).
 	NodeSettings provisioning.NodeSettingsFunc
+	// NodeClassRules are the cloud's NodeClass drift rules with no deployment configuration, for
+	// deciding without a provider (`dovetail plan --disruption`); a function asks its provider
+	// (cloud.RulesOf), whose rules also know the deployment's settings (Azure's kubelet identity).
+	NodeClassRules cloud.NodeClassRules
 	// New builds the provider. Errors name the setting that is wrong.
 	New func(ctx context.Context, c Config) (cloud.Provider, error)
 }
@@ -96,8 +101,8 @@ type Cloud struct {
 // clouds are the registered clouds, the default (the fake) first; azure.go appends Azure, except
 // in the Lambda build (-tags lambda.norpc), which runs only on AWS.
 var clouds = []Cloud{
-	{Name: Fake, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: embeddedAWS, FunctionCatalog: fakeCatalog, NodeSettings: cloud.NodeSettingsFor, New: newFake},
-	{Name: AWS, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: embeddedAWS, FunctionCatalog: liveAWSCatalog, NodeSettings: cloud.NodeSettingsFor, New: newAWS},
+	{Name: Fake, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: embeddedAWS, FunctionCatalog: fakeCatalog, NodeSettings: cloud.NodeSettingsFor, NodeClassRules: ec2class.Rules{}, New: newFake},
+	{Name: AWS, NodeClassKind: apisv1.KindEC2NodeClass, Catalog: embeddedAWS, FunctionCatalog: liveAWSCatalog, NodeSettings: cloud.NodeSettingsFor, NodeClassRules: ec2class.Rules{}, New: newAWS},
 }
 
 // Names lists the registered clouds in registration order, the default first.
