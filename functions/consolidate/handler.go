@@ -90,12 +90,11 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return emit.Poison(err)
 	}
-	switch env.Type {
-	case events.TypeSnapshot:
-	case events.TypePodsPending:
+	if err := emit.Accept(Component, env.Type, events.TypeSnapshot, events.TypePodsPending); err != nil {
+		return err
+	}
+	if env.Type == events.TypePodsPending {
 		return nil
-	default:
-		return fmt.Errorf("%w: type: %q is not handled by the consolidate function", queue.ErrPoison, env.Type)
 	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
 	if err != nil {

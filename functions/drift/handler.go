@@ -129,15 +129,16 @@ func (d Decision) Lines() []Line {
 	return out
 }
 
-// Handle processes a snapshot or pods-pending event. Malformed events wrap queue.ErrPoison;
-// transport and cloud errors ask for redelivery; nil acknowledges.
+// Handle processes a snapshot or pods-pending event. Malformed events and events of any other
+// type (emit.Accept) wrap queue.ErrPoison; transport and cloud errors ask for redelivery; nil
+// acknowledges.
 func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	env, err := events.Decode(msg.Data)
 	if err != nil {
 		return fmt.Errorf("%w: %w", queue.ErrPoison, err)
 	}
-	if env.Type != events.TypeSnapshot && env.Type != events.TypePodsPending {
-		return nil // commands and other events are not for this function
+	if err := emit.Accept(Component, env.Type, events.TypeSnapshot, events.TypePodsPending); err != nil {
+		return err
 	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
 	if err != nil {

@@ -211,9 +211,13 @@ func (h *Handler) Decide(ctx context.Context, n notices.Notice, attempt int) (De
 		}
 		d.Action, d.Why = "record", "instance is "+n.State
 		return d, nil
-	default:
+	case notices.KindAvailabilityChange:
 		d.Action, d.Why = "record", string(n.Kind)+" is informational"
 		return d, nil
+	default:
+		// The decoders make only the kinds above; any other is dead-lettered with its reason, the
+		// rule every function applies to what it does not handle (emit.Accept).
+		return d, fmt.Errorf("%w: kind: %q is not handled by the %s function", queue.ErrPoison, n.Kind, Component)
 	}
 }
 
