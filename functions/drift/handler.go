@@ -195,7 +195,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 func (h *Handler) expire(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, _ map[string]*events.BudgetReservation) (Step, error) {
 	s := Step{Node: c.Name(), Step: StepExpire, Why: c.Why(), Detail: "handed to the termination path"}
 	dis := disruption.Disruption{Source: "expire", ID: c.NodeClaim.Name, Reason: c.Reason, Method: "Delete", Why: c.Why(),
-		Candidates: []disruption.Target{c.Target}, Forced: true, Revision: snap.Revision, Time: snap.Time.Time}
+		Candidates: []disruption.Target{c.Target}, Forced: true, HandOff: true, Revision: snap.Revision, Time: snap.Time.Time}
 	if len(c.Pods) > 0 {
 		plan, err := h.plan(snap, c.Target)
 		if err != nil {

@@ -32,7 +32,6 @@ import (
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/events/notices"
@@ -291,40 +290,17 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 	if err != nil {
 		return d, err
 	}
-	// 3. Taint, so nothing new lands on the node.
-	// The taint is not on the node in this snapshot yet: the agent may refuse the command as
-	// stale (a pod bound after the snapshot), so the notice waits for a snapshot that shows it.
-	// Command IDs carry the revision so a re-sent command is not taken for a duplicate.
-	taintTime := metav1.NewTime(now)
-	untainted := false
-	for _, t := range targets {
-		// A node another function (or nobody) holds with karpenter.sh/disrupted is taken over:
-		// the agent replaces that taint with this one (disruption.ApplyTaint).
-		if t.Node == nil || (t.Disrupting && t.TaintValue == disruption.TaintValueInterrupted) {
-			continue
-		}
-		untainted = true
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "taint", t.Node.Name, n.ID, fmt.Sprint(snap.Revision)),
-			Kind: events.CommandTaintNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name,
-			Taint:  &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValueInterrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &taintTime},
-			Reason: fmt.Sprintf("%s %s", n.Kind, n.ID),
-			Events: kevents.Disrupting(claimRef(t.NodeClaim), kevents.NodeRef(t.Node), "Interrupted")}); err != nil {
-			return d, err
-		}
-	}
-	// 4. Drain when every pod has a ready place, or when the deadline rule says so.
+	// 3. Decide the drain: when every pod has a ready place, or when the deadline rule says so.
 	margin := h.DrainMargin
 	if margin == 0 {
 		margin = disruption.DefaultDrainMargin
 	}
 	d.Drain = disruption.PlanDrain(pods, deadline, now, margin)
-	ready := disruption.ReadyPlacement(plan)
-	forced := h.MaxAttempts > 0 && attempt >= h.MaxAttempts
-	switch {
+	var waiting error
+	switch forced := h.MaxAttempts > 0 && attempt >= h.MaxAttempts; {
 	case len(leaving) == 0:
 		d.Why = "the instance has not registered a node: nothing to drain"
-		return d, nil
-	case ready:
+	case disruption.ReadyPlacement(plan):
 		d.Why = "every pod has a place on ready capacity"
 	case d.Drain.MustDrainBy(now):
 		d.Why = fmt.Sprintf("drain must start by %s (deadline %s − margin %s − longest grace %s)",
@@ -336,14 +312,31 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		if d.Drain.Deadline.IsZero() {
 			d.Why = "replacement not ready; no deadline, waiting for it"
 		}
-		return d, ErrAwaitingReplacement
+		waiting = ErrAwaitingReplacement
 	}
-	for _, node := range leaving {
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drain", node, n.ID, fmt.Sprint(snap.Revision)),
-			Kind: events.CommandDrainNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: node,
-			Reason: fmt.Sprintf("%s %s: %s", n.Kind, n.ID, d.Why)}); err != nil {
-			return d, err
+	// 4. Taint, so nothing new lands on the node, and drain when decided (disruption.Sequence).
+	// The taint is not on the node in this snapshot yet: the agent may refuse the command as
+	// stale (a pod bound after the snapshot), so the notice waits for a snapshot that shows it.
+	// A node another function (or nobody) holds with karpenter.sh/disrupted is taken over: the
+	// agent replaces that taint with this one (disruption.ApplyTaint).
+	dis := disruption.Disruption{Source: Component, ID: n.ID, Reason: "Interrupted", Why: fmt.Sprintf("%s %s: %s", n.Kind, n.ID, d.Why),
+		Candidates: targets, TaintValue: disruption.TaintValueInterrupted, Forced: true, Deadline: deadline,
+		Drain: waiting == nil && len(leaving) > 0, Revision: snap.Revision, Time: now}
+	steps, err := disruption.Sequence(h.Cluster, dis)
+	if err != nil {
+		return d, err
+	}
+	untainted := false
+	for _, st := range steps {
+		untainted = untainted || st.Kind == disruption.SeqTaint
+		for _, c := range st.Commands {
+			if err := h.publish(ctx, snap, c); err != nil {
+				return d, err
+			}
 		}
+	}
+	if waiting != nil || len(leaving) == 0 {
+		return d, waiting
 	}
 	d.Drained = true
 	if untainted {

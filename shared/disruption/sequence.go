@@ -68,8 +68,8 @@ type Disruption struct {
 	// Forced disruptions (expiry, interruption) take no disruption budget and do not wait for
 	// their replacements (Karpenter v1: expiration and interruption are forceful).
 	Forced bool
-	// Deadline is an interruption notice's reclaim time (zero: none). A forced disruption with a
-	// deadline is tainted and drained before it; one without (expiry) is handed off at once.
+	// Deadline is an interruption notice's reclaim time (zero: none; only a forced disruption has
+	// one). A forced disruption handed off at once (expiry) is not tainted.
 	Deadline time.Time
 	// Budgets are the disruption budget reservations each voluntary taint carries, by NodePool.
 	Budgets map[string]*events.BudgetReservation
@@ -97,10 +97,10 @@ var ErrInvalidDisruption = errors.New("invalid disruption")
 // is present only when the decision calls for it:
 //   - launch when there are replacements;
 //   - taint for the candidates with a node that are not tainted with TaintValue yet, unless
-//     Tainted (a forced disruption without a deadline, expiry, is not tainted: the termination
+//     Tainted (a forced disruption handed off at once, expiry, is not tainted: the termination
 //     path cordons);
 //   - drain when Drain is set, for the candidates with a node;
-//   - hand-off when HandOff is set, or for expiry.
+//   - hand-off when HandOff is set.
 //
 // Commands carry d.Revision; their IDs derive from cluster, d.Source, d.ID, the node and (for
 // taint and drain, which a later snapshot may ask for again) the revision. It is pure: the same
@@ -113,7 +113,7 @@ func Sequence(cluster string, d Disruption) ([]SequenceStep, error) {
 	if len(d.Replacements) > 0 {
 		out = append(out, SequenceStep{Kind: SeqLaunch, Nodes: d.names(false), Replacements: d.Replacements})
 	}
-	expiry := d.Forced && d.Deadline.IsZero()
+	expiry := d.Forced && d.HandOff
 	if !expiry && !d.Tainted {
 		if s := d.taintStep(cluster); len(s.Commands) > 0 {
 			out = append(out, s)
@@ -130,7 +130,7 @@ func Sequence(cluster string, d Disruption) ([]SequenceStep, error) {
 			out = append(out, s)
 		}
 	}
-	if d.HandOff || expiry {
+	if d.HandOff {
 		s := SequenceStep{Kind: SeqHandOff, Nodes: d.names(false)}
 		for _, t := range d.Candidates {
 			c := HandOff(cluster, d.Revision, t.Name(), t.NodeClaim, d.reason(), d.Source, d.ID)
@@ -156,7 +156,7 @@ func (d *Disruption) check(cluster string) error {
 		return fmt.Errorf("%w: id: required", ErrInvalidDisruption)
 	case len(d.Candidates) == 0:
 		return fmt.Errorf("%w: candidates: at least one node is required", ErrInvalidDisruption)
-	case d.TaintValue == "" && !d.Tainted && !(d.Forced && d.Deadline.IsZero()):
+	case d.TaintValue == "" && !d.Tainted && !(d.Forced && d.HandOff):
 		return fmt.Errorf("%w: taintValue: required for a disruption that taints its nodes", ErrInvalidDisruption)
 	case !d.Forced && !d.Deadline.IsZero():
 		return fmt.Errorf("%w: deadline: only a forced disruption (an interruption) has one", ErrInvalidDisruption)

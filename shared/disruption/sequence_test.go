@@ -64,7 +64,7 @@ func TestSequenceOrdersEveryKindOfDisruption(t *testing.T) {
 			Candidates: []Target{seqTarget("a", 0)}, HandOff: true, Budgets: budget},
 			[]string{"taint: TaintNode(a)", "hand-off: DeleteNodeClaim(nc-a)"}},
 		{"expiry: forced, no deadline: launch then hand-off, no taint, no budget", Disruption{Source: "expire", ID: "nc-a", Reason: ReasonExpired, Method: "Replace",
-			Candidates: []Target{seqTarget("a", 2)}, Replacements: repl, Forced: true},
+			Candidates: []Target{seqTarget("a", 2)}, Replacements: repl, Forced: true, HandOff: true},
 			[]string{"launch:", "hand-off: DeleteNodeClaim(nc-a)"}},
 		{"interruption: forced with the notice's deadline, drain due", Disruption{Source: "interruption", ID: "n1", Reason: "Interrupted", TaintValue: TaintValueInterrupted,
 			Candidates: []Target{seqTarget("a", 2), seqTarget("b", 1)}, Forced: true, Deadline: now.Add(2 * time.Minute), Drain: true},
