@@ -363,14 +363,6 @@ func (h *Handler) run(ctx context.Context, snap *events.Snapshot, t disruption.T
 	return refused, err
 }
 
-// nodeRefOf references a Node that may be absent.
-func nodeRefOf(n *corev1.Node) corev1.ObjectReference {
-	if n == nil {
-		return corev1.ObjectReference{}
-	}
-	return kevents.NodeRef(n)
-}
-
 // claimRef references a NodeClaim that may be absent.
 func claimRef(nc *apisv1.NodeClaim) corev1.ObjectReference {
 	if nc == nil {

@@ -40,7 +40,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
-	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -459,14 +458,6 @@ func (h *Handler) cleanup(ctx context.Context, d Decision) (Decision, error) {
 		emit.RecordDisrupted(h.Metrics, "interrupted", t.NodeClaim)
 	}
 	return d, nil
-}
-
-// claimRef references a NodeClaim that may be absent (an instance Dovetail did not launch).
-func claimRef(nc *apisv1.NodeClaim) corev1.ObjectReference {
-	if nc == nil {
-		return corev1.ObjectReference{}
-	}
-	return kevents.NodeClaimRef(nc)
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {
