@@ -194,22 +194,20 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 // nodes.Deleting() pods appended to the pending pods). Pods with no place are named.
 func (h *Handler) expire(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, _ map[string]*events.BudgetReservation) (Step, error) {
 	s := Step{Node: c.Name(), Step: StepExpire, Why: c.Why(), Detail: "handed to the termination path"}
-	dis := disruption.Disruption{Source: "expire", ID: c.NodeClaim.Name, Reason: c.Reason, Method: "Delete", Why: c.Why(),
-		Candidates: []disruption.Target{c.Target}, Forced: true, HandOff: true, Revision: snap.Revision, Time: snap.Time.Time}
+	var plan *provisioning.Plan
 	if len(c.Pods) > 0 {
-		plan, err := h.plan(snap, c.Target)
-		if err != nil {
+		var err error
+		if plan, err = h.plan(snap, c.Target); err != nil {
 			return s, err
 		}
-		dis.Replacements = plan.NodeClaims
 		if len(plan.NodeClaims) > 0 {
-			dis.Method = "Replace"
 			s.Detail += fmt.Sprintf("; %d replacement NodeClaim(s) launched for its pods, not waited for", len(plan.NodeClaims))
 		}
 		if why := unplaced(plan); why != "" {
 			s.Detail += "; pods with no place go pending: " + why
 		}
 	}
+	dis := disruption.Expiry(c, plan, snap.Revision, snap.Time.Time)
 	refused, err := h.run(ctx, snap, c.Target, dis, &s)
 	if err != nil {
 		return s, err
@@ -226,7 +224,7 @@ func (h *Handler) expire(ctx context.Context, snap *events.Snapshot, c disruptio
 // ready capacity (a replacement that vanished is launched again); else it waits.
 func (h *Handler) progress(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, _ map[string]*events.BudgetReservation) (Step, error) {
 	s := Step{Node: c.Name(), Why: c.Why()}
-	dis := h.disruption(snap, c, nil)
+	dis := disruption.DriftOf(c, nil, snap.Revision, snap.Time.Time)
 	switch {
 	case len(c.Pods) == 0:
 		s.Step, s.Detail, dis.HandOff = StepDelete, "no pod left to move", true
@@ -265,24 +263,25 @@ func (h *Handler) progress(ctx context.Context, snap *events.Snapshot, c disrupt
 // and, when every pod already has a place on ready nodes, drained. A node whose pods would have
 // no place, or whose replacement launch is refused, is skipped and tried again later.
 func (h *Handler) start(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, budgets map[string]*events.BudgetReservation) (Step, error) {
-	s := Step{Node: c.Name(), Why: c.Why(), Step: StepStart}
-	dis := h.disruption(snap, c, budgets)
-	if len(c.Pods) == 0 {
-		s.Step, s.Detail, dis.HandOff = StepDelete, "empty node", true
-	} else {
-		plan, err := h.plan(snap, c.Target)
-		if err != nil {
+	s := Step{Node: c.Name(), Why: c.Why(), Step: StepStart, Detail: "empty node"}
+	var plan *provisioning.Plan
+	if len(c.Pods) > 0 {
+		var err error
+		if plan, err = h.plan(snap, c.Target); err != nil {
 			return s, err
 		}
 		if why := unplaced(plan); why != "" {
 			s.Step, s.Detail = StepSkip, "pods would have no place: "+why
 			return s, nil
 		}
-		dis.Replacements, dis.Drain, dis.Method = plan.NodeClaims, disruption.ReadyPlacement(plan), "Replace"
 		s.Detail = fmt.Sprintf("tainted; %d pods wait for the replacement before the drain", len(c.Pods))
-		if dis.Drain {
-			s.Detail = fmt.Sprintf("tainted; all %d pods fit on ready nodes, draining", len(c.Pods))
-		}
+	}
+	dis := disruption.DriftStart(c, plan, budgets, snap.Revision, snap.Time.Time)
+	switch {
+	case dis.HandOff:
+		s.Step = StepDelete
+	case dis.Drain:
+		s.Detail = fmt.Sprintf("tainted; all %d pods fit on ready nodes, draining", len(c.Pods))
 	}
 	refused, err := h.run(ctx, snap, c.Target, dis, &s)
 	if err != nil || refused != nil {
@@ -293,17 +292,6 @@ func (h *Handler) start(ctx context.Context, snap *events.Snapshot, c disruption
 		emit.RecordDisrupted(h.Metrics, apisv1.DisruptionReasonDrifted, c.NodeClaim)
 	}
 	return s, nil
-}
-
-// disruption is a drift decision about one node, before its replacements are known.
-func (h *Handler) disruption(snap *events.Snapshot, c disruption.DriftCandidate, budgets map[string]*events.BudgetReservation) disruption.Disruption {
-	id := c.Name()
-	if c.Node != nil && c.Node.UID != "" {
-		id = string(c.Node.UID) // a node re-created under the same name is another decision
-	}
-	return disruption.Disruption{Source: Component, ID: id, Reason: apisv1.DisruptionReasonDrifted, Method: "Delete", Why: c.Why(),
-		Candidates: []disruption.Target{c.Target}, TaintValue: disruption.TaintValueDrifted, Budgets: budgets,
-		Revision: snap.Revision, Time: snap.Time.Time}
 }
 
 // plan places the node's evictable pods elsewhere with the node left out (in-flight NodeClaims

@@ -236,3 +236,61 @@ func nodeRefOf(n *corev1.Node) corev1.ObjectReference {
 	}
 	return kevents.NodeRef(n)
 }
+
+// DriftOf is a drifted node's disruption before its step is known (reason Drifted, method
+// Delete, taint TaintValueDrifted, the pool's budget reservation): the drift function's and the
+// preview's starting point. ID is the node's UID (a node re-created under the same name is
+// another decision), or its name when it has none.
+func DriftOf(c DriftCandidate, budgets map[string]*events.BudgetReservation, rev int64, at time.Time) Disruption {
+	id := c.Name()
+	if c.Node != nil && c.Node.UID != "" {
+		id = string(c.Node.UID)
+	}
+	return Disruption{Source: "drift", ID: id, Reason: apisv1.DisruptionReasonDrifted, Method: "Delete", Why: c.Why(),
+		Candidates: []Target{c.Target}, TaintValue: TaintValueDrifted, Budgets: budgets, Revision: rev, Time: at}
+}
+
+// DriftStart is a selected drifted node's first step (PlanDrift.Selected): an empty node (no
+// evictable pod) is tainted and handed off; another, given plan (its pods placed with the node
+// left out), has the plan's NodeClaims launched as replacements, is tainted, and is drained at
+// once when every pod already has a place on ready capacity (ReadyPlacement).
+func DriftStart(c DriftCandidate, plan *provisioning.Plan, budgets map[string]*events.BudgetReservation, rev int64, at time.Time) Disruption {
+	d := DriftOf(c, budgets, rev, at)
+	if len(c.Pods) == 0 || plan == nil {
+		d.HandOff = true
+		return d
+	}
+	d.Method, d.Replacements, d.Drain = "Replace", plan.NodeClaims, ReadyPlacement(plan)
+	return d
+}
+
+// Expiry is an expired node's disruption (PlanDrift.Expired): forced and handed off at once,
+// with the NodeClaims of plan (its pods placed with the node left out; nil when it has none)
+// launched first and not waited for.
+func Expiry(c DriftCandidate, plan *provisioning.Plan, rev int64, at time.Time) Disruption {
+	d := Disruption{Source: "expire", ID: c.Name(), Reason: c.Reason, Method: "Delete", Why: c.Why(),
+		Candidates: []Target{c.Target}, Forced: true, HandOff: true, Revision: rev, Time: at}
+	if c.NodeClaim != nil {
+		d.ID = c.NodeClaim.Name
+	}
+	if plan != nil && len(plan.NodeClaims) > 0 {
+		d.Method, d.Replacements = "Replace", plan.NodeClaims
+	}
+	return d
+}
+
+// CommandLines renders the commands of steps one a line ("<kind> <node or NodeClaim> <id>"),
+// in order: what the preview shows and what its parity tests compare with the functions'.
+func CommandLines(steps []SequenceStep) []string {
+	var out []string
+	for _, s := range steps {
+		for _, c := range s.Commands {
+			target := c.NodeName
+			if c.NodeClaim != nil {
+				target = c.NodeClaim.Name
+			}
+			out = append(out, string(c.Kind)+" "+target+" "+c.ID)
+		}
+	}
+	return out
+}

@@ -133,6 +133,10 @@ type Decision struct {
 	// Waits are what the drain waits for (PDBs allowing no disruption, do-not-disrupt pods),
 	// and until when.
 	Waits []string `json:"waits,omitempty"`
+	// Commands are the commands the deciding function publishes for it, in order, one a line
+	// ("<kind> <node or NodeClaim> <command ID>"): disruption.Sequence's, the function's own
+	// (the launches' CreateNodeClaim commands are the launch step's and not listed).
+	Commands []string `json:"commands,omitempty"`
 	// PricePerHourBefore sums Nodes, PricePerHourAfter Launched (USD per hour).
 	PricePerHourBefore float64 `json:"pricePerHourBefore"`
 	PricePerHourAfter  float64 `json:"pricePerHourAfter"`
