@@ -217,7 +217,37 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, st *disrup
 	if err != nil {
 		return err
 	}
-	launchStep := func(ctx context.Context, seq disruption.SequenceStep) (error, error) {
+	_, refused, err := emit.RunSequence(ctx, steps, false, h.launcher(snap, d, rev, out), func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) })
+	if err != nil {
+		return err
+	}
+	if refused != nil {
+		// Nothing is tainted yet: the candidates keep running; replacements already
+		// launched are ordinary capacity once the lock (disruption.ReplacementLock) ends.
+		out.Launched = nil
+		out.Abandoned = refused.Error()
+		h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
+		return nil
+	}
+	h.recordDecision(d)
+	audit := telemetry.Audit{Action: d.Method, Function: Component, Cluster: h.Cluster, Decision: d.ID, Revision: rev,
+		Rule: "consolidation/" + d.Strategy + " (" + d.Reason + ")", Why: d.Why, Nodes: d.NodeNames(),
+		PriceBefore: d.PriceBefore, PriceAfter: d.PriceAfter}
+	for _, c := range d.Candidates {
+		audit.Inputs = append(audit.Inputs, fmt.Sprintf("candidate %s (%s/%s/%s, %.4f USD/h, %d pods)", c.Node, c.InstanceType, c.Zone, c.CapacityType, c.Price, len(c.Pods)))
+	}
+	for _, nc := range out.Launched {
+		audit.NodeClaims = append(audit.NodeClaims, nc.Name)
+	}
+	telemetry.LogAudit(h.log(), audit)
+	h.log().Info("consolidation decided", "decision", d.ID, "revision", rev, "summary", d.String(), "why", d.Why)
+	return nil
+}
+
+// launcher launches a decision's replacements through the one launch step, all or nothing,
+// annotated with the decision and the nodes they replace; launched ones are added to out.
+func (h *Handler) launcher(snap *events.Snapshot, d *disruption.Decision, rev int64, out *Outcome) emit.Launch {
+	return func(ctx context.Context, seq disruption.SequenceStep) (error, error) {
 		step := launch.Step{
 			Launcher:     &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
 			Decision:     launch.Decision{Revision: rev, Time: snap.Time.Time},
@@ -245,31 +275,6 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, st *disrup
 		}
 		return nil, nil
 	}
-	_, refused, err := emit.RunSequence(ctx, steps, false, launchStep, func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) })
-	if err != nil {
-		return err
-	}
-	if refused != nil {
-		// Nothing is tainted yet: the candidates keep running; replacements already
-		// launched are ordinary capacity once the lock (disruption.ReplacementLock) ends.
-		out.Launched = nil
-		out.Abandoned = refused.Error()
-		h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
-		return nil
-	}
-	h.recordDecision(d)
-	audit := telemetry.Audit{Action: d.Method, Function: Component, Cluster: h.Cluster, Decision: d.ID, Revision: rev,
-		Rule: "consolidation/" + d.Strategy + " (" + d.Reason + ")", Why: d.Why, Nodes: d.NodeNames(),
-		PriceBefore: d.PriceBefore, PriceAfter: d.PriceAfter}
-	for _, c := range d.Candidates {
-		audit.Inputs = append(audit.Inputs, fmt.Sprintf("candidate %s (%s/%s/%s, %.4f USD/h, %d pods)", c.Node, c.InstanceType, c.Zone, c.CapacityType, c.Price, len(c.Pods)))
-	}
-	for _, nc := range out.Launched {
-		audit.NodeClaims = append(audit.NodeClaims, nc.Name)
-	}
-	telemetry.LogAudit(h.log(), audit)
-	h.log().Info("consolidation decided", "decision", d.ID, "revision", rev, "summary", d.String(), "why", d.Why)
-	return nil
 }
 
 // advance carries each consolidation in flight one step on: drained candidates have their
