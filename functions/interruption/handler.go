@@ -274,15 +274,8 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		}
 	}
 	// 1. Mark the interrupted offering first: even if the rest fails, later decisions avoid it.
-	if len(d.Marked) > 0 {
-		keys := []string{h.Cluster, "unavailable", n.ID}
-		for _, m := range d.Marked {
-			keys = append(keys, m.String())
-		}
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
-			Cluster: h.Cluster, SnapshotRevision: snap.Revision, Unavailable: d.Marked, Reason: string(n.Kind) + " " + n.ID}); err != nil {
-			return d, err
-		}
+	if err := h.mark(ctx, snap, n, d.Marked); err != nil {
+		return d, err
 	}
 	// 2. Replacement capacity for the pods, at once.
 	plan, err := h.launchReplacements(ctx, snap, leaving, d.Marked, &d)
@@ -290,29 +283,7 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		return d, err
 	}
 	// 3. Decide the drain: when every pod has a ready place, or when the deadline rule says so.
-	margin := h.DrainMargin
-	if margin == 0 {
-		margin = disruption.DefaultDrainMargin
-	}
-	d.Drain = disruption.PlanDrain(pods, deadline, now, margin)
-	var waiting error
-	switch forced := h.MaxAttempts > 0 && attempt >= h.MaxAttempts; {
-	case len(leaving) == 0:
-		d.Why = "the instance has not registered a node: nothing to drain"
-	case disruption.ReadyPlacement(plan):
-		d.Why = "every pod has a place on ready capacity"
-	case d.Drain.MustDrainBy(now):
-		d.Why = fmt.Sprintf("drain must start by %s (deadline %s − margin %s − longest grace %s)",
-			d.Drain.Start.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), margin, d.Drain.LongestGrace)
-	case forced:
-		d.Why = fmt.Sprintf("delivery %d is the last: draining rather than waiting", attempt)
-	default:
-		d.Why = fmt.Sprintf("replacement not ready; waiting until %s at the latest", d.Drain.Start.UTC().Format(time.RFC3339))
-		if d.Drain.Deadline.IsZero() {
-			d.Why = "replacement not ready; no deadline, waiting for it"
-		}
-		waiting = ErrAwaitingReplacement
-	}
+	waiting := h.drainRule(&d, plan, pods, leaving, deadline, now, attempt)
 	// 4. Taint, so nothing new lands on the node, and drain when decided (disruption.Sequence).
 	// The taint is not on the node in this snapshot yet: the agent may refuse the command as
 	// stale (a pod bound after the snapshot), so the notice waits for a snapshot that shows it.
@@ -349,6 +320,49 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		return d, ErrAwaitingDrain
 	}
 	return d, nil
+}
+
+// mark publishes the interrupted offerings' unavailable marks (none: nothing).
+func (h *Handler) mark(ctx context.Context, snap *events.Snapshot, n notices.Notice, marks []events.UnavailableOfferingMark) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	keys := []string{h.Cluster, "unavailable", n.ID}
+	for _, m := range marks {
+		keys = append(keys, m.String())
+	}
+	return h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
+		Cluster: h.Cluster, SnapshotRevision: snap.Revision, Unavailable: marks, Reason: string(n.Kind) + " " + n.ID})
+}
+
+// drainRule decides whether the leaving nodes are drained now: when every pod has a place on
+// ready capacity, when the drain must start for the deadline (disruption.PlanDrain), or on the
+// last delivery. It sets d.Drain and d.Why and returns ErrAwaitingReplacement when the drain
+// waits (nil otherwise).
+func (h *Handler) drainRule(d *Decision, plan *provisioning.Plan, pods []*corev1.Pod, leaving []string, deadline, now time.Time, attempt int) error {
+	margin := h.DrainMargin
+	if margin == 0 {
+		margin = disruption.DefaultDrainMargin
+	}
+	d.Drain = disruption.PlanDrain(pods, deadline, now, margin)
+	switch forced := h.MaxAttempts > 0 && attempt >= h.MaxAttempts; {
+	case len(leaving) == 0:
+		d.Why = "the instance has not registered a node: nothing to drain"
+	case disruption.ReadyPlacement(plan):
+		d.Why = "every pod has a place on ready capacity"
+	case d.Drain.MustDrainBy(now):
+		d.Why = fmt.Sprintf("drain must start by %s (deadline %s − margin %s − longest grace %s)",
+			d.Drain.Start.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), margin, d.Drain.LongestGrace)
+	case forced:
+		d.Why = fmt.Sprintf("delivery %d is the last: draining rather than waiting", attempt)
+	default:
+		d.Why = fmt.Sprintf("replacement not ready; waiting until %s at the latest", d.Drain.Start.UTC().Format(time.RFC3339))
+		if d.Drain.Deadline.IsZero() {
+			d.Why = "replacement not ready; no deadline, waiting for it"
+		}
+		return ErrAwaitingReplacement
+	}
+	return nil
 }
 
 // launchReplacements plans the leaving nodes' pods elsewhere and launches what the plan needs
