@@ -261,6 +261,9 @@ func writeDisruptionTable(w io.Writer, out *DisruptionOutput) error {
 	fmt.Fprintf(w, "\nBefore: %s USD/h (%d nodes); after: %s USD/h (%d nodes); %s; lower bound %.4f USD/h (of which %.4f kept nodes)\n",
 		price(r.Today.PricePerHour, r.Today.Estimated), len(r.Today.Nodes), price(r.Converged.PricePerHour, r.Converged.Estimated), len(r.Converged.Nodes),
 		saving(r.SavingPerHour, r.PendingPods), r.LowerBoundPerHour, r.KeptPerHour)
+	for _, n := range r.Nominated {
+		fmt.Fprintf(w, "Nominated %s: waits for in-flight NodeClaim %s\n", n.Pod, n.To)
+	}
 	for _, u := range r.Unschedulable {
 		fmt.Fprintf(w, "Unschedulable %s: %s\n", u.Pod, u.Reason)
 	}

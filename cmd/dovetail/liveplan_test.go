@@ -302,3 +302,38 @@ func TestPlanClusterAutoscalerAKS(t *testing.T) {
 		t.Errorf("system pool nodes kept: %d, want 2: %+v", kept, r.Rounds[0].Blocked)
 	}
 }
+
+// Issue 25, 7a: a pending pod that fits an in-flight NodeClaim is placed by `plan` and must not
+// be reported unschedulable (with an empty reason) by `plan --disruption`: Karpenter's scheduler
+// counts in-flight NodeClaims as capacity and nominates pods to them (sigs.k8s.io/karpenter
+// pkg/controllers/provisioning/scheduling: in-flight state nodes are existing nodes; the
+// Nominated event). The preview names the NodeClaim the pod waits for.
+func TestPlanDisruptionCountsInFlightNodeClaims(t *testing.T) {
+	const file = "testdata/inflight/pending-fits-inflight.yaml"
+	code, out, stderr := runCLI(t, "plan", "-f", file, "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Unschedulable) != 0 || len(plan.NodeClaims) != 0 {
+		t.Fatalf("plan: unschedulable %v, new NodeClaims %d; want the pod on the in-flight NodeClaim", plan.Unschedulable, len(plan.NodeClaims))
+	}
+	code, out, stderr = runCLI(t, "plan", "--disruption", "-f", file, "--at", "2026-12-06T07:00:00Z", "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan --disruption: exit %d: %s", code, stderr)
+	}
+	var got DisruptionOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Unschedulable) != 0 {
+		t.Errorf("plan --disruption: unschedulable %v; the pod fits the in-flight NodeClaim", got.Unschedulable)
+	}
+	want := []preview.PodMove{{Pod: "default/web", To: "default-inflight"}}
+	if len(got.Nominated) != 1 || got.Nominated[0] != want[0] {
+		t.Errorf("plan --disruption: nominated %v, want %v", got.Nominated, want)
+	}
+}

@@ -90,12 +90,11 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return emit.Poison(err)
 	}
-	switch env.Type {
-	case events.TypeSnapshot:
-	case events.TypePodsPending:
+	if err := emit.Accept(Component, env.Type, events.TypeSnapshot, events.TypePodsPending); err != nil {
+		return err
+	}
+	if env.Type == events.TypePodsPending {
 		return nil
-	default:
-		return fmt.Errorf("%w: type: %q is not handled by the consolidate function", queue.ErrPoison, env.Type)
 	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
 	if err != nil {
@@ -174,10 +173,10 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 				h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
 				return out, nil
 			}
-			d, rev, out.Decision = nd, fresh.Revision, nd
+			d, rev, out.Decision, st = nd, fresh.Revision, nd, fs
 		}
 	}
-	return out, h.execute(ctx, snap, d, rev, &out)
+	return out, h.execute(ctx, snap, st, d, rev, &out)
 }
 
 // blocked records Karpenter's DisruptionBlocked events: on the NodeClaim and Node of each node a
@@ -211,42 +210,24 @@ func (h *Handler) blocked(ctx context.Context, snap *events.Snapshot, st *disrup
 	return e.Events(ctx, snap.Time.Time, snap.Revision, recs, "consolidate-blocked")
 }
 
-// execute launches the replacements (first: nothing is disrupted until they exist), records
-// them, then taints the candidates.
-func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, d *disruption.Decision, rev int64, out *Outcome) error {
-	step := launch.Step{
-		Launcher:     &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
-		Decision:     launch.Decision{Revision: rev, Time: snap.Time.Time},
-		NodeClasses:  snap.NodeClasses,
-		Publish:      func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
-		Rounds:       1,
-		AllOrNothing: true,
-		Reason: func(*provisioning.NodeClaimPlan) string {
-			return fmt.Sprintf("consolidation %s replaces %s", d.ID, strings.Join(d.NodeNames(), ","))
-		},
-		Annotate: func(nc *apisv1.NodeClaim) {
-			nc.Annotations[disruption.AnnotationDecision] = d.ID
-			nc.Annotations[disruption.AnnotationReplaces] = strings.Join(d.NodeNames(), ",")
-		},
-	}
-	res, err := step.Run(ctx, launch.Fixed(&provisioning.Plan{NodeClaims: d.Replacements}))
+// execute carries the decision's first step out (disruption.Decision.Start): the replacements
+// launched first (nothing is disrupted until they exist), then the candidates tainted.
+func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, st *disruption.State, d *disruption.Decision, rev int64, out *Outcome) error {
+	steps, err := disruption.Sequence(h.Cluster, d.Start(st, rev))
 	if err != nil {
 		return err
 	}
-	if len(res.Refused) > 0 {
+	_, refused, err := emit.RunSequence(ctx, steps, false, h.launcher(snap, d, rev, out), func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) })
+	if err != nil {
+		return err
+	}
+	if refused != nil {
 		// Nothing is tainted yet: the candidates keep running; replacements already
 		// launched are ordinary capacity once the lock (disruption.ReplacementLock) ends.
-		out.Abandoned = res.Refused[0].Error()
+		out.Launched = nil
+		out.Abandoned = refused.Error()
 		h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
 		return nil
-	}
-	for _, l := range res.Launched {
-		out.Launched = append(out.Launched, l.NodeClaim)
-	}
-	for _, c := range d.TaintCommands(h.Cluster, rev) {
-		if err := h.publish(ctx, snap, c); err != nil {
-			return err
-		}
 	}
 	h.recordDecision(d)
 	audit := telemetry.Audit{Action: d.Method, Function: Component, Cluster: h.Cluster, Decision: d.ID, Revision: rev,
@@ -261,6 +242,39 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, d *disrupt
 	telemetry.LogAudit(h.log(), audit)
 	h.log().Info("consolidation decided", "decision", d.ID, "revision", rev, "summary", d.String(), "why", d.Why)
 	return nil
+}
+
+// launcher launches a decision's replacements through the one launch step, all or nothing,
+// annotated with the decision and the nodes they replace; launched ones are added to out.
+func (h *Handler) launcher(snap *events.Snapshot, d *disruption.Decision, rev int64, out *Outcome) emit.Launch {
+	return func(ctx context.Context, seq disruption.SequenceStep) (error, error) {
+		step := launch.Step{
+			Launcher:     &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
+			Decision:     launch.Decision{Revision: rev, Time: snap.Time.Time},
+			NodeClasses:  snap.NodeClasses,
+			Publish:      func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
+			Rounds:       1,
+			AllOrNothing: true,
+			Reason: func(*provisioning.NodeClaimPlan) string {
+				return fmt.Sprintf("consolidation %s replaces %s", d.ID, strings.Join(d.NodeNames(), ","))
+			},
+			Annotate: func(nc *apisv1.NodeClaim) {
+				nc.Annotations[disruption.AnnotationDecision] = d.ID
+				nc.Annotations[disruption.AnnotationReplaces] = strings.Join(d.NodeNames(), ",")
+			},
+		}
+		res, err := step.Run(ctx, launch.Fixed(&provisioning.Plan{NodeClaims: seq.Replacements}))
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range res.Launched {
+			out.Launched = append(out.Launched, l.NodeClaim)
+		}
+		if len(res.Refused) > 0 {
+			return res.Refused[0], nil
+		}
+		return nil, nil
+	}
 }
 
 // advance carries each consolidation in flight one step on: drained candidates have their
@@ -282,17 +296,16 @@ func (h *Handler) advance(ctx context.Context, snap *events.Snapshot, out *Outco
 			}
 			continue
 		}
-		sort.Slice(p.Finish, func(i, j int) bool { return p.Finish[i].Name() < p.Finish[j].Name() })
-		for _, n := range p.Finish {
-			out.Finished = append(out.Finished, n.Name())
-			for _, c := range disruption.FinishCommands(h.Cluster, p.ID, n, snap.Revision) {
-				if err := h.publish(ctx, snap, c); err != nil {
-					return err
-				}
+		if fin, ok := p.Finished(snap.Revision, snap.Time.Time); ok {
+			if err := h.sequence(ctx, snap, fin); err != nil {
+				return err
+			}
+			for _, c := range fin.Candidates {
+				out.Finished = append(out.Finished, c.Name())
 			}
 		}
-		for _, c := range p.DrainCommands(h.Cluster, snap.Revision) {
-			if err := h.publish(ctx, snap, c); err != nil {
+		if drain, ok := p.Drained(snap.Revision, snap.Time.Time); ok {
+			if err := h.sequence(ctx, snap, drain); err != nil {
 				return err
 			}
 		}
@@ -300,6 +313,19 @@ func (h *Handler) advance(ctx context.Context, snap *events.Snapshot, out *Outco
 			"finished", len(p.Finish), "waiting", p.Waiting)
 	}
 	return nil
+}
+
+// sequence publishes a later step of a consolidation in flight (no launch in it).
+func (h *Handler) sequence(ctx context.Context, snap *events.Snapshot, d disruption.Disruption) error {
+	steps, err := disruption.Sequence(h.Cluster, d)
+	if err != nil {
+		return err
+	}
+	noLaunch := func(context.Context, disruption.SequenceStep) (error, error) {
+		return nil, fmt.Errorf("consolidation %s: a later step launches nothing", d.ID)
+	}
+	_, _, err = emit.RunSequence(ctx, steps, false, noLaunch, func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) })
+	return err
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {

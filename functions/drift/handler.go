@@ -28,7 +28,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -129,15 +128,16 @@ func (d Decision) Lines() []Line {
 	return out
 }
 
-// Handle processes a snapshot or pods-pending event. Malformed events wrap queue.ErrPoison;
-// transport and cloud errors ask for redelivery; nil acknowledges.
+// Handle processes a snapshot or pods-pending event. Malformed events and events of any other
+// type (emit.Accept) wrap queue.ErrPoison; transport and cloud errors ask for redelivery; nil
+// acknowledges.
 func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	env, err := events.Decode(msg.Data)
 	if err != nil {
 		return fmt.Errorf("%w: %w", queue.ErrPoison, err)
 	}
-	if env.Type != events.TypeSnapshot && env.Type != events.TypePodsPending {
-		return nil // commands and other events are not for this function
+	if err := emit.Accept(Component, env.Type, events.TypeSnapshot, events.TypePodsPending); err != nil {
+		return err
 	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
 	if err != nil {
@@ -160,101 +160,23 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	return err
 }
 
-// Decide runs one drift decision on snap.
+// Decide runs one drift decision on snap: each expired, in-progress and selected node becomes
+// one disruption (disruption.Sequence) that is carried out in order (emit.RunSequence).
 func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, error) {
 	plan := disruption.PlanDrift(snap, cloud.RulesOf(h.Provider))
 	d := Decision{Revision: snap.Revision, Blocked: plan.Blocked, OverBudget: plan.OverBudget}
-	rec := telemetry.OrNop(h.Metrics)
-	rec.Record(telemetry.DisruptionEligibleNodes, float64(len(plan.Selected)+len(plan.OverBudget)), "drifted")
-	now := snap.Time.Time
-	// Expiry is forceful (Karpenter v1): no budget, no replacement first, no do-not-disrupt
-	// wait; the termination path drains within the NodeClaim's terminationGracePeriod.
-	for _, c := range plan.Expired {
-		s := Step{Node: c.Name(), Step: StepExpire, Why: c.Why(), Detail: "handed to the termination path"}
-		hand := disruption.HandOff(h.Cluster, snap.Revision, c.Name(), c.NodeClaim, c.Reason+": "+c.Why(), "expire", c.NodeClaim.Name)
-		hand.Events = kevents.Disrupting(claimRef(c.NodeClaim), nodeRefOf(c.Node), c.Reason+"/Delete")
-		if err := h.publish(ctx, snap, hand); err != nil {
-			return d, err
-		}
-		emit.RecordDisrupted(h.Metrics, disruption.ReasonExpired, c.NodeClaim)
-		d.Steps = append(d.Steps, s)
-	}
-	for _, c := range plan.InProgress {
-		s := Step{Node: c.Name(), Why: c.Why()}
-		var tainted *metav1.Time = c.Tainted
-		switch {
-		case len(c.Pods) == 0:
-			s.Step, s.Detail = StepDelete, "no pod left to move"
-		case tainted != nil && disruption.GraceExceeded(c.NodeClaim, &tainted.Time, now):
-			s.Step = StepForceDelete
-			s.Detail = fmt.Sprintf("terminationGracePeriod %s since the taint at %s has passed with %d pods still on the node",
-				c.NodeClaim.Spec.TerminationGracePeriod.Duration, tainted.UTC().Format("15:04:05"), len(c.Pods))
-		}
-		if s.Step == StepDelete || s.Step == StepForceDelete {
-			if err := h.remove(ctx, snap, c.Target, s.Detail); err != nil {
+	telemetry.OrNop(h.Metrics).Record(telemetry.DisruptionEligibleNodes, float64(len(plan.Selected)+len(plan.OverBudget)), "drifted")
+	for _, phase := range []struct {
+		cands []disruption.DriftCandidate
+		step  func(context.Context, *events.Snapshot, disruption.DriftCandidate, map[string]*events.BudgetReservation) (Step, error)
+	}{{plan.Expired, h.expire}, {plan.InProgress, h.progress}, {plan.Selected, h.start}} {
+		for _, c := range phase.cands {
+			s, err := phase.step(ctx, snap, c, plan.Budgets)
+			if err != nil {
 				return d, err
 			}
 			d.Steps = append(d.Steps, s)
-			continue
 		}
-		evac, err := h.evacuate(ctx, snap, c.Target, &s)
-		if err != nil {
-			return d, err
-		}
-		switch {
-		case evac == nil:
-		case disruption.ReadyPlacement(evac):
-			s.Step, s.Detail = StepDrain, fmt.Sprintf("all %d pods have a place on ready nodes", len(c.Pods))
-			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-drain", c.Name(), fmt.Sprint(snap.Revision)),
-				Kind: events.CommandDrainNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: c.Name(),
-				Reason: apisv1.DisruptionReasonDrifted + ": " + c.Why()}); err != nil {
-				return d, err
-			}
-		default:
-			s.Step = StepWait
-			s.Detail = "replacement not ready yet"
-		}
-		d.Steps = append(d.Steps, s)
-	}
-	for _, c := range plan.Selected {
-		s := Step{Node: c.Name(), Why: c.Why()}
-		if len(c.Pods) == 0 {
-			// An empty node needs no replacement: taint (so nothing lands while it goes) and delete.
-			s.Step, s.Detail = StepDelete, "empty node"
-			if err := h.taint(ctx, snap, c.Target, plan.Budgets[c.NodePool.Name], "Delete"); err != nil {
-				return d, err
-			}
-			rec.Record(telemetry.DisruptionDecisions, 1, disruption.MethodDelete, "drifted", "")
-			if err := h.remove(ctx, snap, c.Target, s.Detail); err != nil {
-				return d, err
-			}
-			d.Steps = append(d.Steps, s)
-			continue
-		}
-		evac, err := h.evacuate(ctx, snap, c.Target, &s)
-		if err != nil {
-			return d, err
-		}
-		if evac == nil {
-			d.Steps = append(d.Steps, s)
-			continue
-		}
-		if err := h.taint(ctx, snap, c.Target, plan.Budgets[c.NodePool.Name], "Replace"); err != nil {
-			return d, err
-		}
-		rec.Record(telemetry.DisruptionDecisions, 1, disruption.MethodReplace, "drifted", "")
-		s.Step = StepStart
-		if disruption.ReadyPlacement(evac) {
-			s.Detail = fmt.Sprintf("tainted; all %d pods fit on ready nodes, draining", len(c.Pods))
-			if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-drain", c.Name(), fmt.Sprint(snap.Revision)),
-				Kind: events.CommandDrainNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: c.Name(),
-				Reason: apisv1.DisruptionReasonDrifted + ": " + c.Why()}); err != nil {
-				return d, err
-			}
-		} else {
-			s.Detail = fmt.Sprintf("tainted; %d pods wait for the replacement before the drain", len(c.Pods))
-		}
-		d.Steps = append(d.Steps, s)
 	}
 	if err := h.blocked(ctx, snap, plan); err != nil {
 		return d, err
@@ -264,73 +186,169 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	return d, nil
 }
 
-// evacuate plans the node's pods elsewhere and launches the NodeClaims the plan needs. It
-// returns nil (with s set to StepSkip) when some pod would have no place or a launch failed
-// for capacity: the node is then left as it is and retried on a later snapshot.
-func (h *Handler) evacuate(ctx context.Context, snap *events.Snapshot, t disruption.Target, s *Step) (*provisioning.Plan, error) {
-	in, _ := disruption.EvacuationInput(snap, h.Catalog, h.NodeSettings, []string{t.Name()}, nil)
-	plan, err := emit.Solve(h.Metrics, telemetry.ControllerDisruption, in)
-	if err != nil {
-		return nil, err
-	}
-	if len(plan.Unschedulable) > 0 {
-		reasons := make([]string, 0, len(plan.Unschedulable))
-		for _, u := range plan.Unschedulable {
-			reasons = append(reasons, u.Pod.Namespace+"/"+u.Pod.Name+": "+u.Reason)
+// expire hands an expired node to the termination path at once: expiry is forceful in
+// Karpenter v1 (no budget, no do-not-disrupt wait, no waiting for a replacement). Its evictable
+// pods get replacement capacity in the same decision, launched first but not waited for, as
+// Karpenter's provisioner schedules the pods of nodes being deleted along with the pending ones
+// (sigs.k8s.io/karpenter pkg/controllers/provisioning/provisioner.go, Schedule:
+// nodes.Deleting() pods appended to the pending pods). Pods with no place are named.
+func (h *Handler) expire(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, _ map[string]*events.BudgetReservation) (Step, error) {
+	s := Step{Node: c.Name(), Step: StepExpire, Why: c.Why(), Detail: "handed to the termination path"}
+	var plan *provisioning.Plan
+	if len(c.Pods) > 0 {
+		var err error
+		if plan, err = h.plan(snap, c.Target); err != nil {
+			return s, err
 		}
-		sort.Strings(reasons)
-		s.Step, s.Detail = StepSkip, "pods would have no place: "+strings.Join(reasons, "; ")
-		return nil, nil
+		if len(plan.NodeClaims) > 0 {
+			s.Detail += fmt.Sprintf("; %d replacement NodeClaim(s) launched for its pods, not waited for", len(plan.NodeClaims))
+		}
+		if why := unplaced(plan); why != "" {
+			s.Detail += "; pods with no place go pending: " + why
+		}
 	}
-	step := launch.Step{
-		Launcher:     &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
-		Decision:     launch.Decision{Revision: snap.Revision, Time: snap.Time.Time},
-		NodeClasses:  snap.NodeClasses,
-		Publish:      func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
-		Rounds:       1,
-		AllOrNothing: true,
-		Reason: func(nc *provisioning.NodeClaimPlan) string {
-			return fmt.Sprintf("replacement for drifted node %s (%d pods)", t.Name(), len(nc.Pods))
-		},
-		Annotate: func(nc *apisv1.NodeClaim) { nc.Annotations[disruption.AnnotationReplaces] = t.Name() },
+	dis := disruption.Expiry(c, plan, snap.Revision, snap.Time.Time)
+	refused, err := h.run(ctx, snap, c.Target, dis, &s)
+	if err != nil {
+		return s, err
 	}
-	out, err := step.Run(ctx, launch.Fixed(plan))
+	if refused != nil {
+		s.Detail += "; replacement launch failed: " + refused.Error()
+	}
+	emit.RecordDisrupted(h.Metrics, disruption.ReasonExpired, c.NodeClaim)
+	return s, nil
+}
+
+// progress carries a node an earlier decision tainted one step on: deleted once empty or once
+// its terminationGracePeriod has passed since the taint; drained once every pod has a place on
+// ready capacity (a replacement that vanished is launched again); else it waits.
+func (h *Handler) progress(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, _ map[string]*events.BudgetReservation) (Step, error) {
+	s := Step{Node: c.Name(), Why: c.Why()}
+	dis := disruption.DriftOf(c, nil, snap.Revision, snap.Time.Time)
+	switch {
+	case len(c.Pods) == 0:
+		s.Step, s.Detail, dis.HandOff = StepDelete, "no pod left to move", true
+	case c.Tainted != nil && disruption.GraceExceeded(c.NodeClaim, &c.Tainted.Time, snap.Time.Time):
+		s.Step, dis.HandOff = StepForceDelete, true
+		s.Detail = fmt.Sprintf("terminationGracePeriod %s since the taint at %s has passed with %d pods still on the node",
+			c.NodeClaim.Spec.TerminationGracePeriod.Duration, c.Tainted.UTC().Format("15:04:05"), len(c.Pods))
+	default:
+		plan, err := h.plan(snap, c.Target)
+		if err != nil {
+			return s, err
+		}
+		if why := unplaced(plan); why != "" {
+			s.Step, s.Detail = StepSkip, "pods would have no place: "+why
+			return s, nil
+		}
+		dis.Replacements, dis.Drain = plan.NodeClaims, disruption.ReadyPlacement(plan)
+		s.Step, s.Detail = StepWait, "replacement not ready yet"
+		if dis.Drain {
+			s.Step, s.Detail = StepDrain, fmt.Sprintf("all %d pods have a place on ready nodes", len(c.Pods))
+		}
+	}
+	dis.Why = s.Detail
+	if _, err := h.run(ctx, snap, c.Target, dis, &s); err != nil {
+		return s, err
+	}
+	if dis.HandOff {
+		emit.RecordDisrupted(h.Metrics, apisv1.DisruptionReasonDrifted, c.NodeClaim)
+	}
+	return s, nil
+}
+
+// start begins a selected node's replacement: an empty node is tainted (so nothing lands while
+// it goes) and handed off; another has its pods planned elsewhere with the node left out, the
+// replacements the plan needs launched, then is tainted (reserving a unit of its pool's budget)
+// and, when every pod already has a place on ready nodes, drained. A node whose pods would have
+// no place, or whose replacement launch is refused, is skipped and tried again later.
+func (h *Handler) start(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, budgets map[string]*events.BudgetReservation) (Step, error) {
+	s := Step{Node: c.Name(), Why: c.Why(), Step: StepStart, Detail: "empty node"}
+	var plan *provisioning.Plan
+	if len(c.Pods) > 0 {
+		var err error
+		if plan, err = h.plan(snap, c.Target); err != nil {
+			return s, err
+		}
+		if why := unplaced(plan); why != "" {
+			s.Step, s.Detail = StepSkip, "pods would have no place: "+why
+			return s, nil
+		}
+		s.Detail = fmt.Sprintf("tainted; %d pods wait for the replacement before the drain", len(c.Pods))
+	}
+	dis := disruption.DriftStart(c, plan, budgets, snap.Revision, snap.Time.Time)
+	switch {
+	case dis.HandOff:
+		s.Step = StepDelete
+	case dis.Drain:
+		s.Detail = fmt.Sprintf("tainted; all %d pods fit on ready nodes, draining", len(c.Pods))
+	}
+	refused, err := h.run(ctx, snap, c.Target, dis, &s)
+	if err != nil || refused != nil {
+		return s, err
+	}
+	telemetry.OrNop(h.Metrics).Record(telemetry.DisruptionDecisions, 1, strings.ToLower(dis.Method), "drifted", "")
+	if dis.HandOff {
+		emit.RecordDisrupted(h.Metrics, apisv1.DisruptionReasonDrifted, c.NodeClaim)
+	}
+	return s, nil
+}
+
+// plan places the node's evictable pods elsewhere with the node left out (in-flight NodeClaims
+// count as capacity, as in Karpenter's scheduling simulation).
+func (h *Handler) plan(snap *events.Snapshot, t disruption.Target) (*provisioning.Plan, error) {
+	in, _ := disruption.EvacuationInput(snap, h.Catalog, h.NodeSettings, []string{t.Name()}, nil)
+	return emit.Solve(h.Metrics, telemetry.ControllerDisruption, in)
+}
+
+// unplaced names the plan's pods without a place, sorted ("" when every pod has one).
+func unplaced(plan *provisioning.Plan) string {
+	reasons := make([]string, 0, len(plan.Unschedulable))
+	for _, u := range plan.Unschedulable {
+		reasons = append(reasons, u.Pod.Namespace+"/"+u.Pod.Name+": "+u.Reason)
+	}
+	sort.Strings(reasons)
+	return strings.Join(reasons, "; ")
+}
+
+// run carries the disruption's sequence out: replacements through the one launch step (all or
+// nothing for a voluntary disruption: a refused one leaves the node as it is, StepSkip), then
+// the taint, drain and hand-off commands.
+func (h *Handler) run(ctx context.Context, snap *events.Snapshot, t disruption.Target, dis disruption.Disruption, s *Step) (refused error, err error) {
+	steps, err := disruption.Sequence(h.Cluster, dis)
 	if err != nil {
 		return nil, err
 	}
-	if len(out.Refused) > 0 {
-		s.Step, s.Detail = StepSkip, "replacement launch failed: "+out.Refused[0].Error()
+	launchStep := func(ctx context.Context, seq disruption.SequenceStep) (error, error) {
+		step := launch.Step{
+			Launcher:     &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
+			Decision:     launch.Decision{Revision: snap.Revision, Time: snap.Time.Time},
+			NodeClasses:  snap.NodeClasses,
+			Publish:      func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
+			Rounds:       1,
+			AllOrNothing: !dis.Forced,
+			Reason: func(nc *provisioning.NodeClaimPlan) string {
+				return fmt.Sprintf("replacement for %s node %s (%d pods)", strings.ToLower(dis.Reason), t.Name(), len(nc.Pods))
+			},
+			Annotate: func(nc *apisv1.NodeClaim) { nc.Annotations[disruption.AnnotationReplaces] = t.Name() },
+		}
+		out, err := step.Run(ctx, launch.Fixed(&provisioning.Plan{NodeClaims: seq.Replacements}))
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range out.Launched {
+			s.Launched = append(s.Launched, l.NodeClaim.Name+" ("+l.Instance.InstanceType+"/"+l.Instance.Zone+"/"+l.Instance.CapacityType+")")
+		}
+		if len(out.Refused) > 0 {
+			return out.Refused[0], nil
+		}
 		return nil, nil
 	}
-	for _, l := range out.Launched {
-		s.Launched = append(s.Launched, l.NodeClaim.Name+" ("+l.Instance.InstanceType+"/"+l.Instance.Zone+"/"+l.Instance.CapacityType+")")
+	_, refused, err = emit.RunSequence(ctx, steps, dis.Forced, launchStep, func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) })
+	if refused != nil && !dis.Forced {
+		s.Step, s.Detail = StepSkip, "replacement launch failed: "+refused.Error()
 	}
-	return plan, nil
-}
-
-// taint starts the node's disruption: the karpenter.sh/disrupted taint, reserving a unit of the
-// pool's budget (the agent refuses it when another decision spent the unit first; the revision
-// in the ID lets a later decision ask again).
-// decision (Delete or Replace) names it in Karpenter's DisruptionTerminating events, recorded
-// once the agent grants the taint.
-func (h *Handler) taint(ctx context.Context, snap *events.Snapshot, t disruption.Target, budget *events.BudgetReservation, decision string) error {
-	if t.Node == nil {
-		return nil
-	}
-	at := metav1.NewTime(snap.Time.Time)
-	return h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drift-taint", t.Node.Name, string(t.Node.UID), fmt.Sprint(snap.Revision)),
-		Kind: events.CommandTaintNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name, Budget: budget,
-		Taint:  &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValueDrifted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at},
-		Reason: apisv1.DisruptionReasonDrifted,
-		Events: kevents.Disrupting(claimRef(t.NodeClaim), kevents.NodeRef(t.Node), apisv1.DisruptionReasonDrifted+"/"+decision)})
-}
-
-// nodeRefOf references a Node that may be absent.
-func nodeRefOf(n *corev1.Node) corev1.ObjectReference {
-	if n == nil {
-		return corev1.ObjectReference{}
-	}
-	return kevents.NodeRef(n)
+	return refused, err
 }
 
 // claimRef references a NodeClaim that may be absent.
@@ -369,21 +387,6 @@ func nodeUID(snap *events.Snapshot, name string) types.UID {
 		}
 	}
 	return ""
-}
-
-// remove hands the node to the one termination path (disruption.HandOff): its NodeClaim is
-// deleted, and the lifecycle function drains what is left, terminates the instance (only this
-// cluster's: the provider refuses others) and removes the finalizers.
-func (h *Handler) remove(ctx context.Context, snap *events.Snapshot, t disruption.Target, why string) error {
-	uid := ""
-	if t.Node != nil {
-		uid = string(t.Node.UID)
-	}
-	if err := h.publish(ctx, snap, disruption.HandOff(h.Cluster, snap.Revision, t.Name(), t.NodeClaim, apisv1.DisruptionReasonDrifted+": "+why, "drift", uid)); err != nil {
-		return err
-	}
-	emit.RecordDisrupted(h.Metrics, apisv1.DisruptionReasonDrifted, t.NodeClaim)
-	return nil
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {

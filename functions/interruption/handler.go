@@ -32,7 +32,6 @@ import (
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/events/notices"
@@ -41,7 +40,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
-	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -211,9 +209,13 @@ func (h *Handler) Decide(ctx context.Context, n notices.Notice, attempt int) (De
 		}
 		d.Action, d.Why = "record", "instance is "+n.State
 		return d, nil
-	default:
+	case notices.KindAvailabilityChange:
 		d.Action, d.Why = "record", string(n.Kind)+" is informational"
 		return d, nil
+	default:
+		// The decoders make only the kinds above; any other is dead-lettered with its reason, the
+		// rule every function applies to what it does not handle (emit.Accept).
+		return d, fmt.Errorf("%w: kind: %q is not handled by the %s function", queue.ErrPoison, n.Kind, Component)
 	}
 }
 
@@ -272,74 +274,39 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		}
 	}
 	// 1. Mark the interrupted offering first: even if the rest fails, later decisions avoid it.
-	if len(d.Marked) > 0 {
-		keys := []string{h.Cluster, "unavailable", n.ID}
-		for _, m := range d.Marked {
-			keys = append(keys, m.String())
-		}
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
-			Cluster: h.Cluster, SnapshotRevision: snap.Revision, Unavailable: d.Marked, Reason: string(n.Kind) + " " + n.ID}); err != nil {
-			return d, err
-		}
+	if err := h.mark(ctx, snap, n, d.Marked); err != nil {
+		return d, err
 	}
 	// 2. Replacement capacity for the pods, at once.
 	plan, err := h.launchReplacements(ctx, snap, leaving, d.Marked, &d)
 	if err != nil {
 		return d, err
 	}
-	// 3. Taint, so nothing new lands on the node.
+	// 3. Decide the drain: when every pod has a ready place, or when the deadline rule says so.
+	waiting := h.drainRule(&d, plan, pods, leaving, deadline, now, attempt)
+	// 4. Taint, so nothing new lands on the node, and drain when decided (disruption.Sequence).
 	// The taint is not on the node in this snapshot yet: the agent may refuse the command as
 	// stale (a pod bound after the snapshot), so the notice waits for a snapshot that shows it.
-	// Command IDs carry the revision so a re-sent command is not taken for a duplicate.
-	taintTime := metav1.NewTime(now)
+	// A node another function (or nobody) holds with karpenter.sh/disrupted is taken over: the
+	// agent replaces that taint with this one (disruption.ApplyTaint).
+	dis := disruption.Disruption{Source: Component, ID: n.ID, Reason: "Interrupted", Why: fmt.Sprintf("%s %s: %s", n.Kind, n.ID, d.Why),
+		Candidates: targets, TaintValue: disruption.TaintValueInterrupted, Forced: true, Deadline: deadline,
+		Drain: waiting == nil && len(leaving) > 0, Revision: snap.Revision, Time: now}
+	steps, err := disruption.Sequence(h.Cluster, dis)
+	if err != nil {
+		return d, err
+	}
 	untainted := false
-	for _, t := range targets {
-		// A node another function (or nobody) holds with karpenter.sh/disrupted is taken over:
-		// the agent replaces that taint with this one (disruption.ApplyTaint).
-		if t.Node == nil || (t.Disrupting && t.TaintValue == disruption.TaintValueInterrupted) {
-			continue
-		}
-		untainted = true
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "taint", t.Node.Name, n.ID, fmt.Sprint(snap.Revision)),
-			Kind: events.CommandTaintNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: t.Node.Name,
-			Taint:  &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValueInterrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &taintTime},
-			Reason: fmt.Sprintf("%s %s", n.Kind, n.ID),
-			Events: kevents.Disrupting(claimRef(t.NodeClaim), kevents.NodeRef(t.Node), "Interrupted")}); err != nil {
-			return d, err
+	for _, st := range steps {
+		untainted = untainted || st.Kind == disruption.SeqTaint
+		for _, c := range st.Commands {
+			if err := h.publish(ctx, snap, c); err != nil {
+				return d, err
+			}
 		}
 	}
-	// 4. Drain when every pod has a ready place, or when the deadline rule says so.
-	margin := h.DrainMargin
-	if margin == 0 {
-		margin = disruption.DefaultDrainMargin
-	}
-	d.Drain = disruption.PlanDrain(pods, deadline, now, margin)
-	ready := disruption.ReadyPlacement(plan)
-	forced := h.MaxAttempts > 0 && attempt >= h.MaxAttempts
-	switch {
-	case len(leaving) == 0:
-		d.Why = "the instance has not registered a node: nothing to drain"
-		return d, nil
-	case ready:
-		d.Why = "every pod has a place on ready capacity"
-	case d.Drain.MustDrainBy(now):
-		d.Why = fmt.Sprintf("drain must start by %s (deadline %s − margin %s − longest grace %s)",
-			d.Drain.Start.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), margin, d.Drain.LongestGrace)
-	case forced:
-		d.Why = fmt.Sprintf("delivery %d is the last: draining rather than waiting", attempt)
-	default:
-		d.Why = fmt.Sprintf("replacement not ready; waiting until %s at the latest", d.Drain.Start.UTC().Format(time.RFC3339))
-		if d.Drain.Deadline.IsZero() {
-			d.Why = "replacement not ready; no deadline, waiting for it"
-		}
-		return d, ErrAwaitingReplacement
-	}
-	for _, node := range leaving {
-		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(h.Cluster, "drain", node, n.ID, fmt.Sprint(snap.Revision)),
-			Kind: events.CommandDrainNode, Cluster: h.Cluster, SnapshotRevision: snap.Revision, NodeName: node,
-			Reason: fmt.Sprintf("%s %s: %s", n.Kind, n.ID, d.Why)}); err != nil {
-			return d, err
-		}
+	if waiting != nil || len(leaving) == 0 {
+		return d, waiting
 	}
 	d.Drained = true
 	if untainted {
@@ -353,6 +320,49 @@ func (h *Handler) replace(ctx context.Context, d Decision, deadline time.Time, m
 		return d, ErrAwaitingDrain
 	}
 	return d, nil
+}
+
+// mark publishes the interrupted offerings' unavailable marks (none: nothing).
+func (h *Handler) mark(ctx context.Context, snap *events.Snapshot, n notices.Notice, marks []events.UnavailableOfferingMark) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	keys := []string{h.Cluster, "unavailable", n.ID}
+	for _, m := range marks {
+		keys = append(keys, m.String())
+	}
+	return h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
+		Cluster: h.Cluster, SnapshotRevision: snap.Revision, Unavailable: marks, Reason: string(n.Kind) + " " + n.ID})
+}
+
+// drainRule decides whether the leaving nodes are drained now: when every pod has a place on
+// ready capacity, when the drain must start for the deadline (disruption.PlanDrain), or on the
+// last delivery. It sets d.Drain and d.Why and returns ErrAwaitingReplacement when the drain
+// waits (nil otherwise).
+func (h *Handler) drainRule(d *Decision, plan *provisioning.Plan, pods []*corev1.Pod, leaving []string, deadline, now time.Time, attempt int) error {
+	margin := h.DrainMargin
+	if margin == 0 {
+		margin = disruption.DefaultDrainMargin
+	}
+	d.Drain = disruption.PlanDrain(pods, deadline, now, margin)
+	switch forced := h.MaxAttempts > 0 && attempt >= h.MaxAttempts; {
+	case len(leaving) == 0:
+		d.Why = "the instance has not registered a node: nothing to drain"
+	case disruption.ReadyPlacement(plan):
+		d.Why = "every pod has a place on ready capacity"
+	case d.Drain.MustDrainBy(now):
+		d.Why = fmt.Sprintf("drain must start by %s (deadline %s − margin %s − longest grace %s)",
+			d.Drain.Start.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), margin, d.Drain.LongestGrace)
+	case forced:
+		d.Why = fmt.Sprintf("delivery %d is the last: draining rather than waiting", attempt)
+	default:
+		d.Why = fmt.Sprintf("replacement not ready; waiting until %s at the latest", d.Drain.Start.UTC().Format(time.RFC3339))
+		if d.Drain.Deadline.IsZero() {
+			d.Why = "replacement not ready; no deadline, waiting for it"
+		}
+		return ErrAwaitingReplacement
+	}
+	return nil
 }
 
 // launchReplacements plans the leaving nodes' pods elsewhere and launches what the plan needs
@@ -462,14 +472,6 @@ func (h *Handler) cleanup(ctx context.Context, d Decision) (Decision, error) {
 		emit.RecordDisrupted(h.Metrics, "interrupted", t.NodeClaim)
 	}
 	return d, nil
-}
-
-// claimRef references a NodeClaim that may be absent (an instance Dovetail did not launch).
-func claimRef(nc *apisv1.NodeClaim) corev1.ObjectReference {
-	if nc == nil {
-		return corev1.ObjectReference{}
-	}
-	return kevents.NodeClaimRef(nc)
 }
 
 func (h *Handler) publish(ctx context.Context, snap *events.Snapshot, c events.Command) error {

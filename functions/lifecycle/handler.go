@@ -97,16 +97,16 @@ type Outcome struct {
 	Released          []string
 }
 
-// Handle processes a snapshot or pods-pending event. A malformed event wraps queue.ErrPoison (it
-// is dead-lettered with the reason); a queue or cloud failure asks for redelivery; nil
+// Handle processes a snapshot or pods-pending event. A malformed event, or one of any other type
+// (emit.Accept), wraps queue.ErrPoison (it is dead-lettered with the reason); a queue or cloud failure asks for redelivery; nil
 // acknowledges.
 func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	env, err := events.Decode(msg.Data)
 	if err != nil {
 		return emit.Poison(err)
 	}
-	if env.Type != events.TypeSnapshot && env.Type != events.TypePodsPending {
-		return nil // commands and other events are not for this function
+	if err := emit.Accept(Component, env.Type, events.TypeSnapshot, events.TypePodsPending); err != nil {
+		return err
 	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/events/notices"
 	"github.com/dovetail-dev/dovetail/functions/consolidate"
 	"github.com/dovetail-dev/dovetail/functions/drift"
 	"github.com/dovetail-dev/dovetail/functions/interruption"
@@ -124,5 +125,43 @@ func TestUndecodableNoticesArePoison(t *testing.T) {
 		if !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), c.reason) {
 			t.Errorf("%s: %v, want poison naming %q", c.name, err, c.reason)
 		}
+	}
+}
+
+// TestEveryFunctionDeadLettersEventTypesItDoesNotHandle is issue 25's one rule for event types:
+// a Dovetail event of a type a function does not handle (here a command, which belongs on the
+// commands subject, arriving on the events subject) is poison naming the type and the function,
+// in every function; drift and lifecycle used to acknowledge it, losing it without a word.
+func TestEveryFunctionDeadLettersEventTypesItDoesNotHandle(t *testing.T) {
+	cmd := events.Command{ID: "c-1", Kind: events.CommandDrainNode, Cluster: cluster, SnapshotRevision: 1, NodeName: "n1"}
+	data, err := events.Codec{Now: func() time.Time { return at }}.NewEvent(context.Background(), cluster, "consolidate", events.TypeCommand, cmd.ID, &cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := events.Codec{Blobs: &events.MemoryBlobStore{}}
+	handlers := map[string]queue.Handler{
+		provision.Component:   (&provision.Handler{Cluster: cluster, Codec: codec}).Handle,
+		consolidate.Component: (&consolidate.Handler{Cluster: cluster, Codec: codec}).Handle,
+		drift.Component:       (&drift.Handler{Cluster: cluster, Codec: codec}).Handle,
+		lifecycle.Component:   (&lifecycle.Handler{Cluster: cluster, Codec: codec}).Handle,
+	}
+	for name, h := range handlers {
+		err := h(context.Background(), queue.Message{ID: "c-1", Data: data, Attempt: 1})
+		want := fmt.Sprintf("type: %q is not handled by the %s function", events.TypeCommand, name)
+		if !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want poison naming %q", name, err, want)
+		}
+	}
+	// The interruption function reads cloud notices, not Dovetail events: the same record is not
+	// a notice format it knows, and is poison too.
+	err = (&interruption.Handler{Cluster: cluster}).Handle(context.Background(), queue.Message{ID: "c-1", Data: data, Attempt: 1})
+	if !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), "notice") {
+		t.Errorf("interruption: %v, want poison naming the notice", err)
+	}
+	// A notice of a kind the function has no rule for is poison as well, not recorded as
+	// informational.
+	_, err = (&interruption.Handler{Cluster: cluster}).Decide(context.Background(), notices.Notice{ID: "n-1", Kind: "Hibernation"}, 1)
+	if want := `kind: "Hibernation" is not handled by the interruption function`; !errors.Is(err, queue.ErrPoison) || !strings.Contains(err.Error(), want) {
+		t.Errorf("interruption: unknown kind: %v, want poison naming %q", err, want)
 	}
 }

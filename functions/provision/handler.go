@@ -83,8 +83,8 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err != nil {
 		return emit.Poison(err)
 	}
-	if env.Type != events.TypePodsPending && env.Type != events.TypeSnapshot {
-		return fmt.Errorf("%w: type: %q is not handled by the provision function", queue.ErrPoison, env.Type)
+	if err := emit.Accept(Component, env.Type, events.TypeSnapshot, events.TypePodsPending); err != nil {
+		return err
 	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
 	if err != nil {

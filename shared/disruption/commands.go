@@ -2,51 +2,34 @@ package disruption
 
 import (
 	"fmt"
-	"strconv"
+	"sort"
+	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
-	"github.com/dovetail-dev/dovetail/shared/kevents"
 )
 
-// The order of a consolidation's effects (the function performs them in this order, across
-// snapshots; see the package documentation):
+// A consolidation is carried out across snapshots, each step one Disruption that Sequence turns
+// into commands (the function performs them in this order; see the package documentation):
 //
-//  1. launch the replacements (the function, through shared/launch), record them
-//     (CreateNodeClaim, annotated with AnnotationDecision and AnnotationReplaces);
-//  2. TaintCommands: taint each candidate karpenter.sh/disrupted=<TaintValue>:NoSchedule;
-//  3. on a later snapshot, once InFlight lists the candidates under Drain: DrainCommands;
-//  4. once InFlight lists a candidate under Finish: FinishCommands hand it to the one
-//     termination path (a DeleteNodeClaim); the lifecycle function terminates the instance.
+//  1. Start: launch the replacements (the function, through shared/launch), recorded with
+//     AnnotationDecision and AnnotationReplaces, then taint each candidate
+//     karpenter.sh/disrupted=<TaintValue>:NoSchedule, each taint reserving its pool's budget;
+//  2. on a later snapshot, once InFlight lists candidates under Drain: Progress.Drained;
+//  3. once InFlight lists a candidate under Finish: Progress.Finished hands it to the one
+//     termination path (its NodeClaim deleted; the lifecycle function terminates the instance).
 //
 // Every command carries the snapshot revision it was decided (or validated) on, so the agent
 // refuses it when a pod was bound to the node since.
 
-// TaintCommands taints the decision's candidates.
-func (d *Decision) TaintCommands(cluster string, revision int64) []events.Command {
-	out := make([]events.Command, 0, len(d.Candidates))
-	// timeAdded is what InFlight measures ConsolidationTimeout and DrainDeficitTimeout from: a
-	// taint without it could never be rolled back.
-	at := metav1.NewTime(d.Time)
-	taint := corev1.Taint{Key: apisv1.TaintKeyDisrupted, Value: d.TaintValue(), Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at}
-	for _, c := range d.Candidates {
-		t := taint
-		// The revision is part of the ID: a taint the agent refused (its budget spent by another
-		// decision) may be asked for again by a later decision.
-		out = append(out, events.Command{
-			ID: events.CommandID(cluster, "consolidate-taint", d.ID, c.Node, strconv.FormatInt(revision, 10)), Kind: events.CommandTaintNode,
-			Cluster: cluster, SnapshotRevision: revision, NodeName: c.Node, Taint: &t, Budget: d.Budgets[c.NodePool],
-			Reason: fmt.Sprintf("consolidation %s (%s): %s", d.ID, d.Reason, d.Why),
-			// Karpenter's DisruptionTerminating, recorded once the taint is granted.
-			Events: kevents.Disrupting(kevents.NamedNodeClaim(c.NodeClaim, types.UID(c.NodeClaimUID)), kevents.NamedNode(c.Node, ""),
-				d.Reason+"/"+methodTitle(d.Method)),
-		})
-	}
-	return out
+// Start is the decision's first step as a disruption: its replacements launched, then its
+// candidates (found in st by name) tainted, at revision rev.
+func (d *Decision) Start(st *State, rev int64) Disruption {
+	return Disruption{Source: "consolidate", ID: d.ID, Reason: d.Reason, Method: methodTitle(d.Method),
+		Why: fmt.Sprintf("consolidation %s (%s): %s", d.ID, d.Reason, d.Why), Candidates: targets(st, d.NodeNames()),
+		TaintValue: d.TaintValue(), Replacements: d.Replacements, Budgets: d.Budgets, Revision: rev, Time: d.Time}
 }
 
 // methodTitle is a method as Karpenter's decisions are spelled: Delete, Replace.
@@ -57,25 +40,48 @@ func methodTitle(m string) string {
 	return "Delete"
 }
 
-// DrainCommands asks for the Drain nodes' pods to be evicted. The revision is part of the ID:
-// a drain blocked by a PDB is asked for again on a later snapshot.
-func (p *Progress) DrainCommands(cluster string, revision int64) []events.Command {
-	out := make([]events.Command, 0, len(p.Drain))
-	for _, n := range p.Drain {
-		out = append(out, events.Command{
-			ID: events.CommandID(cluster, "consolidate-drain", p.ID, n.Name(), strconv.FormatInt(revision, 10)), Kind: events.CommandDrainNode,
-			Cluster: cluster, SnapshotRevision: revision, NodeName: n.Name(),
-			Reason: fmt.Sprintf("consolidation %s: replacements ready, every pod has a place", p.ID),
-		})
-	}
-	return out
+// Drained is the in-flight decision's drain step: its Drain candidates (already tainted) drained
+// at revision rev. ok is false when none may be drained now.
+func (p *Progress) Drained(rev int64, at time.Time) (d Disruption, ok bool) {
+	return p.step(p.Drain, rev, at, "replacements ready, every pod has a place"), len(p.Drain) > 0
 }
 
-// FinishCommands hands a drained candidate to the one termination path: its NodeClaim is
-// deleted (its finalizer keeps it until the lifecycle function has terminated the instance); a
-// node without a NodeClaim is deleted itself.
-func FinishCommands(cluster, id string, n *Node, revision int64) []events.Command {
-	return []events.Command{HandOff(cluster, revision, n.Name(), n.Claim, fmt.Sprintf("consolidation %s: drained", id), "consolidate", id)}
+// Finished is the in-flight decision's last step: its drained (Finish) candidates handed to the
+// termination path at revision rev, in name order. ok is false when none is drained yet.
+func (p *Progress) Finished(rev int64, at time.Time) (d Disruption, ok bool) {
+	fin := append([]*Node(nil), p.Finish...)
+	sort.Slice(fin, func(i, j int) bool { return fin[i].Name() < fin[j].Name() })
+	d = p.step(fin, rev, at, "drained")
+	d.Drain, d.HandOff = false, true
+	return d, len(fin) > 0
+}
+
+func (p *Progress) step(nodes []*Node, rev int64, at time.Time, why string) Disruption {
+	d := Disruption{Source: "consolidate", ID: p.ID, Reason: "consolidation", Why: p.ID + ": " + why, Drain: true, Tainted: true, Revision: rev, Time: at}
+	for _, n := range nodes {
+		d.Candidates = append(d.Candidates, n.Target())
+	}
+	return d
+}
+
+// Target is the node as a disruption candidate.
+func (n *Node) Target() Target {
+	t := Target{Node: n.Node, NodeClaim: n.Claim, NodePool: n.Pool, Pods: n.Movable, Disrupting: n.Disrupting, TaintValue: n.TaintValue}
+	if n.Node != nil {
+		t.ProviderID = n.Node.Spec.ProviderID
+	}
+	return t
+}
+
+// targets are the named nodes of st as candidates, in the order given.
+func targets(st *State, names []string) []Target {
+	out := make([]Target, 0, len(names))
+	for _, name := range names {
+		if n := st.Node(name); n != nil {
+			out = append(out, n.Target())
+		}
+	}
+	return out
 }
 
 // HandOff is the command that hands a node to the one termination path (shared/lifecycle): its

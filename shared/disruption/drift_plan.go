@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -15,8 +16,9 @@ import (
 
 // ReasonExpired is the reason recorded on commands for expired nodes. Expiry is forceful, as in
 // Karpenter v1: an expired NodeClaim is handed to the termination path at once, with no budget,
-// no replacement launched first and no do-not-disrupt wait beyond its terminationGracePeriod
-// (the termination path drains through the Eviction API, then deletes what is left).
+// no waiting for a replacement and no do-not-disrupt wait beyond its terminationGracePeriod
+// (the termination path drains through the Eviction API, then deletes what is left). The drift
+// function launches capacity for its pods in the same decision (see functions/drift).
 const ReasonExpired = "Expired"
 
 // ReasonCapacityBlockExpiring is the reason recorded for a node in a capacity block that is
@@ -151,6 +153,7 @@ func PlanDrift(snap *events.Snapshot, rules cloud.NodeClassRules) DriftPlan {
 		return a.Name() < b.Name()
 	})
 	allowed, budgetErr := map[string]int{}, map[string]string{}
+	pdbs, evicting := snapshotPDBs(snap), []*corev1.Pod(nil)
 	for _, c := range cands {
 		pool := c.NodePool.Name
 		if _, ok := allowed[pool]; !ok {
@@ -175,6 +178,25 @@ func PlanDrift(snap *events.Snapshot, rules cloud.NodeClassRules) DriftPlan {
 			}
 			plan.OverBudget = append(plan.OverBudget, DriftSkip{Node: c.Name(), Reason: why, NodeClaim: c.NodeClaim, NodePool: pool})
 			continue
+		}
+		// The PodDisruptionBudgets hold for the whole round: a node is chosen only when its pods
+		// can be evicted together with those of the nodes chosen before it. Karpenter makes no
+		// candidate of a node a PDB keeps from draining (NewCandidate: "pdb prevents pod
+		// evictions", sigs.k8s.io/karpenter pkg/controllers/disruption/types.go), except for an
+		// eventual disruption such as drift of a NodeClaim with a terminationGracePeriod, which
+		// ends the blocked drain when it passes; it then takes no PDB room here either.
+		if c.NodeClaim.Spec.TerminationGracePeriod == nil {
+			if err := pdbs.Check(append(append([]*corev1.Pod(nil), evicting...), c.Pods...)); err != nil {
+				var pe *PDBError
+				blocker := ""
+				if errors.As(err, &pe) {
+					blocker = kevents.PDBBlocks(pe.PDBs...)
+				}
+				plan.Blocked = append(plan.Blocked, DriftSkip{Node: c.Name(), Reason: "drift this round: " + err.Error(), Blocker: blocker,
+					NodeClaim: c.NodeClaim, NodePool: pool})
+				continue
+			}
+			evicting = append(evicting, c.Pods...)
 		}
 		allowed[pool]--
 		plan.Selected = append(plan.Selected, c)
@@ -203,4 +225,17 @@ func GraceExceeded(nc *apisv1.NodeClaim, tainted *time.Time, now time.Time) bool
 		return false
 	}
 	return !now.Before(tainted.Add(nc.Spec.TerminationGracePeriod.Duration))
+}
+
+// snapshotPDBs evaluates the snapshot's PodDisruptionBudgets over its bound and pending pods, as
+// NewState does for consolidation.
+func snapshotPDBs(snap *events.Snapshot) *PDBs {
+	all := make([]*corev1.Pod, 0, len(snap.Pods)+len(snap.PendingPods))
+	for i := range snap.Pods {
+		all = append(all, &snap.Pods[i])
+	}
+	for i := range snap.PendingPods {
+		all = append(all, &snap.PendingPods[i])
+	}
+	return NewPDBs(snap.PDBs, all)
 }

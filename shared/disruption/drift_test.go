@@ -7,12 +7,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud/aws/ec2class"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 )
 
 var driftNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -284,5 +287,48 @@ func TestEC2NodeClassHashDrift(t *testing.T) {
 	karpenters.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] = "v5"
 	if d := Drifted(karpenters, &node, &np, apisv1.NodeClassOf(changed), ec2class.Rules{}); d.Kind != "" {
 		t.Errorf("a hash of Karpenter's rule: %+v, want no drift", d)
+	}
+}
+
+// Issue 25, 7b: drift picks no more nodes in one round than the pods' PodDisruptionBudgets let
+// drain together. Karpenter makes no disruption candidate of a node whose pods a PDB keeps from
+// being evicted ("pdb prevents pod evictions", sigs.k8s.io/karpenter
+// pkg/controllers/disruption/types.go NewCandidate), except an eventual disruption (drift) of a
+// NodeClaim with a terminationGracePeriod.
+//
+// Three drifted nodes each run one pod of app=web; the PDB (minAvailable 2 of the 3 Ready pods)
+// allows 3 − 2 = 1 disruption. The budget (100%) would take all three; the PDB takes one: the
+// oldest node, n1. n2 and n3 are blocked by the PDB, and n3's NodeClaim, given a
+// terminationGracePeriod, is chosen after all.
+func TestPlanDriftHonoursPDBsAcrossTheRound(t *testing.T) {
+	np := driftPool("default", apisv1.Budget{Nodes: "100%"})
+	class := driftClass()
+	class.Status.AMIs = []apisv1.AMI{{ID: "ami-newer"}}
+	snap := &events.Snapshot{Cluster: "c", Revision: 3, Time: metav1.NewTime(driftNow),
+		NodePools: []apisv1.NodePool{np}, NodeClasses: []apisv1.NodeClass{{EC2: &class}}}
+	for i, name := range []string{"n1", "n2", "n3"} {
+		node, nc := driftNode(name, &np, driftNow.Add(-time.Duration(50-10*i)*time.Hour))
+		snap.Nodes = append(snap.Nodes, node)
+		snap.NodeClaims = append(snap.NodeClaims, nc)
+		p := driftBoundPod("web-"+name, name)
+		p.Labels = map[string]string{"app": "web"}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		snap.Pods = append(snap.Pods, p)
+	}
+	two := intstr.FromInt32(2)
+	snap.PDBs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &two, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}}
+	plan := PlanDrift(snap, ec2class.Rules{})
+	if got := strings.Join(driftNames(plan.Selected), ","); got != "n1" {
+		t.Fatalf("selected %s; want n1 only: the PDB allows one eviction", got)
+	}
+	if len(plan.Blocked) != 2 || plan.Blocked[0].Node != "n2" || plan.Blocked[1].Node != "n3" ||
+		!strings.Contains(plan.Blocked[0].Reason, "PodDisruptionBudget default/web allows 1") || plan.Blocked[0].Blocker != kevents.PDBBlocks("default/web") {
+		t.Fatalf("blocked %+v; want n2 and n3 held by PodDisruptionBudget default/web", plan.Blocked)
+	}
+	snap.NodeClaims[2].Spec.TerminationGracePeriod = &metav1.Duration{Duration: time.Hour}
+	plan = PlanDrift(snap, ec2class.Rules{})
+	if got := strings.Join(driftNames(plan.Selected), ","); got != "n1,n3" || len(plan.Blocked) != 1 || plan.Blocked[0].Node != "n2" {
+		t.Fatalf("selected %s, blocked %+v; want n1 and n3 (terminationGracePeriod), n2 blocked", got, plan.Blocked)
 	}
 }

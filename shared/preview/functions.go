@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
@@ -32,20 +33,31 @@ func (r *runner) drift() error {
 		r.block(Blocker{Node: s.Node, Function: FunctionDrift, Kind: BlockerBudget, Reason: "drifted but not replaced now: " + s.Reason})
 	}
 	for _, c := range plan.Selected {
-		if err := r.replaceDrifted(c); err != nil {
+		if err := r.replaceDrifted(c, plan.Budgets); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// expire hands an expired node to the termination path: forceful, no budget, no replacement
-// launched first; the evicted pods are placed by the provision function.
+// expire hands an expired node to the termination path as the drift function does
+// (disruption.Expiry, disruption.Sequence): forceful, no budget, capacity for its pods launched
+// in the same decision and not waited for; the evicted pods are placed on it.
 func (r *runner) expire(c disruption.DriftCandidate) error {
 	name := c.Name()
 	d := Decision{Function: FunctionDrift, Action: ActionDelete, Reason: disruption.ReasonExpired, Nodes: []NodeRef{r.w.ref(name)},
-		Why: c.Why() + "; handed to the termination path at once (expiry is forceful: no budget, no replacement first)"}
+		Why: c.Why() + "; handed to the termination path at once (expiry is forceful: no budget, no waiting for a replacement)"}
 	d.PricePerHourBefore = d.Nodes[0].PricePerHour
+	var plan *provisioning.Plan
+	if len(c.Pods) > 0 {
+		var err error
+		if plan, err = r.evacuation(name); err != nil {
+			return err
+		}
+	}
+	if err := r.sequence(&d, disruption.Expiry(c, plan, r.w.snap.Revision, r.w.now())); err != nil {
+		return err
+	}
 	r.w.taint(name, "", true)
 	if err := r.drainAndPlace(&d, name); err != nil {
 		return err
@@ -60,15 +72,15 @@ func (r *runner) expire(c disruption.DriftCandidate) error {
 // replaceDrifted evacuates a drifted node as the drift function does: the plan for its pods
 // with the node left out; the NodeClaims it needs are launched before the node is tainted and
 // drained. A node whose pods would have no place is left alone.
-func (r *runner) replaceDrifted(c disruption.DriftCandidate) error {
+func (r *runner) replaceDrifted(c disruption.DriftCandidate, budgets map[string]*events.BudgetReservation) error {
 	name := c.Name()
 	d := Decision{Function: FunctionDrift, Action: ActionDelete, Reason: apisv1.DisruptionReasonDrifted, Why: c.Why(),
 		DriftedField: c.Drift.Field, Nodes: []NodeRef{r.w.ref(name)}}
 	d.PricePerHourBefore = d.Nodes[0].PricePerHour
+	var plan *provisioning.Plan
 	if len(c.Pods) > 0 {
-		in, _ := disruption.EvacuationInput(r.w.snap, r.o.Catalog, r.o.NodeSettings, []string{name}, nil)
-		plan, err := provisioning.Solve(in)
-		if err != nil {
+		var err error
+		if plan, err = r.evacuation(name); err != nil {
 			return err
 		}
 		if len(plan.Unschedulable) > 0 {
@@ -77,13 +89,20 @@ func (r *runner) replaceDrifted(c disruption.DriftCandidate) error {
 				Reason: fmt.Sprintf("drifted but not replaced: pod %s would have no place: %s", podKey(u.Pod), u.Reason)})
 			return nil
 		}
+		if err := r.sequence(&d, disruption.DriftStart(c, plan, budgets, r.w.snap.Revision, r.w.now())); err != nil {
+			return err
+		}
 		keep, waits := r.drainBlockers(name)
-		plan = withoutPods(plan, keep)
-		if d.Moved, d.Launched, err = r.apply(plan); err != nil {
+		if d.Moved, d.Launched, err = r.apply(withoutPods(plan, keep)); err != nil {
 			return err
 		}
 		if len(waits) > 0 {
 			d.Waits = append(waits, r.waitUntil(name))
+		}
+	}
+	if plan == nil {
+		if err := r.sequence(&d, disruption.DriftStart(c, nil, budgets, r.w.snap.Revision, r.w.now())); err != nil {
+			return err
 		}
 	}
 	if len(d.Launched) > 0 {
@@ -95,6 +114,24 @@ func (r *runner) replaceDrifted(c disruption.DriftCandidate) error {
 		r.w.leaving[name] = true
 	}
 	r.add(d)
+	return nil
+}
+
+// evacuation is the plan for the node's evictable pods with the node left out, as the drift
+// function makes it (disruption.EvacuationInput, provisioning.Solve).
+func (r *runner) evacuation(node string) (*provisioning.Plan, error) {
+	in, _ := disruption.EvacuationInput(r.w.snap, r.o.Catalog, r.o.NodeSettings, []string{node}, nil)
+	return provisioning.Solve(in)
+}
+
+// sequence records on d the commands the deciding function publishes for dis: the one
+// disruption.Sequence every function runs.
+func (r *runner) sequence(d *Decision, dis disruption.Disruption) error {
+	steps, err := disruption.Sequence(r.w.snap.Cluster, dis)
+	if err != nil {
+		return err
+	}
+	d.Commands = append(d.Commands, disruption.CommandLines(steps)...)
 	return nil
 }
 
@@ -161,6 +198,9 @@ func (r *runner) consolidate() error {
 	}
 	for _, c := range d.Candidates {
 		out.Nodes = append(out.Nodes, r.w.ref(c.Node))
+	}
+	if err := r.sequence(&out, d.Start(st, r.w.snap.Revision)); err != nil {
+		return err
 	}
 	for _, repl := range d.Replacements {
 		l, err := r.launch(repl)

@@ -100,6 +100,12 @@ type Result struct {
 	PendingPods int `json:"pendingPods"`
 	// Unschedulable are pods that no node and no NodePool can take at the end.
 	Unschedulable []PodProblem `json:"unschedulable"`
+	// Nominated are pending pods the solver placed on an in-flight NodeClaim (launched, its node
+	// not registered yet), with its name: they wait for it, as Karpenter's scheduler counts
+	// in-flight NodeClaims as capacity and nominates pods to them (sigs.k8s.io/karpenter
+	// pkg/controllers/provisioning/scheduling: existing nodes include the in-flight ones; its
+	// Nominated event "Pod should schedule on: nodeclaim/<name>"). They are not unschedulable.
+	Nominated []PodMove `json:"nominated"`
 	// Stopped says why the rounds ended.
 	Stopped string `json:"stopped"`
 }
@@ -131,6 +137,10 @@ type Decision struct {
 	// Waits are what the drain waits for (PDBs allowing no disruption, do-not-disrupt pods),
 	// and until when.
 	Waits []string `json:"waits,omitempty"`
+	// Commands are the commands the deciding function publishes for it, in order, one a line
+	// ("<kind> <node or NodeClaim> <command ID>"): disruption.Sequence's, the function's own
+	// (the launches' CreateNodeClaim commands are the launch step's and not listed).
+	Commands []string `json:"commands,omitempty"`
 	// PricePerHourBefore sums Nodes, PricePerHourAfter Launched (USD per hour).
 	PricePerHourBefore float64 `json:"pricePerHourBefore"`
 	PricePerHourAfter  float64 `json:"pricePerHourAfter"`
@@ -218,6 +228,10 @@ func Run(snap *events.Snapshot, o Options) (*Result, error) {
 	res.Converged = SnapshotCost(r.w.snap, o.Catalog)
 	for i := range r.w.snap.PendingPods {
 		p := &r.w.snap.PendingPods[i]
+		if claim, ok := r.nominated[podKey(p)]; ok {
+			res.Nominated = append(res.Nominated, PodMove{Pod: podKey(p), To: claim})
+			continue
+		}
 		res.Unschedulable = append(res.Unschedulable, PodProblem{Pod: podKey(p), Reason: r.unplaced[podKey(p)]})
 	}
 	var err error
@@ -243,6 +257,9 @@ func (res *Result) finish() {
 	}
 	if res.Unschedulable == nil {
 		res.Unschedulable = []PodProblem{}
+	}
+	if res.Nominated == nil {
+		res.Nominated = []PodMove{}
 	}
 	for i := range res.Rounds {
 		r := &res.Rounds[i]
@@ -293,6 +310,8 @@ type runner struct {
 	cur *Round
 	// unplaced remembers why the solver could not place a pod.
 	unplaced map[string]string
+	// nominated remembers the in-flight NodeClaim the solver last placed a pending pod on.
+	nominated map[string]string
 	// migrating: a cluster without NodePools, whose node groups the first round drains.
 	migrating bool
 }

@@ -21,12 +21,20 @@ type placement struct {
 }
 
 // apply carries a plan out in the world: its NodeClaims are launched and every placed pod is
-// bound where the plan put it (pods on in-flight capacity stay pending: the preview's cluster
-// has none). Pod names are read before anything moves, as binding reorders the pod lists.
+// bound where the plan put it. Pods placed on an in-flight NodeClaim stay pending, nominated to
+// it (its node has not registered, so nothing can bind there yet); Run reports them as
+// Nominated, not unschedulable. Pod names are read before anything moves, as binding reorders
+// the pod lists.
 func (r *runner) apply(plan *provisioning.Plan) ([]PodMove, []Launch, error) {
 	var ps []placement
 	for _, e := range plan.ExistingNodes {
 		if e.InFlight {
+			for _, p := range e.Pods {
+				if r.nominated == nil {
+					r.nominated = map[string]string{}
+				}
+				r.nominated[podKey(p)] = e.Name
+			}
 			continue
 		}
 		for _, p := range e.Pods {
@@ -43,6 +51,7 @@ func (r *runner) apply(plan *provisioning.Plan) ([]PodMove, []Launch, error) {
 			r.unplaced = map[string]string{}
 		}
 		r.unplaced[podKey(u.Pod)] = u.Reason
+		delete(r.nominated, podKey(u.Pod)) // the latest plan decides
 	}
 	launches := make([]Launch, len(plan.NodeClaims))
 	for i, nc := range plan.NodeClaims {

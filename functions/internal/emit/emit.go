@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,20 @@ func (e Emitter) Command(ctx context.Context, at time.Time, c events.Command) er
 
 // Poison marks err as a message that can never succeed (dead-lettered with its reason).
 func Poison(err error) error { return fmt.Errorf("%w: %w", queue.ErrPoison, err) }
+
+// Accept is the one rule every function applies to an event's type: a type in handled is
+// accepted (nil); any other is poison naming the type, the function and what it handles, so the
+// record is dead-lettered with its reason rather than acknowledged and lost. events.Decode has
+// already refused types Dovetail does not define, so what reaches here is a Dovetail type sent
+// to the wrong function (a command on the events subject, say).
+func Accept(component, typ string, handled ...string) error {
+	for _, h := range handled {
+		if typ == h {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: type: %q is not handled by the %s function (it handles %s)", queue.ErrPoison, typ, component, strings.Join(handled, ", "))
+}
 
 // PoisonIfMalformed marks malformed or unsupported-version payloads as poison and passes other
 // errors (a blob store that failed, say) through for redelivery.
