@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dovetail-dev/dovetail/events"
-	"github.com/dovetail-dev/dovetail/events/notices"
 	"github.com/dovetail-dev/dovetail/functions/interruption"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
@@ -86,13 +85,9 @@ func webPods(n int, cpu, mem string, grace int64) []corev1.Pod {
 
 func ptr[T any](v T) *T { return &v }
 
-// SpotNoticeJSON renders a fake-cloud interruption as the EventBridge event EC2 sends (the shape
-// of shared/data/events/aws/ec2_spot_instance_interruption_warning.json).
-func SpotNoticeJSON(n fake.Interruption, id string) []byte {
-	return []byte(fmt.Sprintf(`{"version":"0","id":%q,"detail-type":%q,"source":"aws.ec2","account":"123456789012","time":%q,"region":"us-east-1",`+
-		`"resources":["arn:aws:ec2:us-east-1:123456789012:instance/%s"],"detail":{"instance-id":%q,"instance-action":"terminate"}}`,
-		id, notices.DetailTypeSpotInterruption, n.Time.UTC().Format(time.RFC3339), n.InstanceID, n.InstanceID))
-}
+// SpotNoticeJSON renders a fake-cloud interruption as the EventBridge event EC2 sends
+// (fake.Interruption.SpotNoticeJSON).
+func SpotNoticeJSON(n fake.Interruption, id string) []byte { return n.SpotNoticeJSON(id) }
 
 // Interruption runs the spot-interruption scenario: 6 web pods (500m, 1 GiB, 30 s grace) are
 // provisioned on spot capacity; EC2 then interrupts the spot node holding the most pods. The
