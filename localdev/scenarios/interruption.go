@@ -98,7 +98,10 @@ func SpotNoticeJSON(n fake.Interruption, id string) []byte { return n.SpotNotice
 func Interruption(ctx context.Context, out io.Writer) (*InterruptionResult, error) {
 	const bootDelay = 40 * time.Second
 	w := NewWorld(Start, bootDelay, out)
-	w.AddPools([]apisv1.NodePool{spotPool()}, []apisv1.NodeClass{{EC2: ptr(defaultClass("ami-0aaaaaaaaaaaaaaa1"))}})
+	defer w.Close()
+	if err := w.AddPools([]apisv1.NodePool{spotPool()}, []apisv1.NodeClass{{EC2: ptr(defaultClass("ami-0aaaaaaaaaaaaaaa1"))}}); err != nil {
+		return nil, err
+	}
 	return runInterruption(ctx, w, bootDelay, reclaim{kind: fake.KindSpotInterruption, who: "EC2", what: "spot interruption warning",
 		notice: func(it fake.Interruption) []byte { return SpotNoticeJSON(it, "00000000-0000-4000-8000-000000000001") }})
 }
@@ -115,7 +118,9 @@ type reclaim struct {
 // spot node with the most pods, and delivers the notice to the interruption function until it is
 // acknowledged (every 5 s, the transport's backoff), then runs past the reclaim.
 func runInterruption(ctx context.Context, w *World, bootDelay time.Duration, r reclaim) (*InterruptionResult, error) {
-	w.AddPods(webPods(6, "500m", "1Gi", 30)...)
+	if err := w.AddPods(webPods(6, "500m", "1Gi", 30)...); err != nil {
+		return nil, err
+	}
 	d, err := w.Provision(ctx)
 	if err != nil {
 		return nil, err
