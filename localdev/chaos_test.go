@@ -16,7 +16,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/dovetail-dev/dovetail/localdev/scenarios"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
@@ -209,7 +208,7 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := fmt.Sprintf("notice-%d", i)
-		if err := pub.Publish(ctx, queue.NoticesSubject(env.Options.Cluster), id, scenarios.SpotNoticeJSON(it, id)); err != nil {
+		if err := pub.Publish(ctx, queue.NoticesSubject(env.Options.Cluster), id, it.SpotNoticeJSON(id)); err != nil {
 			t.Fatal(err)
 		}
 		interrupted[insts[i].ProviderID] = true

@@ -34,6 +34,9 @@ type Cluster struct {
 	// credentials in a real control plane); nil means the agent uses Kube and Dynamic.
 	AgentKube    kubernetes.Interface
 	AgentDynamic dynamic.Interface
+
+	// now is the in-memory cluster's clock (nil for a real cluster).
+	now func() time.Time
 }
 
 // NewInMemoryCluster returns an empty in-memory cluster. Mind what client-go's fake clientset
@@ -41,13 +44,18 @@ type Cluster struct {
 // relies on none of them; the real-control-plane e2e checks them). The Eviction API with
 // PodDisruptionBudgets and the controllers' re-creation of evicted pods are given to it here
 // (evictionRules), as drains depend on them.
-func NewInMemoryCluster() *Cluster {
+func NewInMemoryCluster() *Cluster { return NewInMemoryClusterAt(time.Now) }
+
+// NewInMemoryClusterAt is NewInMemoryCluster on the clock now: the API server's timestamps
+// (creation, deletion) and the controllers' (a re-created pod's creation) are read from it, so a
+// scenario on a fake clock sees the times its functions decide with.
+func NewInMemoryClusterAt(now func() time.Time) *Cluster {
 	kc := kubefake.NewClientset()
 	dc := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kube.ListKinds)
-	apiServerRules(kc, time.Now)
-	evictionRules(kc)
-	apiServerRules(dc, time.Now)
-	return &Cluster{Kube: kc, Dynamic: dc, InMemory: true}
+	apiServerRules(kc, now)
+	evictionRules(kc, now)
+	apiServerRules(dc, now)
+	return &Cluster{Kube: kc, Dynamic: dc, InMemory: true, now: now}
 }
 
 // Apply creates the scenario's objects. In an in-memory cluster the controllers' pods are

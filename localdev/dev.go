@@ -442,15 +442,11 @@ func (e *Env) goRun(f func() error) {
 
 // runStandIns runs the DaemonSet controller and scheduler stand-ins every 100 ms.
 func (e *Env) runStandIns(ctx context.Context) error {
-	ds := &daemonSets{kube: e.Cluster.Kube}
-	b := &binder{kube: e.Cluster.Kube, marked: map[string]bool{}, onBind: e.Progress.Bound}
+	s := e.Cluster.StandIns(e.Progress.Bound)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if err := ds.pass(ctx); err != nil && ctx.Err() == nil {
-			return err
-		}
-		if _, err := b.pass(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.Pass(ctx); err != nil && ctx.Err() == nil {
 			return err
 		}
 		select {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -28,7 +29,7 @@ var (
 // rule: healthy pods minus the budget's desired healthy; a pod not yet healthy may go while the
 // budget holds); and the workload controllers' answer to a controlled pod going (evicted or
 // deleted): a ReplicaSet makes a new pod, a StatefulSet the same one again, pending.
-func evictionRules(c *kubefake.Clientset) {
+func evictionRules(c *kubefake.Clientset, now func() time.Time) {
 	tracker := c.Tracker()
 	var seq atomic.Int64
 	c.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
@@ -53,7 +54,7 @@ func evictionRules(c *kubefake.Clientset) {
 		if err := tracker.Delete(podsGVR, pod.Namespace, pod.Name); err != nil {
 			return true, nil, err
 		}
-		return true, ev, recreate(tracker, pod, &seq)
+		return true, ev, recreate(tracker, pod, &seq, now)
 	})
 	c.PrependReactor("delete", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		da := a.(clienttesting.DeleteAction)
@@ -68,7 +69,7 @@ func evictionRules(c *kubefake.Clientset) {
 		if err := tracker.Delete(podsGVR, pod.Namespace, pod.Name); err != nil {
 			return true, nil, err
 		}
-		return true, nil, recreate(tracker, pod, &seq)
+		return true, nil, recreate(tracker, pod, &seq, now)
 	})
 }
 
@@ -136,13 +137,13 @@ var replicaSuffix = regexp.MustCompile(`-r[0-9]+$`)
 // recreate is the pod's controller making it again: a ReplicaSet (or the Deployment the
 // in-memory cluster names as owner: it creates no ReplicaSets) a new pod with a new name, a
 // StatefulSet the same name; pending, unbound. Other pods are not recreated.
-func recreate(tracker clienttesting.ObjectTracker, pod *corev1.Pod, seq *atomic.Int64) error {
+func recreate(tracker clienttesting.ObjectTracker, pod *corev1.Pod, seq *atomic.Int64, now func() time.Time) error {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil || (owner.Kind != "ReplicaSet" && owner.Kind != "Deployment" && owner.Kind != "StatefulSet") {
 		return nil
 	}
 	p := &corev1.Pod{ObjectMeta: *pod.ObjectMeta.DeepCopy(), Spec: *pod.Spec.DeepCopy()}
-	p.ResourceVersion, p.DeletionTimestamp, p.CreationTimestamp = "", nil, metav1.Now()
+	p.ResourceVersion, p.DeletionTimestamp, p.CreationTimestamp = "", nil, metav1.NewTime(now())
 	n := seq.Add(1)
 	p.UID = types.UID(fmt.Sprintf("in-memory-recreated-%d", n))
 	if owner.Kind != "StatefulSet" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,34 @@ import (
 // affinity, required hostname anti-affinity), so they are a check of what Dovetail launched, not
 // an independent one; the real-control-plane e2e runs the real kube-scheduler instead.
 
+// StandIns are the in-memory cluster's DaemonSet controller and kube-scheduler, run one pass at
+// a time: `dovetail dev` every 100 ms (Env.runStandIns), the scenarios once per step of their
+// fake clock (localdev/scenarios).
+type StandIns struct {
+	ds *daemonSets
+	b  *binder
+}
+
+// StandIns returns the stand-ins of an in-memory cluster; onBind (optional) is told of every
+// binding, as "namespace/name" and the node.
+func (c *Cluster) StandIns(onBind func(pod, node string)) *StandIns {
+	now := c.now
+	if now == nil {
+		now = time.Now
+	}
+	return &StandIns{ds: &daemonSets{kube: c.Kube}, b: &binder{kube: c.Kube, marked: map[string]bool{}, onBind: onBind, now: now}}
+}
+
+// Pass runs the DaemonSet controller (a pod of each DaemonSet on every node it selects) and then
+// kube-scheduler (every pending pod that fits a Ready node is bound). It returns how many
+// workload pods are still unbound, and the first API error.
+func (s *StandIns) Pass(ctx context.Context) (int, error) {
+	if err := s.ds.pass(ctx); err != nil {
+		return 0, err
+	}
+	return s.b.pass(ctx)
+}
+
 // binder is the local stand-in for kube-scheduler.
 type binder struct {
 	kube kubernetes.Interface
@@ -28,6 +57,8 @@ type binder struct {
 	onBind func(pod, node string)
 	// marked remembers pods already marked Unschedulable, so they are not re-updated each pass.
 	marked map[string]bool
+	// now stamps the pod conditions it writes.
+	now func() time.Time
 }
 
 // nodeState is one node's free capacity and residents during a binding pass.
@@ -199,7 +230,7 @@ func matchesAny(alts []scheduling.Requirements, labels map[string]string) bool {
 func (b *binder) bind(ctx context.Context, p *corev1.Pod, node string) error {
 	p = p.DeepCopy()
 	p.Spec.NodeName = node
-	now := metav1.Now()
+	now := metav1.NewTime(b.now())
 	p.Status.Phase = corev1.PodRunning
 	p.Status.Conditions = setCondition(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now})
 	p.Status.Conditions = setCondition(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now})
@@ -223,7 +254,7 @@ func (b *binder) markUnschedulable(ctx context.Context, p *corev1.Pod, why strin
 	}
 	p = p.DeepCopy()
 	p.Status.Conditions = setCondition(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-		Reason: corev1.PodReasonUnschedulable, Message: why, LastTransitionTime: metav1.Now()})
+		Reason: corev1.PodReasonUnschedulable, Message: why, LastTransitionTime: metav1.NewTime(b.now())})
 	if _, err := b.kube.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("marking %s unschedulable: %w", key, err)
 	}

@@ -147,8 +147,7 @@ func TestTerminationSurvivesACrashAtEveryStep(t *testing.T) {
 		}
 		w.Schedule()
 		nc, node := theClaim(t, w)
-		if err := w.Publish(ctx, queue.CommandsSubject(scenarios.Cluster), "kubectl", mustCommand(t, events.Command{ID: "kubectl", Kind: events.CommandDeleteNodeClaim,
-			Cluster: scenarios.Cluster, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}}})); err != nil {
+		if err := w.DeleteNodeClaim(nc.Name); err != nil {
 			t.Fatal(err)
 		}
 		crashed := false

@@ -11,12 +11,10 @@ import (
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dovetail-dev/dovetail/events/notices"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
-	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/azureapi"
@@ -36,8 +34,10 @@ func NewAzureWorld(start time.Time, bootDelay time.Duration, out io.Writer) (*Wo
 	if err != nil {
 		return nil, err
 	}
-	w := &World{Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Clock: clocktesting.NewFakeClock(start), Out: out,
-		nodes: map[string]*corev1.Node{}, pods: map[string]*corev1.Pod{}, claims: map[string]*apisv1.NodeClaim{}, Registered: map[string]time.Time{}}
+	w := newWorld(start, cat, apisv1.KindAKSNodeClass, out)
+	if w.err != nil {
+		return nil, w.err
+	}
 	w.Cloud = fake.New(fake.Options{Catalog: cat, Cluster: Cluster, Clock: w.Clock, BootDelay: bootDelay, Registrar: w})
 	face := azureapi.New(azureapi.Options{Cloud: w.Cloud, SubscriptionID: azureSubscription, ResourceGroup: azureNodeRG, Subnets: []string{azureSubnet}})
 	p, err := azure.New(azure.Options{Cluster: Cluster, SubscriptionID: azureSubscription, ResourceGroup: azureNodeRG, Location: cat.Region,
@@ -46,6 +46,7 @@ func NewAzureWorld(start time.Time, bootDelay time.Duration, out io.Writer) (*Wo
 		KubernetesVersion: strings.TrimPrefix(fake.DefaultKubeletVersion, "v"),
 		Bootstrap:         azure.Bootstrap{APIServer: "https://kubernetes.default.svc"}})
 	if err != nil {
+		w.Close()
 		return nil, err
 	}
 	w.Provider = p
@@ -75,11 +76,15 @@ func aksSpotWorld(out io.Writer) (*World, error) {
 		return nil, err
 	}
 	family := apisv1.ImageFamilyUbuntu2204
-	w.AddPools([]apisv1.NodePool{aksSpotPool()}, []apisv1.NodeClass{{AKS: &apisv1.AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: apisv1.AKSNodeClassSpec{ImageFamily: &family}}}})
+	if err := w.AddPools([]apisv1.NodePool{aksSpotPool()}, []apisv1.NodeClass{{AKS: &apisv1.AKSNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: apisv1.AKSNodeClassSpec{ImageFamily: &family}}}}); err != nil {
+		w.Close()
+		return nil, err
+	}
 	// The lifecycle function resolves the AKSNodeClass (images, Kubernetes version, subnet) first:
 	// the provision function launches nothing for a class without a Ready condition.
 	if err := w.Lifecycle(context.Background()); err != nil {
+		w.Close()
 		return nil, err
 	}
 	return w, nil
@@ -115,6 +120,7 @@ func AzurePreemption(ctx context.Context, out io.Writer) (*InterruptionResult, e
 	if err != nil {
 		return nil, err
 	}
+	defer w.Close()
 	return runInterruption(ctx, w, aksBootDelay, reclaim{kind: fake.KindAzurePreempt, who: "Azure", what: "Scheduled Events Preempt",
 		notice: func(it fake.Interruption) []byte {
 			// As the node's publisher sends it (agent/scheduledevents): read by the preempted VM.
@@ -169,6 +175,7 @@ func AzureEventGridPreemption(ctx context.Context, out io.Writer) (*Interruption
 	if err != nil {
 		return nil, err
 	}
+	defer w.Close()
 	return runInterruption(ctx, w, aksBootDelay, reclaim{kind: fake.KindAzurePreempt, who: "Azure", what: "Event Grid VirtualMachinePreempted",
 		notice: func(it fake.Interruption) []byte {
 			return EventGridPreemptedJSON(it, "00000000-0000-4000-8000-000000000062")

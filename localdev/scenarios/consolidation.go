@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,12 +15,8 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/consolidate"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
-	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
-	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
-	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/queue"
-	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
 // ConsolidationResult is what the consolidation scenario ends with.
@@ -30,134 +24,114 @@ type ConsolidationResult struct {
 	Before, After float64 // cluster $/h
 	Decisions     int
 	PodsBefore    int
-	PodsAfter     int // workload pods still running (none may be lost)
+	PodsAfter     int // workload pods bound at the end (none may be lost)
 }
 
+// consolidationBootDelay is how long a replacement takes to register in the consolidation
+// scenario.
+const consolidationBootDelay = 30 * time.Second
+
 // Consolidation scales a 24-replica web Deployment on six m5.xlarge nodes down to 6 replicas,
-// then runs the consolidate function snapshot after snapshot until it has nothing left to do,
-// printing what it decided and why and the cluster's $/h before and after. The function, the
-// fake cloud and the codec are the real ones; the cluster is an in-process model in which a
-// stand-in agent applies the commands (taint, drain: evicted pods are recreated on the first
-// untainted node with room, as a Deployment and kube-scheduler would; delete) and the fake
-// cloud's launches register as Ready nodes on the next snapshot.
+// then runs the consolidate function on a snapshot every 30 s until it has nothing left to do
+// and every node it handed off is gone, printing what it decided and why and the cluster's $/h
+// before and after. The function, the agent applying its commands, the lifecycle function
+// (registration, termination) and the fake cloud are the real ones (World).
 func Consolidation(ctx context.Context, out io.Writer) (*ConsolidationResult, error) {
-	cat, err := catalog.AWS()
-	if err != nil {
+	w := NewWorld(Start, consolidationBootDelay, out)
+	defer w.Close()
+	pool := defaultPool()
+	if err := w.AddPools([]apisv1.NodePool{pool}, []apisv1.NodeClass{{EC2: ptr(defaultClass(OldAMI))}}); err != nil {
 		return nil, err
 	}
-	const clusterName = "dev"
-	m := &model{cat: cat, now: time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC), rev: 1}
-	m.cloud = fake.New(fake.Options{Catalog: cat, Cluster: clusterName, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	m.pool = defaultPool()
 	for i := 0; i < 6; i++ {
-		if err := m.addNode(fmt.Sprintf("node-%d", i), "m5.xlarge", "", nil); err != nil {
+		if err := launched(ctx, w, &pool, i, fmt.Sprintf("node-%d", i), "m5.xlarge", "us-east-1a"); err != nil {
 			return nil, err
 		}
 	}
+	var pods []corev1.Pod
 	for i := 0; i < 24; i++ {
-		m.addPod(fmt.Sprintf("web-%02d", i), fmt.Sprintf("node-%d", i%6))
+		pods = append(pods, runningWebPod(fmt.Sprintf("web-%02d", i), fmt.Sprintf("node-%d", i%6), w.Clock.Now()))
 	}
-	res := &ConsolidationResult{Before: m.price()}
-	fmt.Fprintf(out, "cluster: %d nodes, %d web pods (700m, 1Gi each), %.4f $/h\n", len(m.nodes), len(m.pods), res.Before)
-	m.pods = m.pods[:6] // kubectl scale deployment web --replicas=6: the newest 18 pods go
-	res.PodsBefore = len(m.pods)
-	fmt.Fprintf(out, "scaled web down to %d replicas; consolidating\n", len(m.pods))
+	if err := w.AddPods(pods...); err != nil {
+		return nil, err
+	}
+	// The lifecycle function registers and initializes the six nodes.
+	if err := w.Step(ctx, time.Second); err != nil {
+		return nil, err
+	}
+	res := &ConsolidationResult{Before: price(w)}
+	w.printf("cluster: %d nodes, %d web pods (700m, 1Gi each), %.4f $/h", len(w.Nodes()), len(pods), res.Before)
+	// kubectl scale deployment web --replicas=6: the ReplicaSet deletes the newest 18 pods.
+	if err := scaleDown(ctx, w, pods[6:]); err != nil {
+		return nil, err
+	}
+	res.PodsBefore = 6
+	w.printf("scaled web down to %d replicas; consolidating", res.PodsBefore)
 
-	pub := &recorder{}
-	h := &consolidate.Handler{Cluster: clusterName, Catalog: cat, NodeSettings: cloud.NodeSettingsFor, Provider: m.cloud, Publisher: pub,
-		Codec: events.Codec{Blobs: &events.MemoryBlobStore{}}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now: func() time.Time { return m.now }}
-	for step := 0; step < 40; step++ {
-		m.now = m.now.Add(30 * time.Second)
-		m.rev++
-		snap := m.snapshot(clusterName)
-		data, err := h.Codec.NewEvent(ctx, clusterName, "agent", events.TypeSnapshot, fmt.Sprintf("snap-%d", m.rev), snap)
+	h := &consolidate.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: w,
+		Codec: events.Codec{Blobs: w.Blobs}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now}
+	for step := 0; step < 60; step++ {
+		if err := w.Step(ctx, 30*time.Second); err != nil {
+			return nil, err
+		}
+		snap := w.Snapshot()
+		data, err := h.Codec.NewEvent(ctx, Cluster, "agent", events.TypeSnapshot, fmt.Sprintf("snapshot-%d", snap.Revision), snap)
 		if err != nil {
 			return nil, err
 		}
 		var o consolidate.Outcome
 		h.OnOutcome = func(x consolidate.Outcome) { o = x }
+		sent := len(w.Commands)
 		if err := h.Handle(ctx, queue.Message{Data: data, Attempt: 1}); err != nil {
 			return nil, err
 		}
 		if o.Decision != nil && o.Abandoned == "" {
 			res.Decisions++
-			fmt.Fprintf(out, "[rev %d] decided: %s\n         why: %s\n", m.rev, o.Decision, o.Decision.Why)
+			w.printf("consolidation: decided %s", o.Decision)
+			w.printf("  why: %s", o.Decision.Why)
 		}
 		for _, p := range o.Progress {
 			if p.Waiting != "" {
-				fmt.Fprintf(out, "[rev %d] consolidation %s waits: %s\n", m.rev, p.ID, p.Waiting)
+				w.printChanged("consolidation "+p.ID, p.Waiting, "consolidation %s waits: %s", p.ID, p.Waiting)
 			}
 		}
-		cmds := pub.take(h)
-		for _, c := range cmds {
-			fmt.Fprintf(out, "[rev %d]   %s %s%s\n", m.rev, c.Kind, c.NodeName, claimName(c))
-			if err := m.apply(c); err != nil {
-				return nil, err
-			}
+		for _, c := range w.Commands[sent:] {
+			w.printf("  %s %s", c.Kind, target(&c))
 		}
-		if o.Decision == nil && len(o.Progress) == 0 && len(cmds) == 0 {
-			fmt.Fprintf(out, "[rev %d] nothing more to consolidate (%v)\n", m.rev, o.Report.Tried)
+		if o.Decision == nil && len(o.Progress) == 0 && len(w.Commands) == sent && settled(snap) {
+			w.printf("nothing more to consolidate (%v)", o.Report.Tried)
 			break
 		}
 	}
-	res.After, res.PodsAfter = m.price(), len(m.pods)
-	fmt.Fprintf(out, "after: %d nodes, %d web pods, %.4f $/h (was %.4f $/h, saves %.4f $/h)\n", len(m.nodes), res.PodsAfter, res.After, res.Before, res.Before-res.After)
+	if err := w.Err(); err != nil {
+		return nil, err
+	}
+	res.After = price(w)
+	res.PodsAfter, _ = w.PodsBound()
+	w.printf("after: %d nodes, %d web pods bound, %.4f $/h (was %.4f $/h, saves %.4f $/h)", len(w.Nodes()), res.PodsAfter, res.After, res.Before, res.Before-res.After)
 	return res, nil
 }
 
-func claimName(c events.Command) string {
-	if c.NodeClaim != nil {
-		return c.NodeClaim.Name
-	}
-	return ""
-}
-
-// recorder is an in-process queue.Publisher for the scenario: it keeps what was published.
-type recorder struct {
-	mu   sync.Mutex
-	data [][]byte
-}
-
-func (r *recorder) Publish(_ context.Context, _ string, _ string, data []byte) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.data = append(r.data, data)
-	return nil
-}
-
-func (r *recorder) take(h *consolidate.Handler) []events.Command {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []events.Command
-	for _, d := range r.data {
-		env, err := events.Decode(d)
-		if err != nil {
-			continue
-		}
-		if c, err := h.Codec.Command(context.Background(), env); err == nil {
-			out = append(out, *c)
+// settled reports whether the termination path has finished: no node or NodeClaim is being
+// deleted and no pod waits for a node.
+func settled(snap *events.Snapshot) bool {
+	for _, n := range snap.Nodes {
+		if n.DeletionTimestamp != nil {
+			return false
 		}
 	}
-	r.data = nil
-	return out
-}
-
-// model is the scenario's cluster.
-type model struct {
-	cat    *catalog.Catalog
-	cloud  *fake.Cloud
-	now    time.Time
-	rev    int64
-	pool   apisv1.NodePool
-	nodes  []corev1.Node
-	claims []apisv1.NodeClaim
-	pods   []corev1.Pod
+	for _, nc := range snap.NodeClaims {
+		if nc.DeletionTimestamp != nil {
+			return false
+		}
+	}
+	return len(snap.PendingPods) == 0
 }
 
 func defaultPool() apisv1.NodePool {
 	after := apisv1.MustParseNillableDuration("0s")
 	np := apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "np-default"}}
+	np.Spec.Template.Spec.NodeClassRef = &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: apisv1.KindEC2NodeClass, Name: "default"}
 	np.Spec.Template.Spec.Requirements = []apisv1.NodeSelectorRequirementWithMinValues{
 		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
 		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelInstanceCategory, Operator: corev1.NodeSelectorOpIn, Values: []string{"c", "m", "r"}}},
@@ -169,65 +143,100 @@ func defaultPool() apisv1.NodePool {
 	return np
 }
 
-// addNode adds a Ready node; an existing instance (pid) is used when given, else one is put in
-// the fake cloud.
-func (m *model) addNode(name, it, pid string, claim *apisv1.NodeClaim) error {
-	t := m.cat.Get(it)
-	zone := "us-east-1a"
-	if pid == "" {
-		id := fmt.Sprintf("i-%017x", len(m.nodes)+len(m.claims)+1)
-		if err := m.cloud.AddInstance(cloud.Instance{ID: id, Zone: zone, InstanceType: it, CapacityType: "on-demand",
-			Tags: map[string]string{apisv1.TagCluster: "dev"}}); err != nil {
-			return err
-		}
-		pid = cloud.AWSProviderID(zone, id)
+// launched records an on-demand instance Dovetail launched before the scenario, as the launch
+// step leaves one (shared/launch): the instance runs in the fake cloud with the cluster's tags,
+// its NodeClaim is created by the agent from a CreateNodeClaim command (so it carries the
+// agent's ownership mark and the termination finalizer), and its kubelet registers the Node
+// with the NodePool's label and the karpenter.sh/unregistered taint, for the lifecycle function
+// to register.
+func launched(ctx context.Context, w *World, pool *apisv1.NodePool, i int, name, instanceType, zone string) error {
+	it := w.Catalog.Get(instanceType)
+	if it == nil {
+		return fmt.Errorf("instance type %q: not in the catalog", instanceType)
 	}
-	labels := map[string]string{}
-	for k, v := range t.Labels {
+	inst := cloud.Instance{ID: fmt.Sprintf("i-%017x", i+1), Zone: zone, InstanceType: instanceType, CapacityType: apisv1.CapacityTypeOnDemand,
+		Tags: map[string]string{apisv1.TagCluster: Cluster, apisv1.TagNodePool: pool.Name, apisv1.TagNodeClaim: name}}
+	if err := w.Cloud.AddInstance(inst); err != nil {
+		return err
+	}
+	inst.ProviderID = cloud.AWSProviderID(zone, inst.ID)
+	now := metav1.NewTime(w.Clock.Now())
+	labels := map[string]string{apisv1.LabelNodePool: pool.Name, corev1.LabelTopologyZone: zone, apisv1.LabelCapacityType: inst.CapacityType}
+	for k, v := range it.Labels {
 		labels[k] = v
 	}
-	ct := "on-demand"
-	if claim != nil {
-		zone, ct = claim.Labels[corev1.LabelTopologyZone], claim.Labels[apisv1.LabelCapacityType]
+	nc := &apisv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Finalizers: []string{events.FinalizerTermination}, CreationTimestamp: now,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: apisv1.GroupVersion, Kind: "NodePool", Name: pool.Name, UID: pool.UID, BlockOwnerDeletion: ptr(true)}}},
+		Spec: apisv1.NodeClaimSpec{NodeClassRef: pool.Spec.Template.Spec.NodeClassRef, Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
+			{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{instanceType}}}}},
+		Status: apisv1.NodeClaimStatus{ProviderID: inst.ProviderID, Capacity: it.Capacity, Allocatable: it.Allocatable(), ImageID: OldAMI,
+			Conditions: []metav1.Condition{{Type: apisv1.ConditionLaunched, Status: metav1.ConditionTrue, Reason: "Launched", LastTransitionTime: now}}},
 	}
-	labels[corev1.LabelHostname], labels[corev1.LabelTopologyZone], labels[apisv1.LabelCapacityType], labels[apisv1.LabelNodePool] = name, zone, ct, "default"
-	m.nodes = append(m.nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(m.now)},
-		Spec: corev1.NodeSpec{ProviderID: pid},
-		Status: corev1.NodeStatus{Allocatable: t.Allocatable(), Capacity: t.Capacity,
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}})
-	if claim == nil {
-		claim = &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-" + name, UID: types.UID("nc-uid-" + name), Labels: map[string]string{apisv1.LabelNodePool: "default"}},
-			Status: apisv1.NodeClaimStatus{ProviderID: pid}}
+	cmd := events.Command{ID: "seed-launch-" + name, Kind: events.CommandCreateNodeClaim, Cluster: Cluster, NodeClaim: nc,
+		Reason: "launched before the scenario"}
+	data, err := events.NewEvent(Cluster, "provision", events.TypeCommand, cmd.ID, &cmd)
+	if err != nil {
+		return err
 	}
-	c := *claim
-	c.Status.NodeName = name
-	if c.UID == "" {
-		c.UID = types.UID("nc-uid-" + c.Name)
+	if err := w.Publish(ctx, queue.CommandsSubject(Cluster), cmd.ID, data); err != nil {
+		return err
 	}
-	m.claims = append(m.claims, c)
+	if len(w.Failed) > 0 || len(w.Refused) > 0 {
+		return fmt.Errorf("NodeClaim %s: the agent did not record it: %v %v", name, w.Failed, w.Refused)
+	}
+	node, err := cloud.NodeFor(it, inst, cloud.NodeSpec{Name: name, Region: w.Catalog.Region, Labels: map[string]string{apisv1.LabelNodePool: pool.Name},
+		Taints: []corev1.Taint{{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute}}, Now: w.Clock.Now()})
+	if err != nil {
+		return err
+	}
+	return w.RegisterNode(ctx, node)
+}
+
+// runningWebPod is a pod of the web Deployment (700m, 1 GiB) running and Ready on node.
+func runningWebPod(name, node string, now time.Time) corev1.Pod {
+	st := metav1.NewTime(now.Add(-time.Hour))
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), CreationTimestamp: st, Labels: map[string]string{"app": "web"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "rs-web", Controller: ptr(true)}}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "web", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("700m"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &st, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: st}, {Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: st}}}}
+}
+
+// scaleDown deletes pods as their ReplicaSet does when its replicas shrink. The in-memory
+// cluster's controller stand-in re-creates every controlled pod that goes (localdev's
+// evictionRules: it cannot tell a scale-down from an eviction), so the pods are released from
+// the ReplicaSet first, which leaves it nothing to replace.
+func scaleDown(ctx context.Context, w *World, pods []corev1.Pod) error {
+	pc := w.Cluster.Kube.CoreV1().Pods("default")
+	for i := range pods {
+		p, err := pc.Get(ctx, pods[i].Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.OwnerReferences = nil
+		if _, err := pc.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		if err := pc.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		if err := w.settle(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-func (m *model) addPod(name, node string) {
-	ctrl := true
-	st := metav1.NewTime(m.now.Add(-time.Hour))
-	m.pods = append(m.pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), CreationTimestamp: st, Labels: map[string]string{"app": "web"},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "rs-web", Controller: &ctrl}}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "web", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("700m"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &st}})
-}
-
-func (m *model) snapshot(cluster string) *events.Snapshot {
-	return &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: m.rev, Time: metav1.NewTime(m.now),
-		NodePools: []apisv1.NodePool{m.pool}, Nodes: append([]corev1.Node(nil), m.nodes...),
-		NodeClaims: append([]apisv1.NodeClaim(nil), m.claims...), Pods: append([]corev1.Pod(nil), m.pods...)}
-}
-
-func (m *model) price() float64 {
+// price is the cluster's $/h: the catalog price of every node's offering.
+func price(w *World) float64 {
 	var t float64
-	for _, n := range m.nodes {
-		it := m.cat.Get(n.Labels[corev1.LabelInstanceTypeStable])
+	for _, n := range w.Nodes() {
+		it := w.Catalog.Get(n.Labels[corev1.LabelInstanceTypeStable])
+		if it == nil {
+			continue
+		}
 		for _, o := range it.Offerings {
 			if o.Zone == n.Labels[corev1.LabelTopologyZone] && o.CapacityType == n.Labels[apisv1.LabelCapacityType] {
 				t += o.PricePerHour
@@ -235,73 +244,4 @@ func (m *model) price() float64 {
 		}
 	}
 	return t
-}
-
-// apply is the stand-in agent.
-func (m *model) apply(c events.Command) error {
-	switch c.Kind {
-	case events.CommandCreateNodeClaim:
-		// The instance boots; its node registers Ready before the next snapshot.
-		return m.addNode("node-"+c.NodeClaim.Name, c.NodeClaim.Labels[corev1.LabelInstanceTypeStable], c.NodeClaim.Status.ProviderID, c.NodeClaim)
-	case events.CommandTaintNode:
-		for i := range m.nodes {
-			if m.nodes[i].Name == c.NodeName {
-				m.nodes[i].Spec.Taints, _ = disruption.ApplyTaint(m.nodes[i].Spec.Taints, *c.Taint)
-			}
-		}
-	case events.CommandDrainNode:
-		for i := range m.pods {
-			if m.pods[i].Spec.NodeName != c.NodeName {
-				continue
-			}
-			target := m.schedule(&m.pods[i], c.NodeName)
-			if target == "" {
-				return fmt.Errorf("pod %s evicted from %s has no place: a consolidation invariant failed", m.pods[i].Name, c.NodeName)
-			}
-			m.pods[i].Spec.NodeName = target
-		}
-	case events.CommandDeleteNode:
-		out := m.nodes[:0]
-		for _, n := range m.nodes {
-			if n.Name != c.NodeName {
-				out = append(out, n)
-			}
-		}
-		m.nodes = out
-	case events.CommandDeleteNodeClaim:
-		out := m.claims[:0]
-		for _, nc := range m.claims {
-			if nc.Name != c.NodeClaim.Name {
-				out = append(out, nc)
-			}
-		}
-		m.claims = out
-	}
-	return nil
-}
-
-// schedule is the stand-in kube-scheduler: the first untainted node (by name) with room.
-func (m *model) schedule(p *corev1.Pod, not string) string {
-	used := map[string]scheduling.Resources{}
-	for i := range m.pods {
-		used[m.pods[i].Spec.NodeName] = used[m.pods[i].Spec.NodeName].Add(scheduling.PodRequests(&m.pods[i]))
-	}
-	names := make([]string, 0, len(m.nodes))
-	byName := map[string]*corev1.Node{}
-	for i := range m.nodes {
-		names = append(names, m.nodes[i].Name)
-		byName[m.nodes[i].Name] = &m.nodes[i]
-	}
-	sort.Strings(names)
-	req := scheduling.PodRequests(p)
-	for _, name := range names {
-		n := byName[name]
-		if name == not || len(n.Spec.Taints) > 0 {
-			continue
-		}
-		if req.Fits(scheduling.FromList(n.Status.Allocatable).Sub(used[name])) {
-			return name
-		}
-	}
-	return ""
 }

@@ -45,8 +45,13 @@ func Drift(ctx context.Context, out io.Writer) (*DriftResult, error) {
 	pool.Spec.Template.Spec.Requirements = append(pool.Spec.Template.Spec.Requirements,
 		apisv1.NodeSelectorRequirementWithMinValues{NodeSelectorRequirement: corev1.NodeSelectorRequirement{
 			Key: apisv1.LabelInstanceSize, Operator: corev1.NodeSelectorOpIn, Values: []string{"large"}}})
-	w.AddPools([]apisv1.NodePool{pool}, []apisv1.NodeClass{{EC2: ptr(defaultClass(OldAMI))}})
-	w.AddPods(webPods(8, "800m", "1Gi", 30)...)
+	defer w.Close()
+	if err := w.AddPools([]apisv1.NodePool{pool}, []apisv1.NodeClass{{EC2: ptr(defaultClass(OldAMI))}}); err != nil {
+		return nil, err
+	}
+	if err := w.AddPods(webPods(8, "800m", "1Gi", 30)...); err != nil {
+		return nil, err
+	}
 	if _, err := w.Provision(ctx); err != nil {
 		return nil, err
 	}
@@ -60,7 +65,9 @@ func Drift(ctx context.Context, out io.Writer) (*DriftResult, error) {
 	}
 	res.NodesBefore = len(old)
 	w.printf("%d nodes on %s; publishing %s behind al2023@latest", len(old), OldAMI, NewAMI)
-	w.SetNodeClassAMIs("default", defaultClass(NewAMI).Status.AMIs)
+	if err := w.SetNodeClassAMIs("default", defaultClass(NewAMI).Status.AMIs); err != nil {
+		return nil, err
+	}
 
 	h := &drift.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: w,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now,

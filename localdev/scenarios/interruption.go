@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dovetail-dev/dovetail/events"
-	"github.com/dovetail-dev/dovetail/events/notices"
 	"github.com/dovetail-dev/dovetail/functions/interruption"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
@@ -86,13 +85,9 @@ func webPods(n int, cpu, mem string, grace int64) []corev1.Pod {
 
 func ptr[T any](v T) *T { return &v }
 
-// SpotNoticeJSON renders a fake-cloud interruption as the EventBridge event EC2 sends (the shape
-// of shared/data/events/aws/ec2_spot_instance_interruption_warning.json).
-func SpotNoticeJSON(n fake.Interruption, id string) []byte {
-	return []byte(fmt.Sprintf(`{"version":"0","id":%q,"detail-type":%q,"source":"aws.ec2","account":"123456789012","time":%q,"region":"us-east-1",`+
-		`"resources":["arn:aws:ec2:us-east-1:123456789012:instance/%s"],"detail":{"instance-id":%q,"instance-action":"terminate"}}`,
-		id, notices.DetailTypeSpotInterruption, n.Time.UTC().Format(time.RFC3339), n.InstanceID, n.InstanceID))
-}
+// SpotNoticeJSON renders a fake-cloud interruption as the EventBridge event EC2 sends
+// (fake.Interruption.SpotNoticeJSON).
+func SpotNoticeJSON(n fake.Interruption, id string) []byte { return n.SpotNoticeJSON(id) }
 
 // Interruption runs the spot-interruption scenario: 6 web pods (500m, 1 GiB, 30 s grace) are
 // provisioned on spot capacity; EC2 then interrupts the spot node holding the most pods. The
@@ -103,7 +98,10 @@ func SpotNoticeJSON(n fake.Interruption, id string) []byte {
 func Interruption(ctx context.Context, out io.Writer) (*InterruptionResult, error) {
 	const bootDelay = 40 * time.Second
 	w := NewWorld(Start, bootDelay, out)
-	w.AddPools([]apisv1.NodePool{spotPool()}, []apisv1.NodeClass{{EC2: ptr(defaultClass("ami-0aaaaaaaaaaaaaaa1"))}})
+	defer w.Close()
+	if err := w.AddPools([]apisv1.NodePool{spotPool()}, []apisv1.NodeClass{{EC2: ptr(defaultClass("ami-0aaaaaaaaaaaaaaa1"))}}); err != nil {
+		return nil, err
+	}
 	return runInterruption(ctx, w, bootDelay, reclaim{kind: fake.KindSpotInterruption, who: "EC2", what: "spot interruption warning",
 		notice: func(it fake.Interruption) []byte { return SpotNoticeJSON(it, "00000000-0000-4000-8000-000000000001") }})
 }
@@ -120,7 +118,9 @@ type reclaim struct {
 // spot node with the most pods, and delivers the notice to the interruption function until it is
 // acknowledged (every 5 s, the transport's backoff), then runs past the reclaim.
 func runInterruption(ctx context.Context, w *World, bootDelay time.Duration, r reclaim) (*InterruptionResult, error) {
-	w.AddPods(webPods(6, "500m", "1Gi", 30)...)
+	if err := w.AddPods(webPods(6, "500m", "1Gi", 30)...); err != nil {
+		return nil, err
+	}
 	d, err := w.Provision(ctx)
 	if err != nil {
 		return nil, err

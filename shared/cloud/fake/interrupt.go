@@ -109,3 +109,13 @@ func (c *Cloud) Interruptions() []Interruption {
 	defer c.mu.Unlock()
 	return append([]Interruption(nil), c.interruptions...)
 }
+
+// SpotNoticeJSON renders a spot interruption as the EventBridge event EC2 sends for it (the
+// shape of shared/data/events/aws/ec2_spot_instance_interruption_warning.json, detail-type
+// KindSpotInterruption, instance-action "terminate"), with event id id, for the fake's
+// placeholder account in us-east-1.
+func (n Interruption) SpotNoticeJSON(id string) []byte {
+	return []byte(fmt.Sprintf(`{"version":"0","id":%q,"detail-type":%q,"source":"aws.ec2","account":"123456789012","time":%q,"region":"us-east-1",`+
+		`"resources":["arn:aws:ec2:us-east-1:123456789012:instance/%s"],"detail":{"instance-id":%q,"instance-action":"terminate"}}`,
+		id, KindSpotInterruption, n.Time.UTC().Format(time.RFC3339), n.InstanceID, n.InstanceID))
+}

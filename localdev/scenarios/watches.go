@@ -1,0 +1,147 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/dovetail-dev/dovetail/shared/kube"
+)
+
+// fakeClient is what client-go's fake clientset and fake dynamic client both offer: their object
+// tracker and the reactor chains.
+type fakeClient interface {
+	Tracker() clienttesting.ObjectTracker
+	PrependReactor(verb, resource string, reaction clienttesting.ReactionFunc)
+	PrependWatchReactor(resource string, reaction clienttesting.WatchReactionFunc)
+}
+
+// watchCounter tells when the agent's informers have caught up with the in-memory API server, so
+// a scenario on a fake clock is deterministic: the agent builds its snapshot, and checks a
+// command's staleness, from caches that hold every write made so far, as they would a moment
+// later in a real cluster.
+//
+// It gives every watch an informer opens a twin: a second watch of the same resource, namespace
+// and options on the same tracker. The tracker sends each change to both at once, under its
+// lock, so the events waiting in the twins (read by no one else) count what the informers were
+// sent. The agent's watcher bumps its revision once per informer event it handled
+// (kube.Revisions), so the informers have caught up exactly when the revisions handled since the
+// start equal the events sent. The cluster must be empty when the informers start (every object
+// then arrives as a watch event) and be written by one goroutine at a time (the scenario's).
+type watchCounter struct {
+	mu      sync.Mutex
+	twins   []watch.Interface
+	sent    int // events read from the twins so far
+	lists   int // List calls seen while the informers started
+	started bool
+}
+
+// install puts the counter's reactors in front of c's chains. The watch reactor does what the
+// fakes' own does (kubernetes/fake and dynamic/fake, client-go v0.37: tracker.Watch with the
+// action's list options) and opens the twin.
+func (w *watchCounter) install(c fakeClient) {
+	tracker := c.Tracker()
+	c.PrependReactor("list", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+		w.mu.Lock()
+		if !w.started {
+			w.lists++
+		}
+		w.mu.Unlock()
+		return false, nil, nil // the fake's own reactor answers
+	})
+	c.PrependWatchReactor("*", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(clienttesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		gvr, ns := a.GetResource(), a.GetNamespace()
+		informer, err := tracker.Watch(gvr, ns, opts)
+		if err != nil {
+			return false, nil, err
+		}
+		twin, err := tracker.Watch(gvr, ns, opts)
+		if err != nil {
+			informer.Stop()
+			return false, nil, err
+		}
+		w.mu.Lock()
+		w.twins = append(w.twins, twin)
+		w.mu.Unlock()
+		return true, informer, nil
+	})
+}
+
+// watching waits (up to timeout) until every informer that listed has opened its watch: each
+// lists once, then watches. Called once, after the informers synced (their lists are done).
+func (w *watchCounter) watching(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		w.mu.Lock()
+		lists, watches := w.lists, len(w.twins)
+		if lists == watches {
+			w.started = true
+		}
+		w.mu.Unlock()
+		if lists == watches {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agent's informers listed %d resources but watch %d after %s", lists, watches, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// drain reads what waits in the twins and returns how many events were sent in all. A twin holds
+// at most watch.DefaultChanSize (100) events; the tracker panics past that, so the World drains
+// after every write it makes.
+func (w *watchCounter) drain() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.twins {
+		for more := true; more; {
+			select {
+			case _, ok := <-t.ResultChan():
+				if ok {
+					w.sent++
+				} else {
+					more = false
+				}
+			default:
+				more = false
+			}
+		}
+	}
+	return w.sent
+}
+
+// errUnsettled is wrapped when the informers did not catch up in time.
+var errUnsettled = errors.New("the agent's informers did not catch up with the in-memory cluster")
+
+// settle waits until the watcher has handled every event sent to its informers (at most
+// timeout). An event handled that was never sent means the counting is wrong, and is an error.
+func (w *watchCounter) settle(ctx context.Context, revs *kube.Revisions, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		sent := w.drain()
+		handled := int(revs.Current() - revs.Base())
+		switch {
+		case handled == sent:
+			return nil
+		case handled > sent:
+			return fmt.Errorf("%w: %d events handled, only %d sent", errUnsettled, handled, sent)
+		case time.Now().After(deadline):
+			return fmt.Errorf("%w: %d of %d events handled after %s", errUnsettled, handled, sent, timeout)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
