@@ -441,3 +441,38 @@ func TestVMName(t *testing.T) {
 		t.Errorf("%s", azure.NormalizeResourceGroupLabel("MC_rg(x)_aks_eastus_"))
 	}
 }
+
+// The AKSNodeClass fields that reach the kubelet flow into the contract: spec.maxPods,
+// spec.kubelet as KUBELET_FLAGS, spec.linuxOSConfig.sysctls as SYSCTL_CONTENT (a sysctl.d file:
+// "net.core.somaxconn=16384\nnet.ipv4.tcp_tw_reuse=1\n" in base64), the NodePool's taints as
+// --register-with-taints.
+func TestNodeClassSettingsReachTheContract(t *testing.T) {
+	w := newWorld(t, "prod")
+	req := request("prod", "default-a1b2c3", onDemand1)
+	nc := req.NodeClass.AKS
+	policy, maxPods := "static", int32(50)
+	high, low, files, pids := int32(90), int32(70), int32(3), int64(4096)
+	somax, reuse := int32(16384), true
+	nc.Spec.MaxPods = &maxPods
+	nc.Spec.Kubelet = &apisv1.AKSKubeletConfiguration{CPUManagerPolicy: &policy, ImageGCHighThresholdPercent: &high, ImageGCLowThresholdPercent: &low,
+		ContainerLogMaxFiles: &files, PodPidsLimit: &pids, AllowedUnsafeSysctls: []string{"net.core.somaxconn"}}
+	nc.Spec.LinuxOSConfig = &apisv1.AKSLinuxOSConfig{Sysctls: &apisv1.AKSSysctls{NetCoreSomaxconn: &somax, NetIPv4TCPTwReuse: &reuse}}
+	req.Taints = append(req.Taints, corev1.Taint{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	if _, err := w.p.Create(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	node, err := customdata.Read(renderFor(t, w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{"--max-pods": "50", "--cpu-manager-policy": "static", "--image-gc-high-threshold": "90",
+		"--image-gc-low-threshold": "70", "--container-log-max-files": "3", "--pod-max-pids": "4096",
+		"--allowed-unsafe-sysctls": "net.core.somaxconn", "--register-with-taints": "karpenter.sh/unregistered:NoExecute,gpu=true:NoSchedule"} {
+		if node.Flags[flag] != want {
+			t.Errorf("%s = %q, want %q", flag, node.Flags[flag], want)
+		}
+	}
+	if got := node.Variables["SYSCTL_CONTENT"]; got != "bmV0LmNvcmUuc29tYXhjb25uPTE2Mzg0Cm5ldC5pcHY0LnRjcF90d19yZXVzZT0xCg==" {
+		t.Errorf("SYSCTL_CONTENT = %s", got)
+	}
+}
