@@ -1,7 +1,6 @@
 package localdev
 
 import (
-	"encoding/base64"
 	"io/fs"
 	"strings"
 	"time"
@@ -25,8 +24,10 @@ const CloudAzure = "azure"
 
 // The fake Azure account: the placeholders of the team's data (no real subscription).
 const (
-	localSubscription      = "00000000-0000-0000-0000-000000000000"
-	localNodeResourceGroup = "mc_rg-fake-nodes"
+	localSubscription = "00000000-0000-0000-0000-000000000000"
+	// localNodeResourceGroup is spelled as AKS names node resource groups (MC_…, mixed case),
+	// so the providerID's lower-case resource group (cloud-node-manager's spelling) is exercised.
+	localNodeResourceGroup = "MC_rg-fake-nodes"
 	localSubnet            = "/subscriptions/" + localSubscription + "/resourceGroups/rg-fake-vnet/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet"
 	// localSSHKey is a placeholder admin key: the fake checks one is given, never uses it.
 	localSSHKey = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQDdovetailfakekey dovetail-dev"
@@ -40,7 +41,7 @@ func (e *Env) azureProvider() (cloud.Provider, error) {
 	return azure.New(azure.Options{Cluster: e.Options.Cluster, SubscriptionID: localSubscription, ResourceGroup: localNodeResourceGroup,
 		Location: e.Catalog.Region, SubnetID: localSubnet, Catalog: e.Catalog, Credential: &azfake.TokenCredential{},
 		ClientOptions: e.AzureAPI.ClientOptions(), SSHPublicKey: localSSHKey, PollInterval: time.Second, KubernetesVersion: strings.TrimPrefix(fake.DefaultKubeletVersion, "v"),
-		Bootstrap: azure.Bootstrap{APIServer: localClusterEndpoint, CA: base64.StdEncoding.EncodeToString([]byte("dovetail dev: placeholder cluster CA"))}})
+		Bootstrap: azureapi.LocalBootstrap(localClusterEndpoint)})
 }
 
 // loadAzureSeed is the AKS seed scenario: the AKS NodePool, AKSNodeClass and system nodes, and

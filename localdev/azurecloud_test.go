@@ -4,7 +4,6 @@ import (
 	"context"
 	"regexp"
 	"slices"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,6 +41,7 @@ func TestSeedScenarioAllPodsBoundThroughAzureProvider(t *testing.T) {
 		t.Fatalf("NodeClaims: %v (%d)", err, len(claims.Items))
 	}
 	zone := regexp.MustCompile(`^eastus-[123]$`)
+	var sawSpot, sawOnDemand bool
 	for i := range claims.Items {
 		var nc apisv1.NodeClaim
 		if err := kube.FromUnstructured(&claims.Items[i], &nc); err != nil {
@@ -55,7 +55,9 @@ func TestSeedScenarioAllPodsBoundThroughAzureProvider(t *testing.T) {
 		if !ok {
 			t.Fatalf("node %s: no VM custom data", node.Name)
 		}
-		kubelet, err := customdata.Parse(data)
+		// The node image's provisioning reads the AKS bootstrap contract; the kubelet registers
+		// with what it was given there.
+		kubelet, err := customdata.Read(data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,13 +74,41 @@ func TestSeedScenarioAllPodsBoundThroughAzureProvider(t *testing.T) {
 				t.Errorf("node %s: %s = %q, want %q", node.Name, k, l[k], v)
 			}
 		}
-		if !zone.MatchString(l["topology.kubernetes.io/zone"]) || !strings.HasPrefix(node.Spec.ProviderID, "azure:///subscriptions/") {
-			t.Errorf("node %s: zone %q, providerID %q", node.Name, l["topology.kubernetes.io/zone"], node.Spec.ProviderID)
+		if !zone.MatchString(l["topology.kubernetes.io/zone"]) || node.Spec.ProviderID != providerIDOf(node.Name) || nc.Status.ProviderID != node.Spec.ProviderID {
+			t.Errorf("node %s: zone %q, providerID %q (NodeClaim %q), want %q", node.Name, l["topology.kubernetes.io/zone"], node.Spec.ProviderID, nc.Status.ProviderID, providerIDOf(node.Name))
 		}
-		for k, v := range map[string]string{"kubernetes.azure.com/role": "agent", apisv1.AKSLabelCluster: localNodeResourceGroup, apisv1.AKSLabelOSSKU: "Ubuntu"} {
+		// What AKS node bootstrapping gives every node of this seed (Ubuntu2204 Gen2 or Gen1 image
+		// at the face's version, Azure CNI Overlay on aks-subnet, Kubernetes 1.37), hand-written;
+		// a spot node also carries kubernetes.azure.com/scalesetpriority=spot, an on-demand one not.
+		image := "AKSUbuntu-2204gen2containerd-202611.18.0"
+		if l[apisv1.LabelSKUHyperVGeneration] == "1" {
+			image = "AKSUbuntu-2204containerd-202611.18.0"
+		}
+		aks := map[string]string{
+			"agentpool": "default", "kubernetes.azure.com/agentpool": "default", "kubernetes.azure.com/mode": "user",
+			"kubernetes.azure.com/role": "agent", apisv1.AKSLabelCluster: localNodeResourceGroup, apisv1.AKSLabelOSSKU: "Ubuntu",
+			"kubernetes.azure.com/network-subnet": "aks-subnet", "kubernetes.azure.com/azure-cni-overlay": "true",
+			"kubernetes.azure.com/podnetwork-type": "overlay", "kubernetes.azure.com/network-stateless-cni": "true",
+			"kubernetes.azure.com/node-image-version": image,
+		}
+		if nc.Labels[apisv1.LabelCapacityType] == apisv1.CapacityTypeSpot {
+			aks[apisv1.AKSLabelScaleSetPriority] = "spot"
+			sawSpot = true
+		} else {
+			sawOnDemand = true
+		}
+		for k, v := range aks {
 			if kubelet.Labels[k] != v || l[k] != v {
 				t.Errorf("node %s: AKS bootstrap label %s = %q (kubelet given %q), want %q", node.Name, k, l[k], kubelet.Labels[k], v)
 			}
+		}
+		for k, v := range kubelet.Labels {
+			if _, ok := aks[k]; !ok && nc.Labels[k] != v {
+				t.Errorf("node %s: the kubelet is given %s=%s, neither AKS's nor its NodeClaim's", node.Name, k, v)
+			}
+		}
+		if _, ok := l[apisv1.AKSLabelScaleSetPriority]; ok && nc.Labels[apisv1.LabelCapacityType] != apisv1.CapacityTypeSpot {
+			t.Errorf("node %s: an on-demand node labelled %s", node.Name, apisv1.AKSLabelScaleSetPriority)
 		}
 		if l[apisv1.LabelSKUName] != l["node.kubernetes.io/instance-type"] || l[apisv1.LabelSKUFamily] == "" {
 			t.Errorf("node %s: registration did not sync the SKU labels: %v", node.Name, l)
@@ -90,11 +120,20 @@ func TestSeedScenarioAllPodsBoundThroughAzureProvider(t *testing.T) {
 			}
 		}
 	}
+	if !sawSpot {
+		t.Errorf("no spot node among %d (on demand: %v): the spot label went unchecked", len(claims.Items), sawOnDemand)
+	}
 	checkAKSNodeClassReady(ctx, t, env)
 	checkNoOrphans(t, env)
 	if len(env.AzureAPI.NICNames()) != len(claims.Items) {
 		t.Errorf("%d NICs for %d NodeClaims", len(env.AzureAPI.NICNames()), len(claims.Items))
 	}
+}
+
+// providerIDOf is a fake VM's providerID as cloud-node-manager spells it: the node resource group
+// (MC_rg-fake-nodes) in lower case.
+func providerIDOf(vm string) string {
+	return "azure:///subscriptions/" + localSubscription + "/resourceGroups/mc_rg-fake-nodes/providers/Microsoft.Compute/virtualMachines/" + vm
 }
 
 // TestSeedScenarioInARegionWithoutZones: the AKS seed in westcentralus, a region without

@@ -215,7 +215,7 @@ func newAzureCloud(ctx context.Context, t *testing.T) *azureCloud {
 	p, err := azure.New(azure.Options{Cluster: cluster, SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
 		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAAB3NzaC1yc2E fake",
 		PollInterval: 10 * time.Millisecond, KubernetesVersion: "1.33.2",
-		Bootstrap: azure.Bootstrap{APIServer: "https://dev-dns-00000000.hcp.eastus.azmk8s.io:443", CA: "Y2E=", Token: "abcdef.0123456789abcdef"}})
+		Bootstrap: azureapi.LocalBootstrap("https://dev-dns-00000000.hcp.eastus.azmk8s.io:443")})
 	if err != nil {
 		t.Fatal(err)
 	}

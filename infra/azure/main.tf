@@ -100,6 +100,32 @@ variable "aks_kubelet_identity_client_id" {
   default     = ""
 }
 
+variable "aks_network_policy" {
+  description = "The cluster's network policy engine (az aks show --query networkProfile.networkPolicy -o tsv): empty, azure, calico or cilium. Nodes' NETWORK_POLICY bootstrap variable."
+  type        = string
+  default     = ""
+  validation {
+    condition     = contains(["", "azure", "calico", "cilium"], var.aks_network_policy)
+    error_message = "aks_network_policy must be empty, azure, calico or cilium."
+  }
+}
+
+variable "aks_network_dataplane" {
+  description = "The cluster's network dataplane (az aks show --query networkProfile.networkDataplane -o tsv): empty (azure) or cilium, which labels nodes kubernetes.azure.com/ebpf-dataplane=cilium for the Cilium DaemonSet."
+  type        = string
+  default     = ""
+  validation {
+    condition     = contains(["", "azure", "cilium"], var.aks_network_dataplane)
+    error_message = "aks_network_dataplane must be empty, azure or cilium."
+  }
+}
+
+variable "aks_vnet_guid" {
+  description = "resourceGuid of the cluster's VNet (az network vnet show --query resourceGuid -o tsv): the kubernetes.azure.com/nodenetwork-vnetguid label of Azure CNI Overlay nodes. Empty: the label is left off."
+  type        = string
+  default     = ""
+}
+
 variable "aks_kubernetes_version" {
   description = "The AKS control plane's Kubernetes version (az aks show --query currentKubernetesVersion -o tsv, e.g. 1.34.2): AKSNodeClass status.kubernetesVersion. No default: nodes must join at the cluster's own version. Update it with the cluster."
   type        = string

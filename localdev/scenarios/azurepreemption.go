@@ -44,7 +44,7 @@ func NewAzureWorld(start time.Time, bootDelay time.Duration, out io.Writer) (*Wo
 		SubnetID: azureSubnet, Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: face.ClientOptions(),
 		SSHPublicKey: "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQDdovetailfakekey dovetail-dev", PollInterval: time.Second,
 		KubernetesVersion: strings.TrimPrefix(fake.DefaultKubeletVersion, "v"),
-		Bootstrap:         azure.Bootstrap{APIServer: "https://kubernetes.default.svc"}})
+		Bootstrap:         azureapi.LocalBootstrap("https://kubernetes.default.svc")})
 	if err != nil {
 		w.Close()
 		return nil, err

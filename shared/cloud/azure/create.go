@@ -17,7 +17,6 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
-	"github.com/dovetail-dev/dovetail/shared/cloud/azure/customdata"
 )
 
 // MaxAttempts bounds the VM creates one Create makes: Azure has no fleet call, so each offering
@@ -271,8 +270,7 @@ func (p *Provider) launch(ctx context.Context, name string, req cloud.LaunchRequ
 // vmParameters is the VM a NodeClaim gets for one offering.
 func (p *Provider) vmParameters(name string, req cloud.LaunchRequest, nc *apisv1.AKSNodeClass, settings catalog.NodeSettings,
 	o cloud.OfferingRef, it *catalog.InstanceType, nicID string, tags map[string]*string) (armcompute.VirtualMachine, error) {
-	data, err := customdata.Render(customdata.Spec{APIServer: p.o.Bootstrap.APIServer, CA: p.o.Bootstrap.CA, BootstrapToken: p.o.Bootstrap.Token,
-		Labels: p.kubeletLabels(req, nc), Taints: req.Taints, MaxPods: *settings.Kubelet.MaxPods, ClusterDNS: p.o.Bootstrap.ClusterDNS})
+	data, err := p.customData(req, nc, settings, o, it, nicSubnet(p, nc), imageFor(nc, it))
 	if err != nil {
 		return armcompute.VirtualMachine{}, err
 	}
@@ -322,24 +320,6 @@ func (p *Provider) vmParameters(name string, req cloud.LaunchRequest, nc *apisv1
 
 // AdminUsername is the Linux admin user of AKS nodes.
 const AdminUsername = "azureuser"
-
-// kubeletLabels are the labels the kubelet registers with: the request's (NodePool template and
-// single-valued requirements) plus those AKS node bootstrapping adds (the provider's
-// AddAgentBakerGeneratedLabels: kubernetes.azure.com/role=agent, the cluster's node resource
-// group, the kubelet identity) and the OS SKU of the image family.
-func (p *Provider) kubeletLabels(req cloud.LaunchRequest, nc *apisv1.AKSNodeClass) map[string]string {
-	l := make(map[string]string, len(req.Labels)+4)
-	for k, v := range req.Labels {
-		l[k] = v
-	}
-	l["kubernetes.azure.com/role"] = "agent"
-	l[apisv1.AKSLabelCluster] = NormalizeResourceGroupLabel(p.o.ResourceGroup)
-	l[apisv1.AKSLabelOSSKU] = apisv1.OSSKUForImageFamily(nc.ImageFamily())
-	if id := p.o.Bootstrap.KubeletIdentityClientID; id != "" {
-		l[apisv1.AKSLabelKubeletIdentityClientID] = id
-	}
-	return l
-}
 
 // NormalizeResourceGroupLabel is the kubernetes.azure.com/cluster value of a node resource group:
 // parentheses become "-", at most 63 characters, and a trailing "-", "_" or "." gets a "z" (AKS

@@ -63,17 +63,34 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Bootstrap is what custom data gives a node to join the cluster.
+// Bootstrap is what a node needs to join the cluster, beyond what the provider knows of the VM:
+// the cluster-level inputs of the AKS bootstrap contract (customdata.Contract).
 type Bootstrap struct {
-	// APIServer (https URL) and CA (base64 PEM) of the cluster. APIServer is required.
-	APIServer, CA string
-	// Token is the kubelet's TLS bootstrap token; never logged.
+	// APIServer is the cluster's API server URL (https://<fqdn>:443); its host is the contract's
+	// API_SERVER_NAME. Required.
+	APIServer string
+	// CA is the cluster CA bundle, base64 of PEM certificates (KUBE_CA_CRT). Required.
+	CA string
+	// Token is the kubelet's TLS bootstrap token, <6>.<16> of [a-z0-9] (TLS_BOOTSTRAP_TOKEN);
+	// never logged. Required.
 	Token string
+	// TenantID is the Microsoft Entra tenant of the subscription (TENANT_ID, azure.json). Required.
+	TenantID string
 	// KubeletIdentityClientID is the kubelet managed identity's client id
-	// (kubernetes.azure.com/kubelet-identity-client-id); optional.
+	// (USER_ASSIGNED_IDENTITY_ID and the kubernetes.azure.com/kubelet-identity-client-id label);
+	// optional.
 	KubeletIdentityClientID string
 	// ClusterDNS is the kube-dns service IP (AKS default 10.0.0.10 when empty).
 	ClusterDNS string
+	// NetworkPolicy is the cluster's network policy engine: "", azure, calico or cilium
+	// (NETWORK_POLICY).
+	NetworkPolicy string
+	// NetworkDataplane is the cluster's dataplane: "" (Azure) or cilium, which labels nodes
+	// kubernetes.azure.com/ebpf-dataplane=cilium for the Cilium DaemonSet.
+	NetworkDataplane string
+	// VNetGUID is the cluster VNet's resourceGuid (kubernetes.azure.com/nodenetwork-vnetguid on
+	// Azure CNI Overlay nodes); optional.
+	VNetGUID string
 }
 
 // Provider launches and deletes Azure VMs. It keeps no state between calls: it is safe for
@@ -92,7 +109,8 @@ var _ cloud.Provider = (*Provider)(nil)
 func New(o Options) (*Provider, error) {
 	var missing []string
 	for name, v := range map[string]string{"Cluster": o.Cluster, "SubscriptionID": o.SubscriptionID, "ResourceGroup": o.ResourceGroup,
-		"Location": o.Location, "Bootstrap.APIServer": o.Bootstrap.APIServer, "SSHPublicKey": o.SSHPublicKey} {
+		"Location": o.Location, "Bootstrap.APIServer": o.Bootstrap.APIServer, "SSHPublicKey": o.SSHPublicKey,
+		"Bootstrap.CA": o.Bootstrap.CA, "Bootstrap.Token": o.Bootstrap.Token, "Bootstrap.TenantID": o.Bootstrap.TenantID} {
 		if v == "" {
 			missing = append(missing, name)
 		}
@@ -146,10 +164,13 @@ const DefaultClusterDNS = "10.0.0.10"
 // Name is "azure".
 func (p *Provider) Name() string { return "azure" }
 
-// ProviderID renders a VM's node.spec.providerID as the Azure cloud provider writes it:
-// azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachines/<name>.
+// ProviderID renders a VM's node.spec.providerID as cloud-node-manager writes it:
+// azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachines/<name>
+// with the resource group in lower case ("for historical reasons": cloud-provider-azure
+// convertResourceGroupNameToLower; the Azure Karpenter provider's VMResourceIDToProviderID does
+// the same so a NodeClaim's providerID equals its Node's).
 func ProviderID(subscription, resourceGroup, vm string) string {
-	return "azure://" + VMID(subscription, resourceGroup, vm)
+	return "azure://" + VMID(subscription, strings.ToLower(resourceGroup), vm)
 }
 
 // VMID is a VM's ARM resource id.

@@ -2,7 +2,9 @@ package azure_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +57,7 @@ func newWorld(t *testing.T, cluster string) *world {
 	srv := azureapi.New(azureapi.Options{Cloud: fc, SubscriptionID: sub, ResourceGroup: rg, Subnets: []string{subnet}})
 	p, err := azure.New(azure.Options{Cluster: cluster, SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
 		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAAB3NzaC1yc2E fake", PollInterval: 10 * time.Millisecond,
-		Bootstrap: azure.Bootstrap{APIServer: "https://dev-dns-00000000.hcp.eastus.azmk8s.io:443", CA: "Y2E=", Token: "abcdef.0123456789abcdef"}})
+		KubernetesVersion: "1.33.2", Bootstrap: azureapi.LocalBootstrap("https://dev-dns-00000000.hcp.eastus.azmk8s.io:443")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,29 +124,87 @@ func TestCreateSpotVM(t *testing.T) {
 }
 
 // TestCustomDataGivesTheKubeletItsLabels renders what the provider sends and reads it back as the
-// node does: the request's labels and taints plus AKS bootstrapping's own, and maxPods.
+// node image's provisioning does: for an on-demand and a spot Standard_D2s_v5 (2 vCPU, 8 GiB) of
+// the Ubuntu2204 family on Azure CNI Overlay, exactly the hand-written labels below, the
+// unregistered taint, 250 pods and AKS's kube-reserved for the size (cpu 60+40 = 100m; memory
+// 25% of 4 GiB + 20% of 4 GiB = 1024 + 819.2 → 1843Mi).
 func TestCustomDataGivesTheKubeletItsLabels(t *testing.T) {
+	onDemand := []string{
+		"agentpool=default",
+		"karpenter.sh/nodepool=default",
+		"kubernetes.azure.com/agentpool=default",
+		"kubernetes.azure.com/azure-cni-overlay=true",
+		"kubernetes.azure.com/cluster=mc_rg-fake-nodes",
+		"kubernetes.azure.com/mode=user",
+		"kubernetes.azure.com/network-stateless-cni=false",
+		"kubernetes.azure.com/network-subnet=aks-subnet",
+		"kubernetes.azure.com/node-image-version=AKSUbuntu-2204gen2containerd-latest",
+		"kubernetes.azure.com/os-sku=Ubuntu",
+		"kubernetes.azure.com/podnetwork-type=overlay",
+		"kubernetes.azure.com/role=agent",
+		"team=platform",
+	}
+	spot := append(append([]string(nil), onDemand...), "kubernetes.azure.com/scalesetpriority=spot")
+	sort.Strings(spot)
+	for _, c := range []struct {
+		name string
+		off  cloud.OfferingRef
+		want []string
+	}{{"on-demand", onDemand1, onDemand}, {"spot", spot1, spot}} {
+		w := newWorld(t, "prod")
+		if _, err := w.p.Create(context.Background(), request("prod", "default-a1b2c3", c.off)); err != nil {
+			t.Fatal(err)
+		}
+		node, err := customdata.Read(renderFor(t, w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for k, v := range node.Labels {
+			got = append(got, k+"="+v)
+		}
+		sort.Strings(got)
+		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("%s: kubelet labels\n%s\nwant\n%s", c.name, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+		}
+		if node.MaxPods != 250 || len(node.Taints) != 1 || node.Taints[0].Key != apisv1.TaintKeyUnregistered ||
+			node.Flags["--kube-reserved"] != "cpu=100m,memory=1843Mi" || node.Flags["--eviction-hard"] != "memory.available<750Mi" {
+			t.Errorf("%s: kubelet gets %d pods, taints %v, flags %v", c.name, node.MaxPods, node.Taints, node.Flags)
+		}
+		v := node.Variables
+		if v["API_SERVER_NAME"] != "dev-dns-00000000.hcp.eastus.azmk8s.io" || v["NETWORK_PLUGIN"] != "none" || v["RESOURCE_GROUP"] != rg ||
+			v["SUBNET"] != "aks-subnet" || v["VIRTUAL_NETWORK"] != "aks-vnet" || v["TENANT_ID"] != azureapi.LocalTenantID {
+			t.Errorf("%s: variables %v", c.name, v)
+		}
+	}
+}
+
+// A contract the node image cannot use fails the launch before any VM is made, naming the field.
+func TestCreateRefusesABootstrapTheNodeCannotUse(t *testing.T) {
 	w := newWorld(t, "prod")
-	if _, err := w.p.Create(context.Background(), request("prod", "default-a1b2c3", onDemand1)); err != nil {
-		t.Fatal(err)
-	}
-	recs := w.cloud.Records()
-	if len(recs) != 1 {
-		t.Fatalf("%d instances", len(recs))
-	}
-	labels := map[string]string{apisv1.LabelNodePool: "default", "team": "platform", "kubernetes.azure.com/role": "agent",
-		apisv1.AKSLabelCluster: rg, apisv1.AKSLabelOSSKU: "Ubuntu"}
-	node, err := customdata.Parse(renderFor(t, w))
+	b := azureapi.LocalBootstrap("https://dev-dns-00000000.hcp.eastus.azmk8s.io:443")
+	b.Token = "not-a-token"
+	p, err := azure.New(azure.Options{Cluster: "prod", SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
+		Catalog: w.cloud.Catalog(), Credential: &azfake.TokenCredential{}, ClientOptions: w.srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAA fake",
+		PollInterval: 10 * time.Millisecond, KubernetesVersion: "1.33.2", Bootstrap: b})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(node.Labels) != len(labels) || node.MaxPods != 250 || len(node.Taints) != 1 || node.Taints[0].Key != apisv1.TaintKeyUnregistered {
-		t.Fatalf("kubelet gets %+v, want labels %v, 250 pods, the unregistered taint", node, labels)
+	if _, err := p.Create(context.Background(), request("prod", "default-a1b2c3", onDemand1)); err == nil || !strings.Contains(err.Error(), "tlsBootstrapToken") {
+		t.Fatalf("err = %v, want one naming tlsBootstrapToken", err)
 	}
-	for k, v := range labels {
-		if node.Labels[k] != v {
-			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
-		}
+	if _, ok := w.srv.VM("aks-default-a1b2c3"); ok {
+		t.Error("a VM was created")
+	}
+}
+
+// The providerID is spelled as cloud-node-manager spells it: the resource group in lower case,
+// whatever case the provider was configured with (ARM names compare case-insensitively).
+func TestProviderIDLowerCasesTheResourceGroup(t *testing.T) {
+	got := azure.ProviderID(sub, "MC_rg_Dovetail_eastus", "aks-default-a1b2c3")
+	want := "azure:///subscriptions/" + sub + "/resourceGroups/mc_rg_dovetail_eastus/providers/Microsoft.Compute/virtualMachines/aks-default-a1b2c3"
+	if got != want {
+		t.Errorf("%s, want %s", got, want)
 	}
 }
 
@@ -301,7 +361,7 @@ func newProviderOn(t *testing.T, w *world, cluster string) *azure.Provider {
 	t.Helper()
 	p, err := azure.New(azure.Options{Cluster: cluster, SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
 		Catalog: w.cloud.Catalog(), Credential: &azfake.TokenCredential{}, ClientOptions: w.srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAA fake", PollInterval: 10 * time.Millisecond,
-		Bootstrap: azure.Bootstrap{APIServer: "https://example.invalid"}})
+		KubernetesVersion: "1.33.2", Bootstrap: azureapi.LocalBootstrap("https://example.invalid")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,6 +370,13 @@ func newProviderOn(t *testing.T, w *world, cluster string) *azure.Provider {
 
 // createUntagged makes a VM with the raw SDK client, as another tool would, and returns its providerID.
 func createUntagged(t *testing.T, w *world, name string) string {
+	t.Helper()
+	// Another tool's custom data: a script, not an AKS bootstrap contract (ARM takes any).
+	return createRaw(t, w, name, base64.StdEncoding.EncodeToString([]byte("#!/bin/bash\necho hello\n")))
+}
+
+// createRaw makes a VM with the raw SDK client and the given custom data.
+func createRaw(t *testing.T, w *world, name, data string) string {
 	t.Helper()
 	ctx := context.Background()
 	nics, err := armnetwork.NewInterfacesClient(sub, &azfake.TokenCredential{}, w.srv.ClientOptions())
@@ -330,7 +397,6 @@ func createUntagged(t *testing.T, w *world, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, _ := customdata.Render(customdata.Spec{APIServer: "https://example.invalid", MaxPods: 30})
 	poller, err := c.BeginCreateOrUpdate(ctx, rg, name, armcompute.VirtualMachine{
 		Location: to.Ptr("eastus"), Zones: []*string{to.Ptr("2")},
 		Properties: &armcompute.VirtualMachineProperties{
@@ -373,5 +439,40 @@ func TestVMName(t *testing.T) {
 	}
 	if azure.NormalizeResourceGroupLabel("MC_rg(x)_aks_eastus_") != "MC_rg-x-_aks_eastus_z" {
 		t.Errorf("%s", azure.NormalizeResourceGroupLabel("MC_rg(x)_aks_eastus_"))
+	}
+}
+
+// The AKSNodeClass fields that reach the kubelet flow into the contract: spec.maxPods,
+// spec.kubelet as KUBELET_FLAGS, spec.linuxOSConfig.sysctls as SYSCTL_CONTENT (a sysctl.d file:
+// "net.core.somaxconn=16384\nnet.ipv4.tcp_tw_reuse=1\n" in base64), the NodePool's taints as
+// --register-with-taints.
+func TestNodeClassSettingsReachTheContract(t *testing.T) {
+	w := newWorld(t, "prod")
+	req := request("prod", "default-a1b2c3", onDemand1)
+	nc := req.NodeClass.AKS
+	policy, maxPods := "static", int32(50)
+	high, low, files, pids := int32(90), int32(70), int32(3), int64(4096)
+	somax, reuse := int32(16384), true
+	nc.Spec.MaxPods = &maxPods
+	nc.Spec.Kubelet = &apisv1.AKSKubeletConfiguration{CPUManagerPolicy: &policy, ImageGCHighThresholdPercent: &high, ImageGCLowThresholdPercent: &low,
+		ContainerLogMaxFiles: &files, PodPidsLimit: &pids, AllowedUnsafeSysctls: []string{"net.core.somaxconn"}}
+	nc.Spec.LinuxOSConfig = &apisv1.AKSLinuxOSConfig{Sysctls: &apisv1.AKSSysctls{NetCoreSomaxconn: &somax, NetIPv4TCPTwReuse: &reuse}}
+	req.Taints = append(req.Taints, corev1.Taint{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	if _, err := w.p.Create(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	node, err := customdata.Read(renderFor(t, w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{"--max-pods": "50", "--cpu-manager-policy": "static", "--image-gc-high-threshold": "90",
+		"--image-gc-low-threshold": "70", "--container-log-max-files": "3", "--pod-max-pids": "4096",
+		"--allowed-unsafe-sysctls": "net.core.somaxconn", "--register-with-taints": "karpenter.sh/unregistered:NoExecute,gpu=true:NoSchedule"} {
+		if node.Flags[flag] != want {
+			t.Errorf("%s = %q, want %q", flag, node.Flags[flag], want)
+		}
+	}
+	if got := node.Variables["SYSCTL_CONTENT"]; got != "bmV0LmNvcmUuc29tYXhjb25uPTE2Mzg0Cm5ldC5pcHY0LnRjcF90d19yZXVzZT0xCg==" {
+		t.Errorf("SYSCTL_CONTENT = %s", got)
 	}
 }

@@ -34,7 +34,7 @@ func TestRegionWithoutZones(t *testing.T) {
 	srv := azureapi.New(azureapi.Options{Cloud: fc, SubscriptionID: sub, ResourceGroup: rg, Subnets: []string{subnet}})
 	p, err := azure.New(azure.Options{Cluster: "prod", SubscriptionID: sub, ResourceGroup: rg, Location: "westcentralus", SubnetID: subnet,
 		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAAB3NzaC1yc2E fake", PollInterval: 10 * time.Millisecond,
-		Bootstrap: azure.Bootstrap{APIServer: "https://dev-dns-00000000.hcp.westcentralus.azmk8s.io:443", CA: "Y2E=", Token: "abcdef.0123456789abcdef"}})
+		KubernetesVersion: "1.33.2", Bootstrap: azureapi.LocalBootstrap("https://dev-dns-00000000.hcp.westcentralus.azmk8s.io:443")})
 	if err != nil {
 		t.Fatal(err)
 	}

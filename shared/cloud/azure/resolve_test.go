@@ -10,6 +10,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake/azureapi"
 )
 
 func resolveWith(t *testing.T, p *azure.Provider, edit func(*apisv1.AKSNodeClass)) *apisv1.AKSNodeClass {
@@ -121,7 +122,7 @@ func newProviderWith(t *testing.T, w *world, edit func(*azure.Options)) *azure.P
 	t.Helper()
 	o := azure.Options{Cluster: "prod", SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
 		Catalog: w.cloud.Catalog(), Credential: w.cred(), ClientOptions: w.srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAA fake",
-		PollInterval: pollFast, Bootstrap: azure.Bootstrap{APIServer: "https://example.invalid"}}
+		PollInterval: pollFast, Bootstrap: azureapi.LocalBootstrap("https://example.invalid")}
 	if edit != nil {
 		edit(&o)
 	}

@@ -31,6 +31,10 @@ type VMLaunch struct {
 	Settings catalog.NodeSettings
 	// OSImage is reported in nodeInfo.osImage ("Ubuntu 22.04.5 LTS").
 	OSImage string
+	// JoinError, when set, is why the node image's provisioning cannot start a kubelet that
+	// joins (a missing bootstrap variable, a malformed CA or token, a label the kubelet refuses):
+	// the VM runs and no Node ever registers, as on Azure.
+	JoinError string
 }
 
 // CapacityError is a launch the fake refused for capacity, with the code its rules gave.
@@ -75,7 +79,10 @@ func (c *Cloud) LaunchVM(l VMLaunch) (cloud.Instance, error) {
 		Instance: cloud.Instance{ID: l.Name, ProviderID: l.ProviderID, InstanceType: ref.InstanceType, Zone: ref.Zone,
 			CapacityType: ref.CapacityType, PricePerHour: ref.PricePerHour, State: cloud.StatePending, LaunchTime: now, Tags: copyMap(l.Tags)},
 		nodeName: strings.ToLower(l.Name), privateIP: ip, labels: copyMap(l.Labels), taints: append([]corev1.Taint(nil), l.Taints...),
-		settings: l.Settings, osImage: l.OSImage, bootAt: now.Add(c.bootDelay), neverJoins: c.bootFails(ref),
+		settings: l.Settings, osImage: l.OSImage, bootAt: now.Add(c.bootDelay), neverJoins: c.bootFails(ref) || l.JoinError != "",
+	}
+	if l.JoinError != "" {
+		c.logger.Warn("fake azure VM: its node image cannot bootstrap a kubelet; no Node will register", "vm", l.Name, "reason", l.JoinError)
 	}
 	c.instances[l.Name] = inst
 	c.stats.Launches++

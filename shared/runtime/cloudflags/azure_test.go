@@ -23,7 +23,7 @@ func TestAzureFlags(t *testing.T) {
 	if err := fs.Parse([]string{"--cloud", "azure", "--region", "westeurope"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.Setup(context.Background(), tr); err == nil || !strings.Contains(err.Error(), "Options.Bootstrap.APIServer, Options.ResourceGroup, Options.SSHPublicKey, Options.SubscriptionID required") {
+	if _, err := o.Setup(context.Background(), tr); err == nil || !strings.Contains(err.Error(), "Options.Bootstrap.APIServer, Options.Bootstrap.CA, Options.Bootstrap.TenantID, Options.Bootstrap.Token, Options.ResourceGroup, Options.SSHPublicKey, Options.SubscriptionID required") {
 		t.Fatalf("missing settings: %v", err)
 	}
 }

@@ -33,6 +33,8 @@ type Options struct {
 	// token is a secret: pass it in the environment (DOVETAIL_AKS_BOOTSTRAP_TOKEN), not argv.
 	AzureSubscriptionID, AzureNodeResourceGroup, AzureSubnetID, AzureNetworkPlugin                            string
 	AKSAPIServer, AKSCA, AKSBootstrapToken, AKSSSHPublicKey, AKSKubeletIdentityClientID, AKSKubernetesVersion string
+	// The rest of the AKS bootstrap contract's cluster inputs (azure.Bootstrap).
+	AKSTenantID, AKSNetworkPolicy, AKSNetworkDataplane, AKSVNetGUID string
 }
 
 // Register adds the flags to fs, with their environment variables as defaults.
@@ -62,6 +64,10 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AKSKubernetesVersion, "aks-kubernetes-version", runtime.EnvDefault("aks-kubernetes-version", ""), "azure: the control plane's Kubernetes version (1.33.2), written to AKSNodeClass status.kubernetesVersion")
 	fs.StringVar(&o.AKSSSHPublicKey, "aks-ssh-public-key", runtime.EnvDefault("aks-ssh-public-key", ""), "azure: admin SSH public key of the nodes")
 	fs.StringVar(&o.AKSKubeletIdentityClientID, "aks-kubelet-identity-client-id", runtime.EnvDefault("aks-kubelet-identity-client-id", ""), "azure: kubelet managed identity client id")
+	fs.StringVar(&o.AKSTenantID, "aks-tenant-id", runtime.EnvDefault("aks-tenant-id", ""), "azure: Microsoft Entra tenant of the subscription (nodes' azure.json)")
+	fs.StringVar(&o.AKSNetworkPolicy, "aks-network-policy", runtime.EnvDefault("aks-network-policy", ""), "azure: the cluster's network policy: empty, azure, calico or cilium")
+	fs.StringVar(&o.AKSNetworkDataplane, "aks-network-dataplane", runtime.EnvDefault("aks-network-dataplane", ""), "azure: the cluster's network dataplane: empty (azure) or cilium")
+	fs.StringVar(&o.AKSVNetGUID, "aks-vnet-guid", runtime.EnvDefault("aks-vnet-guid", ""), "azure: resourceGuid of the cluster VNet (Azure CNI Overlay node label)")
 }
 
 // envList reads a comma-separated list flag's environment variable; empty items are dropped (the

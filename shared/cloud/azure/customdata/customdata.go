@@ -1,293 +1,272 @@
-// Package customdata renders the custom data an Azure VM boots an AKS node with, and parses it
-// back as the node's boot agent reads it. The shape follows AKS's "scriptless" node bootstrap
-// (the Azure Karpenter provider's bootstrap.AKS): a cloud-init #cloud-config whose write_files
-// put the kubelet's settings in /etc/default/kubelet (KUBELET_NODE_LABELS, the
-// --register-with-taints and --max-pods flags in KUBELET_FLAGS) and its TLS-bootstrap kubeconfig
-// in /var/lib/kubelet/bootstrap-kubeconfig. The fake Azure cloud parses what the provider rendered
-// with Parse, so a fake node registers with exactly the labels and taints its kubelet is given.
+// Package customdata renders the AKS bootstrap contract (Contract) as the custom data an Azure VM
+// boots an AKS node image with, and reads it back as the image's own provisioning does.
+//
+// In the Azure Karpenter provider's self-hosted ("scriptless") mode the custom data is the
+// provisioning command itself: a bash script that sets the node bootstrapping variables
+// (API_SERVER_NAME, KUBE_CA_CRT, TLS_BOOTSTRAP_TOKEN, KUBELET_FLAGS, KUBELET_NODE_LABELS, …)
+// and runs the image's /opt/azure/containers/provision_start.sh, which installs and configures
+// the kubelet, containerd, CNI, azure.json, the credential provider and the client CA, then
+// starts the kubelet (provider pkg/providers/imagefamily/bootstrap cse_cmd.sh.gtpl; AgentBaker
+// cse_cmd.sh). Render writes every value as one single-quoted bash word, so none can end its
+// assignment, start a command or expand; Read parses the script with a bash parser
+// (mvdan.cc/sh) and applies the checks the image's scripts and the kubelet apply.
 package customdata
 
 import (
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/dovetail-dev/dovetail/shared/apis/validate"
 )
 
-// Paths of the files the custom data writes.
-const (
-	KubeletDefaultsPath     = "/etc/default/kubelet"
-	BootstrapKubeconfigPath = "/var/lib/kubelet/bootstrap-kubeconfig"
-)
+// BootstrapKubeconfigPath is where the image's scripts write the kubelet's TLS-bootstrap
+// kubeconfig from API_SERVER_NAME, KUBE_CA_CRT and TLS_BOOTSTRAP_TOKEN (AgentBaker
+// cse_config.sh configureKubeletServing / ensureKubelet).
+const BootstrapKubeconfigPath = "/var/lib/kubelet/bootstrap-kubeconfig"
 
 // MaxBase64Bytes is Azure's limit on osProfile.customData: 87,380 characters of base64
 // (64 KiB of data; Compute REST API, OSProfile.customData).
 const MaxBase64Bytes = 87380
 
-// Spec is what a node needs to join the cluster.
-type Spec struct {
-	// APIServer is the cluster's API server URL (https://…); CA its base64 PEM bundle.
-	APIServer, CA string
-	// BootstrapToken is the kubelet's TLS bootstrap token ("<id>.<secret>"); it is sensitive and
-	// is never logged by this package.
-	BootstrapToken string
-	// Labels and Taints are what the kubelet registers with.
-	Labels map[string]string
-	Taints []corev1.Taint
-	// MaxPods is the kubelet's --max-pods.
-	MaxPods int64
-	// ClusterDNS is the kube-dns service IP (AKS default 10.0.0.10).
-	ClusterDNS string
-}
-
-// Node is what Parse reads back: the kubelet's labels, taints and max pods.
-type Node struct {
-	Labels  map[string]string
-	Taints  []corev1.Taint
-	MaxPods int64
-}
-
-type cloudConfig struct {
-	WriteFiles []writeFile `json:"write_files"`
-	RunCmd     []string    `json:"runcmd,omitempty"`
-}
-
-type writeFile struct {
-	Path        string `json:"path"`
-	Permissions string `json:"permissions"`
-	Owner       string `json:"owner,omitempty"`
-	Content     string `json:"content"`
-}
-
-// Render returns the base64 custom data (what osProfile.customData carries). Errors, each naming
-// the field: a label or taint the API server would refuse (shared/apis/validate: whatever a
-// caller skipped, none reaches the node's bootstrap), an API server that is not an https URL, a
-// CA that is not base64, a cluster DNS that is not an IP, or data over Azure's limit.
-func Render(s Spec) (string, error) {
-	if err := s.check(); err != nil {
-		return "", err
-	}
-	return render(s)
-}
-
-// check refuses the values the API server (labels, taints) or the kubelet (API server URL, CA,
-// cluster DNS) would refuse.
-func (s Spec) check() error {
-	if s.APIServer == "" {
-		return errors.New("custom data: the API server URL is required")
-	}
-	errs := validate.Labels(s.Labels, field.NewPath("labels"))
-	errs = append(errs, validate.Taints(s.Taints, field.NewPath("taints"), nil)...)
-	if u, err := url.Parse(s.APIServer); err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
-		errs = append(errs, field.Invalid(field.NewPath("apiServer"), s.APIServer, "must be an https URL with a host and no credentials"))
-	}
-	if !isBase64(s.CA) {
-		errs = append(errs, field.Invalid(field.NewPath("ca"), "(not shown)", "must be standard base64 without line breaks"))
-	}
-	if s.ClusterDNS != "" {
-		if _, err := netip.ParseAddr(s.ClusterDNS); err != nil {
-			errs = append(errs, field.Invalid(field.NewPath("clusterDNS"), s.ClusterDNS, "must be an IP address"))
-		}
-	}
-	if s.MaxPods < 0 {
-		errs = append(errs, field.Invalid(field.NewPath("maxPods"), s.MaxPods, "must not be negative"))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("custom data: %w", errs.ToAggregate())
-	}
-	return nil
-}
-
-// render writes the cloud-config by construction: the document and the bootstrap kubeconfig are
-// marshalled from structs (sigs.k8s.io/yaml), so any value is one YAML string; the kubelet
-// defaults file is built by envFile, which refuses a word its readers would not pass on intact.
-func render(s Spec) (string, error) {
-	// YAML carries only its printable characters (YAML 1.2 c-printable); anything else would
-	// fail inside the marshaller without naming the field. The token is never echoed.
-	for _, f := range []struct{ name, v string }{{"apiServer", s.APIServer}, {"ca", s.CA}, {"bootstrapToken", s.BootstrapToken}} {
-		if i := strings.IndexFunc(f.v, func(r rune) bool { return !yamlPrintable(r) }); i >= 0 || !utf8.ValidString(f.v) {
-			return "", fmt.Errorf("custom data: %s holds a character YAML cannot carry", f.name)
-		}
-	}
-	flags := []string{"--cloud-provider=external", "--kubeconfig=/var/lib/kubelet/kubeconfig",
-		"--bootstrap-kubeconfig=" + BootstrapKubeconfigPath, "--max-pods=" + strconv.FormatInt(s.MaxPods, 10)}
-	if len(s.Taints) > 0 {
-		parts := make([]string, 0, len(s.Taints))
-		for _, t := range s.Taints {
-			parts = append(parts, t.Key+"="+t.Value+":"+string(t.Effect))
-		}
-		flags = append(flags, "--register-with-taints="+strings.Join(parts, ","))
-	}
-	if s.ClusterDNS != "" {
-		flags = append(flags, "--cluster-dns="+s.ClusterDNS)
-	}
-	var env envFile
-	if err := env.checkTaints(s.Taints); err != nil {
-		return "", err
-	}
-	if err := env.set("KUBELET_FLAGS", flags...); err != nil {
-		return "", err
-	}
-	if err := env.setList("KUBELET_NODE_LABELS", labelPairs(s.Labels)); err != nil {
-		return "", err
-	}
-	kubeconfig, err := yaml.Marshal(bootstrapKubeconfig(s))
+// Render returns the base64 custom data (what osProfile.customData carries) for c: the
+// contract's variables as bash assignments, sorted by name, then the provisioning command.
+// Errors, each naming the field: a value Variables refuses, a value bash cannot carry (a NUL
+// byte or a carriage return), or data over Azure's limit.
+func Render(c Contract) (string, error) {
+	vars, err := c.Variables()
 	if err != nil {
-		return "", fmt.Errorf("custom data: bootstrap kubeconfig: %w", err)
+		return "", err
 	}
-	doc, err := yaml.Marshal(cloudConfig{
-		WriteFiles: []writeFile{
-			{Path: KubeletDefaultsPath, Permissions: "0644", Owner: "root", Content: env.String()},
-			{Path: BootstrapKubeconfigPath, Permissions: "0600", Owner: "root", Content: string(kubeconfig)},
-		},
-		RunCmd: []string{"systemctl enable --now kubelet"},
-	})
-	if err != nil {
-		return "", fmt.Errorf("custom data: %w", err)
+	return renderVariables(vars)
+}
+
+// renderVariables writes the script for a set of variables.
+func renderVariables(vars map[string]string) (string, error) {
+	names := make([]string, 0, len(vars))
+	for n := range vars {
+		names = append(names, n)
 	}
-	out := base64.StdEncoding.EncodeToString(append([]byte("#cloud-config\n"), doc...))
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("#!/bin/bash\n# AKS node bootstrapping variables, read by the node image's provisioning scripts.\nset -o allexport\n")
+	for _, n := range names {
+		v := vars[n]
+		if strings.ContainsAny(v, "\x00\r") {
+			return "", fmt.Errorf("custom data: %s holds a NUL or carriage return, which a bash variable cannot carry intact", n)
+		}
+		// Inside single quotes every byte but the quote is literal (bash manual 3.1.2.2); a
+		// quote is written as '\'' (close, escaped quote, reopen).
+		fmt.Fprintf(&b, "%s='%s'\n", n, strings.ReplaceAll(v, "'", `'\''`))
+	}
+	b.WriteString("/usr/bin/nohup /bin/bash -c \"/bin/bash " + ProvisionCommand + "\"\n")
+	out := base64.StdEncoding.EncodeToString([]byte(b.String()))
 	if len(out) > MaxBase64Bytes {
 		return "", fmt.Errorf("custom data: %d base64 characters, Azure allows at most %d", len(out), MaxBase64Bytes)
 	}
 	return out, nil
 }
 
-// kubeconfig is the subset of a client-go kubeconfig (clientcmd/api/v1 Config) the kubelet's TLS
-// bootstrap reads: one cluster, one token user, one context.
-type kubeconfig struct {
-	APIVersion     string         `json:"apiVersion"`
-	Kind           string         `json:"kind"`
-	Clusters       []namedCluster `json:"clusters"`
-	Users          []namedUser    `json:"users"`
-	Contexts       []namedContext `json:"contexts"`
-	CurrentContext string         `json:"current-context"`
-}
-
-type namedCluster struct {
-	Name    string `json:"name"`
-	Cluster struct {
-		Server                   string `json:"server"`
-		CertificateAuthorityData string `json:"certificate-authority-data,omitempty"`
-	} `json:"cluster"`
-}
-
-type namedUser struct {
-	Name string `json:"name"`
-	User struct {
-		Token string `json:"token,omitempty"`
-	} `json:"user"`
-}
-
-type namedContext struct {
-	Name    string `json:"name"`
-	Context struct {
-		Cluster string `json:"cluster"`
-		User    string `json:"user"`
-	} `json:"context"`
-}
-
-func bootstrapKubeconfig(s Spec) kubeconfig {
-	var c namedCluster
-	c.Name, c.Cluster.Server, c.Cluster.CertificateAuthorityData = "localcluster", s.APIServer, s.CA
-	var u namedUser
-	u.Name, u.User.Token = "kubelet-bootstrap", s.BootstrapToken
-	var x namedContext
-	x.Name, x.Context.Cluster, x.Context.User = "bootstrap-context", "localcluster", "kubelet-bootstrap"
-	return kubeconfig{APIVersion: "v1", Kind: "Config", Clusters: []namedCluster{c}, Users: []namedUser{u},
-		Contexts: []namedContext{x}, CurrentContext: "bootstrap-context"}
-}
-
-// Parse reads base64 custom data back as the node's boot agent does. Errors name what is
-// missing or malformed.
-func Parse(b64 string) (*Node, error) {
+// ReadVariables reads base64 custom data as bash runs it: the variables assigned before the
+// provisioning command runs. Errors: not base64, not bash, no provisioning command, or a
+// statement the fake cannot evaluate without running it (an expansion, a pipeline, a
+// function); Dovetail never renders one.
+func ReadVariables(b64 string) (map[string]string, error) {
 	raw, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		return nil, fmt.Errorf("custom data: not base64: %w", err)
 	}
-	body, ok := strings.CutPrefix(string(raw), "#cloud-config\n")
-	if !ok {
-		return nil, errors.New("custom data: not a #cloud-config document")
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(string(raw)), "custom-data")
+	if err != nil {
+		return nil, fmt.Errorf("custom data: not a bash script: %w", err)
 	}
-	var cc cloudConfig
-	if err := yaml.UnmarshalStrict([]byte(body), &cc); err != nil {
-		return nil, fmt.Errorf("custom data: %w", err)
-	}
-	for _, f := range cc.WriteFiles {
-		if f.Path == KubeletDefaultsPath {
-			return parseDefaults(f.Content)
+	vars := map[string]string{}
+	for _, st := range f.Stmts {
+		call, ok := st.Cmd.(*syntax.CallExpr)
+		if !ok || st.Negated || st.Background || len(st.Redirs) > 0 {
+			return nil, fmt.Errorf("custom data: line %d: only assignments and simple commands are read", st.Pos().Line())
+		}
+		if len(call.Args) == 0 {
+			for _, a := range call.Assigns {
+				if a.Append || a.Index != nil || a.Array != nil || a.Value == nil {
+					return nil, fmt.Errorf("custom data: line %d: %s is not a plain assignment", a.Pos().Line(), a.Name.Value)
+				}
+				v, err := literalWord(a.Value)
+				if err != nil {
+					return nil, fmt.Errorf("custom data: %s: %w", a.Name.Value, err)
+				}
+				vars[a.Name.Value] = v
+			}
+			continue
+		}
+		args := make([]string, 0, len(call.Args))
+		for _, w := range call.Args {
+			a, err := literalWord(w)
+			if err != nil {
+				return nil, fmt.Errorf("custom data: line %d: %w", w.Pos().Line(), err)
+			}
+			args = append(args, a)
+		}
+		if strings.Contains(strings.Join(args, " "), ProvisionCommand) {
+			return vars, nil
 		}
 	}
-	return nil, fmt.Errorf("custom data: no %s", KubeletDefaultsPath)
+	return nil, fmt.Errorf("custom data: never runs %s", ProvisionCommand)
 }
 
-func parseDefaults(content string) (*Node, error) {
-	n := &Node{Labels: map[string]string{}}
-	for _, line := range strings.Split(content, "\n") {
-		key, value, _ := strings.Cut(line, "=")
-		switch key {
-		case "KUBELET_NODE_LABELS":
-			for _, kv := range strings.Split(value, ",") {
-				if kv == "" {
-					continue
-				}
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return nil, fmt.Errorf("custom data: KUBELET_NODE_LABELS entry %q is not key=value", kv)
-				}
-				n.Labels[k] = v
-			}
-		case "KUBELET_FLAGS":
-			for _, f := range strings.Fields(value) {
-				if t, ok := strings.CutPrefix(f, "--register-with-taints="); ok {
-					taints, err := parseTaints(t)
-					if err != nil {
-						return nil, err
-					}
-					n.Taints = taints
-				}
-				if m, ok := strings.CutPrefix(f, "--max-pods="); ok {
-					v, err := strconv.ParseInt(m, 10, 64)
-					if err != nil {
-						return nil, fmt.Errorf("custom data: --max-pods=%s", m)
-					}
-					n.MaxPods = v
-				}
+// literalWord is the value of a word made only of literal text and quotes.
+func literalWord(w *syntax.Word) (string, error) {
+	var bad syntax.Node
+	syntax.Walk(w, func(n syntax.Node) bool {
+		switch n.(type) {
+		case *syntax.ParamExp, *syntax.CmdSubst, *syntax.ArithmExp, *syntax.ProcSubst, *syntax.ExtGlob, *syntax.BraceExp:
+			if bad == nil {
+				bad = n
 			}
 		}
+		return bad == nil
+	})
+	if bad != nil {
+		return "", errors.New("expands at run time")
+	}
+	// Quote removal as bash does it (expand.Literal keeps the backslash of an escaped quote);
+	// globbing is off (no ReadDir), and quoted text is one field.
+	fields, err := expand.Fields(&expand.Config{}, w)
+	if err != nil {
+		return "", err
+	}
+	if len(fields) != 1 {
+		return "", fmt.Errorf("%d fields, want one", len(fields))
+	}
+	return fields[0], nil
+}
+
+// Node is what the kubelet an AKS node image configures from the contract registers with.
+type Node struct {
+	Labels  map[string]string
+	Taints  []corev1.Taint
+	MaxPods int64
+	// Flags are KUBELET_FLAGS by flag name ("--max-pods" to "30").
+	Flags map[string]string
+	// Variables are all the variables read.
+	Variables map[string]string
+}
+
+// Read reads the custom data as the node image's provisioning and the kubelet read it, and
+// returns the Node the kubelet would register. Errors name the variable: one of
+// RequiredVariables missing or empty, a CA that is not base64 PEM certificates (crypto/x509),
+// a bootstrap token of the wrong shape, an API server name that is not a DNS name, a label the
+// API server or the kubelet refuses (apimachinery validation, IsKubeletLabel), a malformed
+// flag, taint or max pods.
+func Read(b64 string) (*Node, error) {
+	vars, err := ReadVariables(b64)
+	if err != nil {
+		return nil, err
+	}
+	return NodeFrom(vars)
+}
+
+// NodeFrom is Read for variables already read.
+func NodeFrom(vars map[string]string) (*Node, error) {
+	var missing []string
+	for _, n := range RequiredVariables {
+		if vars[n] == "" {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("custom data: %s unset: the node image cannot configure the kubelet", strings.Join(missing, ", "))
+	}
+	if err := checkCA(vars[VarKubeCACrt]); err != nil {
+		return nil, fmt.Errorf("custom data: %s: %w", VarKubeCACrt, err)
+	}
+	if !tokenPattern.MatchString(vars[VarTLSBootstrap]) {
+		return nil, fmt.Errorf("custom data: %s is not a bootstrap token (<6 of [a-z0-9]>.<16 of [a-z0-9]>)", VarTLSBootstrap)
+	}
+	if msgs := validation.IsDNS1123Subdomain(vars[VarAPIServerName]); len(msgs) > 0 {
+		return nil, fmt.Errorf("custom data: %s %q: %s", VarAPIServerName, vars[VarAPIServerName], strings.Join(msgs, "; "))
+	}
+	n := &Node{Labels: map[string]string{}, Flags: map[string]string{}, Variables: vars}
+	// systemd splits $KUBELET_FLAGS on whitespace; each word is --name=value.
+	for _, w := range strings.Fields(vars[VarKubeletFlags]) {
+		name, v, ok := strings.Cut(w, "=")
+		if !ok || !strings.HasPrefix(name, "--") {
+			return nil, fmt.Errorf("custom data: %s word %q is not --flag=value", VarKubeletFlags, w)
+		}
+		n.Flags[name] = v
+	}
+	for _, kv := range strings.Split(vars[VarKubeletLabels], ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("custom data: %s entry %q is not key=value", VarKubeletLabels, kv)
+		}
+		n.Labels[k] = v
+	}
+	errs := validate.Labels(n.Labels, field.NewPath(VarKubeletLabels))
+	errs = append(errs, kubeletLabelErrors(n.Labels, field.NewPath(VarKubeletLabels))...)
+	if t := n.Flags["--register-with-taints"]; t != "" {
+		taints, err := parseTaints(t)
+		if err != nil {
+			return nil, err
+		}
+		n.Taints = taints
+		errs = append(errs, validate.Taints(taints, field.NewPath("--register-with-taints"), nil)...)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("custom data: the kubelet refuses: %w", errs.ToAggregate())
+	}
+	mp, err := strconv.ParseInt(n.Flags["--max-pods"], 10, 64)
+	if err != nil || mp < 1 {
+		return nil, fmt.Errorf("custom data: --max-pods=%q is not a positive integer", n.Flags["--max-pods"])
+	}
+	n.MaxPods = mp
+	if _, err := netip.ParseAddr(n.Flags["--cluster-dns"]); err != nil {
+		return nil, fmt.Errorf("custom data: --cluster-dns=%q is not an IP address", n.Flags["--cluster-dns"])
 	}
 	return n, nil
 }
 
-// isBase64 is standard base64 (RFC 4648 4) with no line breaks, which the decoder would skip.
-func isBase64(v string) bool {
-	if strings.ContainsAny(v, "\r\n") {
-		return false
+// checkCA: standard base64 (no line breaks) of one or more PEM CERTIFICATE blocks, each an
+// X.509 certificate crypto/x509 parses, and nothing else.
+func checkCA(b64 string) error {
+	if strings.ContainsAny(b64, "\r\n") {
+		return errors.New("must be base64 without line breaks")
 	}
-	_, err := base64.StdEncoding.DecodeString(v)
-	return err == nil
-}
-
-// yamlPrintable is YAML 1.2's c-printable production less U+0085 (NEL): YAML also counts NEL as
-// a line break, and go-yaml writes it raw and reads it back folded (found by the property test).
-func yamlPrintable(r rune) bool {
-	switch {
-	case r == '\t' || r == '\n' || r == '\r':
-		return true
-	case r >= 0x20 && r <= 0x7e, r >= 0xa0 && r <= 0xd7ff, r >= 0xe000 && r <= 0xfffd, r >= 0x10000 && r <= 0x10ffff:
-		return true
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return errors.New("not base64")
 	}
-	return false
+	certs := 0
+	for rest := raw; len(strings.TrimSpace(string(rest))) > 0; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return errors.New("not a PEM certificate bundle")
+		}
+		if block.Type != "CERTIFICATE" {
+			return fmt.Errorf("PEM block %q, want CERTIFICATE", block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return fmt.Errorf("certificate %d: %w", certs+1, err)
+		}
+		certs++
+	}
+	if certs == 0 {
+		return errors.New("no certificate")
+	}
+	return nil
 }
 
 func labelPairs(labels map[string]string) []string {
@@ -303,6 +282,7 @@ func labelPairs(labels map[string]string) []string {
 	return parts
 }
 
+// parseTaints reads --register-with-taints: key[=value]:Effect, comma-separated.
 func parseTaints(s string) ([]corev1.Taint, error) {
 	var out []corev1.Taint
 	for _, t := range strings.Split(s, ",") {

@@ -146,18 +146,28 @@ func (s *Server) checkVM(rg, name string, vm *armcompute.VirtualMachine) (fake.V
 	if e != nil {
 		return l, e
 	}
-	node, osImage, e := s.checkOS(name, p, size(vm))
+	osImage, e := s.checkOS(name, p, size(vm))
 	if e != nil {
 		return l, e
+	}
+	// ARM takes any base64 custom data; the node image's provisioning reads it once the VM
+	// boots. A contract it cannot use leaves a running VM whose kubelet never registers.
+	node, joinErr := customdata.Read(*p.OSProfile.CustomData)
+	if joinErr != nil {
+		node = &customdata.Node{}
 	}
 	settings := catalog.NodeSettings{Kubelet: &catalog.KubeletOverrides{MaxPods: &node.MaxPods}}
 	if d := p.StorageProfile.OSDisk.DiskSizeGB; d != nil {
 		settings.EphemeralStorageBytes = int64(*d) * 1_000_000_000
 	}
 	l = fake.VMLaunch{
-		Name: name, ProviderID: "azure://" + vmID(s.o.SubscriptionID, s.o.ResourceGroup, name),
+		// The Node's providerID as cloud-node-manager spells it (resource group lower case).
+		Name: name, ProviderID: azure.ProviderID(s.o.SubscriptionID, s.o.ResourceGroup, name),
 		Offering: cloud.OfferingRef{InstanceType: size(vm), Zone: offeringZone(s.region, vm), CapacityType: ct},
 		Tags:     azure.FromAzureTags(vm.Tags), Labels: node.Labels, Taints: node.Taints, Settings: settings, OSImage: osImage,
+	}
+	if joinErr != nil {
+		l.JoinError = joinErr.Error()
 	}
 	return l, nil
 }
@@ -212,43 +222,39 @@ func checkPriority(p *armcompute.VirtualMachineProperties) (string, *armError) {
 	}
 }
 
-// checkOS validates the OS profile (computer name, admin SSH key, custom data) and the image, and
-// reads the kubelet's labels and taints from the custom data as the node would.
-func (s *Server) checkOS(name string, p *armcompute.VirtualMachineProperties, vmSize string) (*customdata.Node, string, *armError) {
+// checkOS validates the OS profile (computer name, admin SSH key, custom data present and within
+// Azure's size limit) and the image, and returns the image's OS name.
+func (s *Server) checkOS(name string, p *armcompute.VirtualMachineProperties, vmSize string) (string, *armError) {
 	op, sp := p.OSProfile, p.StorageProfile
 	switch {
 	case op == nil || op.ComputerName == nil || op.AdminUsername == nil:
-		return nil, "", &armError{http.StatusBadRequest, "InvalidParameter", "osProfile.computerName and adminUsername required"}
+		return "", &armError{http.StatusBadRequest, "InvalidParameter", "osProfile.computerName and adminUsername required"}
 	case len(*op.ComputerName) > 64 || strings.ContainsAny(*op.ComputerName, "_.") || !strings.EqualFold(*op.ComputerName, name):
-		return nil, "", &armError{http.StatusBadRequest, "InvalidParameter", "osProfile.computerName " + *op.ComputerName}
+		return "", &armError{http.StatusBadRequest, "InvalidParameter", "osProfile.computerName " + *op.ComputerName}
 	case op.LinuxConfiguration == nil || op.LinuxConfiguration.SSH == nil || len(op.LinuxConfiguration.SSH.PublicKeys) == 0:
-		return nil, "", &armError{http.StatusBadRequest, "InvalidParameter", "linuxConfiguration.ssh.publicKeys required without a password"}
+		return "", &armError{http.StatusBadRequest, "InvalidParameter", "linuxConfiguration.ssh.publicKeys required without a password"}
 	case op.CustomData == nil || len(*op.CustomData) > customdata.MaxBase64Bytes:
-		return nil, "", &armError{http.StatusBadRequest, "InvalidParameter", "osProfile.customData missing or too long"}
+		return "", &armError{http.StatusBadRequest, "InvalidParameter", "osProfile.customData missing or too long"}
 	case sp == nil || sp.ImageReference == nil || sp.OSDisk == nil:
-		return nil, "", &armError{http.StatusBadRequest, "InvalidParameter", "storageProfile.imageReference and osDisk required"}
+		return "", &armError{http.StatusBadRequest, "InvalidParameter", "storageProfile.imageReference and osDisk required"}
 	}
 	m := communityImagePattern.FindStringSubmatch(val(sp.ImageReference.CommunityGalleryImageID))
 	if m == nil {
-		return nil, "", &armError{http.StatusBadRequest, "InvalidParameter", "image " + val(sp.ImageReference.CommunityGalleryImageID)}
+		return "", &armError{http.StatusBadRequest, "InvalidParameter", "image " + val(sp.ImageReference.CommunityGalleryImageID)}
 	}
 	if !s.imageVersionExists(m[1], m[2], m[3]) {
-		return nil, "", &armError{http.StatusNotFound, "GalleryImageNotFound", "image " + m[2] + " version " + m[3]}
+		return "", &armError{http.StatusNotFound, "GalleryImageNotFound", "image " + m[2] + " version " + m[3]}
 	}
 	it := s.o.Cloud.Catalog().Get(vmSize)
 	if it != nil && (it.Labels["kubernetes.io/arch"] == "arm64") != strings.Contains(m[2], "arm64") {
-		return nil, "", &armError{http.StatusConflict, "BadRequest", "image " + m[2] + " does not run on " + vmSize}
+		return "", &armError{http.StatusConflict, "BadRequest", "image " + m[2] + " does not run on " + vmSize}
 	}
 	// A Gen2 image on a size that boots only Gen1 (or the reverse) is refused by Compute.
 	if it != nil && it.Azure != nil && (it.Azure.HyperVGeneration == "2") != (strings.Contains(m[2], "gen2") || strings.HasPrefix(m[2], "V3gen2")) {
-		return nil, "", &armError{http.StatusBadRequest, "BadRequest", "the VM size " + vmSize + " cannot boot Hypervisor Generation of image " + m[2]}
+		return "", &armError{http.StatusBadRequest, "BadRequest", "the VM size " + vmSize + " cannot boot Hypervisor Generation of image " + m[2]}
 	}
 	if d := sp.OSDisk.DiskSizeGB; d != nil && (*d < 30 || *d > 4095) {
-		return nil, "", &armError{http.StatusBadRequest, "InvalidParameter", "osDisk.diskSizeGB"}
-	}
-	node, err := customdata.Parse(*op.CustomData)
-	if err != nil {
-		return nil, "", &armError{http.StatusBadRequest, "InvalidParameter", err.Error()}
+		return "", &armError{http.StatusBadRequest, "InvalidParameter", "osDisk.diskSizeGB"}
 	}
 	osImage := "Ubuntu 22.04.5 LTS"
 	switch {
@@ -257,7 +263,7 @@ func (s *Server) checkOS(name string, p *armcompute.VirtualMachineProperties, vm
 	case strings.HasPrefix(m[2], "2404"):
 		osImage = "Ubuntu 24.04.2 LTS"
 	}
-	return node, osImage, nil
+	return osImage, nil
 }
 
 // store records the VM as ARM returns it. inst, when set, gives the instance view's facts.
