@@ -33,6 +33,7 @@ type Options struct {
 	// token is a secret: pass it in the environment (DOVETAIL_AKS_BOOTSTRAP_TOKEN), not argv.
 	AzureSubscriptionID, AzureNodeResourceGroup, AzureSubnetID, AzureNetworkPlugin                            string
 	AKSAPIServer, AKSCA, AKSBootstrapToken, AKSSSHPublicKey, AKSKubeletIdentityClientID, AKSKubernetesVersion string
+	AKSKubeletIdentityID                                                                                      string
 }
 
 // Register adds the flags to fs, with their environment variables as defaults.
@@ -62,6 +63,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AKSKubernetesVersion, "aks-kubernetes-version", runtime.EnvDefault("aks-kubernetes-version", ""), "azure: the control plane's Kubernetes version (1.33.2), written to AKSNodeClass status.kubernetesVersion")
 	fs.StringVar(&o.AKSSSHPublicKey, "aks-ssh-public-key", runtime.EnvDefault("aks-ssh-public-key", ""), "azure: admin SSH public key of the nodes")
 	fs.StringVar(&o.AKSKubeletIdentityClientID, "aks-kubelet-identity-client-id", runtime.EnvDefault("aks-kubelet-identity-client-id", ""), "azure: kubelet managed identity client id")
+	fs.StringVar(&o.AKSKubeletIdentityID, "aks-kubelet-identity-id", runtime.EnvDefault("aks-kubelet-identity-id", ""), "azure: ARM id of the kubelet user-assigned identity every node VM carries (the launch identity must be allowed to assign it)")
 }
 
 // envList reads a comma-separated list flag's environment variable; empty items are dropped (the
