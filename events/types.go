@@ -111,7 +111,17 @@ type UnavailableOfferingMark struct {
 
 // MarkUnavailable is the mark for an offering refused at t: it expires UnavailableOfferingTTL later.
 func MarkUnavailable(k OfferingKey, reason string, t time.Time) UnavailableOfferingMark {
-	return UnavailableOfferingMark{OfferingKey: k, Reason: reason, Expires: metav1.NewTime(t.Add(UnavailableOfferingTTL))}
+	return MarkUnavailableFor(k, reason, t, UnavailableOfferingTTL)
+}
+
+// MarkUnavailableFor is the mark for an offering refused at t that the cloud's rules keep out
+// for ttl (a non-positive ttl is UnavailableOfferingTTL): Azure's error classes carry their own
+// durations, 10 minutes to 23 hours (shared/cloud/azure, capacity errors).
+func MarkUnavailableFor(k OfferingKey, reason string, t time.Time, ttl time.Duration) UnavailableOfferingMark {
+	if ttl <= 0 {
+		ttl = UnavailableOfferingTTL
+	}
+	return UnavailableOfferingMark{OfferingKey: k, Reason: reason, Expires: metav1.NewTime(t.Add(ttl))}
 }
 
 // UnavailableAt returns a lookup of the marks active at now (now < Expires; the later expiry

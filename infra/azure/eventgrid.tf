@@ -56,8 +56,11 @@ locals {
   # Resources events in Azure Event Grid"), and the Scheduled Events publisher's subject is the
   # reading VM's ID (agent/scheduledevents). Both begin with the node resource group's ID; the
   # filter is case-insensitive (subject_filter case_sensitive false), as ARM IDs are. The
-  # interruption function still matches each notice by full resource ID.
-  node_vm_prefix = "${data.azurerm_resource_group.nodes.id}/providers/Microsoft.Compute/"
+  # interruption function still matches each notice by full resource ID (subscription, resource
+  # group and name: notices.Notice.MatchesProviderID). Dovetail's nodes are VMs, never scale set
+  # instances, so the prefix ends at virtualMachines/: AKS's own VMSS node pools' health events
+  # are not delivered.
+  node_vm_prefix = "${data.azurerm_resource_group.nodes.id}/providers/Microsoft.Compute/virtualMachines/"
 }
 
 resource "azurerm_eventgrid_event_subscription" "push" {

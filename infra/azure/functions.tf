@@ -65,6 +65,7 @@ resource "azurerm_linux_function_app" "fn" {
     DOVETAIL_AKS_API_SERVER                 = var.aks_api_server
     DOVETAIL_AKS_CA                         = var.aks_ca
     DOVETAIL_AKS_KUBELET_IDENTITY_CLIENT_ID = var.aks_kubelet_identity_client_id
+    DOVETAIL_AKS_KUBELET_IDENTITY_ID        = var.aks_kubelet_identity_id
     DOVETAIL_AKS_SSH_PUBLIC_KEY             = var.aks_ssh_public_key
     DOVETAIL_AKS_KUBERNETES_VERSION         = var.aks_kubernetes_version
     DOVETAIL_AKS_TENANT_ID                  = data.azurerm_client_config.current.tenant_id

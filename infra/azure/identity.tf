@@ -1,13 +1,28 @@
-# Who may do what. Two custom roles, assignable only in the cluster's node resource group:
-# launch (create VMs, their NICs and OS disks) and terminate (delete them). Azure RBAC cannot
-# condition Microsoft.Compute or Microsoft.Network actions on tags: ABAC role-assignment
-# conditions exist only for some data actions (Storage blobs and queues among them), not for
-# ARM control-plane writes or deletes. So the tag rules are Azure Policy, assigned to the same
-# resource group: a VM or NIC created without this cluster's tag is denied (deny), and deleting a
-# VM not tagged for this cluster is denied (denyAction on delete) — for every principal. The
-# provider checks the tag itself before every delete (shared/cloud/azure Provider.Delete:
-# cloud.ErrNotOwned), so the policy is the second line, not the only one. AKS's own VMs (VM node
-# pools, tagged aks-managed-poolName) are outside both rules; VMSS instances are another type.
+# Who may do what. Custom roles with named actions only:
+#   launch      (node resource group; functions that launch): create node VMs, their NICs and OS
+#               disks; read the cluster's load balancers and agent pool NSG and join NICs to
+#               them (shared/cloud/azure network: backend pools, the NSG of a BYO subnet).
+#   terminate   (node resource group; every function): delete node VMs, NICs and OS disks.
+#   subnet-join (each node subnet; functions that launch): put a NIC in the subnet.
+#   subnet-read (each node subnet; lifecycle): read the subnets AKSNodeClasses resolve to.
+#   regional    (the subscription; every function): read the Resource SKUs (the catalog), the
+#               Compute usages (quotas, read before a launch) and the AKS node image versions of
+#               the community galleries (image resolution). These APIs live at the subscription
+#               (…/providers/Microsoft.Compute/locations/{location}/…), so no narrower scope
+#               exists; the role only reads.
+# Assigning the kubelet identity to node VMs is the built-in Managed Identity Operator on that
+# one identity, not userAssignedIdentities/assign/action over every identity of the group.
+# infra_test.go reads the SDK calls of shared/cloud/azure and fails if one's action is missing.
+#
+# Azure RBAC cannot condition Microsoft.Compute or Microsoft.Network actions on tags (ABAC
+# role-assignment conditions exist only for some data actions), and Azure Policy cannot see the
+# caller: a policy that denies untagged VMs or their deletion denies AKS, the user and every
+# other tool in the node resource group too, and an exemption by tag (aks-managed-poolName) is one
+# the launch identity can grant itself by writing that tag. So the policy below touches only
+# resources that carry Dovetail's cluster tag: they must be this cluster's, name their NodeClaim,
+# and may not pose as AKS-managed. What keeps Dovetail off other VMs is the provider's own tag
+# check before every delete (shared/cloud/azure Provider.Delete and DeleteLeftover:
+# cloud.ErrNotOwned) and the roles' scope (the node resource group).
 
 locals {
   launch_actions = [
@@ -18,8 +33,10 @@ locals {
     "Microsoft.Network/networkInterfaces/read",
     "Microsoft.Network/networkInterfaces/write",
     "Microsoft.Network/networkInterfaces/join/action",
-    "Microsoft.Network/virtualNetworks/subnets/join/action",
-    "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
+    "Microsoft.Network/loadBalancers/read",
+    "Microsoft.Network/loadBalancers/backendAddressPools/join/action",
+    "Microsoft.Network/networkSecurityGroups/read",
+    "Microsoft.Network/networkSecurityGroups/join/action",
   ]
   terminate_actions = [
     "Microsoft.Compute/virtualMachines/read",
@@ -28,6 +45,21 @@ locals {
     "Microsoft.Network/networkInterfaces/read",
     "Microsoft.Network/networkInterfaces/delete",
   ]
+  subnet_join_actions = ["Microsoft.Network/virtualNetworks/subnets/join/action"]
+  subnet_read_actions = ["Microsoft.Network/virtualNetworks/subnets/read"]
+  regional_actions = [
+    "Microsoft.Compute/skus/read",
+    "Microsoft.Compute/locations/usages/read",
+    "Microsoft.Compute/locations/communityGalleries/images/versions/read",
+  ]
+  # The subnets node NICs may join: the default one and those AKSNodeClasses name. A custom role
+  # is assignable at resource groups at the narrowest, so the subnet roles list the subnets'
+  # resource groups and are assigned on each subnet.
+  node_subnet_ids  = distinct(concat([var.node_subnet_id], var.extra_node_subnet_ids))
+  subnet_rg_ids    = distinct([for s in local.node_subnet_ids : regex("(?i)^(/subscriptions/[^/]+/resourceGroups/[^/]+)/", s)[0]])
+  subscription_id  = "/subscriptions/${var.subscription_id}"
+  launching        = { for f, spec in local.functions : f => spec if spec.launches }
+  subnet_launchers = { for pair in setproduct(keys(local.launching), local.node_subnet_ids) : "${pair[0]}|${pair[1]}" => { fn = pair[0], subnet = pair[1] } }
 }
 
 resource "azurerm_role_definition" "launch" {
@@ -52,8 +84,70 @@ resource "azurerm_role_definition" "terminate" {
   assignable_scopes = [data.azurerm_resource_group.nodes.id]
 }
 
+resource "azurerm_role_definition" "subnet_join" {
+  name              = "${local.name}-subnet-join"
+  scope             = local.subscription_id
+  description       = "Dovetail ${var.cluster_name}: put node NICs in the node subnets."
+  assignable_scopes = local.subnet_rg_ids
+  permissions {
+    actions     = local.subnet_join_actions
+    not_actions = []
+  }
+}
+
+resource "azurerm_role_definition" "subnet_read" {
+  name              = "${local.name}-subnet-read"
+  scope             = local.subscription_id
+  description       = "Dovetail ${var.cluster_name}: read the node subnets AKSNodeClasses resolve to."
+  assignable_scopes = local.subnet_rg_ids
+  permissions {
+    actions     = local.subnet_read_actions
+    not_actions = []
+  }
+}
+
+resource "azurerm_role_definition" "regional" {
+  name              = "${local.name}-regional-read"
+  scope             = local.subscription_id
+  description       = "Dovetail ${var.cluster_name}: read Resource SKUs, Compute usages (quotas) and AKS node image versions."
+  assignable_scopes = [local.subscription_id]
+  permissions {
+    actions     = local.regional_actions
+    not_actions = []
+  }
+}
+
+resource "azurerm_role_assignment" "subnet_join" {
+  for_each           = local.subnet_launchers
+  scope              = each.value.subnet
+  role_definition_id = azurerm_role_definition.subnet_join.role_definition_resource_id
+  principal_id       = azurerm_user_assigned_identity.fn[each.value.fn].principal_id
+}
+
+resource "azurerm_role_assignment" "subnet_read" {
+  for_each           = toset(local.node_subnet_ids)
+  scope              = each.value
+  role_definition_id = azurerm_role_definition.subnet_read.role_definition_resource_id
+  principal_id       = azurerm_user_assigned_identity.fn["lifecycle"].principal_id
+}
+
+resource "azurerm_role_assignment" "regional" {
+  for_each           = local.functions
+  scope              = local.subscription_id
+  role_definition_id = azurerm_role_definition.regional.role_definition_resource_id
+  principal_id       = azurerm_user_assigned_identity.fn[each.key].principal_id
+}
+
+# The kubelet identity node VMs carry: assignable by the functions that launch, that identity only.
+resource "azurerm_role_assignment" "kubelet_identity" {
+  for_each             = var.aks_kubelet_identity_id == "" ? {} : local.launching
+  scope                = var.aks_kubelet_identity_id
+  role_definition_name = "Managed Identity Operator"
+  principal_id         = azurerm_user_assigned_identity.fn[each.key].principal_id
+}
+
 resource "azurerm_role_assignment" "launch" {
-  for_each           = { for f, spec in local.functions : f => spec if spec.launches }
+  for_each           = local.launching
   scope              = data.azurerm_resource_group.nodes.id
   role_definition_id = azurerm_role_definition.launch.role_definition_resource_id
   principal_id       = azurerm_user_assigned_identity.fn[each.key].principal_id
@@ -137,52 +231,35 @@ resource "azurerm_role_assignment" "agent_receive" {
   principal_id         = azurerm_user_assigned_identity.agent.principal_id
 }
 
-# Azure Policy: the tag rules RBAC cannot express.
-resource "azurerm_policy_definition" "tag_on_create" {
-  name         = "${local.name}-tag-on-create"
+# Azure Policy, on Dovetail's resources only (see the top of this file): a VM or NIC that carries
+# the cluster tag key must carry this cluster's name, the NodeClaim tag, and no AKS-managed pool
+# tag. A resource without the tag is never evaluated, so nothing of AKS's, the user's or another
+# tool's is denied, and adding a tag only subjects a resource to the rule.
+resource "azurerm_policy_definition" "dovetail_tags" {
+  name         = "${local.name}-dovetail-tags"
   policy_type  = "Custom"
   mode         = "Indexed"
-  display_name = "Dovetail ${var.cluster_name}: node VMs and NICs carry the cluster tag"
+  display_name = "Dovetail ${var.cluster_name}: Dovetail-tagged VMs and NICs are this cluster's node VMs"
   policy_rule = jsonencode({
     if = {
       allOf = [
         { field = "type", in = ["Microsoft.Compute/virtualMachines", "Microsoft.Network/networkInterfaces"] },
-        { field = "tags['aks-managed-poolName']", exists = false },
-        { field = "tags['${local.cluster_tag}']", notEquals = var.cluster_name },
+        { field = "tags['${local.cluster_tag}']", exists = true },
+        {
+          anyOf = [
+            { field = "tags['${local.cluster_tag}']", notEquals = var.cluster_name },
+            { field = "tags['${local.nodeclaim_tag}']", exists = false },
+            { field = "tags['aks-managed-poolName']", exists = true },
+          ]
+        },
       ]
     }
     then = { effect = "deny" }
   })
 }
 
-resource "azurerm_policy_definition" "delete_only_tagged" {
-  name         = "${local.name}-delete-only-tagged"
-  policy_type  = "Custom"
-  mode         = "Indexed"
-  display_name = "Dovetail ${var.cluster_name}: only VMs tagged for the cluster are deleted"
-  policy_rule = jsonencode({
-    if = {
-      allOf = [
-        { field = "type", equals = "Microsoft.Compute/virtualMachines" },
-        { field = "tags['aks-managed-poolName']", exists = false },
-        { field = "tags['${local.cluster_tag}']", notEquals = var.cluster_name },
-      ]
-    }
-    then = {
-      effect  = "denyAction"
-      details = { actionNames = ["delete"], cascadeBehaviors = { resourceGroup = "deny" } }
-    }
-  })
-}
-
-resource "azurerm_resource_group_policy_assignment" "tag_on_create" {
-  name                 = "${local.name}-tag-on-create"
+resource "azurerm_resource_group_policy_assignment" "dovetail_tags" {
+  name                 = "${local.name}-dovetail-tags"
   resource_group_id    = data.azurerm_resource_group.nodes.id
-  policy_definition_id = azurerm_policy_definition.tag_on_create.id
-}
-
-resource "azurerm_resource_group_policy_assignment" "delete_only_tagged" {
-  name                 = "${local.name}-delete-only-tagged"
-  resource_group_id    = data.azurerm_resource_group.nodes.id
-  policy_definition_id = azurerm_policy_definition.delete_only_tagged.id
+  policy_definition_id = azurerm_policy_definition.dovetail_tags.id
 }

@@ -1,6 +1,7 @@
 // Package azureinfra holds the tests of infra/azure: the Terraform (HCL) files are parsed with
-// hashicorp/hcl/v2 and checked for least privilege (custom roles with no wildcard and only the
-// node resource group as scope, no launch right for lifecycle, the tag rules in Azure Policy),
+// hashicorp/hcl/v2 and checked for least privilege (custom roles with no wildcard, each at its one
+// scope, no launch right for lifecycle, every ARM action the provider's SDK calls need granted to
+// the functions that make them, a policy that touches only Dovetail-tagged resources),
 // dead-lettering on every subscription, the agent's Workload Identity federation, and parity of
 // the function apps and their function.json folders with the code's functions and routes.
 package azureinfra
@@ -286,12 +287,14 @@ func TestFunctionApps(t *testing.T) {
 func TestCustomRolesLeastPrivilege(t *testing.T) {
 	cfg := config(t)
 	launch, terminate := strs(local(t, cfg, "launch_actions")), strs(local(t, cfg, "terminate_actions"))
-	for _, a := range append(slices.Clone(launch), terminate...) {
-		if strings.Contains(a, "*") {
-			t.Errorf("action %s: no wildcard", a)
-		}
-		if !strings.HasPrefix(a, "Microsoft.Compute/") && !strings.HasPrefix(a, "Microsoft.Network/") && !strings.HasPrefix(a, "Microsoft.ManagedIdentity/") {
-			t.Errorf("action %s: outside compute, network and identity", a)
+	for _, role := range []string{"launch", "terminate", "subnet_join", "subnet_read", "regional"} {
+		for _, a := range strs(local(t, cfg, role+"_actions")) {
+			if strings.Contains(a, "*") {
+				t.Errorf("role %s: action %s: no wildcard", role, a)
+			}
+			if !strings.HasPrefix(a, "Microsoft.Compute/") && !strings.HasPrefix(a, "Microsoft.Network/") {
+				t.Errorf("role %s: action %s: outside compute and network", role, a)
+			}
 		}
 	}
 	for _, a := range launch {
@@ -304,13 +307,27 @@ func TestCustomRolesLeastPrivilege(t *testing.T) {
 			t.Errorf("terminate role: %s is neither a delete nor a read", a)
 		}
 	}
+	for _, role := range []string{"subnet_read", "regional"} {
+		for _, a := range strs(local(t, cfg, role+"_actions")) {
+			if !strings.HasSuffix(a, "/read") {
+				t.Errorf("role %s only reads: %s", role, a)
+			}
+		}
+	}
 	if !slices.Contains(terminate, "Microsoft.Compute/virtualMachines/delete") || !slices.Contains(launch, "Microsoft.Compute/virtualMachines/write") {
 		t.Error("the roles must create and delete VMs")
 	}
-	for _, name := range []string{"launch", "terminate"} {
+	// Each custom role: defined and assignable at its one scope, assigned only there, to whom it is for.
+	for name, want := range map[string]struct{ scope, assignable, assignedAt, forEach string }{
+		"launch":      {"data.azurerm_resource_group.nodes.id", "[data.azurerm_resource_group.nodes.id]", "data.azurerm_resource_group.nodes.id", "local.launching"},
+		"terminate":   {"data.azurerm_resource_group.nodes.id", "[data.azurerm_resource_group.nodes.id]", "data.azurerm_resource_group.nodes.id", "local.functions"},
+		"subnet_join": {"local.subscription_id", "local.subnet_rg_ids", "each.value.subnet", "local.subnet_launchers"},
+		"subnet_read": {"local.subscription_id", "local.subnet_rg_ids", "each.value", "toset(local.node_subnet_ids)"},
+		"regional":    {"local.subscription_id", "[local.subscription_id]", "local.subscription_id", "local.functions"},
+	} {
 		r := find(t, cfg, "resource", "azurerm_role_definition", name)
-		if r.expr(t, "scope") != "data.azurerm_resource_group.nodes.id" || r.expr(t, "assignable_scopes") != "[data.azurerm_resource_group.nodes.id]" {
-			t.Errorf("role %s: scope %s, assignable %s: want the node resource group only", name, r.expr(t, "scope"), r.expr(t, "assignable_scopes"))
+		if r.expr(t, "scope") != want.scope || r.expr(t, "assignable_scopes") != want.assignable {
+			t.Errorf("role %s: scope %s, assignable %s: want %s, %s", name, r.expr(t, "scope"), r.expr(t, "assignable_scopes"), want.scope, want.assignable)
 		}
 		if r.expr(t, "permissions.actions") != "local."+name+"_actions" || r.expr(t, "permissions.not_actions") != "[]" {
 			t.Errorf("role %s: permissions are not local.%s_actions", name, name)
@@ -318,25 +335,38 @@ func TestCustomRolesLeastPrivilege(t *testing.T) {
 		if _, ok := r.Body.Blocks[0].Body.Attributes["data_actions"]; ok {
 			t.Errorf("role %s: data actions", name)
 		}
+		a := find(t, cfg, "resource", "azurerm_role_assignment", name)
+		if a.expr(t, "scope") != want.assignedAt || a.expr(t, "for_each") != want.forEach ||
+			a.expr(t, "role_definition_id") != "azurerm_role_definition."+name+".role_definition_resource_id" {
+			t.Errorf("assignment %s: at %s for %s, want at %s for %s", name, a.expr(t, "scope"), a.expr(t, "for_each"), want.assignedAt, want.forEach)
+		}
 	}
-	// Every ARM role assignment of the functions is one of these two, at the node resource group;
-	// lifecycle gets no launch role.
+	if got := find(t, cfg, "resource", "azurerm_role_assignment", "subnet_read").expr(t, "principal_id"); got != `azurerm_user_assigned_identity.fn["lifecycle"].principal_id` {
+		t.Errorf("subnet_read is for lifecycle, which resolves subnets: %s", got)
+	}
+	// The locals the assignments range over: the launching functions are those with launches = true.
+	for _, b := range cfg {
+		if b.Type == "locals" && b.Body.Attributes["launching"] != nil {
+			if got := b.expr(t, "launching"); got != "{ for f, spec in local.functions : f => spec if spec.launches }" {
+				t.Errorf("local.launching = %s: only the functions that launch", got)
+			}
+		}
+	}
 	for _, a := range all(cfg, "resource", "azurerm_role_assignment") {
-		if _, custom := a.Body.Attributes["role_definition_id"]; !custom {
-			continue
-		}
-		if a.expr(t, "scope") != "data.azurerm_resource_group.nodes.id" {
-			t.Errorf("assignment %s: custom role outside the node resource group", a.Labels[1])
+		if _, custom := a.Body.Attributes["role_definition_id"]; custom && !slices.Contains([]string{"launch", "terminate", "subnet_join", "subnet_read", "regional"}, a.Labels[1]) {
+			t.Errorf("assignment %s: a custom role this test does not know", a.Labels[1])
 		}
 	}
-	if got := find(t, cfg, "resource", "azurerm_role_assignment", "launch").expr(t, "for_each"); got != "{ for f, spec in local.functions : f => spec if spec.launches }" {
-		t.Errorf("launch assignment for_each %s: only the functions that launch", got)
-	}
-	// Built-in roles: only the data-plane ones named here.
-	allowed := []string{`"EventGrid Data Sender"`, `"EventGrid Data Receiver"`, `"Storage Blob Data Contributor"`, `"Storage Blob Data Owner"`, `"Key Vault Secrets User"`, `"Monitoring Metrics Publisher"`}
+	// Built-in roles: only the data-plane ones named here, and Managed Identity Operator on the
+	// kubelet identity alone.
+	allowed := []string{`"EventGrid Data Sender"`, `"EventGrid Data Receiver"`, `"Storage Blob Data Contributor"`, `"Storage Blob Data Owner"`, `"Key Vault Secrets User"`, `"Monitoring Metrics Publisher"`, `"Managed Identity Operator"`}
 	for _, a := range all(cfg, "resource", "azurerm_role_assignment") {
 		if _, ok := a.Body.Attributes["role_definition_name"]; ok && !slices.Contains(allowed, a.expr(t, "role_definition_name")) {
 			t.Errorf("assignment %s: built-in role %s", a.Labels[1], a.expr(t, "role_definition_name"))
+		}
+		if _, ok := a.Body.Attributes["role_definition_name"]; ok && a.expr(t, "role_definition_name") == `"Managed Identity Operator"` &&
+			(a.expr(t, "scope") != "var.aks_kubelet_identity_id" || a.expr(t, "for_each") != `var.aks_kubelet_identity_id == "" ? {} : local.launching`) {
+			t.Errorf("Managed Identity Operator at %s for %s: the kubelet identity only, for the functions that launch", a.expr(t, "scope"), a.expr(t, "for_each"))
 		}
 	}
 	if got := find(t, cfg, "resource", "azurerm_role_assignment", "host_storage").expr(t, "scope"); got != "azurerm_storage_account.host.id" {
@@ -344,29 +374,44 @@ func TestCustomRolesLeastPrivilege(t *testing.T) {
 	}
 }
 
-// What RBAC cannot condition on (tags of VMs and NICs) is Azure Policy at the node resource group:
-// create only with this cluster's tag, delete only VMs carrying it. The tag is the one the
-// provider writes: dovetail.dev/cluster with "/" as "_".
-func TestPolicyEnforcesTheClusterTag(t *testing.T) {
+// The one Azure Policy evaluates only VMs and NICs carrying Dovetail's cluster tag (the one the
+// provider writes: dovetail.dev/cluster with "/" as "_"): a resource without it (AKS's, the
+// user's, a private endpoint's NIC) is never denied, and no tag exempts a resource, since a
+// condition "tag exists = false" outside the deny reasons would be an exemption the launch
+// identity could grant itself by writing that tag.
+func TestPolicyTouchesOnlyDovetailResources(t *testing.T) {
 	cfg := config(t)
 	if got, want := local(t, cfg, "cluster_tag").AsString(), strings.ReplaceAll(apisv1.TagCluster, "/", "_"); got != want {
 		t.Fatalf("local.cluster_tag %q, want %q", got, want)
 	}
-	for name, effect := range map[string]string{"tag_on_create": `effect = "deny"`, "delete_only_tagged": `effect  = "denyAction"`} {
-		p := find(t, cfg, "resource", "azurerm_policy_definition", name)
-		rule := p.expr(t, "policy_rule")
-		for _, want := range []string{effect, "tags['${local.cluster_tag}']", "notEquals = var.cluster_name", `"Microsoft.Compute/virtualMachines"`} {
-			if !strings.Contains(rule, want) {
-				t.Errorf("policy %s: rule lacks %s", name, want)
-			}
-		}
-		a := find(t, cfg, "resource", "azurerm_resource_group_policy_assignment", name)
-		if a.expr(t, "resource_group_id") != "data.azurerm_resource_group.nodes.id" || a.expr(t, "policy_definition_id") != "azurerm_policy_definition."+name+".id" {
-			t.Errorf("policy %s: not assigned to the node resource group", name)
+	if got, want := local(t, cfg, "nodeclaim_tag").AsString(), strings.ReplaceAll(apisv1.TagNodeClaim, "/", "_"); got != want {
+		t.Fatalf("local.nodeclaim_tag %q, want %q", got, want)
+	}
+	defs := all(cfg, "resource", "azurerm_policy_definition")
+	if len(defs) != 1 || defs[0].Labels[1] != "dovetail_tags" {
+		t.Fatalf("%d policy definitions, want dovetail_tags only", len(defs))
+	}
+	rule := defs[0].expr(t, "policy_rule")
+	scoped := `{ field = "tags['${local.cluster_tag}']", exists = true },`
+	if !strings.Contains(rule, scoped) {
+		t.Errorf("rule is not scoped to Dovetail-tagged resources (%s)", scoped)
+	}
+	deny := rule[strings.Index(rule, "anyOf"):]
+	for _, want := range []string{`{ field = "tags['${local.cluster_tag}']", notEquals = var.cluster_name }`, `{ field = "tags['${local.nodeclaim_tag}']", exists = false }`,
+		`{ field = "tags['aks-managed-poolName']", exists = true }`, `then = { effect = "deny" }`} {
+		if !strings.Contains(deny, want) {
+			t.Errorf("deny reasons lack %s", want)
 		}
 	}
-	if rule := find(t, cfg, "resource", "azurerm_policy_definition", "delete_only_tagged").expr(t, "policy_rule"); !strings.Contains(rule, `actionNames = ["delete"]`) {
-		t.Error("delete_only_tagged must deny the delete action")
+	if head := rule[:strings.Index(rule, "anyOf")]; strings.Contains(head, "exists = false") || strings.Contains(head, "notEquals") {
+		t.Errorf("the rule's scope holds a condition a tag could satisfy: %s", head)
+	}
+	if strings.Contains(rule, "denyAction") {
+		t.Error("a denyAction denies every principal's deletes, others' included")
+	}
+	a := find(t, cfg, "resource", "azurerm_resource_group_policy_assignment", "dovetail_tags")
+	if a.expr(t, "resource_group_id") != "data.azurerm_resource_group.nodes.id" || a.expr(t, "policy_definition_id") != "azurerm_policy_definition.dovetail_tags.id" {
+		t.Error("policy dovetail_tags: not assigned to the node resource group")
 	}
 }
 
@@ -476,8 +521,8 @@ func TestNoticeSubscriptionsFilteredToTheNodeResourceGroup(t *testing.T) {
 		if b.Type == "locals" {
 			if _, ok := b.Body.Attributes["push_subscriptions"]; ok {
 				locals = string(b.src[b.Range().Start.Byte:b.Range().End.Byte])
-				if got := b.expr(t, "node_vm_prefix"); got != `"${data.azurerm_resource_group.nodes.id}/providers/Microsoft.Compute/"` {
-					t.Errorf("node_vm_prefix = %s, want the node resource group's ID", got)
+				if got := b.expr(t, "node_vm_prefix"); got != `"${data.azurerm_resource_group.nodes.id}/providers/Microsoft.Compute/virtualMachines/"` {
+					t.Errorf("node_vm_prefix = %s, want the node resource group's VMs", got)
 				}
 			}
 		}

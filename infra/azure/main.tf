@@ -78,6 +78,16 @@ variable "node_subnet_id" {
   type        = string
 }
 
+variable "extra_node_subnet_ids" {
+  description = "ARM ids of the other subnets AKSNodeClasses name in spec.vnetSubnetID: the functions that launch may put NICs in them and lifecycle may read them, as in node_subnet_id. Empty: node_subnet_id only."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for s in var.extra_node_subnet_ids : can(regex("(?i)^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft.Network/virtualNetworks/[^/]+/subnets/[^/]+$", s))])
+    error_message = "extra_node_subnet_ids must be subnet ARM ids (/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Network/virtualNetworks/<vnet>/subnets/<subnet>)."
+  }
+}
+
 variable "network_plugin" {
   description = "The cluster's network plugin as the Azure provider names it: azure-overlay (default), azure, kubenet or none."
   type        = string
@@ -124,6 +134,16 @@ variable "aks_vnet_guid" {
   description = "resourceGuid of the cluster's VNet (az network vnet show --query resourceGuid -o tsv): the kubernetes.azure.com/nodenetwork-vnetguid label of Azure CNI Overlay nodes. Empty: the label is left off."
   type        = string
   default     = ""
+}
+
+variable "aks_kubelet_identity_id" {
+  description = "ARM id of the cluster's kubelet user-assigned identity (az aks show --query identityProfile.kubeletidentity.resourceId -o tsv), which every node VM carries for ACR pulls and the disk and file CSI drivers. Set, the functions that launch get Managed Identity Operator on it alone. Empty: node VMs carry no identity."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.aks_kubelet_identity_id == "" || can(regex("(?i)^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft.ManagedIdentity/userAssignedIdentities/[^/]+$", var.aks_kubelet_identity_id))
+    error_message = "aks_kubelet_identity_id must be a user-assigned identity's ARM id (/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.ManagedIdentity/userAssignedIdentities/<name>) or empty."
+  }
 }
 
 variable "aks_kubernetes_version" {
@@ -182,8 +202,9 @@ locals {
   }
   # The tag Dovetail writes as dovetail.dev/cluster: ARM tag names cannot hold "/"
   # (shared/cloud/azure ToAzureTags).
-  cluster_tag = "dovetail.dev_cluster"
-  tags        = { "dovetail.dev_cluster" = var.cluster_name }
+  cluster_tag   = "dovetail.dev_cluster"
+  nodeclaim_tag = "karpenter.sh_nodeclaim"
+  tags          = { "dovetail.dev_cluster" = var.cluster_name }
 }
 
 data "azurerm_client_config" "current" {}

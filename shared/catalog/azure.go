@@ -89,6 +89,9 @@ type AzureSizeFacts struct {
 	EphemeralOSMaxGB int64
 	// GPUDriverOS are the OSes AKS installs a GPU driver for (supported-gpus), empty without GPUs.
 	GPUDriverOS []string
+	// QuotaFamily is the size's vCPU quota family, the Resource SKUs API's "family"
+	// (standardDSv5Family): the name of its Compute usages entry.
+	QuotaFamily string
 }
 
 // AKSUnsupportedReason says why AKS Node Auto-Provisioning does not offer a size, or "" when it
@@ -126,7 +129,7 @@ var aksRestrictedSizes = map[string]bool{
 // here): labels as the Karpenter provider's computeRequirements sets them, capacity and overhead
 // from the AKS rules under default settings (azurerules.go).
 func NewAzureInstanceType(f AzureSizeFacts, region string, offerings []Offering) *InstanceType {
-	spec := &AzureSpec{VCPU: f.VCPU, MemoryMiB: f.MemoryMiB, HyperVGeneration: apisv1.HyperVGenerationV2, GPUDriverOS: f.GPUDriverOS}
+	spec := &AzureSpec{VCPU: f.VCPU, MemoryMiB: f.MemoryMiB, HyperVGeneration: apisv1.HyperVGenerationV2, GPUDriverOS: f.GPUDriverOS, QuotaFamily: f.QuotaFamily}
 	if len(f.HyperVGenerations) > 0 && !slices.Contains(f.HyperVGenerations, apisv1.HyperVGenerationV2) {
 		spec.HyperVGeneration = apisv1.HyperVGenerationV1
 	}
@@ -218,6 +221,7 @@ func AzureOfferings(name string, zones []string, onDemand float64, spotCapable b
 // azureRecord is one size of the embedded vm_sizes.json.
 type azureRecord struct {
 	Name            string   `json:"name"`
+	Family          string   `json:"family"`
 	VCPU            int64    `json:"vcpu"`
 	MemoryMiB       int64    `json:"memory_mib"`
 	Architecture    string   `json:"architecture"`
@@ -235,7 +239,7 @@ func (r *azureRecord) facts() AzureSizeFacts {
 	return AzureSizeFacts{Name: r.Name, VCPU: r.VCPU, MemoryMiB: r.MemoryMiB, Arch: r.Architecture, GPUCount: r.GPUCount,
 		GPUManufacturer: deref(r.GPUManufacturer), GPUModel: deref(r.GPUModel), PremiumIO: n.PremiumStorage(),
 		AcceleratedNetworking: azureAcceleratedNetworkingByRule(r.Name, r.VCPU), SpotCapable: azureSpotCapableByRule(r.Name),
-		GPUDriverOS: r.gpuDriverOS()}
+		GPUDriverOS: r.gpuDriverOS(), QuotaFamily: r.Family}
 }
 
 // gpuDriverOS splits aks_gpu_supported_os ("ubuntu;windows;azurelinux3"), Windows left out.

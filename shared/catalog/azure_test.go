@@ -279,3 +279,24 @@ func findOffering(it *InstanceType, zone, ct string) (Offering, bool) {
 	}
 	return Offering{}, false
 }
+
+// TestAzureQuotaFamily: each size keeps its vCPU quota family, the Resource SKUs API's "family"
+// (the name of its Compute usages entry): from the embedded data (Standard_D2s_v5 and
+// Standard_D96s_v5 are standardDSv5Family, Standard_D2as_v5 standardDASv5Family, as the Resource
+// SKUs API lists them) and from a live SKU.
+func TestAzureQuotaFamily(t *testing.T) {
+	cat, err := AzureRegionCatalog("eastus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for size, want := range map[string]string{"Standard_D2s_v5": "standardDSv5Family", "Standard_D96s_v5": "standardDSv5Family", "Standard_D2as_v5": "standardDASv5Family"} {
+		if it := cat.Get(size); it == nil || it.Azure.QuotaFamily != want {
+			t.Errorf("%s: quota family %v, want %s", size, it, want)
+		}
+	}
+	sku := AzureResourceSKU{ResourceType: "virtualMachines", Name: "Standard_D2s_v5", Family: "standardDSv5Family",
+		Capabilities: []AzureSKUCapability{{Name: "vCPUs", Value: "2"}, {Name: "MemoryGB", Value: "8"}}}
+	if f, err := sku.Facts(); err != nil || f.QuotaFamily != "standardDSv5Family" {
+		t.Errorf("live SKU facts: quota family %q, %v", f.QuotaFamily, err)
+	}
+}

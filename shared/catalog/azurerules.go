@@ -129,6 +129,9 @@ type AzureSpec struct {
 	// GPUDriverOS are the node OSes AKS installs a GPU driver for on this size ("ubuntu",
 	// "azurelinux", "azurelinux3"; the provider's supported-gpus data); empty without GPUs.
 	GPUDriverOS []string
+	// QuotaFamily is the vCPU quota family (standardDSv5Family), the Compute usages entry a
+	// launch of the size counts against; "" when the catalog's source did not say.
+	QuotaFamily string
 }
 
 // AKSImageOS is the GPU-driver OS of an AKS image family: "ubuntu" for the Ubuntu families,

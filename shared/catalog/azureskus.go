@@ -136,7 +136,7 @@ func (s *AzureResourceSKU) OfferingZones(region string) []string {
 }
 
 func (s *AzureResourceSKU) Facts() (AzureSizeFacts, error) {
-	f := AzureSizeFacts{Name: s.Name}
+	f := AzureSizeFacts{Name: s.Name, QuotaFamily: s.Family}
 	num := func(name string) (float64, error) {
 		v, ok := s.Capability(name)
 		if !ok {

@@ -74,6 +74,10 @@ type Instance struct {
 	// capacity reservation (CapacityType reserved).
 	CapacityReservationID   string `json:"capacityReservationID,omitempty"`
 	CapacityReservationType string `json:"capacityReservationType,omitempty"`
+	// Refused are the offerings the launch found unavailable before this one succeeded (a
+	// provider that tries offerings one by one, as Azure's does): the launch step marks them as
+	// it marks an InsufficientCapacityError's.
+	Refused []UnavailableOffering `json:"refused,omitempty"`
 }
 
 // Instance states, as EC2 names them.
@@ -161,6 +165,9 @@ var ErrNotFound = errors.New("instance not found")
 type UnavailableOffering struct {
 	Offering OfferingRef `json:"offering"`
 	Code     string      `json:"code"` // e.g. InsufficientInstanceCapacity
+	// TTL is how long the offering stays marked; zero is events.UnavailableOfferingTTL (3
+	// minutes, Karpenter's). Azure's error classes set theirs (shared/cloud/azure).
+	TTL time.Duration `json:"ttl,omitempty"`
 }
 
 // InsufficientCapacityError says no offering of a launch could be fulfilled.

@@ -94,7 +94,8 @@ func ClientToken(cluster, nodeClaimName string, offerings []cloud.OfferingRef) s
 // Launch asks the provider for one instance from the plan's offerings and returns the NodeClaim
 // recording it (status.providerID, capacity, allocatable, Launched condition). When every
 // offering is refused, Result.Err is a *cloud.InsufficientCapacityError and Unavailable lists
-// the marks to record.
+// the marks to record; a launch that succeeded after refusals (Instance.Refused) lists those
+// too. Each mark lasts its offering's TTL (events.UnavailableOfferingTTL when the provider set none).
 func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.NodeClaimPlan, nodeClass apisv1.NodeClass) Result {
 	name := NodeClaimName(l.Cluster, d, plan)
 	offs := make([]cloud.OfferingRef, 0, len(plan.Offerings))
@@ -123,11 +124,14 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 		Offerings: offs, Labels: plan.Labels, Taints: taints, Tags: tags,
 	})
 	var res Result
-	var ice *cloud.InsufficientCapacityError
-	if errors.As(err, &ice) {
-		for _, u := range ice.Unavailable {
-			res.Unavailable = append(res.Unavailable, events.MarkUnavailable(u.Offering.Key(), u.Code, d.Time))
-		}
+	var refused []cloud.UnavailableOffering
+	if ice := (*cloud.InsufficientCapacityError)(nil); errors.As(err, &ice) {
+		refused = ice.Unavailable
+	} else if err == nil && inst != nil {
+		refused = inst.Refused // offerings a one-by-one launch was refused before this one
+	}
+	for _, u := range refused {
+		res.Unavailable = append(res.Unavailable, events.MarkUnavailableFor(u.Offering.Key(), u.Code, d.Time, u.TTL))
 	}
 	if err != nil {
 		res.Err = fmt.Errorf("launching nodeclaim %s: %w", name, err)

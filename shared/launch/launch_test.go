@@ -102,3 +102,34 @@ func TestCapacityErrorBecomesThreeMinuteMarks(t *testing.T) {
 		}
 	}
 }
+
+// refusingProvider is a provider that, like Azure's, tries offerings one by one: it reports the
+// first offering refused (with a 1-hour TTL, ZonalAllocationFailed's on Azure) and launches the
+// rest through the fake cloud.
+type refusingProvider struct{ *fake.Cloud }
+
+func (r refusingProvider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Instance, error) {
+	first := req.Offerings[0]
+	req.Offerings = req.Offerings[1:]
+	inst, err := r.Cloud.Create(ctx, req)
+	if inst != nil {
+		inst.Refused = []cloud.UnavailableOffering{{Offering: first, Code: "ZonalAllocationFailed", TTL: time.Hour}}
+	}
+	return inst, err
+}
+
+// TestRefusalsBeforeASuccessAreMarkedWithTheirTTL: a launch that succeeded after refusals marks
+// the refused offerings too, each for the TTL its provider gave (Azure's classes: 10 minutes to
+// 23 hours), not the 3-minute default; a mark without a TTL keeps the default.
+func TestRefusalsBeforeASuccessAreMarkedWithTheirTTL(t *testing.T) {
+	cat := catalog.MustAWS()
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
+	l := &Launcher{Cluster: "prod", Provider: refusingProvider{fc}, Catalog: cat}
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), apisv1.NodeClass{})
+	if res.Err != nil || res.NodeClaim == nil {
+		t.Fatalf("launch: %v", res.Err)
+	}
+	if len(res.Unavailable) != 1 || res.Unavailable[0].Reason != "ZonalAllocationFailed" || !res.Unavailable[0].Expires.Time.Equal(at.Add(time.Hour)) {
+		t.Fatalf("marks %+v, want the refused offering until an hour after the decision", res.Unavailable)
+	}
+}

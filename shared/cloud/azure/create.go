@@ -35,47 +35,20 @@ const (
 	CodeUnsupportedType = "UnsupportedCapacityType" // reserved capacity is not launched on Azure yet
 )
 
-// capacityScope says what an ARM error code takes out of the running.
-type capacityScope int
-
-const (
-	notCapacity       capacityScope = iota
-	scopeOffering                   // this size in this zone at this priority
-	scopeCapacityType               // every offering of the priority (spot LowPriorityCores quota, regional quota)
-	scopeFamily                     // every offering of the size's family at this priority (family vCPU quota)
-)
-
-// classify maps an ARM error to what it rules out. SkuNotAvailable (the size is not offered to the
-// subscription in that zone or at that priority), ZonalAllocationFailed, AllocationFailed and
-// OverconstrainedAllocationRequest / OverconstrainedZonalAllocationRequest (no capacity for the
-// size, zone and priority) rule out the offering; OperationNotAllowed and QuotaExceeded (vCPU quota
-// reached: "exceeding approved LowPriorityCores quota", "… standardDSv5Family Cores quota", "Total
-// Regional Cores quota") rule out the priority, or the family's offerings for a family quota
-// (Azure "Resolve errors for SKU not available", "Troubleshoot allocation failures", "vCPU quotas").
-func classify(err error) (code string, scope capacityScope) {
-	code = responseCode(err)
-	switch code {
-	case "SkuNotAvailable", "ZonalAllocationFailed", "AllocationFailed", "OverconstrainedAllocationRequest", "OverconstrainedZonalAllocationRequest":
-		return code, scopeOffering
-	case "OperationNotAllowed", "QuotaExceeded":
-		msg := err.Error()
-		if strings.Contains(msg, "Family Cores quota") {
-			return code, scopeFamily
-		}
-		return code, scopeCapacityType
-	}
-	return code, notCapacity
-}
-
 // Create launches one VM for the request. The VM is named from the NodeClaim (VMName), so a
-// redelivered launch finds the VM the first delivery made and returns it. Offerings are tried in
-// the request's order (cheapest first), spot before on demand, one VM create each, at most
-// MaxAttempts: a capacity error marks the offering (or, for a quota, every offering it covers) and
-// the next is tried, so a spot launch that finds no spot capacity falls back to a regular VM in
-// the same call. A NIC named like the VM is created (or updated) in the AKSNodeClass's subnet
-// before each VM create, and deleted when no VM was made. When nothing launches the error is a *cloud.InsufficientCapacityError listing every
-// refused offering with ARM's code; other errors (auth, a bad request) are returned as they are,
-// an *azcore.ResponseError inside.
+// redelivered launch finds the VM the first delivery made and returns it. Before any create the
+// provider reads the Compute usages (quotas): an offering whose vCPU quota has no room for the
+// size is refused untried (CodeFamilyQuota, CodeRegionalQuota, CodeLowPriorityQuota, marked
+// LowQuotaTTL). The rest are tried in the request's order (cheapest first), spot before on
+// demand, one VM create each, at most MaxAttempts: a capacity error marks what its class covers
+// (classify: offerings of the request and of the catalog, each with its class's TTL) and the
+// next offering not covered is tried, so a spot launch that finds no spot capacity falls back to
+// a regular VM in the same call. A NIC named like the VM (in the AKSNodeClass's subnet, in the
+// cluster's load balancer backend pools, with the cluster NSG on a BYO subnet: network) is
+// created (or updated) before each VM create, and deleted when no VM was made. When nothing
+// launches the error is a *cloud.InsufficientCapacityError listing every refused offering with
+// its code and TTL; other errors (auth, a bad request, a missing subnet or pool, an identity
+// the launch identity may not assign) are returned as they are, an *azcore.ResponseError inside.
 func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Instance, error) {
 	nc, subnet, err := p.validate(req)
 	if err != nil {
@@ -89,65 +62,95 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", apisv1.KindAKSNodeClass, nc.Name, err)
 	}
-	var refused []cloud.UnavailableOffering
-	out := map[cloud.OfferingRef]string{} // offerings ruled out, with the code
-	attempts := 0
+	net, err := p.network(ctx, subnet)
+	if err != nil {
+		return nil, err
+	}
+	room, err := p.quotas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := launchState{name: name, req: req, nc: nc, settings: settings, subnet: subnet, net: net, out: map[cloud.OfferingRef]bool{}}
 	for _, o := range ordered(req.Offerings) {
-		key := cloud.OfferingRef{InstanceType: o.InstanceType, Zone: o.Zone, CapacityType: o.CapacityType}
-		it := p.o.Catalog.Get(o.InstanceType)
-		code := out[key]
-		switch {
-		case code != "":
-		case it == nil:
-			code = CodeUnknownSize
-		case o.CapacityType != apisv1.CapacityTypeSpot && o.CapacityType != apisv1.CapacityTypeOnDemand:
-			code = CodeUnsupportedType
-		case imageFor(nc, it) == "":
-			code = CodeNoImageForSize
+		inst, err := p.try(ctx, &l, o, room)
+		if inst != nil {
+			inst.Refused = l.refused
 		}
-		if code != "" {
-			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: code})
-			continue
-		}
-		if attempts == MaxAttempts {
-			break
-		}
-		attempts++
-		inst, err := p.launch(ctx, name, req, nc, settings, subnet, o, it)
-		if err == nil {
-			return inst, nil
-		}
-		code, scope := classify(err)
-		if scope == notCapacity {
-			_ = p.deleteFailed(ctx, name)
-			_ = p.releaseNIC(ctx, name) // best effort: the leftover collector takes what remains
-			return nil, fmt.Errorf("creating VM %s (%s): %w", name, o, err)
-		}
-		refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: code})
-		p.ruleOut(req.Offerings, o, it, code, scope, out)
-		if err := p.deleteFailed(ctx, name); err != nil {
-			return nil, err
+		if inst != nil || err != nil {
+			return inst, err
 		}
 	}
-	if attempts > 0 {
+	if l.attempts > 0 {
 		// No VM uses the NIC the attempts made: delete it now rather than leave it to the
 		// leftover collector (best effort; a refusal leaves it there).
 		_ = p.releaseNIC(ctx, name)
 	}
-	return nil, &cloud.InsufficientCapacityError{Unavailable: refused}
+	return nil, &cloud.InsufficientCapacityError{Unavailable: l.refused}
 }
 
-// ruleOut records the offerings an error covers beyond the one tried.
-func (p *Provider) ruleOut(all []cloud.OfferingRef, tried cloud.OfferingRef, it *catalog.InstanceType, code string, scope capacityScope, out map[cloud.OfferingRef]string) {
-	for _, o := range all {
-		if o.CapacityType != tried.CapacityType {
-			continue
-		}
-		other := p.o.Catalog.Get(o.InstanceType)
-		if scope == scopeCapacityType || (scope == scopeFamily && other != nil && other.Labels[apisv1.LabelSKUSeries] == it.Labels[apisv1.LabelSKUSeries]) {
-			out[cloud.OfferingRef{InstanceType: o.InstanceType, Zone: o.Zone, CapacityType: o.CapacityType}] = code
+// launchState is one Create's progress over its offerings.
+type launchState struct {
+	name     string
+	req      cloud.LaunchRequest
+	nc       *apisv1.AKSNodeClass
+	settings catalog.NodeSettings
+	subnet   string
+	net      nicNetwork
+	attempts int
+	refused  []cloud.UnavailableOffering
+	out      map[cloud.OfferingRef]bool // offerings already ruled out (refused lists them)
+}
+
+func (l *launchState) refuse(u cloud.UnavailableOffering) {
+	k := cloud.OfferingRef{InstanceType: u.Offering.InstanceType, Zone: u.Offering.Zone, CapacityType: u.Offering.CapacityType}
+	if !l.out[k] {
+		l.out[k] = true
+		l.refused = append(l.refused, u)
+	}
+}
+
+// try launches offering o unless it is ruled out, unlaunchable or over quota. It returns the
+// instance, or a non-capacity error, or (nil, nil) to go on with the next offering.
+func (p *Provider) try(ctx context.Context, l *launchState, o cloud.OfferingRef, room quotaRoom) (*cloud.Instance, error) {
+	key := cloud.OfferingRef{InstanceType: o.InstanceType, Zone: o.Zone, CapacityType: o.CapacityType}
+	if l.out[key] {
+		return nil, nil
+	}
+	it := p.o.Catalog.Get(o.InstanceType)
+	code, ttl := "", time.Duration(0)
+	switch {
+	case it == nil:
+		code = CodeUnknownSize
+	case o.CapacityType != apisv1.CapacityTypeSpot && o.CapacityType != apisv1.CapacityTypeOnDemand:
+		code = CodeUnsupportedType
+	case imageFor(l.nc, it) == "":
+		code = CodeNoImageForSize
+	default:
+		if code = room.refuse(it, o.CapacityType); code != "" {
+			ttl = LowQuotaTTL
 		}
 	}
+	if code != "" || l.attempts == MaxAttempts {
+		if code != "" {
+			l.refuse(cloud.UnavailableOffering{Offering: o, Code: code, TTL: ttl})
+		}
+		return nil, nil
+	}
+	l.attempts++
+	inst, err := p.launch(ctx, l, o, it)
+	if err == nil {
+		return inst, nil
+	}
+	c := classify(err, o.CapacityType)
+	if c.scope == notCapacity {
+		_ = p.deleteFailed(ctx, l.name)
+		_ = p.releaseNIC(ctx, l.name) // best effort: the leftover collector takes what remains
+		return nil, fmt.Errorf("creating VM %s (%s): %w", l.name, o, err)
+	}
+	for _, u := range p.ruledOut(c, o, l.req.Offerings) {
+		l.refuse(u)
+	}
+	return nil, p.deleteFailed(ctx, l.name)
 }
 
 // validate checks the request and picks the NodeClass and subnet. Errors name the field.
@@ -244,18 +247,17 @@ func (p *Provider) deleteFailed(ctx context.Context, name string) error {
 
 // launch creates the NIC and then the VM for one offering, polling both operations to completion:
 // a NIC exists only for a VM create that is attempted.
-func (p *Provider) launch(ctx context.Context, name string, req cloud.LaunchRequest, nc *apisv1.AKSNodeClass, settings catalog.NodeSettings,
-	subnet string, o cloud.OfferingRef, it *catalog.InstanceType) (*cloud.Instance, error) {
-	tags := ToAzureTags(req.Tags)
-	nicID, err := p.createNIC(ctx, name, subnet, it, tags)
+func (p *Provider) launch(ctx context.Context, l *launchState, o cloud.OfferingRef, it *catalog.InstanceType) (*cloud.Instance, error) {
+	tags := ToAzureTags(l.req.Tags)
+	nicID, err := p.createNIC(ctx, l.name, l.subnet, l.net, *l.settings.Kubelet.MaxPods, it, tags)
 	if err != nil {
 		return nil, err
 	}
-	vm, err := p.vmParameters(name, req, nc, settings, o, it, nicID, tags)
+	vm, err := p.vmParameters(l.name, l.req, l.nc, l.settings, o, it, nicID, tags)
 	if err != nil {
 		return nil, err
 	}
-	poller, err := p.vms.BeginCreateOrUpdate(ctx, p.o.ResourceGroup, name, vm, nil)
+	poller, err := p.vms.BeginCreateOrUpdate(ctx, p.o.ResourceGroup, l.name, vm, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -305,6 +307,10 @@ func (p *Provider) vmParameters(name string, req cloud.LaunchRequest, nc *apisv1
 				Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: to.Ptr(true), DeleteOption: to.Ptr(armcompute.DeleteOptionsDelete)}}}},
 			Priority: to.Ptr(armcompute.VirtualMachinePriorityTypesRegular),
 		},
+	}
+	if p.o.KubeletIdentityID != "" {
+		vm.Identity = &armcompute.VirtualMachineIdentity{Type: to.Ptr(armcompute.ResourceIdentityTypeUserAssigned),
+			UserAssignedIdentities: map[string]*armcompute.UserAssignedIdentitiesValue{p.o.KubeletIdentityID: {}}}
 	}
 	if nc.Spec.Security != nil && nc.Spec.Security.EncryptionAtHost != nil && *nc.Spec.Security.EncryptionAtHost {
 		vm.Properties.SecurityProfile = &armcompute.SecurityProfile{EncryptionAtHost: to.Ptr(true)}

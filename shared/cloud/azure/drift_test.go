@@ -59,7 +59,7 @@ func TestImageVersionDriftsAnAKSNode(t *testing.T) {
 		Subnets: []string{subnet}, ImageVersions: map[string][]azureapi.ImageVersion{"2204gen2containerd": later, "2204containerd": later}})
 	p2, err := azure.New(azure.Options{Cluster: "prod", SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
 		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAA fake",
-		PollInterval: 10 * time.Millisecond, KubernetesVersion: "1.33.2", Bootstrap: azure.Bootstrap{APIServer: "https://example.invalid"}})
+		PollInterval: 10 * time.Millisecond, KubernetesVersion: "1.33.2", Bootstrap: azureapi.LocalBootstrap("https://example.invalid")})
 	if err != nil {
 		t.Fatal(err)
 	}

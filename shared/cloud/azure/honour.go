@@ -10,10 +10,13 @@ import (
 )
 
 // Unhonoured lists the AKSNodeClass spec fields this provider cannot honour yet, each as a
-// field error naming the field and why: a value that would reach only the node's bootstrap
-// (the AKS kubelet configuration, the Linux OS configuration, local DNS, artifact streaming, the
-// GPU driver mode), which the custom data the provider renders (shared/cloud/azure/customdata)
-// does not carry, and Trusted Launch, whose images it does not resolve. Every other spec field reaches the VM or the bootstrap: imageFamily and
+// field error naming the field and why: a value that would reach only the node's bootstrap and
+// that the AKS bootstrap contract (shared/cloud/azure/customdata.Contract) does not carry (the
+// kubelet's CFS quota settings and failSwapOn, linuxOSConfig swap and transparent huge pages,
+// local DNS, artifact streaming, the GPU driver mode), and Trusted Launch, whose images it does
+// not resolve. The contract carries the kubelet's cpuManagerPolicy, topologyManagerPolicy,
+// container log settings, image GC thresholds, allowedUnsafeSysctls, podPidsLimit and
+// linuxOSConfig.sysctls. Every other spec field reaches the VM or the bootstrap: imageFamily and
 // fipsMode (the images, status.images), osDiskSizeGB (storageProfile.osDisk), maxPods (the
 // kubelet's --max-pods), tags (the VM's and NIC's tags), vnetSubnetID (the NIC's subnet) and
 // security.encryptionAtHost (securityProfile.encryptionAtHost). A value equal to what the node
@@ -31,37 +34,13 @@ func Unhonoured(nc *apisv1.AKSNodeClass) field.ErrorList {
 	}
 	if k := s.Kubelet; k != nil {
 		kp := p.Child("kubelet")
-		if k.CPUManagerPolicy != nil && *k.CPUManagerPolicy != apis.DefaultAKSCPUManagerPolicy {
-			notCarried(kp.Child("cpuManagerPolicy"), *k.CPUManagerPolicy)
-		}
 		if k.CPUCFSQuota != nil && *k.CPUCFSQuota != apis.DefaultAKSCPUCFSQuota {
 			notCarried(kp.Child("cpuCFSQuota"), *k.CPUCFSQuota)
 		}
 		if k.CPUCFSQuotaPeriod != nil && k.CPUCFSQuotaPeriod.Duration != apis.DefaultAKSCPUCFSQuotaPeriod {
 			notCarried(kp.Child("cpuCFSQuotaPeriod"), k.CPUCFSQuotaPeriod.Duration.String())
 		}
-		if k.TopologyManagerPolicy != nil && *k.TopologyManagerPolicy != apis.DefaultAKSTopologyManagerPolicy {
-			notCarried(kp.Child("topologyManagerPolicy"), *k.TopologyManagerPolicy)
-		}
-		if k.ContainerLogMaxSize != nil && *k.ContainerLogMaxSize != apis.DefaultAKSContainerLogMaxSize {
-			notCarried(kp.Child("containerLogMaxSize"), *k.ContainerLogMaxSize)
-		}
-		if k.ContainerLogMaxFiles != nil && *k.ContainerLogMaxFiles != apis.DefaultAKSContainerLogMaxFiles {
-			notCarried(kp.Child("containerLogMaxFiles"), *k.ContainerLogMaxFiles)
-		}
 		// No CRD default: any value is a setting the node would not get.
-		if k.ImageGCHighThresholdPercent != nil {
-			notCarried(kp.Child("imageGCHighThresholdPercent"), *k.ImageGCHighThresholdPercent)
-		}
-		if k.ImageGCLowThresholdPercent != nil {
-			notCarried(kp.Child("imageGCLowThresholdPercent"), *k.ImageGCLowThresholdPercent)
-		}
-		if len(k.AllowedUnsafeSysctls) > 0 {
-			notCarried(kp.Child("allowedUnsafeSysctls"), k.AllowedUnsafeSysctls)
-		}
-		if k.PodPidsLimit != nil {
-			notCarried(kp.Child("podPidsLimit"), *k.PodPidsLimit)
-		}
 		if k.FailSwapOn != nil {
 			notCarried(kp.Child("failSwapOn"), *k.FailSwapOn)
 		}
@@ -73,8 +52,18 @@ func Unhonoured(nc *apisv1.AKSNodeClass) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("security", "trustedLaunch"), "enabled",
 			"not honoured: Dovetail does not resolve the trusted-launch node images yet"))
 	}
-	if s.LinuxOSConfig != nil {
-		notCarried(p.Child("linuxOSConfig"), "set")
+	// The sysctls reach the node (SYSCTL_CONTENT); swap and transparent huge pages do not.
+	if o := s.LinuxOSConfig; o != nil {
+		lp := p.Child("linuxOSConfig")
+		if o.SwapFileSize != nil {
+			notCarried(lp.Child("swapFileSize"), *o.SwapFileSize)
+		}
+		if o.TransparentHugePageEnabled != nil {
+			notCarried(lp.Child("transparentHugePageEnabled"), *o.TransparentHugePageEnabled)
+		}
+		if o.TransparentHugePageDefrag != nil {
+			notCarried(lp.Child("transparentHugePageDefrag"), *o.TransparentHugePageDefrag)
+		}
 	}
 	if d := s.LocalDNS; d != nil && d.Mode != apisv1.LocalDNSModeDisabled {
 		notCarried(p.Child("localDNS", "mode"), d.Mode)

@@ -33,14 +33,20 @@ func TestUnhonouredFieldsAreRefused(t *testing.T) {
 			nc.Spec.LocalDNS = &apisv1.AKSLocalDNS{Mode: apisv1.LocalDNSModeDisabled}
 			apis.SetAKSNodeClassDefaults(nc)
 		}, nil},
+		// The bootstrap contract carries cpuManagerPolicy (--cpu-manager-policy): honoured.
 		{"cpu manager static", func(nc *apisv1.AKSNodeClass) {
 			nc.Spec.Kubelet = &apisv1.AKSKubeletConfiguration{CPUManagerPolicy: &static}
 			apis.SetAKSNodeClassDefaults(nc)
-		}, []string{"spec.kubelet.cpuManagerPolicy"}},
+		}, nil},
+		{"fail swap on", func(nc *apisv1.AKSNodeClass) {
+			no := false
+			nc.Spec.Kubelet = &apisv1.AKSKubeletConfiguration{FailSwapOn: &no}
+			apis.SetAKSNodeClassDefaults(nc)
+		}, []string{"spec.kubelet.failSwapOn"}},
 		{"gpu mode None and a swap file", func(nc *apisv1.AKSNodeClass) {
 			nc.Spec.GPU = &apisv1.AKSGPU{Mode: &none}
 			nc.Spec.LinuxOSConfig = &apisv1.AKSLinuxOSConfig{SwapFileSize: &swap}
-		}, []string{"spec.linuxOSConfig", "spec.gpu.mode"}},
+		}, []string{"spec.linuxOSConfig.swapFileSize", "spec.gpu.mode"}},
 		{"trusted launch", func(nc *apisv1.AKSNodeClass) {
 			nc.Spec.Security = &apisv1.AKSSecurity{TrustedLaunch: &apisv1.AKSTrustedLaunch{VTPM: &enabled}}
 		}, []string{"spec.security.trustedLaunch"}},

@@ -26,23 +26,131 @@ const KindNetworkInterface = "networkInterface"
 
 var _ cloud.LeftoverCollector = (*Provider)(nil)
 
+// Names of what AKS creates in the node resource group that node NICs join (karpenter-provider-azure
+// pkg/providers/loadbalancer: SLBName, InternalSLBName, the IPv6 pool names it skips;
+// pkg/providers/networksecuritygroup: managedNSGRegex; pkg/utils IsAKSManagedVNET).
+const (
+	LoadBalancerName         = "kubernetes"          // the cluster's Standard load balancer (outboundType=loadBalancer)
+	InternalLoadBalancerName = "kubernetes-internal" // created by cloud-provider-azure for internal Services
+)
+
+var (
+	ipv6Pools         = map[string]bool{"kubernetes-ipv6": true, "aksoutboundbackendpool-ipv6": true}
+	managedNSGPattern = regexp.MustCompile(`(?i)^aks-agentpool-\d{8}-nsg$`)
+	managedVNet       = regexp.MustCompile(`(?i)^/subscriptions/[^/]+/resourceGroups/([^/]+)/providers/Microsoft\.Network/virtualNetworks/aks-vnet-\d{8}/subnets/aks-subnet$`)
+)
+
+// nicNetwork is what a node NIC joins besides its subnet.
+type nicNetwork struct {
+	// pools are the ARM ids of the IPv4 backend pools of the cluster's load balancers, sorted.
+	pools []string
+	// nsg is the cluster's NSG id when the subnet is the user's (BYO VNet), else "".
+	nsg string
+}
+
+// network reads what a NIC in subnet joins, as the Azure provider does: every IPv4, NIC-based
+// backend pool of the node resource group's "kubernetes" and "kubernetes-internal" load
+// balancers (the inbound "kubernetes" and outbound "aksOutboundBackendPool" pools of
+// outboundType=loadBalancer; with another outbound type AKS creates no such load balancer and
+// the NIC joins none; IPv6 pools and IP-based pools of NodeIP mode are skipped), and, when the
+// subnet is not the AKS-managed aks-vnet-<8 digits>/aks-subnet of the node resource group, the
+// one AKS agent pool NSG (aks-agentpool-<8 digits>-nsg) of the node resource group, which AKS
+// puts on NICs rather than on a user's subnet. Errors: a failed list; no agent pool NSG, or
+// more than one, for a BYO subnet.
+func (p *Provider) network(ctx context.Context, subnet string) (nicNetwork, error) {
+	var n nicNetwork
+	lbs := p.lbs.NewListPager(p.o.ResourceGroup, nil)
+	for lbs.More() {
+		page, err := lbs.NextPage(ctx)
+		if err != nil {
+			return n, fmt.Errorf("listing load balancers of %s: %w", p.o.ResourceGroup, err)
+		}
+		for _, lb := range page.Value {
+			name := val(lb.Name)
+			if (!strings.EqualFold(name, LoadBalancerName) && !strings.EqualFold(name, InternalLoadBalancerName)) || lb.Properties == nil {
+				continue
+			}
+			for _, pool := range lb.Properties.BackendAddressPools {
+				if pool != nil && pool.ID != nil && !ipv6Pools[strings.ToLower(val(pool.Name))] && !ipBasedPool(pool) {
+					n.pools = append(n.pools, *pool.ID)
+				}
+			}
+		}
+	}
+	sort.Strings(n.pools)
+	if m := managedVNet.FindStringSubmatch(subnet); m != nil && strings.EqualFold(m[1], p.o.ResourceGroup) {
+		return n, nil
+	}
+	var found []string
+	nsgs := p.nsgs.NewListPager(p.o.ResourceGroup, nil)
+	for nsgs.More() {
+		page, err := nsgs.NextPage(ctx)
+		if err != nil {
+			return n, fmt.Errorf("listing network security groups of %s: %w", p.o.ResourceGroup, err)
+		}
+		for _, g := range page.Value {
+			if managedNSGPattern.MatchString(val(g.Name)) && g.ID != nil {
+				found = append(found, *g.ID)
+			}
+		}
+	}
+	if len(found) != 1 {
+		return n, fmt.Errorf("subnet %s is not the AKS-managed one, so its NICs carry the cluster's NSG: want one aks-agentpool-<8 digits>-nsg in %s, found %d %v",
+			subnet, p.o.ResourceGroup, len(found), found)
+	}
+	n.nsg = found[0]
+	return n, nil
+}
+
+// ipBasedPool: a pool whose backend addresses are IP addresses (NodeIP mode) is joined by
+// cloud-provider-azure through the addresses, not through NICs.
+func ipBasedPool(pool *armnetwork.BackendAddressPool) bool {
+	if pool.Properties == nil {
+		return false
+	}
+	for _, a := range pool.Properties.LoadBalancerBackendAddresses {
+		if a != nil && a.Properties != nil && val(a.Properties.IPAddress) != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // createNIC creates (or updates, for the next offering of the same launch) the VM's NIC in the
-// subnet, polling the operation to completion. Accelerated networking follows the size.
-func (p *Provider) createNIC(ctx context.Context, name, subnet string, it *catalog.InstanceType, tags map[string]*string) (string, error) {
+// subnet, polling the operation to completion. Accelerated networking follows the size; the
+// primary IP configuration joins the backend pools, the NIC carries the NSG (see network); with
+// Azure CNI in node-subnet mode (catalog.AKSNetworkNodeSubnet) the NIC also carries maxPods-1
+// secondary IP configurations, ipconfig1…, from which the CNI hands out pod IPs (the provider's
+// newNetworkInterfaceForVM; overlay, kubenet and bring-your-own CNI take pod IPs elsewhere and
+// get none).
+func (p *Provider) createNIC(ctx context.Context, name, subnet string, net nicNetwork, maxPods int64, it *catalog.InstanceType, tags map[string]*string) (string, error) {
 	nicTags := make(map[string]*string, len(tags)+1)
 	for k, v := range tags {
 		nicTags[k] = v
 	}
 	nicTags[strings.ReplaceAll(TagCreated, "/", "_")] = to.Ptr(p.o.Now().UTC().Format(time.RFC3339))
-	poller, err := p.nics.BeginCreateOrUpdate(ctx, p.o.ResourceGroup, name, armnetwork.Interface{
-		Location: to.Ptr(p.o.Location), Tags: nicTags,
-		Properties: &armnetwork.InterfacePropertiesFormat{
-			EnableAcceleratedNetworking: to.Ptr(it.Labels[apisv1.LabelSKUAcceleratedNetworking] == "true"),
-			IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{Name: to.Ptr("ipconfig1"), Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{
-				Primary: to.Ptr(true), PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodDynamic), Subnet: &armnetwork.Subnet{ID: to.Ptr(subnet)},
-			}}},
-		},
-	}, nil)
+	primary := &armnetwork.InterfaceIPConfiguration{Name: to.Ptr(name), Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{
+		Primary: to.Ptr(true), PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodDynamic), Subnet: &armnetwork.Subnet{ID: to.Ptr(subnet)},
+	}}
+	for _, id := range net.pools {
+		primary.Properties.LoadBalancerBackendAddressPools = append(primary.Properties.LoadBalancerBackendAddressPools, &armnetwork.BackendAddressPool{ID: to.Ptr(id)})
+	}
+	props := &armnetwork.InterfacePropertiesFormat{
+		EnableAcceleratedNetworking: to.Ptr(it.Labels[apisv1.LabelSKUAcceleratedNetworking] == "true"),
+		EnableIPForwarding:          to.Ptr(false),
+		IPConfigurations:            []*armnetwork.InterfaceIPConfiguration{primary},
+	}
+	if net.nsg != "" {
+		props.NetworkSecurityGroup = &armnetwork.SecurityGroup{ID: to.Ptr(net.nsg)}
+	}
+	if p.o.NetworkPlugin == catalog.AKSNetworkNodeSubnet {
+		for i := 1; i < int(maxPods); i++ {
+			props.IPConfigurations = append(props.IPConfigurations, &armnetwork.InterfaceIPConfiguration{Name: to.Ptr(fmt.Sprintf("ipconfig%d", i)),
+				Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{Primary: to.Ptr(false),
+					PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodDynamic), Subnet: &armnetwork.Subnet{ID: to.Ptr(subnet)}}})
+		}
+	}
+	poller, err := p.nics.BeginCreateOrUpdate(ctx, p.o.ResourceGroup, name, armnetwork.Interface{Location: to.Ptr(p.o.Location), Tags: nicTags, Properties: props}, nil)
 	if err != nil {
 		return "", fmt.Errorf("network interface %s: %w", name, err)
 	}

@@ -18,10 +18,10 @@ import (
 )
 
 // TestNoNICLeftWhenEveryOfferingFails: a launch whose every VM create fails, refused at once by
-// the PUT (SkuNotAvailable, quota) or at the end of the operation (ZonalAllocationFailed), or
-// failing for a reason that is no capacity, leaves no network interface behind.
+// the PUT (SkuNotAvailable) or at the end of the operation (ZonalAllocationFailed,
+// AllocationFailed), leaves no network interface behind.
 func TestNoNICLeftWhenEveryOfferingFails(t *testing.T) {
-	for _, code := range []string{"SkuNotAvailable", "ZonalAllocationFailed", "OperationNotAllowed"} {
+	for _, code := range []string{"SkuNotAvailable", "ZonalAllocationFailed", "AllocationFailed"} {
 		t.Run(code, func(t *testing.T) {
 			w := newWorld(t, "prod")
 			if err := w.cloud.InjectICE(fake.Pattern{}, code); err != nil {

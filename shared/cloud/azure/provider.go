@@ -3,7 +3,10 @@
 // per NodeClaim, named from the NodeClaim (so a redelivered launch finds the VM it made), tagged
 // with the cluster, NodePool and NodeClaim, booted from the AKS node image of the AKSNodeClass's
 // image family with custom data that joins the cluster, pinned to the offering's zone; spot VMs
-// are deleted on eviction. Only VMs tagged for this cluster are ever deleted.
+// are deleted on eviction. Only VMs tagged for this cluster are ever deleted. The NIC joins the
+// cluster's load balancer backend pools, carries the cluster NSG on a BYO subnet and the pod IPs
+// of Azure CNI node-subnet mode; the VM carries the kubelet identity (nics.go). Quotas are read
+// before a launch and each ARM capacity error marks what it covers for its own TTL (capacity.go).
 //
 // Retries of throttled or transient ARM calls are the SDK's (azcore's retry policy); long-running
 // operations are polled to completion with the SDK's pollers.
@@ -61,6 +64,12 @@ type Options struct {
 	KubernetesVersion string
 	// Now is the provider's clock (default time.Now): the creation time NICs are tagged with.
 	Now func() time.Time
+	// KubeletIdentityID is the ARM id of the cluster's kubelet user-assigned managed identity
+	// (/subscriptions/…/resourceGroups/…/providers/Microsoft.ManagedIdentity/userAssignedIdentities/<name>):
+	// every VM carries it, so the kubelet pulls from ACR and the disk and file CSI drivers
+	// authenticate as AKS nodes do (the provider's NodeIdentities). Optional; the launch
+	// identity must be allowed to assign it (userAssignedIdentities/assign/action).
+	KubeletIdentityID string
 }
 
 // Bootstrap is what a node needs to join the cluster, beyond what the provider knows of the VM:
@@ -101,6 +110,9 @@ type Provider struct {
 	nics    *armnetwork.InterfacesClient
 	subnets *armnetwork.SubnetsClient
 	gallery *armcompute.CommunityGalleryImageVersionsClient
+	lbs     *armnetwork.LoadBalancersClient
+	nsgs    *armnetwork.SecurityGroupsClient
+	usages  *armcompute.UsageClient
 }
 
 var _ cloud.Provider = (*Provider)(nil)
@@ -124,6 +136,9 @@ func New(o Options) (*Provider, error) {
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return nil, fmt.Errorf("azure provider: Options.%s required", strings.Join(missing, ", Options."))
+	}
+	if o.KubeletIdentityID != "" && !identityIDPattern.MatchString(o.KubeletIdentityID) {
+		return nil, fmt.Errorf("azure provider: Options.KubeletIdentityID %q: want /subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.ManagedIdentity/userAssignedIdentities/<name>", o.KubeletIdentityID)
 	}
 	if _, ok := catalog.AKSDefaultMaxPods(o.NetworkPlugin); !ok {
 		return nil, fmt.Errorf("azure provider: Options.NetworkPlugin %q is not one of %s, %s, %s, %s", o.NetworkPlugin,
@@ -154,7 +169,19 @@ func New(o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure provider: %w", err)
 	}
-	return &Provider{o: o, vms: vms, nics: nics, subnets: subnets, gallery: gallery}, nil
+	lbs, err := armnetwork.NewLoadBalancersClient(o.SubscriptionID, o.Credential, o.ClientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("azure provider: %w", err)
+	}
+	nsgs, err := armnetwork.NewSecurityGroupsClient(o.SubscriptionID, o.Credential, o.ClientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("azure provider: %w", err)
+	}
+	usages, err := armcompute.NewUsageClient(o.SubscriptionID, o.Credential, o.ClientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("azure provider: %w", err)
+	}
+	return &Provider{o: o, vms: vms, nics: nics, subnets: subnets, gallery: gallery, lbs: lbs, nsgs: nsgs, usages: usages}, nil
 }
 
 // DefaultClusterDNS is AKS's default kube-dns service IP (the .10 of the default 10.0.0.0/16
@@ -177,6 +204,8 @@ func ProviderID(subscription, resourceGroup, vm string) string {
 func VMID(subscription, resourceGroup, vm string) string {
 	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s", subscription, resourceGroup, vm)
 }
+
+var identityIDPattern = regexp.MustCompile(`(?i)^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ManagedIdentity/userAssignedIdentities/[^/]+$`)
 
 var providerIDPattern = regexp.MustCompile(`(?i)^azure:///subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Compute/virtualMachines/([^/]+)$`)
 

@@ -48,16 +48,30 @@ type world struct {
 
 func newWorld(t *testing.T, cluster string) *world {
 	t.Helper()
+	return newWorldWith(t, cluster, nil)
+}
+
+// newWorldWith is newWorld with the fake ARM's and the provider's options adjusted by setup.
+func newWorldWith(t *testing.T, cluster string, setup func(*azureapi.Options, *azure.Options)) *world {
+	t.Helper()
 	cat, err := catalog.AzureRegionCatalog("eastus")
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clk, BootDelay: 10 * time.Second})
-	srv := azureapi.New(azureapi.Options{Cloud: fc, SubscriptionID: sub, ResourceGroup: rg, Subnets: []string{subnet}})
-	p, err := azure.New(azure.Options{Cluster: cluster, SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
-		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAAB3NzaC1yc2E fake", PollInterval: 10 * time.Millisecond,
-		KubernetesVersion: "1.33.2", Bootstrap: azureapi.LocalBootstrap("https://dev-dns-00000000.hcp.eastus.azmk8s.io:443")})
+	ao := azureapi.Options{Cloud: fc, SubscriptionID: sub, ResourceGroup: rg, Subnets: []string{subnet}}
+	po := azure.Options{Cluster: cluster, SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
+		Catalog: cat, Credential: &azfake.TokenCredential{}, SSHPublicKey: "ssh-rsa AAAAB3NzaC1yc2E fake", PollInterval: 10 * time.Millisecond,
+		KubernetesVersion: "1.33.2", Bootstrap: azureapi.LocalBootstrap("https://dev-dns-00000000.hcp.eastus.azmk8s.io:443")}
+	if setup != nil {
+		setup(&ao, &po)
+	}
+	srv := azureapi.New(ao)
+	if po.ClientOptions == nil {
+		po.ClientOptions = srv.ClientOptions()
+	}
+	p, err := azure.New(po)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,13 +279,12 @@ func TestSpotFallsBackToRegular(t *testing.T) {
 }
 
 // TestCapacityErrors: every offering refused → an *InsufficientCapacityError with ARM's codes
-// (what the launch step turns into 3-minute marks); a quota error rules out the whole priority
-// after one try.
+// and each class's TTL. The Compute usages show no Spot quota left (lowPriorityCores limit 0), so
+// both Spot offerings are refused untried; the regular one fails ZonalAllocationFailed (1 h).
 func TestCapacityErrors(t *testing.T) {
-	w := newWorld(t, "prod")
-	if err := w.cloud.InjectICE(fake.Pattern{CapacityType: "spot"}, "OperationNotAllowed"); err != nil {
-		t.Fatal(err)
-	}
+	w := newWorldWith(t, "prod", func(ao *azureapi.Options, _ *azure.Options) {
+		ao.Quotas = map[string]int32{azureapi.UsageLowPriorityCores: 0}
+	})
 	if err := w.cloud.InjectICE(fake.Pattern{Zone: "eastus-1"}, "ZonalAllocationFailed"); err != nil {
 		t.Fatal(err)
 	}
@@ -280,21 +293,16 @@ func TestCapacityErrors(t *testing.T) {
 	if !errors.As(err, &ice) {
 		t.Fatalf("err %v, want InsufficientCapacityError", err)
 	}
-	got := map[string]string{}
-	for _, u := range ice.Unavailable {
-		got[u.Offering.String()] = u.Code
+	// ZonalAllocationFailed rules out the size in the zone at both priorities: onDemand1 and
+	// Standard_D2s_v5/eastus-1/spot, already refused for quota.
+	want := map[string]mark{
+		spot1.String():     {azure.CodeLowPriorityQuota, azure.LowQuotaTTL},
+		spot2.String():     {azure.CodeLowPriorityQuota, azure.LowQuotaTTL},
+		onDemand1.String(): {"ZonalAllocationFailed", time.Hour},
 	}
-	want := map[string]string{spot1.String(): "OperationNotAllowed", spot2.String(): "OperationNotAllowed", onDemand1.String(): "ZonalAllocationFailed"}
-	if len(got) != len(want) {
-		t.Fatalf("refused %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: %q, want %q", k, got[k], v)
-		}
-	}
-	if s := w.cloud.Stats(); s.CreateCalls != 2 {
-		t.Errorf("%d VM creates, want 2 (the quota error rules out the second spot offering untried)", s.CreateCalls)
+	checkMarks(t, ice.Unavailable, want)
+	if s := w.cloud.Stats(); s.CreateCalls != 1 {
+		t.Errorf("%d VM creates, want 1 (no Spot quota: neither Spot offering is tried)", s.CreateCalls)
 	}
 	// A non-capacity error is returned as ARM's *azcore.ResponseError, not as capacity.
 	bad := request("prod", "default-bad", onDemand1)
@@ -302,6 +310,7 @@ func TestCapacityErrors(t *testing.T) {
 	sub := "/subscriptions/" + sub + "/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/missing"
 	cls.AKS.Spec.VNETSubnetID = &sub
 	bad.NodeClass = cls
+	w.cloud.ClearICE()
 	var re *azcore.ResponseError
 	if _, err := w.p.Create(context.Background(), bad); !errors.As(err, &re) || re.ErrorCode != "InvalidResourceReference" || cloud.IsInsufficientCapacity(err) {
 		t.Errorf("missing subnet: %v", err)

@@ -43,6 +43,8 @@ type AzureConfig struct {
 	SSHPublicKey string
 	// KubernetesVersion is the control plane's version (AKSNodeClass status.kubernetesVersion).
 	KubernetesVersion string
+	// KubeletIdentityID is the ARM id of the kubelet user-assigned identity every VM carries.
+	KubeletIdentityID string
 	// RetailPricesURL is the Retail Prices API; empty: azurerefresh.RetailPricesURL (a local
 	// endpoint in tests).
 	RetailPricesURL string
@@ -111,5 +113,5 @@ func newAzure(_ context.Context, c Config) (cloud.Provider, error) {
 	}
 	return azure.New(azure.Options{Cluster: c.Cluster, SubscriptionID: a.SubscriptionID, ResourceGroup: a.NodeResourceGroup, Location: region,
 		SubnetID: a.SubnetID, Catalog: c.Catalog, Credential: cred, ClientOptions: a.ClientOptions, Bootstrap: a.Bootstrap,
-		NetworkPlugin: a.NetworkPlugin, SSHPublicKey: a.SSHPublicKey, KubernetesVersion: a.KubernetesVersion})
+		NetworkPlugin: a.NetworkPlugin, SSHPublicKey: a.SSHPublicKey, KubernetesVersion: a.KubernetesVersion, KubeletIdentityID: a.KubeletIdentityID})
 }

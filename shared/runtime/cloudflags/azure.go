@@ -11,7 +11,7 @@ import (
 // no Azure cloud: azure_lambda.go).
 func (o *Options) azureConfig() registry.AzureConfig {
 	return registry.AzureConfig{Region: o.Region, SubscriptionID: o.AzureSubscriptionID, NodeResourceGroup: o.AzureNodeResourceGroup,
-		SubnetID: o.AzureSubnetID, NetworkPlugin: o.AzureNetworkPlugin, SSHPublicKey: o.AKSSSHPublicKey, KubernetesVersion: o.AKSKubernetesVersion,
+		SubnetID: o.AzureSubnetID, NetworkPlugin: o.AzureNetworkPlugin, SSHPublicKey: o.AKSSSHPublicKey, KubernetesVersion: o.AKSKubernetesVersion, KubeletIdentityID: o.AKSKubeletIdentityID,
 		Bootstrap: azure.Bootstrap{APIServer: o.AKSAPIServer, CA: o.AKSCA, Token: o.AKSBootstrapToken, KubeletIdentityClientID: o.AKSKubeletIdentityClientID,
 			TenantID: o.AKSTenantID, NetworkPolicy: o.AKSNetworkPolicy, NetworkDataplane: o.AKSNetworkDataplane, VNetGUID: o.AKSVNetGUID}}
 }

@@ -35,6 +35,7 @@ type Options struct {
 	AKSAPIServer, AKSCA, AKSBootstrapToken, AKSSSHPublicKey, AKSKubeletIdentityClientID, AKSKubernetesVersion string
 	// The rest of the AKS bootstrap contract's cluster inputs (azure.Bootstrap).
 	AKSTenantID, AKSNetworkPolicy, AKSNetworkDataplane, AKSVNetGUID string
+	AKSKubeletIdentityID                                            string
 }
 
 // Register adds the flags to fs, with their environment variables as defaults.
@@ -68,6 +69,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AKSNetworkPolicy, "aks-network-policy", runtime.EnvDefault("aks-network-policy", ""), "azure: the cluster's network policy: empty, azure, calico or cilium")
 	fs.StringVar(&o.AKSNetworkDataplane, "aks-network-dataplane", runtime.EnvDefault("aks-network-dataplane", ""), "azure: the cluster's network dataplane: empty (azure) or cilium")
 	fs.StringVar(&o.AKSVNetGUID, "aks-vnet-guid", runtime.EnvDefault("aks-vnet-guid", ""), "azure: resourceGuid of the cluster VNet (Azure CNI Overlay node label)")
+	fs.StringVar(&o.AKSKubeletIdentityID, "aks-kubelet-identity-id", runtime.EnvDefault("aks-kubelet-identity-id", ""), "azure: ARM id of the kubelet user-assigned identity every node VM carries (the launch identity must be allowed to assign it)")
 }
 
 // envList reads a comma-separated list flag's environment variable; empty items are dropped (the

@@ -60,35 +60,29 @@ func (s *Server) listNICs(rg string, _ *armnetwork.InterfacesClientListOptions) 
 	return
 }
 
-// createNIC creates or updates a NIC: one IP configuration in an existing subnet of this region.
+// createNIC creates or updates a NIC in this region: its IP configurations in existing subnets
+// (checkIPConfigurations), its backend pools and NSG existing in the node resource group.
 func (s *Server) createNIC(_ context.Context, rg, name string, nic armnetwork.Interface, _ *armnetwork.InterfacesClientBeginCreateOrUpdateOptions) (resp azfake.PollerResponder[armnetwork.InterfacesClientCreateOrUpdateResponse], errResp azfake.ErrorResponder) {
-	fail := func(status int, code, why string) {
-		s.refuse("NetworkInterfaces.CreateOrUpdate "+name, code, why)
-		errResp.SetResponseError(status, code)
-	}
+	var e *armError
 	switch {
 	case !s.rgOK(rg):
-		fail(http.StatusNotFound, codeRGNotFound, rg)
-		return
+		e = &armError{http.StatusNotFound, codeRGNotFound, "resource group " + rg}
 	case !vmNamePattern.MatchString(name):
-		fail(http.StatusBadRequest, "InvalidResourceName", name)
-		return
+		e = &armError{http.StatusBadRequest, "InvalidResourceName", name}
 	case nic.Location == nil || !strings.EqualFold(*nic.Location, s.region):
-		fail(http.StatusBadRequest, "InvalidResourceLocation", val(nic.Location))
-		return
+		e = &armError{http.StatusBadRequest, "InvalidResourceLocation", val(nic.Location)}
 	case nic.Properties == nil || len(nic.Properties.IPConfigurations) == 0:
-		fail(http.StatusBadRequest, "InvalidRequestFormat", "ipConfigurations required")
-		return
+		e = &armError{http.StatusBadRequest, "InvalidRequestFormat", "ipConfigurations required"}
 	}
-	if e := checkTags(nic.Tags); e != nil {
-		fail(e.status, e.code, e.msg)
-		return
+	if e == nil {
+		e = checkTags(nic.Tags)
 	}
-	for _, ipc := range nic.Properties.IPConfigurations {
-		if ipc.Properties == nil || ipc.Properties.Subnet == nil || !s.subnetExists(val(ipc.Properties.Subnet.ID)) {
-			fail(http.StatusBadRequest, "InvalidResourceReference", "subnet not found")
-			return
-		}
+	if e == nil {
+		e = s.checkIPConfigurations(&nic)
+	}
+	if e != nil {
+		s.fail(&errResp, "NetworkInterfaces.CreateOrUpdate "+name, e)
+		return
 	}
 	s.mu.Lock()
 	cp := nic

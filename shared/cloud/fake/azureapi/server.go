@@ -9,7 +9,12 @@
 package azureapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -18,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	computefake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7/fake"
@@ -40,8 +46,19 @@ type Options struct {
 	// ImageVersions are the versions of AKS node image definitions by definition name
 	// (2204gen2containerd); a definition not listed has DefaultImageVersions.
 	ImageVersions map[string][]ImageVersion
-	// Log receives one line per refused call (ARM's message is not carried by the SDK fakes'
-	// error responses, only the code).
+	// Network holds the node resource group's load balancers and NSGs; nil is DefaultNetwork
+	// (what AKS creates for outboundType=loadBalancer), an empty Network has none.
+	Network *Network
+	// Identities are the ARM ids of the user-assigned managed identities that exist, each with
+	// whether the caller may assign it (holds Microsoft.ManagedIdentity/userAssignedIdentities/
+	// assign/action on it). A VM naming another identity is refused.
+	Identities map[string]bool
+	// Quotas are the subscription's vCPU quota limits in the region by Compute usage name
+	// (UsageCores, UsageLowPriorityCores, a family such as standardDSv5Family): a VM create that
+	// would exceed one is refused as Compute refuses it, and the usages API lists them. A quota
+	// not listed is not enforced.
+	Quotas map[string]int32
+	// Log receives one line per refused call.
 	Log *slog.Logger
 }
 
@@ -64,13 +81,17 @@ func New(o Options) *Server {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Network == nil {
+		o.Network = DefaultNetwork()
+	}
 	return &Server{o: o, region: o.Cloud.Region(), vms: map[string]*armcompute.VirtualMachine{}, nics: map[string]*armnetwork.Interface{}, customData: map[string]string{}, failedOps: map[string]bool{}}
 }
 
 // ClientOptions are the options ARM clients take to talk to this face (fake transports of both
 // SDK modules, chosen by the resource provider in the request path).
 func (s *Server) ClientOptions() *arm.ClientOptions {
-	network := networkfake.NewServerFactoryTransport(&networkfake.ServerFactory{InterfacesServer: s.interfaces(), SubnetsServer: s.subnets()})
+	network := networkfake.NewServerFactoryTransport(&networkfake.ServerFactory{InterfacesServer: s.interfaces(), SubnetsServer: s.subnets(),
+		LoadBalancersServer: s.loadBalancers(), SecurityGroupsServer: s.securityGroups()})
 	return &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: &byProvider{s: s, network: network, compute: map[string]policy.Transporter{}}}}
 }
 
@@ -89,6 +110,15 @@ type byProvider struct {
 var vmPathName = regexp.MustCompile(`(?i)/virtualMachines/([^/]+)`)
 
 func (b *byProvider) Do(req *http.Request) (*http.Response, error) {
+	resp, err := b.do(req)
+	var aerr *armError
+	if errors.As(err, &aerr) {
+		return aerr.response(req), nil
+	}
+	return resp, err
+}
+
+func (b *byProvider) do(req *http.Request) (*http.Response, error) {
 	if strings.Contains(strings.ToLower(req.URL.Path), "/providers/microsoft.network/") {
 		return b.network.Do(req)
 	}
@@ -100,7 +130,7 @@ func (b *byProvider) Do(req *http.Request) (*http.Response, error) {
 	t, ok := b.compute[name]
 	if !ok || (req.Method == http.MethodPut && b.s.takeFailed(name)) {
 		t = computefake.NewServerFactoryTransport(&computefake.ServerFactory{VirtualMachinesServer: b.s.virtualMachines(),
-			CommunityGalleryImageVersionsServer: b.s.galleryImageVersions()})
+			CommunityGalleryImageVersionsServer: b.s.galleryImageVersions(), UsageServer: b.s.usage()})
 		b.compute[name] = t
 	}
 	b.mu.Unlock()
@@ -169,6 +199,34 @@ func (s *Server) NICNames() []string {
 const codeRGNotFound = "ResourceGroupNotFound"
 
 func (s *Server) rgOK(rg string) bool { return strings.EqualFold(rg, s.o.ResourceGroup) }
+
+// armError is a refusal as ARM sends it: the HTTP status, the x-ms-error-code header and the
+// body {"error": {"code": …, "message": …}} (ARM "Common API error format"), so the SDK's
+// *azcore.ResponseError carries ARM's message as it does in production (the provider reads
+// quota messages: "… LowPriorityCores …", "… Family Cores quota …, Current Limit: 0").
+// Handlers hand one to ErrorResponder.SetError; byProvider turns it into that response.
+type armError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *armError) Error() string { return e.code + ": " + e.msg }
+
+func (e *armError) response(req *http.Request) *http.Response {
+	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": e.code, "message": e.msg}})
+	h := http.Header{}
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("x-ms-error-code", e.code)
+	return &http.Response{StatusCode: e.status, Status: fmt.Sprintf("%d %s", e.status, http.StatusText(e.status)), Header: h,
+		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+}
+
+// fail logs a refusal and sets it on the responder.
+func (s *Server) fail(errResp *azfake.ErrorResponder, call string, e *armError) {
+	s.refuse(call, e.code, e.msg)
+	errResp.SetError(e)
+}
 
 func (s *Server) refuse(call, code, why string) {
 	s.o.Log.Warn("azure fake refused a call", "call", call, "code", code, "reason", why)

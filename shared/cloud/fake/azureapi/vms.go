@@ -52,12 +52,6 @@ func (s *Server) virtualMachines() computefake.VirtualMachinesServer {
 	}
 }
 
-type armError struct {
-	status int
-	code   string
-	msg    string
-}
-
 func (s *Server) createVM(_ context.Context, rg, name string, vm armcompute.VirtualMachine, _ *armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachinesClientCreateOrUpdateResponse], errResp azfake.ErrorResponder) {
 	launch, aerr := s.checkVM(rg, name, &vm)
 	if aerr == nil {
@@ -69,17 +63,18 @@ func (s *Server) createVM(_ context.Context, rg, name string, vm armcompute.Virt
 			}
 		}
 	}
+	if aerr == nil {
+		aerr = s.checkQuota(name, &vm)
+	}
 	if aerr != nil {
-		s.refuse("VirtualMachines.CreateOrUpdate "+name, aerr.code, aerr.msg)
-		errResp.SetResponseError(aerr.status, aerr.code)
+		s.fail(&errResp, "VirtualMachines.CreateOrUpdate "+name, aerr)
 		return
 	}
 	inst, err := s.o.Cloud.LaunchVM(launch)
 	var ce *fake.CapacityError
 	switch {
 	case errors.As(err, &ce) && syncCapacityCodes[ce.Code]:
-		s.refuse("VirtualMachines.CreateOrUpdate "+name, ce.Code, launch.Offering.String())
-		errResp.SetResponseError(http.StatusConflict, ce.Code)
+		s.fail(&errResp, "VirtualMachines.CreateOrUpdate "+name, &armError{http.StatusConflict, ce.Code, capacityMessage(ce.Code, launch.Offering)})
 		return
 	case errors.As(err, &ce):
 		// The resource exists, in state Failed, once the operation ends.
@@ -140,6 +135,9 @@ func (s *Server) checkVM(rg, name string, vm *armcompute.VirtualMachine) (fake.V
 		return l, e
 	}
 	if e := s.checkNIC(p.NetworkProfile); e != nil {
+		return l, e
+	}
+	if e := s.checkIdentity(vm.Identity); e != nil {
 		return l, e
 	}
 	ct, e := checkPriority(p)
@@ -454,4 +452,58 @@ func vmID(sub, rg, name string) string {
 
 func nicID(sub, rg, name string) string {
 	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/networkInterfaces/%s", sub, rg, name)
+}
+
+// capacityMessage is the message Compute gives a capacity code the fake cloud reported (an
+// offering it does not sell, or an InjectICE rule). SkuNotAvailable's is ARM's ("The requested
+// VM size for resource 'Following SKUs have failed for Capacity Restrictions: <size>' is
+// currently not available in location '<location>' …": Azure "Resolve errors for SKU not
+// available"); an injected code names the rule, since no quota stands behind it (quota errors
+// with their numbers come from Options.Quotas, checkQuota).
+func capacityMessage(code string, o cloud.OfferingRef) string {
+	if code == "SkuNotAvailable" {
+		return fmt.Sprintf("The requested VM size for resource 'Following SKUs have failed for Capacity Restrictions: %s' is currently not available in location '%s'. "+
+			"Please try another size or deploy to a different location or different zone. See https://aka.ms/azureskunotavailable for details.", o.InstanceType, o.Zone)
+	}
+	return "refused by an injected capacity rule of the fake cloud for " + o.String()
+}
+
+// checkIdentity checks the VM's managed identities: only user-assigned identities are used by
+// AKS nodes (the kubelet identity), each must exist (Compute: 400 "FailedIdentityOperation",
+// the identity resource not found) and the caller must hold
+// Microsoft.ManagedIdentity/userAssignedIdentities/assign/action on it (ARM: 403
+// "LinkedAuthorizationFailed", the client may write the VM but not act on the linked scope;
+// Azure "Managed identity roles": Managed Identity Operator).
+func (s *Server) checkIdentity(id *armcompute.VirtualMachineIdentity) *armError {
+	if id == nil {
+		return nil
+	}
+	t := val(id.Type)
+	switch {
+	case t == armcompute.ResourceIdentityTypeUserAssigned && len(id.UserAssignedIdentities) == 0:
+		return &armError{http.StatusBadRequest, "InvalidParameter", "identity.userAssignedIdentities: required for type UserAssigned"}
+	case t != armcompute.ResourceIdentityTypeUserAssigned && t != armcompute.ResourceIdentityTypeSystemAssignedUserAssigned && len(id.UserAssignedIdentities) > 0:
+		return &armError{http.StatusBadRequest, "InvalidParameter", "identity.userAssignedIdentities: only with type UserAssigned"}
+	}
+	ids := make([]string, 0, len(id.UserAssignedIdentities))
+	for k := range id.UserAssignedIdentities {
+		ids = append(ids, k)
+	}
+	sort.Strings(ids)
+	for _, k := range ids {
+		assignable, ok := false, false
+		for known, a := range s.o.Identities {
+			if strings.EqualFold(known, k) {
+				assignable, ok = a, true
+			}
+		}
+		switch {
+		case !ok:
+			return &armError{http.StatusBadRequest, "FailedIdentityOperation", "Identity operation for resource failed: user-assigned identity " + k + " was not found"}
+		case !assignable:
+			return &armError{http.StatusForbidden, "LinkedAuthorizationFailed", "the client does not have permission to perform action " +
+				"'Microsoft.ManagedIdentity/userAssignedIdentities/assign/action' on the linked scope(s) '" + k + "'"}
+		}
+	}
+	return nil
 }
