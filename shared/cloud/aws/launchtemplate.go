@@ -53,7 +53,7 @@ func (p *Provider) TemplateData(req cloud.LaunchRequest, family, imageID string,
 	}
 	ud, err := userdata.Render(userdata.Spec{Family: family, ClusterName: p.o.ClusterName, APIServerEndpoint: p.o.ClusterEndpoint,
 		CertificateAuthority: p.o.ClusterCA, ServiceCIDR: p.o.ServiceCIDR, Labels: req.Labels, Taints: req.Taints,
-		Kubelet: nc.Spec.Kubelet, Custom: custom})
+		Kubelet: nc.Spec.Kubelet, Custom: custom, InstanceStorePolicy: aws.ToString(nc.Spec.InstanceStorePolicy)})
 	if err != nil {
 		return nil, fmt.Errorf("nodeclass %s: user data: %w", nc.Name, err)
 	}

@@ -658,3 +658,29 @@ func TestOneFleetAcrossArchitectures(t *testing.T) {
 		t.Fatalf("launched %s, want m6g.large", inst.InstanceType)
 	}
 }
+
+// instanceStorePolicy RAID0 travels from the EC2NodeClass into the launch template's user data
+// (nodeadm NodeConfig spec.instance.localStorage.strategy RAID0, as Karpenter's nodeadm.go
+// writes it), and the node booted from that template through the SDK reports the i4i.xlarge
+// instance store (EC2 TotalSizeInGB 937) as its ephemeral-storage capacity: 937e9 bytes.
+func TestLaunchTemplateInstanceStoreRAID0(t *testing.T) {
+	e := setup(t)
+	nc := nodeClass("al2023@latest")
+	raid0 := apisv1.InstanceStorePolicyRAID0
+	nc.Spec.InstanceStorePolicy = &raid0
+	if _, err := e.p.Create(context.Background(), request("tok-raid0", nc, e.offering(t, "i4i.xlarge", "us-east-1a", "on-demand"))); err != nil {
+		t.Fatal(err)
+	}
+	d := template(t, e, fleetInputs(e)[0])
+	ud, _ := base64.StdEncoding.DecodeString(aws.ToString(d.UserData))
+	if !strings.Contains(string(ud), "  instance:\n    localStorage:\n      strategy: RAID0\n") {
+		t.Errorf("user data lacks nodeadm's localStorage RAID0:\n%s", ud)
+	}
+	if err := e.cloud.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := e.nodes.Nodes()[0].Status.Capacity[corev1.ResourceEphemeralStorage]
+	if got.Value() != 937_000_000_000 {
+		t.Errorf("node ephemeral-storage capacity %s, want 937G (the instance store)", got.String())
+	}
+}
