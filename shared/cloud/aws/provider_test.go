@@ -684,3 +684,35 @@ func TestLaunchTemplateInstanceStoreRAID0(t *testing.T) {
 		t.Errorf("node ephemeral-storage capacity %s, want 937G (the instance store)", got.String())
 	}
 }
+
+// spec.context reaches CreateFleet as Context, through the SDK's wire format into the fake EC2
+// endpoint's record; a NodeClaim whose minValues were relaxed launches without it, and a
+// NodeClass without one sends none (Karpenter's instance provider and its suite's "EC2
+// Context" cases).
+func TestFleetCarriesNodeClassContext(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	nc := nodeClass("al2023@latest")
+	nc.Spec.Context = aws.String("context-1234")
+	if _, err := e.p.Create(ctx, request("tok-ctx", nc, e.offering(t, "m5.large", "us-east-1a", "on-demand"))); err != nil {
+		t.Fatal(err)
+	}
+	relaxed := request("tok-ctx-relaxed", nc, e.offering(t, "m5.large", "us-east-1a", "on-demand"))
+	relaxed.NodeClaim = &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc",
+		Annotations: map[string]string{"karpenter.sh/nodeclaim-min-values-relaxed": "true"}}}
+	if _, err := e.p.Create(ctx, relaxed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.p.Create(ctx, request("tok-no-ctx", nodeClass("al2023@latest"), e.offering(t, "m5.large", "us-east-1a", "on-demand"))); err != nil {
+		t.Fatal(err)
+	}
+	ins := fleetInputs(e)
+	if len(ins) != 3 {
+		t.Fatalf("%d CreateFleet calls, want 3", len(ins))
+	}
+	for i, want := range []string{"context-1234", "", ""} {
+		if got := aws.ToString(ins[i].Context); got != want {
+			t.Errorf("fleet %d (%s): Context %q, want %q", i, aws.ToString(ins[i].ClientToken), got, want)
+		}
+	}
+}

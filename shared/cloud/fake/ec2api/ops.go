@@ -327,6 +327,9 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	if in.Type != types.FleetTypeInstant {
 		return nil, badRequest(CodeInvalidParameterValue, "Type %q: this endpoint serves instant fleets only", in.Type)
 	}
+	// Context (an EC2NodeClass's spec.context) is kept with the request (Requests) and refused
+	// in no form: the CreateFleet API reference documents it as "Reserved", a string with no
+	// length or pattern, so any refusal here would be stricter than EC2.
 	tcs := in.TargetCapacitySpecification
 	if tcs == nil || aws.ToInt32(tcs.TotalTargetCapacity) != 1 {
 		return nil, badRequest(CodeInvalidParameterValue, "TargetCapacitySpecification.TotalTargetCapacity: this endpoint launches exactly 1 instance per fleet")
