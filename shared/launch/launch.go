@@ -44,6 +44,10 @@ type Decision struct {
 	Revision int64
 	// Time is the snapshot's time: the clock for marks and timestamps.
 	Time time.Time
+	// ClusterFacts are the snapshot's discovered cluster facts (Snapshot.ClusterFacts), which
+	// the launch hands the provider (cloud.LaunchRequest.ClusterFacts); nil: the provider's
+	// flags and defaults alone.
+	ClusterFacts *events.ClusterFacts
 }
 
 // Result is one launch attempt.
@@ -120,7 +124,7 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 		corev1.Taint{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute})
 	inst, err := l.Provider.Create(ctx, cloud.LaunchRequest{
 		ClientToken: token, Cluster: l.Cluster, NodeClaim: nc, NodeClass: nodeClass,
-		Offerings: offs, Labels: plan.Labels, Taints: taints, Tags: tags,
+		Offerings: offs, Labels: plan.Labels, Taints: taints, Tags: tags, ClusterFacts: d.ClusterFacts,
 	})
 	var res Result
 	var ice *cloud.InsufficientCapacityError

@@ -545,6 +545,15 @@ func renderAL2(s Spec) (string, error) {
 		b.raw(s.Custom)
 	}
 	argv := []string{al2Bootstrap, s.ClusterName, "--apiserver-endpoint", s.APIServerEndpoint, "--b64-cluster-ca", s.CertificateAuthority}
+	if s.Kubelet != nil && len(s.Kubelet.ClusterDNS) > 0 {
+		// bootstrap.sh writes it as the kubelet's clusterDNS, and an IPv6 one needs the IPv6
+		// family (Karpenter's eksbootstrap.go: --ip-family ipv6 when the first clusterDNS is
+		// IPv6, then --dns-cluster-ip).
+		if a, err := netip.ParseAddr(s.Kubelet.ClusterDNS[0]); err == nil && a.Is6() && !a.Is4In6() {
+			argv = append(argv, "--ip-family", "ipv6")
+		}
+		argv = append(argv, "--dns-cluster-ip", s.Kubelet.ClusterDNS[0])
+	}
 	if len(args) > 0 {
 		argv = append(argv, "--kubelet-extra-args", strings.Join(args, " "))
 	}
@@ -813,6 +822,11 @@ func parseAL2(data string) (*Node, error) {
 			if err := n.applyFlags(strings.Fields(v)); err != nil {
 				return nil, fmt.Errorf("AL2 user data: --kubelet-extra-args: %w", err)
 			}
+		case "--dns-cluster-ip":
+			if n.Kubelet == nil {
+				n.Kubelet = &apisv1.KubeletConfiguration{}
+			}
+			n.Kubelet.ClusterDNS = []string{v}
 		case "--local-disks":
 			// bootstrap.sh passes it to setup-local-disks, whose usage is
 			// <raid0 | raid10 | mount | none> (amazon-eks-ami templates/shared/runtime/bin/

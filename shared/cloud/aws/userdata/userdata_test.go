@@ -257,3 +257,26 @@ func TestInstanceStoreRefusals(t *testing.T) {
 		t.Errorf("mode off: %+v %v, want no local storage", n, err)
 	}
 }
+
+// The cluster DNS address reaches each family's kubelet: the NodeConfig's KubeletConfiguration
+// clusterDNS (AL2023), settings.kubernetes.cluster-dns-ip (Bottlerocket), bootstrap.sh
+// --dns-cluster-ip, with --ip-family ipv6 for an IPv6 address (AL2, Karpenter's eksbootstrap.go).
+func TestClusterDNSPerFamily(t *testing.T) {
+	for _, dns := range []string{"10.100.0.10", "fd00:10:96::a"} {
+		for _, family := range []string{apisv1.AMIFamilyAL2023, apisv1.AMIFamilyBottlerocket, apisv1.AMIFamilyAL2} {
+			s := spec(family)
+			s.Kubelet.ClusterDNS = []string{dns}
+			data, err := Render(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := Parse(family, data)
+			if err != nil || n.Kubelet == nil || !reflect.DeepEqual(n.Kubelet.ClusterDNS, []string{dns}) {
+				t.Errorf("%s %s: boots with %+v (%v)\n%s", family, dns, n.Kubelet, err, data)
+			}
+			if family == apisv1.AMIFamilyAL2 && strings.Contains(data, "'--ip-family' 'ipv6'") != strings.Contains(dns, ":") {
+				t.Errorf("AL2 %s: --ip-family ipv6 only for an IPv6 address:\n%s", dns, data)
+			}
+		}
+	}
+}
