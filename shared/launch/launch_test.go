@@ -102,3 +102,26 @@ func TestCapacityErrorBecomesThreeMinuteMarks(t *testing.T) {
 		}
 	}
 }
+
+// The launched NodeClaim carries topology.k8s.aws/zone-id of the zone it launched in, from the
+// NodeClass's resolved subnets (their AvailabilityZoneId, as Karpenter labels NodeClaims);
+// registration copies it onto the Node. Zone IDs are per account, so they come from the
+// subnets, never from a table: here made-up ids "id-<zone>".
+func TestLaunchLabelsTheZoneID(t *testing.T) {
+	cat := catalog.MustAWS()
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
+	l := &Launcher{Cluster: "prod", Provider: fc, Catalog: cat}
+	profile := "node-profile"
+	class := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.EC2NodeClassSpec{InstanceProfile: &profile}}
+	for _, z := range []string{"us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"} {
+		class.Status.Subnets = append(class.Status.Subnets, apisv1.Subnet{ID: "subnet-" + z, Zone: z, ZoneID: "id-" + z})
+	}
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), apisv1.NodeClassOf(class))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	zone := res.NodeClaim.Labels[corev1.LabelTopologyZone]
+	if got := res.NodeClaim.Labels[apisv1.LabelTopologyZoneID]; zone == "" || got != "id-"+zone {
+		t.Fatalf("zone %q, zone-id label %q, want id-%s", zone, got, zone)
+	}
+}

@@ -25,14 +25,22 @@ func recordNodeClass(nc *apisv1.NodeClaim, class *apisv1.EC2NodeClass) {
 	nc.Annotations[apisv1.AnnotationEC2NodeClassHash] = apisv1.EC2NodeClassHash(class)
 	nc.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] = apisv1.EC2NodeClassHashVersion
 	var subnets []string
+	zoneID := map[string]string{} // subnet id → its zone's id
 	for _, s := range class.Status.Subnets {
 		if s.Zone == nc.Labels["topology.kubernetes.io/zone"] {
 			subnets = append(subnets, s.ID)
+			zoneID[s.ID] = s.ZoneID
 		}
 	}
 	if len(subnets) > 0 {
 		sort.Strings(subnets)
 		nc.Annotations[apisv1.AnnotationSubnetID] = subnets[0]
+		// The zone ID is a NodeClaim label in Karpenter (the offering's zone-id requirement,
+		// from the subnet's AvailabilityZoneId); registration copies it onto the Node, which the
+		// kubelet does not label with it.
+		if id := zoneID[subnets[0]]; id != "" {
+			nc.Labels[apisv1.LabelTopologyZoneID] = id
+		}
 	}
 	if len(class.Status.SecurityGroups) > 0 {
 		nc.Annotations[apisv1.AnnotationSecurityGroupIDs] = SecurityGroupIDs(class)
