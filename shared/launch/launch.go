@@ -137,7 +137,7 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 		res.Err = fmt.Errorf("launching nodeclaim %s: %w", name, err)
 		return res
 	}
-	l.record(nc, inst)
+	l.record(nc, inst, nodeClass)
 	recordNodeClass(nc, nodeClass.EC2)
 	res.NodeClaim, res.Instance = nc, inst
 	return res
@@ -198,7 +198,12 @@ func (l *Launcher) nodeClaim(name, token string, d Decision, plan *provisioning.
 }
 
 // record fills in what the launch decided: the offering's labels, provider ID and resources.
-func (l *Launcher) record(nc *apisv1.NodeClaim, inst *cloud.Instance) {
+// Capacity and allocatable are the instance type's under the NodeClass's node settings
+// (cloud.NodeSettingsFor: kubelet, root volume, instance-store RAID0), the figures the plan
+// packed against and the node will report; decisions taken before the node registers count the
+// in-flight NodeClaim by them. A NodeClass whose settings do not parse (the plan refused it
+// already) records the catalog's defaults.
+func (l *Launcher) record(nc *apisv1.NodeClaim, inst *cloud.Instance, nodeClass apisv1.NodeClass) {
 	nc.Labels[corev1.LabelInstanceTypeStable] = inst.InstanceType
 	nc.Labels[corev1.LabelTopologyZone] = inst.Zone
 	nc.Labels[apisv1.LabelCapacityType] = inst.CapacityType
@@ -217,6 +222,10 @@ func (l *Launcher) record(nc *apisv1.NodeClaim, inst *cloud.Instance) {
 			}
 			nc.Status.Capacity = it.Capacity
 			nc.Status.Allocatable = it.Allocatable()
+			if settings, err := cloud.NodeSettingsFor(nodeClass); err == nil {
+				c, a := it.ResourcesWith(settings)
+				nc.Status.Capacity, nc.Status.Allocatable = c.List(), a.List()
+			}
 		}
 	}
 	nc.Status.ProviderID = inst.ProviderID

@@ -125,3 +125,24 @@ func TestLaunchLabelsTheZoneID(t *testing.T) {
 		t.Fatalf("zone %q, zone-id label %q, want id-%s", zone, got, zone)
 	}
 }
+
+// The launched NodeClaim records the allocatable the NodeClass gives the node, which in-flight
+// accounting packs the next decision against before the node registers: under instanceStorePolicy
+// RAID0 an i4i.xlarge has its 937 GB instance store as ephemeral storage, 937e9 − 1Gi − 93.7e9 =
+// 842226258176 bytes allocatable. It recorded the 20Gi root volume's 17Gi, so a second decision
+// saw no room for the pod the node was launched for.
+func TestLaunchRecordsTheNodeClassAllocatable(t *testing.T) {
+	cat := catalog.MustAWS()
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
+	l := &Launcher{Cluster: "prod", Provider: fc, Catalog: cat}
+	profile, raid0 := "node-profile", apisv1.InstanceStorePolicyRAID0
+	class := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.EC2NodeClassSpec{InstanceProfile: &profile, InstanceStorePolicy: &raid0}}
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "i4i.xlarge"), apisv1.NodeClassOf(class))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	capacity, alloc := res.NodeClaim.Status.Capacity[corev1.ResourceEphemeralStorage], res.NodeClaim.Status.Allocatable[corev1.ResourceEphemeralStorage]
+	if capacity.Value() != 937_000_000_000 || alloc.Value() != 842_226_258_176 {
+		t.Fatalf("ephemeral-storage capacity %s allocatable %s, want 937G and 842226258176", capacity.String(), alloc.String())
+	}
+}
