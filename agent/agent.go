@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/apis/validate"
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
@@ -140,6 +142,8 @@ type Agent struct {
 	codec   events.Codec
 	synced  chan struct{}
 	health  health
+	// facts are the cluster facts last discovered (nil before the first discovery).
+	facts atomic.Pointer[events.ClusterFacts]
 }
 
 // New builds an agent (nothing runs until Run).
@@ -168,6 +172,7 @@ func New(cfg Config) (*Agent, error) {
 	a.watcher = w
 	a.builder = kube.NewSnapshotBuilder(w, cfg.Cluster, cfg.Clock)
 	a.builder.Logger = cfg.Logger
+	a.builder.Facts = a.facts.Load
 	a.applier = kube.NewApplier(cfg.Kube, cfg.Dynamic, w, kube.ApplierOptions{
 		Logger:    cfg.Logger,
 		Namespace: cfg.Namespace, Clock: cfg.Clock, EvictionTimeout: cfg.EvictionTimeout,
@@ -245,8 +250,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	// The first snapshot carries the cluster facts: they are read before any is published.
+	a.discoverFacts(ctx)
 	close(a.synced)
 	a.log().Info("agent caches synced", "cluster", a.cfg.Cluster, "revision", a.watcher.Revision())
+	wg.Add(1)
+	go func() { defer wg.Done(); a.factsLoop(ctx) }()
 
 	if a.cfg.SnapshotInterval > 0 {
 		wg.Add(1)
@@ -326,6 +335,51 @@ func (a *Agent) snapshotLoop(ctx context.Context) {
 			if err := a.PublishSnapshot(ctx); err != nil && ctx.Err() == nil {
 				a.log().Error("publishing periodic snapshot", "err", err)
 			}
+		}
+	}
+}
+
+// FactsInterval is how often the agent re-reads the cluster facts: 5 minutes, the period of
+// Karpenter's version controller (karpenter-provider-aws pkg/controllers/providers/version
+// requeues after 5 minutes), so a control plane upgrade reaches AMI alias resolution within it.
+const FactsInterval = 5 * time.Minute
+
+// discoverFacts reads the cluster facts (kube.DiscoverClusterFacts, 10 s at most) and keeps
+// what was read. A failed read is logged and keeps the previous value of that fact: the
+// functions then fall back to their flags, never to a guess.
+func (a *Agent) discoverFacts(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	f, err := kube.DiscoverClusterFacts(ctx, a.cfg.Kube)
+	if err != nil {
+		a.log().Warn("discovering cluster facts", "err", err)
+	}
+	fresh := *f
+	if prev := a.facts.Load(); prev != nil {
+		for _, p := range []struct{ now, before *string }{{&f.KubernetesVersion, &prev.KubernetesVersion}, {&f.ClusterDNSIP, &prev.ClusterDNSIP},
+			{&f.ServiceCIDR, &prev.ServiceCIDR}, {&f.IPFamily, &prev.IPFamily}} {
+			if *p.now == "" && err != nil {
+				*p.now = *p.before
+			}
+		}
+	}
+	// A kept fact must still agree with the fresh ones (a moved service range); else only the
+	// fresh ones are published.
+	if validate.ClusterNetwork(f.KubernetesVersion, f.ClusterDNSIP, f.ServiceCIDR, f.IPFamily, nil) != nil {
+		f = &fresh
+	}
+	a.facts.Store(f)
+}
+
+func (a *Agent) factsLoop(ctx context.Context) {
+	t := a.cfg.Clock.NewTicker(FactsInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			a.discoverFacts(ctx)
 		}
 	}
 }

@@ -391,3 +391,23 @@ func TestHeldDrainIsAcknowledged(t *testing.T) {
 		t.Fatalf("%d eviction calls, want 1 (the pod was tried, the PDB refused it)", evictions)
 	}
 }
+
+// The agent's snapshots carry the cluster facts it discovered before the first one: here the
+// kube-dns Service's clusterIP and its family (the fake API server reports no version and has no
+// ServiceCIDR, so those stay empty rather than guessed).
+func TestSnapshotCarriesClusterFacts(t *testing.T) {
+	dns := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"}, Spec: corev1.ServiceSpec{ClusterIP: "10.100.0.10"}}
+	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"), dns)
+	e.waitSynced(t)
+	if err := e.agent.PublishSnapshot(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := events.Codec{}.Snapshot(e.ctx, e.nextEvent(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := events.ClusterFacts{ClusterDNSIP: "10.100.0.10", IPFamily: "ipv4"}
+	if snap.ClusterFacts == nil || *snap.ClusterFacts != want {
+		t.Fatalf("snapshot facts %+v, want %+v", snap.ClusterFacts, want)
+	}
+}

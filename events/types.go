@@ -61,6 +61,29 @@ type Snapshot struct {
 	StorageClasses []storagev1.StorageClass       `json:"storageClasses,omitempty"`
 	// UnavailableOfferings are offerings marked unavailable (ICE) and not yet expired.
 	UnavailableOfferings []UnavailableOfferingMark `json:"unavailableOfferings,omitempty"`
+	// ClusterFacts are what the agent discovered from the API server (nil from an agent that
+	// discovers nothing, or before its first discovery): optional, so older agents' snapshots
+	// still decode.
+	ClusterFacts *ClusterFacts `json:"clusterFacts,omitempty"`
+}
+
+// ClusterFacts are the cluster facts a node's bootstrap and its image depend on, discovered by the
+// agent as Karpenter discovers them instead of being configured: the Kubernetes version from the
+// API server's /version (Karpenter's version provider: client-go discovery ServerVersion, Major +
+// "." + Minor without a trailing "+"), the cluster DNS address from the kube-system/kube-dns
+// Service's clusterIP (karpenter-provider-aws operator: KubeDNSIP), the service range from the
+// default ServiceCIDR object (networking.k8s.io/v1 ServiceCIDR "kubernetes", Kubernetes 1.33+)
+// and the IP family of the cluster DNS address (the provider's bootstrap reads IPv6 from it). An
+// empty field was not discoverable; the functions' flags, when set, override each.
+type ClusterFacts struct {
+	// KubernetesVersion is major.minor: "1.31".
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// ClusterDNSIP is the kube-dns Service's clusterIP.
+	ClusterDNSIP string `json:"clusterDNSIP,omitempty"`
+	// ServiceCIDR is the cluster's (first) service range.
+	ServiceCIDR string `json:"serviceCIDR,omitempty"`
+	// IPFamily is "ipv4" or "ipv6".
+	IPFamily string `json:"ipFamily,omitempty"`
 }
 
 // MaxClockSkew is how far a snapshot's time may be from the clock of the function deciding on

@@ -180,6 +180,11 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 	for i := range s.UnavailableOfferings {
 		s.UnavailableOfferings[i].validate(fmt.Sprintf("%s.unavailableOfferings[%d]", p, i), errs)
 	}
+	if f := s.ClusterFacts; f != nil {
+		lazily(errs, p, "clusterFacts", func(fp *field.Path) field.ErrorList {
+			return validate.ClusterNetwork(f.KubernetesVersion, f.ClusterDNSIP, f.ServiceCIDR, f.IPFamily, fp)
+		})
+	}
 }
 
 func checkNamespaced(p, name, namespace string, errs *fieldErrs) {

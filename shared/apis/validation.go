@@ -401,8 +401,8 @@ func ValidateEC2NodeClass(nc *v1.EC2NodeClass) field.ErrorList {
 	if n := s.IPPrefixCount; n != nil && *n < 0 {
 		errs = append(errs, field.Invalid(p.Child("ipPrefixCount"), *n, "must not be negative"))
 	}
-	if sp := s.InstanceStorePolicy; sp != nil && *sp != "RAID0" {
-		errs = append(errs, field.NotSupported(p.Child("instanceStorePolicy"), *sp, []string{"RAID0"}))
+	if sp := s.InstanceStorePolicy; sp != nil && *sp != v1.InstanceStorePolicyRAID0 {
+		errs = append(errs, field.NotSupported(p.Child("instanceStorePolicy"), *sp, []string{v1.InstanceStorePolicyRAID0}))
 	}
 	if m := s.MetadataOptions; m != nil {
 		mp := p.Child("metadataOptions")

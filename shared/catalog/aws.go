@@ -243,6 +243,7 @@ func (r *awsRecord) spec() *Spec {
 	if deref(r.TrunkingCompatible) {
 		s.PodENI = deref(r.BranchENIs)
 	}
+	s.InstanceStoreGB = deref(r.LocalNVMeGB)
 	return s
 }
 

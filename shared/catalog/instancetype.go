@@ -52,7 +52,7 @@ func (it *InstanceType) AllocatableWith(k *apisv1.KubeletConfiguration) corev1.R
 // once per EC2NodeClass with NewNodeSettings and call this per type: it does no parsing and no
 // allocation beyond the two returned values.
 func (it *InstanceType) ResourcesWith(s NodeSettings) (capacity, allocatable Resources) {
-	if s.Kubelet == nil && s.EphemeralStorageBytes == 0 && (s.AMIFamily == "" || s.AMIFamily == DefaultAMIFamily) {
+	if s.Kubelet == nil && s.EphemeralStorageBytes == 0 && !s.InstanceStoreRAID0 && (s.AMIFamily == "" || s.AMIFamily == DefaultAMIFamily) {
 		return it.CapacityFast(), it.AllocatableFast()
 	}
 	if it.Azure != nil {
@@ -66,7 +66,9 @@ func (it *InstanceType) ResourcesWith(s NodeSettings) (capacity, allocatable Res
 	return it.resourcesWithoutSpec(s)
 }
 
-// resourcesWithoutSpec applies settings to a hand-built type from its Capacity and Overhead.
+// resourcesWithoutSpec applies settings to a hand-built type from its Capacity and Overhead. A
+// hand-built type records no instance store, so InstanceStoreRAID0 leaves its ephemeral storage
+// at EphemeralStorageBytes (as for an EC2 type without instance store).
 func (it *InstanceType) resourcesWithoutSpec(s NodeSettings) (Resources, Resources) {
 	flags, ok := familyFlags[s.AMIFamily]
 	if !ok {

@@ -27,6 +27,13 @@ type NodeSettings struct {
 	// EphemeralStorageBytes is the size of the volume backing ephemeral storage (the root volume
 	// in blockDeviceMappings); 0 = 20Gi.
 	EphemeralStorageBytes int64
+	// InstanceStoreRAID0 is an EC2NodeClass's instanceStorePolicy: RAID0: the node's boot agent
+	// builds one RAID0 array of the instance-store volumes and keeps ephemeral storage there, so
+	// a type with instance store gets its total size (Spec.InstanceStoreGB × 10^9 bytes) as
+	// ephemeral-storage capacity instead of EphemeralStorageBytes; a type without instance store
+	// keeps EphemeralStorageBytes (karpenter-provider-aws pkg/providers/instancetype/types.go
+	// ephemeralStorage: InstanceStorageInfo.TotalSizeInGB as "%dG" when the policy is RAID0).
+	InstanceStoreRAID0 bool
 	// Images, when non-nil, are the requirements of each node image the NodeClass resolved
 	// (AKSNodeClass status.images: architecture and Hyper-V generation): a type none serves
 	// (matched on InstanceType.ImageLabels) cannot boot and is not planned.

@@ -140,6 +140,10 @@ type Spec struct {
 	EFA            int64
 	// PodENI is the branch-ENI count for security groups for pods (0 when not trunking-compatible).
 	PodENI int64
+	// InstanceStoreGB is the total instance-store size in decimal GB (DescribeInstanceTypes
+	// InstanceStorageInfo.TotalSizeInGB; 0 without instance store): ephemeral storage under
+	// NodeSettings.InstanceStoreRAID0.
+	InstanceStoreGB int64
 }
 
 // nodeResources is everything the overhead computation yields, numerically.
@@ -164,6 +168,10 @@ func (s *Spec) compute(settings NodeSettings) nodeResources {
 	ephemeral := settings.EphemeralStorageBytes
 	if ephemeral <= 0 {
 		ephemeral = DefaultEphemeralStorageBytes
+	}
+	if settings.InstanceStoreRAID0 && s.InstanceStoreGB > 0 {
+		// TotalSizeInGB is decimal: Karpenter writes it as the quantity "<n>G".
+		ephemeral = s.InstanceStoreGB * 1_000_000_000
 	}
 	memCapBytes := CapacityMemoryMiB(s.MemoryMiB, s.Arch) * bytesPerMiB
 

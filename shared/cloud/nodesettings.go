@@ -1,6 +1,7 @@
 package cloud
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,9 +29,11 @@ var ephemeralDevice = map[string]string{
 // network plugin). For an EC2NodeClass: the resolved AMI family, the kubelet block and the size of the volume
 // that backs ephemeral storage. That volume is chosen as Karpenter does: the mapping marked
 // rootVolume; else, for Custom, the last mapping; else the family's ephemeral device (/dev/xvda
-// on Amazon Linux, /dev/xvdb on Bottlerocket); else the 20Gi default. Instance-store RAID0
-// (instanceStorePolicy) is not modelled. The zero NodeClass gives the defaults. Errors name the
-// field under "spec".
+// on Amazon Linux, /dev/xvdb on Bottlerocket); else the 20Gi default. instanceStorePolicy RAID0
+// sets InstanceStoreRAID0: a type with instance store then gets its total size instead (the
+// family's bootstrap assembles the array: userdata.Spec.InstanceStorePolicy). The zero NodeClass
+// gives the defaults. Errors name the field under "spec", including an instanceStorePolicy other
+// than RAID0 (the CRD's one value).
 func NodeSettingsFor(class apisv1.NodeClass) (catalog.NodeSettings, error) {
 	if class.AKS != nil {
 		return AKSNodeSettings(class.AKS, catalog.AKSNetworkOverlay)
@@ -40,7 +43,14 @@ func NodeSettingsFor(class apisv1.NodeClass) (catalog.NodeSettings, error) {
 		return catalog.NewNodeSettings("", nil, nil, "spec")
 	}
 	family := nc.AMIFamily()
-	return catalog.NewNodeSettings(family, nc.Spec.Kubelet, ephemeralVolumeSize(family, nc.Spec.BlockDeviceMappings), "spec")
+	s, err := catalog.NewNodeSettings(family, nc.Spec.Kubelet, ephemeralVolumeSize(family, nc.Spec.BlockDeviceMappings), "spec")
+	if p := nc.Spec.InstanceStorePolicy; p != nil {
+		if *p != apisv1.InstanceStorePolicyRAID0 {
+			return s, errors.Join(err, fmt.Errorf("spec.instanceStorePolicy: %q is not supported, want %q", *p, apisv1.InstanceStorePolicyRAID0))
+		}
+		s.InstanceStoreRAID0 = true
+	}
+	return s, err
 }
 
 func ephemeralVolumeSize(family string, bdms []apisv1.BlockDeviceMapping) *resource.Quantity {

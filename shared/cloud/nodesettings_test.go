@@ -78,3 +78,24 @@ func TestAKSNodeSettings(t *testing.T) {
 		}
 	}
 }
+
+// instanceStorePolicy reaches the node settings: RAID0 sets InstanceStoreRAID0 (and keeps the
+// root volume for types without instance store); any other value is refused naming the field.
+func TestNodeSettingsForInstanceStorePolicy(t *testing.T) {
+	raid0, bad := apisv1.InstanceStorePolicyRAID0, "RAID1"
+	nc := &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{InstanceStorePolicy: &raid0,
+		AMISelectorTerms:    []apisv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+		BlockDeviceMappings: []apisv1.BlockDeviceMapping{bdm("/dev/xvda", "80Gi", false)}}}
+	s, err := NodeSettingsFor(apisv1.NodeClassOf(nc))
+	if err != nil || !s.InstanceStoreRAID0 || s.EphemeralStorageBytes != 80<<30 {
+		t.Fatalf("settings %+v, err %v: want RAID0 and the 80Gi root volume", s, err)
+	}
+	nc.Spec.InstanceStorePolicy = &bad
+	if _, err := NodeSettingsFor(apisv1.NodeClassOf(nc)); err == nil || !strings.Contains(err.Error(), "spec.instanceStorePolicy") {
+		t.Fatalf("err %v, want spec.instanceStorePolicy refused", err)
+	}
+	nc.Spec.InstanceStorePolicy = nil
+	if s, _ := NodeSettingsFor(apisv1.NodeClassOf(nc)); s.InstanceStoreRAID0 {
+		t.Fatal("RAID0 set without instanceStorePolicy")
+	}
+}

@@ -54,6 +54,10 @@ type LaunchRequest struct {
 	Taints []corev1.Taint
 	// Tags go on the instance (and volumes): cluster, NodePool, NodeClaim, Name, NodeClass tags.
 	Tags map[string]string
+	// ClusterFacts are the facts of the snapshot the launch was decided on (the Kubernetes
+	// version, cluster DNS address, service range and IP family the agent discovered); nil when
+	// the snapshot has none. A provider's own configuration, when set, overrides each.
+	ClusterFacts *events.ClusterFacts
 }
 
 // Instance is a launched instance as the cloud reports it.

@@ -27,6 +27,9 @@ type SnapshotBuilder struct {
 	clock     clock.PassiveClock
 	// Logger receives objects left out of a snapshot (nil: slog.Default()).
 	Logger *slog.Logger
+	// Facts, when set, gives the cluster facts last discovered (DiscoverClusterFacts) for
+	// Snapshot.ClusterFacts; it must not block (the agent keeps them refreshed).
+	Facts func() *events.ClusterFacts
 }
 
 // NewSnapshotBuilder returns a builder for the cluster's snapshots; clk stamps Snapshot.Time and
@@ -115,6 +118,12 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 			b.log().Error("skipping malformed unavailable-offering mark", "err", e)
 		}
 		snap.UnavailableOfferings = marks
+	}
+	if b.Facts != nil {
+		if f := b.Facts(); f != nil {
+			c := *f
+			snap.ClusterFacts = &c
+		}
 	}
 	return snap, nil
 }

@@ -44,6 +44,10 @@ type Decision struct {
 	Revision int64
 	// Time is the snapshot's time: the clock for marks and timestamps.
 	Time time.Time
+	// ClusterFacts are the snapshot's discovered cluster facts (Snapshot.ClusterFacts), which
+	// the launch hands the provider (cloud.LaunchRequest.ClusterFacts); nil: the provider's
+	// flags and defaults alone.
+	ClusterFacts *events.ClusterFacts
 }
 
 // Result is one launch attempt.
@@ -121,7 +125,7 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 		corev1.Taint{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute})
 	inst, err := l.Provider.Create(ctx, cloud.LaunchRequest{
 		ClientToken: token, Cluster: l.Cluster, NodeClaim: nc, NodeClass: nodeClass,
-		Offerings: offs, Labels: plan.Labels, Taints: taints, Tags: tags,
+		Offerings: offs, Labels: plan.Labels, Taints: taints, Tags: tags, ClusterFacts: d.ClusterFacts,
 	})
 	var res Result
 	var refused []cloud.UnavailableOffering
@@ -137,7 +141,7 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 		res.Err = fmt.Errorf("launching nodeclaim %s: %w", name, err)
 		return res
 	}
-	l.record(nc, inst)
+	l.record(nc, inst, nodeClass)
 	// What drift later compares (image, NodeClass hash, networking) is the cloud's to record.
 	if rules := cloud.RulesOf(l.Provider); rules != nil {
 		rules.RecordLaunch(nc, nodeClass, inst)
@@ -201,7 +205,12 @@ func (l *Launcher) nodeClaim(name, token string, d Decision, plan *provisioning.
 }
 
 // record fills in what the launch decided: the offering's labels, provider ID and resources.
-func (l *Launcher) record(nc *apisv1.NodeClaim, inst *cloud.Instance) {
+// Capacity and allocatable are the instance type's under the NodeClass's node settings
+// (cloud.NodeSettingsFor: kubelet, root volume, instance-store RAID0), the figures the plan
+// packed against and the node will report; decisions taken before the node registers count the
+// in-flight NodeClaim by them. A NodeClass whose settings do not parse (the plan refused it
+// already) records the catalog's defaults.
+func (l *Launcher) record(nc *apisv1.NodeClaim, inst *cloud.Instance, nodeClass apisv1.NodeClass) {
 	nc.Labels[corev1.LabelInstanceTypeStable] = inst.InstanceType
 	nc.Labels[corev1.LabelTopologyZone] = inst.Zone
 	nc.Labels[apisv1.LabelCapacityType] = inst.CapacityType
@@ -220,6 +229,10 @@ func (l *Launcher) record(nc *apisv1.NodeClaim, inst *cloud.Instance) {
 			}
 			nc.Status.Capacity = it.Capacity
 			nc.Status.Allocatable = it.Allocatable()
+			if settings, err := cloud.NodeSettingsFor(nodeClass); err == nil {
+				c, a := it.ResourcesWith(settings)
+				nc.Status.Capacity, nc.Status.Allocatable = c.List(), a.List()
+			}
 		}
 	}
 	nc.Status.ProviderID = inst.ProviderID

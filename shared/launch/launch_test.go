@@ -133,3 +133,47 @@ func TestRefusalsBeforeASuccessAreMarkedWithTheirTTL(t *testing.T) {
 		t.Fatalf("marks %+v, want the refused offering until an hour after the decision", res.Unavailable)
 	}
 }
+
+// The launched NodeClaim carries topology.k8s.aws/zone-id of the zone it launched in, from the
+// NodeClass's resolved subnets (their AvailabilityZoneId, as Karpenter labels NodeClaims);
+// registration copies it onto the Node. Zone IDs are per account, so they come from the
+// subnets, never from a table: here made-up ids "id-<zone>".
+func TestLaunchLabelsTheZoneID(t *testing.T) {
+	cat := catalog.MustAWS()
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
+	l := &Launcher{Cluster: "prod", Provider: fc, Catalog: cat}
+	profile := "node-profile"
+	class := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.EC2NodeClassSpec{InstanceProfile: &profile}}
+	for _, z := range []string{"us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"} {
+		class.Status.Subnets = append(class.Status.Subnets, apisv1.Subnet{ID: "subnet-" + z, Zone: z, ZoneID: "id-" + z})
+	}
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), apisv1.NodeClassOf(class))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	zone := res.NodeClaim.Labels[corev1.LabelTopologyZone]
+	if got := res.NodeClaim.Labels[apisv1.LabelTopologyZoneID]; zone == "" || got != "id-"+zone {
+		t.Fatalf("zone %q, zone-id label %q, want id-%s", zone, got, zone)
+	}
+}
+
+// The launched NodeClaim records the allocatable the NodeClass gives the node, which in-flight
+// accounting packs the next decision against before the node registers: under instanceStorePolicy
+// RAID0 an i4i.xlarge has its 937 GB instance store as ephemeral storage, 937e9 − 1Gi − 93.7e9 =
+// 842226258176 bytes allocatable. It recorded the 20Gi root volume's 17Gi, so a second decision
+// saw no room for the pod the node was launched for.
+func TestLaunchRecordsTheNodeClassAllocatable(t *testing.T) {
+	cat := catalog.MustAWS()
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
+	l := &Launcher{Cluster: "prod", Provider: fc, Catalog: cat}
+	profile, raid0 := "node-profile", apisv1.InstanceStorePolicyRAID0
+	class := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.EC2NodeClassSpec{InstanceProfile: &profile, InstanceStorePolicy: &raid0}}
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "i4i.xlarge"), apisv1.NodeClassOf(class))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	capacity, alloc := res.NodeClaim.Status.Capacity[corev1.ResourceEphemeralStorage], res.NodeClaim.Status.Allocatable[corev1.ResourceEphemeralStorage]
+	if capacity.Value() != 937_000_000_000 || alloc.Value() != 842_226_258_176 {
+		t.Fatalf("ephemeral-storage capacity %s allocatable %s, want 937G and 842226258176", capacity.String(), alloc.String())
+	}
+}

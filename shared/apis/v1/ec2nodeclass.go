@@ -187,6 +187,12 @@ type CapacityReservation struct {
 	Interruptible *bool `json:"interruptible,omitempty"`
 }
 
+// LabelTopologyZoneID is the well-known label of an EC2 node's zone ID ("use1-az1"), the
+// account-independent name of its Availability Zone (Karpenter's AWS provider
+// pkg/apis/v1/labels.go LabelTopologyZoneID; its value comes from the subnet's
+// AvailabilityZoneId, DescribeSubnets).
+const LabelTopologyZoneID = "topology.k8s.aws/zone-id"
+
 // Subnet is a resolved subnet.
 type Subnet struct {
 	ID     string `json:"id"`

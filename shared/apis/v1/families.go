@@ -23,6 +23,11 @@ const (
 	AliasVersionLatest = "latest"
 )
 
+// InstanceStorePolicyRAID0 is EC2NodeClass spec.instanceStorePolicy's one value (Karpenter's
+// enum, pkg/apis/v1/ec2nodeclass.go InstanceStorePolicyRAID0): the node assembles its
+// instance-store volumes into one RAID0 array for ephemeral storage.
+const InstanceStorePolicyRAID0 = "RAID0"
+
 // AliasFamilies are the alias families Karpenter accepts ("family@version"), lower case, each
 // mapped to its spec.amiFamily value.
 var AliasFamilies = map[string]string{

@@ -164,6 +164,26 @@ func FallbackToken(token string) string {
 	return "od-" + hex.EncodeToString(sum[:24])
 }
 
+// annotationMinValuesRelaxed is set to "true" on a NodeClaim whose requirements' minValues the
+// scheduler relaxed to launch it (Karpenter core, NodeClaimMinValuesRelaxedAnnotationKey).
+const annotationMinValuesRelaxed = "karpenter.sh/nodeclaim-min-values-relaxed"
+
+// fleetContext is the CreateFleet Context of a launch: the EC2NodeClass's spec.context, except
+// for a NodeClaim whose minValues were relaxed, as Karpenter's instance provider decides
+// (pkg/providers/instance/instance.go: WithContextID unless the relaxed annotation is "true").
+// EC2 documents the parameter as "Reserved" with no format (CreateFleet API reference), so the
+// value is passed as written.
+func fleetContext(req cloud.LaunchRequest) *string {
+	nc := req.NodeClass.EC2
+	if nc == nil || nc.Spec.Context == nil {
+		return nil
+	}
+	if req.NodeClaim != nil && req.NodeClaim.Annotations[annotationMinValuesRelaxed] == "true" {
+		return nil
+	}
+	return aws.String(*nc.Spec.Context)
+}
+
 func (p *Provider) validate(req cloud.LaunchRequest) error {
 	switch {
 	case req.ClientToken == "":
@@ -215,6 +235,7 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
 		},
 	}
+	in.Context = fleetContext(req)
 	switch {
 	case ct == apisv1.CapacityTypeSpot:
 		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeSpot

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/apis/validate"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/aws/userdata"
 )
@@ -51,18 +52,25 @@ func (p *Provider) TemplateData(req cloud.LaunchRequest, family, imageID string,
 	if nc.Spec.UserData != nil {
 		custom = *nc.Spec.UserData
 	}
+	facts := p.clusterFacts(req.ClusterFacts)
 	ud, err := userdata.Render(userdata.Spec{Family: family, ClusterName: p.o.ClusterName, APIServerEndpoint: p.o.ClusterEndpoint,
-		CertificateAuthority: p.o.ClusterCA, ServiceCIDR: p.o.ServiceCIDR, Labels: req.Labels, Taints: req.Taints,
-		Kubelet: nc.Spec.Kubelet, Custom: custom})
+		CertificateAuthority: p.o.ClusterCA, ServiceCIDR: facts.ServiceCIDR, Labels: req.Labels, Taints: req.Taints,
+		Kubelet: withClusterDNS(nc.Spec.Kubelet, facts.ClusterDNSIP), Custom: custom, InstanceStorePolicy: aws.ToString(nc.Spec.InstanceStorePolicy)})
 	if err != nil {
 		return nil, fmt.Errorf("nodeclass %s: user data: %w", nc.Name, err)
+	}
+	// An IPv6 cluster's nodes reach IMDS over IPv6 (Karpenter's resolver enables the IPv6
+	// endpoint by default when the kube-dns address is IPv6).
+	ipv6 := DefaultHTTPProtocolIPv6
+	if facts.IPFamily == validate.IPFamilyIPv6 {
+		ipv6 = "enabled"
 	}
 	d := &ec2types.RequestLaunchTemplateData{
 		ImageId:  aws.String(imageID),
 		UserData: aws.String(base64.StdEncoding.EncodeToString([]byte(ud))),
 		MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
 			HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointState(DefaultHTTPEndpoint),
-			HttpProtocolIpv6:        ec2types.LaunchTemplateInstanceMetadataProtocolIpv6(DefaultHTTPProtocolIPv6),
+			HttpProtocolIpv6:        ec2types.LaunchTemplateInstanceMetadataProtocolIpv6(ipv6),
 			HttpPutResponseHopLimit: aws.Int32(DefaultHopLimit),
 			HttpTokens:              ec2types.LaunchTemplateHttpTokensState(DefaultHTTPTokens),
 		},
@@ -108,6 +116,22 @@ func (p *Provider) TemplateData(req cloud.LaunchRequest, family, imageID string,
 	d.TagSpecifications = []ec2types.LaunchTemplateTagSpecificationRequest{
 		{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: ec2Tags(p.templateTags(req.NodeClass))}}
 	return d, nil
+}
+
+// withClusterDNS is the NodeClass kubelet block with clusterDNS set to the cluster's DNS address
+// when the block sets none, as Karpenter's resolver fills it from the discovered kube-dns IP
+// (amifamily defaultClusterDNS); the NodeClass's own value wins. The block is copied, never
+// changed in place.
+func withClusterDNS(k *apisv1.KubeletConfiguration, dns string) *apisv1.KubeletConfiguration {
+	if dns == "" || (k != nil && len(k.ClusterDNS) > 0) {
+		return k
+	}
+	out := &apisv1.KubeletConfiguration{}
+	if k != nil {
+		out = k.DeepCopy()
+	}
+	out.ClusterDNS = []string{dns}
+	return out
 }
 
 // templateTags are a launch template's tags and its network interfaces': the cluster tag, the

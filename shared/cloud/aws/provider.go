@@ -10,11 +10,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/shared/apis/validate"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 )
@@ -52,10 +55,15 @@ type Options struct {
 	ClusterName     string
 	ClusterEndpoint string
 	ClusterCA       string
-	// ServiceCIDR defaults to DefaultServiceCIDR.
-	ServiceCIDR string
-	// KubernetesVersion ("1.31") selects the EKS-optimized AMIs of aliases. Required for aliases.
+	// ServiceCIDR, KubernetesVersion ("1.31", the EKS-optimized AMIs of aliases) and ClusterDNS
+	// (the nodes' resolver, kubelet clusterDNS) override what the agent discovered (the
+	// snapshot's events.ClusterFacts: LaunchRequest.ClusterFacts, cloud.ClusterFactsFrom); empty
+	// takes the discovered value. Without either, the service CIDR is DefaultServiceCIDR, the
+	// cluster DNS is left to the node image (nodeadm derives it from the CIDR), and an alias
+	// does not resolve.
+	ServiceCIDR       string
 	KubernetesVersion string
+	ClusterDNS        string
 	// Catalog gives each instance type's architecture (to pick the AMI) and the prices reported
 	// on instances. Required.
 	Catalog *catalog.Catalog
@@ -95,9 +103,6 @@ func New(o Options) (*Provider, error) {
 	case o.SSM == nil:
 		return nil, errors.New("aws provider: Options.SSM is required")
 	}
-	if o.ServiceCIDR == "" {
-		o.ServiceCIDR = DefaultServiceCIDR
-	}
 	if o.ClusterName == "" {
 		o.ClusterName = o.Cluster
 	}
@@ -105,6 +110,33 @@ func New(o Options) (*Provider, error) {
 		return nil, fmt.Errorf("aws provider: governance: %w", err)
 	}
 	return &Provider{o: o}, nil
+}
+
+// clusterFacts are the facts a call works with: each Options override when set, else the
+// discovered value from f (nil: none), else DefaultServiceCIDR for the service range. The IP
+// family follows the cluster DNS address in use when there is one (Karpenter's bootstrap reads
+// IPv6 from it), else the discovered family.
+func (p *Provider) clusterFacts(f *events.ClusterFacts) events.ClusterFacts {
+	var out events.ClusterFacts
+	if f != nil {
+		out = *f
+	}
+	for _, o := range []struct{ override, to *string }{{&p.o.KubernetesVersion, &out.KubernetesVersion},
+		{&p.o.ServiceCIDR, &out.ServiceCIDR}, {&p.o.ClusterDNS, &out.ClusterDNSIP}} {
+		if *o.override != "" {
+			*o.to = *o.override
+		}
+	}
+	if out.ServiceCIDR == "" {
+		out.ServiceCIDR = DefaultServiceCIDR
+	}
+	if a, err := netip.ParseAddr(out.ClusterDNSIP); err == nil {
+		out.IPFamily = validate.IPFamilyIPv4
+		if a.Is6() && !a.Is4In6() {
+			out.IPFamily = validate.IPFamilyIPv6
+		}
+	}
+	return out
 }
 
 // Name is "aws".

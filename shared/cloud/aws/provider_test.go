@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -657,4 +658,118 @@ func TestOneFleetAcrossArchitectures(t *testing.T) {
 	if inst.InstanceType != "m6g.large" {
 		t.Fatalf("launched %s, want m6g.large", inst.InstanceType)
 	}
+}
+
+// instanceStorePolicy RAID0 travels from the EC2NodeClass into the launch template's user data
+// (nodeadm NodeConfig spec.instance.localStorage.strategy RAID0, as Karpenter's nodeadm.go
+// writes it), and the node booted from that template through the SDK reports the i4i.xlarge
+// instance store (EC2 TotalSizeInGB 937) as its ephemeral-storage capacity: 937e9 bytes.
+func TestLaunchTemplateInstanceStoreRAID0(t *testing.T) {
+	e := setup(t)
+	nc := nodeClass("al2023@latest")
+	raid0 := apisv1.InstanceStorePolicyRAID0
+	nc.Spec.InstanceStorePolicy = &raid0
+	if _, err := e.p.Create(context.Background(), request("tok-raid0", nc, e.offering(t, "i4i.xlarge", "us-east-1a", "on-demand"))); err != nil {
+		t.Fatal(err)
+	}
+	d := template(t, e, fleetInputs(e)[0])
+	ud, _ := base64.StdEncoding.DecodeString(aws.ToString(d.UserData))
+	if !strings.Contains(string(ud), "  instance:\n    localStorage:\n      strategy: RAID0\n") {
+		t.Errorf("user data lacks nodeadm's localStorage RAID0:\n%s", ud)
+	}
+	if err := e.cloud.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := e.nodes.Nodes()[0].Status.Capacity[corev1.ResourceEphemeralStorage]
+	if got.Value() != 937_000_000_000 {
+		t.Errorf("node ephemeral-storage capacity %s, want 937G (the instance store)", got.String())
+	}
+}
+
+// spec.context reaches CreateFleet as Context, through the SDK's wire format into the fake EC2
+// endpoint's record; a NodeClaim whose minValues were relaxed launches without it, and a
+// NodeClass without one sends none (Karpenter's instance provider and its suite's "EC2
+// Context" cases).
+func TestFleetCarriesNodeClassContext(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	nc := nodeClass("al2023@latest")
+	nc.Spec.Context = aws.String("context-1234")
+	if _, err := e.p.Create(ctx, request("tok-ctx", nc, e.offering(t, "m5.large", "us-east-1a", "on-demand"))); err != nil {
+		t.Fatal(err)
+	}
+	relaxed := request("tok-ctx-relaxed", nc, e.offering(t, "m5.large", "us-east-1a", "on-demand"))
+	relaxed.NodeClaim = &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc",
+		Annotations: map[string]string{"karpenter.sh/nodeclaim-min-values-relaxed": "true"}}}
+	if _, err := e.p.Create(ctx, relaxed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.p.Create(ctx, request("tok-no-ctx", nodeClass("al2023@latest"), e.offering(t, "m5.large", "us-east-1a", "on-demand"))); err != nil {
+		t.Fatal(err)
+	}
+	ins := fleetInputs(e)
+	if len(ins) != 3 {
+		t.Fatalf("%d CreateFleet calls, want 3", len(ins))
+	}
+	for i, want := range []string{"context-1234", "", ""} {
+		if got := aws.ToString(ins[i].Context); got != want {
+			t.Errorf("fleet %d (%s): Context %q, want %q", i, aws.ToString(ins[i].ClientToken), got, want)
+		}
+	}
+}
+
+// The discovered cluster facts stand in for the flags: with no --kubernetes-version an alias
+// resolves with the snapshot's version (the SSM parameter of that version's AMI), and a launch
+// tells the node the snapshot's service range and kube-dns address (Karpenter fills the
+// kubelet's clusterDNS from kube-dns when the NodeClass sets none). A flag, when set, wins; a
+// NodeClass's own clusterDNS wins over both.
+func TestDiscoveredClusterFacts(t *testing.T) {
+	e := setup(t, func(o *dvaws.Options) { o.KubernetesVersion = "" })
+	facts := &events.ClusterFacts{KubernetesVersion: k8s, ClusterDNSIP: "172.20.0.10", ServiceCIDR: "172.20.0.0/16", IPFamily: "ipv4"}
+	nc := nodeClass("al2023@latest")
+	got, err := e.p.ResolveNodeClass(context.Background(), apisv1.NodeClassOf(nc))
+	if err != nil || len(got.EC2.Status.AMIs) != 0 {
+		t.Fatalf("without a version: %d AMIs (%v), want none", len(got.EC2.Status.AMIs), err)
+	}
+	want, _ := e.srv.Parameter("/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2023/x86_64/standard/recommended/image_id")
+	got, err = e.p.ResolveNodeClass(cloud.WithClusterFacts(context.Background(), facts), apisv1.NodeClassOf(nc))
+	if err != nil || len(got.EC2.Status.AMIs) == 0 || !hasAMI(got.EC2.Status.AMIs, want) {
+		t.Fatalf("with the snapshot's version %s: AMIs %+v (%v), want %s among them", k8s, got.EC2.Status.AMIs, err, want)
+	}
+
+	userData := func(p *dvaws.Provider, class *apisv1.EC2NodeClass) string {
+		t.Helper()
+		req := request("tok", class, e.offering(t, "m5.large", "us-east-1a", "on-demand"))
+		req.ClusterFacts = facts
+		d, err := p.TemplateData(req, apisv1.AMIFamilyAL2023, "ami-0", []string{"sg-1"}, nodeProfile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ud, _ := base64.StdEncoding.DecodeString(aws.ToString(d.UserData))
+		return string(ud)
+	}
+	ud := userData(e.p, nc)
+	for _, want := range []string{"cidr: 172.20.0.0/16", "clusterDNS:\n      - 172.20.0.10"} {
+		if !strings.Contains(ud, want) {
+			t.Errorf("user data lacks %q:\n%s", want, ud)
+		}
+	}
+	flagged := setup(t, func(o *dvaws.Options) { o.ServiceCIDR, o.ClusterDNS = "10.100.0.0/16", "10.100.0.10" })
+	if ud := userData(flagged.p, nc); !strings.Contains(ud, "cidr: 10.100.0.0/16") || !strings.Contains(ud, "- 10.100.0.10") {
+		t.Errorf("the flags do not override the snapshot:\n%s", ud)
+	}
+	own := nodeClass("al2023@latest")
+	own.Spec.Kubelet = &apisv1.KubeletConfiguration{ClusterDNS: []string{"169.254.20.10"}}
+	if ud := userData(e.p, own); !strings.Contains(ud, "- 169.254.20.10") || strings.Contains(ud, "172.20.0.10") {
+		t.Errorf("the NodeClass's clusterDNS does not win:\n%s", ud)
+	}
+}
+
+func hasAMI(amis []apisv1.AMI, id string) bool {
+	for _, a := range amis {
+		if a.ID == id {
+			return true
+		}
+	}
+	return false
 }

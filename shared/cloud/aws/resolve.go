@@ -453,10 +453,11 @@ func (p *Provider) AMIs(ctx context.Context, nc *apisv1.EC2NodeClass) ([]apisv1.
 			if err != nil {
 				return nil, &problem{apisv1.ReasonUnsupportedAlias, fmt.Sprintf("%s.alias: %v", field, err)}, nil
 			}
-			if p.o.KubernetesVersion == "" {
-				return nil, &problem{apisv1.ReasonUnsupportedAlias, fmt.Sprintf("%s.alias: Dovetail was started without a Kubernetes version to resolve %s with", field, t.Alias)}, nil
+			k8s := p.clusterFacts(cloud.ClusterFactsFrom(ctx)).KubernetesVersion
+			if k8s == "" {
+				return nil, &problem{apisv1.ReasonUnsupportedAlias, fmt.Sprintf("%s.alias: no Kubernetes version to resolve %s with: the agent's snapshot carries none and --kubernetes-version is not set", field, t.Alias)}, nil
 			}
-			images, err := AliasImages(a, p.o.KubernetesVersion)
+			images, err := AliasImages(a, k8s)
 			if err != nil {
 				return nil, &problem{apisv1.ReasonUnsupportedAlias, fmt.Sprintf("%s.alias: %v", field, err)}, nil
 			}

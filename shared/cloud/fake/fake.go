@@ -253,11 +253,16 @@ func (c *Cloud) CreateMixed(ctx context.Context, reqs []cloud.LaunchRequest) (*c
 		if digests[i], err = requestDigest(*req); err != nil {
 			return nil, err
 		}
-		// From here on the request's labels and taints are what the kubelet is given at boot.
-		if req.Labels, req.Taints, err = c.bootConfig(*req, settings[i].AMIFamily); err != nil {
+		// From here on the request's labels and taints are what the kubelet is given at boot,
+		// and the node's ephemeral storage is on the instance store only if the user data
+		// asks its boot agent for the RAID0 array.
+		boot, err := c.bootConfig(*req, settings[i].AMIFamily)
+		if err != nil {
 			c.count(func(s *Stats) { s.CreateCalls++ })
 			return nil, err
 		}
+		req.Labels, req.Taints = boot.Labels, boot.Taints
+		settings[i].InstanceStoreRAID0 = boot.LocalStorage == userdata.LocalStorageRAID0
 		for _, o := range req.Offerings {
 			offerings = append(offerings, o)
 			owner = append(owner, i)
@@ -374,9 +379,11 @@ func (c *Cloud) validate(req cloud.LaunchRequest) (catalog.NodeSettings, error) 
 // the node's boot agent does (shared/cloud/aws/userdata: nodeadm's NodeConfig --node-labels and
 // --register-with-taints on AL2023, settings.kubernetes.node-labels and node-taints on
 // Bottlerocket), so the Node registers with exactly the labels and taints its kubelet is given —
-// nothing a launch request merely lists. A Custom family's own user data gives what it says
+// nothing a launch request merely lists, and assembles the instance store as RAID0 only when
+// the user data says so (nodeadm localStorage, bootstrap.sh --local-disks, Bottlerocket's
+// ephemeral-storage bootstrap command). A Custom family's own user data gives what it says
 // (usually nothing). An error names what could not be rendered (e.g. a Windows family).
-func (c *Cloud) bootConfig(req cloud.LaunchRequest, family string) (map[string]string, []corev1.Taint, error) {
+func (c *Cloud) bootConfig(req cloud.LaunchRequest, family string) (*userdata.Node, error) {
 	if family == "" {
 		family = apisv1.AMIFamilyAL2023
 	}
@@ -387,16 +394,19 @@ func (c *Cloud) bootConfig(req cloud.LaunchRequest, family string) (map[string]s
 		if nc.Spec.UserData != nil {
 			spec.Custom = *nc.Spec.UserData
 		}
+		if p := nc.Spec.InstanceStorePolicy; p != nil {
+			spec.InstanceStorePolicy = *p
+		}
 	}
 	ud, err := userdata.Render(spec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("nodeClass: user data: %w", err)
+		return nil, fmt.Errorf("nodeClass: user data: %w", err)
 	}
 	node, err := userdata.Parse(family, ud)
 	if err != nil {
-		return nil, nil, fmt.Errorf("nodeClass: user data: %w", err)
+		return nil, fmt.Errorf("nodeClass: user data: %w", err)
 	}
-	return node.Labels, node.Taints, nil
+	return node, nil
 }
 
 // candidate is an offering the catalog has, with the catalog's price.

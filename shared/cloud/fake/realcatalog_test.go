@@ -64,8 +64,13 @@ func TestRealCatalogSpotPicksCheapestZone(t *testing.T) {
 
 func bootOne(t *testing.T, nc *apisv1.EC2NodeClass) *corev1.Node {
 	t.Helper()
+	return bootType(t, "m5.large", nc)
+}
+
+func bootType(t *testing.T, instanceType string, nc *apisv1.EC2NodeClass) *corev1.Node {
+	t.Helper()
 	c, reg := realCloud(t)
-	req := request("t1", off("m5.large", "us-east-1a", "on-demand"))
+	req := request("t1", off(instanceType, "us-east-1a", "on-demand"))
 	req.NodeClass = apisv1.NodeClassOf(nc)
 	mustCreate(t, c, req)
 	if err := c.Tick(context.Background()); err != nil {
@@ -157,3 +162,20 @@ func TestInvalidNodeClassIsRefused(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// instanceStorePolicy RAID0 on an i4i.xlarge (one 937 GB NVMe volume, EC2 TotalSizeInGB 937):
+// the user data asks the boot agent for the array and the kubelet reports 937e9 bytes of
+// ephemeral storage; allocatable 937e9 − 1Gi kube-reserved − 93.7e9 (10 % nodefs eviction) =
+// 842226258176. On m5.large (no instance store) RAID0 changes nothing: 20Gi.
+func TestRealCatalogInstanceStoreRAID0(t *testing.T) {
+	raid0 := apisv1.InstanceStorePolicyRAID0
+	for _, family := range []string{"al2023@latest", "al2@latest", "bottlerocket@latest"} {
+		nc := &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{InstanceProfile: &testProfile, InstanceStorePolicy: &raid0,
+			AMISelectorTerms: []apisv1.AMISelectorTerm{{Alias: family}}}}
+		node := bootType(t, "i4i.xlarge", nc)
+		checkResources(t, family+" i4i capacity", node.Status.Capacity, map[corev1.ResourceName]string{corev1.ResourceEphemeralStorage: "937G"})
+		checkResources(t, family+" i4i allocatable", node.Status.Allocatable, map[corev1.ResourceName]string{corev1.ResourceEphemeralStorage: "842226258176"})
+		node = bootType(t, "m5.large", nc)
+		checkResources(t, family+" m5 capacity", node.Status.Capacity, map[corev1.ResourceName]string{corev1.ResourceEphemeralStorage: "20Gi"})
+	}
+}

@@ -66,10 +66,11 @@ type AWSConfig struct {
 	Region string
 	// EKSName, EKSEndpoint and EKSCA (base64) are what nodes join; EKSName empty: Config.Cluster.
 	EKSName, EKSEndpoint, EKSCA string
-	// ServiceCIDR is the cluster's service CIDR; empty: the provider's default.
-	ServiceCIDR string
-	// KubernetesVersion is the minor version ("1.31") for AMI aliases.
+	// ServiceCIDR, KubernetesVersion ("1.31", for AMI aliases) and ClusterDNS override the
+	// cluster facts the agent discovers (dvaws.Options); empty: the discovered ones.
+	ServiceCIDR       string
 	KubernetesVersion string
+	ClusterDNS        string
 	// Governance is what the deployment's IAM lets NodeClasses launch with.
 	Governance dvaws.Governance
 }
@@ -179,7 +180,7 @@ func newAWS(ctx context.Context, c Config) (cloud.Provider, error) {
 	}
 	ec2c, ssmc := dvaws.Clients(cfg)
 	return dvaws.New(dvaws.Options{Cluster: c.Cluster, ClusterName: c.AWS.EKSName, ClusterEndpoint: c.AWS.EKSEndpoint,
-		ClusterCA: c.AWS.EKSCA, ServiceCIDR: c.AWS.ServiceCIDR, KubernetesVersion: c.AWS.KubernetesVersion, Catalog: c.Catalog, EC2: ec2c, SSM: ssmc,
+		ClusterCA: c.AWS.EKSCA, ServiceCIDR: c.AWS.ServiceCIDR, KubernetesVersion: c.AWS.KubernetesVersion, ClusterDNS: c.AWS.ClusterDNS, Catalog: c.Catalog, EC2: ec2c, SSM: ssmc,
 		IAM: dvaws.IAMClient(cfg), Region: cfg.Region, Governance: c.AWS.Governance})
 }
 

@@ -26,6 +26,7 @@ import (
 type Options struct {
 	Cloud, AWSEndpoint, Region                                  string
 	EKSName, EKSEndpoint, EKSCA, ServiceCIDR, KubernetesVersion string
+	ClusterDNS                                                  string
 	// Governance is what the deployment's IAM lets NodeClasses launch with (infra/aws's
 	// governance parameters, passed as DOVETAIL_DISCOVERY_TAG_KEY and the like).
 	Governance dvaws.Governance
@@ -46,8 +47,9 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EKSName, "eks-cluster-name", runtime.EnvDefault("eks-cluster-name", ""), "aws: EKS cluster name nodes join; empty: --cluster")
 	fs.StringVar(&o.EKSEndpoint, "eks-endpoint", runtime.EnvDefault("eks-endpoint", ""), "aws: EKS API server URL nodes join")
 	fs.StringVar(&o.EKSCA, "eks-ca", runtime.EnvDefault("eks-ca", ""), "aws: EKS cluster CA bundle (base64)")
-	fs.StringVar(&o.ServiceCIDR, "service-cidr", runtime.EnvDefault("service-cidr", ""), "aws: cluster service CIDR; empty: the provider's default")
-	fs.StringVar(&o.KubernetesVersion, "kubernetes-version", runtime.EnvDefault("kubernetes-version", ""), "aws: Kubernetes minor version (1.31) for AMI aliases")
+	fs.StringVar(&o.ServiceCIDR, "service-cidr", runtime.EnvDefault("service-cidr", ""), "aws: override of the service CIDR the agent discovers (the default ServiceCIDR object); empty: the discovered one, else "+dvaws.DefaultServiceCIDR)
+	fs.StringVar(&o.KubernetesVersion, "kubernetes-version", runtime.EnvDefault("kubernetes-version", ""), "aws: override of the Kubernetes minor version (1.31) the agent discovers (/version), for AMI aliases; empty: the discovered one")
+	fs.StringVar(&o.ClusterDNS, "cluster-dns", runtime.EnvDefault("cluster-dns", ""), "aws: override of the cluster DNS address the agent discovers (the kube-system/kube-dns Service), the kubelet's clusterDNS when a NodeClass sets none; empty: the discovered one")
 	g := &o.Governance
 	fs.StringVar(&g.DiscoveryTagKey, "discovery-tag-key", runtime.EnvDefault("discovery-tag-key", ""), "aws: tag key of the subnets and security groups nodes may use; empty: "+dvaws.DefaultDiscoveryTagKey)
 	fs.StringVar(&g.DiscoveryTagValue, "discovery-tag-value", runtime.EnvDefault("discovery-tag-value", ""), "aws: the discovery tag's value; empty: --eks-cluster-name")
@@ -103,7 +105,7 @@ func (o *Options) Setup(ctx context.Context, t runtime.Transport) (Env, error) {
 	}
 	cfg := registry.Config{Cluster: t.Cluster, Logger: t.Logger, DriveClock: t.Mode == runtime.ModeNATS,
 		AWS: registry.AWSConfig{Endpoint: o.AWSEndpoint, Region: o.Region, EKSName: o.EKSName, EKSEndpoint: o.EKSEndpoint,
-			EKSCA: o.EKSCA, ServiceCIDR: o.ServiceCIDR, KubernetesVersion: o.KubernetesVersion, Governance: o.Governance},
+			EKSCA: o.EKSCA, ServiceCIDR: o.ServiceCIDR, KubernetesVersion: o.KubernetesVersion, ClusterDNS: o.ClusterDNS, Governance: o.Governance},
 		Azure: o.azureConfig()}
 	if s, ok := t.Blobs.(catalogcache.Store); ok {
 		cfg.Blobs = s

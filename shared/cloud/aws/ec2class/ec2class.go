@@ -60,14 +60,25 @@ func (Rules) RecordLaunch(nc *apisv1.NodeClaim, nodeClass apisv1.NodeClass, _ *c
 	nc.Annotations[apisv1.AnnotationEC2NodeClassHash] = apisv1.EC2NodeClassHash(class)
 	nc.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] = apisv1.EC2NodeClassHashVersion
 	var subnets []string
+	zoneID := map[string]string{} // subnet id → its zone's id
 	for _, s := range class.Status.Subnets {
 		if s.Zone == nc.Labels[corev1.LabelTopologyZone] {
 			subnets = append(subnets, s.ID)
+			zoneID[s.ID] = s.ZoneID
 		}
 	}
 	if len(subnets) > 0 {
 		sort.Strings(subnets)
 		nc.Annotations[apisv1.AnnotationSubnetID] = subnets[0]
+		// The zone ID is a NodeClaim label in Karpenter (the offering's zone-id requirement, from
+		// the subnet's AvailabilityZoneId); registration copies it onto the Node, which the
+		// kubelet does not label with it.
+		if id := zoneID[subnets[0]]; id != "" {
+			if nc.Labels == nil {
+				nc.Labels = map[string]string{}
+			}
+			nc.Labels[apisv1.LabelTopologyZoneID] = id
+		}
 	}
 	if len(class.Status.SecurityGroups) > 0 {
 		nc.Annotations[apisv1.AnnotationSecurityGroupIDs] = SecurityGroupIDs(class)

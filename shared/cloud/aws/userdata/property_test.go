@@ -50,6 +50,7 @@ func hostileSpec(t *rapid.T, family string) Spec {
 		mp := rapid.Int32().Draw(t, "maxPodsValue")
 		s.Kubelet = &apisv1.KubeletConfiguration{MaxPods: &mp}
 	}
+	s.InstanceStorePolicy = rapid.SampledFrom([]string{"", apisv1.InstanceStorePolicyRAID0}).Draw(t, "instanceStorePolicy")
 	return s
 }
 
@@ -88,6 +89,9 @@ func TestPropertyAL2WordsAreTheValues(t *testing.T) {
 		}
 		if len(extra) > 0 {
 			want = append(want, "--kubelet-extra-args", strings.Join(extra, " "))
+		}
+		if s.InstanceStorePolicy == apisv1.InstanceStorePolicyRAID0 {
+			want = append(want, "--local-disks", "raid0") // Karpenter's eksbootstrap.go
 		}
 		got, err := commandArgs(out, al2Bootstrap)
 		if err != nil {
@@ -202,6 +206,13 @@ func TestPropertyAL2023NodeConfigIsTheValues(t *testing.T) {
 		if want := kubeletArgs(s); !reflect.DeepEqual(flags, want) {
 			t.Fatalf("flags %q, want %q", flags, want)
 		}
+		var strategy string
+		if nc.Spec.Instance != nil {
+			strategy = nc.Spec.Instance.LocalStorage.Strategy
+		}
+		if strategy != s.InstanceStorePolicy {
+			t.Fatalf("spec.instance.localStorage.strategy %q, want %q", strategy, s.InstanceStorePolicy)
+		}
 	})
 }
 
@@ -211,7 +222,9 @@ func TestPropertyBottlerocketTOMLIsTheValues(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := hostileSpec(t, apisv1.AMIFamilyBottlerocket)
 		motd := hostile().Draw(t, "motd")
-		custom, err := toml.Marshal(map[string]any{"settings": map[string]any{"motd": motd, "kubernetes": map[string]any{"cluster-name": "theirs"}}})
+		// The user's own bootstrap command survives beside Dovetail's.
+		custom, err := toml.Marshal(map[string]any{"settings": map[string]any{"motd": motd, "kubernetes": map[string]any{"cluster-name": "theirs"},
+			"bootstrap-commands": map[string]any{"010-theirs": map[string]any{"commands": [][]string{{"echo", motd}}, "mode": "once"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,6 +249,11 @@ func TestPropertyBottlerocketTOMLIsTheValues(t *testing.T) {
 					NodeLabels  map[string]string   `toml:"node-labels"`
 					NodeTaints  map[string][]string `toml:"node-taints"`
 				} `toml:"kubernetes"`
+				BootstrapCommands map[string]struct {
+					Commands  [][]string `toml:"commands"`
+					Essential bool       `toml:"essential"`
+					Mode      string     `toml:"mode"`
+				} `toml:"bootstrap-commands"`
 			} `toml:"settings"`
 		}
 		if err := toml.Unmarshal([]byte(out), &doc); err != nil {
@@ -254,6 +272,17 @@ func TestPropertyBottlerocketTOMLIsTheValues(t *testing.T) {
 		}
 		if len(s.Taints) > 0 && !reflect.DeepEqual(k.NodeTaints, want) {
 			t.Fatalf("node-taints %q, want %q", k.NodeTaints, want)
+		}
+		cmds := doc.Settings.BootstrapCommands
+		if theirs := cmds["010-theirs"]; !reflect.DeepEqual(theirs.Commands, [][]string{{"echo", motd}}) || theirs.Mode != "once" {
+			t.Fatalf("the user's bootstrap command became %+v", theirs)
+		}
+		mount, ok := cmds["000-mount-instance-storage"]
+		if ok != (s.InstanceStorePolicy == apisv1.InstanceStorePolicyRAID0) || len(cmds) != map[bool]int{true: 2, false: 1}[ok] {
+			t.Fatalf("bootstrap-commands %+v for instanceStorePolicy %q", cmds, s.InstanceStorePolicy)
+		}
+		if ok && (len(mount.Commands) != 2 || !mount.Essential || mount.Mode != "always") {
+			t.Fatalf("000-mount-instance-storage %+v", mount)
 		}
 	})
 }
@@ -305,6 +334,7 @@ func TestPropertyRenderThenBootIsExactOrRefused(t *testing.T) {
 		s := spec(family)
 		s.Labels = rapid.MapOfN(labelish, labelish, 1, 4).Draw(t, "labels")
 		s.Taints = []corev1.Taint{{Key: labelish.Draw(t, "taintKey"), Value: labelish.Draw(t, "taintValue"), Effect: corev1.TaintEffectNoSchedule}}
+		s.InstanceStorePolicy = rapid.SampledFrom([]string{"", apisv1.InstanceStorePolicyRAID0}).Draw(t, "instanceStorePolicy")
 		data, err := Render(s)
 		if err != nil {
 			if s.check() == nil {
@@ -322,6 +352,9 @@ func TestPropertyRenderThenBootIsExactOrRefused(t *testing.T) {
 		}
 		if !reflect.DeepEqual(n.Labels, s.Labels) || !reflect.DeepEqual(n.Taints, s.Taints) {
 			t.Fatalf("node registers with %q %v, want %q %v\n%s", n.Labels, n.Taints, s.Labels, s.Taints, data)
+		}
+		if n.LocalStorage != s.InstanceStorePolicy {
+			t.Fatalf("the node's local storage %q, want %q\n%s", n.LocalStorage, s.InstanceStorePolicy, data)
 		}
 	})
 	// The property means little if nothing rendered: about half the 100 specs should.

@@ -12,9 +12,10 @@
 //   - Bottlerocket: TOML settings (Bottlerocket settings reference): settings.kubernetes
 //     cluster-name, api-server, cluster-certificate, max-pods, cluster-dns-ip, node-labels
 //     (key = "value"), node-taints (key = ["value:Effect", ...]), kube-reserved, system-reserved,
-//     eviction-hard.
-//   - AL2: a bash script calling /etc/eks/bootstrap.sh with --kubelet-extra-args; every argument
-//     is one single-quoted word (script.command), and Parse reads it back with a bash parser.
+//     eviction-hard; settings.bootstrap-commands for instance-store RAID0.
+//   - AL2: a bash script calling /etc/eks/bootstrap.sh with --kubelet-extra-args (and
+//     --local-disks for instance-store RAID0); every argument is one single-quoted word
+//     (script.command), and Parse reads it back with a bash parser.
 //   - Custom: the NodeClass's spec.userData, unchanged.
 //
 // Every renderer escapes by construction: YAML and TOML are marshalled from values, MIME is
@@ -74,6 +75,14 @@ type Spec struct {
 	Taints []corev1.Taint
 	// Kubelet is the NodeClass kubelet block (may be nil).
 	Kubelet *apisv1.KubeletConfiguration
+	// InstanceStorePolicy is the NodeClass spec.instanceStorePolicy: "" (instance store left
+	// alone) or apisv1.InstanceStorePolicyRAID0, which asks the boot agent to assemble the
+	// instance-store volumes into one RAID0 array and keep ephemeral storage there, rendered as
+	// Karpenter's AWS provider renders it (pkg/providers/amifamily/bootstrap, v1.14): nodeadm
+	// spec.instance.localStorage.strategy RAID0 (AL2023), bootstrap.sh --local-disks raid0 (AL2),
+	// the "000-mount-instance-storage" bootstrap command running apiclient ephemeral-storage init
+	// and bind (Bottlerocket).
+	InstanceStorePolicy string
 	// Custom is the NodeClass's spec.userData: merged into AL2023 (as its own MIME parts, before
 	// Dovetail's) and Bottlerocket (TOML, Dovetail's keys win) documents; the whole user data for
 	// Custom.
@@ -139,6 +148,9 @@ func (s Spec) check() error {
 		if _, err := netip.ParsePrefix(s.ServiceCIDR); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("serviceCIDR"), s.ServiceCIDR, "must be a CIDR"))
 		}
+	}
+	if p := s.InstanceStorePolicy; p != "" && p != apisv1.InstanceStorePolicyRAID0 {
+		errs = append(errs, field.NotSupported(field.NewPath("instanceStorePolicy"), p, []string{apisv1.InstanceStorePolicyRAID0}))
 	}
 	if s.Kubelet != nil {
 		for i, ip := range s.Kubelet.ClusterDNS {
@@ -238,8 +250,21 @@ type nodeConfig struct {
 }
 
 type nodeConfigSpec struct {
-	Cluster *clusterDetails `json:"cluster,omitempty"`
-	Kubelet *kubeletOptions `json:"kubelet,omitempty"`
+	Cluster  *clusterDetails  `json:"cluster,omitempty"`
+	Instance *instanceOptions `json:"instance,omitempty"`
+	Kubelet  *kubeletOptions  `json:"kubelet,omitempty"`
+}
+
+// instanceOptions is nodeadm's spec.instance (amazon-eks-ami nodeadm/api/v1alpha1
+// InstanceOptions): localStorage.strategy is RAID0 (one RAID0 array of the instance-store
+// volumes, holding the kubelet's, containerd's and pod logs' directories), RAID10 or Mount (each
+// volume mounted on its own; the kubelet stays on the root volume).
+type instanceOptions struct {
+	LocalStorage localStorageOptions `json:"localStorage"`
+}
+
+type localStorageOptions struct {
+	Strategy string `json:"strategy,omitempty"`
 }
 
 type clusterDetails struct {
@@ -288,6 +313,9 @@ func renderAL2023(s Spec) (string, error) {
 		Cluster: &clusterDetails{Name: s.ClusterName, APIServerEndpoint: s.APIServerEndpoint,
 			CertificateAuthority: s.CertificateAuthority, CIDR: s.ServiceCIDR},
 	}}
+	if s.InstanceStorePolicy == apisv1.InstanceStorePolicyRAID0 {
+		nc.Spec.Instance = &instanceOptions{LocalStorage: localStorageOptions{Strategy: LocalStorageRAID0}}
+	}
 	ko := &kubeletOptions{Config: s.Kubelet}
 	if len(s.Labels) > 0 {
 		ko.Flags = append(ko.Flags, "--node-labels="+LabelsFlag(s.Labels))
@@ -411,6 +439,14 @@ func renderBottlerocket(s Spec) (string, error) {
 			}
 		}
 	}
+	if s.InstanceStorePolicy == apisv1.InstanceStorePolicyRAID0 {
+		cmds := m.table(settings, "settings", "bootstrap-commands")
+		cmds[bottlerocketMountInstanceStorage] = map[string]any{
+			"commands":  []any{bottlerocketEphemeralInit, bottlerocketEphemeralBind},
+			"essential": true,
+			"mode":      "always",
+		}
+	}
 	if m.err != nil {
 		return "", m.err
 	}
@@ -420,6 +456,25 @@ func renderBottlerocket(s Spec) (string, error) {
 	}
 	return string(b), nil
 }
+
+// The Bottlerocket bootstrap command that puts ephemeral storage on the instance store, as
+// Karpenter's provider writes it (pkg/providers/amifamily/bootstrap/bottlerocket.go, v1.14):
+// apiclient ephemeral-storage init assembles the instance-store volumes into one RAID0 array and
+// formats it; bind mounts the kubelet's, containerd's and pod logs' directories on it
+// (Bottlerocket apiclient README, "ephemeral-storage"). The explicit --dirs form is the one
+// Karpenter writes for an AMI whose version it cannot tell to be 1.46.0 or newer (version
+// SupportsDefaultBind); it binds the same directories on every version. "essential" fails the
+// boot if the command fails; "always" runs it on every boot (instance store is wiped on stop).
+const bottlerocketMountInstanceStorage = "000-mount-instance-storage"
+
+var (
+	bottlerocketEphemeralInit = []any{"apiclient", "ephemeral-storage", "init"}
+	bottlerocketEphemeralBind = []any{"apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"}
+)
+
+// LocalStorageRAID0 is what Node.LocalStorage holds when the user data asks for one RAID0 array
+// of the instance-store volumes (nodeadm's LocalStorageRAID0 spelling).
+const LocalStorageRAID0 = "RAID0"
 
 // merger merges Dovetail's settings into the user's parsed TOML. Where the user's document holds
 // a value of another type at a table Dovetail writes into (settings = "x", or a node-taints entry
@@ -490,8 +545,22 @@ func renderAL2(s Spec) (string, error) {
 		b.raw(s.Custom)
 	}
 	argv := []string{al2Bootstrap, s.ClusterName, "--apiserver-endpoint", s.APIServerEndpoint, "--b64-cluster-ca", s.CertificateAuthority}
+	if s.Kubelet != nil && len(s.Kubelet.ClusterDNS) > 0 {
+		// bootstrap.sh writes it as the kubelet's clusterDNS, and an IPv6 one needs the IPv6
+		// family (Karpenter's eksbootstrap.go: --ip-family ipv6 when the first clusterDNS is
+		// IPv6, then --dns-cluster-ip).
+		if a, err := netip.ParseAddr(s.Kubelet.ClusterDNS[0]); err == nil && a.Is6() && !a.Is4In6() {
+			argv = append(argv, "--ip-family", "ipv6")
+		}
+		argv = append(argv, "--dns-cluster-ip", s.Kubelet.ClusterDNS[0])
+	}
 	if len(args) > 0 {
 		argv = append(argv, "--kubelet-extra-args", strings.Join(args, " "))
+	}
+	if s.InstanceStorePolicy == apisv1.InstanceStorePolicyRAID0 {
+		// bootstrap.sh hands it to setup-local-disks, which builds the RAID0 array and binds the
+		// kubelet's and containerd's directories onto it (amazon-eks-ami files/bootstrap.sh).
+		argv = append(argv, "--local-disks", "raid0")
 	}
 	if err := b.command(argv...); err != nil {
 		return "", err
@@ -511,6 +580,11 @@ type Node struct {
 	// Kubelet holds the settings that change allocatable (maxPods, reservations, eviction) and
 	// clusterDNS; nil when the user data sets none.
 	Kubelet *apisv1.KubeletConfiguration
+	// LocalStorage is what the boot agent does with the instance-store volumes, in nodeadm's
+	// spelling: LocalStorageRAID0 (one RAID0 array holding ephemeral storage), "RAID10",
+	// "Mount" (each volume on its own, ephemeral storage stays on the root volume), or "" (left
+	// alone).
+	LocalStorage string
 }
 
 // Parse reads user data of an AMI family as its boot agent would. AL2023: every
@@ -559,6 +633,15 @@ func parseAL2023(data string) (*Node, error) {
 				}
 				if c.APIServerEndpoint != "" {
 					n.APIServerEndpoint = c.APIServerEndpoint
+				}
+			}
+			if in := nc.Spec.Instance; in != nil && in.LocalStorage.Strategy != "" {
+				switch st := in.LocalStorage.Strategy; st {
+				case LocalStorageRAID0, "RAID10", "Mount":
+					n.LocalStorage = st
+				default:
+					// nodeadm's validation enum (LocalStorageStrategy: RAID0, RAID10, Mount).
+					return nil, fmt.Errorf("NodeConfig %d.%d: spec.instance.localStorage.strategy %q is not RAID0, RAID10 or Mount", i+1, j+1, st)
 				}
 			}
 			if k := nc.Spec.Kubelet; k != nil {
@@ -656,6 +739,10 @@ func parseBottlerocket(data string) (*Node, error) {
 				SystemReserved map[string]string   `toml:"system-reserved"`
 				EvictionHard   map[string]string   `toml:"eviction-hard"`
 			} `toml:"kubernetes"`
+			BootstrapCommands map[string]struct {
+				Commands [][]string `toml:"commands"`
+				Mode     string     `toml:"mode"`
+			} `toml:"bootstrap-commands"`
 		} `toml:"settings"`
 	}
 	if err := toml.Unmarshal([]byte(data), &doc); err != nil {
@@ -666,6 +753,20 @@ func parseBottlerocket(data string) (*Node, error) {
 		return nil, errors.New("bottlerocket settings: settings.kubernetes.cluster-name is missing, the node cannot join")
 	}
 	n := &Node{ClusterName: k.ClusterName, APIServerEndpoint: k.APIServer, Labels: k.NodeLabels}
+	// A bootstrap command that runs apiclient ephemeral-storage init makes the instance-store
+	// RAID0 array; mode "off" (or anything but "always" / "once") does not run it (Bottlerocket
+	// settings reference, settings.bootstrap-commands).
+	for _, name := range sortedKeys(doc.Settings.BootstrapCommands) {
+		bc := doc.Settings.BootstrapCommands[name]
+		if bc.Mode != "always" && bc.Mode != "once" {
+			continue
+		}
+		for _, c := range bc.Commands {
+			if len(c) >= 3 && c[0] == "apiclient" && c[1] == "ephemeral-storage" && c[2] == "init" {
+				n.LocalStorage = LocalStorageRAID0
+			}
+		}
+	}
 	for _, key := range sortedKeys(k.NodeTaints) {
 		for _, ve := range k.NodeTaints[key] {
 			t, err := ParseTaint(key + "=" + ve)
@@ -721,6 +822,20 @@ func parseAL2(data string) (*Node, error) {
 			if err := n.applyFlags(strings.Fields(v)); err != nil {
 				return nil, fmt.Errorf("AL2 user data: --kubelet-extra-args: %w", err)
 			}
+		case "--dns-cluster-ip":
+			if n.Kubelet == nil {
+				n.Kubelet = &apisv1.KubeletConfiguration{}
+			}
+			n.Kubelet.ClusterDNS = []string{v}
+		case "--local-disks":
+			// bootstrap.sh passes it to setup-local-disks, whose usage is
+			// <raid0 | raid10 | mount | none> (amazon-eks-ami templates/shared/runtime/bin/
+			// setup-local-disks); anything else fails the boot.
+			st, ok := map[string]string{"raid0": LocalStorageRAID0, "raid10": "RAID10", "mount": "Mount", "none": ""}[v]
+			if !ok {
+				return nil, fmt.Errorf("AL2 user data: bootstrap.sh --local-disks %q is not raid0, raid10, mount or none", v)
+			}
+			n.LocalStorage = st
 		}
 	}
 	if n.ClusterName == "" {

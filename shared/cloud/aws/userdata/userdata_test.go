@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	toml "github.com/pelletier/go-toml/v2"
 	corev1 "k8s.io/api/core/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -173,5 +174,109 @@ func TestBottlerocketMergeConflictsNamed(t *testing.T) {
 	want := []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoExecute}, {Key: "gpu", Value: "false", Effect: corev1.TaintEffectNoSchedule}}
 	if err != nil || !reflect.DeepEqual(n.Taints, want) || !strings.Contains(data, "[settings.motd]") {
 		t.Errorf("merged taints %v (%v), want the user's then Dovetail's %v\n%s", n.Taints, err, want, data)
+	}
+}
+
+// instanceStorePolicy RAID0 in each family's own words, as Karpenter's AWS provider renders it
+// (pkg/providers/amifamily/bootstrap, v1.14): nodeadm.go sets NodeConfig
+// spec.instance.localStorage.strategy RAID0; eksbootstrap.go appends --local-disks raid0 to
+// bootstrap.sh; bottlerocket.go adds the essential, always-run bootstrap command
+// 000-mount-instance-storage (apiclient ephemeral-storage init, then bind of containerd's,
+// the kubelet's and the pod logs' directories). Each reads back as RAID0 at boot.
+func TestInstanceStoreRAID0PerFamily(t *testing.T) {
+	for family, want := range map[string]string{
+		apisv1.AMIFamilyAL2023:       "\n  instance:\n    localStorage:\n      strategy: RAID0\n",
+		apisv1.AMIFamilyAL2:          " '--local-disks' 'raid0'\n",
+		apisv1.AMIFamilyBottlerocket: "[settings.bootstrap-commands.000-mount-instance-storage]",
+	} {
+		s := spec(family)
+		plain, err := Render(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.InstanceStorePolicy = apisv1.InstanceStorePolicyRAID0
+		data, err := Render(s)
+		if err != nil {
+			t.Fatalf("%s: %v", family, err)
+		}
+		if !strings.Contains(data, want) || strings.Contains(plain, strings.TrimSpace(want)) {
+			t.Errorf("%s: RAID0 user data lacks %q (or the plain one has it):\n%s", family, want, data)
+		}
+		n, err := Parse(family, data)
+		if err != nil || n.LocalStorage != LocalStorageRAID0 {
+			t.Errorf("%s: boots with local storage %q (%v), want RAID0", family, n.LocalStorage, err)
+		}
+		if n, _ := Parse(family, plain); n.LocalStorage != "" {
+			t.Errorf("%s: plain user data boots with local storage %q", family, n.LocalStorage)
+		}
+	}
+	s := spec(apisv1.AMIFamilyBottlerocket)
+	s.InstanceStorePolicy = apisv1.InstanceStorePolicyRAID0
+	data, _ := Render(s)
+	var doc struct {
+		Settings struct {
+			BootstrapCommands map[string]struct {
+				Commands  [][]string `toml:"commands"`
+				Essential bool       `toml:"essential"`
+				Mode      string     `toml:"mode"`
+			} `toml:"bootstrap-commands"`
+		} `toml:"settings"`
+	}
+	if err := toml.Unmarshal([]byte(data), &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := doc.Settings.BootstrapCommands["000-mount-instance-storage"]
+	wantCmds := [][]string{{"apiclient", "ephemeral-storage", "init"},
+		{"apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"}}
+	if !reflect.DeepEqual(got.Commands, wantCmds) || !got.Essential || got.Mode != "always" {
+		t.Errorf("000-mount-instance-storage = %+v, want Karpenter's commands, essential, mode always", got)
+	}
+}
+
+// What the boot agents refuse or skip: a policy Karpenter's CRD does not have, a nodeadm
+// strategy outside its enum, a setup-local-disks mode it does not know; a Bottlerocket bootstrap
+// command switched off does not run.
+func TestInstanceStoreRefusals(t *testing.T) {
+	s := spec(apisv1.AMIFamilyAL2023)
+	s.InstanceStorePolicy = "RAID1"
+	if _, err := Render(s); err == nil || !strings.Contains(err.Error(), "instanceStorePolicy") {
+		t.Errorf("RAID1: err %v, want instanceStorePolicy named", err)
+	}
+	nc := "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster: {name: prod}\n  instance:\n    localStorage: {strategy: RAID5}\n"
+	if _, err := Parse(apisv1.AMIFamilyAL2023, nc); err == nil || !strings.Contains(err.Error(), "spec.instance.localStorage.strategy") {
+		t.Errorf("RAID5 NodeConfig: err %v", err)
+	}
+	if n, err := Parse(apisv1.AMIFamilyAL2023, strings.Replace(nc, "RAID5", "Mount", 1)); err != nil || n.LocalStorage != "Mount" {
+		t.Errorf("Mount NodeConfig: %v %v", n, err)
+	}
+	if _, err := Parse(apisv1.AMIFamilyAL2, "#!/bin/bash\n/etc/eks/bootstrap.sh prod --local-disks raid5\n"); err == nil || !strings.Contains(err.Error(), "--local-disks") {
+		t.Errorf("--local-disks raid5: err %v", err)
+	}
+	off := "[settings.kubernetes]\ncluster-name = 'prod'\n[settings.bootstrap-commands.x]\ncommands = [['apiclient', 'ephemeral-storage', 'init']]\nmode = 'off'\n"
+	if n, err := Parse(apisv1.AMIFamilyBottlerocket, off); err != nil || n.LocalStorage != "" {
+		t.Errorf("mode off: %+v %v, want no local storage", n, err)
+	}
+}
+
+// The cluster DNS address reaches each family's kubelet: the NodeConfig's KubeletConfiguration
+// clusterDNS (AL2023), settings.kubernetes.cluster-dns-ip (Bottlerocket), bootstrap.sh
+// --dns-cluster-ip, with --ip-family ipv6 for an IPv6 address (AL2, Karpenter's eksbootstrap.go).
+func TestClusterDNSPerFamily(t *testing.T) {
+	for _, dns := range []string{"10.100.0.10", "fd00:10:96::a"} {
+		for _, family := range []string{apisv1.AMIFamilyAL2023, apisv1.AMIFamilyBottlerocket, apisv1.AMIFamilyAL2} {
+			s := spec(family)
+			s.Kubelet.ClusterDNS = []string{dns}
+			data, err := Render(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := Parse(family, data)
+			if err != nil || n.Kubelet == nil || !reflect.DeepEqual(n.Kubelet.ClusterDNS, []string{dns}) {
+				t.Errorf("%s %s: boots with %+v (%v)\n%s", family, dns, n.Kubelet, err, data)
+			}
+			if family == apisv1.AMIFamilyAL2 && strings.Contains(data, "'--ip-family' 'ipv6'") != strings.Contains(dns, ":") {
+				t.Errorf("AL2 %s: --ip-family ipv6 only for an IPv6 address:\n%s", dns, data)
+			}
+		}
 	}
 }

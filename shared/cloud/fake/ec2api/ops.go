@@ -278,6 +278,14 @@ func (g *bootGroup) launchRequest(token string, fleetTags map[string]string) clo
 	if g.profile != "" {
 		nodeClass.Spec.InstanceProfile = aws.String(g.profile)
 	}
+	// The boot agent put ephemeral storage on the instance store's RAID0 array (nodeadm
+	// localStorage RAID0, bootstrap.sh --local-disks raid0, Bottlerocket's ephemeral-storage
+	// init), so the kubelet reports its size (Karpenter's ephemeralStorage rule, which the node
+	// settings apply). RAID10 and Mount leave ephemeral storage on the root volume here: RAID10's
+	// halved array is not modelled, Mount keeps the kubelet's directory on the root volume.
+	if g.node.LocalStorage == userdata.LocalStorageRAID0 {
+		nodeClass.Spec.InstanceStorePolicy = aws.String(apisv1.InstanceStorePolicyRAID0)
+	}
 	return cloud.LaunchRequest{ClientToken: token, Cluster: tags[apisv1.TagCluster], NodeClass: apisv1.NodeClass{EC2: nodeClass},
 		Labels: g.node.Labels, Taints: g.node.Taints, Tags: tags}
 }
@@ -319,6 +327,9 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	if in.Type != types.FleetTypeInstant {
 		return nil, badRequest(CodeInvalidParameterValue, "Type %q: this endpoint serves instant fleets only", in.Type)
 	}
+	// Context (an EC2NodeClass's spec.context) is kept with the request (Requests) and refused
+	// in no form: the CreateFleet API reference documents it as "Reserved", a string with no
+	// length or pattern, so any refusal here would be stricter than EC2.
 	tcs := in.TargetCapacitySpecification
 	if tcs == nil || aws.ToInt32(tcs.TotalTargetCapacity) != 1 {
 		return nil, badRequest(CodeInvalidParameterValue, "TargetCapacitySpecification.TotalTargetCapacity: this endpoint launches exactly 1 instance per fleet")
