@@ -250,7 +250,7 @@ func (h *Handler) launcher(snap *events.Snapshot, d *disruption.Decision, rev in
 	return func(ctx context.Context, seq disruption.SequenceStep) (error, error) {
 		step := launch.Step{
 			Launcher:     &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
-			Decision:     launch.Decision{Revision: rev, Time: snap.Time.Time},
+			Decision:     launch.Decision{Revision: rev, Time: snap.Time.Time, ClusterFacts: snap.ClusterFacts},
 			NodeClasses:  snap.NodeClasses,
 			Publish:      func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
 			Rounds:       1,

@@ -322,7 +322,7 @@ func (h *Handler) run(ctx context.Context, snap *events.Snapshot, t disruption.T
 	launchStep := func(ctx context.Context, seq disruption.SequenceStep) (error, error) {
 		step := launch.Step{
 			Launcher:     &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
-			Decision:     launch.Decision{Revision: snap.Revision, Time: snap.Time.Time},
+			Decision:     launch.Decision{Revision: snap.Revision, Time: snap.Time.Time, ClusterFacts: snap.ClusterFacts},
 			NodeClasses:  snap.NodeClasses,
 			Publish:      func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
 			Rounds:       1,

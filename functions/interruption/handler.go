@@ -391,7 +391,7 @@ func (h *Handler) launchReplacements(ctx context.Context, snap *events.Snapshot,
 	}
 	step := launch.Step{
 		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
-		Decision:    launch.Decision{Revision: snap.Revision, Time: h.now()},
+		Decision:    launch.Decision{Revision: snap.Revision, Time: h.now(), ClusterFacts: snap.ClusterFacts},
 		Recorded:    launch.RecordedIn(snap),
 		NodeClasses: snap.NodeClasses,
 		Publish:     func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },

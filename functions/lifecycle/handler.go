@@ -226,7 +226,7 @@ func (h *Handler) nodeClasses(ctx context.Context, snap *events.Snapshot, out *O
 			}
 			out.Released = append(out.Released, a.NodeClass.Name())
 		case a.Resolve && h.due(a.NodeClass, emit.Clock(h.Now)):
-			resolved, err := r.ResolveNodeClass(ctx, a.NodeClass)
+			resolved, err := r.ResolveNodeClass(cloud.WithClusterFacts(ctx, snap.ClusterFacts), a.NodeClass)
 			if err != nil {
 				return fmt.Errorf("resolving %s %s: %w", a.NodeClass.Kind(), a.NodeClass.Name(), err)
 			}

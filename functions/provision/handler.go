@@ -115,7 +115,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	d := Decision{Revision: snap.Revision}
 	step := launch.Step{
 		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
-		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time},
+		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time, ClusterFacts: snap.ClusterFacts},
 		NodeClasses: snap.NodeClasses,
 		Publish:     func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
 		Reason:      func(nc *provisioning.NodeClaimPlan) string { return fmt.Sprintf("%d pending pods", len(nc.Pods)) },
