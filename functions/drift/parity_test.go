@@ -8,6 +8,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/preview"
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -78,7 +79,7 @@ func TestPreviewCommandsAreTheDriftFunctions(t *testing.T) {
 			if _, err := h.Decide(context.Background(), snap); err != nil {
 				t.Fatal(err)
 			}
-			got := previewCommands(t, preview.Options{Catalog: h.Catalog, NodeSettings: h.NodeSettings}, snap)
+			got := previewCommands(t, preview.Options{Catalog: h.Catalog, NodeSettings: h.NodeSettings, NodeClassRules: cloud.RulesOf(h.Provider)}, snap)
 			if !reflect.DeepEqual(got, rec.lines) {
 				t.Fatalf("preview commands\n%q\nfunction commands\n%q", got, rec.lines)
 			}
