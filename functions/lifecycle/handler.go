@@ -209,7 +209,7 @@ func (h *Handler) terminate(ctx context.Context, providerID string) (string, err
 // changed, and releases the ones being deleted that no NodeClaim uses. A provider that resolves
 // no NodeClasses (the in-memory fake) leaves their status as written.
 func (h *Handler) nodeClasses(ctx context.Context, snap *events.Snapshot, out *Outcome) error {
-	r, ok := h.Provider.(cloud.NodeClassResolver)
+	r, ok := cloud.As[cloud.NodeClassResolver](h.Provider)
 	if !ok {
 		return nil
 	}

@@ -138,7 +138,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		// Where this deployment resolves NodeClasses (the lifecycle function writes their status),
 		// a class with no status yet launches nothing: its pods wait for the next snapshot rather
 		// than a launch without an instance profile.
-		_, in.RequireResolvedNodeClasses = h.Provider.(cloud.NodeClassResolver)
+		_, in.RequireResolvedNodeClasses = cloud.As[cloud.NodeClassResolver](h.Provider)
 		return emit.Solve(h.Metrics, telemetry.ControllerProvisioner, in)
 	})
 	emit.RecordPlan(h.Metrics, telemetry.ControllerProvisioner, len(snap.PendingPods), out.Plan)
@@ -262,7 +262,7 @@ func (h *Handler) collectOrphans(ctx context.Context, snap *events.Snapshot) ([]
 	for _, inst := range insts {
 		cands = append(cands, orphan{id: inst.ProviderID, nodeClaim: inst.Tags[apisv1.TagNodeClaim], created: inst.LaunchTime, remove: h.Provider.Delete})
 	}
-	if lc, ok := h.Provider.(cloud.LeftoverCollector); ok {
+	if lc, ok := cloud.As[cloud.LeftoverCollector](h.Provider); ok {
 		left, err := lc.Leftovers(ctx, h.Cluster)
 		if err != nil {
 			return nil, fmt.Errorf("listing leftovers of cluster %s: %w", h.Cluster, err)

@@ -48,6 +48,25 @@ type NodeClassRules interface {
 // RulesOf returns the provider's NodeClass rules, or nil when it has none (then only the
 // NodePool's drift is checked and nothing is recorded at launch).
 func RulesOf(p Provider) NodeClassRules {
-	r, _ := p.(NodeClassRules)
+	r, _ := As[NodeClassRules](p)
 	return r
+}
+
+// As finds in p, or in the providers p decorates (each decorator's Unwrap() Provider, as
+// errors.As follows Unwrap), the first that implements the optional interface T. A decorator
+// (metrics, tracing) that hid its provider's optional interfaces would silently turn off what they
+// give: the launch records drift compares, reservation counts, leftover collection.
+func As[T any](p Provider) (T, bool) {
+	for p != nil {
+		if t, ok := p.(T); ok {
+			return t, true
+		}
+		u, ok := p.(interface{ Unwrap() Provider })
+		if !ok {
+			break
+		}
+		p = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }

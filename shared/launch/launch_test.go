@@ -14,8 +14,10 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/cloudmetrics"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // The cloud here is the in-memory fake over the real embedded catalog.
@@ -175,5 +177,28 @@ func TestLaunchRecordsTheNodeClassAllocatable(t *testing.T) {
 	capacity, alloc := res.NodeClaim.Status.Capacity[corev1.ResourceEphemeralStorage], res.NodeClaim.Status.Allocatable[corev1.ResourceEphemeralStorage]
 	if capacity.Value() != 937_000_000_000 || alloc.Value() != 842_226_258_176 {
 		t.Fatalf("ephemeral-storage capacity %s allocatable %s, want 937G and 842226258176", capacity.String(), alloc.String())
+	}
+}
+
+// The functions launch through the metrics decorator (cloudmetrics.Decorate). It hid the
+// provider's NodeClass rules, so no launched NodeClaim recorded status.imageID and AMI drift
+// never found a node to replace: the e2e AMIDriftOnRefresh check caught it.
+func TestLaunchThroughTheMetricsDecoratorRecordsTheImage(t *testing.T) {
+	cat := catalog.MustAWS()
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
+	l := &Launcher{Cluster: "prod", Provider: cloudmetrics.Decorate(fc, &telemetry.Memory{}, "provisioner"), Catalog: cat}
+	profile := "node-profile"
+	class := &apisv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.EC2NodeClassSpec{InstanceProfile: &profile}}
+	class.Status.AMIs = []apisv1.AMI{{ID: "ami-0123456789abcdef0", Requirements: []corev1.NodeSelectorRequirement{
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}}
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, plan(t, "m5.large"), apisv1.NodeClassOf(class))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if got := res.NodeClaim.Status.ImageID; got != "ami-0123456789abcdef0" {
+		t.Fatalf("status.imageID %q, want the amd64 AMI ami-0123456789abcdef0 (m5.large is amd64)", got)
+	}
+	if res.NodeClaim.Annotations[apisv1.AnnotationEC2NodeClassHash] == "" {
+		t.Fatal("no EC2NodeClass hash recorded")
 	}
 }

@@ -16,7 +16,7 @@ import (
 // no reserved capacity, or the counts a NodeClass's annotation states). The error is a failed
 // call: the decision is retried.
 func ReservationCounts(ctx context.Context, p cloud.Provider, ncs []apisv1.NodeClass) (map[string]apisv1.ReservationCount, error) {
-	rc, ok := p.(cloud.ReservationCounter)
+	rc, ok := cloud.As[cloud.ReservationCounter](p)
 	if !ok {
 		return nil, nil
 	}
