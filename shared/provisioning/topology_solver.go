@@ -23,7 +23,7 @@ func (s *solver) seedTopology() {
 			only.Spec.TopologySpreadConstraints = nil
 			only.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: r.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
-			cons, err := s.topo.compileConstraints(only)
+			cons, err := s.topo.compileConstraints(only, false)
 			if err == nil {
 				anti[i][j] = cons
 			}
