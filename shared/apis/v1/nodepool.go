@@ -38,7 +38,7 @@ const (
 	// were lowered to launch it (--min-values-policy=BestEffort), else "false"; Karpenter's
 	// scheduler writes it on every NodeClaim it makes (NodeClaimMinValuesRelaxedAnnotationKey).
 	AnnotationNodeClaimMinValuesRelaxed = "karpenter.sh/nodeclaim-min-values-relaxed"
-	TaintKeyUnregistered   = "karpenter.sh/unregistered"
+	TaintKeyUnregistered                = "karpenter.sh/unregistered"
 	// TaintKeyPlanned (value: the NodeClaim) keeps a new node for the pods planned onto it,
 	// which tolerate it, until they are bound; then the lifecycle function removes it.
 	TaintKeyPlanned = "dovetail.dev/planned"
