@@ -109,6 +109,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if len(topoReqs) > 0 && !narrows(c.reqs, topoReqs) {
 		topoReqs = nil // the claim is already pinned to a domain the pod's topology allows
 	}
+	topoReqs = c.pool.withZones(topoReqs) // a domain of a zone label is the zones that have it
 	if len(c.pods) > 0 && !p.requests.FitsAfter(c.requests, c.pool.types[c.types[0]].avail) && len(c.types) == 1 {
 		return false
 	}
