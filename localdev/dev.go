@@ -48,6 +48,9 @@ import (
 
 // Options configures a local run. The zero value runs the seed scenario in memory.
 type Options struct {
+	// Policies are the scheduling policies the functions plan under (--min-values-policy,
+	// --preference-policy; zero: Strict, Respect).
+	Policies provisioning.Policies
 	// Cluster names the cluster in events, subjects and instance tags (default "dev").
 	Cluster string
 	// Kubeconfig selects a real cluster instead of the in-memory one.
@@ -358,7 +361,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	if o.OnDecision != nil {
 		onDecision = func(d provision.Decision) { env.Progress.Decision(d); o.OnDecision(d) }
 	}
-	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, NodeSettings: env.NodeSettings, Provider: env.providerFor(provision.Component),
+	fn := &provision.Handler{Cluster: o.Cluster, Catalog: cat, NodeSettings: env.NodeSettings, Policies: o.Policies, Provider: env.providerFor(provision.Component),
 		Publisher: fnPub, Codec: events.Codec{Blobs: env.blobs}, Log: o.Log, OnDecision: onDecision, Metrics: env.FunctionMetrics}
 	cons, err := dnats.NewConsumer(ctx, nc, env.consumer(provision.Component, queue.EventsSubject(o.Cluster), 0, 0))
 	if err != nil {

@@ -32,12 +32,12 @@ import (
 func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Publisher) error {
 	o := e.Options
 	codec := events.Codec{Blobs: e.blobs}
-	cons := &consolidate.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.providerFor(consolidate.Component),
+	cons := &consolidate.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Policies: o.Policies, Provider: e.providerFor(consolidate.Component),
 		Publisher: pub, Codec: codec, Log: o.Log, OnOutcome: e.Progress.Consolidation, Metrics: e.FunctionMetrics}
-	dr := &drift.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.providerFor(drift.Component),
+	dr := &drift.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Policies: o.Policies, Provider: e.providerFor(drift.Component),
 		Publisher: pub, Codec: codec, Log: o.Log, OnDecision: e.Progress.Drift, Metrics: e.FunctionMetrics}
 	e.Snapshots = &interruption.LatestSnapshot{Cluster: o.Cluster, Codec: codec}
-	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Provider: e.providerFor(interruption.Component),
+	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Policies: o.Policies, Provider: e.providerFor(interruption.Component),
 		Publisher: pub, Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: interruption.MaxDeliveries, OnDecision: e.Progress.Interruption,
 		Metrics: e.FunctionMetrics}
 	lc := &lifecycle.Handler{Cluster: o.Cluster, Provider: e.providerFor(lifecycle.Component), Publisher: pub, Codec: codec, Log: o.Log, Metrics: e.FunctionMetrics,

@@ -12,11 +12,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dovetail-dev/dovetail/localdev"
+	"github.com/dovetail-dev/dovetail/shared/provisioning/policyflags"
 )
 
 func newDevCommand() *cobra.Command {
 	var o localdev.Options
 	var verbose bool
+	var policies policyflags.Flags
 	cmd := &cobra.Command{
 		Use:   "dev [-f PATH ...] [--kubeconfig PATH | --control-plane real]",
 		Short: "Run all of Dovetail on this machine: embedded NATS, fake cloud, in-memory cluster, agent and functions",
@@ -27,6 +29,11 @@ node group and the workloads of the shared workload specs) and shows pods pendin
 launching → pods bound, then a summary with the cost against a static m5.2xlarge node group.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()
+			pol, err := policies.Policies()
+			if err != nil {
+				return usageError{err}
+			}
+			o.Policies = pol
 			if verbose {
 				o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
@@ -37,7 +44,7 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 				defer stop()
 			}
-			_, err := localdev.Run(ctx, o)
+			_, err = localdev.Run(ctx, o)
 			return err
 		},
 	}
@@ -48,6 +55,7 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 	cmd.Flags().StringVar(&o.Cluster, "cluster", "dev", "cluster name (event sources, queue subjects, instance tags)")
 	cmd.Flags().DurationVar(&o.BootDelay, "boot-delay", 3*time.Second, "how long a fake instance takes to join as a Ready node")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up if not every pod is bound by then (default 2m; 5m with --control-plane real, which starts a control plane first)")
+	policies.Register(cmd.Flags(), nil)
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component to stderr")
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "keep everything running after the summary until interrupted (kubectl against --control-plane real; the agent's and functions' /metrics, /healthz and /readyz on loopback)")
 	cmd.Flags().StringVar(&o.AgentHTTPAddr, "agent-http-addr", "",

@@ -22,6 +22,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/preview"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
 
 // liveFlags are plan's flags for a live cluster's state: where to read it and the disruption
@@ -133,7 +134,7 @@ func regionOf(flag string, set *manifests.Set) string {
 }
 
 // preview runs the preview over the Set's state at --at.
-func (l *liveFlags) preview(set *manifests.Set, cl registry.Cloud, cat *catalog.Catalog) (*preview.Result, error) {
+func (l *liveFlags) preview(set *manifests.Set, cl registry.Cloud, cat *catalog.Catalog, pol provisioning.Policies) (*preview.Result, error) {
 	at, err := l.time()
 	if err != nil {
 		return nil, err
@@ -142,7 +143,7 @@ func (l *liveFlags) preview(set *manifests.Set, cl registry.Cloud, cat *catalog.
 	if err != nil {
 		return nil, usageError{err}
 	}
-	res, err := preview.Run(snap, preview.Options{Catalog: cat, NodeSettings: cl.NodeSettings, NodeClassRules: cl.NodeClassRules, NodeClassKind: cl.NodeClassKind})
+	res, err := preview.Run(snap, preview.Options{Catalog: cat, NodeSettings: cl.NodeSettings, Policies: pol, NodeClassRules: cl.NodeClassRules, NodeClassKind: cl.NodeClassKind})
 	if err != nil {
 		return nil, usageError{err}
 	}

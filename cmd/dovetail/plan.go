@@ -16,6 +16,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/preview"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/provisioning/policyflags"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 	"github.com/spf13/cobra"
 )
@@ -26,6 +27,7 @@ func newPlanCommand() *cobra.Command {
 	var region string
 	var live liveFlags
 	var wide bool
+	var policies policyflags.Flags
 	cmd := &cobra.Command{
 		Use:   "plan -f PATH [-f PATH ...] [--output json|table|wide] [--wide]",
 		Short: "Print the provisioning decision for manifests, without launching anything",
@@ -60,6 +62,10 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			case wide && output == "json":
 				return usageError{fmt.Errorf("--wide: only with --output table (the JSON always lists each NodeClaim's pods)")}
 			}
+			pol, err := policies.Policies()
+			if err != nil {
+				return usageError{err}
+			}
 			set, err := live.load(cmd, files)
 			if err != nil {
 				return err
@@ -80,7 +86,7 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
 			if live.disruption {
-				res, err := live.preview(set, cl, cat)
+				res, err := live.preview(set, cl, cat, pol)
 				if err != nil {
 					return err
 				}
@@ -90,13 +96,13 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 				}
 				return writeDisruptionTable(cmd.OutOrStdout(), d)
 			}
-			out, err := Plan(set, cat, cl.NodeSettings)
+			out, err := Plan(set, cat, cl.NodeSettings, pol)
 			if err != nil {
 				return usageError{err}
 			}
 			out.Warnings = set.Warnings
 			if len(set.Nodes) > 0 {
-				res, err := live.preview(set, cl, cat)
+				res, err := live.preview(set, cl, cat, pol)
 				if err != nil {
 					return err
 				}
@@ -114,6 +120,7 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json, table, or wide (the table with --wide)")
 	cmd.Flags().BoolVar(&wide, "wide", false, "table: list each NodeClaim's pods (namespace/name) in a last column")
 	live.register(cmd.Flags())
+	policies.Register(cmd.Flags(), nil)
 	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: for EC2NodeClasses "+strings.Join(catalog.EmbeddedRegions, ", ")+" (empty: the nodes' topology.kubernetes.io/region, else us-east-1); for AKSNodeClasses an Azure region such as eastus, westeurope or westcentralus (sizes without availability zones are planned in zone 0; empty: eastus)")
 	return cmd
 }
@@ -201,9 +208,10 @@ type UnschedulableOut struct {
 // Plan solves the manifests (planner.Plan): controllers' pods and unbound Pods are pending;
 // Pods with spec.nodeName are running on their Node; PersistentVolumeClaims (with those of
 // StatefulSets' volumeClaimTemplates), PersistentVolumes and StorageClasses constrain where
-// pods with volumes can go. settings is the cloud's NodeClass → node settings rule.
-func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (*PlanOutput, error) {
-	plan, in, err := planner.Plan(set, cat, settings)
+// pods with volumes can go. settings is the cloud's NodeClass → node settings rule; pol the
+// scheduling policies (--min-values-policy, --preference-policy).
+func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc, pol provisioning.Policies) (*PlanOutput, error) {
+	plan, in, err := planner.PlanWith(set, cat, settings, pol)
 	if err != nil {
 		return nil, err
 	}

@@ -652,3 +652,32 @@ spec:
 		t.Fatalf("nodeclaims %+v; want one m5.large for web", plan.NodeClaims)
 	}
 }
+
+// --min-values-policy reaches the plan: Strict leaves the 3-CPU pod pending (two types fit,
+// minValues asks for three), BestEffort launches it on the cheaper of the two, m5.xlarge; an
+// unknown value is a usage error naming the flag.
+func TestPlanMinValuesPolicyFlag(t *testing.T) {
+	for _, c := range []struct {
+		policy        string
+		claims, unsch int
+	}{{"Strict", 0, 1}, {"BestEffort", 1, 0}} {
+		code, out, stderr := runCLI(t, "plan", "--output", "json", "--min-values-policy", c.policy, "-f", "testdata/minvalues.yaml")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.policy, code, stderr)
+		}
+		var plan PlanOutput
+		if err := json.Unmarshal([]byte(out), &plan); err != nil {
+			t.Fatal(err)
+		}
+		if len(plan.NodeClaims) != c.claims || len(plan.Unschedulable) != c.unsch {
+			t.Fatalf("%s: %d NodeClaims, %d unschedulable; want %d and %d", c.policy, len(plan.NodeClaims), len(plan.Unschedulable), c.claims, c.unsch)
+		}
+		if c.claims == 1 && plan.NodeClaims[0].InstanceType != "m5.xlarge" {
+			t.Fatalf("%s: first offering %s, want m5.xlarge", c.policy, plan.NodeClaims[0].InstanceType)
+		}
+	}
+	code, _, stderr := runCLI(t, "plan", "--min-values-policy", "Loose", "-f", "testdata/minvalues.yaml")
+	if code != 2 || !strings.Contains(stderr, "--min-values-policy") {
+		t.Fatalf("exit %d, stderr %q: want 2 naming --min-values-policy", code, stderr)
+	}
+}

@@ -39,11 +39,14 @@ type Handler struct {
 	Catalog *catalog.Catalog
 	// NodeSettings is the cloud provider's NodeClass → node settings rule (cloud.NodeSettingsFor).
 	NodeSettings provisioning.NodeSettingsFunc
-	Provider     cloud.Provider
-	Publisher    queue.Publisher
-	Codec        events.Codec
-	Log          *slog.Logger
-	Options      disruption.Options
+	// Policies are the operator's --min-values-policy and --preference-policy (zero: Strict,
+	// Respect), which every plan of the function is made under.
+	Policies  provisioning.Policies
+	Provider  cloud.Provider
+	Publisher queue.Publisher
+	Codec     events.Codec
+	Log       *slog.Logger
+	Options   disruption.Options
 	// Latest, when set, returns the freshest snapshot available (local dev: the agent's
 	// snapshot builder; a deployment: the last snapshot event on the stream). A new decision
 	// made on the message's snapshot is re-validated against it (disruption.Validate) before
@@ -125,6 +128,7 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 	if err != nil {
 		return out, fmt.Errorf("%w: %w", queue.ErrPoison, err)
 	}
+	st.Policies = h.Policies
 	// Taints no Dovetail function owns (Karpenter's, left in a migration) would hold their nodes'
 	// budget for ever: dated first, removed once old (disruption.StrayTaints).
 	if out.Strays = disruption.StrayTaints(st, snap.Time.Time); len(out.Strays) > 0 {
@@ -163,6 +167,7 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 			if err != nil {
 				return out, err
 			}
+			fs.Policies = h.Policies
 			if p := disruption.InFlight(fs); len(p) > 0 {
 				out.Abandoned = "another consolidation is in flight on the fresh snapshot"
 				return out, nil

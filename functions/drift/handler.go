@@ -63,10 +63,13 @@ type Handler struct {
 	Catalog *catalog.Catalog
 	// NodeSettings is the cloud provider's NodeClass → node settings rule (cloud.NodeSettingsFor).
 	NodeSettings provisioning.NodeSettingsFunc
-	Provider     cloud.Provider
-	Publisher    queue.Publisher
-	Codec        events.Codec
-	Log          *slog.Logger
+	// Policies are the operator's --min-values-policy and --preference-policy (zero: Strict,
+	// Respect), which every plan of the function is made under.
+	Policies  provisioning.Policies
+	Provider  cloud.Provider
+	Publisher queue.Publisher
+	Codec     events.Codec
+	Log       *slog.Logger
 	// OnDecision, when set, receives every decision (local dev prints them).
 	OnDecision func(Decision)
 	// Now is the function's clock (default time.Now): expiry and the termination grace period
@@ -298,6 +301,7 @@ func (h *Handler) start(ctx context.Context, snap *events.Snapshot, c disruption
 // count as capacity, as in Karpenter's scheduling simulation).
 func (h *Handler) plan(snap *events.Snapshot, t disruption.Target) (*provisioning.Plan, error) {
 	in, _ := disruption.EvacuationInput(snap, h.Catalog, h.NodeSettings, []string{t.Name()}, nil)
+	in.Policies = h.Policies
 	return emit.Solve(h.Metrics, telemetry.ControllerDisruption, in)
 }
 

@@ -95,11 +95,14 @@ type Handler struct {
 	Catalog *catalog.Catalog
 	// NodeSettings is the cloud provider's NodeClass → node settings rule (cloud.NodeSettingsFor).
 	NodeSettings provisioning.NodeSettingsFunc
-	Provider     cloud.Provider
-	Publisher    queue.Publisher
-	Codec        events.Codec
-	Snapshots    SnapshotSource
-	Log          *slog.Logger
+	// Policies are the operator's --min-values-policy and --preference-policy (zero: Strict,
+	// Respect), which every plan of the function is made under.
+	Policies  provisioning.Policies
+	Provider  cloud.Provider
+	Publisher queue.Publisher
+	Codec     events.Codec
+	Snapshots SnapshotSource
+	Log       *slog.Logger
 	// Rebalance is the rebalance-recommendation policy (default RebalanceRecord).
 	Rebalance RebalancePolicy
 	// DrainMargin overrides disruption.DefaultDrainMargin.
@@ -404,6 +407,7 @@ func (h *Handler) launchReplacements(ctx context.Context, snap *events.Snapshot,
 		work.UnavailableOfferings = append(append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...), refused...)
 		work.NodeClaims = append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), launched...)
 		in, _ := disruption.EvacuationInput(&work, h.Catalog, h.NodeSettings, evacuating, nil)
+		in.Policies = h.Policies
 		return provisioning.Solve(in)
 	})
 	if errors.Is(err, launch.ErrBehindCloud) {

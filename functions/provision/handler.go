@@ -37,10 +37,13 @@ type Handler struct {
 	Catalog *catalog.Catalog
 	// NodeSettings is the cloud provider's NodeClass → node settings rule (cloud.NodeSettingsFor).
 	NodeSettings provisioning.NodeSettingsFunc
-	Provider     cloud.Provider
-	Publisher    queue.Publisher
-	Codec        events.Codec
-	Log          *slog.Logger
+	// Policies are the operator's --min-values-policy and --preference-policy (zero: Strict,
+	// Respect), which every plan of the function is made under.
+	Policies  provisioning.Policies
+	Provider  cloud.Provider
+	Publisher queue.Publisher
+	Codec     events.Codec
+	Log       *slog.Logger
 	// OrphanGracePeriod overrides DefaultOrphanGracePeriod.
 	OrphanGracePeriod time.Duration
 	// Now is the function's clock (default time.Now): orphan collection trusts it, not the
@@ -126,6 +129,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...)
 		work.NodeClaims = append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), launched...)
 		in := provisioning.InputFromSnapshot(&work, h.Catalog, h.NodeSettings)
+		in.Policies = h.Policies
 		// The cloud's count of each reservation's free instances, asked for every plan (a
 		// re-plan sees what this decision's launches took).
 		counts, err := launch.ReservationCounts(ctx, h.Provider, snap.NodeClasses)
@@ -168,8 +172,9 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	if err := h.failedScheduling(ctx, snap, out.Plan.Unschedulable); err != nil {
 		return d, err
 	}
-	emit.AuditLaunch(h.log(), Component, "provisioning: pending pods need new capacity", snap, h.Catalog,
-		provisioning.InputFromSnapshot(snap, h.Catalog, h.NodeSettings), out.Plan, out.Launched)
+	audited := provisioning.InputFromSnapshot(snap, h.Catalog, h.NodeSettings)
+	audited.Policies = h.Policies
+	emit.AuditLaunch(h.log(), Component, "provisioning: pending pods need new capacity", snap, h.Catalog, audited, out.Plan, out.Launched)
 	orphans, err := h.collectOrphans(ctx, snap)
 	d.Orphans = orphans
 	if err != nil {

@@ -68,10 +68,13 @@ resource "azurerm_linux_function_app" "fn" {
     DOVETAIL_AKS_KUBELET_IDENTITY_ID        = var.aks_kubelet_identity_id
     DOVETAIL_AKS_SSH_PUBLIC_KEY             = var.aks_ssh_public_key
     DOVETAIL_AKS_KUBERNETES_VERSION         = var.aks_kubernetes_version
-    DOVETAIL_AKS_TENANT_ID                  = data.azurerm_client_config.current.tenant_id
-    DOVETAIL_AKS_NETWORK_POLICY             = var.aks_network_policy
-    DOVETAIL_AKS_NETWORK_DATAPLANE          = var.aks_network_dataplane
-    DOVETAIL_AKS_VNET_GUID                  = var.aks_vnet_guid
+    # Karpenter's scheduling policies (every function registers them; the planning ones use them).
+    DOVETAIL_MIN_VALUES_POLICY     = var.min_values_policy
+    DOVETAIL_PREFERENCE_POLICY     = var.preference_policy
+    DOVETAIL_AKS_TENANT_ID         = data.azurerm_client_config.current.tenant_id
+    DOVETAIL_AKS_NETWORK_POLICY    = var.aks_network_policy
+    DOVETAIL_AKS_NETWORK_DATAPLANE = var.aks_network_dataplane
+    DOVETAIL_AKS_VNET_GUID         = var.aks_vnet_guid
     # The kubelet's bootstrap token is a secret: a Key Vault reference, resolved by the app's identity.
     DOVETAIL_AKS_BOOTSTRAP_TOKEN = "@Microsoft.KeyVault(SecretUri=${var.aks_bootstrap_token_secret_uri})"
   }

@@ -88,6 +88,26 @@ variable "extra_node_subnet_ids" {
   }
 }
 
+variable "min_values_policy" {
+  description = "Karpenter's --min-values-policy for the planning functions: Strict (a NodeClaim that cannot keep minValues is not made) or BestEffort (made with the types left, annotated karpenter.sh/nodeclaim-min-values-relaxed)."
+  type        = string
+  default     = "Strict"
+  validation {
+    condition     = contains(["Strict", "BestEffort"], var.min_values_policy)
+    error_message = "min_values_policy must be Strict or BestEffort."
+  }
+}
+
+variable "preference_policy" {
+  description = "Karpenter's --preference-policy for the planning functions: Respect (preferences held while they can be met) or Ignore (never read)."
+  type        = string
+  default     = "Respect"
+  validation {
+    condition     = contains(["Respect", "Ignore"], var.preference_policy)
+    error_message = "preference_policy must be Respect or Ignore."
+  }
+}
+
 variable "network_plugin" {
   description = "The cluster's network plugin as the Azure provider names it: azure-overlay (default), azure, kubenet or none."
   type        = string

@@ -38,6 +38,13 @@ type NodeSettings struct {
 	// (AKSNodeClass status.images: architecture and Hyper-V generation): a type none serves
 	// (matched on InstanceType.ImageLabels) cannot boot and is not planned.
 	Images [][]corev1.NodeSelectorRequirement
+	// ZoneLabels are the labels a node of the NodeClass carries by zone beyond the zone itself,
+	// as the cloud discovered them (zone → label key → value): for an EC2NodeClass,
+	// topology.k8s.aws/zone-id from status.subnets' zoneID, which karpenter-provider-aws puts on
+	// every offering of that zone (offering/base_resolver.go) and on the NodeClaim. The solver
+	// plans a requirement or topology constraint on such a key onto the offerings of the zones
+	// whose value it allows; a zone with no value satisfies only requirements that allow absence.
+	ZoneLabels map[string]map[string]string
 }
 
 // NewNodeSettings validates and parses an EC2NodeClass's overhead-relevant settings: its AMI family

@@ -33,7 +33,9 @@ var ephemeralDevice = map[string]string{
 // sets InstanceStoreRAID0: a type with instance store then gets its total size instead (the
 // family's bootstrap assembles the array: userdata.Spec.InstanceStorePolicy). The zero NodeClass
 // gives the defaults. Errors name the field under "spec", including an instanceStorePolicy other
-// than RAID0 (the CRD's one value).
+// than RAID0 (the CRD's one value). The class's resolved status.subnets give ZoneLabels: each
+// subnet's zone carries topology.k8s.aws/zone-id = its zoneID (AvailabilityZoneId), as
+// karpenter-provider-aws labels the offerings of that zone.
 func NodeSettingsFor(class apisv1.NodeClass) (catalog.NodeSettings, error) {
 	if class.AKS != nil {
 		return AKSNodeSettings(class.AKS, catalog.AKSNetworkOverlay)
@@ -49,6 +51,15 @@ func NodeSettingsFor(class apisv1.NodeClass) (catalog.NodeSettings, error) {
 			return s, errors.Join(err, fmt.Errorf("spec.instanceStorePolicy: %q is not supported, want %q", *p, apisv1.InstanceStorePolicyRAID0))
 		}
 		s.InstanceStoreRAID0 = true
+	}
+	for _, sn := range nc.Status.Subnets {
+		if sn.Zone == "" || sn.ZoneID == "" {
+			continue
+		}
+		if s.ZoneLabels == nil {
+			s.ZoneLabels = map[string]map[string]string{}
+		}
+		s.ZoneLabels[sn.Zone] = map[string]string{apisv1.LabelTopologyZoneID: sn.ZoneID}
 	}
 	return s, err
 }

@@ -73,6 +73,10 @@ type State struct {
 	Catalog  *catalog.Catalog
 	// NodeSettings is the cloud provider's NodeClass → node settings rule, for simulations.
 	NodeSettings provisioning.NodeSettingsFunc
+	// Policies are the operator's scheduling policies its simulations plan under (zero:
+	// Strict, Respect), as Karpenter's disruption simulations take --min-values-policy and
+	// --preference-policy (pkg/controllers/disruption/helpers.go SimulateScheduling).
+	Policies provisioning.Policies
 	// Now is the snapshot's time: the only clock the core reads.
 	Now   time.Time
 	Nodes []*Node // sorted by name

@@ -282,7 +282,7 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 	res := a.dyn.Resource(NodeClaimGVR)
 	created, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: a.opts.Component})
 	if err == nil {
-		a.opts.Metrics.Record(telemetry.NodeClaimsCreated, 1, CreatedReason(ctx), nc.Labels[apisv1.LabelNodePool], "false")
+		a.opts.Metrics.Record(telemetry.NodeClaimsCreated, 1, CreatedReason(ctx), nc.Labels[apisv1.LabelNodePool], MinValuesRelaxed(nc))
 		uid = created.GetUID()
 	}
 	if err != nil {

@@ -34,6 +34,16 @@ func CreatedReason(ctx context.Context) string {
 	}
 }
 
+// MinValuesRelaxed is the min_values_relaxed label of karpenter_nodeclaims_created_total: the
+// NodeClaim's karpenter.sh/nodeclaim-min-values-relaxed annotation, "false" when it has none
+// (Karpenter's provisioner reads it the same way when it counts a created NodeClaim).
+func MinValuesRelaxed(nc *apisv1.NodeClaim) string {
+	if v, ok := nc.Annotations[apisv1.AnnotationNodeClaimMinValuesRelaxed]; ok {
+		return v
+	}
+	return "false"
+}
+
 // nodeLabels are a Node's nodepool and zone labels (Karpenter's label values of its node
 // counters).
 func nodeLabels(n *corev1.Node) (pool, zone string) {

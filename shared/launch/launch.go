@@ -164,6 +164,9 @@ func (l *Launcher) nodeClaim(name, token string, d Decision, plan *provisioning.
 	for k, v := range tmpl.ObjectMeta.Annotations {
 		annotations[k] = v
 	}
+	// Written on every NodeClaim, as Karpenter's scheduler does; the AWS provider leaves the
+	// NodeClass's spec.context off a relaxed launch, and the created metric is labelled by it.
+	annotations[apisv1.AnnotationNodeClaimMinValuesRelaxed] = strconv.FormatBool(plan.MinValuesRelaxed)
 	if len(plan.Pods) > 0 {
 		keys := make([]string, 0, len(plan.Pods))
 		for _, p := range plan.Pods {

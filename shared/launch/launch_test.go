@@ -202,3 +202,45 @@ func TestLaunchThroughTheMetricsDecoratorRecordsTheImage(t *testing.T) {
 		t.Fatal("no EC2NodeClass hash recorded")
 	}
 }
+
+// Every NodeClaim carries karpenter.sh/nodeclaim-min-values-relaxed, as Karpenter's scheduler
+// writes it: "false" for a plan that kept its minValues, "true" for one relaxed under
+// BestEffort, whose requirement then records the lowered minValues. A 3-CPU pod fits m5.xlarge
+// and m5.2xlarge (not m5.large's 1930m): 2 types against minValues 3.
+func TestLaunchAnnotatesMinValuesRelaxed(t *testing.T) {
+	cat := catalog.MustAWS()
+	three := 3
+	np := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.NodePoolSpec{Template: apisv1.NodeClaimTemplate{
+		Spec: apisv1.NodeClaimSpec{NodeClassRef: &apisv1.NodeClassReference{Group: apisv1.AWSGroup, Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelInstanceFamily, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5"}}},
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelInstanceSize, Operator: corev1.NodeSelectorOpIn, Values: []string{"large", "xlarge", "2xlarge"}}, MinValues: &three},
+				{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: apisv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+			}}}}}
+	for _, c := range []struct {
+		cpu, want string
+		minValues int
+	}{{"1", "false", 3}, {"3", "true", 2}} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(c.cpu)}}}}}}
+		p, err := provisioning.Solve(provisioning.Input{Pods: []*corev1.Pod{pod}, NodePools: []*apisv1.NodePool{np}, Catalog: cat,
+			Policies: provisioning.Policies{MinValues: provisioning.MinValuesBestEffort}})
+		if err != nil || len(p.NodeClaims) != 1 {
+			t.Fatalf("%s CPU: plan %v, %d claims", c.cpu, err, len(p.NodeClaims))
+		}
+		fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
+		l := &Launcher{Cluster: "prod", Provider: fc, Catalog: cat}
+		res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, p.NodeClaims[0], apisv1.NodeClass{})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if got := res.NodeClaim.Annotations[apisv1.AnnotationNodeClaimMinValuesRelaxed]; got != c.want {
+			t.Errorf("%s CPU: annotation %q, want %q", c.cpu, got, c.want)
+		}
+		for _, r := range res.NodeClaim.Spec.Requirements {
+			if r.Key == apisv1.LabelInstanceSize && (r.MinValues == nil || *r.MinValues != c.minValues) {
+				t.Errorf("%s CPU: instance-size minValues %v, want %d", c.cpu, r.MinValues, c.minValues)
+			}
+		}
+	}
+}

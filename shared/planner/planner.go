@@ -206,12 +206,20 @@ func Input(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeS
 	return provisioning.InputFromSnapshot(snap, cat, settings), nil
 }
 
-// Plan is Input followed by provisioning.Solve; it also returns the input it solved.
+// Plan is Input followed by provisioning.Solve under Karpenter's default policies; it also
+// returns the input it solved.
 func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (*provisioning.Plan, provisioning.Input, error) {
+	return PlanWith(set, cat, settings, provisioning.Policies{})
+}
+
+// PlanWith is Plan under the operator's scheduling policies (--min-values-policy,
+// --preference-policy).
+func PlanWith(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc, pol provisioning.Policies) (*provisioning.Plan, provisioning.Input, error) {
 	in, err := Input(set, cat, settings)
 	if err != nil {
 		return nil, in, err
 	}
+	in.Policies = pol
 	plan, err := provisioning.Solve(in)
 	return plan, in, err
 }

@@ -64,6 +64,9 @@ type Options struct {
 	Catalog *catalog.Catalog
 	// NodeSettings is the cloud provider's NodeClass → node settings rule (from the edge).
 	NodeSettings provisioning.NodeSettingsFunc
+	// Policies are the operator's scheduling policies the functions plan under
+	// (--min-values-policy, --preference-policy), so the preview plans as they will.
+	Policies provisioning.Policies
 	// NodeClassRules are the cloud's NodeClass drift rules (registry.Cloud.NodeClassRules, the
 	// drift function's cloud.RulesOf its provider); nil checks only the NodePools' drift.
 	NodeClassRules cloud.NodeClassRules

@@ -94,7 +94,9 @@ func (r *runner) placePending() ([]PodMove, []Launch, error) {
 	if len(r.w.snap.PendingPods) == 0 {
 		return nil, nil, nil
 	}
-	plan, err := provisioning.Solve(provisioning.InputFromSnapshot(r.w.snap, r.o.Catalog, r.o.NodeSettings))
+	in := provisioning.InputFromSnapshot(r.w.snap, r.o.Catalog, r.o.NodeSettings)
+	in.Policies = r.o.Policies
+	plan, err := provisioning.Solve(in)
 	if err != nil {
 		return nil, nil, err
 	}

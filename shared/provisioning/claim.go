@@ -109,6 +109,7 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if len(topoReqs) > 0 && !narrows(c.reqs, topoReqs) {
 		topoReqs = nil // the claim is already pinned to a domain the pod's topology allows
 	}
+	topoReqs = c.pool.withZones(topoReqs) // a domain of a zone label is the zones that have it
 	if len(c.pods) > 0 && !p.requests.FitsAfter(c.requests, c.pool.types[c.types[0]].avail) && len(c.types) == 1 {
 		return false
 	}
@@ -164,7 +165,9 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 		}
 		s.scratch = kept
 		kept = c.limits.within(c, kept)
-		if len(kept) == 0 || !meetsMinValues(c.pool, kept) {
+		// Under BestEffort a claim whose types no longer keep minValues is made all the same;
+		// finalize lowers the minValues it records (Karpenter's relaxMinValues in CanAdd).
+		if len(kept) == 0 || (!s.in.Policies.bestEffort() && !meetsMinValues(c.pool, kept)) {
 			continue
 		}
 		s.commit(c, kept)
@@ -263,9 +266,22 @@ func (s *solver) commit(c *claim, kept []int) {
 
 // meetsMinValues checks the pool's minValues over the candidate types' label values.
 func meetsMinValues(pl *pool, kept []int) bool {
-	for _, r := range pl.minValues {
+	for i, n := range minValuesCounts(pl, kept) {
+		if n < *pl.minValues[i].MinValues {
+			return false
+		}
+	}
+	return true
+}
+
+// minValuesCounts returns, per requirement of pl.minValues, how many distinct values of its key
+// the types have: a type label's values, or for zone and capacity type those of the types'
+// offerings (Karpenter's InstanceTypes.SatisfiesMinValues counts the same).
+func minValuesCounts(pl *pool, types []int) []int {
+	out := make([]int, len(pl.minValues))
+	for i, r := range pl.minValues {
 		seen := map[string]bool{}
-		for _, ti := range kept {
+		for _, ti := range types {
 			if v, ok := pl.types[ti].it.Labels[r.Key]; ok {
 				seen[v] = true
 			} else if r.Key == apisv1.LabelCapacityType || r.Key == corev1.LabelTopologyZone {
@@ -278,11 +294,9 @@ func meetsMinValues(pl *pool, kept []int) bool {
 				}
 			}
 		}
-		if len(seen) < *r.MinValues {
-			return false
-		}
+		out[i] = len(seen)
 	}
-	return true
+	return out
 }
 
 func needsSpecial(r scheduling.Resources) bool {

@@ -106,7 +106,8 @@ func (s *solver) cheapestFitting(c *claim, plainOnly bool) []int {
 }
 
 // finalizeMinValues is finalize for a pool with minValues, which are judged over every fitting
-// candidate type.
+// candidate type. Under BestEffort, when the types ranked cannot keep some minValues, the plan
+// records the lowered minValues (relaxedMinValues).
 func (s *solver) finalizeMinValues(c *claim) *NodeClaimPlan {
 	pl := c.pool
 	types := make([]int, 0, len(c.types))
@@ -115,18 +116,72 @@ func (s *solver) finalizeMinValues(c *claim) *NodeClaimPlan {
 			types = append(types, ti)
 		}
 	}
-	if !needsSpecial(c.requests) {
+	if s.plainForMinValues(c, types) {
 		plain := make([]int, 0, len(types))
 		for _, ti := range types {
 			if !pl.types[ti].special {
 				plain = append(plain, ti)
 			}
 		}
-		if len(plain) > 0 && meetsMinValues(pl, plain) {
-			types = plain
+		types = plain
+	}
+	plan := s.claimPlan(c, s.rankedOfferings(pl, c.reqs, types))
+	plan.Requirements, plan.MinValuesRelaxed = relaxedMinValues(pl, plan.Requirements, types)
+	return plan
+}
+
+// plainForMinValues reports whether a minValues claim ranks only the non-special types among
+// fitting: when its pods need no accelerator and those types keep minValues; or, under
+// BestEffort, when neither they nor all fitting types keep it (minValues is relaxed either
+// way, and the plain types are what the pods need).
+func (s *solver) plainForMinValues(c *claim, fitting []int) bool {
+	if needsSpecial(c.requests) {
+		return false
+	}
+	plain := make([]int, 0, len(fitting))
+	for _, ti := range fitting {
+		if !c.pool.types[ti].special {
+			plain = append(plain, ti)
 		}
 	}
-	return s.claimPlan(c, s.rankedOfferings(pl, c.reqs, types))
+	if len(plain) == 0 {
+		return false
+	}
+	if meetsMinValues(c.pool, plain) {
+		return true
+	}
+	return s.in.Policies.bestEffort() && !meetsMinValues(c.pool, fitting)
+}
+
+// relaxedMinValues returns reqs with each minValues requirement the types cannot keep lowered
+// to the number of distinct values they have, and whether any was (Karpenter's scheduler writes
+// the same count back as the requirement's minValues and marks the NodeClaim relaxed when one
+// is lower than the NodePool's). Under Strict, placement never leaves such a claim, and reqs
+// is returned as it is. The requirements are copied, never changed in place: the pool's are
+// shared.
+func relaxedMinValues(pl *pool, reqs scheduling.Requirements, types []int) (scheduling.Requirements, bool) {
+	counts := minValuesCounts(pl, types)
+	var out scheduling.Requirements
+	for i, r := range pl.minValues {
+		cur := reqs[r.Key]
+		if cur == nil || cur.MinValues == nil || counts[i] >= *cur.MinValues {
+			continue
+		}
+		if out == nil {
+			out = make(scheduling.Requirements, len(reqs))
+			for k, v := range reqs {
+				out[k] = v
+			}
+		}
+		lowered := *cur
+		n := counts[i]
+		lowered.MinValues = &n
+		out[r.Key] = &lowered
+	}
+	if out == nil {
+		return reqs, false
+	}
+	return out, true
 }
 
 // withinPriceCap keeps, for a pool with a price guardrail, only the offerings no dearer than what

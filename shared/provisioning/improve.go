@@ -236,13 +236,13 @@ func (s *solver) finalCost(c *claim) float64 {
 	}
 	plainOnly := !needsSpecial(c.requests)
 	if len(pl.minValues) > 0 && plainOnly {
-		var plain []int
+		var fitting []int
 		for _, ti := range c.types {
-			if c.fits(ti) && !pl.types[ti].special {
-				plain = append(plain, ti)
+			if c.fits(ti) {
+				fitting = append(fitting, ti)
 			}
 		}
-		plainOnly = len(plain) > 0 && meetsMinValues(pl, plain)
+		plainOnly = s.plainForMinValues(c, fitting)
 	}
 	if plainOnly {
 		if p := cheapestAllowed(c, true); p >= 0 {

@@ -194,7 +194,10 @@ func selectorTerms(terms []corev1.NodeSelectorTerm) ([]scheduling.Requirements, 
 
 // compilePod fills pi (zero) for pod, creating the topology groups its constraints need, and
 // returns it.
-func compilePod(pi *podInfo, pod *corev1.Pod, topo *topology, vols *volumeIndex) *podInfo {
+// Under PreferencesIgnore (ignorePrefs) the pod's preferred node affinity, preferred pod
+// (anti-)affinity and ScheduleAnyway spreads are not compiled at all; only the PreferNoSchedule
+// step is left to relax.
+func compilePod(pi *podInfo, pod *corev1.Pod, topo *topology, vols *volumeIndex, ignorePrefs bool) *podInfo {
 	// Field by field: pi is zero, and copying a whole podInfo literal in costs write barriers.
 	pi.pod, pi.key, pi.requests, pi.ports = pod, podKey(pod), scheduling.PodRequests(pod), scheduling.PodHostPorts(pod)
 	fail := func(err error) *podInfo {
@@ -241,7 +244,7 @@ func compilePod(pi *podInfo, pod *corev1.Pod, topo *topology, vols *volumeIndex)
 		pi.requests = pi.requests.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: nvol}})
 	}
 	pi.baseAlts = alts
-	if na := pod.Spec.Affinity; na != nil && na.NodeAffinity != nil {
+	if na := pod.Spec.Affinity; na != nil && na.NodeAffinity != nil && !ignorePrefs {
 		for i, w := range na.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
 			rs, err := scheduling.NewRequirements(w.Preference.MatchExpressions...)
 			if err != nil {
@@ -251,7 +254,7 @@ func compilePod(pi *podInfo, pod *corev1.Pod, topo *topology, vols *volumeIndex)
 			pi.prefTerms = append(pi.prefTerms, rs)
 		}
 	}
-	cons, err := topo.compileConstraints(pod)
+	cons, err := topo.compileConstraints(pod, ignorePrefs)
 	if err != nil {
 		return fail(err)
 	}

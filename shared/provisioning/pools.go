@@ -76,6 +76,9 @@ type pool struct {
 	// allMax is the most room any of them has (claim.maxAvail).
 	allTypes []int
 	allMax   scheduling.Resources
+	// zoneLabels are the labels the pool's nodes take from their zone (key → zone → value), from
+	// its NodeClass's node settings (zonelabels.go).
+	zoneLabels map[string]map[string]string
 }
 
 // offerMask returns the bits of the (zone, capacity type) pairs the requirements allow, and
@@ -225,6 +228,10 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		return p
 	}
 	p.limits, p.priceCapped = newLimits(np.Spec.Limits, used, maxPrice, priceCapped), priceCapped
+	// A NodePool requirement on a zone label (topology.k8s.aws/zone-id) is the zones it allows.
+	p.indexZoneLabels(settings.ZoneLabels)
+	reqs = p.withZones(reqs)
+	p.reqs = reqs
 	zoneReq, ctReq := reqs[corev1.LabelTopologyZone], reqs[apisv1.LabelCapacityType]
 	regionReq := reqs[corev1.LabelTopologyRegion]
 	if regionReq != nil && in.Catalog.Region != "" && !regionReq.Has(in.Catalog.Region) {

@@ -303,10 +303,13 @@ func namespaceOf(p *corev1.Pod) string {
 
 // compileConstraints turns a pod's spread constraints and pod (anti-)affinity terms into
 // constraints. Preferred terms and ScheduleAnyway spreads are returned as preferred
-// constraints (relaxed later if needed).
-func (t *topology) compileConstraints(p *corev1.Pod) ([]constraint, error) {
+// constraints (relaxed later if needed); with ignorePrefs they are left out (PreferencesIgnore).
+func (t *topology) compileConstraints(p *corev1.Pod, ignorePrefs bool) ([]constraint, error) {
 	var out []constraint
 	for i, tsc := range p.Spec.TopologySpreadConstraints {
+		if ignorePrefs && tsc.WhenUnsatisfiable != corev1.DoNotSchedule {
+			continue // Karpenter's newForTopologies skips every spread but DoNotSchedule under Ignore
+		}
 		extra := matchLabelValues(p, tsc.MatchLabelKeys)
 		sel := tsc.LabelSelector
 		if sel == nil {
@@ -362,6 +365,9 @@ func (t *topology) compileConstraints(p *corev1.Pod) ([]constraint, error) {
 			}
 		}
 		for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+			if ignorePrefs {
+				break
+			}
 			w := &pa.PreferredDuringSchedulingIgnoredDuringExecution[i]
 			if err := add(kindAffinity, &w.PodAffinityTerm, true, w.Weight, "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution", i); err != nil {
 				return nil, err
@@ -375,6 +381,9 @@ func (t *topology) compileConstraints(p *corev1.Pod) ([]constraint, error) {
 			}
 		}
 		for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+			if ignorePrefs {
+				break
+			}
 			w := &pa.PreferredDuringSchedulingIgnoredDuringExecution[i]
 			if err := add(kindAnti, &w.PodAffinityTerm, true, w.Weight, "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution", i); err != nil {
 				return nil, err

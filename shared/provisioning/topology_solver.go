@@ -23,7 +23,7 @@ func (s *solver) seedTopology() {
 			only.Spec.TopologySpreadConstraints = nil
 			only.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: r.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
-			cons, err := s.topo.compileConstraints(only)
+			cons, err := s.topo.compileConstraints(only, false)
 			if err == nil {
 				anti[i][j] = cons
 			}
@@ -89,6 +89,17 @@ func (s *solver) eligibleDomains(p *podInfo, c *constraint, binsOnly bool) []str
 			}
 			r := pl.reqs.Intersect(ac.reqs)[key]
 			switch {
+			case pl.isZoneLabel(key):
+				for ti, t := range pl.types {
+					if !ac.types[ti] {
+						continue
+					}
+					for _, o := range t.offerings {
+						if v := pl.zoneLabelOf(key, o.Zone); v != "" && (r == nil || r.Has(v)) {
+							set[v] = true
+						}
+					}
+				}
 			case offeringKeys[key]:
 				for ti, t := range pl.types {
 					if !ac.types[ti] {
@@ -320,7 +331,7 @@ func (s *solver) pin(c *claim, keys []string) {
 		}
 		var v string
 		switch {
-		case offeringKeys[key]:
+		case offeringKeys[key] || pl.isZoneLabel(key):
 			zr, cr := c.reqs[corev1.LabelTopologyZone], c.reqs[apisv1.LabelCapacityType]
 			want, byMask := pl.offerMask(c.reqs) // a bit test per offering instead of two lookups
 			best := -1.0
@@ -336,6 +347,9 @@ func (s *solver) pin(c *claim, keys []string) {
 					} else {
 						allowed = (zr == nil || zr.Has(o.Zone)) && (cr == nil || cr.Has(o.CapacityType))
 					}
+					if pl.isZoneLabel(key) && pl.zoneLabelOf(key, o.Zone) == "" {
+						allowed = false // a zone without the label is no domain of it
+					}
 					if allowed && (best < 0 || o.PricePerHour < best) {
 						best = o.PricePerHour
 						switch key {
@@ -343,8 +357,10 @@ func (s *solver) pin(c *claim, keys []string) {
 							v = o.Zone
 						case apisv1.LabelCapacityType:
 							v = o.CapacityType
-						default:
+						case corev1.LabelTopologyRegion:
 							v = s.in.Catalog.Region
+						default:
+							v = pl.zoneLabelOf(key, o.Zone)
 						}
 					}
 				}
@@ -371,8 +387,8 @@ func (s *solver) pin(c *claim, keys []string) {
 // qualify.
 func (s *solver) pinTo(c *claim, key, v string) {
 	pl := c.pool
-	c.reqs = c.reqs.Intersect(scheduling.Requirements{key: scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, v)})
-	offering := offeringKeys[key]
+	c.reqs = pl.withZones(c.reqs.Intersect(scheduling.Requirements{key: scheduling.MustRequirement(key, corev1.NodeSelectorOpIn, v)}))
+	offering := offeringKeys[key] || pl.isZoneLabel(key)
 	if !offering && !isTypeKey(key) {
 		return
 	}

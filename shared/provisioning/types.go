@@ -68,6 +68,9 @@ type Input struct {
 	// decision: no lower bound (Plan.LowerBoundPerHour stays 0) and no pattern packing (first-fit,
 	// refine and the LP-guided re-pack only), which keeps a simulation cheap.
 	Simulation bool
+	// Policies are the operator's --min-values-policy and --preference-policy (zero: Strict,
+	// Respect); consolidation's simulations plan under the same ones, as Karpenter's do.
+	Policies Policies
 }
 
 // NodeSettingsFunc computes a NodeClass's node settings; the zero NodeClass (a NodePool whose
@@ -119,6 +122,11 @@ type NodeClaimPlan struct {
 	// Offerings are what the fleet request may choose from, cheapest first. NodeClaims of one
 	// plan with the same candidates share the slice: filter into a new one, never in place.
 	Offerings []Offering
+	// MinValuesRelaxed: under MinValuesBestEffort, the candidate types could not keep some
+	// requirement's minValues, and Requirements carry the lowered minValues (the distinct values
+	// the candidates have). The launch annotates the NodeClaim
+	// karpenter.sh/nodeclaim-min-values-relaxed with it.
+	MinValuesRelaxed bool
 }
 
 // Offering is one ranked launch option for a NodeClaim.

@@ -48,6 +48,8 @@ resource "aws_lambda_function" "provision" {
       DOVETAIL_EKS_ENDPOINT        = var.eks_endpoint
       DOVETAIL_EKS_CA              = var.eks_certificate_authority
       DOVETAIL_KUBERNETES_VERSION  = var.kubernetes_version
+      DOVETAIL_MIN_VALUES_POLICY   = var.min_values_policy
+      DOVETAIL_PREFERENCE_POLICY   = var.preference_policy
       DOVETAIL_DISCOVERY_TAG_KEY   = var.discovery_tag_key
       DOVETAIL_DISCOVERY_TAG_VALUE = local.discovery_tag_value
       DOVETAIL_VPC_ID              = var.vpc_id
@@ -81,6 +83,8 @@ resource "aws_lambda_function" "consolidate" {
       DOVETAIL_EKS_ENDPOINT        = var.eks_endpoint
       DOVETAIL_EKS_CA              = var.eks_certificate_authority
       DOVETAIL_KUBERNETES_VERSION  = var.kubernetes_version
+      DOVETAIL_MIN_VALUES_POLICY   = var.min_values_policy
+      DOVETAIL_PREFERENCE_POLICY   = var.preference_policy
       DOVETAIL_DISCOVERY_TAG_KEY   = var.discovery_tag_key
       DOVETAIL_DISCOVERY_TAG_VALUE = local.discovery_tag_value
       DOVETAIL_VPC_ID              = var.vpc_id
@@ -114,6 +118,8 @@ resource "aws_lambda_function" "drift" {
       DOVETAIL_EKS_ENDPOINT        = var.eks_endpoint
       DOVETAIL_EKS_CA              = var.eks_certificate_authority
       DOVETAIL_KUBERNETES_VERSION  = var.kubernetes_version
+      DOVETAIL_MIN_VALUES_POLICY   = var.min_values_policy
+      DOVETAIL_PREFERENCE_POLICY   = var.preference_policy
       DOVETAIL_DISCOVERY_TAG_KEY   = var.discovery_tag_key
       DOVETAIL_DISCOVERY_TAG_VALUE = local.discovery_tag_value
       DOVETAIL_VPC_ID              = var.vpc_id
@@ -178,6 +184,8 @@ resource "aws_lambda_function" "interruption" {
       DOVETAIL_EKS_ENDPOINT        = var.eks_endpoint
       DOVETAIL_EKS_CA              = var.eks_certificate_authority
       DOVETAIL_KUBERNETES_VERSION  = var.kubernetes_version
+      DOVETAIL_MIN_VALUES_POLICY   = var.min_values_policy
+      DOVETAIL_PREFERENCE_POLICY   = var.preference_policy
       DOVETAIL_REBALANCE           = "Record"
       DOVETAIL_DISCOVERY_TAG_KEY   = var.discovery_tag_key
       DOVETAIL_DISCOVERY_TAG_VALUE = local.discovery_tag_value

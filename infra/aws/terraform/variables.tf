@@ -42,6 +42,26 @@ variable "kubernetes_version" {
   }
 }
 
+variable "min_values_policy" {
+  type        = string
+  default     = "Strict"
+  description = "Karpenter's --min-values-policy for the planning functions: Strict leaves a pod pending when its NodeClaim's instance types cannot keep a requirement's minValues; BestEffort launches with the types left and annotates the NodeClaim karpenter.sh/nodeclaim-min-values-relaxed."
+  validation {
+    condition     = contains(["Strict", "BestEffort"], var.min_values_policy)
+    error_message = "min_values_policy must be Strict or BestEffort."
+  }
+}
+
+variable "preference_policy" {
+  type        = string
+  default     = "Respect"
+  description = "Karpenter's --preference-policy for the planning functions: Respect holds preferred affinities and ScheduleAnyway spreads while they can be met; Ignore never reads them."
+  validation {
+    condition     = contains(["Respect", "Ignore"], var.preference_policy)
+    error_message = "preference_policy must be Respect or Ignore."
+  }
+}
+
 variable "registration_ttl" {
   type        = string
   default     = "15m"

@@ -34,7 +34,11 @@ const (
 	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
 	AnnotationNodePoolHash = "karpenter.sh/nodepool-hash"
 	TaintKeyDisrupted      = "karpenter.sh/disrupted"
-	TaintKeyUnregistered   = "karpenter.sh/unregistered"
+	// AnnotationNodeClaimMinValuesRelaxed is "true" on a NodeClaim whose requirements' minValues
+	// were lowered to launch it (--min-values-policy=BestEffort), else "false"; Karpenter's
+	// scheduler writes it on every NodeClaim it makes (NodeClaimMinValuesRelaxedAnnotationKey).
+	AnnotationNodeClaimMinValuesRelaxed = "karpenter.sh/nodeclaim-min-values-relaxed"
+	TaintKeyUnregistered                = "karpenter.sh/unregistered"
 	// TaintKeyPlanned (value: the NodeClaim) keeps a new node for the pods planned onto it,
 	// which tolerate it, until they are bound; then the lifecycle function removes it.
 	TaintKeyPlanned = "dovetail.dev/planned"

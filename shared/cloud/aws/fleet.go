@@ -164,10 +164,6 @@ func FallbackToken(token string) string {
 	return "od-" + hex.EncodeToString(sum[:24])
 }
 
-// annotationMinValuesRelaxed is set to "true" on a NodeClaim whose requirements' minValues the
-// scheduler relaxed to launch it (Karpenter core, NodeClaimMinValuesRelaxedAnnotationKey).
-const annotationMinValuesRelaxed = "karpenter.sh/nodeclaim-min-values-relaxed"
-
 // fleetContext is the CreateFleet Context of a launch: the EC2NodeClass's spec.context, except
 // for a NodeClaim whose minValues were relaxed, as Karpenter's instance provider decides
 // (pkg/providers/instance/instance.go: WithContextID unless the relaxed annotation is "true").
@@ -178,7 +174,7 @@ func fleetContext(req cloud.LaunchRequest) *string {
 	if nc == nil || nc.Spec.Context == nil {
 		return nil
 	}
-	if req.NodeClaim != nil && req.NodeClaim.Annotations[annotationMinValuesRelaxed] == "true" {
+	if req.NodeClaim != nil && req.NodeClaim.Annotations[apisv1.AnnotationNodeClaimMinValuesRelaxed] == "true" {
 		return nil
 	}
 	return aws.String(*nc.Spec.Context)

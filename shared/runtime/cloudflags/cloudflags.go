@@ -1,6 +1,6 @@
 // Package cloudflags holds the cloud-provider flags every function binary shares (--cloud, one of
-// the clouds in shared/cloud/registry, and the AWS provider's settings) and builds the
-// cloud.Provider they select. Each flag also reads its environment variable (runtime.EnvName:
+// the clouds in shared/cloud/registry, and the AWS provider's settings) and the scheduling
+// policies (policyflags), and builds the cloud.Provider they select. Each flag also reads its environment variable (runtime.EnvName:
 // --cloud → DOVETAIL_CLOUD), which is how Lambda passes them.
 package cloudflags
 
@@ -18,6 +18,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud/cloudmetrics"
 	"github.com/dovetail-dev/dovetail/shared/cloud/registry"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/provisioning/policyflags"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
@@ -37,6 +38,10 @@ type Options struct {
 	// The rest of the AKS bootstrap contract's cluster inputs (azure.Bootstrap).
 	AKSTenantID, AKSNetworkPolicy, AKSNetworkDataplane, AKSVNetGUID string
 	AKSKubeletIdentityID                                            string
+	// Policies are the scheduling policies every planning function decides under
+	// (--min-values-policy, --preference-policy; env DOVETAIL_MIN_VALUES_POLICY and
+	// DOVETAIL_PREFERENCE_POLICY).
+	Policies policyflags.Flags
 }
 
 // Register adds the flags to fs, with their environment variables as defaults.
@@ -71,6 +76,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AKSNetworkPolicy, "aks-network-policy", runtime.EnvDefault("aks-network-policy", ""), "azure: the cluster's network policy: empty, azure, calico or cilium")
 	fs.StringVar(&o.AKSNetworkDataplane, "aks-network-dataplane", runtime.EnvDefault("aks-network-dataplane", ""), "azure: the cluster's network dataplane: empty (azure) or cilium")
 	fs.StringVar(&o.AKSVNetGUID, "aks-vnet-guid", runtime.EnvDefault("aks-vnet-guid", ""), "azure: resourceGuid of the cluster VNet (Azure CNI Overlay node label)")
+	o.Policies.Register(fs, runtime.EnvDefault)
 	fs.StringVar(&o.AKSKubeletIdentityID, "aks-kubelet-identity-id", runtime.EnvDefault("aks-kubelet-identity-id", ""), "azure: ARM id of the kubelet user-assigned identity every node VM carries (the launch identity must be allowed to assign it)")
 }
 
@@ -92,6 +98,8 @@ type Env struct {
 	Catalog      *catalog.Catalog
 	NodeSettings provisioning.NodeSettingsFunc
 	Provider     cloud.Provider
+	// Policies are the parsed --min-values-policy and --preference-policy.
+	Policies provisioning.Policies
 }
 
 // Setup looks the selected cloud up in the registry, builds the catalog of the region (the
@@ -102,6 +110,10 @@ func (o *Options) Setup(ctx context.Context, t runtime.Transport) (Env, error) {
 	c, err := registry.Lookup(o.Cloud)
 	if err != nil {
 		return Env{}, fmt.Errorf("--cloud (%s) %w", runtime.EnvName("cloud"), err)
+	}
+	pol, err := o.Policies.Policies()
+	if err != nil {
+		return Env{}, err
 	}
 	cfg := registry.Config{Cluster: t.Cluster, Logger: t.Logger, DriveClock: t.Mode == runtime.ModeNATS,
 		AWS: registry.AWSConfig{Endpoint: o.AWSEndpoint, Region: o.Region, EKSName: o.EKSName, EKSEndpoint: o.EKSEndpoint,
@@ -121,5 +133,5 @@ func (o *Options) Setup(ctx context.Context, t runtime.Transport) (Env, error) {
 	}
 	// Karpenter's cloud provider metrics, under the function's controller label.
 	p = cloudmetrics.Decorate(p, t.Metrics, telemetry.ControllerOf(t.Function))
-	return Env{Catalog: cat, NodeSettings: c.NodeSettings, Provider: p}, nil
+	return Env{Catalog: cat, NodeSettings: c.NodeSettings, Provider: p, Policies: pol}, nil
 }

@@ -45,7 +45,7 @@ func function() runtime.Function {
 			if err != nil {
 				return nil, err
 			}
-			h := &consolidate.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: t.Publisher,
+			h := &consolidate.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Policies: env.Policies, Provider: env.Provider, Publisher: t.Publisher,
 				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Metrics: t.Metrics, Options: disruption.Options{Mode: m}}
 			return h.Handle, nil
 		},

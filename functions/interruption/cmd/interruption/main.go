@@ -69,7 +69,7 @@ func function(onBuild func(*interruption.Handler, *interruption.LatestSnapshot))
 			}
 			codec := events.Codec{Blobs: t.Blobs}
 			latest := &interruption.LatestSnapshot{Cluster: t.Cluster, Codec: codec}
-			h := &interruption.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: t.Publisher,
+			h := &interruption.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Policies: env.Policies, Provider: env.Provider, Publisher: t.Publisher,
 				Codec: codec, Snapshots: latest, Log: t.Logger, Metrics: t.Metrics, Rebalance: policy}
 			if onBuild != nil {
 				onBuild(h, latest)

@@ -28,7 +28,7 @@ func main() {
 			if err != nil {
 				return nil, err
 			}
-			h := &provision.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Provider: env.Provider, Publisher: t.Publisher,
+			h := &provision.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Policies: env.Policies, Provider: env.Provider, Publisher: t.Publisher,
 				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Metrics: t.Metrics}
 			return h.Handle, nil
 		},
