@@ -121,6 +121,7 @@ var familyFlags = map[string]amiFlags{
 	"Bottlerocket": {false, false, false, true},
 	"Windows2019":  {false, true, true, false},
 	"Windows2022":  {false, true, true, false},
+	"Windows2025":  {false, true, true, false},
 }
 
 // DefaultAMIFamily is the family the embedded allocatable assumes (Karpenter's docs generation).
