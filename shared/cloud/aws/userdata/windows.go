@@ -255,7 +255,7 @@ type psWord struct {
 }
 
 // psWords splits one PowerShell command line into words: bare words end at whitespace,
-// single-quoted strings are literal with '' for a quote (about_Quoting_Rules), and a
+// single-quoted strings are literal with ” for a quote (about_Quoting_Rules), and a
 // double-quoted string is taken only as the script path (word 1): a double-quoted value would
 // expand $variables and subexpressions, which a parameter value here must not.
 func psWords(l string) ([]psWord, error) {
