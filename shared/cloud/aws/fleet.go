@@ -81,6 +81,12 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeUnknownType})
 			continue
 		}
+		// The type as the family offers it: a Windows family's images serve os=windows types,
+		// and no arm64 type at all (catalog InstanceType.ForAMIFamily).
+		if it = it.ForAMIFamily(res.family); it == nil {
+			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeNoImageForArch})
+			continue
+		}
 		ami := res.imageFor(it.Labels)
 		subnets := res.subnetsByZone[o.Zone]
 		switch {
