@@ -145,6 +145,9 @@ type Spec struct {
 	// InstanceStorageInfo.TotalSizeInGB; 0 without instance store): ephemeral storage under
 	// NodeSettings.InstanceStoreRAID0.
 	InstanceStoreGB int64
+	// NetworkCards is DescribeInstanceTypes NetworkInfo.MaximumNetworkCards (0 when unknown):
+	// the card indexes 0..NetworkCards-1 a launch may put network interfaces on.
+	NetworkCards int64
 }
 
 // nodeResources is everything the overhead computation yields, numerically.
