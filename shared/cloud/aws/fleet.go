@@ -100,12 +100,15 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 		if o.CapacityType == apisv1.CapacityTypeReserved && o.ReservationID == "" {
 			return nil, fmt.Errorf("offerings[%d].reservationID: required for capacity type reserved", i)
 		}
-		key := ami.ID + "/" + o.ReservationID
+		efa := efaCount(req, it)
+		key := fmt.Sprintf("%s/%s/efa=%d", ami.ID, o.ReservationID, efa)
 		if templates[key] == "" {
 			d, err := p.TemplateData(req, res.family, ami.ID, res.groups, res.profile)
 			if err != nil {
 				return nil, err
 			}
+			nc := req.NodeClass.EC2
+			withEFA(d, efa, res.groups, nc.Spec.AssociatePublicIPAddress, nc.Spec.IPPrefixCount, p.clusterFacts(req.ClusterFacts).IPFamily)
 			if o.CapacityType == apisv1.CapacityTypeReserved {
 				reservedTemplateData(d, o) // one template per reservation, as Karpenter's
 			}
