@@ -102,7 +102,7 @@ func TestFakeEC2RefusesBadNetworkInterfaces(t *testing.T) {
 		data ec2types.RequestLaunchTemplateData
 		code string
 	}{
-		"efa on m5.large": {"m5.large", ec2types.RequestLaunchTemplateData{NetworkInterfaces: []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{efa(0, 0)}}, "InvalidParameterCombination"},
+		"efa on m5.large":        {"m5.large", ec2types.RequestLaunchTemplateData{NetworkInterfaces: []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{efa(0, 0)}}, "InvalidParameterCombination"},
 		"card 1 on c5n.18xlarge": {"c5n.18xlarge", ec2types.RequestLaunchTemplateData{NetworkInterfaces: []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{efa(0, 0), efa(1, 1)}}, "InvalidParameterValue"},
 		"groups beside interfaces": {"c5n.18xlarge", ec2types.RequestLaunchTemplateData{SecurityGroupIds: []string{"sg-1"},
 			NetworkInterfaces: []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{efa(0, 0)}}, "InvalidParameterCombination"},
@@ -126,7 +126,7 @@ func TestFakeEC2RefusesBadNetworkInterfaces(t *testing.T) {
 					DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeOnDemand},
 				LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
 					LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String(lt), Version: aws.String("$Latest")},
-					Overrides: []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: ec2types.InstanceType(tc.typ), AvailabilityZone: aws.String(o.Zone)}}}}})
+					Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: ec2types.InstanceType(tc.typ), AvailabilityZone: aws.String(o.Zone)}}}}})
 			if err != nil {
 				t.Fatal(err)
 			}
