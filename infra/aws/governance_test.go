@@ -227,6 +227,7 @@ func fullTable() []row {
 		row{"DeleteLaunchTemplate of another cluster's", req("ec2:DeleteLaunchTemplate", ec2ARN("launch-template", "lt-2"), kv("aws:ResourceTag/dovetail.dev/cluster", "dev")), noRole},
 		row{"GetParameter of a public EKS AMI parameter", req("ssm:GetParameter", "arn:aws:ssm:us-east-1::parameter/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id", nil), fnRoles},
 		row{"GetParameter of a public Bottlerocket parameter", req("ssm:GetParameter", "arn:aws:ssm:us-east-1::parameter/aws/service/bottlerocket/aws-k8s-1.31/x86_64/latest/image_id", nil), fnRoles},
+		row{"GetParameter of a public EKS Windows parameter", req("ssm:GetParameter", "arn:aws:ssm:us-east-1::parameter/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.31/image_id", nil), fnRoles},
 		row{"GetParameter under an approved path", req("ssm:GetParameter", "arn:aws:ssm:us-east-1:111122223333:parameter/platform/amis/al2023", nil), fnRoles},
 		row{"GetParameter under the second approved path", req("ssm:GetParameter", "arn:aws:ssm:us-east-1:111122223333:parameter/team/amis/gpu", nil), fnRoles},
 		row{"GetParameter beside an approved path", req("ssm:GetParameter", "arn:aws:ssm:us-east-1:111122223333:parameter/platform/amis-evil/x", nil), noRole},

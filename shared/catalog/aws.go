@@ -95,6 +95,10 @@ type awsRecord struct {
 	EKSAMIMaxPods           *int64                `json:"eks_ami_max_pods"`
 	OnDemandUSDPerHour      *float64              `json:"on_demand_usd_per_hour_us_east_1"`
 	KarpenterAllocatable    *karpenterAllocatable `json:"karpenter_allocatable"`
+	// NetworkCards is the type's network card count (DescribeInstanceTypes
+	// NetworkInfo.MaximumNetworkCards, from Karpenter's vpclimits): an EFA launch puts one
+	// interface on each card index below it.
+	NetworkCards *int64 `json:"network_cards"`
 }
 
 type awsFile struct {
@@ -244,6 +248,7 @@ func (r *awsRecord) spec() *Spec {
 		s.PodENI = deref(r.BranchENIs)
 	}
 	s.InstanceStoreGB = deref(r.LocalNVMeGB)
+	s.NetworkCards = deref(r.NetworkCards)
 	return s
 }
 

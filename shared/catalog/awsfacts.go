@@ -49,6 +49,8 @@ type AWSTypeFacts struct {
 	IPv4PerENI         int64
 	// EFA is NetworkInfo.EfaInfo.MaximumEfaInterfaces.
 	EFA int64
+	// NetworkCards is NetworkInfo.MaximumNetworkCards (0 when unknown).
+	NetworkCards int64
 	// BranchENIs is the security-groups-for-pods branch ENI count (not in the EC2 API; 0 when
 	// unknown).
 	BranchENIs int64
@@ -101,6 +103,7 @@ func NewAWSInstanceType(f AWSTypeFacts, region string, offerings []Offering) (*I
 	r.Hypervisor = str(f.Hypervisor)
 	r.NetworkBandwidthMbps, r.EBSBandwidthMbps = num(f.NetworkBandwidthMbps), num(f.EBSBandwidthMbps)
 	r.DefaultCardMaxENIs, r.IPv4PerENI = num(f.DefaultCardMaxENIs), num(f.IPv4PerENI)
+	r.NetworkCards = num(f.NetworkCards)
 	if f.BranchENIs > 0 {
 		r.TrunkingCompatible, r.BranchENIs = ptrTo(true), &f.BranchENIs
 	}

@@ -17,10 +17,11 @@ import (
 // The zero value is Karpenter's default: AL2023, default kubelet, 20Gi ephemeral storage.
 type NodeSettings struct {
 	// AMIFamily is the EC2NodeClass spec.amiFamily value (AL2023, AL2, Bottlerocket, Custom,
-	// Windows2019, Windows2022); "" means AL2023. It selects Karpenter's per-family flags: e.g.
-	// Bottlerocket counts maxPods (not ENI-limited pods) in kube-reserved memory and ignores
-	// podsPerCore and evictionSoft; Windows families get 110 pods by default. Only the overhead
-	// changes: the catalog's labels stay kubernetes.io/os=linux.
+	// Windows2019, Windows2022, Windows2025); "" means AL2023. It selects Karpenter's per-family
+	// flags: e.g. Bottlerocket counts maxPods (not ENI-limited pods) in kube-reserved memory and
+	// ignores podsPerCore and evictionSoft; Windows families get 110 pods by default and count
+	// them in kube-reserved memory. Only the overhead changes here: a Windows family's labels
+	// come from InstanceType.ForAMIFamily.
 	AMIFamily string
 	// Kubelet holds the parsed kubelet overrides; nil = defaults.
 	Kubelet *KubeletOverrides
@@ -56,7 +57,7 @@ func NewNodeSettings(amiFamily string, kubelet *apisv1.KubeletConfiguration, roo
 	if amiFamily == "" {
 		s.AMIFamily = DefaultAMIFamily
 	} else if _, ok := familyFlags[amiFamily]; !ok {
-		errs = append(errs, fmt.Errorf("%s.amiFamily: %q is not one of AL2, AL2023, Bottlerocket, Custom, Windows2019, Windows2022", fieldPath, amiFamily))
+		errs = append(errs, fmt.Errorf("%s.amiFamily: %q is not one of AL2, AL2023, Bottlerocket, Custom, Windows2019, Windows2022, Windows2025", fieldPath, amiFamily))
 	}
 	k, err := ParseKubelet(kubelet, fieldPath+".kubelet")
 	if err != nil {

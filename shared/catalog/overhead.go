@@ -121,6 +121,7 @@ var familyFlags = map[string]amiFlags{
 	"Bottlerocket": {false, false, false, true},
 	"Windows2019":  {false, true, true, false},
 	"Windows2022":  {false, true, true, false},
+	"Windows2025":  {false, true, true, false},
 }
 
 // DefaultAMIFamily is the family the embedded allocatable assumes (Karpenter's docs generation).
@@ -144,6 +145,9 @@ type Spec struct {
 	// InstanceStorageInfo.TotalSizeInGB; 0 without instance store): ephemeral storage under
 	// NodeSettings.InstanceStoreRAID0.
 	InstanceStoreGB int64
+	// NetworkCards is DescribeInstanceTypes NetworkInfo.MaximumNetworkCards (0 when unknown):
+	// the card indexes 0..NetworkCards-1 a launch may put network interfaces on.
+	NetworkCards int64
 }
 
 // nodeResources is everything the overhead computation yields, numerically.

@@ -121,6 +121,12 @@ func NodeFor(it *catalog.InstanceType, inst Instance, spec NodeSpec) (*corev1.No
 		facts[LabelArch] = arch
 		facts[LabelArchBeta] = arch
 	}
+	// A Windows kubelet also labels its node with the OS build it runs
+	// (node.kubernetes.io/windows-build, set by the kubelet on Windows since Kubernetes 1.17);
+	// the type carries it when a Windows AMI family offers it (catalog ForAMIFamily).
+	if b := it.Labels[corev1.LabelWindowsBuild]; os == string(corev1.Windows) && b != "" {
+		facts[corev1.LabelWindowsBuild] = b
+	}
 	for k, v := range facts {
 		labels[k] = v
 	}

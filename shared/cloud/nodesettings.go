@@ -19,7 +19,13 @@ var ephemeralDevice = map[string]string{
 	apisv1.AMIFamilyBottlerocket: "/dev/xvdb",
 	apisv1.AMIFamilyWindows2019:  "/dev/sda1",
 	apisv1.AMIFamilyWindows2022:  "/dev/sda1",
+	apisv1.AMIFamilyWindows2025:  "/dev/sda1",
 }
+
+// windowsRootVolume is the Windows families' default root volume (C:, /dev/sda1): 50Gi, where
+// the Linux families' is 20Gi (Karpenter's amifamily Windows.DefaultBlockDeviceMappings). It is
+// the ephemeral storage of a Windows NodeClass without blockDeviceMappings.
+var windowsRootVolume = resource.MustParse("50Gi")
 
 // NodeSettingsFor parses the NodeClass settings that change a node's capacity and allocatable
 // into catalog.NodeSettings. It is the edge's half of the solver's allocatable: the core takes it
@@ -29,7 +35,8 @@ var ephemeralDevice = map[string]string{
 // network plugin). For an EC2NodeClass: the resolved AMI family, the kubelet block and the size of the volume
 // that backs ephemeral storage. That volume is chosen as Karpenter does: the mapping marked
 // rootVolume; else, for Custom, the last mapping; else the family's ephemeral device (/dev/xvda
-// on Amazon Linux, /dev/xvdb on Bottlerocket); else the 20Gi default. instanceStorePolicy RAID0
+// on Amazon Linux, /dev/xvdb on Bottlerocket, /dev/sda1 on Windows); else the family's default
+// root volume (50Gi on Windows, 20Gi elsewhere). instanceStorePolicy RAID0
 // sets InstanceStoreRAID0: a type with instance store then gets its total size instead (the
 // family's bootstrap assembles the array: userdata.Spec.InstanceStorePolicy). The zero NodeClass
 // gives the defaults. Errors name the field under "spec", including an instanceStorePolicy other
@@ -77,6 +84,10 @@ func ephemeralVolumeSize(family string, bdms []apisv1.BlockDeviceMapping) *resou
 		}
 	}
 	if len(bdms) == 0 {
+		if apisv1.IsWindowsFamily(family) {
+			q := windowsRootVolume.DeepCopy()
+			return &q
+		}
 		return nil
 	}
 	if family == apisv1.AMIFamilyCustom {

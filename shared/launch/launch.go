@@ -226,13 +226,19 @@ func (l *Launcher) record(nc *apisv1.NodeClaim, inst *cloud.Instance, nodeClass 
 		nc.Labels[apisv1.LabelCapacityReservationType] = inst.CapacityReservationType
 	}
 	if l.Catalog != nil {
-		if it := l.Catalog.Get(inst.InstanceType); it != nil {
+		settings, err := cloud.NodeSettingsFor(nodeClass)
+		it := l.Catalog.Get(inst.InstanceType)
+		if err == nil {
+			// The type as the NodeClass's AMI family offers it (a Windows node's os and build).
+			it = it.ForAMIFamily(settings.AMIFamily)
+		}
+		if it != nil {
 			for k, v := range it.Labels {
 				nc.Labels[k] = v
 			}
 			nc.Status.Capacity = it.Capacity
 			nc.Status.Allocatable = it.Allocatable()
-			if settings, err := cloud.NodeSettingsFor(nodeClass); err == nil {
+			if err == nil {
 				c, a := it.ResourcesWith(settings)
 				nc.Status.Capacity, nc.Status.Allocatable = c.List(), a.List()
 			}

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"os"
 	"path/filepath"
 	"sort"
@@ -34,11 +35,7 @@ spec:
 // unchanged, or is refused with a reason naming the field Dovetail does not support yet. The
 // expected outcome of each file is written by hand from what the file sets.
 func TestKarpenterExamples(t *testing.T) {
-	refused := map[string]string{ // file → the field the refusal must name
-		"windows-2019.yaml": "spec.amiFamily Windows2019",
-		"windows-2022.yaml": "spec.amiFamily Windows2022",
-		"windows-2025.yaml": "spec.amiFamily Windows2025",
-	}
+	refused := map[string]string{} // file → the field the refusal must name (none since Windows nodes launch)
 	// Files Karpenter's own CRD refuses: the example writes nodeClassRef.group with a version
 	// ("karpenter.k8s.aws/v1"), which the CRD's pattern ^[^/]*$ rejects; Dovetail refuses it at
 	// load, naming the field, as the API server would.
@@ -69,7 +66,9 @@ func TestKarpenterExamples(t *testing.T) {
 			t.Errorf("%s: does not load: %v", name, err)
 			continue
 		}
-		plan, _, err := Plan(set, cat, nil)
+		// The AWS provider's node settings, as dovetail plan passes them (the AMI family decides
+		// e.g. a Windows node's os label).
+		plan, _, err := Plan(set, cat, cloud.NodeSettingsFor)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue

@@ -219,11 +219,25 @@ func sortedClaims(cs []*apisv1.NodeClaim) []*apisv1.NodeClaim {
 }
 
 // nodeTypeLabels returns the catalog labels of the node's instance type, or the node's labels.
+// A Windows node keeps its kubelet's kubernetes.io/os and node.kubernetes.io/windows-build: the
+// catalog's types are Linux ones (catalog.InstanceType.ForAMIFamily).
 func nodeTypeLabels(in *Input, labels map[string]string) map[string]string {
-	if it := in.Catalog.Get(labels[corev1.LabelInstanceTypeStable]); it != nil {
+	it := in.Catalog.Get(labels[corev1.LabelInstanceTypeStable])
+	if it == nil {
+		return labels
+	}
+	if labels[corev1.LabelOSStable] != string(corev1.Windows) {
 		return it.Labels
 	}
-	return labels
+	out := make(map[string]string, len(it.Labels)+1)
+	for k, v := range it.Labels {
+		out[k] = v
+	}
+	out[corev1.LabelOSStable] = labels[corev1.LabelOSStable]
+	if b, ok := labels[corev1.LabelWindowsBuild]; ok {
+		out[corev1.LabelWindowsBuild] = b
+	}
+	return out
 }
 
 // attachedVolumes counts a pod's persistent (PVC and generic ephemeral) volumes.

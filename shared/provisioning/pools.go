@@ -244,6 +244,11 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		return p
 	}
 	for _, it := range in.Catalog.Types() {
+		// The type as the NodeClass's family offers it (a Windows family: kubernetes.io/os
+		// windows and the family's build; no arm64 type).
+		if it = it.ForAMIFamily(settings.AMIFamily); it == nil {
+			continue
+		}
 		if !typeMatches(reqs, it) || !boots(it) {
 			continue
 		}

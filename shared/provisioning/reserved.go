@@ -79,7 +79,7 @@ func compileReserved(in *Input, p *pool, daemons []daemon, left map[string]int) 
 	rs := append([]apisv1.CapacityReservation(nil), p.nodeClass.EC2.Status.CapacityReservations...)
 	sort.SliceStable(rs, func(i, j int) bool { return rs[i].ID < rs[j].ID })
 	for _, r := range rs {
-		base := in.Catalog.Get(r.InstanceType)
+		base := in.Catalog.Get(r.InstanceType).ForAMIFamily(p.settings.AMIFamily)
 		switch {
 		case base == nil, left[r.ID] <= 0, r.Expiring(in.Time), zoneReq != nil && !zoneReq.Has(r.AvailabilityZone),
 			in.Unavailable != nil && in.Unavailable(r.InstanceType, r.AvailabilityZone, apisv1.CapacityTypeReserved):

@@ -688,6 +688,8 @@ data "aws_iam_policy_document" "ami_parameters" {
     resources = [
       "arn:${data.aws_partition.current.partition}:ssm:${data.aws_region.current.region}::parameter/aws/service/bottlerocket/*",
       "arn:${data.aws_partition.current.partition}:ssm:${data.aws_region.current.region}::parameter/aws/service/eks/optimized-ami/*",
+      # The EKS-optimized Windows Server images behind windows20XX@latest aliases.
+      "arn:${data.aws_partition.current.partition}:ssm:${data.aws_region.current.region}::parameter/aws/service/ami-windows-latest/*",
     ]
   }
   dynamic "statement" {

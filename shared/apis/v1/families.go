@@ -109,5 +109,28 @@ func (in *EC2NodeClass) AMIFamily() string {
 
 // IsWindowsFamily reports a Windows AMI family (Windows2019, Windows2022, Windows2025).
 func IsWindowsFamily(family string) bool {
-	return family == AMIFamilyWindows2019 || family == AMIFamilyWindows2022 || family == AMIFamilyWindows2025
+	_, ok := windowsReleases[family]
+	return ok
+}
+
+// WindowsRelease is what a Windows AMI family stands for: the Windows Server version (the
+// year, as the EKS-optimized image names spell it) and its build, which the kubelet reports as
+// node.kubernetes.io/windows-build (Karpenter's pkg/apis/v1/labels.go Windows2019 "2019" /
+// Windows2019Build "10.0.17763", Windows2022 "2022" / "10.0.20348", Windows2025 "2025" /
+// "10.0.26100").
+type WindowsRelease struct {
+	Version string
+	Build   string
+}
+
+var windowsReleases = map[string]WindowsRelease{
+	AMIFamilyWindows2019: {"2019", "10.0.17763"},
+	AMIFamilyWindows2022: {"2022", "10.0.20348"},
+	AMIFamilyWindows2025: {"2025", "10.0.26100"},
+}
+
+// WindowsReleaseOf returns the release of a Windows AMI family; false for any other family.
+func WindowsReleaseOf(family string) (WindowsRelease, bool) {
+	r, ok := windowsReleases[family]
+	return r, ok
 }

@@ -165,9 +165,6 @@ func SetCondition(conds *[]metav1.Condition, c metav1.Condition) {
 // something other than what was asked.
 func UnsupportedEC2NodeClassFields(nc *EC2NodeClass) []string {
 	var out []string
-	if IsWindowsFamily(nc.AMIFamily()) {
-		out = append(out, "spec.amiFamily "+nc.AMIFamily()+": Dovetail does not launch Windows nodes yet")
-	}
 	s := nc.Spec
 	if s.PlacementGroupSelector != nil {
 		out = append(out, "spec.placementGroupSelector: Dovetail does not launch into placement groups yet")

@@ -362,6 +362,7 @@ func TypeFacts(info ec2types.InstanceTypeInfo) (catalog.AWSTypeFacts, error) {
 		if ni.EfaInfo != nil {
 			f.EFA = int64(aws.ToInt32(ni.EfaInfo.MaximumEfaInterfaces))
 		}
+		f.NetworkCards = int64(aws.ToInt32(ni.MaximumNetworkCards))
 	}
 	if e := info.EbsInfo; e != nil && e.EbsOptimizedInfo != nil {
 		f.EBSBandwidthMbps = int64(aws.ToInt32(e.EbsOptimizedInfo.MaximumBandwidthInMbps))

@@ -81,6 +81,12 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeUnknownType})
 			continue
 		}
+		// The type as the family offers it: a Windows family's images serve os=windows types,
+		// and no arm64 type at all (catalog InstanceType.ForAMIFamily).
+		if it = it.ForAMIFamily(res.family); it == nil {
+			refused = append(refused, cloud.UnavailableOffering{Offering: o, Code: CodeNoImageForArch})
+			continue
+		}
 		ami := res.imageFor(it.Labels)
 		subnets := res.subnetsByZone[o.Zone]
 		switch {
@@ -94,12 +100,15 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 		if o.CapacityType == apisv1.CapacityTypeReserved && o.ReservationID == "" {
 			return nil, fmt.Errorf("offerings[%d].reservationID: required for capacity type reserved", i)
 		}
-		key := ami.ID + "/" + o.ReservationID
+		efa := efaCount(req, it)
+		key := fmt.Sprintf("%s/%s/efa=%d", ami.ID, o.ReservationID, efa)
 		if templates[key] == "" {
 			d, err := p.TemplateData(req, res.family, ami.ID, res.groups, res.profile)
 			if err != nil {
 				return nil, err
 			}
+			nc := req.NodeClass.EC2
+			withEFA(d, efa, res.groups, nc.Spec.AssociatePublicIPAddress, nc.Spec.IPPrefixCount, p.clusterFacts(req.ClusterFacts).IPFamily)
 			if o.CapacityType == apisv1.CapacityTypeReserved {
 				reservedTemplateData(d, o) // one template per reservation, as Karpenter's
 			}

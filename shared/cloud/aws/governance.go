@@ -18,9 +18,10 @@ const DefaultDiscoveryTagKey = "karpenter.sh/discovery"
 // AMIs: DescribeImages reports their ImageOwnerAlias as "amazon"). Always allowed.
 const AmazonOwner = "amazon"
 
-// PublicAMIParameterPaths are the public SSM paths of the EKS-optimized and Bottlerocket AMIs,
-// which aliases read and every deployment may read (infra/aws PublicAMIParameters).
-var PublicAMIParameterPaths = []string{"/aws/service/eks/optimized-ami", "/aws/service/bottlerocket"}
+// PublicAMIParameterPaths are the public SSM paths of the EKS-optimized (Amazon Linux and
+// Windows Server) and Bottlerocket AMIs, which aliases read and every deployment may read
+// (infra/aws PublicAMIParameters).
+var PublicAMIParameterPaths = []string{"/aws/service/eks/optimized-ami", "/aws/service/bottlerocket", "/aws/service/ami-windows-latest"}
 
 // Governance is what a deployment lets NodeClasses launch with: the same settings as
 // infra/aws's IAM policies (SAM parameters / Terraform variables, passed to the functions as

@@ -33,7 +33,8 @@ const (
 
 // Default volumes per AMI family when the NodeClass has no blockDeviceMappings (Karpenter's
 // defaults): AL2/AL2023 one 20 GiB gp3 root volume on /dev/xvda; Bottlerocket a 4 GiB OS volume
-// on /dev/xvda and a 20 GiB data volume on /dev/xvdb; all encrypted.
+// on /dev/xvda and a 20 GiB data volume on /dev/xvdb; Windows one 50 GiB root volume (C:) on
+// /dev/sda1 (amifamily Windows.DefaultBlockDeviceMappings); all encrypted.
 var defaultVolumes = map[string][]struct {
 	device string
 	gib    int32
@@ -41,6 +42,9 @@ var defaultVolumes = map[string][]struct {
 	apisv1.AMIFamilyAL2023:       {{"/dev/xvda", 20}},
 	apisv1.AMIFamilyAL2:          {{"/dev/xvda", 20}},
 	apisv1.AMIFamilyBottlerocket: {{"/dev/xvda", 4}, {"/dev/xvdb", 20}},
+	apisv1.AMIFamilyWindows2019:  {{"/dev/sda1", 50}},
+	apisv1.AMIFamilyWindows2022:  {{"/dev/sda1", 50}},
+	apisv1.AMIFamilyWindows2025:  {{"/dev/sda1", 50}},
 }
 
 // TemplateData builds the launch template data of a NodeClass × AMI for nodes with the request's

@@ -199,12 +199,14 @@ func TestResolveNodeClassReportsWhatMatchedNothing(t *testing.T) {
 	if c.Status != metav1.ConditionFalse || c.Reason != apisv1.ReasonInstanceProfileNotFound || !strings.Contains(c.Message, "NoSuchProfile does not exist") {
 		t.Errorf("InstanceProfileReady %+v", c)
 	}
-	// A Windows family is refused by ValidationSucceeded; capacity reservations no longer are.
+	// A placement group selector is refused by ValidationSucceeded; capacity reservations and
+	// Windows families no longer are.
 	win := nodeClass("windows2022@latest")
 	win.Spec.CapacityReservationSelectorTerms = []apisv1.CapacityReservationSelectorTerm{{ID: "cr-0123456789abcdef0"}}
+	win.Spec.PlacementGroupSelector = &apisv1.PlacementGroupSelector{Name: "training"}
 	v := condition(t, resolve(t, e, win), apisv1.ConditionValidationSucceeded)
 	if v.Status != metav1.ConditionFalse || v.Reason != apisv1.ReasonNotSupported ||
-		strings.Contains(v.Message, "capacityReservationSelectorTerms") || !strings.Contains(v.Message, "Windows") {
+		strings.Contains(v.Message, "capacityReservationSelectorTerms") || strings.Contains(v.Message, "Windows") || !strings.Contains(v.Message, "placementGroupSelector") {
 		t.Errorf("ValidationSucceeded %+v", v)
 	}
 }

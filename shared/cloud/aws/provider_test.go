@@ -620,8 +620,9 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 			r.NodeClass.EC2.Spec.SubnetSelectorTerms[0].Tags = map[string]string{"nope": "x"}
 			return r
 		}(), "spec.subnetSelectorTerms"},
-		"windows":      {request("t", nodeClass("windows2022@latest"), off), "spec.amiSelectorTerms[0].alias"},
-		"no offerings": {request("t", nodeClass("al2023@latest")), "offerings"},
+		// Windows aliases take only "latest" (Karpenter's CRD note on amiSelectorTerms).
+		"pinned windows": {request("t", nodeClass("windows2022@v20261101"), off), "spec.amiSelectorTerms[0].alias"},
+		"no offerings":   {request("t", nodeClass("al2023@latest")), "offerings"},
 	} {
 		if _, err := e.p.Create(context.Background(), c.req); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err %v, want one naming %s", name, err, c.want)

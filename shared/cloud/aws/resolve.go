@@ -349,7 +349,19 @@ const (
 	VariantNvidia Variant = "nvidia"
 	// VariantNeuron serves types with AWS Neuron accelerators (Inferentia, Trainium).
 	VariantNeuron Variant = "neuron"
+	// VariantWindows is a Windows image: it serves the types a Windows family offers
+	// (kubernetes.io/os windows, catalog InstanceType.ForAMIFamily), whatever their
+	// accelerators, as Karpenter's Windows images carry only the os and build requirements.
+	VariantWindows Variant = "windows"
 )
+
+// WindowsParameter is the public SSM parameter of the latest EKS-optimized Windows Server
+// Core image of a Windows Server version ("2022") and Kubernetes minor version ("1.31"):
+// /aws/service/ami-windows-latest/Windows_Server-<version>-English-Core-EKS_Optimized-<k8s>/image_id
+// (Karpenter's amifamily Windows.DescribeImageQuery).
+func WindowsParameter(version, k8s string) string {
+	return "/aws/service/ami-windows-latest/Windows_Server-" + version + "-English-Core-EKS_Optimized-" + k8s + "/image_id"
+}
 
 const labelAcceleratorCount = "karpenter.k8s.aws/instance-accelerator-count"
 
@@ -360,6 +372,8 @@ func (v Variant) requirements() []corev1.NodeSelectorRequirement {
 		return []corev1.NodeSelectorRequirement{{Key: apisv1.LabelInstanceGPUCount, Operator: corev1.NodeSelectorOpExists}}
 	case VariantNeuron:
 		return []corev1.NodeSelectorRequirement{{Key: labelAcceleratorCount, Operator: corev1.NodeSelectorOpExists}}
+	case VariantWindows:
+		return []corev1.NodeSelectorRequirement{{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{string(corev1.Windows)}}}
 	}
 	return []corev1.NodeSelectorRequirement{
 		{Key: labelAcceleratorCount, Operator: corev1.NodeSelectorOpDoesNotExist},
@@ -384,7 +398,8 @@ type AliasImage struct {
 // (the x86_64 aws-k8s image also serves Neuron); for AL2 the standard, arm64 and GPU images
 // (Amazon EKS User Guide, "Retrieve recommended Amazon Linux AMI IDs" and "Retrieve recommended
 // Bottlerocket AMI IDs"; pinned-version paths as Karpenter documents for amiSelectorTerms
-// aliases). Error: a family with no public parameters (Windows, Custom).
+// aliases); for Windows families the Server Core image (WindowsParameter). Error: a family with
+// no public parameters (Custom).
 func AliasImages(a apisv1.Alias, k8s string) ([]AliasImage, error) {
 	latest := a.Version == apisv1.AliasVersionLatest
 	var out []AliasImage
@@ -428,7 +443,14 @@ func AliasImages(a apisv1.Alias, k8s string) ([]AliasImage, error) {
 			{"/aws/service/eks/optimized-ami/" + k8s + "/amazon-linux-2-gpu/" + leaf("gpu-") + "/image_id", "amd64", []Variant{VariantNeuron, VariantNvidia}},
 		}
 	default:
-		return nil, fmt.Errorf("alias family %s: Dovetail resolves AL2023, AL2 and Bottlerocket aliases", a.Family)
+		rel, ok := apisv1.WindowsReleaseOf(a.Family)
+		if !ok {
+			return nil, fmt.Errorf("alias family %s: Dovetail resolves AL2023, AL2, Bottlerocket and Windows aliases", a.Family)
+		}
+		// The EKS-optimized Windows Server Core image (Karpenter's amifamily Windows reads only
+		// the Core edition; Amazon EKS User Guide, "Retrieve recommended Microsoft Windows AMI
+		// IDs"); Windows aliases take only "latest" (ParseAlias) and the image is x86_64.
+		out = []AliasImage{{Parameter: WindowsParameter(rel.Version, k8s), Arch: "amd64", Variants: []Variant{VariantWindows}}}
 	}
 	return out, nil
 }

@@ -97,7 +97,7 @@ func (c *Cloud) Tick(ctx context.Context) error {
 
 // nodeOf builds the Node the instance's kubelet registers. Called with c.mu held.
 func (c *Cloud) nodeOf(inst *instance, now time.Time) (*corev1.Node, error) {
-	it := c.catalog.Get(inst.InstanceType)
+	it := c.catalog.Get(inst.InstanceType).ForAMIFamily(inst.settings.AMIFamily)
 	return cloud.NodeFor(it, inst.Instance, cloud.NodeSpec{
 		Name:           inst.nodeName,
 		InternalIP:     inst.privateIP.String(),

@@ -367,7 +367,7 @@ func (c *Cloud) validate(req cloud.LaunchRequest) (catalog.NodeSettings, error) 
 	if err != nil {
 		return none, fmt.Errorf("nodeClass: %w", err)
 	}
-	if _, err := cloud.NodeFor(c.catalog.Get(first.InstanceType), probe, cloud.NodeSpec{
+	if _, err := cloud.NodeFor(c.catalog.Get(first.InstanceType).ForAMIFamily(settings.AMIFamily), probe, cloud.NodeSpec{
 		Name: "ip-10-0-0-4.ec2.internal", Region: c.region, Labels: req.Labels, Taints: req.Taints, Settings: &settings,
 	}); err != nil {
 		return none, err

@@ -16,6 +16,8 @@
 //   - AL2: a bash script calling /etc/eks/bootstrap.sh with --kubelet-extra-args (and
 //     --local-disks for instance-store RAID0); every argument is one single-quoted word
 //     (script.command), and Parse reads it back with a bash parser.
+//   - Windows2019, Windows2022, Windows2025: a <powershell> script calling the EKS bootstrap
+//     script Start-EKSBootstrap.ps1 with single-quoted values (windows.go).
 //   - Custom: the NodeClass's spec.userData, unchanged.
 //
 // Every renderer escapes by construction: YAML and TOML are marshalled from values, MIME is
@@ -61,7 +63,8 @@ const NodeConfigContentType = "application/node.eks.aws"
 
 // Spec is what a node needs to join the cluster.
 type Spec struct {
-	// Family is the AMI family: AL2023, Bottlerocket, AL2 or Custom (apisv1.AMIFamily*).
+	// Family is the AMI family: AL2023, Bottlerocket, AL2, Windows2019/2022/2025 or Custom
+	// (apisv1.AMIFamily*).
 	Family string
 	// ClusterName, APIServerEndpoint (https URL) and CertificateAuthority (base64 PEM bundle), as
 	// EKS DescribeCluster reports them.
@@ -90,7 +93,7 @@ type Spec struct {
 }
 
 // Render returns the user data (plain text; EC2 wants it base64-encoded). Errors: a missing
-// cluster name/endpoint/CA for a family that joins by itself, Windows families (not supported),
+// cluster name/endpoint/CA for a family that joins by itself, an unknown family,
 // a Custom part that does not parse, and any value the API server or EKS would refuse (Spec.check):
 // whatever a caller skipped, an invalid label or taint never reaches a renderer.
 func Render(s Spec) (string, error) {
@@ -99,7 +102,9 @@ func Render(s Spec) (string, error) {
 		return s.Custom, nil
 	case apisv1.AMIFamilyAL2023, apisv1.AMIFamilyBottlerocket, apisv1.AMIFamilyAL2:
 	default:
-		return "", fmt.Errorf("amiFamily %q: user data is rendered for AL2023, Bottlerocket, AL2 and Custom only", s.Family)
+		if !apisv1.IsWindowsFamily(s.Family) {
+			return "", fmt.Errorf("amiFamily %q: user data is rendered for AL2023, Bottlerocket, AL2, Windows2019, Windows2022, Windows2025 and Custom only", s.Family)
+		}
 	}
 	switch {
 	case s.ClusterName == "":
@@ -117,8 +122,10 @@ func Render(s Spec) (string, error) {
 		return renderAL2023(s)
 	case apisv1.AMIFamilyBottlerocket:
 		return renderBottlerocket(s)
-	default:
+	case apisv1.AMIFamilyAL2:
 		return renderAL2(s)
+	default:
+		return renderWindows(s)
 	}
 }
 
@@ -589,7 +596,8 @@ type Node struct {
 
 // Parse reads user data of an AMI family as its boot agent would. AL2023: every
 // application/node.eks.aws part (or a bare NodeConfig), later parts overriding earlier ones;
-// Bottlerocket: the TOML settings; AL2: the bootstrap.sh line. Errors name what did not parse.
+// Bottlerocket: the TOML settings; AL2: the bootstrap.sh line; Windows: the
+// Start-EKSBootstrap.ps1 call of the <powershell> script (parseWindows). Errors name what did not parse.
 func Parse(family, data string) (*Node, error) {
 	switch family {
 	case apisv1.AMIFamilyAL2023:
@@ -598,6 +606,9 @@ func Parse(family, data string) (*Node, error) {
 		return parseBottlerocket(data)
 	case apisv1.AMIFamilyAL2:
 		return parseAL2(data)
+	}
+	if apisv1.IsWindowsFamily(family) {
+		return parseWindows(data)
 	}
 	return &Node{}, nil
 }

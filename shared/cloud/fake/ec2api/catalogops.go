@@ -60,6 +60,9 @@ func InstanceTypeInfo(it *catalog.InstanceType) types.InstanceTypeInfo {
 			ni.EfaSupported = aws.Bool(true)
 			ni.EfaInfo = &types.EfaInfo{MaximumEfaInterfaces: aws.Int32(int32(s.EFA))}
 		}
+		if s.NetworkCards > 0 {
+			ni.MaximumNetworkCards = aws.Int32(int32(s.NetworkCards))
+		}
 		if v := l[catalog.LabelInstanceEncryptionInTransitSupported]; v != "" {
 			ni.EncryptionInTransitSupported = aws.Bool(v == "true")
 		}

@@ -151,6 +151,7 @@ func responseData(d *types.RequestLaunchTemplateData) types.ResponseLaunchTempla
 		out.NetworkInterfaces = append(out.NetworkInterfaces, types.LaunchTemplateInstanceNetworkInterfaceSpecification{
 			AssociatePublicIpAddress: n.AssociatePublicIpAddress, DeviceIndex: n.DeviceIndex, Groups: n.Groups,
 			Ipv4PrefixCount: n.Ipv4PrefixCount, NetworkCardIndex: n.NetworkCardIndex, InterfaceType: n.InterfaceType,
+			Ipv6PrefixCount: n.Ipv6PrefixCount, PrimaryIpv6: n.PrimaryIpv6, Ipv6AddressCount: n.Ipv6AddressCount, SubnetId: n.SubnetId,
 		})
 	}
 	for _, ts := range d.TagSpecifications {
@@ -455,6 +456,8 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	if aerr != nil {
 		return nil, aerr
 	}
+	offerings, unlaunchable := s.interfaceRefusals(offerings, sources, lifecycle)
+	unauthorized = append(unauthorized, unlaunchable...)
 	if len(offerings) == 0 { // IAM refused every offering's launch: the fleet answers with the errors
 		return s.fleetAnswer(token, digest, reqID, []member{{"fleetId", aws.String(fleetID(token))}, {"errorSet", unauthorized},
 			{"fleetInstanceSet", []types.CreateFleetInstance{}}})

@@ -369,6 +369,23 @@ func (s *Server) seedImages() {
 			ImageOwnerAlias: aws.String("amazon"), OwnerId: aws.String(AmazonImageAccount), CreationDate: aws.String(fakeImageDate)}, f.family)
 		s.params[f.param] = aws.ToString(img.ImageId)
 	}
+	// The EKS-optimized Windows Server Core images, x86_64 only (Amazon EKS User Guide,
+	// "Retrieve recommended Microsoft Windows AMI IDs"); DescribeImages reports them with
+	// Platform "windows" and PlatformDetails "Windows" (EC2 API reference, Image).
+	for _, family := range []string{apisv1.AMIFamilyWindows2019, apisv1.AMIFamilyWindows2022, apisv1.AMIFamilyWindows2025} {
+		rel, _ := apisv1.WindowsReleaseOf(family)
+		img := s.addImage(types.Image{Name: aws.String("Windows_Server-" + rel.Version + "-English-Core-EKS_Optimized-" + s.k8s + "-2026.11.01"),
+			Architecture: types.ArchitectureValuesX8664, Platform: types.PlatformValuesWindows, PlatformDetails: aws.String("Windows"),
+			ImageOwnerAlias: aws.String("amazon"), OwnerId: aws.String(AmazonImageAccount), CreationDate: aws.String(fakeImageDate)}, family)
+		s.params[WindowsParameter(rel.Version, s.k8s)] = aws.ToString(img.ImageId)
+	}
+}
+
+// WindowsParameter is the SSM parameter of the latest EKS-optimized Windows Server Core image
+// of a Windows Server version ("2022") (Amazon EKS User Guide, "Retrieve recommended Microsoft
+// Windows AMI IDs"): /aws/service/ami-windows-latest/Windows_Server-<version>-English-Core-EKS_Optimized-<k8s>/image_id.
+func WindowsParameter(version, k8s string) string {
+	return "/aws/service/ami-windows-latest/Windows_Server-" + version + "-English-Core-EKS_Optimized-" + k8s + "/image_id"
 }
 
 // addImage stores an image, filling in what EC2 always reports. Called with s.mu held or before use.
@@ -402,6 +419,11 @@ func familyOfName(name string) string {
 		return apisv1.AMIFamilyAL2023
 	case strings.HasPrefix(name, "amazon-eks-node-"):
 		return apisv1.AMIFamilyAL2
+	}
+	for _, family := range []string{apisv1.AMIFamilyWindows2019, apisv1.AMIFamilyWindows2022, apisv1.AMIFamilyWindows2025} {
+		if rel, _ := apisv1.WindowsReleaseOf(family); strings.HasPrefix(name, "Windows_Server-"+rel.Version+"-") && strings.Contains(name, "-EKS_Optimized-") {
+			return family
+		}
 	}
 	return apisv1.AMIFamilyCustom
 }

@@ -26,56 +26,82 @@ import (
 // where EC2's wire name differs; those exceptions are listed below, taken from the SDK's
 // generated serializers.go and deserializers.go (service/ec2 v1.344.3).
 
+// xmlItemNames are output list members whose elements are not <item>, by "<Go type>.<Go
+// field>": a launch template network interface's groupSet holds <groupId> elements
+// (deserializers.go, GroupIdStringList).
+var xmlItemNames = map[string]string{
+	"LaunchTemplateInstanceNetworkInterfaceSpecification.Groups": "groupId",
+}
+
+// encodeItems writes a list member whose elements are named item.
+func encodeItems(e *xml.Encoder, name, item string, v reflect.Value) error {
+	el := xml.StartElement{Name: xml.Name{Local: name}}
+	if err := e.EncodeToken(el); err != nil {
+		return err
+	}
+	for i := 0; i < v.Len(); i++ {
+		if err := encodeValue(e, item, v.Index(i)); err != nil {
+			return err
+		}
+	}
+	return e.EncodeToken(el.End())
+}
+
 // queryListNames are list members whose query name is not the Go field name minus its final "s".
 var queryListNames = map[string]string{
 	"LaunchTemplateConfigs": "LaunchTemplateConfigs",
 	"Overrides":             "Overrides",
 	"Versions":              "LaunchTemplateVersion", // DescribeLaunchTemplateVersions
+	// "<Go type>.<Go field>" where one type's member differs: a launch template's network
+	// interface names its groups SecurityGroupId.N (serializers.go,
+	// LaunchTemplateInstanceNetworkInterfaceSpecificationRequest).
+	"LaunchTemplateInstanceNetworkInterfaceSpecificationRequest.Groups": "SecurityGroupId",
 }
 
 // xmlNames are output members whose XML name is not the lowerCamel Go field name, by
 // "<Go type>.<Go field>".
 var xmlNames = map[string]string{
-	"Instance.BlockDeviceMappings":                            "blockDeviceMapping",
-	"Instance.NetworkInterfaces":                              "networkInterfaceSet",
-	"Instance.PublicDnsName":                                  "dnsName",
-	"Instance.PublicIpAddress":                                "ipAddress",
-	"Instance.SecurityGroups":                                 "groupSet",
-	"Instance.State":                                          "instanceState",
-	"Instance.StateTransitionReason":                          "reason",
-	"Instance.Tags":                                           "tagSet",
-	"Instance.Licenses":                                       "licenseSet",
-	"Instance.ElasticGpuAssociations":                         "elasticGpuAssociationSet",
-	"Instance.ElasticInferenceAcceleratorAssociations":        "elasticInferenceAcceleratorAssociationSet",
-	"Instance.SecondaryInterfaces":                            "secondaryInterfaceSet",
-	"Reservation.Groups":                                      "groupSet",
-	"Reservation.Instances":                                   "instancesSet",
-	"Subnet.Tags":                                             "tagSet",
-	"CapacityReservation.Tags":                                "tagSet",
-	"SecurityGroup.Description":                               "groupDescription",
-	"SecurityGroup.Tags":                                      "tagSet",
-	"IpPermission.UserIdGroupPairs":                           "groups",
-	"Image.BlockDeviceMappings":                               "blockDeviceMapping",
-	"Image.ImageWatermarks":                                   "imageWatermarkSet",
-	"Image.OwnerId":                                           "imageOwnerId",
-	"Image.Public":                                            "isPublic",
-	"Image.State":                                             "imageState",
-	"Image.Tags":                                              "tagSet",
-	"LaunchTemplate.Tags":                                     "tagSet",
-	"LaunchTemplateTagSpecification.Tags":                     "tagSet",
-	"ResponseLaunchTemplateData.BlockDeviceMappings":          "blockDeviceMappingSet",
-	"ResponseLaunchTemplateData.ElasticGpuSpecifications":     "elasticGpuSpecificationSet",
-	"ResponseLaunchTemplateData.ElasticInferenceAccelerators": "elasticInferenceAcceleratorSet",
-	"ResponseLaunchTemplateData.LicenseSpecifications":        "licenseSet",
-	"ResponseLaunchTemplateData.NetworkInterfaces":            "networkInterfaceSet",
-	"ResponseLaunchTemplateData.SecondaryInterfaces":          "secondaryInterfaceSet",
-	"ResponseLaunchTemplateData.SecurityGroupIds":             "securityGroupIdSet",
-	"ResponseLaunchTemplateData.SecurityGroups":               "securityGroupSet",
-	"ResponseLaunchTemplateData.TagSpecifications":            "tagSpecificationSet",
-	"FleetLaunchTemplateOverrides.BlockDeviceMappings":        "blockDeviceMappingSet",
-	"EbsInfo.EbsCards":                                        "ebsCardSet",
-	"GpuDeviceInfo.Workloads":                                 "workloadSet",
-	"NetworkCardInfo.InterfaceTypes":                          "interfaceTypeSet",
+	"Instance.BlockDeviceMappings":                               "blockDeviceMapping",
+	"Instance.NetworkInterfaces":                                 "networkInterfaceSet",
+	"Instance.PublicDnsName":                                     "dnsName",
+	"Instance.PublicIpAddress":                                   "ipAddress",
+	"Instance.SecurityGroups":                                    "groupSet",
+	"Instance.State":                                             "instanceState",
+	"Instance.StateTransitionReason":                             "reason",
+	"Instance.Tags":                                              "tagSet",
+	"Instance.Licenses":                                          "licenseSet",
+	"Instance.ElasticGpuAssociations":                            "elasticGpuAssociationSet",
+	"Instance.ElasticInferenceAcceleratorAssociations":           "elasticInferenceAcceleratorAssociationSet",
+	"Instance.SecondaryInterfaces":                               "secondaryInterfaceSet",
+	"Reservation.Groups":                                         "groupSet",
+	"Reservation.Instances":                                      "instancesSet",
+	"Subnet.Tags":                                                "tagSet",
+	"CapacityReservation.Tags":                                   "tagSet",
+	"SecurityGroup.Description":                                  "groupDescription",
+	"SecurityGroup.Tags":                                         "tagSet",
+	"IpPermission.UserIdGroupPairs":                              "groups",
+	"Image.BlockDeviceMappings":                                  "blockDeviceMapping",
+	"Image.ImageWatermarks":                                      "imageWatermarkSet",
+	"Image.OwnerId":                                              "imageOwnerId",
+	"Image.Public":                                               "isPublic",
+	"Image.State":                                                "imageState",
+	"Image.Tags":                                                 "tagSet",
+	"LaunchTemplate.Tags":                                        "tagSet",
+	"LaunchTemplateTagSpecification.Tags":                        "tagSet",
+	"ResponseLaunchTemplateData.BlockDeviceMappings":             "blockDeviceMappingSet",
+	"ResponseLaunchTemplateData.ElasticGpuSpecifications":        "elasticGpuSpecificationSet",
+	"ResponseLaunchTemplateData.ElasticInferenceAccelerators":    "elasticInferenceAcceleratorSet",
+	"ResponseLaunchTemplateData.LicenseSpecifications":           "licenseSet",
+	"ResponseLaunchTemplateData.NetworkInterfaces":               "networkInterfaceSet",
+	"ResponseLaunchTemplateData.SecondaryInterfaces":             "secondaryInterfaceSet",
+	"ResponseLaunchTemplateData.SecurityGroupIds":                "securityGroupIdSet",
+	"LaunchTemplateInstanceNetworkInterfaceSpecification.Groups": "groupSet",
+	"ResponseLaunchTemplateData.SecurityGroups":                  "securityGroupSet",
+	"ResponseLaunchTemplateData.TagSpecifications":               "tagSpecificationSet",
+	"FleetLaunchTemplateOverrides.BlockDeviceMappings":           "blockDeviceMappingSet",
+	"EbsInfo.EbsCards":                                           "ebsCardSet",
+	"GpuDeviceInfo.Workloads":                                    "workloadSet",
+	"NetworkCardInfo.InterfaceTypes":                             "interfaceTypeSet",
 }
 
 // timeFormat is how EC2 writes timestamps (ISO 8601 in UTC with milliseconds).
@@ -147,7 +173,9 @@ func decodeNode(n *node, v reflect.Value, path string) error {
 			}
 			name := f.Name
 			if f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() != reflect.Uint8 {
-				if q, ok := queryListNames[f.Name]; ok {
+				if q, ok := queryListNames[t.Name()+"."+f.Name]; ok {
+					name = q
+				} else if q, ok := queryListNames[f.Name]; ok {
 					name = q
 				} else {
 					name = strings.TrimSuffix(f.Name, "s")
@@ -276,6 +304,12 @@ func encodeValue(e *xml.Encoder, name string, v reflect.Value) error {
 			fn, ok := xmlNames[t.Name()+"."+f.Name]
 			if !ok {
 				fn = lowerFirst(f.Name)
+			}
+			if item, ok := xmlItemNames[t.Name()+"."+f.Name]; ok && v.Field(i).Len() > 0 {
+				if err := encodeItems(e, fn, item, v.Field(i)); err != nil {
+					return err
+				}
+				continue
 			}
 			if err := encodeValue(e, fn, v.Field(i)); err != nil {
 				return err
