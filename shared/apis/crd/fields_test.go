@@ -52,7 +52,7 @@ var fields = map[string]fieldEntry{
 	"NodePool status.resources":                          {implemented, "shared/lifecycle/status.go (NodePool counter)"},
 	"NodePool status.nodeClassObservedGeneration":        {implemented, "shared/lifecycle/status.go"},
 	"NodePool status":                                    {implemented, "shared/lifecycle/status.go"},
-	"EC2NodeClass spec.amiFamily":                        {implemented, "shared/catalog/kubelet.go, shared/cloud/aws/userdata (AL2, AL2023, Bottlerocket, Custom); the Windows values are owned by the Windows item (issue 26 item 4) and refused until then"},
+	"EC2NodeClass spec.amiFamily":                        {implemented, "shared/catalog/kubelet.go, shared/cloud/aws/userdata (AL2, AL2023, Bottlerocket, Custom; Windows2019, Windows2022, Windows2025 in userdata/windows.go)"},
 	"EC2NodeClass spec.amiSelectorTerms":                 {implemented, "shared/cloud/aws/resolve.go (alias, id, name, owner, ssmParameter, tags)"},
 	"EC2NodeClass spec.associatePublicIPAddress":         {implemented, "shared/cloud/aws/launchtemplate.go"},
 	"EC2NodeClass spec.blockDeviceMappings":              {implemented, "shared/cloud/aws/launchtemplate.go; root volume size in shared/cloud/nodesettings.go"},
@@ -135,8 +135,8 @@ func TestEveryFieldImplementedOrRefused(t *testing.T) {
 			t.Errorf("%s is %s but the refused table does not prove its condition", k, e.where)
 		}
 	}
-	// spec.cpuOptions is proven through its one field; the Windows amiFamily values likewise.
-	for _, k := range []string{"EC2NodeClass spec.cpuOptions.nestedVirtualization", "EC2NodeClass spec.amiFamily"} {
+	// spec.cpuOptions is proven through its one field.
+	for _, k := range []string{"EC2NodeClass spec.cpuOptions.nestedVirtualization"} {
 		if _, ok := refused[k]; !ok {
 			t.Errorf("refused no longer proves %s", k)
 		}

@@ -49,12 +49,6 @@ var refused = map[string]func() (kind string, msgs []string){
 		nc.Spec.CPUOptions = &v1.CPUOptions{NestedVirtualization: &e}
 		return "EC2NodeClass", v1.UnsupportedEC2NodeClassFields(nc)
 	},
-	"EC2NodeClass spec.amiFamily": func() (string, []string) { // the Windows families
-		nc := validClass()
-		w := v1.AMIFamilyWindows2025
-		nc.Spec.AMIFamily = &w
-		return "EC2NodeClass", v1.UnsupportedEC2NodeClassFields(nc)
-	},
 	"NodePool spec.replicas": func() (string, []string) {
 		n := int64(3)
 		np := &v1.NodePool{Spec: v1.NodePoolSpec{Replicas: &n}}
