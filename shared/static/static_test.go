@@ -47,7 +47,7 @@ func (w *world) claim(name, pool string, launched bool) *apisv1.NodeClaim {
 		nc.Status.ProviderID = "aws:///us-east-1a/i-" + name
 		nc.Status.NodeName = name
 		w.snap.Nodes = append(w.snap.Nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{apisv1.LabelNodePool: pool}},
-			Spec: corev1.NodeSpec{ProviderID: nc.Status.ProviderID},
+			Spec:   corev1.NodeSpec{ProviderID: nc.Status.ProviderID},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}})
 	}
 	w.snap.NodeClaims = append(w.snap.NodeClaims, nc)
