@@ -82,9 +82,9 @@ func (d Decision) Launches() []Pool {
 // Decide decides every static NodePool of the snapshot (sorted by name; dynamic pools are not
 // listed):
 //
-//   - A pool being deleted, or one whose spec fails validation (apis.ValidateNodePool: a
-//     negative replicas, weight or a limit other than limits.nodes; its NodePool status says
-//     so), is skipped.
+//   - A pool being deleted, or one whose spec fails validation with the CRD's defaults applied
+//     (apis.ValidateNodePool: a negative replicas, weight or a limit other than limits.nodes;
+//     its NodePool status says so), is skipped.
 //   - Scale up: when Active + PendingDisruption < replicas, Launch = replicas − Active, capped so
 //     that Active + Deleting + PendingDisruption + Launch stays within limits.nodes (Karpenter's
 //     static provisioning Reconcile with NodePoolState.ReserveNodeCount). A drifted node being
@@ -155,7 +155,11 @@ func decidePool(snap *events.Snapshot, np *apisv1.NodePool, nodes map[*apisv1.No
 		p.Skipped = "the NodePool is being deleted"
 		return p
 	}
-	if errs := apis.ValidateNodePool(np); len(errs) > 0 {
+	// Validated with the CRD's defaults applied, as the API server stores it (an in-memory
+	// cluster or a manifest may leave consolidationPolicy and consolidateAfter unset).
+	defaulted := np.DeepCopy()
+	apis.SetDefaults(defaulted)
+	if errs := apis.ValidateNodePool(defaulted); len(errs) > 0 {
 		p.Skipped = "the NodePool is not valid: " + errs.ToAggregate().Error()
 		return p
 	}
