@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/drift"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/static"
 )
@@ -31,6 +34,9 @@ type StaticResult struct {
 	MostNodeClaims int
 	// BigPodPending: the pod no node of the pool can hold stayed pending the whole run.
 	BigPodPending bool
+	// DriftRolled are the nodes replaced after the new AMI, MaxDriftDisrupting the most tainted
+	// by drift at once (the pool's Drifted budget is 1).
+	DriftRolled, MaxDriftDisrupting int
 	// ScaledTo is the replicas the pool was scaled to, NodesAfterScaleDown its Ready nodes then,
 	// ScaleDownDeletes the DeleteNodeClaim commands the scale-down published.
 	ScaledTo            int
@@ -51,7 +57,9 @@ const staticPoolName = "static"
 // the small pods run on its nodes, the big one stays pending (pods do not size a static pool).
 // A node is then deleted (kubectl delete node): the termination path drains it and terminates
 // its instance, and the next provision decision launches one NodeClaim in its place (3 − 2
-// active = 1), so the pool holds 3 nodes again after 4 launches in all. Finally spec.replicas
+// active = 1), so the pool holds 3 nodes again after 4 launches in all. A new AMI then drifts
+// every node, and the drift function replaces them one for one within the budget (staticDrift).
+// Finally spec.replicas
 // goes from 3 to 1: the lifecycle function deletes 3 − 1 = 2 NodeClaims, empty nodes first, and
 // the small pods (2 × 500m ≤ 1930m) end on the one node left.
 func Static(ctx context.Context, out io.Writer) (*StaticResult, error) {
@@ -127,7 +135,11 @@ func Static(ctx context.Context, out io.Writer) (*StaticResult, error) {
 		return res, err
 	}
 	res.NodesAfterDeletion, res.Replaced = len(ready), true
-	w.printf("static NodePool %s holds %d nodes %v again; scaling spec.replicas %d → %d", staticPoolName, len(ready), ready, res.Replicas, res.ScaledTo)
+	if err := w.staticDrift(ctx, res, step); err != nil {
+		return res, err
+	}
+	ready, _ = w.staticCounts()
+	w.printf("static NodePool %s holds %d nodes %v; scaling spec.replicas %d → %d", staticPoolName, len(ready), ready, res.Replicas, res.ScaledTo)
 	before := len(w.Commands)
 	if err := w.SetReplicas(staticPoolName, int64(res.ScaledTo)); err != nil {
 		return res, err
@@ -154,10 +166,58 @@ func Static(ctx context.Context, out io.Writer) (*StaticResult, error) {
 	res.Launches = w.Cloud.Stats().Launches
 	res.Lost = len(w.Lost)
 	res.Bound, res.Total = w.PodsBound()
-	w.printf("result: %d nodes, then %d after deleting %s (%d launches in all, at most %d NodeClaims at once), then %d after scaling to %d (%d NodeClaims deleted); big pod pending %v; %d/%d pods bound, %d lost",
-		res.NodesBefore, res.NodesAfterDeletion, res.Deleted, res.Launches, res.MostNodeClaims, res.NodesAfterScaleDown, res.ScaledTo,
+	w.printf("result: %d nodes, then %d after deleting %s; %d rolled by drift (at most %d at once); %d launches in all, at most %d NodeClaims at once; %d nodes after scaling to %d (%d NodeClaims deleted); big pod pending %v; %d/%d pods bound, %d lost",
+		res.NodesBefore, res.NodesAfterDeletion, res.Deleted, res.DriftRolled, res.MaxDriftDisrupting, res.Launches, res.MostNodeClaims, res.NodesAfterScaleDown, res.ScaledTo,
 		res.ScaleDownDeletes, res.BigPodPending, res.Bound, res.Total, res.Lost)
 	return res, nil
+}
+
+// staticDrift publishes a new AMI behind the class's alias: every node of the pool drifts, and
+// the drift function replaces them one for one within the pool's Drifted budget (nodes: "1"),
+// each replacement launched from the template and initialized before the old node goes. By
+// hand: 3 rolled, at most 1 tainted at once, never more than replicas + 1 = 4 NodeClaims.
+func (w *World) staticDrift(ctx context.Context, res *StaticResult, step func() error) error {
+	old := map[string]bool{}
+	ready, _ := w.staticCounts()
+	for _, n := range ready {
+		old[n] = true
+	}
+	w.printf("publishing %s behind al2023@latest: the pool's %d nodes drift", NewAMI, len(old))
+	if err := w.SetNodeClassAMIs("default", defaultClass(NewAMI).Status.AMIs); err != nil {
+		return err
+	}
+	h := &drift.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: w,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now}
+	for range 120 {
+		d, err := h.Decide(ctx, w.Snapshot())
+		if err != nil {
+			return err
+		}
+		for _, l := range d.Lines() {
+			w.printChanged("drift "+l.Node, l.State, "drift: %s", l.Text)
+		}
+		if err := step(); err != nil {
+			return err
+		}
+		snap := w.Snapshot()
+		remaining, disrupting := 0, 0
+		for _, n := range snap.Nodes {
+			if old[n.Name] {
+				remaining++
+			}
+			for _, t := range n.Spec.Taints {
+				if t.Key == apisv1.TaintKeyDisrupted && t.Value == disruption.TaintValueDrifted {
+					disrupting++
+				}
+			}
+		}
+		res.MaxDriftDisrupting = max(res.MaxDriftDisrupting, disrupting)
+		if remaining == 0 {
+			res.DriftRolled = len(old)
+			return nil
+		}
+	}
+	return fmt.Errorf("static scenario: drifted nodes not all replaced in 20 minutes")
 }
 
 // staticNodePool is a static NodePool of m5.large on-demand nodes.

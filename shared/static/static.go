@@ -134,6 +134,18 @@ type member struct {
 
 func decidePool(snap *events.Snapshot, np *apisv1.NodePool, nodes map[*apisv1.NodeClaim]*corev1.Node, podsOn map[string][]*corev1.Pod) Pool {
 	p := Pool{NodePool: np, Replicas: *np.Spec.Replicas, NodeLimit: NodeLimit(np)}
+	// A drift replacement names the node it replaces (disruption.AnnotationReplaces); from its
+	// launch on, that node is pending disruption, even in a snapshot taken before its taint is
+	// applied, so the replacement is never taken for a surplus NodeClaim.
+	replaced := map[string]bool{}
+	for i := range snap.NodeClaims {
+		nc := &snap.NodeClaims[i]
+		if nc.Labels[apisv1.LabelNodePool] == np.Name && nc.DeletionTimestamp == nil {
+			for _, n := range strings.Split(nc.Annotations[disruption.AnnotationReplaces], ",") {
+				replaced[n] = n != ""
+			}
+		}
+	}
 	var active []member
 	for i := range snap.NodeClaims {
 		nc := &snap.NodeClaims[i]
@@ -144,7 +156,7 @@ func decidePool(snap *events.Snapshot, np *apisv1.NodePool, nodes map[*apisv1.No
 		switch {
 		case nc.DeletionTimestamp != nil || (node != nil && node.DeletionTimestamp != nil):
 			p.Deleting++
-		case node != nil && disruption.MarkedForDeletion(node, nc):
+		case node != nil && (disruption.MarkedForDeletion(node, nc) || replaced[node.Name]):
 			p.PendingDisruption++
 		default:
 			p.Active++
@@ -291,4 +303,44 @@ func (d Decision) Commands(cluster string, revision int64) []events.Command {
 		}
 	}
 	return out
+}
+
+// GateDrift applies Karpenter's static drift rules (StaticDrift, kubernetes-sigs/karpenter
+// pkg/controllers/disruption/staticdrift.go) to a drift plan: a static NodePool's drifted
+// nodes are replaced one for one, a new NodeClaim from its template launched before the old
+// one goes, within the Drifted budget PlanDrift already applied, and further only while the
+// pool is not above its replicas (Active + PendingDisruption > replicas: the scale-down goes
+// first) and within limits.nodes (at most NodeLimit − (Active + Deleting + PendingDisruption)
+// replacements at once). The nodes held back move to OverBudget with the reason. Dynamic pools'
+// candidates pass unchanged.
+func GateDrift(snap *events.Snapshot, plan disruption.DriftPlan) disruption.DriftPlan {
+	pools := map[string]Pool{}
+	for _, p := range Decide(snap).Pools {
+		pools[p.NodePool.Name] = p
+	}
+	granted := map[string]int64{}
+	selected := plan.Selected[:0:0]
+	for _, c := range plan.Selected {
+		p, ok := pools[c.NodePool.Name]
+		if !ok {
+			selected = append(selected, c)
+			continue
+		}
+		room := p.NodeLimit - int64(p.Active+p.Deleting+p.PendingDisruption) - granted[p.NodePool.Name]
+		why := ""
+		switch {
+		case int64(p.Active+p.PendingDisruption) > p.Replicas:
+			why = fmt.Sprintf("static NodePool %s holds %d NodeClaims for spec.replicas %d: its scale-down goes before drift", p.NodePool.Name, p.Active+p.PendingDisruption, p.Replicas)
+		case room <= 0:
+			why = fmt.Sprintf("static NodePool %s: limits.nodes %d leaves no room for a replacement", p.NodePool.Name, p.NodeLimit)
+		}
+		if why != "" {
+			plan.OverBudget = append(plan.OverBudget, disruption.DriftSkip{Node: c.Name(), Reason: why, NodeClaim: c.NodeClaim, NodePool: p.NodePool.Name})
+			continue
+		}
+		granted[p.NodePool.Name]++
+		selected = append(selected, c)
+	}
+	plan.Selected = selected
+	return plan
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/apis"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
 )
 
 var t0 = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
@@ -239,4 +240,74 @@ func TestZeroReplicasRemovesAll(t *testing.T) {
 	if got := removed(only(t, Decide(w.snap))); got != "a,b" {
 		t.Fatalf("removed %s, want a,b (both empty, by name)", got)
 	}
+}
+
+// A drift replacement (disruption.AnnotationReplaces) makes the node it replaces pending
+// disruption before the node's taint lands: replicas 2 with a, b and b's replacement r counts
+// active a + r = 2, pending b = 1; nothing launched, nothing removed.
+func TestReplacementBeforeItsTaintIsNoSurplus(t *testing.T) {
+	w := newWorld()
+	w.pool("fixed", 2)
+	w.claim("a", "fixed", true)
+	w.claim("b", "fixed", true)
+	r := w.claim("r", "fixed", true)
+	r.Annotations = map[string]string{disruption.AnnotationReplaces: "b"}
+	p := only(t, Decide(w.snap))
+	if p.Active != 2 || p.PendingDisruption != 1 || p.Launch != 0 || len(p.Remove) != 0 {
+		t.Fatalf("got %+v, want active 2, pending 1, nothing done", p)
+	}
+}
+
+func TestGateDrift(t *testing.T) {
+	cand := func(w *world, node string) disruption.DriftCandidate {
+		var np *apisv1.NodePool
+		for i := range w.snap.NodePools {
+			if w.snap.NodePools[i].Name == "fixed" {
+				np = &w.snap.NodePools[i]
+			}
+		}
+		return disruption.DriftCandidate{Target: disruption.Target{Node: w.node(node), NodePool: np}, Reason: apisv1.DisruptionReasonDrifted}
+	}
+	names := func(cs []disruption.DriftCandidate) string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Name())
+		}
+		return strings.Join(out, ",")
+	}
+	t.Run("within limits.nodes", func(t *testing.T) {
+		w := newWorld()
+		np := w.pool("fixed", 3)
+		np.Spec.Limits = corev1.ResourceList{"nodes": resource.MustParse("4")}
+		for _, n := range []string{"a", "b", "c"} {
+			w.claim(n, "fixed", true)
+		}
+		plan := disruption.DriftPlan{Selected: []disruption.DriftCandidate{cand(w, "a"), cand(w, "b")}}
+		// room = 4 − (3 active + 0 + 0) = 1: a is replaced, b waits naming limits.nodes.
+		got := GateDrift(w.snap, plan)
+		if names(got.Selected) != "a" || len(got.OverBudget) != 1 || got.OverBudget[0].Node != "b" ||
+			!strings.Contains(got.OverBudget[0].Reason, "limits.nodes 4") {
+			t.Fatalf("selected %s, over budget %+v: want a, then b held by limits.nodes", names(got.Selected), got.OverBudget)
+		}
+	})
+	t.Run("scale-down first", func(t *testing.T) {
+		w := newWorld()
+		w.pool("fixed", 1)
+		w.claim("a", "fixed", true)
+		w.claim("b", "fixed", true)
+		// active 2 > replicas 1: no drift until the surplus is gone.
+		got := GateDrift(w.snap, disruption.DriftPlan{Selected: []disruption.DriftCandidate{cand(w, "a")}})
+		if len(got.Selected) != 0 || len(got.OverBudget) != 1 || !strings.Contains(got.OverBudget[0].Reason, "scale-down goes before drift") {
+			t.Fatalf("selected %s, over budget %+v", names(got.Selected), got.OverBudget)
+		}
+	})
+	t.Run("dynamic pools pass", func(t *testing.T) {
+		w := newWorld()
+		w.pool("fixed", -1)
+		w.claim("a", "fixed", true)
+		got := GateDrift(w.snap, disruption.DriftPlan{Selected: []disruption.DriftCandidate{cand(w, "a")}})
+		if names(got.Selected) != "a" || len(got.OverBudget) != 0 {
+			t.Fatalf("selected %s, over budget %+v", names(got.Selected), got.OverBudget)
+		}
+	})
 }
