@@ -10,12 +10,12 @@ import (
 )
 
 // addScenarioFlag adds --scenario to the dev command: "consolidation" scales a workload down and
-// consolidates, "interruption" runs the spot-interruption scenario and "drift" the AMI roll-out
-// (localdev/scenarios), printing what was decided and why; without the flag the command runs as
+// consolidates, "interruption" runs the spot-interruption scenario, "drift" the AMI roll-out and
+// "static" a static NodePool's replicas (localdev/scenarios), printing what was decided and why; without the flag the command runs as
 // before.
 func addScenarioFlag(cmd *cobra.Command) {
 	var name string
-	cmd.Flags().StringVar(&name, "scenario", "", "run a disruption scenario instead: consolidation (scale down → fewer, cheaper nodes), interruption (spot notice → replacement before the reclaim; with --cloud azure a Scheduled Events Preempt through the Azure provider) or drift (new AMI → nodes roll within budget)")
+	cmd.Flags().StringVar(&name, "scenario", "", "run a disruption scenario instead: consolidation (scale down → fewer, cheaper nodes), interruption (spot notice → replacement before the reclaim; with --cloud azure a Scheduled Events Preempt through the Azure provider) drift (new AMI → nodes roll within budget) or static (a NodePool with spec.replicas holds its count through a node deletion and a scale-down)")
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		out := cmd.OutOrStdout()
@@ -38,6 +38,13 @@ func addScenarioFlag(cmd *cobra.Command) {
 				err = fmt.Errorf("drift scenario lost %d pods, %d disrupting at once (budget %d)", res.Lost, res.MaxDisrupting, res.Budget)
 			}
 			return err
+		case "static":
+			res, err := scenarios.Static(cmd.Context(), out)
+			if err == nil && (res.NodesAfterDeletion != res.Replicas || res.NodesAfterScaleDown != res.ScaledTo || res.Lost > 0) {
+				err = fmt.Errorf("static scenario: %d nodes after the deletion (replicas %d), %d after scaling to %d, %d pods lost",
+					res.NodesAfterDeletion, res.Replicas, res.NodesAfterScaleDown, res.ScaledTo, res.Lost)
+			}
+			return err
 		case "consolidation":
 			res, err := scenarios.Consolidation(cmd.Context(), out)
 			// Scaling down leaves PodsAfter replicas; each must still run, at a lower $/h.
@@ -46,7 +53,7 @@ func addScenarioFlag(cmd *cobra.Command) {
 			}
 			return err
 		default:
-			return fmt.Errorf("--scenario: %q is not consolidation, interruption or drift", name)
+			return fmt.Errorf("--scenario: %q is not consolidation, interruption, drift or static", name)
 		}
 	}
 }

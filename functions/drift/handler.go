@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -40,6 +41,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/static"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
@@ -166,7 +168,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 // Decide runs one drift decision on snap: each expired, in-progress and selected node becomes
 // one disruption (disruption.Sequence) that is carried out in order (emit.RunSequence).
 func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, error) {
-	plan := disruption.PlanDrift(snap, cloud.RulesOf(h.Provider))
+	plan := static.GateDrift(snap, disruption.PlanDrift(snap, cloud.RulesOf(h.Provider)))
 	d := Decision{Revision: snap.Revision, Blocked: plan.Blocked, OverBudget: plan.OverBudget}
 	telemetry.OrNop(h.Metrics).Record(telemetry.DisruptionEligibleNodes, float64(len(plan.Selected)+len(plan.OverBudget)), "drifted")
 	for _, phase := range []struct {
@@ -228,6 +230,9 @@ func (h *Handler) expire(ctx context.Context, snap *events.Snapshot, c disruptio
 func (h *Handler) progress(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, _ map[string]*events.BudgetReservation) (Step, error) {
 	s := Step{Node: c.Name(), Why: c.Why()}
 	dis := disruption.DriftOf(c, nil, snap.Revision, snap.Time.Time)
+	if static.IsStatic(c.NodePool) && c.TaintValue == disruption.TaintValueDrifted {
+		return h.progressStatic(ctx, snap, c, dis)
+	}
 	switch {
 	case len(c.Pods) == 0:
 		s.Step, s.Detail, dis.HandOff = StepDelete, "no pod left to move", true
@@ -268,6 +273,9 @@ func (h *Handler) progress(ctx context.Context, snap *events.Snapshot, c disrupt
 func (h *Handler) start(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, budgets map[string]*events.BudgetReservation) (Step, error) {
 	s := Step{Node: c.Name(), Why: c.Why(), Step: StepStart, Detail: "empty node"}
 	var plan *provisioning.Plan
+	if static.IsStatic(c.NodePool) {
+		return h.startStatic(ctx, snap, c, budgets)
+	}
 	if len(c.Pods) > 0 {
 		var err error
 		if plan, err = h.plan(snap, c.Target); err != nil {
@@ -295,6 +303,91 @@ func (h *Handler) start(ctx context.Context, snap *events.Snapshot, c disruption
 		emit.RecordDisrupted(h.Metrics, apisv1.DisruptionReasonDrifted, c.NodeClaim)
 	}
 	return s, nil
+}
+
+// startStatic begins a static NodePool's drifted node's replacement, as Karpenter's StaticDrift
+// does: one NodeClaim from the pool's template (provisioning.StaticPlans) launched first, then
+// the node tainted (a unit of the Drifted budget); progressStatic deletes it once the
+// replacement is initialized. Its pods are not planned: the replacement is the pool's, not
+// theirs.
+func (h *Handler) startStatic(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, budgets map[string]*events.BudgetReservation) (Step, error) {
+	s := Step{Node: c.Name(), Why: c.Why(), Step: StepStart, Detail: "static NodePool: tainted; deleted once its replacement is initialized"}
+	plan, err := h.staticReplacement(snap, c)
+	if err != nil {
+		s.Step, s.Detail = StepSkip, "static replacement: "+err.Error()
+		return s, nil
+	}
+	dis := disruption.DriftOf(c, budgets, snap.Revision, snap.Time.Time)
+	dis.Method, dis.Replacements = "Replace", plan.NodeClaims
+	refused, err := h.run(ctx, snap, c.Target, dis, &s)
+	if err != nil || refused != nil {
+		return s, err
+	}
+	telemetry.OrNop(h.Metrics).Record(telemetry.DisruptionDecisions, 1, strings.ToLower(dis.Method), "drifted", "")
+	return s, nil
+}
+
+// progressStatic carries a static NodePool's drifted node on: handed to the termination path
+// (which drains it through the Eviction API) once a replacement NodeClaim naming it
+// (disruption.AnnotationReplaces) has an initialized node, as Karpenter's disruption queue
+// deletes a candidate once its replacements are initialized; its replacement launched again
+// when none is left; else it waits.
+func (h *Handler) progressStatic(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, dis disruption.Disruption) (Step, error) {
+	s := Step{Node: c.Name(), Why: c.Why(), Step: StepWait, Detail: "static NodePool: replacement not initialized yet"}
+	found, ready := staticReplacementOf(snap, c.Name())
+	switch {
+	case ready:
+		s.Step, s.Detail, dis.HandOff = StepDelete, "static NodePool: replacement initialized", true
+	case !found:
+		plan, err := h.staticReplacement(snap, c)
+		if err != nil {
+			s.Step, s.Detail = StepSkip, "static replacement: "+err.Error()
+			return s, nil
+		}
+		dis.Method, dis.Replacements = "Replace", plan.NodeClaims
+		s.Detail = "static NodePool: replacement launched again"
+	}
+	dis.Why = s.Detail
+	if _, err := h.run(ctx, snap, c.Target, dis, &s); err != nil {
+		return s, err
+	}
+	if dis.HandOff {
+		emit.RecordDisrupted(h.Metrics, apisv1.DisruptionReasonDrifted, c.NodeClaim)
+	}
+	return s, nil
+}
+
+// staticReplacement plans one NodeClaim of the candidate's static NodePool, its slot naming the
+// node it replaces (so it never shares a name with a scale-up launch of the same snapshot).
+func (h *Handler) staticReplacement(snap *events.Snapshot, c disruption.DriftCandidate) (*provisioning.Plan, error) {
+	in := provisioning.InputFromSnapshot(snap, h.Catalog, h.NodeSettings)
+	_, in.RequireResolvedNodeClasses = h.Provider.(cloud.NodeClassResolver)
+	plans, err := provisioning.StaticPlans(in, c.NodePool, 1)
+	if err != nil {
+		return nil, err
+	}
+	plans[0].Slot = "replaces/" + c.Name()
+	return &provisioning.Plan{NodeClaims: plans}, nil
+}
+
+// staticReplacementOf reports whether a NodeClaim not being deleted names node as the one it
+// replaces, and whether one such has an initialized node.
+func staticReplacementOf(snap *events.Snapshot, node string) (found, ready bool) {
+	byPID := map[string]*corev1.Node{}
+	for i := range snap.Nodes {
+		byPID[snap.Nodes[i].Spec.ProviderID] = &snap.Nodes[i]
+	}
+	for i := range snap.NodeClaims {
+		nc := &snap.NodeClaims[i]
+		if nc.DeletionTimestamp != nil || !slices.Contains(strings.Split(nc.Annotations[disruption.AnnotationReplaces], ","), node) {
+			continue
+		}
+		found = true
+		if n := byPID[nc.Status.ProviderID]; n != nil && nc.Status.ProviderID != "" && disruption.Initialized(n, nc) {
+			ready = true
+		}
+	}
+	return found, ready
 }
 
 // plan places the node's evictable pods elsewhere with the node left out (in-flight NodeClaims

@@ -21,6 +21,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/static"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
@@ -116,6 +117,14 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 // later decisions honour them.
 func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, error) {
 	d := Decision{Revision: snap.Revision}
+	statics, err := h.scaleStatic(ctx, snap, &d)
+	if errors.Is(err, launch.ErrBehindCloud) {
+		h.log().Info("provision decision skipped", "revision", snap.Revision, "reason", err.Error())
+		return d, nil
+	}
+	if err != nil {
+		return d, err
+	}
 	step := launch.Step{
 		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
 		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time, ClusterFacts: snap.ClusterFacts},
@@ -124,10 +133,18 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		Reason:      func(nc *provisioning.NodeClaimPlan) string { return fmt.Sprintf("%d pending pods", len(nc.Pods)) },
 		Recorded:    launch.RecordedIn(snap),
 	}
+	if rec := step.Recorded; rec != nil && len(statics) > 0 {
+		// This decision's own static launches are not another decision's.
+		mine := map[string]bool{}
+		for _, nc := range statics {
+			mine[nc.Name] = true
+		}
+		step.Recorded = func(providerID, nodeClaim string) bool { return mine[nodeClaim] || rec(providerID, nodeClaim) }
+	}
 	out, err := step.Run(ctx, func(marks []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error) {
 		work := *snap
 		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...)
-		work.NodeClaims = append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), launched...)
+		work.NodeClaims = append(append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), statics...), launched...)
 		in := provisioning.InputFromSnapshot(&work, h.Catalog, h.NodeSettings)
 		in.Policies = h.Policies
 		// The cloud's count of each reservation's free instances, asked for every plan (a
@@ -183,6 +200,52 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	h.log().Info("provision decision", "revision", snap.Revision, "launched", len(d.Launched),
 		"onExistingCapacity", len(d.Existing), "unschedulable", len(d.Unschedulable), "orphansTerminated", len(orphans))
 	return d, nil
+}
+
+// scaleStatic launches what the static NodePools lack of their spec.replicas (static.Decide,
+// provisioning.StaticPlans) through the one launch step, before the pending pods are planned:
+// the pods then count the new NodeClaims as in flight (returned), as Karpenter's scheduler
+// counts static NodeClaims. Only on a complete snapshot (Karpenter's static provisioning waits
+// for its cluster state to sync, or it would launch what exists already). A pool that cannot
+// launch (its NodeClass not ready, no instance type) is named in Decision.Failures; an offering
+// the cloud refuses is marked, and the next snapshot launches the rest.
+func (h *Handler) scaleStatic(ctx context.Context, snap *events.Snapshot, d *Decision) ([]apisv1.NodeClaim, error) {
+	launches := static.Decide(snap).Launches()
+	if !snap.Complete || len(launches) == 0 {
+		return nil, nil
+	}
+	in := provisioning.InputFromSnapshot(snap, h.Catalog, h.NodeSettings)
+	_, in.RequireResolvedNodeClasses = h.Provider.(cloud.NodeClassResolver)
+	plan := &provisioning.Plan{}
+	for _, p := range launches {
+		plans, err := provisioning.StaticPlans(in, p.NodePool, p.Launch)
+		if err != nil {
+			d.Failures = append(d.Failures, fmt.Sprintf("static NodePool %s (%d of spec.replicas %d): %v", p.NodePool.Name, p.Active, p.Replicas, err))
+			continue
+		}
+		plan.NodeClaims = append(plan.NodeClaims, plans...)
+	}
+	step := launch.Step{
+		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
+		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time, ClusterFacts: snap.ClusterFacts},
+		NodeClasses: snap.NodeClasses,
+		Publish:     func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
+		Rounds:      1,
+		Reason: func(nc *provisioning.NodeClaimPlan) string {
+			return fmt.Sprintf("static NodePool %s: spec.replicas %d", nc.NodePool.Name, *nc.NodePool.Spec.Replicas)
+		},
+		Recorded: launch.RecordedIn(snap),
+	}
+	out, err := step.Run(ctx, launch.Fixed(plan))
+	var launched []apisv1.NodeClaim
+	for _, l := range out.Launched {
+		d.Launched = append(d.Launched, Launched{NodeClaim: l.NodeClaim, Instance: l.Instance})
+		launched = append(launched, *l.NodeClaim)
+	}
+	for _, e := range out.Refused {
+		d.Failures = append(d.Failures, e.Error())
+	}
+	return launched, err
 }
 
 // nominateOnPlannedNodes nominates the pending pods the plan put on a registered node that still

@@ -81,12 +81,14 @@ func ValidateNodePool(np *v1.NodePool) field.ErrorList {
 		if *r < 0 {
 			errs = append(errs, field.Invalid(spec.Child("replicas"), *r, "must not be negative"))
 		}
+		// The NodePool CRD's CEL rules for static NodePools (infra/crds/karpenter.sh_nodepools.yaml,
+		// Karpenter v1.14), with their messages.
 		if np.Spec.Weight != nil {
-			errs = append(errs, field.Forbidden(spec.Child("weight"), "weight is not supported when replicas is set"))
+			errs = append(errs, field.Forbidden(spec.Child("weight"), "'weight' is not supported on static NodePools"))
 		}
 		for _, name := range sortedKeys(np.Spec.Limits) {
 			if name != "nodes" {
-				errs = append(errs, field.Forbidden(spec.Child("limits").Key(name), "only limits.nodes is supported when replicas is set"))
+				errs = append(errs, field.Forbidden(spec.Child("limits").Key(name), "only 'limits.nodes' is supported on static NodePools"))
 			}
 		}
 	}

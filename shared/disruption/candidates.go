@@ -75,6 +75,10 @@ func (s *State) whyNot(n *Node) string {
 		return "nodeclaim is annotated karpenter.sh/do-not-disrupt"
 	case n.Pool.DeletionTimestamp != nil:
 		return fmt.Sprintf("nodepool %q is being deleted", n.Pool.Name)
+	case n.Pool.Spec.Replicas != nil:
+		// Karpenter's consolidation and emptiness skip a static NodePool's candidates
+		// (OwnedByStaticNodePool); its size is spec.replicas, whatever consolidationPolicy says.
+		return fmt.Sprintf("nodepool %q is static (spec.replicas %d): never consolidated", n.Pool.Name, *n.Pool.Spec.Replicas)
 	}
 	d := n.Pool.Spec.Disruption
 	if d.ConsolidateAfter != nil && d.ConsolidateAfter.IsNever() {

@@ -257,12 +257,19 @@ func (s *State) DisruptionCost(n *Node) float64 {
 	for _, p := range n.Movable {
 		c += EvictionCost(p)
 	}
-	if n.Claim != nil && n.Claim.Spec.ExpireAfter.Duration != nil && *n.Claim.Spec.ExpireAfter.Duration > 0 {
-		total := n.Claim.Spec.ExpireAfter.Duration.Seconds()
-		age := s.Now.Sub(n.Claim.CreationTimestamp.Time).Seconds()
-		c *= math.Max(0, math.Min(1, (total-age)/total))
+	return c * LifetimeRemaining(n.Claim, s.Now)
+}
+
+// LifetimeRemaining is the share of the NodeClaim's lifetime left before its expireAfter, in
+// [0, 1]: (expireAfter − age) / expireAfter, clamped; 1 for a NodeClaim that never expires or
+// a nil one. Karpenter's LifetimeRemaining (kubernetes-sigs/karpenter pkg/utils/disruption).
+func LifetimeRemaining(nc *apisv1.NodeClaim, now time.Time) float64 {
+	if nc == nil || nc.Spec.ExpireAfter.Duration == nil || *nc.Spec.ExpireAfter.Duration <= 0 {
+		return 1
 	}
-	return c
+	total := nc.Spec.ExpireAfter.Duration.Seconds()
+	age := now.Sub(nc.CreationTimestamp.Time).Seconds()
+	return math.Max(0, math.Min(1, (total-age)/total))
 }
 
 // LastPodEvent is when the node's pods last changed: the NodeClaim's status.lastPodEventTime or

@@ -59,8 +59,9 @@ type Result struct {
 	Err         error
 }
 
-// NodeClaimName is "<nodepool>-<10 hex>" from the cluster, the snapshot revision and the
-// claim's pods, so a redelivered decision names (and launches) the same NodeClaim.
+// NodeClaimName is "<nodepool>-<10 hex>" from the cluster, the snapshot revision, the claim's
+// pods and its slot (a static NodeClaim's, which has no pods), so a redelivered decision names
+// (and launches) the same NodeClaim.
 func NodeClaimName(cluster string, d Decision, plan *provisioning.NodeClaimPlan) string {
 	keys := make([]string, 0, len(plan.Pods))
 	for _, p := range plan.Pods {
@@ -72,6 +73,10 @@ func NodeClaimName(cluster string, d Decision, plan *provisioning.NodeClaimPlan)
 	for _, k := range keys {
 		h.Write([]byte(k))
 		h.Write([]byte{0})
+	}
+	if plan.Slot != "" {
+		// Hashed only when set, so every pod-driven name stays what it was.
+		fmt.Fprintf(h, "slot\x00%s\x00", plan.Slot)
 	}
 	name := plan.NodePool.Name
 	if len(name) > 52 {

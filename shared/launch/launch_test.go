@@ -56,6 +56,21 @@ func TestNamesAreDerivedFromTheDecision(t *testing.T) {
 	}
 }
 
+// A static NodePool's NodeClaims carry no pods: their slots tell them apart within one decision,
+// and a pod-driven claim's name does not change with the slot field unset.
+func TestStaticSlotsNameApart(t *testing.T) {
+	p := plan(t, "m5.large")
+	plain := NodeClaimName("prod", Decision{Revision: 7}, p)
+	empty := *p
+	empty.Pods = nil
+	s0, s1 := empty, empty
+	s0.Slot, s1.Slot = "static-0", "static-1"
+	a, b := NodeClaimName("prod", Decision{Revision: 7}, &s0), NodeClaimName("prod", Decision{Revision: 7}, &s1)
+	if a == b || a == plain || a != NodeClaimName("prod", Decision{Revision: 7}, &s0) {
+		t.Fatalf("slot names %s, %s (pod-driven %s): want distinct and repeatable", a, b, plain)
+	}
+}
+
 func TestLaunchRecordsTheInstance(t *testing.T) {
 	cat := catalog.MustAWS()
 	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})

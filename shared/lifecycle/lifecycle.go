@@ -24,6 +24,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
+	"github.com/dovetail-dev/dovetail/shared/static"
 )
 
 // DefaultRegistrationTTL is how long a launched NodeClaim may go without its Node registering
@@ -145,7 +146,24 @@ func Decide(snap *events.Snapshot, o Options) Decision {
 	}
 	d.nodeClasses()
 	d.nodePools()
+	d.scaleDownStatic()
 	return d.out
+}
+
+// scaleDownStatic deletes what static NodePools hold beyond their spec.replicas, as
+// static.Decide chooses it (Karpenter's static deprovisioning controller deletes those
+// NodeClaims; the termination path above then drains each node). Scale-up launches, so the
+// provision function does it.
+func (d *decider) scaleDownStatic() {
+	dec := static.Decide(d.snap)
+	for _, c := range dec.Commands(d.snap.Cluster, d.snap.Revision) {
+		d.cmd(c)
+	}
+	for _, p := range dec.Pools {
+		for _, r := range p.Remove {
+			d.transition(r.NodeClaim.Name, r.Node, "ScaleDown", r.Why)
+		}
+	}
 }
 
 type decider struct {

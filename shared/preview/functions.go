@@ -11,6 +11,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/static"
 )
 
 // drift is the drift function on the world: disruption.PlanDrift finds the expired and drifted
@@ -25,7 +26,7 @@ func (r *runner) drift() error {
 			return err
 		}
 	}
-	plan := disruption.PlanDrift(r.w.snap, r.o.NodeClassRules)
+	plan := static.GateDrift(r.w.snap, disruption.PlanDrift(r.w.snap, r.o.NodeClassRules))
 	for _, s := range plan.Blocked {
 		r.block(Blocker{Node: s.Node, Function: FunctionDrift, Kind: classify(s.Reason), Reason: "drifted but not replaced: " + s.Reason})
 	}

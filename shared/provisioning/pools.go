@@ -134,7 +134,13 @@ func compilePools(in *Input, daemons []daemon, used map[string]scheduling.Resour
 	out := make([]*pool, 0, len(nps))
 	for _, np := range nps {
 		pl := compilePool(in, np, daemons, used[np.Name])
-		if rp := compileReserved(in, pl, daemons, left); rp != nil {
+		if np.Spec.Replicas != nil && pl.err == nil {
+			// A static NodePool's size is spec.replicas (StaticPlans): pods use its nodes and
+			// in-flight NodeClaims like any other, but never open one on it, as Karpenter's
+			// provisioner leaves static NodePools out of its scheduler (provisioner.go NewScheduler).
+			pl.err = fmt.Errorf("nodepool %q is static (spec.replicas %d): pods do not open NodeClaims on it", np.Name, *np.Spec.Replicas)
+		}
+		if rp := compileReserved(in, pl, daemons, left); np.Spec.Replicas == nil && rp != nil {
 			rp.index = len(out)
 			out = append(out, rp)
 		}

@@ -481,17 +481,6 @@ func TestNodeClassNotReadyLaunchesNothing(t *testing.T) {
 	wantClaims(t, solve(t, in), "m5.large")
 }
 
-// A static NodePool (spec.replicas) is refused by name, not silently treated as dynamic.
-func TestStaticNodePoolRefused(t *testing.T) {
-	np := nodePool("static", onDemand("m5.large")...)
-	n := int64(2)
-	np.Spec.Replicas = &n
-	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{np}})
-	if len(p.NodeClaims) != 0 || len(p.Unschedulable) != 1 || !strings.Contains(p.Unschedulable[0].Reason, "spec.replicas: static NodePools") {
-		t.Fatalf("claims %d unschedulable %+v, want the pod refused naming spec.replicas", len(p.NodeClaims), p.Unschedulable)
-	}
-}
-
 // A request the int64 math cannot hold is refused by name, not wrapped to 0 and planned onto the
 // smallest node.
 func TestOverflowingRequestIsRefused(t *testing.T) {

@@ -119,6 +119,9 @@ type NodeClaimPlan struct {
 	Pods          []*corev1.Pod
 	// Requests is the sum of the pods' effective requests (DaemonSet overhead excluded).
 	Requests scheduling.Resources
+	// Slot tells apart the NodeClaims of one decision that carry no pods (a static NodePool's,
+	// StaticPlans: "static-<i>"); it is part of the NodeClaim's name. "" for a pod-driven claim.
+	Slot string
 	// Offerings are what the fleet request may choose from, cheapest first. NodeClaims of one
 	// plan with the same candidates share the slice: filter into a new one, never in place.
 	Offerings []Offering

@@ -37,7 +37,7 @@ var fields = map[string]fieldEntry{
 	"NodePool spec.disruption":                           {implemented, "shared/disruption"},
 	"NodePool spec.limits":                               {implemented, "shared/provisioning/limits.go"},
 	"NodePool spec.weight":                               {implemented, "shared/provisioning/pools.go (weight order)"},
-	"NodePool spec.replicas":                             {ownedElsewhere, "static NodePools (issue 26 item 3); UnsupportedNodePoolFields until then"},
+	"NodePool spec.replicas":                             {implemented, "shared/static (static NodePools: provision, lifecycle, drift)"},
 	"NodePool spec.template.metadata":                    {implemented, "shared/provisioning/pools.go labels; shared/launch NodeClaim annotations"},
 	"NodePool spec.template.spec.requirements":           {implemented, "shared/provisioning/pools.go (minValues under --min-values-policy)"},
 	"NodePool spec.template.spec.nodeClassRef":           {implemented, "shared/apis/v1 FindNodeClass"},

@@ -49,11 +49,6 @@ var refused = map[string]func() (kind string, msgs []string){
 		nc.Spec.CPUOptions = &v1.CPUOptions{NestedVirtualization: &e}
 		return "EC2NodeClass", v1.UnsupportedEC2NodeClassFields(nc)
 	},
-	"NodePool spec.replicas": func() (string, []string) {
-		n := int64(3)
-		np := &v1.NodePool{Spec: v1.NodePoolSpec{Replicas: &n}}
-		return "NodePool", v1.UnsupportedNodePoolFields(np)
-	},
 }
 
 // notWritten are upstream status fields Dovetail never writes, and why.

@@ -184,10 +184,6 @@ func UnsupportedEC2NodeClassFields(nc *EC2NodeClass) []string {
 // UnsupportedNodePoolFields lists the NodePool fields a user set that Dovetail does not
 // implement, each with why. They make the pool's ValidationSucceeded (and Ready) False and the
 // solver refuses the pool with the same words.
-func UnsupportedNodePoolFields(np *NodePool) []string {
-	var out []string
-	if np.Spec.Replicas != nil {
-		out = append(out, "spec.replicas: static NodePools (a fixed node count) are not supported by Dovetail yet")
-	}
-	return out
-}
+// Every field of Karpenter v1.14's NodePool is implemented now (spec.replicas, the last one,
+// by shared/static), so the list is empty; it stays the one place a field is refused.
+func UnsupportedNodePoolFields(*NodePool) []string { return nil }

@@ -121,7 +121,9 @@ type NodePoolSpec struct {
 	Limits corev1.ResourceList `json:"limits,omitempty"`
 	// Weight orders NodePools: higher weight is tried first (0-100).
 	Weight *int32 `json:"weight,omitempty"`
-	// Replicas is Karpenter's static-capacity field; accepted and preserved, not acted on.
+	// Replicas makes the NodePool static: it holds exactly this many NodeClaims whatever its
+	// pods need (shared/static decides; Karpenter v1.14's alpha static capacity). With it,
+	// weight and every limit but limits.nodes are refused and consolidation is off.
 	Replicas *int64 `json:"replicas,omitempty"`
 }
 
