@@ -46,7 +46,8 @@ func (s *State) Simulate(remove map[string]bool, pods []*corev1.Pod) (*provision
 		s.base = &b
 	}
 	in := provisioning.Input{Pods: pods, Catalog: s.Catalog, DaemonSets: s.base.daemonSets, LimitRanges: s.base.limitRanges,
-		Simulation: true, NodePools: s.base.nodePools, NodeClasses: s.Snapshot.NodeClasses, NodeSettings: s.NodeSettings, Unavailable: s.base.unavailable}
+		Simulation: true, NodePools: s.base.nodePools, NodeClasses: s.Snapshot.NodeClasses, NodeSettings: s.NodeSettings, Unavailable: s.base.unavailable,
+		Overlays: s.Overlays}
 	var least scheduling.Resources
 	for i, p := range pods {
 		r := scheduling.PodRequests(p)
