@@ -81,7 +81,7 @@ type State struct {
 	PDBs  *PDBs
 	// Counts are the pools' budget counts (CountPoolNodes).
 	Counts map[string]PoolCount
-	// Overlays are the snapshot's NodeOverlays resolved once (provisioning.ResolveOverlays): the
+	// Overlays are the snapshot's NodeOverlays resolved once (overlay.ResolveSnapshot): the
 	// nodes' prices and every simulation's offerings are the overlaid ones, as Karpenter's
 	// disruption reads instance types through the same overlay store as provisioning.
 	Overlays *overlay.Store
@@ -112,7 +112,7 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 	}
 	s := &State{Snapshot: snap, Catalog: cat, NodeSettings: settings, Now: snap.Time.Time, Pools: map[string]*apisv1.NodePool{},
 		byName: map[string]*Node{}, Counts: CountPoolNodes(snap), registered: map[*apisv1.NodeClaim]bool{},
-		Overlays: provisioning.ResolveOverlays(snap, cat)}
+		Overlays: overlay.ResolveSnapshot(snap, cat)}
 	for i := range snap.NodePools {
 		np := &snap.NodePools[i]
 		s.Pools[np.Name] = np

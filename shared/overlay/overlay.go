@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/apis"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
@@ -390,4 +391,21 @@ func AdjustedPrice(price float64, change string) float64 {
 		out = price * (1 + v/100)
 	}
 	return max(out, 0)
+}
+
+// ResolveSnapshot resolves the snapshot's NodeOverlays against its NodePools and the catalog
+// (Resolve); nil when there are none.
+func ResolveSnapshot(s *events.Snapshot, cat *catalog.Catalog) *Store {
+	if len(s.NodeOverlays) == 0 {
+		return nil
+	}
+	overlays := make([]*apisv1.NodeOverlay, len(s.NodeOverlays))
+	for i := range s.NodeOverlays {
+		overlays[i] = &s.NodeOverlays[i]
+	}
+	pools := make([]*apisv1.NodePool, len(s.NodePools))
+	for i := range s.NodePools {
+		pools[i] = &s.NodePools[i]
+	}
+	return Resolve(overlays, pools, cat)
 }

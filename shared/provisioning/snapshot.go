@@ -2,7 +2,6 @@ package provisioning
 
 import (
 	"github.com/dovetail-dev/dovetail/events"
-	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/overlay"
 )
@@ -44,28 +43,11 @@ func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog, settings NodeSe
 	for i := range s.StorageClasses {
 		in.StorageClasses = append(in.StorageClasses, &s.StorageClasses[i])
 	}
-	in.Overlays = ResolveOverlays(s, cat)
+	in.Overlays = overlay.ResolveSnapshot(s, cat)
 	in.Unavailable = events.UnavailableAt(s.UnavailableOfferings, s.Time.Time)
 	in.Time = s.Time.Time
 	// The counts a NodeClass's annotation states (manifests); a deployed function replaces them
 	// with the cloud's own (cloud.ReservationCounter). A malformed annotation counts nothing.
 	in.ReservationCounts, _ = ReservationCountsFromAnnotations(s.NodeClasses)
 	return in
-}
-
-// ResolveOverlays resolves the snapshot's NodeOverlays against its NodePools and the catalog
-// (overlay.Resolve); nil when there are none.
-func ResolveOverlays(s *events.Snapshot, cat *catalog.Catalog) *overlay.Store {
-	if len(s.NodeOverlays) == 0 {
-		return nil
-	}
-	overlays := make([]*apisv1.NodeOverlay, len(s.NodeOverlays))
-	for i := range s.NodeOverlays {
-		overlays[i] = &s.NodeOverlays[i]
-	}
-	pools := make([]*apisv1.NodePool, len(s.NodePools))
-	for i := range s.NodePools {
-		pools[i] = &s.NodePools[i]
-	}
-	return overlay.Resolve(overlays, pools, cat)
 }
