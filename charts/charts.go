@@ -50,7 +50,7 @@ func Load() (*chart.Chart, error) {
 }
 
 // CRD is one file of the chart's crds/ folder: Karpenter's CustomResourceDefinitions (NodePool,
-// NodeClaim, EC2NodeClass, AKSNodeClass), copies of infra/crds kept byte-identical by a test.
+// NodeClaim, NodeOverlay, EC2NodeClass, AKSNodeClass), copies of infra/crds kept byte-identical by a test.
 type CRD struct {
 	// Name is the file's path in the chart (crds/<file>.yaml); YAML its content, unchanged.
 	Name string

@@ -70,7 +70,7 @@ func TestCRDsAreInfraCRDs(t *testing.T) {
 		kinds = append(kinds, def.Spec.Group+"/"+def.Spec.Names.Kind)
 	}
 	sort.Strings(kinds)
-	wantKinds := []string{"karpenter.azure.com/AKSNodeClass", "karpenter.k8s.aws/EC2NodeClass", "karpenter.sh/NodeClaim", "karpenter.sh/NodePool"}
+	wantKinds := []string{"karpenter.azure.com/AKSNodeClass", "karpenter.k8s.aws/EC2NodeClass", "karpenter.sh/NodeClaim", "karpenter.sh/NodeOverlay", "karpenter.sh/NodePool"}
 	if !slices.Equal(kinds, wantKinds) {
 		t.Errorf("chart CRDs define %v, want %v", kinds, wantKinds)
 	}

@@ -61,6 +61,9 @@ type Snapshot struct {
 	StorageClasses []storagev1.StorageClass       `json:"storageClasses,omitempty"`
 	// UnavailableOfferings are offerings marked unavailable (ICE) and not yet expired.
 	UnavailableOfferings []UnavailableOfferingMark `json:"unavailableOfferings,omitempty"`
+	// NodeOverlays are the cluster's karpenter.sh/v1alpha1 NodeOverlays (optional: an agent that
+	// does not watch them sends none, and then no overlay applies).
+	NodeOverlays []apisv1.NodeOverlay `json:"nodeOverlays,omitempty"`
 	// ClusterFacts are what the agent discovered from the API server (nil from an agent that
 	// discovers nothing, or before its first discovery): optional, so older agents' snapshots
 	// still decode.

@@ -177,6 +177,17 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 		metaValues(q, &nc.ObjectMeta, errs)
 		addAll(errs, validate.NodeClaimSpec(&nc.Spec, field.NewPath(q).Child("spec")))
 	}
+	for i := range s.NodeOverlays {
+		o := &s.NodeOverlays[i]
+		q := fmt.Sprintf("%s.nodeOverlays[%d]", p, i)
+		if o.Name == "" {
+			errs.add(q+".metadata.name", "required")
+		}
+		metaValues(q, &o.ObjectMeta, errs)
+		// The overlay's own rules (requirements, price formats) are checked where it is resolved
+		// and reported in its status, as Karpenter's controller reports them.
+		addAll(errs, validate.ResourceList(o.Spec.Capacity, field.NewPath(q).Child("spec", "capacity")))
+	}
 	for i := range s.UnavailableOfferings {
 		s.UnavailableOfferings[i].validate(fmt.Sprintf("%s.unavailableOfferings[%d]", p, i), errs)
 	}

@@ -145,9 +145,21 @@ type PlanOutput struct {
 	// (m5.2xlarge; Standard_D8s_v5 on Azure) would pay for the pods this plan put on new
 	// NodeClaims (provisioning.StaticBaseline); unplaceable counts those it cannot hold.
 	StaticBaseline *telemetry.StaticBaseline `json:"staticBaseline,omitempty"`
+	// NodeOverlays are the input's NodeOverlays and what resolving them decided (applied, or
+	// refused with Karpenter's reason: RuntimeValidation or Conflict), by name.
+	NodeOverlays []NodeOverlayOutput `json:"nodeOverlays,omitempty"`
 	// Warnings are the lines printed on stderr about the input (documents skipped, pods on
 	// missing nodes, ownerReference cycles, NodePools whose NodeClass is missing).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// NodeOverlayOutput is one NodeOverlay's outcome: Applied, or the reason and message its
+// ValidationSucceeded condition would carry.
+type NodeOverlayOutput struct {
+	Name    string `json:"name"`
+	Applied bool   `json:"applied"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // emptyInput is the error for input that held no object plan uses: an empty file, a dump of
@@ -191,6 +203,8 @@ type NodeClaimOutput struct {
 	// ReservationID and ReservationType name the capacity reservation of a reserved offering.
 	ReservationID   string `json:"reservationID,omitempty"`
 	ReservationType string `json:"reservationType,omitempty"`
+	// PriceOverlay names the NodeOverlay that set PricePerHour; empty for the catalog's price.
+	PriceOverlay string `json:"priceOverlay,omitempty"`
 }
 
 // ExistingNodeOutput lists pods placed on an existing node.
@@ -222,8 +236,11 @@ func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSe
 			NodePool: nc.NodePool.Name, InstanceType: first.InstanceType.Name, CapacityType: first.CapacityType,
 			Zone: first.Zone, PricePerHour: first.PricePerHour, PriceSource: string(first.PriceSource),
 			InstanceTypeOptions: nc.InstanceTypeOptions(), Pods: podNames(nc.Pods),
-			ReservationID: first.ReservationID, ReservationType: first.ReservationType,
+			ReservationID: first.ReservationID, ReservationType: first.ReservationType, PriceOverlay: first.PriceOverlay,
 		})
+	}
+	for _, o := range in.Overlays.Outcomes() {
+		out.NodeOverlays = append(out.NodeOverlays, NodeOverlayOutput{Name: o.Name, Applied: o.Applied, Reason: o.Reason, Message: o.Message})
 	}
 	for _, e := range plan.ExistingNodes {
 		out.ExistingNodes = append(out.ExistingNodes, ExistingNodeOutput{Name: e.Name, Pods: podNames(e.Pods)})
@@ -278,6 +295,9 @@ func writeTable(w io.Writer, out *PlanOutput, wide bool) error {
 		if nc.PriceSource == string(catalog.PriceSourceSpotModel) {
 			price += " (est.)"
 		}
+		if nc.PriceOverlay != "" {
+			price += " (overlay " + nc.PriceOverlay + ")"
+		}
 		capacity := nc.CapacityType
 		if nc.ReservationID != "" {
 			capacity += " (" + nc.ReservationID + ")"
@@ -309,6 +329,11 @@ func writeTable(w io.Writer, out *PlanOutput, wide bool) error {
 	}
 	for _, u := range out.Unschedulable {
 		fmt.Fprintf(w, "Unschedulable %s: %s\n", u.Pod, u.Reason)
+	}
+	for _, o := range out.NodeOverlays {
+		if !o.Applied {
+			fmt.Fprintf(w, "NodeOverlay %s not applied (%s: %s)\n", o.Name, o.Reason, o.Message)
+		}
 	}
 	if out.Cluster != nil {
 		writeClusterTable(w, out.Cluster)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -679,5 +680,42 @@ func TestPlanMinValuesPolicyFlag(t *testing.T) {
 	code, _, stderr := runCLI(t, "plan", "--min-values-policy", "Loose", "-f", "testdata/minvalues.yaml")
 	if code != 2 || !strings.Contains(stderr, "--min-values-policy") {
 		t.Fatalf("exit %d, stderr %q: want 2 naming --min-values-policy", code, stderr)
+	}
+}
+
+// TestPlanNodeOverlays: `dovetail plan` applies the NodeOverlays of testdata/overlay.yaml (prices
+// and arithmetic in the file). The m-family Savings Plan makes m6i.large ($0.0672/h) cheaper than
+// c6i.large (list $0.085/h, $0.685/h with licence-b), and only m6i carries the 4 devices the
+// two dev pods (2 each) need: web (1 CPU) and both dev pods (400m each) fit one m6i.large
+// (1800m of 1930m, 4 of 4 devices), so the plan is one m6i.large at $0.0672/h. The lower bound
+// is priced from the same overlaid view, so it is at most that (list prices would put it at or
+// above $0.085/h). licence-a is reported as conflicting.
+func TestPlanNodeOverlays(t *testing.T) {
+	code, out, stderr := runCLI(t, "plan", "-o", "json", "-f", "../../testdata/scenarios/common/nodeclass.yaml", "-f", "testdata/overlay.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.NodeClaims) != 1 || len(plan.Unschedulable) != 0 {
+		t.Fatalf("claims %+v, unschedulable %+v; want one claim, none unschedulable", plan.NodeClaims, plan.Unschedulable)
+	}
+	nc := plan.NodeClaims[0]
+	if nc.InstanceType != "m6i.large" || nc.PricePerHour != 0.0672 || nc.PriceOverlay != "savings-plan-m" || len(nc.Pods) != 3 {
+		t.Errorf("claim %+v, want m6i.large at 0.0672 by savings-plan-m with 3 pods", nc)
+	}
+	if plan.LowerBoundPerHour <= 0 || plan.LowerBoundPerHour > 0.0672 {
+		t.Errorf("lower bound %v, want in (0, 0.0672]", plan.LowerBoundPerHour)
+	}
+	want := []NodeOverlayOutput{{Name: "devices", Applied: true}, {Name: "licence-a", Reason: "Conflict", Message: "conflict with another overlay"},
+		{Name: "licence-b", Applied: true}, {Name: "savings-plan-m", Applied: true}}
+	if !reflect.DeepEqual(plan.NodeOverlays, want) {
+		t.Errorf("overlays %+v, want %+v", plan.NodeOverlays, want)
+	}
+	code, out, _ = runCLI(t, "plan", "-f", "../../testdata/scenarios/common/nodeclass.yaml", "-f", "testdata/overlay.yaml")
+	if code != 0 || !strings.Contains(out, "0.0672 (overlay savings-plan-m)") || !strings.Contains(out, "NodeOverlay licence-a not applied (Conflict: conflict with another overlay)") {
+		t.Fatalf("table misses the overlay price or the conflict:\n%s", out)
 	}
 }

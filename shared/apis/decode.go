@@ -39,13 +39,14 @@ func IsKnown(apiVersion, kind string) bool {
 	case v1.GroupVersion + "/" + KindNodePool, v1.GroupVersion + "/" + KindNodeClaim,
 		v1.AWSGroupVersion + "/" + KindEC2NodeClass,
 		v1beta1.GroupVersion + "/" + KindNodePool, v1beta1.AWSGroupVersion + "/" + KindEC2NodeClass,
-		v1.AzureGroupVersion + "/" + KindAKSNodeClass, v1.AzureV1alpha2GroupVersion + "/" + KindAKSNodeClass:
+		v1.AzureGroupVersion + "/" + KindAKSNodeClass, v1.AzureV1alpha2GroupVersion + "/" + KindAKSNodeClass,
+		v1.NodeOverlayGroupVersion + "/" + v1.KindNodeOverlay:
 		return true
 	}
 	return false
 }
 
-// Decode reads one YAML or JSON document and returns *v1.NodePool, *v1.NodeClaim,
+// Decode reads one YAML or JSON document and returns *v1.NodePool, *v1.NodeClaim, *v1.NodeOverlay,
 // *v1.EC2NodeClass or *v1.AKSNodeClass, chosen by apiVersion and kind (v1alpha2 AKSNodeClass has
 // the v1beta1 fields and reads into the same type). karpenter.sh/v1beta1 NodePool and
 // karpenter.k8s.aws/v1beta1 EC2NodeClass are converted to v1 (see package v1beta1).
@@ -79,6 +80,12 @@ func Decode(doc []byte) (runtime.Object, error) {
 	}
 
 	switch tm.APIVersion {
+	case v1.NodeOverlayGroupVersion:
+		obj := &v1.NodeOverlay{}
+		if err := strictUnmarshal(j, obj); err != nil {
+			return nil, err
+		}
+		return obj, nil
 	case v1.AzureGroupVersion, v1.AzureV1alpha2GroupVersion:
 		obj := &v1.AKSNodeClass{}
 		if err := strictUnmarshal(j, obj); err != nil {

@@ -9,7 +9,7 @@ import (
 
 // Load decodes one document (Decode), fills defaults (SetDefaults, SetEC2NodeClassDefaults,
 // SetAKSNodeClassDefaults, SetNodeClaimDefaults) and validates it. It returns *v1.NodePool,
-// *v1.NodeClaim, *v1.EC2NodeClass or *v1.AKSNodeClass, or an error listing every problem with its field path, prefixed by the
+// *v1.NodeClaim, *v1.EC2NodeClass, *v1.AKSNodeClass or *v1.NodeOverlay, or an error listing every problem with its field path, prefixed by the
 // object's kind and name.
 func Load(doc []byte) (runtime.Object, error) {
 	obj, err := Decode(doc)
@@ -38,6 +38,10 @@ func DefaultAndValidate(obj runtime.Object) field.ErrorList {
 	case *v1.AKSNodeClass:
 		SetAKSNodeClassDefaults(o)
 		return ValidateAKSNodeClass(o)
+	case *v1.NodeOverlay:
+		// A NodeOverlay has no defaults; its runtime rules (ValidateNodeOverlayRuntime) are the
+		// overlay controller's, reported in its status, not refusals at admission.
+		return ValidateNodeOverlay(o)
 	}
-	return field.ErrorList{field.TypeInvalid(field.NewPath("kind"), obj, "not a NodePool, NodeClaim, EC2NodeClass or AKSNodeClass")}
+	return field.ErrorList{field.TypeInvalid(field.NewPath("kind"), obj, "not a NodePool, NodeClaim, EC2NodeClass, AKSNodeClass or NodeOverlay")}
 }

@@ -40,6 +40,10 @@ type Offering struct {
 	// offerings are not in the catalog: each NodeClass's resolved reservations make them.
 	ReservationID   string `json:"reservationID,omitempty"`
 	ReservationType string `json:"reservationType,omitempty"`
+	// PriceOverlay names the NodeOverlay whose price or priceAdjustment set PricePerHour (the
+	// price the solver ranks and the fleet prioritizes by); empty when the price is the
+	// catalog's (package overlay).
+	PriceOverlay string `json:"priceOverlay,omitempty"`
 }
 
 // OnDemandPrice returns the type's on-demand price (USD per hour, the cheapest zone's) and
@@ -74,6 +78,11 @@ type InstanceType struct {
 	Spec *Spec
 	// Azure is the VM size's hardware for the AKS rules (azurerules.go); nil for EC2 types.
 	Azure *AzureSpec
+	// OverlayCapacity are the extended resources NodeOverlays add to this type under one
+	// NodePool (package overlay): each replaces the same-named resource of Capacity in capacity
+	// and allocatable, as Karpenter's ApplyCapacityOverlay assigns them. Never cpu, memory,
+	// ephemeral-storage or pods. Nil on the catalog's own types.
+	OverlayCapacity corev1.ResourceList
 
 	// Numeric views of Capacity and Allocatable(), computed once by New (see prepare).
 	capacityFast, allocatableFast Resources

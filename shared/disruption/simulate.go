@@ -47,7 +47,7 @@ func (s *State) Simulate(remove map[string]bool, pods []*corev1.Pod) (*provision
 	}
 	in := provisioning.Input{Pods: pods, Catalog: s.Catalog, DaemonSets: s.base.daemonSets, LimitRanges: s.base.limitRanges,
 		Simulation: true, NodePools: s.base.nodePools, NodeClasses: s.Snapshot.NodeClasses, NodeSettings: s.NodeSettings, Unavailable: s.base.unavailable,
-		Policies: s.Policies}
+		Policies: s.Policies, Overlays: s.Overlays}
 	var least scheduling.Resources
 	for i, p := range pods {
 		r := scheduling.PodRequests(p)

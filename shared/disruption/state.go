@@ -13,6 +13,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/overlay"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
@@ -84,6 +85,10 @@ type State struct {
 	PDBs  *PDBs
 	// Counts are the pools' budget counts (CountPoolNodes).
 	Counts map[string]PoolCount
+	// Overlays are the snapshot's NodeOverlays resolved once (overlay.ResolveSnapshot): the
+	// nodes' prices and every simulation's offerings are the overlaid ones, as Karpenter's
+	// disruption reads instance types through the same overlay store as provisioning.
+	Overlays *overlay.Store
 
 	byName     map[string]*Node
 	pending    []*corev1.Pod
@@ -110,7 +115,8 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 		return nil, fmt.Errorf("catalog: required")
 	}
 	s := &State{Snapshot: snap, Catalog: cat, NodeSettings: settings, Now: snap.Time.Time, Pools: map[string]*apisv1.NodePool{},
-		byName: map[string]*Node{}, Counts: CountPoolNodes(snap), registered: map[*apisv1.NodeClaim]bool{}}
+		byName: map[string]*Node{}, Counts: CountPoolNodes(snap), registered: map[*apisv1.NodeClaim]bool{},
+		Overlays: overlay.ResolveSnapshot(snap, cat)}
 	for i := range snap.NodePools {
 		np := &snap.NodePools[i]
 		s.Pools[np.Name] = np
@@ -142,7 +148,7 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 			node.Zone = firstNonEmpty(node.Zone, nc.Labels[corev1.LabelTopologyZone])
 			node.CapacityType = firstNonEmpty(node.CapacityType, nc.Labels[apisv1.LabelCapacityType])
 		}
-		node.Price, node.PriceKnown = offeringPrice(cat, node.InstanceType, node.Zone, node.CapacityType)
+		node.Price, node.PriceKnown = offeringPrice(cat, s.Overlays, n.Labels[apisv1.LabelNodePool], node.InstanceType, node.Zone, node.CapacityType)
 		s.byName[n.Name] = node
 		s.Nodes = append(s.Nodes, node)
 	}
@@ -212,19 +218,21 @@ func (s *State) prepareView(n *Node) {
 	n.view = &v
 }
 
-// offeringPrice finds the offering's price (USD per hour). A node in a capacity reservation is
-// priced as Karpenter prices reserved offerings, on-demand / catalog.ReservedPriceDivisor: it is
-// paid for, so consolidation never replaces it with bought capacity, yet may still remove it
-// when empty.
-func offeringPrice(cat *catalog.Catalog, it, zone, ct string) (float64, bool) {
-	t := cat.Get(it)
-	if t == nil {
+// offeringPrice finds the offering's price (USD per hour) under the node's NodePool's
+// NodeOverlays. A node in a capacity reservation is priced as Karpenter prices reserved
+// offerings, on-demand / catalog.ReservedPriceDivisor: it is paid for, so consolidation never
+// replaces it with bought capacity, yet may still remove it when empty.
+func offeringPrice(cat *catalog.Catalog, overlays *overlay.Store, pool, it, zone, ct string) (float64, bool) {
+	base := cat.Get(it)
+	if base == nil {
 		return 0, false
 	}
 	if ct == apisv1.CapacityTypeReserved {
-		price, ok := t.OnDemandPrice()
+		price, ok := base.OnDemandPrice()
 		return price / catalog.ReservedPriceDivisor, ok
 	}
+	// The price under the node's NodePool's overlays, as the solver prices its replacements.
+	t := overlays.Apply(pool, base)
 	for _, o := range t.Offerings {
 		if o.Zone == zone && o.CapacityType == ct {
 			return o.PricePerHour, true

@@ -147,6 +147,7 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 		return res
 	}
 	l.record(nc, inst, nodeClass)
+	withOverlayCapacity(nc, plan, inst.InstanceType)
 	// What drift later compares (image, NodeClass hash, networking) is the cloud's to record.
 	if rules := cloud.RulesOf(l.Provider); rules != nil {
 		rules.RecordLaunch(nc, nodeClass, inst)
@@ -172,6 +173,14 @@ func (l *Launcher) nodeClaim(name, token string, d Decision, plan *provisioning.
 	// Written on every NodeClaim, as Karpenter's scheduler does; the AWS provider leaves the
 	// NodeClass's spec.context off a relaxed launch, and the created metric is labelled by it.
 	annotations[apisv1.AnnotationNodeClaimMinValuesRelaxed] = strconv.FormatBool(plan.MinValuesRelaxed)
+	// Karpenter marks a NodeClaim whose instance types were overlaid (nodeclaimtemplate.go); the
+	// AWS provider launches a price-overlaid one with the prioritized fleet strategies.
+	if plan.PriceOverlayApplied() {
+		annotations[apisv1.AnnotationPriceOverlayApplied] = "true"
+	}
+	if plan.CapacityOverlayApplied() {
+		annotations[apisv1.AnnotationCapacityOverlayApplied] = "true"
+	}
 	if len(plan.Pods) > 0 {
 		keys := make([]string, 0, len(plan.Pods))
 		for _, p := range plan.Pods {
@@ -252,6 +261,28 @@ func (l *Launcher) record(nc *apisv1.NodeClaim, inst *cloud.Instance, nodeClass 
 	nc.Status.ProviderID = inst.ProviderID
 	nc.Status.Conditions = []metav1.Condition{{Type: apisv1.ConditionLaunched, Status: metav1.ConditionTrue,
 		Reason: "Launched", LastTransitionTime: nc.CreationTimestamp}}
+}
+
+// withOverlayCapacity adds the extended resources NodeOverlays gave the launched type under the
+// claim's NodePool to its status capacity and allocatable, as Karpenter records a NodeClaim from
+// the overlaid instance type, so the next decision counts them on the claim in flight.
+func withOverlayCapacity(nc *apisv1.NodeClaim, plan *provisioning.NodeClaimPlan, instanceType string) {
+	for _, o := range plan.Offerings {
+		if o.InstanceType.Name != instanceType || len(o.InstanceType.OverlayCapacity) == 0 {
+			continue
+		}
+		nc.Status.Capacity, nc.Status.Allocatable = nc.Status.Capacity.DeepCopy(), nc.Status.Allocatable.DeepCopy()
+		if nc.Status.Capacity == nil {
+			nc.Status.Capacity = corev1.ResourceList{}
+		}
+		if nc.Status.Allocatable == nil {
+			nc.Status.Allocatable = corev1.ResourceList{}
+		}
+		for name, q := range o.InstanceType.OverlayCapacity {
+			nc.Status.Capacity[name], nc.Status.Allocatable[name] = q.DeepCopy(), q.DeepCopy()
+		}
+		return
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -16,6 +16,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/cloudmetrics"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
+	"github.com/dovetail-dev/dovetail/shared/overlay"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
@@ -257,5 +258,35 @@ func TestLaunchAnnotatesMinValuesRelaxed(t *testing.T) {
 				t.Errorf("%s CPU: instance-size minValues %v, want %d", c.cpu, r.MinValues, c.minValues)
 			}
 		}
+	}
+}
+
+// A claim planned from NodeOverlays carries Karpenter's overlay annotations, and its status
+// records the added extended resources, so the next decision counts them while it is in flight.
+func TestLaunchRecordsOverlays(t *testing.T) {
+	cat := catalog.MustAWS()
+	p := plan(t, "m5.large")
+	o := &apisv1.NodeOverlay{ObjectMeta: metav1.ObjectMeta{Name: "devices"}, Spec: apisv1.NodeOverlaySpec{
+		Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}},
+		Capacity:     corev1.ResourceList{"example.com/device": resource.MustParse("4")}}}
+	adj := "-10%"
+	o.Spec.PriceAdjustment = &adj
+	store := overlay.Resolve([]*apisv1.NodeOverlay{o}, []*apisv1.NodePool{p.NodePool}, cat)
+	for i := range p.Offerings {
+		p.Offerings[i].InstanceType = store.Apply("default", p.Offerings[i].InstanceType)
+	}
+	fc := fake.New(fake.Options{Catalog: cat, Cluster: "prod", Clock: clocktesting.NewFakeClock(at)})
+	l := &Launcher{Cluster: "prod", Provider: fc, Catalog: cat}
+	res := l.Launch(context.Background(), Decision{Revision: 7, Time: at}, p, apisv1.NodeClass{})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	nc := res.NodeClaim
+	if nc.Annotations[apisv1.AnnotationPriceOverlayApplied] != "true" || nc.Annotations[apisv1.AnnotationCapacityOverlayApplied] != "true" {
+		t.Errorf("annotations %v, want both overlay marks", nc.Annotations)
+	}
+	c, a := nc.Status.Capacity["example.com/device"], nc.Status.Allocatable["example.com/device"]
+	if c.Value() != 4 || a.Value() != 4 {
+		t.Errorf("status capacity %v allocatable %v, want 4 example.com/device each", nc.Status.Capacity, nc.Status.Allocatable)
 	}
 }

@@ -448,20 +448,13 @@ func (s *Set) addWorkload(src Source, obj runtime.Object, kind, name, ns string,
 	return nil
 }
 
-// decodeKarpenter reads the karpenter.sh, karpenter.k8s.aws and karpenter.azure.com kinds with shared/apis.Load
+// decodeKarpenter reads the karpenter.sh (NodeOverlay included), karpenter.k8s.aws and karpenter.azure.com kinds with shared/apis.Load
 // (strict decoding, v1beta1 converted to v1, defaults filled, validated). Any other kind of those groups (v1alpha5 Provisioner, ...) is refused
 // rather than skipped: silently dropping a pool would make every plan wrong.
 func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
-	if h.Kind == "NodeOverlay" {
-		// Karpenter's alpha price and capacity overlays: a plan without them is still the plan
-		// of the pools as written, so the document is skipped with a warning, not refused.
-		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: NodeOverlay %s (%s): price and capacity overlays are not applied by Dovetail yet; skipped",
-			src, h.Metadata.Name, h.APIVersion))
-		return nil
-	}
 	if !apis.IsKnown(h.APIVersion, h.Kind) {
 		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "apiVersion",
-			Reason: fmt.Sprintf("%s %s is not supported; Dovetail reads karpenter.sh/v1 (and v1beta1) NodePool, karpenter.sh/v1 NodeClaim, karpenter.k8s.aws/v1 (and v1beta1) EC2NodeClass and karpenter.azure.com/v1beta1 (and v1alpha2) AKSNodeClass", h.APIVersion, h.Kind)}
+			Reason: fmt.Sprintf("%s %s is not supported; Dovetail reads karpenter.sh/v1 (and v1beta1) NodePool, karpenter.sh/v1 NodeClaim, karpenter.sh/v1alpha1 NodeOverlay, karpenter.k8s.aws/v1 (and v1beta1) EC2NodeClass and karpenter.azure.com/v1beta1 (and v1alpha2) AKSNodeClass", h.APIVersion, h.Kind)}
 	}
 	if err := checkName(src, h); err != nil {
 		return err
@@ -486,6 +479,8 @@ func (s *Set) decodeKarpenter(src Source, h header, raw []byte) error {
 		s.NodeClasses = append(s.NodeClasses, apiv1.NodeClass{AKS: o})
 	case *apiv1.NodeClaim:
 		s.NodeClaims = append(s.NodeClaims, o)
+	case *apiv1.NodeOverlay:
+		s.NodeOverlays = append(s.NodeOverlays, o)
 	default:
 		return &Error{Source: src, Kind: h.Kind, Reason: fmt.Sprintf("decoded to unexpected type %T", obj)}
 	}

@@ -32,6 +32,9 @@ type Set struct {
 	NodePools   []*apiv1.NodePool
 	NodeClasses []apiv1.NodeClass
 	NodeClaims  []*apiv1.NodeClaim
+	// NodeOverlays are karpenter.sh/v1alpha1 price and capacity overlays (validated as the API
+	// server admits them; Karpenter's runtime rules are applied when they are resolved).
+	NodeOverlays []*apiv1.NodeOverlay
 	// Pods are the standalone Pod documents; those with spec.nodeName are bound to a Node.
 	Pods []*corev1.Pod
 	// Workloads are the pod controllers (Deployment, StatefulSet, ReplicaSet, Job, CronJob);
@@ -69,7 +72,7 @@ type Set struct {
 // Objects counts the objects read that Dovetail plans with (every kind of the Set; not the
 // skipped kinds counted in Skipped).
 func (s *Set) Objects() int {
-	return len(s.NodePools) + len(s.NodeClasses) + len(s.NodeClaims) + len(s.Pods) + len(s.Workloads) + len(s.DaemonSets) +
+	return len(s.NodePools) + len(s.NodeClasses) + len(s.NodeClaims) + len(s.NodeOverlays) + len(s.Pods) + len(s.Workloads) + len(s.DaemonSets) +
 		len(s.LimitRanges) + len(s.PDBs) + len(s.Nodes) + len(s.Namespaces) + len(s.PVCs) + len(s.PVs) + len(s.StorageClasses)
 }
 

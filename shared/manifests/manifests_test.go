@@ -266,9 +266,10 @@ func TestNotAnObjectIsSkipped(t *testing.T) {
 	}
 }
 
-// A NodeOverlay (Karpenter v1.14's karpenter.sh/v1alpha1 price and capacity overlays) is skipped
-// with one warning naming it; the rest of the input still loads.
-func TestNodeOverlaySkippedWithAWarning(t *testing.T) {
+// A NodeOverlay (Karpenter v1.14's karpenter.sh/v1alpha1 price and capacity overlays) is read
+// into the set; one the API server would refuse (price and priceAdjustment both set) is refused
+// naming the field.
+func TestNodeOverlayRead(t *testing.T) {
 	s, err := LoadReader("overlay.yaml", strings.NewReader(`apiVersion: karpenter.sh/v1alpha1
 kind: NodeOverlay
 metadata: {name: discount}
@@ -284,11 +285,22 @@ spec: {containers: [{name: c, image: x}]}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "NodeOverlay discount") || !strings.Contains(s.Warnings[0], "not applied by Dovetail yet") {
-		t.Errorf("warnings %q, want one naming the NodeOverlay", s.Warnings)
+	if len(s.Warnings) != 0 || len(s.NodeOverlays) != 1 || s.NodeOverlays[0].Name != "discount" || *s.NodeOverlays[0].Spec.PriceAdjustment != "-10%" {
+		t.Errorf("warnings %q, overlays %v; want the overlay read and no warning", s.Warnings, s.NodeOverlays)
 	}
 	if len(s.ExpandPods()) != 1 {
 		t.Errorf("%d pods, want the one after the overlay", len(s.ExpandPods()))
+	}
+	_, err = LoadReader("bad.yaml", strings.NewReader(`apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: both}
+spec:
+  price: "0.1"
+  priceAdjustment: "-10%"
+  requirements: []
+`))
+	if err == nil || !strings.Contains(err.Error(), "cannot set both 'price' and 'priceAdjustment'") {
+		t.Errorf("error %v, want the exclusivity refusal", err)
 	}
 }
 

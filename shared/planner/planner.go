@@ -28,7 +28,7 @@ const SnapshotCluster = "plan"
 // server's LimitRanger would before any scheduler sees them; a pod already admitted has its
 // requests and is unchanged) sorted into pending pods (unbound, not finished, not being deleted,
 // not a DaemonSet's: those wait for their own node) and pods bound to a node (spec.nodeName,
-// not finished); NodePools, NodeClasses, NodeClaims, Nodes, DaemonSets, LimitRanges and PDBs as
+// not finished); NodePools, NodeClasses, NodeClaims, NodeOverlays, Nodes, DaemonSets, LimitRanges and PDBs as
 // read; claims from Set.ExpandPVCs (documents, StatefulSet volumeClaimTemplates, ephemeral
 // volumes, default StorageClass), PersistentVolumes and StorageClasses as read.
 //
@@ -81,6 +81,9 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 	snap.NodeClasses = append(snap.NodeClasses, set.NodeClasses...)
 	for _, nc := range set.NodeClaims {
 		snap.NodeClaims = append(snap.NodeClaims, *nc)
+	}
+	for _, o := range set.NodeOverlays {
+		snap.NodeOverlays = append(snap.NodeOverlays, *o)
 	}
 	for _, c := range set.ExpandPVCs() {
 		snap.PVCs = append(snap.PVCs, *c)

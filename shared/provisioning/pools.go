@@ -258,6 +258,10 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		if !typeMatches(reqs, it) || !boots(it) {
 			continue
 		}
+		// The NodeOverlays' view of the type under this pool: overlaid prices rank its offerings
+		// (and so the claim's order, the lower bound and the fleet's priorities), added capacity
+		// lets pods requesting it fit.
+		it = in.Overlays.Apply(np.Name, it)
 		pt := &poolType{it: it}
 		for _, o := range it.Offerings {
 			if !o.Available || (zoneReq != nil && !zoneReq.Has(o.Zone)) || (ctReq != nil && !ctReq.Has(o.CapacityType)) {
@@ -302,6 +306,9 @@ func (p *pool) addType(pt *poolType, daemons []daemon) {
 		pt.capacity = pt.capacity.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(dearest)}})
 	}
 	pt.alloc = scheduling.FromList(alloc.List())
+	if len(it.OverlayCapacity) > 0 {
+		pt.capacity, pt.alloc = withOverlayCapacity(pt.capacity, it.OverlayCapacity), withOverlayCapacity(pt.alloc, it.OverlayCapacity)
+	}
 	// One map per type: the type's labels, the pool's, then the lifecycle labels.
 	labels := mergeLabels(it.Labels, p.labels, lifecycleLabels)
 	for i := range daemons {
@@ -316,6 +323,22 @@ func (p *pool) addType(pt *poolType, daemons []daemon) {
 	pt.avail = pt.alloc.Sub(pt.daemon)
 	pt.special = isSpecial(it)
 	p.types = append(p.types, pt)
+}
+
+// withOverlayCapacity sets each NodeOverlay resource in r to the overlay's quantity (replacing a
+// same-named one, as Karpenter's ApplyCapacityOverlay assigns capacity; the kubelet reserves
+// nothing of an extended resource, so allocatable takes the same value). r is not modified.
+func withOverlayCapacity(r scheduling.Resources, add corev1.ResourceList) scheduling.Resources {
+	extra := scheduling.FromList(add)
+	out := r
+	out.Scalar = make(map[corev1.ResourceName]int64, len(r.Scalar)+len(extra.Scalar))
+	for k, v := range r.Scalar {
+		out.Scalar[k] = v
+	}
+	for k, v := range extra.Scalar {
+		out.Scalar[k] = v
+	}
+	return out
 }
 
 // sortTypes orders the pool's types by their cheapest offering, then name, then reservation.

@@ -85,7 +85,7 @@ func compileReserved(in *Input, p *pool, daemons []daemon, left map[string]int) 
 			in.Unavailable != nil && in.Unavailable(r.InstanceType, r.AvailabilityZone, apisv1.CapacityTypeReserved):
 			continue
 		}
-		it := reservedType(base, r)
+		it := in.Overlays.Apply(p.np.Name, reservedType(base, r))
 		if !typeMatches(rp.reqs, it) {
 			continue
 		}

@@ -3,6 +3,7 @@ package provisioning
 import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/overlay"
 )
 
 // InputFromSnapshot builds the solver's input from an agent snapshot, with the NodeClasses'
@@ -42,6 +43,7 @@ func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog, settings NodeSe
 	for i := range s.StorageClasses {
 		in.StorageClasses = append(in.StorageClasses, &s.StorageClasses[i])
 	}
+	in.Overlays = overlay.ResolveSnapshot(s, cat)
 	in.Unavailable = events.UnavailableAt(s.UnavailableOfferings, s.Time.Time)
 	in.Time = s.Time.Time
 	// The counts a NodeClass's annotation states (manifests); a deployed function replaces them

@@ -13,6 +13,7 @@ import (
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/overlay"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -64,6 +65,10 @@ type Input struct {
 	// (the lifecycle function has not resolved it), not only those Ready=False. The functions
 	// set it when their provider resolves NodeClasses; `dovetail plan` over manifests does not.
 	RequireResolvedNodeClasses bool
+	// Overlays are the NodeOverlays resolved against the NodePools and Catalog (overlay.Resolve,
+	// once per decision: consolidation's simulations share it); nil applies none. Every offering
+	// price the solver ranks, bounds and returns, and every type's capacity, is the overlaid one.
+	Overlays *overlay.Store
 	// Simulation asks for placements only, as consolidation does hundreds of times per
 	// decision: no lower bound (Plan.LowerBoundPerHour stays 0) and no pattern packing (first-fit,
 	// refine and the LP-guided re-pack only), which keeps a simulation cheap.
@@ -151,6 +156,31 @@ func (n *NodeClaimPlan) InstanceTypeOptions() []string {
 		}
 	}
 	return out
+}
+
+// PriceOverlayApplied reports whether a NodeOverlay changed the price of an offering of one of
+// the claim's instance types (Karpenter's IsPricingOverlayApplied over the claim's types, which
+// sets apisv1.AnnotationPriceOverlayApplied on the NodeClaim).
+func (n *NodeClaimPlan) PriceOverlayApplied() bool {
+	for _, o := range n.Offerings {
+		for _, to := range o.InstanceType.Offerings {
+			if to.PriceOverlay != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// CapacityOverlayApplied reports whether a NodeOverlay added capacity to one of the claim's
+// instance types (apisv1.AnnotationCapacityOverlayApplied).
+func (n *NodeClaimPlan) CapacityOverlayApplied() bool {
+	for _, o := range n.Offerings {
+		if len(o.InstanceType.OverlayCapacity) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Cheapest returns the first offering (what the fleet would get first).

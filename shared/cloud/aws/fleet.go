@@ -60,7 +60,9 @@ type candidate struct {
 // Create launches one instance for the request with CreateFleet (type instant, target capacity
 // 1). Offerings are tried cheapest first, at most MaxOverrides per fleet: spot offerings in one
 // fleet with the price-capacity-optimized strategy, then, if no spot instance launched, the
-// on-demand offerings in a second fleet with lowest-price. The first fleet carries
+// on-demand offerings in a second fleet with lowest-price; a NodeClaim annotated
+// karpenter.sh/price-overlay-applied uses capacity-optimized-prioritized and prioritized instead,
+// each override's priority its (overlaid) price. The first fleet carries
 // req.ClientToken, so a redelivered request is answered with the instance of the first delivery;
 // the on-demand fallback carries a token derived from it. When nothing launches the error is a
 // *cloud.InsufficientCapacityError listing every offering refused, with EC2's code.
@@ -217,6 +219,10 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 	if len(cands) > MaxOverrides {
 		cands = cands[:MaxOverrides]
 	}
+	// A NodeClaim priced by NodeOverlays launches with the prioritized strategies, so EC2 follows
+	// the overlaid prices instead of its own (karpenter-provider-aws CreateFleetInputBuilder
+	// WithOverlay, on karpenter.sh/price-overlay-applied).
+	overlaid := req.NodeClaim != nil && req.NodeClaim.Annotations[apisv1.AnnotationPriceOverlayApplied] == "true"
 	var configs []ec2types.FleetLaunchTemplateConfigRequest
 	at := map[string]int{}
 	for _, c := range cands {
@@ -227,8 +233,14 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 			configs = append(configs, ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
 				LaunchTemplateName: aws.String(c.template), Version: aws.String("$Latest")}})
 		}
-		configs[i].Overrides = append(configs[i].Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
-			InstanceType: ec2types.InstanceType(c.ref.InstanceType), SubnetId: aws.String(c.subnet), AvailabilityZone: aws.String(c.ref.Zone)})
+		ov := ec2types.FleetLaunchTemplateOverridesRequest{
+			InstanceType: ec2types.InstanceType(c.ref.InstanceType), SubnetId: aws.String(c.subnet), AvailabilityZone: aws.String(c.ref.Zone)}
+		if overlaid {
+			// EC2 launches the lowest priority number first: the overlaid price (Karpenter's
+			// getOverrides sets Priority to the offering's price).
+			ov.Priority = aws.Float64(c.ref.PricePerHour)
+		}
+		configs[i].Overrides = append(configs[i].Overrides, ov)
 	}
 	tags := ec2Tags(req.Tags)
 	in := &ec2.CreateFleetInput{
@@ -245,6 +257,9 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 	case ct == apisv1.CapacityTypeSpot:
 		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeSpot
 		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
+		if overlaid {
+			in.SpotOptions.AllocationStrategy = ec2types.SpotAllocationStrategyCapacityOptimizedPrioritized
+		}
 	case ct == apisv1.CapacityTypeReserved && cands[0].ref.ReservationType == apisv1.CapacityReservationTypeCapacityBlock:
 		// Capacity blocks launch as their own capacity type, without on-demand options (Karpenter's
 		// CreateFleetInputBuilder).
@@ -252,6 +267,9 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 	default: // on-demand, and reserved on-demand capacity: the templates target the reservations
 		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeOnDemand
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+		if overlaid {
+			in.OnDemandOptions.AllocationStrategy = ec2types.FleetOnDemandAllocationStrategyPrioritized
+		}
 	}
 	out, err := p.o.EC2.CreateFleet(ctx, in)
 	if err != nil {

@@ -774,3 +774,41 @@ func hasAMI(amis []apisv1.AMI, id string) bool {
 	}
 	return false
 }
+
+// A NodeClaim priced by NodeOverlays (karpenter.sh/price-overlay-applied) launches with the
+// prioritized strategy, each override's priority its overlaid price, and EC2 (the fake, as
+// the CreateFleet reference says) launches the lowest priority number: m6i.large at its overlaid
+// $0.0672/h before c6i.large at $0.085/h, where lowest-price would take c6i.large (its list
+// price is below m6i.large's $0.096/h).
+func TestFleetFollowsOverlaidPrices(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	m := e.offering(t, "m6i.large", "us-east-1a", "on-demand")
+	m.PricePerHour = 0.096 * 0.7
+	c := e.offering(t, "c6i.large", "us-east-1a", "on-demand")
+	plain, err := e.p.Create(ctx, request("tok-plain", nodeClass("al2023@latest"), m, c))
+	if err != nil || plain.InstanceType != "c6i.large" {
+		t.Fatalf("without the annotation: %v (%v), want c6i.large (lowest-price)", plain, err)
+	}
+	req := request("tok-overlay", nodeClass("al2023@latest"), m, c)
+	req.NodeClaim = &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc",
+		Annotations: map[string]string{apisv1.AnnotationPriceOverlayApplied: "true"}}}
+	got, err := e.p.Create(ctx, req)
+	if err != nil || got.InstanceType != "m6i.large" {
+		t.Fatalf("with the annotation: %v (%v), want m6i.large", got, err)
+	}
+	ins := fleetInputs(e)
+	last := ins[len(ins)-1]
+	if last.OnDemandOptions == nil || last.OnDemandOptions.AllocationStrategy != ec2types.FleetOnDemandAllocationStrategyPrioritized {
+		t.Fatalf("on-demand options %+v, want prioritized", last.OnDemandOptions)
+	}
+	var prios []float64
+	for _, cfg := range last.LaunchTemplateConfigs {
+		for _, o := range cfg.Overrides {
+			prios = append(prios, aws.ToFloat64(o.Priority))
+		}
+	}
+	if len(prios) != 2 || prios[0] != m.PricePerHour || prios[1] != 0.085 {
+		t.Errorf("priorities %v, want [%v 0.085]", prios, m.PricePerHour)
+	}
+}

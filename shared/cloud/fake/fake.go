@@ -229,6 +229,24 @@ func (c *Cloud) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.Ins
 // The token is remembered with a digest of every request. Errors are Create's; requests with
 // different tokens, or none, are refused.
 func (c *Cloud) CreateMixed(ctx context.Context, reqs []cloud.LaunchRequest) (*cloud.Instance, error) {
+	return c.createMixed(ctx, reqs, nil)
+}
+
+// CreatePrioritized is CreateMixed for a fleet with a prioritized allocation strategy (EC2
+// CreateFleet OnDemandOptions prioritized, SpotOptions capacity-optimized-prioritized): the
+// offering with the lowest priority number launches first, where it has capacity; offerings
+// without a priority come last, cheapest first (CreateFleet API reference,
+// FleetLaunchTemplateOverridesRequest.Priority: "The lower the number, the higher the
+// priority. If no number is set, the override has the lowest priority."). priority is keyed by
+// the offerings as the requests name them (instance type, zone, capacity type, reservation).
+func (c *Cloud) CreatePrioritized(ctx context.Context, reqs []cloud.LaunchRequest, priority map[cloud.OfferingRef]float64) (*cloud.Instance, error) {
+	if priority == nil {
+		priority = map[cloud.OfferingRef]float64{}
+	}
+	return c.createMixed(ctx, reqs, priority)
+}
+
+func (c *Cloud) createMixed(ctx context.Context, reqs []cloud.LaunchRequest, priority map[cloud.OfferingRef]float64) (*cloud.Instance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -289,7 +307,7 @@ func (c *Cloud) CreateMixed(ctx context.Context, reqs []cloud.LaunchRequest) (*c
 	}
 
 	var refused []cloud.UnavailableOffering
-	for _, cand := range c.candidates(offerings, &refused) {
+	for _, cand := range c.candidates(offerings, &refused, priority) {
 		if code, iced := c.iceCode(cand.ref); iced {
 			refused = append(refused, cloud.UnavailableOffering{Offering: cand.ref, Code: code})
 			c.stats.ICEs++
@@ -430,7 +448,7 @@ func capacityTypeRank(ct string) int {
 
 // candidates resolves the requested offerings against the catalog, appends the ones the catalog
 // cannot sell to refused, and orders the rest by capacity type, then price, then request order.
-func (c *Cloud) candidates(refs []cloud.OfferingRef, refused *[]cloud.UnavailableOffering) []candidate {
+func (c *Cloud) candidates(refs []cloud.OfferingRef, refused *[]cloud.UnavailableOffering, priority map[cloud.OfferingRef]float64) []candidate {
 	seen := map[cloud.OfferingRef]bool{}
 	var out []candidate
 	for i, ref := range refs {
@@ -464,10 +482,26 @@ func (c *Cloud) candidates(refs []cloud.OfferingRef, refused *[]cloud.Unavailabl
 			out = append(out, candidate{ref: key, it: it, index: i})
 		}
 	}
+	prio := func(cand candidate) (float64, bool) {
+		if priority == nil {
+			return 0, false
+		}
+		r := refs[cand.index]
+		p, ok := priority[cloud.OfferingRef{InstanceType: r.InstanceType, Zone: r.Zone, CapacityType: r.CapacityType, ReservationID: r.ReservationID}]
+		return p, ok
+	}
 	sort.SliceStable(out, func(a, b int) bool {
 		ra, rb := capacityTypeRank(out[a].ref.CapacityType), capacityTypeRank(out[b].ref.CapacityType)
 		if ra != rb {
 			return ra < rb
+		}
+		pa, oka := prio(out[a])
+		pb, okb := prio(out[b])
+		if oka != okb {
+			return oka
+		}
+		if oka && pa != pb {
+			return pa < pb
 		}
 		if out[a].ref.PricePerHour != out[b].ref.PricePerHour {
 			return out[a].ref.PricePerHour < out[b].ref.PricePerHour

@@ -301,7 +301,9 @@ type offeringSource struct {
 // createFleet serves an instant fleet of one instance through the fake cloud's Create, which
 // picks the cheapest offering with capacity among the overrides (the price-capacity-optimized,
 // capacity-optimized and lowest-price strategies all come down to that in the fake, whose
-// capacity is either there or not); prioritized strategies are refused rather than imitated.
+// capacity is either there or not). The prioritized strategies (on-demand prioritized, spot
+// capacity-optimized-prioritized) launch the override with the lowest Priority number that has
+// capacity instead (fake.Cloud.CreatePrioritized).
 func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string) ([]byte, *apiError) {
 	in, aerr := decode[ec2.CreateFleetInput](s, "CreateFleet", form)
 	if aerr != nil {
@@ -336,17 +338,21 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 		return nil, badRequest(CodeInvalidParameterValue, "TargetCapacitySpecification.TotalTargetCapacity: this endpoint launches exactly 1 instance per fleet")
 	}
 	var capacityType, lifecycle string
+	prioritized := false
 	switch tcs.DefaultTargetCapacityType {
 	case types.DefaultTargetCapacityTypeSpot:
 		capacityType, lifecycle = apisv1.CapacityTypeSpot, "spot"
-		if o := in.SpotOptions; o != nil && strings.Contains(string(o.AllocationStrategy), "prioritized") {
-			return nil, badRequest(CodeInvalidParameterValue, "SpotOptions.AllocationStrategy %q is not served by this endpoint", o.AllocationStrategy)
+		// capacity-optimized-prioritized honours priorities where capacity allows; the fake's
+		// capacity is there or not, so it launches the highest priority with capacity. Any other
+		// prioritized name is not a spot strategy.
+		if o := in.SpotOptions; o != nil && o.AllocationStrategy == types.SpotAllocationStrategyCapacityOptimizedPrioritized {
+			prioritized = true
+		} else if o != nil && strings.Contains(string(o.AllocationStrategy), "prioritized") {
+			return nil, badRequest(CodeInvalidParameterValue, "SpotOptions.AllocationStrategy %q is not a valid spot allocation strategy", o.AllocationStrategy)
 		}
 	case types.DefaultTargetCapacityTypeOnDemand:
 		capacityType, lifecycle = apisv1.CapacityTypeOnDemand, "on-demand"
-		if o := in.OnDemandOptions; o != nil && o.AllocationStrategy == types.FleetOnDemandAllocationStrategyPrioritized {
-			return nil, badRequest(CodeInvalidParameterValue, "OnDemandOptions.AllocationStrategy %q is not served by this endpoint", o.AllocationStrategy)
-		}
+		prioritized = in.OnDemandOptions != nil && in.OnDemandOptions.AllocationStrategy == types.FleetOnDemandAllocationStrategyPrioritized
 	case types.DefaultTargetCapacityTypeCapacityBlock:
 		// Capacity blocks launch only into a capacity block the templates target (EC2 User
 		// Guide, "Launch instances into Capacity Blocks using EC2 Fleet").
@@ -361,6 +367,7 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	s.mu.Lock()
 	var offerings []cloud.OfferingRef
 	sources := map[cloud.OfferingRef]offeringSource{}
+	priority := map[cloud.OfferingRef]float64{} // overrides' Priority, honoured by prioritized strategies
 	// EC2 accepts templates with different images and user data in one fleet (Karpenter sends
 	// one per AMI); the instance boots with its own template's. Offerings are grouped by the
 	// node configuration their template boots.
@@ -432,6 +439,13 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 			if _, dup := sources[ref]; dup {
 				continue
 			}
+			if o.Priority != nil {
+				if p := aws.ToFloat64(o.Priority); p < 0 {
+					s.mu.Unlock()
+					return nil, badRequest(CodeInvalidParameterValue, "LaunchTemplateConfigs.%d.Overrides.%d.Priority: %v is negative", i+1, j+1, p)
+				}
+				priority[cloud.OfferingRef{InstanceType: ref.InstanceType, Zone: ref.Zone, CapacityType: ref.CapacityType, ReservationID: ref.ReservationID}] = aws.ToFloat64(o.Priority)
+			}
 			resp := types.FleetLaunchTemplateOverrides{InstanceType: o.InstanceType, AvailabilityZone: sn.AvailabilityZone,
 				SubnetId: sn.SubnetId, Priority: o.Priority, MaxPrice: o.MaxPrice, WeightedCapacity: o.WeightedCapacity, ImageId: o.ImageId}
 			sources[ref] = offeringSource{template: t, spec: types.FleetLaunchTemplateSpecification{LaunchTemplateId: t.LaunchTemplateId,
@@ -476,7 +490,13 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 		}
 		reqs[i].Offerings = append(reqs[i].Offerings, ref)
 	}
-	inst, err := s.cloud.CreateMixed(ctx, reqs)
+	var inst *cloud.Instance
+	var err error
+	if prioritized {
+		inst, err = s.cloud.CreatePrioritized(ctx, reqs, priority)
+	} else {
+		inst, err = s.cloud.CreateMixed(ctx, reqs)
+	}
 	var members []member
 	var ice *cloud.InsufficientCapacityError
 	switch {
