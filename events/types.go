@@ -59,6 +59,10 @@ type Snapshot struct {
 	PVCs           []corev1.PersistentVolumeClaim `json:"pvcs,omitempty"`
 	PVs            []corev1.PersistentVolume      `json:"pvs,omitempty"`
 	StorageClasses []storagev1.StorageClass       `json:"storageClasses,omitempty"`
+	// VolumeAttachments are the attachments of nodes that are being deleted (storage.k8s.io/v1,
+	// spec.nodeName one of them): the termination waits for them to be gone before it
+	// terminates the instance (Karpenter's VolumesDetached). Optional: an older agent sends none.
+	VolumeAttachments []storagev1.VolumeAttachment `json:"volumeAttachments,omitempty"`
 	// UnavailableOfferings are offerings marked unavailable (ICE) and not yet expired.
 	UnavailableOfferings []UnavailableOfferingMark `json:"unavailableOfferings,omitempty"`
 	// ClusterFacts are what the agent discovered from the API server (nil from an agent that
