@@ -405,7 +405,7 @@ func (w *Watcher) stores() stores {
 		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(),
 		pvcs: w.pvcs.GetStore(), pvs: w.pvs.GetStore(), storageClasses: w.storageClasses.GetStore(),
 		limitRanges: w.limitRanges.GetStore(), volumeAttachments: w.volumeAttachments.GetStore(),
-		nodePools:   w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(), nodeClassKind: w.opts.NodeClassKind,
+		nodePools: w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(), nodeClassKind: w.opts.NodeClassKind,
 	}
 }
 
