@@ -132,7 +132,9 @@ func checkTerminationOrderAndVolumes(ctx context.Context, t *testing.T, env *loc
 	if _, err := kc.StorageV1().VolumeAttachments().Create(ctx, va, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = kc.StorageV1().VolumeAttachments().Delete(context.Background(), va.Name, metav1.DeleteOptions{}) }()
+	defer func() {
+		_ = kc.StorageV1().VolumeAttachments().Delete(context.Background(), va.Name, metav1.DeleteOptions{})
+	}()
 
 	// Watch the node's pods: the order in which each is first seen terminating (or gone).
 	order := watchLeaving(ctx, t, env, node)
