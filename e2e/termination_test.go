@@ -46,13 +46,13 @@ func checkTerminationOrderAndVolumes(ctx context.Context, t *testing.T, env *loc
 	}
 	var victim apisv1.NodeClaim
 	for _, nc := range nodeClaims(ctx, t, env) {
-		if nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && nc.Labels[apisv1.LabelCapacityType] == apisv1.CapacityTypeOnDemand {
+		if nc.Status.NodeName != "" && nc.DeletionTimestamp == nil {
 			victim = nc
 			break
 		}
 	}
 	if victim.Name == "" {
-		t.Fatal("no running on-demand NodeClaim to terminate")
+		t.Fatal("no NodeClaim with a node to terminate")
 	}
 	node := victim.Status.NodeName
 	small := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}

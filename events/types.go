@@ -322,6 +322,9 @@ type Command struct {
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
 	Taints      []corev1.Taint    `json:"taints,omitempty"`
+	// ClearConditions, on SetNodeClaimStatus, are condition types to remove from the NodeClaim
+	// (Karpenter clears Consolidatable and Drifted rather than setting them False).
+	ClearConditions []string `json:"clearConditions,omitempty"`
 	// Finalizer is what RegisterNode adds and RemoveFinalizer removes.
 	Finalizer string `json:"finalizer,omitempty"`
 	// Pods are the pods of NominatePods and DeletePods.

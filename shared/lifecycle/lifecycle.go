@@ -197,6 +197,7 @@ func (d *decider) claim(nc *apisv1.NodeClaim) {
 		d.register(nc, node)
 		d.releasePlanned(nc, node)
 		d.initialize(nc, node)
+		d.consolidatable(nc)
 	}
 }
 
