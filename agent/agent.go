@@ -385,13 +385,13 @@ func (a *Agent) factsLoop(ctx context.Context) {
 }
 
 // changeLoop publishes a snapshot after Nodes, NodeClaims, NodePools or NodeClasses changed or a
-// pod was deleted (a drain progressing), checking every ChangeSnapshotInterval: a NodeClass that
+// pod or VolumeAttachment was deleted (a drain or a volume detach progressing), checking every ChangeSnapshotInterval: a NodeClass that
 // just became Ready lets its pending pods launch at once.
 func (a *Agent) changeLoop(ctx context.Context) {
 	revs := a.watcher.Revisions()
 	mark := func() int64 {
 		return max(revs.LastChange(kube.KindNode), revs.LastChange(kube.KindNodeClaim), revs.LastDelete(kube.KindPod),
-			revs.LastChange(kube.KindNodeClass), revs.LastChange(kube.KindNodePool))
+			revs.LastChange(kube.KindNodeClass), revs.LastChange(kube.KindNodePool), revs.LastDelete(kube.KindVolumeAttachment))
 	}
 	seen := mark()
 	t := a.cfg.Clock.NewTicker(a.cfg.ChangeSnapshotInterval)

@@ -348,13 +348,14 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	}
 	// The run must have exercised every write the agent can make, the reads of its
 	// read-modify-write commands, and the informers' reads of the volume kinds (list and watch
-	// of PVCs, PVs and StorageClasses).
+	// of PVCs, PVs, StorageClasses and VolumeAttachments).
 	for _, k := range []string{"create karpenter.sh/nodeclaims", "patch karpenter.sh/nodeclaims/status", "delete karpenter.sh/nodeclaims",
 		"patch karpenter.sh/nodeclaims", "get karpenter.sh/nodeclaims",
 		"get /nodes", "patch /nodes", "delete /nodes", "create /pods/eviction", "get /pods", "patch /pods", "patch /pods/status", "delete /pods",
 		"create /events", "get /events", "patch /events", "create /configmaps", "patch /configmaps",
 		"list /persistentvolumeclaims", "watch /persistentvolumeclaims", "list /persistentvolumes", "watch /persistentvolumes",
 		"list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses",
+		"list storage.k8s.io/volumeattachments", "watch storage.k8s.io/volumeattachments",
 		"get karpenter.k8s.aws/ec2nodeclasses", "patch karpenter.k8s.aws/ec2nodeclasses", "patch karpenter.k8s.aws/ec2nodeclasses/status",
 		"get karpenter.sh/nodepools", "patch karpenter.sh/nodepools/status"} {
 		if !seen[k] {

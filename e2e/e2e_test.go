@@ -104,6 +104,7 @@ func TestRealControlPlane(t *testing.T) {
 		checkPDBDrain(ctx, t, env, logs)
 		t.Logf("timing: drain scenario took %s", time.Since(begin).Round(100*time.Millisecond))
 	})
+	t.Run("TerminationDrainsInGroupsAndWaitsForVolumes", func(t *testing.T) { checkTerminationOrderAndVolumes(ctx, t, env) })
 	// Last: the new AMI makes the drift function start replacing the seed nodes.
 	t.Run("AMIDriftOnRefresh", func(t *testing.T) { checkAMIDriftOnRefresh(ctx, t, env) })
 	t.Run("DisruptingEventOnDrift", func(t *testing.T) { checkDisrupting(ctx, t, env) })

@@ -68,6 +68,7 @@ var Caps = map[reflect.Type]boundedjson.Cap{
 	reflect.TypeFor[policyv1.PodDisruptionBudget](): {Name: "pdbs", Max: MaxPDBs},
 	reflect.TypeFor[corev1.PersistentVolumeClaim](): {Name: "pvcs", Max: MaxPVCs},
 	reflect.TypeFor[corev1.PersistentVolume]():      {Name: "pvs", Max: MaxPVs},
+	reflect.TypeFor[storagev1.VolumeAttachment]():   {Name: "volumeAttachments", Max: MaxPVs},
 	reflect.TypeFor[UnavailableOfferingMark]():      {Name: "unavailable offerings", Max: MaxUnavailableOfferings},
 	reflect.TypeFor[appsv1.DaemonSet]():             {Name: "daemonSets", Max: MaxSmallKinds},
 	reflect.TypeFor[apisv1.NodePool]():              {Name: "nodePools", Max: MaxSmallKinds},

@@ -59,6 +59,10 @@ type Snapshot struct {
 	PVCs           []corev1.PersistentVolumeClaim `json:"pvcs,omitempty"`
 	PVs            []corev1.PersistentVolume      `json:"pvs,omitempty"`
 	StorageClasses []storagev1.StorageClass       `json:"storageClasses,omitempty"`
+	// VolumeAttachments are the attachments of nodes that are being deleted (storage.k8s.io/v1,
+	// spec.nodeName one of them): the termination waits for them to be gone before it
+	// terminates the instance (Karpenter's VolumesDetached). Optional: an older agent sends none.
+	VolumeAttachments []storagev1.VolumeAttachment `json:"volumeAttachments,omitempty"`
 	// UnavailableOfferings are offerings marked unavailable (ICE) and not yet expired.
 	UnavailableOfferings []UnavailableOfferingMark `json:"unavailableOfferings,omitempty"`
 	// NodeOverlays are the cluster's karpenter.sh/v1alpha1 NodeOverlays (optional: an agent that
@@ -321,6 +325,9 @@ type Command struct {
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
 	Taints      []corev1.Taint    `json:"taints,omitempty"`
+	// ClearConditions, on SetNodeClaimStatus, are condition types to remove from the NodeClaim
+	// (Karpenter clears Consolidatable and Drifted rather than setting them False).
+	ClearConditions []string `json:"clearConditions,omitempty"`
 	// Finalizer is what RegisterNode adds and RemoveFinalizer removes.
 	Finalizer string `json:"finalizer,omitempty"`
 	// Pods are the pods of NominatePods and DeletePods.

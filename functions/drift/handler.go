@@ -186,6 +186,12 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	if err := h.blocked(ctx, snap, plan); err != nil {
 		return d, err
 	}
+	// The Drifted condition a Karpenter dashboard reads, for every judged NodeClaim.
+	for _, c := range disruption.DriftConditions(snap, cloud.RulesOf(h.Provider)) {
+		if err := h.publish(ctx, snap, c); err != nil {
+			return d, err
+		}
+	}
 	h.audit(snap, d)
 	h.log().Info("drift decision", "revision", snap.Revision, "steps", len(d.Steps), "blocked", len(d.Blocked), "overBudget", len(d.OverBudget))
 	return d, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,9 +70,9 @@ func (s *State) whyNot(n *Node) string {
 		return "already being disrupted or deleted"
 	case !n.Initialized:
 		return "not initialized"
-	case n.Node.Annotations[apisv1.AnnotationDoNotDisrupt] == "true":
+	case apisv1.ObjectDoNotDisrupt(&n.Node.ObjectMeta, s.Now):
 		return "node is annotated karpenter.sh/do-not-disrupt"
-	case n.Claim.Annotations[apisv1.AnnotationDoNotDisrupt] == "true":
+	case apisv1.ObjectDoNotDisrupt(&n.Claim.ObjectMeta, s.Now):
 		return "nodeclaim is annotated karpenter.sh/do-not-disrupt"
 	case n.Pool.DeletionTimestamp != nil:
 		return fmt.Sprintf("nodepool %q is being deleted", n.Pool.Name)
@@ -92,7 +93,7 @@ func (s *State) whyNot(n *Node) string {
 	if !n.PriceKnown {
 		return fmt.Sprintf("no price for offering %s/%s/%s", n.InstanceType, n.Zone, n.CapacityType)
 	}
-	if reason := PodsBlock(n.Movable); reason != "" {
+	if reason := PodsBlock(n.Movable, s.Now); reason != "" {
 		return reason
 	}
 	if err := s.PDBs.Check(n.Movable); err != nil {
@@ -110,13 +111,13 @@ func (s *State) blocker(n *Node) string {
 	switch {
 	case n.Pool == nil || n.Claim == nil || n.Disrupting || !n.Initialized:
 		return "" // not a node disruption would consider at all
-	case n.Node.Annotations[apisv1.AnnotationDoNotDisrupt] == "true":
+	case apisv1.ObjectDoNotDisrupt(&n.Node.ObjectMeta, s.Now):
 		return kevents.DoNotDisruptObject("Node")
-	case n.Claim.Annotations[apisv1.AnnotationDoNotDisrupt] == "true":
+	case apisv1.ObjectDoNotDisrupt(&n.Claim.ObjectMeta, s.Now):
 		return kevents.DoNotDisruptObject("NodeClaim")
 	}
 	for _, p := range n.Movable {
-		if p.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
+		if apisv1.PodDoNotDisrupt(p, s.Now) {
 			return kevents.DoNotDisruptPod(podRef(p))
 		}
 	}
@@ -127,12 +128,13 @@ func (s *State) blocker(n *Node) string {
 	return ""
 }
 
-// PodsBlock returns why some pod cannot be moved voluntarily, or "": a pod annotated
-// karpenter.sh/do-not-disrupt=true, or a pod without a controller owner (nothing would
-// recreate it elsewhere).
-func PodsBlock(pods []*corev1.Pod) string {
+// PodsBlock returns why some pod cannot be moved voluntarily at now, or "": a pod whose
+// karpenter.sh/do-not-disrupt annotation protects it at now ("true", or a duration not yet run
+// out since the pod started: apisv1.PodDoNotDisrupt), or a pod without a controller owner
+// (nothing would recreate it elsewhere).
+func PodsBlock(pods []*corev1.Pod, now time.Time) string {
 	for _, p := range pods {
-		if p.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
+		if apisv1.PodDoNotDisrupt(p, now) {
 			return fmt.Sprintf("pod %s is annotated karpenter.sh/do-not-disrupt", podRef(p))
 		}
 		if metav1.GetControllerOf(p) == nil {

@@ -403,7 +403,7 @@ func (s *State) evaluate(set []*Candidate, maxRepl int, strategy string) (*Decis
 		pods = append(pods, c.Movable...)
 		remove[c.Name()] = true
 	}
-	if why := PodsBlock(pods); why != "" {
+	if why := PodsBlock(pods, s.Now); why != "" {
 		return nil, why
 	}
 	if err := s.PDBs.Check(pods); err != nil {

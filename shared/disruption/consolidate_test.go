@@ -266,6 +266,16 @@ func TestCsBlockers(t *testing.T) {
 		{"node do-not-disrupt", "do-not-disrupt", `Node has "karpenter.sh/do-not-disrupt" annotation`, func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
 			n.Annotations = map[string]string{apisv1.AnnotationDoNotDisrupt: "true"}
 		}},
+		// Duration values protect from the pod's start (Karpenter) and the node's creation: 2h,
+		// started or created 1h before csT0, holds for another hour.
+		{"pod do-not-disrupt 2h", "do-not-disrupt", `Pod has "karpenter.sh/do-not-disrupt" annotation (Pod=default/p1)`, func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
+			p.Annotations = map[string]string{apisv1.AnnotationDoNotDisrupt: "2h"}
+			p.Status.StartTime = &metav1.Time{Time: csT0.Add(-time.Hour)}
+		}},
+		{"node do-not-disrupt 2h", "do-not-disrupt", `Node has "karpenter.sh/do-not-disrupt" annotation`, func(c *csCluster, n *corev1.Node, p *corev1.Pod) {
+			n.Annotations = map[string]string{apisv1.AnnotationDoNotDisrupt: "2h"}
+			n.CreationTimestamp = metav1.Time{Time: csT0.Add(-time.Hour)}
+		}},
 		{"bare pod", "no controller owner", "", func(c *csCluster, n *corev1.Node, p *corev1.Pod) { p.OwnerReferences = nil }},
 		{"pdb", "PodDisruptionBudget default/pdb allows 0", "Pdb prevents pod evictions (PodDisruptionBudget=[default/pdb])",
 			func(c *csCluster, n *corev1.Node, p *corev1.Pod) { c.pdb("pdb", "app", 0) }},
@@ -291,6 +301,28 @@ func TestCsBlockers(t *testing.T) {
 		}
 		if len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0].Reason, tc.reason) || r.Skipped[0].Blocker != tc.blocker {
 			t.Errorf("%s: skipped %+v, want a reason containing %q and blocker %q", tc.name, r.Skipped, tc.reason, tc.blocker)
+		}
+	}
+}
+
+// A do-not-disrupt duration that has run out (30m on a pod started an hour ago, 45m on a node
+// created an hour ago) protects nothing, nor does an invalid value: the node consolidates.
+func TestCsDoNotDisruptExpired(t *testing.T) {
+	for _, v := range []struct{ pod, node string }{{"30m", ""}, {"", "45m"}, {"forever", ""}} {
+		c := csNewCluster(t, csT0)
+		c.pool("default", csM5OnDemand()...)
+		n := c.node("a", "default", "m5.2xlarge", "on-demand")
+		p := c.pod("p1", "a", "500m", "1Gi")
+		p.Status.StartTime = &metav1.Time{Time: csT0.Add(-time.Hour)}
+		n.CreationTimestamp = metav1.Time{Time: csT0.Add(-time.Hour)}
+		if v.pod != "" {
+			p.Annotations = map[string]string{apisv1.AnnotationDoNotDisrupt: v.pod}
+		}
+		if v.node != "" {
+			n.Annotations = map[string]string{apisv1.AnnotationDoNotDisrupt: v.node}
+		}
+		if d, r := Consolidate(c.state(), Options{}); d == nil {
+			t.Errorf("pod %q node %q: no decision, skipped %+v", v.pod, v.node, r.Skipped)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func PlanDrift(snap *events.Snapshot, rules cloud.NodeClassRules) DriftPlan {
 			plan.InProgress = append(plan.InProgress, c)
 			continue
 		}
-		if why, blocker := doNotDisrupt(n, t.Pods); why != "" {
+		if why, blocker := doNotDisrupt(n, t.Pods, now); why != "" {
 			plan.Blocked = append(plan.Blocked, DriftSkip{Node: n.Name, Reason: why, Blocker: blocker, NodeClaim: t.NodeClaim, NodePool: t.NodePool.Name})
 			continue
 		}
@@ -204,13 +204,14 @@ func PlanDrift(snap *events.Snapshot, rules cloud.NodeClassRules) DriftPlan {
 	return plan
 }
 
-// doNotDisrupt returns why the node may not be voluntarily disrupted, or "".
-func doNotDisrupt(n *corev1.Node, pods []*corev1.Pod) (why, blocker string) {
-	if n.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
+// doNotDisrupt returns why the node may not be voluntarily disrupted at now, or "" (the
+// karpenter.sh/do-not-disrupt rules of apisv1.ObjectDoNotDisrupt and PodDoNotDisrupt).
+func doNotDisrupt(n *corev1.Node, pods []*corev1.Pod, now time.Time) (why, blocker string) {
+	if apisv1.ObjectDoNotDisrupt(&n.ObjectMeta, now) {
 		return "node has " + apisv1.AnnotationDoNotDisrupt, kevents.DoNotDisruptObject("Node")
 	}
 	for _, p := range pods {
-		if p.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
+		if apisv1.PodDoNotDisrupt(p, now) {
 			return fmt.Sprintf("pod %s/%s has %s", p.Namespace, p.Name, apisv1.AnnotationDoNotDisrupt), kevents.DoNotDisruptPod(podRef(p))
 		}
 	}

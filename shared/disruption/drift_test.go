@@ -332,3 +332,40 @@ func TestPlanDriftHonoursPDBsAcrossTheRound(t *testing.T) {
 		t.Fatalf("selected %s, blocked %+v; want n1 and n3 (terminationGracePeriod), n2 blocked", got, plan.Blocked)
 	}
 }
+
+// Drifted as Karpenter writes it: True with the drift reason (here the EC2 NodeClass's
+// AMIDrift) as reason and message; unchanged when already so; removed once the NodeClaim no
+// longer drifts. A node not initialized is not judged.
+func TestDriftConditions(t *testing.T) {
+	np := driftPool("default", apisv1.Budget{Nodes: "20%"})
+	class := driftClass()
+	snap := &events.Snapshot{Cluster: "c", Revision: 3, Time: metav1.NewTime(driftNow),
+		NodePools: []apisv1.NodePool{np}, NodeClasses: []apisv1.NodeClass{{EC2: &class}}}
+	node, nc := driftNode("n1", &np, driftNow.Add(-time.Hour))
+	young, ync := driftNode("n2", &np, driftNow.Add(-time.Minute))
+	delete(young.Labels, apisv1.LabelNodeInitialized)
+	ync.Status.Conditions = nil
+	young.Spec.Taints = append(young.Spec.Taints, corev1.Taint{Key: apisv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute}) // still booting
+	snap.Nodes, snap.NodeClaims = []corev1.Node{node, young}, []apisv1.NodeClaim{nc, ync}
+	if cmds := DriftConditions(snap, ec2class.Rules{}); len(cmds) != 0 {
+		t.Fatalf("nothing drifted: %+v", cmds)
+	}
+	class.Status.AMIs = []apisv1.AMI{{ID: "ami-newer"}}
+	cmds := DriftConditions(snap, ec2class.Rules{})
+	if len(cmds) != 1 || cmds[0].NodeClaim.Name != nc.Name || len(cmds[0].NodeClaim.Status.Conditions) != 1 {
+		t.Fatalf("drifted: %+v", cmds)
+	}
+	c := cmds[0].NodeClaim.Status.Conditions[0]
+	if c.Type != apisv1.ConditionDrifted || c.Status != metav1.ConditionTrue || c.Reason != string(ec2class.DriftAMI) || c.Message != c.Reason {
+		t.Fatalf("condition %+v", c)
+	}
+	snap.NodeClaims[0].Status.Conditions = append(snap.NodeClaims[0].Status.Conditions, c)
+	if cmds := DriftConditions(snap, ec2class.Rules{}); len(cmds) != 0 {
+		t.Fatalf("already recorded: %+v", cmds)
+	}
+	class.Status.AMIs = driftClass().Status.AMIs
+	cmds = DriftConditions(snap, ec2class.Rules{})
+	if len(cmds) != 1 || len(cmds[0].ClearConditions) != 1 || cmds[0].ClearConditions[0] != apisv1.ConditionDrifted {
+		t.Fatalf("no longer drifted: %+v", cmds)
+	}
+}

@@ -297,7 +297,7 @@ func ValidateDrain(s *State, nodes []*Node) error {
 		pods = append(pods, n.Movable...)
 		remove[n.Name()] = true
 	}
-	if why := PodsBlock(pods); why != "" {
+	if why := PodsBlock(pods, s.Now); why != "" {
 		return fmt.Errorf("drain blocked: %s", why)
 	}
 	if err := s.PDBs.Check(pods); err != nil {

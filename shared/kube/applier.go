@@ -26,6 +26,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
+	"github.com/dovetail-dev/dovetail/shared/drain"
 	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
@@ -528,24 +529,23 @@ func (a *Applier) drainNode(ctx context.Context, cmd *events.Command) error {
 	if node != nil && node.DeletionTimestamp == nil && !a.disrupting(node) {
 		return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("node is not tainted %s: a drain follows the taint that reserves its disruption", apisv1.TaintKeyDisrupted))
 	}
-	var (
-		pods    []*corev1.Pod
-		blocked []string
-	)
-	for _, p := range a.state.PodsOnNode(cmd.NodeName) {
-		// DaemonSet pods would be recreated on the node (and tolerate its taints); mirror pods
-		// cannot be evicted; terminal and terminating pods hold nothing to move.
-		if IsDaemonSetPod(p) || IsMirrorPod(p) || IsTerminal(p) || p.DeletionTimestamp != nil {
-			continue
-		}
+	// Karpenter's drain order (shared/drain): only the first group that still has pods is
+	// evicted; the next waits until every pod of this one is gone. Pods tolerating
+	// karpenter.sh/disrupted, static and terminal pods are not waited for.
+	step := drain.Next(a.state.PodsOnNode(cmd.NodeName), a.opts.Clock.Now())
+	if step.Drained() {
+		return nil
+	}
+	pods := step.Evict
+	var blocked []string
+	for _, p := range step.Protected {
 		// Karpenter v1's termination never evicts a do-not-disrupt pod: it waits for it until
 		// the NodeClaim's terminationGracePeriod, after which the function sends DeletePods.
-		// Until then the drain is not complete.
-		if p.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
-			blocked = append(blocked, podKey(p)+": "+apisv1.AnnotationDoNotDisrupt)
-			continue
-		}
-		pods = append(pods, p)
+		blocked = append(blocked, podKey(p)+": "+apisv1.AnnotationDoNotDisrupt)
+	}
+	if len(pods) == 0 && len(blocked) == 0 {
+		// Only terminating pods are left in this group: the drain waits for them to go.
+		return &DrainIncompleteError{Node: cmd.NodeName, Blocked: []string{fmt.Sprintf("%d %s pods still terminating", len(step.Waiting), step.Group)}}
 	}
 	var (
 		mu      sync.Mutex
@@ -573,15 +573,21 @@ func (a *Applier) drainNode(ctx context.Context, cmd *events.Command) error {
 	if len(blocked) > 0 {
 		return &DrainIncompleteError{Node: cmd.NodeName, Evicted: evicted, Blocked: blocked}
 	}
+	if later := len(step.Waiting) - len(step.Evict); later > 0 {
+		// The evicted pods are still terminating, and later groups wait for them.
+		return &DrainIncompleteError{Node: cmd.NodeName, Evicted: evicted,
+			Blocked: []string{fmt.Sprintf("%d pods wait for the %s pods to be gone", later, step.Group)}}
+	}
 	return nil
 }
 
-// undrained names the pods on a node a drain would still evict (not DaemonSet, mirror, terminal
-// or terminating pods), at most five.
+// undrained names the pods on a node a drain still waits for (drain.Waiting, terminating pods
+// aside: they are on their way), at most five.
 func (a *Applier) undrained(node string) []string {
 	var out []string
+	now := a.opts.Clock.Now()
 	for _, p := range a.state.PodsOnNode(node) {
-		if IsDaemonSetPod(p) || IsMirrorPod(p) || IsTerminal(p) || p.DeletionTimestamp != nil {
+		if !drain.Waiting(p, now) || p.DeletionTimestamp != nil {
 			continue
 		}
 		if len(out) == 5 {

@@ -246,6 +246,9 @@ func TestDeleteNodeClaimStaleness(t *testing.T) {
 func TestDrainNodeEvictsThroughEvictionAPI(t *testing.T) {
 	mirror := func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationMirrorPod: "hash"} }
 	done := func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }
+	tolerant := func(p *corev1.Pod) {
+		p.Spec.Tolerations = []corev1.Toleration{{Key: apisv1.TaintKeyDisrupted, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	}
 	n1 := node("n1")
 	n1.Labels[apisv1.LabelNodePool] = "default"     // a node Dovetail manages: the agent drains no other
 	n1.Spec.Taints = []corev1.Taint{disruptedTaint} // and only once its disruption is reserved
@@ -253,9 +256,9 @@ func TestDrainNodeEvictsThroughEvictionAPI(t *testing.T) {
 		n1, node("n2"),
 		pod("default", "app-1", "n1"), pod("default", "app-2", "n1"), pod("default", "app-3", "n1"),
 		pod("kube-system", "ds-1", "n1", ownedByDaemonSet), pod("kube-system", "static-1", "n1", mirror),
-		pod("default", "job-1", "n1", done), pod("default", "other", "n2"),
+		pod("default", "job-1", "n1", done), pod("default", "other", "n2"), pod("default", "tolerant", "n1", tolerant),
 	})
-	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 6 })
+	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 7 })
 	rev := settledRevision(t, f.watcher)
 
 	// The fake clientset does not implement the Eviction API (it neither deletes the pod nor
@@ -295,22 +298,43 @@ func TestDrainNodeEvictsThroughEvictionAPI(t *testing.T) {
 		!strings.Contains(inc.Blocked[0], "default/app-2: eviction refused (429") || !strings.Contains(inc.Blocked[1], "default/app-3: eviction not accepted within 200ms") {
 		t.Fatalf("drain = evicted %v blocked %v", inc.Evicted, inc.Blocked)
 	}
-	// DaemonSet, mirror and finished pods are never evicted.
+	// Mirror, finished and disrupted-tolerating pods are never evicted; the DaemonSet pod waits
+	// for the workloads.
 	if got := strings.Join(evicted, ","); got != "default/app-1" {
 		t.Fatalf("evicted %s", got)
 	}
 
-	// The PDB allows it now; the redelivered command finishes the drain.
+	// The PDB allows it now; the redelivered command evicts the rest of the first group, and
+	// the DaemonSet pod (the next group, Karpenter's order) still waits for them to be gone.
 	mu.Lock()
 	pdbHolds = false
 	mu.Unlock()
-	if err := f.applier.Apply(f.ctx, cmd); err != nil {
+	err = f.applier.Apply(f.ctx, cmd)
+	if !errors.As(err, &inc) || len(inc.Blocked) != 1 || !strings.Contains(inc.Blocked[0], "wait for the non-critical pods to be gone") {
 		t.Fatalf("second drain: %v", err)
 	}
-	sort.Strings(evicted)
-	if got := strings.Join(evicted, ","); got != "default/app-1,default/app-2,default/app-3" && got != "default/app-1,default/app-1,default/app-2,default/app-3" {
+	mu.Lock()
+	got := strings.Join(sortedCopy(evicted), ",")
+	mu.Unlock()
+	if got != "default/app-1,default/app-2,default/app-3" && got != "default/app-1,default/app-1,default/app-2,default/app-3" {
 		t.Fatalf("evicted %s", got)
 	}
+	// Once the workloads are gone, the DaemonSet pod is evicted and the drain completes.
+	eventually(t, "workloads gone", func() bool { return len(f.watcher.PodsOnNode("n1")) == 4 })
+	if err := f.applier.Apply(f.ctx, cmd); err != nil {
+		t.Fatalf("third drain: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if last := evicted[len(evicted)-1]; last != "kube-system/ds-1" || strings.Contains(strings.Join(evicted, ","), "tolerant") {
+		t.Fatalf("evicted %v", evicted)
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
 }
 
 func TestMarkOfferingsUnavailable(t *testing.T) {

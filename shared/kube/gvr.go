@@ -51,4 +51,5 @@ const (
 	KindPV                  = "PersistentVolume"
 	KindStorageClass        = "StorageClass"
 	KindLimitRange          = "LimitRange"
+	KindVolumeAttachment    = "VolumeAttachment"
 )

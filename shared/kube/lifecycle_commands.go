@@ -325,7 +325,7 @@ func (a *Applier) setNodeClaimStatus(ctx context.Context, cmd *events.Command) e
 		if err := a.refuseUnownedClaim(ctx, cmd, got); err != nil {
 			return err
 		}
-		status := a.nodeClaimStatusPatch(got, &cmd.NodeClaim.Status)
+		status := a.nodeClaimStatusPatch(got, &cmd.NodeClaim.Status, cmd.ClearConditions)
 		if status == nil {
 			return nil // recorded already
 		}
@@ -376,6 +376,11 @@ func validateNodeClaimStatus(cmd *events.Command) error {
 		}
 	}
 	seen := map[string]bool{}
+	for i, typ := range cmd.ClearConditions {
+		if typ == "" {
+			return fmt.Errorf("%w: command.clearConditions[%d]: must not be empty", ErrInvalidCommand, i)
+		}
+	}
 	for i, c := range cmd.NodeClaim.Status.Conditions {
 		p := fmt.Sprintf("command.nodeClaim.status.conditions[%d]", i)
 		switch {
@@ -402,12 +407,21 @@ func validateNodeClaimStatus(cmd *events.Command) error {
 // one takes the command's time, or the agent's clock when the command gave none. An empty
 // reason becomes the type and observedGeneration 0 the NodeClaim's generation, as Karpenter's
 // status conditions (operatorpkg) write them; the CRD requires reason and lastTransitionTime.
-func (a *Applier) nodeClaimStatusPatch(got *apisv1.NodeClaim, want *apisv1.NodeClaimStatus) map[string]any {
+func (a *Applier) nodeClaimStatusPatch(got *apisv1.NodeClaim, want *apisv1.NodeClaimStatus, clear []string) map[string]any {
 	status := map[string]any{}
 	if want.NodeName != "" && want.NodeName != got.Status.NodeName {
 		status["nodeName"] = want.NodeName
 	}
-	conds, changed := mergeConditions(got.Status.Conditions, want.Conditions, got.Generation, a.opts.Clock.Now())
+	have := got.Status.Conditions
+	cleared := false
+	for _, typ := range clear {
+		if i := conditionIndex(have, typ); i >= 0 {
+			have = append(append([]metav1.Condition(nil), have[:i]...), have[i+1:]...)
+			cleared = true
+		}
+	}
+	conds, changed := mergeConditions(have, want.Conditions, got.Generation, a.opts.Clock.Now())
+	changed = changed || cleared
 	if changed {
 		status["conditions"] = conds
 	}

@@ -244,6 +244,26 @@ func TestSetNodeClaimStatus(t *testing.T) {
 	if err := f.applier.Apply(f.ctx, &bad); !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "conditions[0].status") {
 		t.Fatalf("bad status: err = %v, want ErrInvalidCommand naming conditions[0].status", err)
 	}
+	// ClearConditions removes a condition (Karpenter clears Consolidatable and Drifted); a
+	// redelivery finds nothing to remove and writes nothing.
+	clear := &events.Command{ID: "clear-a1", Kind: events.CommandSetNodeClaimStatus, Cluster: "test",
+		NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-a1"}}, ClearConditions: []string{apisv1.ConditionRegistered}}
+	for i := 0; i < 2; i++ {
+		if err := f.applier.Apply(f.ctx, clear); err != nil {
+			t.Fatalf("clear #%d: %v", i+1, err)
+		}
+	}
+	got = getNodeClaim(t, f, "default-a1")
+	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != apisv1.ConditionLaunched {
+		t.Fatalf("after clear: %+v", got.Status.Conditions)
+	}
+	if p := countActions(f.dyn.Actions(), "patch", "nodeclaims", "status"); p != 2 {
+		t.Fatalf("status patches %d, want 2 (the first write and one clear)", p)
+	}
+	clear.ClearConditions = []string{""}
+	if err := f.applier.Apply(f.ctx, clear); !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "clearConditions[0]") {
+		t.Fatalf("empty clear: %v", err)
+	}
 }
 
 func TestLabelNode(t *testing.T) {

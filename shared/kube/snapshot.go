@@ -92,6 +92,7 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 	for _, sc := range listTyped[storagev1.StorageClass](st.storageClasses) {
 		snap.StorageClasses = append(snap.StorageClasses, *sc.DeepCopy())
 	}
+	snap.VolumeAttachments = terminatingAttachments(st, snap.Nodes)
 	var err error
 	// A NodePool or NodeClass that does not convert is left out (and logged): it cannot be used,
 	// and the others still can. A NodeClaim that does not convert fails the build: leaving
@@ -249,6 +250,32 @@ func plannedNominations(st stores) map[string]string {
 		}
 		for _, key := range strings.Split(list, ",") {
 			out[key] = node
+		}
+	}
+	return out
+}
+
+// terminatingAttachments are the VolumeAttachments of the nodes a termination may wait on: nodes
+// being deleted or tainted karpenter.sh/disrupted (a NodeClaim's deletion taints its node
+// first). Other nodes' attachments decide nothing and would only grow the snapshot.
+func terminatingAttachments(st stores, nodes []corev1.Node) []storagev1.VolumeAttachment {
+	leaving := map[string]bool{}
+	for i := range nodes {
+		n := &nodes[i]
+		if n.DeletionTimestamp != nil {
+			leaving[n.Name] = true
+			continue
+		}
+		for _, t := range n.Spec.Taints {
+			if t.Key == apisv1.TaintKeyDisrupted {
+				leaving[n.Name] = true
+			}
+		}
+	}
+	var out []storagev1.VolumeAttachment
+	for _, va := range listTyped[storagev1.VolumeAttachment](st.volumeAttachments) {
+		if leaving[va.Spec.NodeName] {
+			out = append(out, *va.DeepCopy())
 		}
 	}
 	return out

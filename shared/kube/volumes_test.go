@@ -1,7 +1,9 @@
 package kube
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -96,4 +98,32 @@ func TestSnapshotVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "claim update event", func() bool { return f.watcher.ChangedSince(KindPVC, "default/data-0", snap.Revision) })
+}
+
+// The snapshot carries the VolumeAttachments of nodes that are leaving (being deleted, or
+// tainted karpenter.sh/disrupted), and no other node's.
+func TestSnapshotVolumeAttachmentsOfLeavingNodes(t *testing.T) {
+	tainted, deleting, staying := node("n1"), node("n2"), node("n3")
+	tainted.Spec.Taints = []corev1.Taint{{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}}
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	deleting.Finalizers = []string{events.FinalizerTermination}
+	va := func(name, node string) *storagev1.VolumeAttachment {
+		pvName := "pv-" + name
+		return &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.VolumeAttachmentSpec{
+			Attacher: "ebs.csi.aws.com", NodeName: node, Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pvName}}}
+	}
+	f := newFixture(t, []runtime.Object{tainted, deleting, staying, va("a", "n1"), va("b", "n2"), va("c", "n3")})
+	base := f.watcher.Revisions().Base()
+	eventually(t, "6 initial add events", func() bool { return f.watcher.Revision() == base+6 })
+	snap, err := f.builder.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range snap.VolumeAttachments {
+		got = append(got, v.Name+"@"+v.Spec.NodeName)
+	}
+	if strings.Join(got, ",") != "a@n1,b@n2" {
+		t.Fatalf("attachments %v", got)
+	}
 }

@@ -56,7 +56,8 @@ type WatcherOptions struct {
 }
 
 // Watcher runs the informers Dovetail's decisions need: Pods, Nodes, DaemonSets,
-// PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses, the agent's
+// PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses,
+// VolumeAttachments (a terminating node waits for its own to go), the agent's
 // ConfigMap, and the Karpenter CRDs NodePool, NodeClaim and
 // the NodeClass of WatcherOptions.NodeClassKind through the dynamic client. Every informer event bumps its Revisions.
 type Watcher struct {
@@ -69,6 +70,7 @@ type Watcher struct {
 
 	pods, nodes, daemonSets, pdbs, configMaps cache.SharedIndexInformer
 	pvcs, pvs, storageClasses, limitRanges    cache.SharedIndexInformer
+	volumeAttachments                         cache.SharedIndexInformer
 	nodePools, nodeClaims, nodeClasses        cache.SharedIndexInformer
 }
 
@@ -105,6 +107,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	w.pvs = w.factory.Core().V1().PersistentVolumes().Informer()
 	w.storageClasses = w.factory.Storage().V1().StorageClasses().Informer()
 	w.limitRanges = w.factory.Core().V1().LimitRanges().Informer()
+	w.volumeAttachments = w.factory.Storage().V1().VolumeAttachments().Informer()
 	w.nodePools = w.dynamic.ForResource(NodePoolGVR).Informer()
 	w.nodeClaims = w.dynamic.ForResource(NodeClaimGVR).Informer()
 	ncGVR, err := NodeClassGVR(opts.NodeClassKind)
@@ -142,7 +145,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 		KindNode: w.nodes, KindDaemonSet: w.daemonSets, KindPodDisruptionBudget: w.pdbs,
 		KindConfigMap: w.configMaps, KindNodePool: w.nodePools, KindNodeClaim: w.nodeClaims,
 		KindNodeClass: w.nodeClasses, KindPVC: w.pvcs, KindPV: w.pvs, KindStorageClass: w.storageClasses,
-		KindLimitRange: w.limitRanges,
+		KindLimitRange: w.limitRanges, KindVolumeAttachment: w.volumeAttachments,
 	} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { w.onChange(kind, obj, OpAdd) },
@@ -391,6 +394,7 @@ func listTyped[T any](store cache.Store) []*T {
 type stores struct {
 	pods, nodes, daemonSets, pdbs, configMaps cache.Store
 	pvcs, pvs, storageClasses, limitRanges    cache.Store
+	volumeAttachments                         cache.Store
 	nodePools, nodeClaims, nodeClasses        cache.Store
 	nodeClassKind                             string
 }
@@ -400,8 +404,8 @@ func (w *Watcher) stores() stores {
 		pods: w.pods.GetStore(), nodes: w.nodes.GetStore(), daemonSets: w.daemonSets.GetStore(),
 		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(),
 		pvcs: w.pvcs.GetStore(), pvs: w.pvs.GetStore(), storageClasses: w.storageClasses.GetStore(),
-		limitRanges: w.limitRanges.GetStore(),
-		nodePools:   w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(), nodeClassKind: w.opts.NodeClassKind,
+		limitRanges: w.limitRanges.GetStore(), volumeAttachments: w.volumeAttachments.GetStore(),
+		nodePools: w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(), nodeClassKind: w.opts.NodeClassKind,
 	}
 }
 

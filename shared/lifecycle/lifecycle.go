@@ -23,7 +23,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
-	"github.com/dovetail-dev/dovetail/shared/scheduling"
+	"github.com/dovetail-dev/dovetail/shared/drain"
 	"github.com/dovetail-dev/dovetail/shared/static"
 )
 
@@ -42,6 +42,11 @@ const (
 	ReasonNodeNotReady      = "NodeNotReady"
 	ReasonStartupTaints     = "StartupTaintsExist"
 	ReasonResourcesNotReady = "ResourceNotRegistered"
+	// ReasonDraining is the Drained=False reason while pods are left (Karpenter drain.go).
+	ReasonDraining = "Draining"
+	// ReasonAwaitingVolumeDetachment is the VolumesDetached=False reason while attachments are
+	// left (Karpenter volumedetachment.go).
+	ReasonAwaitingVolumeDetachment = "AwaitingVolumeDetachment"
 )
 
 // Taints a node carries before its kubelet and cloud provider are done; initialization waits
@@ -97,7 +102,8 @@ type Termination struct {
 type Transition struct {
 	NodeClaim string
 	Node      string
-	// Phase is Registered, Initialized, Draining, Terminating or RegistrationTimeout.
+	// Phase is Registered, Initialized, Draining, AwaitingVolumeDetachment, Terminating or
+	// RegistrationTimeout.
 	Phase  string
 	Detail string
 }
@@ -209,6 +215,7 @@ func (d *decider) claim(nc *apisv1.NodeClaim) {
 		d.register(nc, node)
 		d.releasePlanned(nc, node)
 		d.initialize(nc, node)
+		d.consolidatable(nc)
 	}
 }
 
@@ -425,10 +432,13 @@ func (d *decider) nominate(nc *apisv1.NodeClaim, node *corev1.Node) {
 		Reason: "planned onto NodeClaim " + nc.Name})
 }
 
-// terminate carries a NodeClaim or Node that is being deleted one step towards gone: delete the
-// other object too, taint the node karpenter.sh/disrupted:NoSchedule, drain it through the
-// Eviction API, delete what is left once the NodeClaim's terminationGracePeriod leaves no room
-// for a pod's own grace, and, with no pod that must move left, terminate the instance.
+// terminate carries a NodeClaim or Node that is being deleted one step towards gone, in the
+// order of Karpenter v1.14's termination controller (pkg/controllers/node/termination): delete
+// the other object too, taint the node karpenter.sh/disrupted:NoSchedule, drain it group by
+// group (drain.Next), wait for its VolumeAttachments to be gone, and terminate the instance.
+// The NodeClaim's Drained, VolumesDetached and InstanceTerminating conditions record each step.
+// Once the NodeClaim's terminationGracePeriod has elapsed the instance is terminated whatever
+// is left, as Karpenter's instance termination does.
 func (d *decider) terminate(nc *apisv1.NodeClaim, node *corev1.Node) {
 	name, nodeName := "", ""
 	if nc != nil {
@@ -438,16 +448,26 @@ func (d *decider) terminate(nc *apisv1.NodeClaim, node *corev1.Node) {
 				NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}}, Reason: "its node " + node.Name + " is being deleted"})
 		}
 	}
+	deadline, hasDeadline := graceDeadline(nc)
+	elapsed := hasDeadline && !d.now.Before(deadline)
 	if node != nil {
 		nodeName = node.Name
-		if waiting := d.drain(nc, node); waiting > 0 {
+		if waiting := d.drain(nc, node); waiting > 0 && !elapsed {
 			d.transition(name, nodeName, "Draining", fmt.Sprintf("%d pods to move", waiting))
+			return
+		}
+		if attached := d.volumesDetached(nc, node); attached > 0 && !elapsed {
+			d.transition(name, nodeName, ReasonAwaitingVolumeDetachment, fmt.Sprintf("%d VolumeAttachments left", attached))
 			return
 		}
 	}
 	t := Termination{NodeClaim: name, Node: nodeName}
 	if nc != nil {
 		t.ProviderID = nc.Status.ProviderID
+		if !isTrue(nc, apisv1.ConditionInstanceTerminating) {
+			d.setStatus(nc, "instance-terminating", "", []metav1.Condition{
+				d.cond(nc, apisv1.ConditionInstanceTerminating, metav1.ConditionTrue, apisv1.ConditionInstanceTerminating, "")})
+		}
 	}
 	if t.ProviderID == "" && node != nil {
 		t.ProviderID = node.Spec.ProviderID
@@ -474,8 +494,11 @@ func (d *decider) terminate(nc *apisv1.NodeClaim, node *corev1.Node) {
 	d.transition(name, nodeName, "Terminating", "terminating instance "+t.ProviderID)
 }
 
-// drain taints and drains the node and, past the grace deadline, deletes the pods left; it
-// returns how many pods must still leave before the instance may go.
+// drain taints and drains the node and, once the grace deadline leaves a pod no more than its
+// own terminationGracePeriodSeconds, deletes it with the time that is left (Karpenter's
+// DeleteExpiringPods). It returns how many pods the drain still waits for (drain.Waiting) and
+// records the NodeClaim's Drained condition: False, reason Draining, while any is left; True
+// once none is.
 func (d *decider) drain(nc *apisv1.NodeClaim, node *corev1.Node) int {
 	if !hasTaintKey(node.Spec.Taints, apisv1.TaintKeyDisrupted) {
 		at := metav1.NewTime(d.now)
@@ -483,29 +506,25 @@ func (d *decider) drain(nc *apisv1.NodeClaim, node *corev1.Node) int {
 			NodeName: node.Name, Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &at},
 			Reason: "node is being terminated"})
 	}
-	var leaving, evictable []*corev1.Pod
-	for _, p := range d.pods[node.Name] {
-		if scheduling.IsDaemonSetPod(p) || scheduling.IsTerminal(p) {
-			continue
+	step := drain.Next(d.pods[node.Name], d.now)
+	if step.Drained() {
+		if nc != nil && !isTrue(nc, apisv1.ConditionDrained) {
+			d.setStatus(nc, "drained", "", []metav1.Condition{d.cond(nc, apisv1.ConditionDrained, metav1.ConditionTrue, apisv1.ConditionDrained, "")})
 		}
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-			continue
-		}
-		leaving = append(leaving, p)
-		if p.DeletionTimestamp == nil {
-			evictable = append(evictable, p)
-		}
-	}
-	if len(leaving) == 0 {
 		return 0
 	}
-	if len(evictable) > 0 {
+	if len(step.Evict) > 0 {
 		d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "terminate-drain", node.Name, string(node.UID), fmt.Sprint(d.snap.Revision)),
-			Kind: events.CommandDrainNode, NodeName: node.Name, Reason: "node is being terminated"})
+			Kind: events.CommandDrainNode, NodeName: node.Name, Reason: fmt.Sprintf("node is being terminated: evicting its %s pods", step.Group)})
+	}
+	if nc != nil {
+		if c := condition(nc, apisv1.ConditionDrained); c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonDraining {
+			d.setStatus(nc, "draining", "", []metav1.Condition{d.cond(nc, apisv1.ConditionDrained, metav1.ConditionFalse, ReasonDraining, ReasonDraining)})
+		}
 	}
 	if deadline, ok := graceDeadline(nc); ok {
 		var force []events.PodRef
-		for _, p := range leaving {
+		for _, p := range step.Waiting {
 			own := int64(corev1.DefaultTerminationGracePeriodSeconds)
 			if p.Spec.TerminationGracePeriodSeconds != nil {
 				own = *p.Spec.TerminationGracePeriodSeconds
@@ -529,7 +548,35 @@ func (d *decider) drain(nc *apisv1.NodeClaim, node *corev1.Node) int {
 				Reason: fmt.Sprintf("terminationGracePeriod of NodeClaim %s ends at %s", nc.Name, deadline.UTC().Format(time.RFC3339))})
 		}
 	}
-	return len(leaving)
+	return len(step.Waiting)
+}
+
+// volumesDetached returns how many of the node's VolumeAttachments still block its termination
+// (drain.BlockingAttachments) and records the NodeClaim's VolumesDetached condition: False,
+// reason AwaitingVolumeDetachment, while any is left; True once none is. As in Karpenter, once
+// the grace period has elapsed the condition is left as it was and the instance goes anyway.
+func (d *decider) volumesDetached(nc *apisv1.NodeClaim, node *corev1.Node) int {
+	pvcs := make(map[string]string, len(d.snap.PVCs))
+	for i := range d.snap.PVCs {
+		c := &d.snap.PVCs[i]
+		pvcs[c.Namespace+"/"+c.Name] = c.Spec.VolumeName
+	}
+	blocking := drain.BlockingAttachments(node.Name, d.snap.VolumeAttachments, d.pods[node.Name], pvcs, d.now)
+	if nc == nil {
+		return len(blocking)
+	}
+	if deadline, ok := graceDeadline(nc); ok && !d.now.Before(deadline) {
+		return len(blocking)
+	}
+	switch c := condition(nc, apisv1.ConditionVolumesDetached); {
+	case len(blocking) == 0 && !isTrue(nc, apisv1.ConditionVolumesDetached):
+		d.setStatus(nc, "volumes-detached", "", []metav1.Condition{
+			d.cond(nc, apisv1.ConditionVolumesDetached, metav1.ConditionTrue, apisv1.ConditionVolumesDetached, "")})
+	case len(blocking) > 0 && (c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonAwaitingVolumeDetachment):
+		d.setStatus(nc, "awaiting-volume-detachment", "", []metav1.Condition{
+			d.cond(nc, apisv1.ConditionVolumesDetached, metav1.ConditionFalse, ReasonAwaitingVolumeDetachment, ReasonAwaitingVolumeDetachment)})
+	}
+	return len(blocking)
 }
 
 // graceDeadline is when the NodeClaim's terminationGracePeriod ends: its deletion time plus the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -227,41 +228,105 @@ func TestLiveness(t *testing.T) {
 	}
 }
 
-// Deleting the NodeClaim taints and drains its node; pods whose own grace no longer fits before
-// the terminationGracePeriod ends are deleted with what is left; with no pod left, the instance
-// is terminated and, once it is, the Node is deleted and both finalizers removed.
-func TestTermination(t *testing.T) {
+// applyStatus records the conditions of the decision's SetNodeClaimStatus commands on nc, as
+// the agent would (each replaces the condition of its type).
+func applyStatus(nc *apisv1.NodeClaim, d Decision) {
+	for _, c := range d.Commands {
+		if c.Kind != events.CommandSetNodeClaimStatus {
+			continue
+		}
+		for _, w := range c.NodeClaim.Status.Conditions {
+			if old := condition(nc, w.Type); old != nil {
+				*old = w
+			} else {
+				nc.Status.Conditions = append(nc.Status.Conditions, w)
+			}
+		}
+	}
+}
+
+// Deleting the NodeClaim taints its node and drains it in Karpenter's groups (non-critical,
+// non-critical DaemonSet, critical, critical DaemonSet), each gone before the next is evicted;
+// a pod tolerating karpenter.sh/disrupted stays. Once drained, the instance waits for the
+// node's VolumeAttachments (not those of the pod that stays), then is terminated; the
+// NodeClaim's Drained, VolumesDetached and InstanceTerminating conditions follow each step.
+func TestTerminationDrainsInGroupsThenWaitsForVolumes(t *testing.T) {
 	nc, n := registered()
 	del := t0.Add(time.Hour)
 	nc.DeletionTimestamp = &metav1.Time{Time: del}
 	nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: 10 * time.Minute}
-	ds := pod("ds-0", n.Name, 30)
 	yes := true
-	ds.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", Controller: &yes}}
 	web := pod("web-0", n.Name, 30)
-	d := Decide(snapshot(del.Add(time.Second), []apisv1.NodeClaim{nc}, []corev1.Node{n}, web, ds), Options{})
-	if got := kinds(d.Commands); got != "TaintNode,DrainNode" || len(d.Terminate) != 0 {
+	web.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-web"}}}}
+	ds := pod("ds-0", n.Name, 30)
+	ds.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", Controller: &yes}}
+	crit := pod("coredns-0", n.Name, 30)
+	crit.Spec.PriorityClassName = "system-cluster-critical"
+	tol := pod("tolerant-0", n.Name, 30)
+	tol.Spec.Tolerations = []corev1.Toleration{{Key: apisv1.TaintKeyDisrupted, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	tol.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-tol"}}}}
+	pvcs := []corev1.PersistentVolumeClaim{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data-web"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-web"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data-tol"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-tol"}},
+	}
+	va := func(name, pv string) storagev1.VolumeAttachment {
+		return storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.VolumeAttachmentSpec{
+			Attacher: "ebs.csi.aws.com", NodeName: n.Name, Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}}}
+	}
+	snap := func(at time.Duration, vas []storagev1.VolumeAttachment, pods ...corev1.Pod) *events.Snapshot {
+		s := snapshot(del.Add(at), []apisv1.NodeClaim{nc}, []corev1.Node{n}, pods...)
+		s.PVCs, s.VolumeAttachments = pvcs, vas
+		return s
+	}
+	both := []storagev1.VolumeAttachment{va("csi-tol", "pv-tol"), va("csi-web", "pv-web")}
+
+	d := Decide(snap(time.Second, both, web, ds, crit, tol), Options{})
+	if got := kinds(d.Commands); got != "TaintNode,DrainNode,SetNodeClaimStatus" || len(d.Terminate) != 0 {
 		t.Fatalf("commands %s, terminate %d", got, len(d.Terminate))
 	}
-	if tn := d.Commands[0].Taint; tn.Key != apisv1.TaintKeyDisrupted || tn.Effect != corev1.TaintEffectNoSchedule {
-		t.Errorf("taint %+v", tn)
+	if c := condOf(d.Commands[2], apisv1.ConditionDrained); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Draining" {
+		t.Fatalf("Drained %+v", c)
 	}
-	// Tainted; the PDB still holds web-0 at 9 min 20 s: 40 s left > its 30 s grace, wait.
+	if r := d.Commands[1].Reason; !strings.HasSuffix(r, "evicting its non-critical pods") {
+		t.Errorf("first group: %q", r)
+	}
+	applyStatus(&nc, d)
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule})
-	d = Decide(snapshot(del.Add(9*time.Minute+20*time.Second), []apisv1.NodeClaim{nc}, []corev1.Node{n}, web, ds), Options{})
-	if got := kinds(d.Commands); got != "DrainNode" {
-		t.Fatalf("at 9m20s: %s", got)
+	// Each group once the one before is gone; the condition is not rewritten.
+	for _, step := range []struct {
+		pods  []corev1.Pod
+		group string
+	}{{[]corev1.Pod{ds, crit, tol}, "non-critical DaemonSet"}, {[]corev1.Pod{crit, tol}, "critical"}} {
+		d = Decide(snap(time.Minute, both, step.pods...), Options{})
+		if got := kinds(d.Commands); got != "DrainNode" || !strings.HasSuffix(d.Commands[0].Reason, "evicting its "+step.group+" pods") {
+			t.Fatalf("%s: %s %q", step.group, got, d.Commands[0].Reason)
+		}
 	}
-	// At 9 min 40 s only 20 s are left: web-0 is deleted with a 20 s grace.
-	d = Decide(snapshot(del.Add(9*time.Minute+40*time.Second), []apisv1.NodeClaim{nc}, []corev1.Node{n}, web, ds), Options{})
-	dp := find(t, d.Commands, events.CommandDeletePods)
-	if len(dp.Pods) != 1 || dp.Pods[0].Name != "web-0" || *dp.Pods[0].GracePeriodSeconds != 20 || dp.Pods[0].UID != "uid-web-0" {
-		t.Fatalf("delete pods %+v", dp.Pods)
+	// Only the tolerating pod left: drained; web-0's attachment still blocks, tolerant-0's never does.
+	d = Decide(snap(2*time.Minute, both, tol), Options{})
+	if got := kinds(d.Commands); got != "SetNodeClaimStatus,SetNodeClaimStatus" || len(d.Terminate) != 0 {
+		t.Fatalf("drained: %s, terminate %d", got, len(d.Terminate))
 	}
-	// web-0 gone (the DaemonSet pod does not hold the node): terminate, then finish.
-	d = Decide(snapshot(del.Add(10*time.Minute), []apisv1.NodeClaim{nc}, []corev1.Node{n}, ds), Options{})
-	if len(d.Commands) != 0 || len(d.Terminate) != 1 {
-		t.Fatalf("commands %s, terminate %+v", kinds(d.Commands), d.Terminate)
+	if c := condOf(d.Commands[0], apisv1.ConditionDrained); c == nil || c.Status != metav1.ConditionTrue || c.Reason != apisv1.ConditionDrained {
+		t.Fatalf("Drained %+v", c)
+	}
+	if c := condOf(d.Commands[1], apisv1.ConditionVolumesDetached); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "AwaitingVolumeDetachment" {
+		t.Fatalf("VolumesDetached %+v", c)
+	}
+	applyStatus(&nc, d)
+	if d = Decide(snap(3*time.Minute, both, tol), Options{}); len(d.Commands) != 0 || len(d.Terminate) != 0 {
+		t.Fatalf("still attached: %s, terminate %d", kinds(d.Commands), len(d.Terminate))
+	}
+	// csi-web detached: VolumesDetached, InstanceTerminating, terminate.
+	d = Decide(snap(4*time.Minute, both[:1], tol), Options{})
+	if got := kinds(d.Commands); got != "SetNodeClaimStatus,SetNodeClaimStatus" || len(d.Terminate) != 1 {
+		t.Fatalf("detached: %s, terminate %d", got, len(d.Terminate))
+	}
+	if c := condOf(d.Commands[0], apisv1.ConditionVolumesDetached); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("VolumesDetached %+v", c)
+	}
+	if c := condOf(d.Commands[1], apisv1.ConditionInstanceTerminating); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("InstanceTerminating %+v", c)
 	}
 	term := d.Terminate[0]
 	if term.ProviderID != pid || term.NodeClaim != "default-abc" || term.Node != n.Name || kinds(term.Finish) != "DeleteNode,RemoveFinalizer,RemoveFinalizer" ||
@@ -270,12 +335,53 @@ func TestTermination(t *testing.T) {
 	}
 }
 
+// The terminationGracePeriod bounds both waits: pods whose own grace no longer fits are deleted
+// with what is left, and at the deadline the instance is terminated whatever pods and
+// VolumeAttachments are left (Karpenter's instance termination once the period has elapsed).
+func TestTerminationGracePeriodBoundsDrainAndDetach(t *testing.T) {
+	nc, n := registered()
+	del := t0.Add(time.Hour)
+	nc.DeletionTimestamp = &metav1.Time{Time: del}
+	nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: 10 * time.Minute}
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule})
+	web := pod("web-0", n.Name, 30)
+	pv := "pv-web"
+	vas := []storagev1.VolumeAttachment{{ObjectMeta: metav1.ObjectMeta{Name: "csi-web"},
+		Spec: storagev1.VolumeAttachmentSpec{NodeName: n.Name, Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}}}}
+	// A PDB holds web-0 at 9 min 20 s: 40 s left > its 30 s grace, wait.
+	d := Decide(snapshot(del.Add(9*time.Minute+20*time.Second), []apisv1.NodeClaim{nc}, []corev1.Node{n}, web), Options{})
+	if got := kinds(d.Commands); got != "DrainNode,SetNodeClaimStatus" || len(d.Terminate) != 0 {
+		t.Fatalf("at 9m20s: %s", got)
+	}
+	// At 9 min 40 s only 20 s are left: web-0 is deleted with a 20 s grace.
+	d = Decide(snapshot(del.Add(9*time.Minute+40*time.Second), []apisv1.NodeClaim{nc}, []corev1.Node{n}, web), Options{})
+	dp := find(t, d.Commands, events.CommandDeletePods)
+	if len(dp.Pods) != 1 || dp.Pods[0].Name != "web-0" || *dp.Pods[0].GracePeriodSeconds != 20 || dp.Pods[0].UID != "uid-web-0" {
+		t.Fatalf("delete pods %+v", dp.Pods)
+	}
+	// At 10 min, drained but csi-web still attached: terminated anyway.
+	s := snapshot(del.Add(10*time.Minute), []apisv1.NodeClaim{nc}, []corev1.Node{n})
+	s.VolumeAttachments = vas
+	if d = Decide(s, Options{}); len(d.Terminate) != 1 {
+		t.Fatalf("at the deadline with an attachment: %s, terminate %d", kinds(d.Commands), len(d.Terminate))
+	}
+	// So is a node whose pod still has not left at the deadline.
+	if d = Decide(snapshot(del.Add(10*time.Minute), []apisv1.NodeClaim{nc}, []corev1.Node{n}, web), Options{}); len(d.Terminate) != 1 {
+		t.Fatalf("at the deadline with a pod: %s, terminate %d", kinds(d.Commands), len(d.Terminate))
+	}
+	// One second earlier the attachment still holds it.
+	s.Time = metav1.NewTime(del.Add(10*time.Minute - time.Second))
+	if d = Decide(s, Options{}); len(d.Terminate) != 0 {
+		t.Fatalf("before the deadline: terminate %d", len(d.Terminate))
+	}
+}
+
 // Deleting the Node (kubectl delete node) runs the same path: the NodeClaim is deleted too.
 func TestNodeDeletionDeletesTheNodeClaim(t *testing.T) {
 	nc, n := registered()
 	n.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Hour)}
 	d := Decide(snapshot(t0.Add(time.Hour+time.Second), []apisv1.NodeClaim{nc}, []corev1.Node{n}, pod("web-0", n.Name, 30)), Options{})
-	if got := kinds(d.Commands); got != "DeleteNodeClaim,TaintNode,DrainNode" {
+	if got := kinds(d.Commands); got != "DeleteNodeClaim,TaintNode,DrainNode,SetNodeClaimStatus" {
 		t.Fatalf("commands %s", got)
 	}
 	// An empty node being deleted whose NodeClaim is gone still has its instance terminated.

@@ -115,7 +115,7 @@ func (r *runner) drainable() []string {
 			if !disruption.Evacuable(p) {
 				continue
 			}
-			if w := disruption.PodsBlock([]*corev1.Pod{p}); w != "" {
+			if w := disruption.PodsBlock([]*corev1.Pod{p}, r.w.now()); w != "" {
 				why = w
 			} else if err := pdbs.Check([]*corev1.Pod{p}); err != nil {
 				why = err.Error()
@@ -165,7 +165,7 @@ func (r *runner) lowerBound() (float64, float64, error) {
 	for _, n := range st.Nodes {
 		held := n.Pool == nil || n.Claim == nil
 		for _, p := range n.Movable {
-			held = held || disruption.PodsBlock([]*corev1.Pod{p}) != "" || st.PDBs.Check([]*corev1.Pod{p}) != nil
+			held = held || disruption.PodsBlock([]*corev1.Pod{p}, r.w.now()) != "" || st.PDBs.Check([]*corev1.Pod{p}) != nil
 		}
 		if held {
 			kept += prices[n.Name()].PricePerHour

@@ -156,7 +156,7 @@ func (r *runner) drainBlockers(node string) (map[string]bool, []string) {
 		if !disruption.Evacuable(p) {
 			continue
 		}
-		if p.Annotations[apisv1.AnnotationDoNotDisrupt] == "true" {
+		if apisv1.PodDoNotDisrupt(p, r.w.now()) {
 			keep[podKey(p)] = true
 			waits = append(waits, fmt.Sprintf("pod %s is annotated %s", podKey(p), apisv1.AnnotationDoNotDisrupt))
 		} else if err := pdbs.Check([]*corev1.Pod{p}); err != nil {

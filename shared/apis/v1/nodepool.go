@@ -229,6 +229,12 @@ const (
 	ConditionInitialized = "Initialized"
 	ConditionDrifted     = "Drifted"
 	ConditionReady       = "Ready"
+	// Termination conditions, as Karpenter v1.14's node termination controller writes them
+	// (pkg/apis/v1 nodeclaim_status.go; pkg/controllers/node/termination drain.go,
+	// volumedetachment.go, pkg/utils/termination EnsureTerminated).
+	ConditionDrained             = "Drained"
+	ConditionVolumesDetached     = "VolumesDetached"
+	ConditionInstanceTerminating = "InstanceTerminating"
 )
 
 // NodePoolList and friends let manifests and informers carry lists.
