@@ -23,6 +23,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/repair"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -67,6 +68,13 @@ type Options struct {
 	// zone and capacity type labels) so a NodePool's price guardrail shows in its
 	// SpendWithinLimits condition; nil leaves the price out.
 	PricePerHour func(labels map[string]string) float64
+	// RepairPolicies are the cloud's repair policies (cloud.Repairer; nil when repair is off): a
+	// node being deleted that is due for repair is terminated without waiting for its pods.
+	RepairPolicies []repair.Policy
+	// Vanished are the provider IDs whose instance the cloud no longer lists, confirmed on two
+	// complete snapshots (the lifecycle function's garbage collection): a node of one that is
+	// not Ready is terminated without waiting for its pods.
+	Vanished map[string]bool
 }
 
 // Decision is what one snapshot asks for.
@@ -485,7 +493,7 @@ func (d *decider) drain(nc *apisv1.NodeClaim, node *corev1.Node) int {
 		d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "terminate-drain", node.Name, string(node.UID), fmt.Sprint(d.snap.Revision)),
 			Kind: events.CommandDrainNode, NodeName: node.Name, Reason: "node is being terminated"})
 	}
-	if deadline, ok := graceDeadline(nc); ok {
+	if deadline, ok := d.deadline(nc, node); ok {
 		var force []events.PodRef
 		for _, p := range leaving {
 			own := int64(corev1.DefaultTerminationGracePeriodSeconds)
