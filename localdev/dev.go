@@ -30,6 +30,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/cloudmetrics"
+	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/azureapi"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/ec2api"
@@ -316,7 +317,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	}
 
 	env.Cloud = fake.New(fake.Options{Catalog: cat, Cluster: o.Cluster, BootDelay: o.BootDelay,
-		Registrar: &registrar{kube: env.Cluster.Kube, progress: env.Progress}, Logger: o.Log})
+		Registrar: &registrar{kube: env.Cluster.Kube, progress: env.Progress}, Logger: o.Log, RepairPolicies: dvaws.RepairPolicies()})
 	env.goRun(func() error { env.Cloud.Run(ctx, 100*time.Millisecond); return nil })
 	if env.Provider, err = env.provider(ctx); err != nil {
 		return nil, err

@@ -119,7 +119,9 @@ func (h *Handler) collectVanished(ctx context.Context, snap *events.Snapshot) (m
 	}
 	listed := make(map[string]bool, len(insts))
 	for _, inst := range insts {
-		if inst.State != cloud.StateTerminated {
+		// A shutting-down instance is on its way out: Karpenter's AWS provider lists it as a
+		// NodeClaim being deleted, which its garbage collection counts as gone.
+		if inst.State != cloud.StateTerminated && inst.State != cloud.StateShuttingDown {
 			listed[inst.ProviderID] = true
 		}
 	}
