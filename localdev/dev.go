@@ -29,6 +29,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
 	"github.com/dovetail-dev/dovetail/shared/cloud/cloudmetrics"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/azureapi"
@@ -319,7 +320,7 @@ func Start(ctx context.Context, o Options) (*Env, error) {
 	}
 
 	env.Cloud = fake.New(fake.Options{Catalog: cat, Cluster: o.Cluster, BootDelay: o.BootDelay,
-		Registrar: &registrar{kube: env.Cluster.Kube, progress: env.Progress}, Logger: o.Log})
+		Registrar: &registrar{kube: env.Cluster.Kube, progress: env.Progress}, Logger: o.Log, RepairPolicies: dvaws.RepairPolicies()})
 	env.goRun(func() error { env.Cloud.Run(ctx, 100*time.Millisecond); return nil })
 	if env.Provider, err = env.provider(ctx); err != nil {
 		return nil, err

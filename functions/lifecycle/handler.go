@@ -21,7 +21,12 @@
 //     interruption, liveness) is tainted and drained through the Eviction API, what is left at
 //     the end of its terminationGracePeriod deleted, its instance terminated (only instances
 //     tagged for the cluster can be), and once the cloud reports the instance shutting down or
-//     gone, the finalizers are removed, the Node's first.
+//     gone, the finalizers are removed, the Node's first;
+//   - node repair (on unless DisableRepair): a Node matching one of the provider's repair
+//     policies past its toleration is replaced through disruption.Sequence (forced hand-off,
+//     no drain wait), unless more than 20 % of its NodePool is unhealthy (shared/repair);
+//   - garbage collection: a NodeClaim whose instance the cloud no longer lists, on two complete
+//     snapshots, is deleted and its Node with it.
 //
 // It keeps no state: every step is re-derived from the next snapshot, so a function killed at
 // any line, or a message delivered twice, leaves no stuck finalizer and no orphan.
@@ -38,6 +43,7 @@ import (
 	"time"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/internal/absence"
 	"github.com/dovetail-dev/dovetail/functions/internal/emit"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
@@ -75,7 +81,17 @@ type Handler struct {
 	resolved map[string]time.Time
 	// Metrics receives the function's metrics (nil: none).
 	Metrics telemetry.Recorder
+	// DisableRepair turns node repair off (--node-repair=false); by default a Node due for
+	// repair under the provider's policies (cloud.Repairer) is replaced, as in Karpenter v1.
+	DisableRepair bool
+	// vanished are the NodeClaims this process saw without an instance on an earlier
+	// snapshot (garbage collection acts on the second sighting).
+	vanished absence.Sightings
 }
+
+// ReasonGarbageCollected is the reason label of karpenter_nodeclaims_disrupted_total for a
+// NodeClaim deleted because its instance is gone (Karpenter's garbage collection controller).
+const ReasonGarbageCollected = "garbage_collected"
 
 // DefaultRefreshInterval is how often a Ready NodeClass is resolved again: 1 minute, the
 // requeue interval of Karpenter's subnet status controller (its AMI and security group ones
@@ -95,6 +111,10 @@ type Outcome struct {
 	// whose instance profiles were deleted and finalizers released.
 	NodeClassStatuses []events.Command
 	Released          []string
+	// Repaired are the nodes repaired (their NodeClaim deleted), RepairBlocked those due for
+	// repair that the breaker held, Collected the NodeClaims deleted because their instance is
+	// gone from the cloud.
+	Repaired, RepairBlocked, Collected []string
 }
 
 // Handle processes a snapshot or pods-pending event. A malformed event, or one of any other type
@@ -123,7 +143,8 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 		return err
 	}
 	out, err := h.Decide(ctx, snap)
-	if h.OnDecision != nil && (len(out.Commands) > 0 || len(out.Terminate) > 0 || len(out.NodeClassStatuses) > 0 || len(out.Released) > 0) {
+	if h.OnDecision != nil && (len(out.Commands) > 0 || len(out.Terminate) > 0 || len(out.NodeClassStatuses) > 0 || len(out.Released) > 0 ||
+		len(out.Repaired) > 0 || len(out.RepairBlocked) > 0 || len(out.Collected) > 0) {
 		h.OnDecision(out)
 	}
 	return err
@@ -133,14 +154,27 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 // NodeClaims and Nodes whose termination reached that step and releases their finalizers once
 // the cloud reports each instance shutting down or gone.
 func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Outcome, error) {
-	out := Outcome{Revision: snap.Revision, Decision: core.Decide(snap, h.Options)}
+	opts := h.Options
+	opts.RepairPolicies = h.repairPolicies()
+	gone, vanished, failed := h.collectVanished(ctx, snap)
+	opts.Vanished = gone
+	out := Outcome{Revision: snap.Revision, Decision: core.Decide(snap, opts)}
 	h.recordNodePools(snap)
 	for _, c := range out.Commands {
 		if err := h.publish(ctx, snap, c); err != nil {
 			return out, err
 		}
 	}
-	var failed error
+	for _, nc := range vanished {
+		if err := h.publish(ctx, snap, core.VanishedCommand(snap, nc)); err != nil {
+			return out, err
+		}
+		emit.RecordDisrupted(h.Metrics, ReasonGarbageCollected, nc)
+		out.Collected = append(out.Collected, nc.Name)
+	}
+	if err := h.repair(ctx, snap, opts.RepairPolicies, &out); err != nil {
+		return out, errors.Join(failed, err)
+	}
 	for _, t := range out.Terminate {
 		state, err := h.terminate(ctx, t.ProviderID)
 		if err != nil {

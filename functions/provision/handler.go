@@ -9,10 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/internal/absence"
 	"github.com/dovetail-dev/dovetail/functions/internal/emit"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
@@ -54,8 +54,7 @@ type Handler struct {
 	// suspects are the orphans this process saw on an earlier snapshot (by provider ID, with its
 	// revision): an instance is terminated only when its absence held on two complete snapshots.
 	// A cold process only starts the count again.
-	mu       sync.Mutex
-	suspects map[string]int64
+	suspects absence.Sightings
 	// OnDecision, when set, receives every decision (local dev prints them).
 	OnDecision func(Decision)
 	// Metrics receives the provisioner's metrics (nil: none).
@@ -368,34 +367,21 @@ func (h *Handler) removeOrphans(ctx context.Context, snap *events.Snapshot, cand
 	if grace == 0 {
 		grace = DefaultOrphanGracePeriod
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.suspects == nil {
-		h.suspects = map[string]int64{}
-	}
-	seen := map[string]bool{}
-	var out []string
+	byID := map[string]orphan{}
+	var ids []string
 	for _, c := range cands {
 		if known[c.id] || known[c.nodeClaim] || now.Sub(c.created) < grace {
 			continue
 		}
-		seen[c.id] = true
-		if rev, ok := h.suspects[c.id]; !ok || rev >= snap.Revision {
-			if !ok {
-				h.suspects[c.id] = snap.Revision
-			}
-			continue // the first sighting: the next complete snapshot decides
-		}
-		if err := c.remove(ctx, c.id); err != nil {
-			return out, fmt.Errorf("terminating orphan %s: %w", c.id, err)
-		}
-		out = append(out, c.id)
-		delete(h.suspects, c.id)
+		byID[c.id] = c
+		ids = append(ids, c.id)
 	}
-	for id := range h.suspects {
-		if !seen[id] {
-			delete(h.suspects, id) // no longer an orphan (or gone): forget it
+	var out []string
+	for _, id := range h.suspects.Confirm(snap.Revision, ids) {
+		if err := byID[id].remove(ctx, id); err != nil {
+			return out, fmt.Errorf("terminating orphan %s: %w", id, err)
 		}
+		out = append(out, id)
 	}
 	return out, nil
 }

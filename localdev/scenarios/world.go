@@ -33,6 +33,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	dvaws "github.com/dovetail-dev/dovetail/shared/cloud/aws"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/kube"
@@ -111,7 +112,8 @@ type World struct {
 func NewWorld(start time.Time, bootDelay time.Duration, out io.Writer) *World {
 	cat := catalog.MustAWS()
 	w := newWorld(start, cat, apisv1.KindEC2NodeClass, out)
-	w.Cloud = fake.New(fake.Options{Catalog: cat, Cluster: Cluster, Clock: w.Clock, BootDelay: bootDelay, Registrar: w})
+	// The fake stands for EC2 here: it repairs by AWS's policies.
+	w.Cloud = fake.New(fake.Options{Catalog: cat, Cluster: Cluster, Clock: w.Clock, BootDelay: bootDelay, Registrar: w, RepairPolicies: dvaws.RepairPolicies()})
 	w.Provider = w.Cloud
 	return w
 }
@@ -521,6 +523,38 @@ func (w *World) Node(name string) *corev1.Node {
 		return nil
 	}
 	return n
+}
+
+// SetNodeCondition sets a condition of a Node's status as its kubelet, the node lifecycle
+// controller (Ready Unknown when the kubelet stops reporting) or a node problem detector would,
+// lastTransitionTime from the World's clock when the status changes.
+func (w *World) SetNodeCondition(name string, typ corev1.NodeConditionType, status corev1.ConditionStatus) error {
+	if w.err != nil {
+		return w.err
+	}
+	ctx := context.Background()
+	n, err := w.Cluster.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	now := metav1.NewTime(w.Clock.Now())
+	c := corev1.NodeCondition{Type: typ, Status: status, LastHeartbeatTime: now, LastTransitionTime: now}
+	found := false
+	for i := range n.Status.Conditions {
+		if old := &n.Status.Conditions[i]; old.Type == typ {
+			if old.Status == status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+			*old, found = c, true
+		}
+	}
+	if !found {
+		n.Status.Conditions = append(n.Status.Conditions, c)
+	}
+	if _, err := w.Cluster.Kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("node %s status: %w", name, err)
+	}
+	return w.settle()
 }
 
 // Nodes returns the cluster's nodes by name.

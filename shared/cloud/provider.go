@@ -14,6 +14,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/repair"
 )
 
 // OfferingRef names one offering to try.
@@ -122,6 +123,15 @@ type NodeClassResolver interface {
 	// ReleaseNodeClass deletes what ResolveNodeClass created for the NodeClass (an instance
 	// profile for spec.role). What is already gone is success.
 	ReleaseNodeClass(ctx context.Context, nc apisv1.NodeClass) error
+}
+
+// Repairer is a Provider with node repair policies (Karpenter's CloudProvider.RepairPolicies):
+// the Node conditions that, held for their toleration duration, make the lifecycle function
+// replace the node (shared/repair decides). A Provider that is not a Repairer, or returns none,
+// repairs nothing.
+type Repairer interface {
+	// RepairPolicies returns the cloud's policies; a fixed list, no call to the cloud.
+	RepairPolicies() []repair.Policy
 }
 
 // ReservationCounter is a Provider that reports the free instances of capacity reservations,

@@ -24,6 +24,7 @@ import (
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/drain"
+	"github.com/dovetail-dev/dovetail/shared/repair"
 	"github.com/dovetail-dev/dovetail/shared/static"
 )
 
@@ -73,6 +74,13 @@ type Options struct {
 	// zone and capacity type labels) so a NodePool's price guardrail shows in its
 	// SpendWithinLimits condition; nil leaves the price out.
 	PricePerHour func(labels map[string]string) float64
+	// RepairPolicies are the cloud's repair policies (cloud.Repairer; nil when repair is off): a
+	// node being deleted that is due for repair is terminated without waiting for its pods.
+	RepairPolicies []repair.Policy
+	// Vanished are the provider IDs whose instance the cloud no longer lists, confirmed on two
+	// complete snapshots (the lifecycle function's garbage collection): a node of one that is
+	// not Ready is terminated without waiting for its pods.
+	Vanished map[string]bool
 }
 
 // Decision is what one snapshot asks for.
@@ -448,7 +456,7 @@ func (d *decider) terminate(nc *apisv1.NodeClaim, node *corev1.Node) {
 				NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}}, Reason: "its node " + node.Name + " is being deleted"})
 		}
 	}
-	deadline, hasDeadline := graceDeadline(nc)
+	deadline, hasDeadline := d.deadline(nc, node)
 	elapsed := hasDeadline && !d.now.Before(deadline)
 	if node != nil {
 		nodeName = node.Name
@@ -522,7 +530,7 @@ func (d *decider) drain(nc *apisv1.NodeClaim, node *corev1.Node) int {
 			d.setStatus(nc, "draining", "", []metav1.Condition{d.cond(nc, apisv1.ConditionDrained, metav1.ConditionFalse, ReasonDraining, ReasonDraining)})
 		}
 	}
-	if deadline, ok := graceDeadline(nc); ok {
+	if deadline, ok := d.deadline(nc, node); ok {
 		var force []events.PodRef
 		for _, p := range step.Waiting {
 			own := int64(corev1.DefaultTerminationGracePeriodSeconds)
@@ -565,7 +573,7 @@ func (d *decider) volumesDetached(nc *apisv1.NodeClaim, node *corev1.Node) int {
 	if nc == nil {
 		return len(blocking)
 	}
-	if deadline, ok := graceDeadline(nc); ok && !d.now.Before(deadline) {
+	if deadline, ok := d.deadline(nc, node); ok && !d.now.Before(deadline) {
 		return len(blocking)
 	}
 	switch c := condition(nc, apisv1.ConditionVolumesDetached); {

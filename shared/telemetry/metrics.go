@@ -58,6 +58,12 @@ var (
 	NodeClaimsDisrupted = &Metric{Name: "karpenter_nodeclaims_disrupted_total", Kind: Counter, Unit: UnitCount,
 		Help:   "Number of nodeclaims disrupted in total. Labeled by reason the nodeclaim was disrupted, the owning nodepool and capacity type.",
 		Labels: []string{LabelReason, LabelNodePool, LabelCapacityType}}
+	// NodeClaimsUnhealthyDisrupted is Karpenter's node health controller's counter
+	// (pkg/controllers/node/health metrics.go): condition is the Node condition type in snake case
+	// ("ready", "accelerated_hardware_ready"), image_id the NodeClaim's status.imageID.
+	NodeClaimsUnhealthyDisrupted = &Metric{Name: "karpenter_nodeclaims_unhealthy_disrupted_total", Kind: Counter, Unit: UnitCount,
+		Help:   "Number of unhealthy nodeclaims disrupted in total. Labeled by condition on the node was disrupted, the owning nodepool, and the image ID.",
+		Labels: []string{"condition", LabelNodePool, LabelCapacityType, "image_id"}}
 	NodesCreated = &Metric{Name: "karpenter_nodes_created_total", Kind: Counter, Unit: UnitCount,
 		Help:   "Number of nodes created in total. Labeled by owning nodepool and zone.",
 		Labels: []string{LabelNodePool, LabelZone}}
@@ -136,7 +142,7 @@ var (
 // All lists every metric defined here; backends register them up front so a scrape shows every
 // family's HELP and TYPE even before its first value.
 var All = []*Metric{
-	NodeClaimsCreated, NodeClaimsTerminated, NodeClaimsDisrupted, NodesCreated, NodesTerminated,
+	NodeClaimsCreated, NodeClaimsTerminated, NodeClaimsDisrupted, NodeClaimsUnhealthyDisrupted, NodesCreated, NodesTerminated,
 	SchedulingDuration, QueueDepth, UnschedulablePods, DisruptionDecisions, DisruptionEligibleNodes,
 	NodePoolUsage, NodePoolLimit, PodStartupDuration, InterruptionReceived, CloudProviderErrors, CloudProviderDuration,
 	PlanPrice, PlanLowerBound, PlanGap, QueueAge, HandlerDuration, DeadLettered, CommandsApplied, EventsPublished,

@@ -31,6 +31,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/aws/userdata"
+	"github.com/dovetail-dev/dovetail/shared/repair"
 )
 
 // DefaultKubeletVersion is reported by booted nodes when Options.KubeletVersion is empty. It is
@@ -79,6 +80,10 @@ type Options struct {
 	KubeletVersion string
 	// Logger receives Run's errors; defaults to slog.Default().
 	Logger *slog.Logger
+	// RepairPolicies are what RepairPolicies returns: those of the cloud the fake stands for
+	// (aws.RepairPolicies with an EC2 catalog, azure.RepairPolicies with an Azure one; the fake
+	// cannot import them). Nil: the fake repairs nothing.
+	RepairPolicies []repair.Policy
 }
 
 // Stats counts what the fake was asked to do, so tests can assert e.g. "launched nothing twice".
@@ -98,6 +103,7 @@ type Cloud struct {
 	catalog        *catalog.Catalog
 	cluster        string
 	region         string
+	repair         []repair.Policy // Options.RepairPolicies
 	bootDelay      time.Duration
 	terminateDelay time.Duration
 	clock          clock.Clock
@@ -165,6 +171,7 @@ func New(opts Options) *Cloud {
 		onInterruption: opts.OnInterruption,
 		kubeletVersion: opts.KubeletVersion,
 		logger:         opts.Logger,
+		repair:         append([]repair.Policy(nil), opts.RepairPolicies...),
 		instances:      map[string]*instance{},
 		tokens:         map[string]tokenRecord{},
 		nextHost:       map[string]int{},
@@ -189,6 +196,9 @@ func New(opts Options) *Cloud {
 
 // Name is "fake".
 func (c *Cloud) Name() string { return "fake" }
+
+// RepairPolicies implements cloud.Repairer with Options.RepairPolicies.
+func (c *Cloud) RepairPolicies() []repair.Policy { return append([]repair.Policy(nil), c.repair...) }
 
 // Stats returns a copy of the call counters.
 func (c *Cloud) Stats() Stats {

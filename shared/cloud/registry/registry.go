@@ -166,7 +166,8 @@ func liveAWSCatalog(ctx context.Context, c Config) (*catalog.Catalog, error) {
 }
 
 func newFake(ctx context.Context, c Config) (cloud.Provider, error) {
-	f := fake.New(fake.Options{Catalog: c.Catalog, Cluster: c.Cluster, Logger: c.Logger})
+	// The fake stands for EC2 over the AWS catalog: it repairs by AWS's policies.
+	f := fake.New(fake.Options{Catalog: c.Catalog, Cluster: c.Cluster, Logger: c.Logger, RepairPolicies: dvaws.RepairPolicies()})
 	if c.DriveClock {
 		go f.Run(ctx, 100*time.Millisecond)
 	}

@@ -27,6 +27,7 @@ func main() { runtime.Main(function()) }
 func function() runtime.Function {
 	o := &cloudflags.Options{}
 	var ttl string
+	var nodeRepair bool
 	return runtime.Function{
 		Name:  lifecycle.Component,
 		Short: "Dovetail's lifecycle function: snapshots in, NodeClaims registered, initialized, reaped and terminated",
@@ -34,6 +35,8 @@ func function() runtime.Function {
 			o.Register(fs)
 			fs.StringVar(&ttl, "registration-ttl", runtime.EnvDefault("registration-ttl", core.DefaultRegistrationTTL.String()),
 				"how long a launched NodeClaim may wait for its Node before it is deleted and its offering marked unavailable; env "+runtime.EnvName("registration-ttl"))
+			fs.BoolVar(&nodeRepair, "node-repair", runtime.EnvBool("node-repair", true),
+				"replace Nodes unhealthy past the cloud's repair policies (Karpenter's node repair, with its 20% breaker); env "+runtime.EnvName("node-repair"))
 		},
 		Build: func(ctx context.Context, t runtime.Transport) (queue.Handler, error) {
 			d, err := time.ParseDuration(ttl)
@@ -45,7 +48,8 @@ func function() runtime.Function {
 				return nil, err
 			}
 			h := &lifecycle.Handler{Cluster: t.Cluster, Provider: env.Provider, Publisher: t.Publisher,
-				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Metrics: t.Metrics, Options: core.Options{RegistrationTTL: d, PricePerHour: core.CatalogPrice(env.Catalog)}}
+				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Metrics: t.Metrics, Options: core.Options{RegistrationTTL: d, PricePerHour: core.CatalogPrice(env.Catalog)},
+				DisableRepair: !nodeRepair}
 			return h.Handle, nil
 		},
 	}
