@@ -57,6 +57,7 @@ func (s *solver) compatibility(i int, p *podInfo) *podPool {
 		}
 	}()
 	for _, alt := range p.alts {
+		alt = withCapacityAliases(alt, pl.aliases)
 		ac := altCompat{reqs: alt, types: make([]bool, len(pl.types))}
 		if reason := poolAccepts(pl, alt); reason != "" {
 			reasons = append(reasons, reason)
@@ -103,7 +104,7 @@ func poolAccepts(pl *pool, alt scheduling.Requirements) string {
 			}
 			continue
 		}
-		if offeringKeys[k] || isTypeKey(k) {
+		if offeringKeys[k] || isTypeKey(k) || pl.aliases[k] != nil {
 			continue
 		}
 		if k == corev1.LabelHostname {
