@@ -29,6 +29,10 @@ const (
 	// so the providerID's lower-case resource group (cloud-node-manager's spelling) is exercised.
 	localNodeResourceGroup = "MC_rg-fake-nodes"
 	localSubnet            = "/subscriptions/" + localSubscription + "/resourceGroups/rg-fake-vnet/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet"
+	// localClusterResourceGroup and localClusterName name the fake managed cluster (the resource
+	// group of the AKS resource, not the node resource group): NodeBootstrapping_Get's path.
+	localClusterResourceGroup = "rg-fake"
+	localClusterName          = "aks-fake"
 	// localSSHKey is a placeholder admin key: the fake checks one is given, never uses it.
 	localSSHKey = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQDdovetailfakekey dovetail-dev"
 )
@@ -38,10 +42,23 @@ func (e *Env) azureProvider() (cloud.Provider, error) {
 	e.AzureAPI = azureapi.New(azureapi.Options{Cloud: e.Cloud, SubscriptionID: localSubscription, ResourceGroup: localNodeResourceGroup,
 		Subnets: []string{localSubnet}, Log: e.Options.Log})
 	e.Progress.Printf("Azure Resource Manager face of the fake cloud (armcompute/armnetwork server fakes), azure provider, %s catalog", e.Catalog.Region)
-	return azure.New(azure.Options{Cluster: e.Options.Cluster, SubscriptionID: localSubscription, ResourceGroup: localNodeResourceGroup,
+	boot := azureapi.LocalBootstrap(localClusterEndpoint)
+	o := azure.Options{Cluster: e.Options.Cluster, SubscriptionID: localSubscription, ResourceGroup: localNodeResourceGroup,
 		Location: e.Catalog.Region, SubnetID: localSubnet, Catalog: e.Catalog, Credential: &azfake.TokenCredential{},
 		ClientOptions: e.AzureAPI.ClientOptions(), SSHPublicKey: localSSHKey, PollInterval: time.Second, KubernetesVersion: strings.TrimPrefix(fake.DefaultKubeletVersion, "v"),
-		Bootstrap: azureapi.LocalBootstrap(localClusterEndpoint)})
+		Bootstrap: boot, ProvisionMode: e.Options.AKSProvisionMode}
+	if o.ProvisionMode == azure.ProvisionModeBootstrappingClient {
+		// The fake AKS answers NodeBootstrapping_Get for the managed cluster from its own
+		// knowledge of the cluster (the same bootstrap the local rendering uses) and the request's
+		// agent pool profile; the provider's real client speaks its wire format in-process.
+		e.AKSAPI = &azureapi.NodeBootstrapping{SubscriptionID: localSubscription, ResourceGroup: localClusterResourceGroup, Cluster: localClusterName,
+			Answer: azureapi.AKSAnswer(azureapi.AKSCluster{Bootstrap: boot, SubscriptionID: localSubscription, NodeResourceGroup: localNodeResourceGroup,
+				Location: e.Catalog.Region, NetworkPlugin: "none"})}
+		o.NodeBootstrapping = &azure.NodeBootstrappingClient{Endpoint: "https://management.azure.com", SubscriptionID: localSubscription,
+			ResourceGroup: localClusterResourceGroup, Cluster: localClusterName, Credential: &azfake.TokenCredential{}, Token: boot.Token, HTTP: e.AKSAPI.Client()}
+	}
+	e.Progress.Printf("AKS provision mode %s", map[bool]string{true: o.ProvisionMode, false: azure.ProvisionModeScriptless}[o.ProvisionMode != ""])
+	return azure.New(o)
 }
 
 // loadAzureSeed is the AKS seed scenario: the AKS NodePool, AKSNodeClass and system nodes, and

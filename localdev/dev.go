@@ -91,6 +91,11 @@ type Options struct {
 	InstallCRDs func(context.Context, *realcluster.ControlPlane) error
 	// CloudProvider is CloudFake (default), CloudAWS or CloudAzure: the provider the functions use.
 	CloudProvider string
+	// AKSProvisionMode is the Azure provider's provision mode with CloudAzure:
+	// azure.ProvisionModeScriptless ("" too: the contract rendered locally into custom data) or
+	// azure.ProvisionModeBootstrappingClient (asked of the fake AKS NodeBootstrapping API, the
+	// provisioning command run as the VM's CustomScript extension).
+	AKSProvisionMode string
 	// AWSEndpoint is the EC2/SSM endpoint of CloudAWS; empty starts the fake cloud's own on loopback.
 	AWSEndpoint string
 	// OnDecision, if set, is told every provision decision (after the progress line), e.g. the
@@ -167,6 +172,8 @@ type Env struct {
 	EC2API *ec2api.Server
 	// AzureAPI is the fake cloud's Azure Resource Manager face (CloudAzure).
 	AzureAPI *azureapi.Server
+	// AKSAPI is the fake AKS NodeBootstrapping API (CloudAzure, provision mode bootstrappingclient).
+	AKSAPI *azureapi.NodeBootstrapping
 	// Functions are the durable consumers of the functions running beside provision
 	// ("consolidate", "drift", "interruption").
 	Functions []string

@@ -67,6 +67,8 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 		"cloud provider of the functions: fake (the fake cloud's Go interface), aws (aws-sdk-go-v2 against an EC2/SSM endpoint) or azure (azure-sdk-for-go against the fake cloud's Azure face, the embedded Azure catalog and the AKS seed scenario)")
 	cmd.Flags().StringVar(&o.Region, "region", "",
 		"region of the embedded catalog the fake cloud sells from (default: us-east-1, or eastus with --cloud azure; an Azure region without availability zones such as westcentralus launches VMs without zones, in zone 0)")
+	cmd.Flags().StringVar(&o.AKSProvisionMode, "aks-provision-mode", "aksscriptless",
+		"with --cloud azure, how nodes get the AKS bootstrap: aksscriptless (rendered locally into the VM's custom data) or bootstrappingclient (asked of the fake AKS NodeBootstrapping API; the provisioning command runs as the VM's CustomScript extension cse-agent-karpenter)")
 	cmd.Flags().StringVar(&o.AWSEndpoint, "aws-endpoint", "",
 		"EC2/SSM endpoint URL for --cloud aws (default: the fake cloud's own, started on 127.0.0.1)")
 	addScenarioFlag(cmd)

@@ -283,3 +283,16 @@ func azureSpotCapableByRule(name string) bool {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// AKSCapacityTypeLabels are the labels whose value follows an Azure offering's capacity type, by
+// label and value: every on-demand offering of the Azure Karpenter provider carries
+// kubernetes.azure.com/scalesetpriority=regular (and kubernetes.azure.com/priority=regular),
+// every spot offering =spot (provider pkg/providers/instancetype createOfferings; its instance
+// types require both keys In [regular, spot], so a NodePool or pod may select on them and get
+// the matching capacity type: its e2e "Spot (nonstandard node pool)" provisions spot from a
+// NodePool that requires only scalesetpriority=spot). Reserved capacity has no value here: the
+// provider's reserved offerings are not launched by Dovetail on Azure.
+var AKSCapacityTypeLabels = map[string]map[string]string{
+	apisv1.AKSLabelScaleSetPriority: {apisv1.ScaleSetPrioritySpot: apisv1.CapacityTypeSpot, apisv1.ScaleSetPriorityRegular: apisv1.CapacityTypeOnDemand},
+	apisv1.AKSLabelPriority:         {apisv1.PrioritySpot: apisv1.CapacityTypeSpot, apisv1.PriorityRegular: apisv1.CapacityTypeOnDemand},
+}

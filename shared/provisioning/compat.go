@@ -57,7 +57,8 @@ func (s *solver) compatibility(i int, p *podInfo) *podPool {
 		}
 	}()
 	for _, alt := range p.alts {
-		alt = pl.withZones(alt) // a zone-label requirement is the zones it allows
+		// An AKS capacity alias is the capacity type it names, a zone-label requirement the zones it allows.
+		alt = pl.withZones(withCapacityAliases(alt, pl.aliases))
 		ac := altCompat{reqs: alt, types: make([]bool, len(pl.types))}
 		if reason := poolAccepts(pl, alt); reason != "" {
 			reasons = append(reasons, reason)
@@ -104,7 +105,7 @@ func poolAccepts(pl *pool, alt scheduling.Requirements) string {
 			}
 			continue
 		}
-		if offeringKeys[k] || isTypeKey(k) || pl.isZoneLabel(k) {
+		if offeringKeys[k] || isTypeKey(k) || pl.isZoneLabel(k) || pl.aliases[k] != nil {
 			continue
 		}
 		if k == corev1.LabelHostname {

@@ -209,7 +209,7 @@ func (s *solver) claimPlan(c *claim, offs []Offering) *NodeClaimPlan {
 		labels[k] = v
 	}
 	for _, k := range c.reqs.Keys() {
-		if v, ok := c.reqs[k].Single(); ok && !offeringKeys[k] && (isTypeKey(k) || pl.reqs[k] != nil) {
+		if v, ok := c.reqs[k].Single(); ok && !offeringKeys[k] && (isTypeKey(k) || pl.reqs[k] != nil || pl.aliases[k] != nil) {
 			labels[k] = v
 		}
 	}

@@ -66,7 +66,10 @@ type pool struct {
 	// holds one instance of the reservation its cheapest type belongs to.
 	reserved bool
 	// What compilePool resolved, for the reserved pool built from it.
-	nodeClass   apisv1.NodeClass
+	nodeClass apisv1.NodeClass
+	// aliases are the labels whose value follows the offering's capacity type on this pool's
+	// cloud (capacityAliases); nil: none.
+	aliases     map[string]map[string]string
 	settings    catalog.NodeSettings
 	limitsNodes bool
 	// noTypes: err says only that no spot or on-demand offering is left (a pool allowing
@@ -189,6 +192,14 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 	}
 	p.labels[apisv1.LabelNodePool] = np.Name
 	reqs = reqs.Intersect(scheduling.FromLabels(p.labels))
+	if bad := reqs.Unsatisfiable(); bad != nil {
+		p.err = fmt.Errorf("nodepool %q: requirement %s can never be met", np.Name, bad)
+		return p
+	}
+	// A requirement on a capacity-type alias (AKS's scalesetpriority) narrows the capacity type
+	// before Karpenter's on-demand default applies: a pool requiring scalesetpriority=spot is spot.
+	p.aliases = capacityAliases(apisv1.FindNodeClass(in.NodeClasses, np.Spec.Template.Spec.NodeClassRef))
+	reqs = withCapacityAliases(reqs, p.aliases)
 	if bad := reqs.Unsatisfiable(); bad != nil {
 		p.err = fmt.Errorf("nodepool %q: requirement %s can never be met", np.Name, bad)
 		return p

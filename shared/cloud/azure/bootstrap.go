@@ -235,17 +235,6 @@ func deref(s *string) string {
 	return *s
 }
 
-// customData is osProfile.customData for one VM create: the contract rendered locally (the
-// provider's self-hosted, scriptless mode).
-func (p *Provider) customData(req cloud.LaunchRequest, nc *apisv1.AKSNodeClass, settings catalog.NodeSettings,
-	o cloud.OfferingRef, it *catalog.InstanceType, subnet, image string) (string, error) {
-	c, err := p.contract(req, nc, settings, o, it, subnet, image)
-	if err != nil {
-		return "", err
-	}
-	return customdata.Render(c)
-}
-
 // nicSubnet is the subnet a class's NICs join (validate picked the same one).
 func nicSubnet(p *Provider, nc *apisv1.AKSNodeClass) string {
 	if nc.Spec.VNETSubnetID != nil && *nc.Spec.VNETSubnetID != "" {

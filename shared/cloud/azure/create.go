@@ -142,7 +142,7 @@ func (p *Provider) try(ctx context.Context, l *launchState, o cloud.OfferingRef,
 		return inst, nil
 	}
 	c := classify(err, o.CapacityType)
-	if c.scope == notCapacity {
+	if c.scope == notCapacity || errors.As(err, new(notCapacityError)) {
 		_ = p.deleteFailed(ctx, l.name)
 		_ = p.releaseNIC(ctx, l.name) // best effort: the leftover collector takes what remains
 		return nil, fmt.Errorf("creating VM %s (%s): %w", l.name, o, err)
@@ -253,10 +253,11 @@ func (p *Provider) launch(ctx context.Context, l *launchState, o cloud.OfferingR
 	if err != nil {
 		return nil, err
 	}
-	vm, err := p.vmParameters(l.name, l.req, l.nc, l.settings, o, it, nicID, tags)
+	data, cse, err := p.nodeBootstrap(ctx, l.req, l.nc, l.settings, o, it, nicSubnet(p, l.nc), imageFor(l.nc, it))
 	if err != nil {
 		return nil, err
 	}
+	vm := p.vmParameters(l.name, l.nc, o, it, nicID, tags, data)
 	poller, err := p.vms.BeginCreateOrUpdate(ctx, p.o.ResourceGroup, l.name, vm, nil)
 	if err != nil {
 		return nil, err
@@ -265,17 +266,30 @@ func (p *Provider) launch(ctx context.Context, l *launchState, o cloud.OfferingR
 	if err != nil {
 		return nil, err
 	}
+	if cse != "" {
+		// bootstrappingclient: the node provisions only once its CustomScript extension runs.
+		// A VM whose extension failed never joins; it is deleted (with its NIC, deleteOption
+		// Delete) and the error returned, as the provider's Create cleans up after a failed CSE.
+		if err := p.createCSE(ctx, l.name, cse, tags); err != nil {
+			if derr := p.deleteFailed(ctx, l.name); derr != nil {
+				return nil, errors.Join(err, derr)
+			}
+			return nil, notCapacityError{err}
+		}
+	}
 	inst := p.toInstance(&res.VirtualMachine)
 	return &inst, nil
 }
 
+// notCapacityError marks an error of a launch step after the VM create (its extension) that
+// says nothing about the offering's capacity: try returns it as it is, untried offerings left.
+type notCapacityError struct{ error }
+
+func (e notCapacityError) Unwrap() error { return e.error }
+
 // vmParameters is the VM a NodeClaim gets for one offering.
-func (p *Provider) vmParameters(name string, req cloud.LaunchRequest, nc *apisv1.AKSNodeClass, settings catalog.NodeSettings,
-	o cloud.OfferingRef, it *catalog.InstanceType, nicID string, tags map[string]*string) (armcompute.VirtualMachine, error) {
-	data, err := p.customData(req, nc, settings, o, it, nicSubnet(p, nc), imageFor(nc, it))
-	if err != nil {
-		return armcompute.VirtualMachine{}, err
-	}
+func (p *Provider) vmParameters(name string, nc *apisv1.AKSNodeClass, o cloud.OfferingRef, it *catalog.InstanceType,
+	nicID string, tags map[string]*string, data string) armcompute.VirtualMachine {
 	// A zonal offering pins the VM to its zone; a regional one (catalog.AzureRegionalZone: a region
 	// or size without zones) names none, and ARM places it.
 	var zones []*string
@@ -321,7 +335,7 @@ func (p *Provider) vmParameters(name string, req cloud.LaunchRequest, nc *apisv1
 		vm.Properties.EvictionPolicy = to.Ptr(armcompute.VirtualMachineEvictionPolicyTypesDelete)
 		vm.Properties.BillingProfile = &armcompute.BillingProfile{MaxPrice: to.Ptr(-1.0)}
 	}
-	return vm, nil
+	return vm
 }
 
 // AdminUsername is the Linux admin user of AKS nodes.

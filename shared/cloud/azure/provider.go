@@ -70,7 +70,21 @@ type Options struct {
 	// authenticate as AKS nodes do (the provider's NodeIdentities). Optional; the launch
 	// identity must be allowed to assign it (userAssignedIdentities/assign/action).
 	KubeletIdentityID string
+	// ProvisionMode is how a node gets its bootstrap: ProvisionModeScriptless ("" too) renders the
+	// AKS bootstrap contract locally into the custom data; ProvisionModeBootstrappingClient asks
+	// AKS (NodeBootstrapping) for the custom data and the provisioning command, and runs the
+	// command as the CustomScript VM extension "cse-agent-karpenter" once the VM exists (the
+	// Azure Karpenter provider's --provision-mode values and behaviour).
+	ProvisionMode string
+	// NodeBootstrapping answers NodeBootstrapping_Get; required with ProvisionModeBootstrappingClient.
+	NodeBootstrapping NodeBootstrappingAPI
 }
+
+// Provision modes (the Azure Karpenter provider's consts.ProvisionMode* names).
+const (
+	ProvisionModeScriptless          = "aksscriptless"
+	ProvisionModeBootstrappingClient = "bootstrappingclient"
+)
 
 // Bootstrap is what a node needs to join the cluster, beyond what the provider knows of the VM:
 // the cluster-level inputs of the AKS bootstrap contract (customdata.Contract).
@@ -113,6 +127,7 @@ type Provider struct {
 	lbs     *armnetwork.LoadBalancersClient
 	nsgs    *armnetwork.SecurityGroupsClient
 	usages  *armcompute.UsageClient
+	exts    *armcompute.VirtualMachineExtensionsClient
 }
 
 var _ cloud.Provider = (*Provider)(nil)
@@ -143,6 +158,17 @@ func New(o Options) (*Provider, error) {
 	if _, ok := catalog.AKSDefaultMaxPods(o.NetworkPlugin); !ok {
 		return nil, fmt.Errorf("azure provider: Options.NetworkPlugin %q is not one of %s, %s, %s, %s", o.NetworkPlugin,
 			catalog.AKSNetworkOverlay, catalog.AKSNetworkNodeSubnet, catalog.AKSNetworkKubenet, catalog.AKSNetworkNone)
+	}
+	switch o.ProvisionMode {
+	case "":
+		o.ProvisionMode = ProvisionModeScriptless
+	case ProvisionModeScriptless:
+	case ProvisionModeBootstrappingClient:
+		if o.NodeBootstrapping == nil {
+			return nil, fmt.Errorf("azure provider: Options.NodeBootstrapping required with provision mode %s", ProvisionModeBootstrappingClient)
+		}
+	default:
+		return nil, fmt.Errorf("azure provider: Options.ProvisionMode %q is not %s or %s", o.ProvisionMode, ProvisionModeScriptless, ProvisionModeBootstrappingClient)
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
@@ -181,7 +207,11 @@ func New(o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure provider: %w", err)
 	}
-	return &Provider{o: o, vms: vms, nics: nics, subnets: subnets, gallery: gallery, lbs: lbs, nsgs: nsgs, usages: usages}, nil
+	exts, err := armcompute.NewVirtualMachineExtensionsClient(o.SubscriptionID, o.Credential, o.ClientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("azure provider: %w", err)
+	}
+	return &Provider{o: o, vms: vms, nics: nics, subnets: subnets, gallery: gallery, lbs: lbs, nsgs: nsgs, usages: usages, exts: exts}, nil
 }
 
 // DefaultClusterDNS is AKS's default kube-dns service IP (the .10 of the default 10.0.0.0/16

@@ -35,6 +35,11 @@ type VMLaunch struct {
 	// joins (a missing bootstrap variable, a malformed CA or token, a label the kubelet refuses):
 	// the VM runs and no Node ever registers, as on Azure.
 	JoinError string
+	// AwaitsProvisioning: the custom data only prepares the node image (AgentBaker's
+	// cloud-config in bootstrappingclient mode); the kubelet is configured and started by the
+	// provisioning command, delivered later by ProvisionVM. Labels, Taints, Settings and
+	// JoinError are then ProvisionVM's.
+	AwaitsProvisioning bool
 }
 
 // CapacityError is a launch the fake refused for capacity, with the code its rules gave.
@@ -80,6 +85,7 @@ func (c *Cloud) LaunchVM(l VMLaunch) (cloud.Instance, error) {
 			CapacityType: ref.CapacityType, PricePerHour: ref.PricePerHour, State: cloud.StatePending, LaunchTime: now, Tags: copyMap(l.Tags)},
 		nodeName: strings.ToLower(l.Name), privateIP: ip, labels: copyMap(l.Labels), taints: append([]corev1.Taint(nil), l.Taints...),
 		settings: l.Settings, osImage: l.OSImage, bootAt: now.Add(c.bootDelay), neverJoins: c.bootFails(ref) || l.JoinError != "",
+		awaitsProvisioning: l.AwaitsProvisioning,
 	}
 	if l.JoinError != "" {
 		c.logger.Warn("fake azure VM: its node image cannot bootstrap a kubelet; no Node will register", "vm", l.Name, "reason", l.JoinError)
@@ -87,6 +93,38 @@ func (c *Cloud) LaunchVM(l VMLaunch) (cloud.Instance, error) {
 	c.instances[l.Name] = inst
 	c.stats.Launches++
 	return inst.snapshot(), nil
+}
+
+// VMProvisioning is what a VM's provisioning command gives its kubelet (VMLaunch's fields of
+// the same names).
+type VMProvisioning struct {
+	Labels    map[string]string
+	Taints    []corev1.Taint
+	Settings  catalog.NodeSettings
+	JoinError string
+}
+
+// ProvisionVM runs the provisioning command of a VM launched with AwaitsProvisioning: its Node
+// registers from p once the VM has booted, or never when p.JoinError is set. Errors: no such
+// running VM, or one that is not waiting (a command run twice changes nothing on a node that
+// has joined, so the fake refuses to pretend it does).
+func (c *Cloud) ProvisionVM(name string, p VMProvisioning) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inst, ok := c.instances[name]
+	switch {
+	case !ok || inst.State == cloud.StateTerminated || inst.State == cloud.StateShuttingDown:
+		return fmt.Errorf("VM %s: %w", name, cloud.ErrNotFound)
+	case !inst.awaitsProvisioning:
+		return fmt.Errorf("VM %s has already been provisioned", name)
+	}
+	inst.labels, inst.taints, inst.settings = copyMap(p.Labels), append([]corev1.Taint(nil), p.Taints...), p.Settings
+	inst.awaitsProvisioning = false
+	if p.JoinError != "" {
+		inst.neverJoins = true
+		c.logger.Warn("fake azure VM: its provisioning command cannot bootstrap a kubelet; no Node will register", "vm", name, "reason", p.JoinError)
+	}
+	return nil
 }
 
 // lookupAzure finds a VM by its providerID (ARM ids compare case-insensitively). Called with

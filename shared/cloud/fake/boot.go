@@ -57,7 +57,7 @@ func (c *Cloud) Tick(ctx context.Context) error {
 				toDeregister = append(toDeregister, inst.nodeName)
 			}
 		}
-		if inst.State == cloud.StateRunning && !inst.registered && !inst.registering && !inst.neverJoins && inst.nodeName != "" && c.registrar != nil {
+		if inst.State == cloud.StateRunning && !inst.registered && !inst.registering && !inst.neverJoins && !inst.awaitsProvisioning && inst.nodeName != "" && c.registrar != nil {
 			node, err := c.nodeOf(inst, now)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("instance %s: %w", inst.ID, err))

@@ -137,6 +137,9 @@ type instance struct {
 	registered bool
 	// neverJoins: an injected boot failure; the instance runs but no Node registers.
 	neverJoins bool
+	// awaitsProvisioning: an Azure VM whose node image waits for its provisioning command (the
+	// CustomScript extension of bootstrappingclient mode); no Node until ProvisionVM.
+	awaitsProvisioning bool
 	// registering is set while Tick calls the registrar outside the lock, so concurrent Ticks
 	// do not register the same Node twice.
 	registering bool

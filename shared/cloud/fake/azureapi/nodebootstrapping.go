@@ -6,9 +6,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
+	"github.com/dovetail-dev/dovetail/shared/cloud/azure/customdata"
 )
 
 // NodeBootstrapping is a fake of AKS's NodeBootstrapping_Get operation, exactly as strict as its
@@ -27,6 +37,8 @@ type NodeBootstrapping struct {
 	Answer func(body map[string]any) (customData, cse string)
 	// Requests counts the requests answered 200.
 	Requests int
+
+	mu sync.Mutex
 }
 
 var nodeBootstrappingPath = regexp.MustCompile(`^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.ContainerService/managedclusters/([^/]+)/nodeBootstrapping$`)
@@ -78,7 +90,9 @@ func (f *NodeBootstrapping) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.Answer != nil {
 		customData, cse = f.Answer(body)
 	}
+	f.mu.Lock()
 	f.Requests++
+	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"customData": customData, "cse": cse, "osImageConfig": map[string]any{}, "sigImageConfig": map[string]any{}})
 }
@@ -100,4 +114,110 @@ func missingProperties(body map[string]any) []string {
 	}
 	sort.Strings(missing)
 	return missing
+}
+
+// AKSCluster is what the fake AKS knows of its managed cluster beyond a request: the cluster's
+// bootstrap (API server, CA, token, tenant, kubelet identity, network policy) and where its
+// nodes live. AKSAnswer renders from it.
+type AKSCluster struct {
+	Bootstrap                                   azure.Bootstrap
+	SubscriptionID, NodeResourceGroup, Location string
+	// NetworkPlugin is AgentBaker's NETWORK_PLUGIN of the cluster (azure, kubenet or none).
+	NetworkPlugin string
+}
+
+// AKSAnswer answers NodeBootstrapping_Get as AKS does, from the agent pool profile of the request
+// and the cluster: the custom data is AgentBaker's node cloud-config (it only prepares the image;
+// the kubelet starts when the provisioning command runs) and the CSE is the provisioning command,
+// the AKS bootstrap contract rendered from the profile (its customNodeLabels, nodeTaints,
+// orchestratorVersion, architecture, maxPods, vnetSubnetID, and the size's kube-reserved from
+// skuCPU / skuMemory) with the token redacted as AKS redacts secrets. A profile the contract
+// cannot carry gets a command the node refuses (no kubelet joins), as a real image would fail.
+func AKSAnswer(c AKSCluster) func(body map[string]any) (customData, cse string) {
+	return func(body map[string]any) (string, string) {
+		prof, _ := body["provisionProfile"].(map[string]any)
+		help, _ := body["provisionHelperValues"].(map[string]any)
+		str := func(k string) string { s, _ := prof[k].(string); return s }
+		num := func(m map[string]any, k string) float64 { f, _ := m[k].(float64); return f }
+		labels := map[string]string{}
+		if m, ok := prof["customNodeLabels"].(map[string]any); ok {
+			for k, v := range m {
+				labels[k], _ = v.(string)
+			}
+		}
+		var taints []corev1.Taint
+		if ts, ok := prof["nodeTaints"].([]any); ok {
+			for _, t := range ts {
+				s, _ := t.(string)
+				kv, effect, _ := strings.Cut(s, ":")
+				k, v, _ := strings.Cut(kv, "=")
+				taints = append(taints, corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(effect)})
+			}
+		}
+		arch := "amd64"
+		if str("architecture") == "Arm64" {
+			arch = "arm64"
+		}
+		u, _ := url.Parse(c.Bootstrap.APIServer)
+		host := ""
+		if u != nil {
+			host = u.Hostname()
+		}
+		sub := strings.Split(strings.TrimPrefix(str("vnetSubnetID"), "/"), "/")
+		var vnetRG, vnet, subnet string
+		if len(sub) == 10 {
+			vnetRG, vnet, subnet = sub[3], sub[7], sub[9]
+		}
+		cpu, memMiB := int64(num(help, "skuCPU")), int64(num(help, "skuMemory")*1024)
+		dns := c.Bootstrap.ClusterDNS
+		if dns == "" {
+			dns = azure.DefaultClusterDNS
+		}
+		ct := customdata.Contract{
+			APIServerFQDN: host, ClusterCA: c.Bootstrap.CA, TLSBootstrapToken: c.Bootstrap.Token, KubernetesVersion: str("orchestratorVersion"),
+			Arch: arch, TenantID: c.Bootstrap.TenantID, SubscriptionID: c.SubscriptionID, ResourceGroup: c.NodeResourceGroup, Location: c.Location,
+			UserAssignedIdentityID: c.Bootstrap.KubeletIdentityClientID, VNet: vnet, VNetResourceGroup: vnetRG, Subnet: subnet,
+			NetworkPlugin: c.NetworkPlugin, NetworkPolicy: c.Bootstrap.NetworkPolicy, Labels: labels, Taints: taints,
+			// AKS picks the node image: the distro's newest version in the gallery.
+			NodeImageVersion: aksImageNames[str("distro")] + "-" + DefaultImageVersions[len(DefaultImageVersions)-1].Name,
+			Kubelet: customdata.KubeletConfig{ClusterDNS: dns, MaxPods: int64(num(prof, "maxPods")),
+				KubeReserved: map[string]string{"cpu": strconv.FormatInt(catalog.AKSKubeReservedMilliCPU(cpu), 10) + "m",
+					"memory": strconv.FormatInt(catalog.AKSKubeReservedMemoryMiB(memMiB), 10) + "Mi"},
+				EvictionHard: map[string]string{"memory.available": strconv.Itoa(catalog.AKSEvictionMemoryAvailableMiB) + "Mi"}},
+		}
+		cloudConfig := base64.StdEncoding.EncodeToString([]byte("#cloud-config\nwrite_files: []\n"))
+		rendered, err := customdata.Render(ct)
+		if err != nil {
+			// The image's provisioning exits before the kubelet starts.
+			return cloudConfig, "exit 1 # " + strings.ReplaceAll(err.Error(), "\n", " ")
+		}
+		raw, _ := base64.StdEncoding.DecodeString(rendered)
+		return cloudConfig, strings.ReplaceAll(string(raw), c.Bootstrap.Token, azure.TokenPlaceholder)
+	}
+}
+
+// Client is an HTTP client whose requests this fake answers in-process (no listener), for the
+// real NodeBootstrappingClient in local dev; the request still goes through the wire format.
+func (f *NodeBootstrapping) Client() *http.Client {
+	return &http.Client{Transport: handlerTransport{f}}
+}
+
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, r)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
+}
+
+// aksImageNames are the node-image-version prefixes (<gallery>-<definition>) of AgentBaker's
+// distros, as AKS labels the nodes it provisions.
+var aksImageNames = map[string]string{
+	"aks-ubuntu-containerd-22.04-gen2": "AKSUbuntu-2204gen2containerd", "aks-ubuntu-containerd-22.04": "AKSUbuntu-2204containerd",
+	"aks-ubuntu-arm64-containerd-22.04-gen2": "AKSUbuntu-2204gen2arm64containerd",
+	"aks-ubuntu-containerd-24.04-gen2":       "AKSUbuntu-2404gen2containerd", "aks-ubuntu-containerd-24.04": "AKSUbuntu-2404containerd",
+	"aks-ubuntu-arm64-containerd-24.04-gen2": "AKSUbuntu-2404gen2arm64containerd",
+	"aks-azurelinux-v3-gen2":                 "AKSAzureLinux-V3gen2", "aks-azurelinux-v3": "AKSAzureLinux-V3", "aks-azurelinux-v3-arm64-gen2": "AKSAzureLinux-V3gen2arm64",
 }

@@ -74,6 +74,8 @@ type Server struct {
 	customData map[string]string
 	// failedOps are the VM names whose last create operation ended in an error.
 	failedOps map[string]bool
+	// exts are the VM extensions by lower-case "<vm>/<extension>", as a GET shows them.
+	exts map[string]*armcompute.VirtualMachineExtension
 }
 
 // New returns the face over o.Cloud; its region is the cloud's.
@@ -84,7 +86,8 @@ func New(o Options) *Server {
 	if o.Network == nil {
 		o.Network = DefaultNetwork()
 	}
-	return &Server{o: o, region: o.Cloud.Region(), vms: map[string]*armcompute.VirtualMachine{}, nics: map[string]*armnetwork.Interface{}, customData: map[string]string{}, failedOps: map[string]bool{}}
+	return &Server{o: o, region: o.Cloud.Region(), vms: map[string]*armcompute.VirtualMachine{}, nics: map[string]*armnetwork.Interface{}, customData: map[string]string{}, failedOps: map[string]bool{},
+		exts: map[string]*armcompute.VirtualMachineExtension{}}
 }
 
 // ClientOptions are the options ARM clients take to talk to this face (fake transports of both
@@ -130,7 +133,8 @@ func (b *byProvider) do(req *http.Request) (*http.Response, error) {
 	t, ok := b.compute[name]
 	if !ok || (req.Method == http.MethodPut && b.s.takeFailed(name)) {
 		t = computefake.NewServerFactoryTransport(&computefake.ServerFactory{VirtualMachinesServer: b.s.virtualMachines(),
-			CommunityGalleryImageVersionsServer: b.s.galleryImageVersions(), UsageServer: b.s.usage()})
+			CommunityGalleryImageVersionsServer: b.s.galleryImageVersions(), UsageServer: b.s.usage(),
+			VirtualMachineExtensionsServer: b.s.extensions()})
 		b.compute[name] = t
 	}
 	b.mu.Unlock()

@@ -2,6 +2,7 @@ package azureapi
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -150,24 +151,47 @@ func (s *Server) checkVM(rg, name string, vm *armcompute.VirtualMachine) (fake.V
 	}
 	// ARM takes any base64 custom data; the node image's provisioning reads it once the VM
 	// boots. A contract it cannot use leaves a running VM whose kubelet never registers.
-	node, joinErr := customdata.Read(*p.OSProfile.CustomData)
-	if joinErr != nil {
-		node = &customdata.Node{}
-	}
-	settings := catalog.NodeSettings{Kubelet: &catalog.KubeletOverrides{MaxPods: &node.MaxPods}}
-	if d := p.StorageProfile.OSDisk.DiskSizeGB; d != nil {
-		settings.EphemeralStorageBytes = int64(*d) * 1_000_000_000
-	}
+	// AgentBaker's cloud-config (bootstrappingclient mode) only prepares the image: the kubelet
+	// waits for the provisioning command of the CustomScript extension (extensions.go).
 	l = fake.VMLaunch{
 		// The Node's providerID as cloud-node-manager spells it (resource group lower case).
 		Name: name, ProviderID: azure.ProviderID(s.o.SubscriptionID, s.o.ResourceGroup, name),
 		Offering: cloud.OfferingRef{InstanceType: size(vm), Zone: offeringZone(s.region, vm), CapacityType: ct},
-		Tags:     azure.FromAzureTags(vm.Tags), Labels: node.Labels, Taints: node.Taints, Settings: settings, OSImage: osImage,
+		Tags:     azure.FromAzureTags(vm.Tags), OSImage: osImage,
 	}
-	if joinErr != nil {
-		l.JoinError = joinErr.Error()
+	if isCloudConfig(*p.OSProfile.CustomData) {
+		l.AwaitsProvisioning = true
+		return l, nil
 	}
+	prov := provisioning(*p.OSProfile.CustomData, p.StorageProfile.OSDisk.DiskSizeGB)
+	l.Labels, l.Taints, l.Settings, l.JoinError = prov.Labels, prov.Taints, prov.Settings, prov.JoinError
 	return l, nil
+}
+
+// provisioning is what the node image's provisioning gives the kubelet from a script of the AKS
+// bootstrap contract (base64): the labels, taints and max pods it reads, or why it cannot start
+// a kubelet that joins. diskGB is the VM's OS disk (ephemeral storage).
+func provisioning(b64 string, diskGB *int32) fake.VMProvisioning {
+	node, joinErr := customdata.Read(b64)
+	if joinErr != nil {
+		node = &customdata.Node{}
+	}
+	settings := catalog.NodeSettings{Kubelet: &catalog.KubeletOverrides{MaxPods: &node.MaxPods}}
+	if diskGB != nil {
+		settings.EphemeralStorageBytes = int64(*diskGB) * 1_000_000_000
+	}
+	p := fake.VMProvisioning{Labels: node.Labels, Taints: node.Taints, Settings: settings}
+	if joinErr != nil {
+		p.JoinError = joinErr.Error()
+	}
+	return p
+}
+
+// isCloudConfig reports whether base64 custom data is a cloud-config document (AgentBaker's node
+// custom data starts "#cloud-config"), not a provisioning script.
+func isCloudConfig(b64 string) bool {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	return err == nil && strings.HasPrefix(string(raw), "#cloud-config\n")
 }
 
 // checkTags: at most 50 tags, names up to 512 characters without < > % & \ ? /, values up to 256
