@@ -90,6 +90,10 @@ type Config struct {
 	// one is logged (rate-limited) and makes Ready fail, naming it.
 	Dependencies  []Dependency
 	ProbeInterval time.Duration
+	// LeaderElection, if set, makes this agent one of several replicas: only the holder of the
+	// Lease publishes events and applies commands; the others keep their caches synced and
+	// stand by (nil: this agent leads alone, as a single replica).
+	LeaderElection *LeaderElection
 }
 
 func (c *Config) validate() error {
@@ -129,6 +133,9 @@ func (c *Config) validate() error {
 			return fmt.Errorf("agent config: dependencies[%d]: name and check are required", i)
 		}
 	}
+	if c.LeaderElection != nil {
+		return c.LeaderElection.validate(c.Namespace)
+	}
 	return nil
 }
 
@@ -144,6 +151,8 @@ type Agent struct {
 	health  health
 	// facts are the cluster facts last discovered (nil before the first discovery).
 	facts atomic.Pointer[events.ClusterFacts]
+	// leading is true while this agent publishes and applies (always, without LeaderElection).
+	leading atomic.Bool
 }
 
 // New builds an agent (nothing runs until Run).
@@ -214,7 +223,10 @@ func (a *Agent) Ready() error {
 func (a *Agent) Watcher() *kube.Watcher { return a.watcher }
 
 // Run starts the informers, the batcher, the snapshot timer and the command consumer, and runs
-// until ctx ends (returning nil) or a part fails (returning its error).
+// until ctx ends (returning nil) or a part fails (returning its error). With LeaderElection the
+// snapshot timers and the command consumer run only while this agent holds the Lease, and Run
+// returns an error when it loses the Lease without being stopped (the pod restarts and stands
+// by: a deposed leader never resumes on its own state).
 func Run(ctx context.Context, cfg Config) error {
 	a, err := New(cfg)
 	if err != nil {
@@ -229,7 +241,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
 	defer func() {
 		cancel()
 		wg.Wait()
@@ -250,10 +261,28 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	// The first snapshot carries the cluster facts: they are read before any is published.
-	a.discoverFacts(ctx)
 	close(a.synced)
 	a.log().Info("agent caches synced", "cluster", a.cfg.Cluster, "revision", a.watcher.Revision())
+	if a.cfg.LeaderElection == nil {
+		return a.lead(ctx)
+	}
+	return a.elect(ctx)
+}
+
+// lead publishes and applies until ctx ends (nil) or the command consumer fails (its error):
+// the leader's part of Run.
+func (a *Agent) lead(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	defer func() {
+		cancel()
+		wg.Wait()
+		a.leading.Store(false)
+	}()
+	// The first snapshot carries the cluster facts: they are read before any is published.
+	a.discoverFacts(ctx)
+	a.leading.Store(true)
 	wg.Add(1)
 	go func() { defer wg.Done(); a.factsLoop(ctx) }()
 
@@ -289,6 +318,11 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	case <-a.synced:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if !a.leading.Load() {
+		// A standby keeps the batch (the batcher retries it after BatchIdle) and publishes it
+		// if it comes to lead: pods that turned pending just before a failover are not lost.
+		return errStandby
 	}
 	snap, err := a.builder.Build()
 	if err != nil {

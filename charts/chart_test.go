@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/labels"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -298,9 +299,21 @@ func TestAgentPodSpec(t *testing.T) {
 			t.Errorf("probe %+v, want GET %s on http-metrics", probe, want)
 		}
 	}
-	if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("replicas %d strategy %s, want 1, Recreate (no leader election)", *d.Spec.Replicas, d.Spec.Strategy.Type)
+	// Two replicas electing a leader, rolled one at a time, preferably on different nodes.
+	if *d.Spec.Replicas != 2 || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType ||
+		d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 1 || d.Spec.Strategy.RollingUpdate.MaxSurge.IntValue() != 0 {
+		t.Errorf("replicas %d strategy %+v, want 2, RollingUpdate maxUnavailable 1 maxSurge 0", *d.Spec.Replicas, d.Spec.Strategy)
 	}
+	aff := d.Spec.Template.Spec.Affinity
+	if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+		aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelHostname ||
+		aff.NodeAffinity == nil {
+		t.Errorf("affinity %+v, want the node affinity and a preferred pod anti-affinity on %s", aff, corev1.LabelHostname)
+	} else if sel := aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.LabelSelector; sel == nil ||
+		!labels.SelectorFromSet(sel.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("anti-affinity selector %+v does not select the agent's own pods %v", sel, d.Spec.Template.Labels)
+	}
+
 	sc := ctr.SecurityContext
 	if sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || !*sc.RunAsNonRoot || len(sc.Capabilities.Drop) != 1 {
 		t.Errorf("container security context %+v", sc)
@@ -311,9 +324,9 @@ func TestAgentPodSpec(t *testing.T) {
 	if ctr.Resources.Requests.Cpu().MilliValue() != 200 || ctr.Resources.Limits.Memory().Value() != 1<<30 {
 		t.Errorf("resources %v", ctr.Resources)
 	}
-	aff := d.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0]
-	if aff.Key != "karpenter.sh/nodepool" || aff.Operator != corev1.NodeSelectorOpDoesNotExist {
-		t.Errorf("affinity %v, want off Dovetail's own nodes", aff)
+	na := d.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0]
+	if na.Key != "karpenter.sh/nodepool" || na.Operator != corev1.NodeSelectorOpDoesNotExist {
+		t.Errorf("node affinity %v, want off Dovetail's own nodes", na)
 	}
 	svc := get[*corev1.Service](t, r, "Service/"+testNamespace+"/dovetail-agent")
 	if !reflect.DeepEqual(svc.Spec.Selector, d.Spec.Selector.MatchLabels) || svc.Spec.Ports[0].TargetPort.String() != "http-metrics" {

@@ -226,8 +226,9 @@ func TestHelmChartAgentRunsSeedScenario(t *testing.T) {
 	}
 }
 
-// waitAgentPodBound waits until kube-scheduler has bound the chart's agent pod and checks it
-// landed on a node Dovetail does not manage (the chart's node affinity).
+// waitAgentPodBound waits until kube-scheduler has bound the chart's two agent pods and checks
+// they landed on nodes Dovetail does not manage (the chart's node affinity); it returns the
+// first one's node.
 func waitAgentPodBound(ctx context.Context, t *testing.T, env *localdev.Env, ns string, sel map[string]string) string {
 	t.Helper()
 	var selector []string
@@ -239,19 +240,27 @@ func waitAgentPodBound(ctx context.Context, t *testing.T, env *localdev.Env, ns 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pods.Items) == 1 && pods.Items[0].Spec.NodeName != "" {
-			p := pods.Items[0]
-			node, err := env.Cluster.Kube.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
+		// The chart's two replicas (they elect a leader), each bound off Dovetail's nodes.
+		bound := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				bound++
 			}
-			if _, managed := node.Labels[apisv1.LabelNodePool]; managed {
-				t.Errorf("the agent pod is on %s, a node of NodePool %s", node.Name, node.Labels[apisv1.LabelNodePool])
+		}
+		if len(pods.Items) == 2 && bound == 2 {
+			for _, p := range pods.Items {
+				node, err := env.Cluster.Kube.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, managed := node.Labels[apisv1.LabelNodePool]; managed {
+					t.Errorf("the agent pod is on %s, a node of NodePool %s", node.Name, node.Labels[apisv1.LabelNodePool])
+				}
+				if p.Spec.PriorityClassName != "system-cluster-critical" || p.Spec.ServiceAccountName != "dovetail-agent" {
+					t.Errorf("agent pod: priority class %q, service account %q", p.Spec.PriorityClassName, p.Spec.ServiceAccountName)
+				}
 			}
-			if p.Spec.PriorityClassName != "system-cluster-critical" || p.Spec.ServiceAccountName != "dovetail-agent" {
-				t.Errorf("agent pod: priority class %q, service account %q", p.Spec.PriorityClassName, p.Spec.ServiceAccountName)
-			}
-			return node.Name
+			return pods.Items[0].Spec.NodeName
 		}
 		select {
 		case <-ctx.Done():

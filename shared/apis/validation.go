@@ -231,13 +231,13 @@ func validateTaints(taints []corev1.Taint, p *field.Path, seen map[string]bool) 
 func validateDisruption(d *v1.Disruption, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch d.ConsolidationPolicy {
-	case v1.ConsolidationPolicyWhenEmpty, v1.ConsolidationPolicyWhenEmptyOrUnderutilized:
+	case v1.ConsolidationPolicyWhenEmpty, v1.ConsolidationPolicyWhenEmptyOrUnderutilized, v1.ConsolidationPolicyBalanced:
 	case v1.ConsolidationPolicyWhenUnderutilized:
 		errs = append(errs, field.Invalid(p.Child("consolidationPolicy"), d.ConsolidationPolicy,
 			"WhenUnderutilized is the karpenter.sh/v1beta1 name; in v1 use WhenEmptyOrUnderutilized (or set apiVersion karpenter.sh/v1beta1 to have it converted)"))
 	default:
 		errs = append(errs, field.NotSupported(p.Child("consolidationPolicy"), d.ConsolidationPolicy,
-			[]string{v1.ConsolidationPolicyWhenEmpty, v1.ConsolidationPolicyWhenEmptyOrUnderutilized}))
+			[]string{v1.ConsolidationPolicyWhenEmpty, v1.ConsolidationPolicyWhenEmptyOrUnderutilized, v1.ConsolidationPolicyBalanced}))
 	}
 	if d.ConsolidateAfter == nil || !d.ConsolidateAfter.IsSet() {
 		errs = append(errs, field.Required(p.Child("consolidateAfter"), "a duration (\"30s\") or \"Never\""))

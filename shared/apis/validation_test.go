@@ -151,6 +151,8 @@ func TestValidateNodePoolAllows(t *testing.T) {
 		req(`{key: karpenter.k8s.aws/instance-cpu, operator: Gte, values: ["4"]}`),
 		req(`{key: example.com/team, operator: NotIn, values: []}`),
 		`spec: {template: {metadata: {labels: {node-restriction.kubernetes.io/team: a, kops.k8s.io/x: b}}}}`,
+		// Karpenter v1.14's third policy (the CRD's enum: WhenEmpty, WhenEmptyOrUnderutilized, Balanced).
+		`spec: {disruption: {consolidationPolicy: Balanced}}`,
 	} {
 		obj, err := Decode(patched(t, "nodepool_v1.yaml", p))
 		if err != nil {

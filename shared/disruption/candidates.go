@@ -85,10 +85,8 @@ func (s *State) whyNot(n *Node) string {
 	if d.ConsolidateAfter != nil && d.ConsolidateAfter.IsNever() {
 		return fmt.Sprintf("nodepool %q has consolidateAfter Never", n.Pool.Name)
 	}
-	if d.ConsolidateAfter != nil && d.ConsolidateAfter.Duration != nil {
-		if since := s.Now.Sub(n.LastPodEvent()); since < *d.ConsolidateAfter.Duration {
-			return fmt.Sprintf("pods changed %s ago, consolidateAfter is %s", since.Round(1e9), *d.ConsolidateAfter.Duration)
-		}
+	if s.consolidateAfterLeft(n) > 0 {
+		return fmt.Sprintf("pods changed %s ago, consolidateAfter is %s", s.Now.Sub(n.LastPodEvent()).Round(1e9), *d.ConsolidateAfter.Duration)
 	}
 	if !n.PriceKnown {
 		return fmt.Sprintf("no price for offering %s/%s/%s", n.InstanceType, n.Zone, n.CapacityType)

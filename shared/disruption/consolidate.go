@@ -276,6 +276,10 @@ func (e *engine) single(under []*Candidate) *Decision {
 			last = fmt.Sprintf("nodepool %q: no Underutilized budget left", c.Pool.Name)
 			continue
 		}
+		if !e.s.canPassBalanced(c) {
+			last = fmt.Sprintf("%s: even deleting it would not pass nodepool %q's Balanced score", c.Name(), c.Pool.Name)
+			continue
+		}
 		d, why := e.s.evaluate([]*Candidate{c}, 1, StrategySingleNode)
 		if d != nil {
 			e.note(StrategySingleNode, d, "")
@@ -394,8 +398,9 @@ func estimatedSaving(n *Node) float64 {
 // evaluate checks whether the set can be consolidated together and builds the decision:
 // every movable pod must be evictable (do-not-disrupt, controller owner, PDBs over the whole
 // set) and placed by the bin-packing core on the remaining nodes or on at most maxRepl new
-// NodeClaims (-1: any number), whose cheapest offerings must cost less than the set. It returns
-// why not otherwise.
+// NodeClaims (-1: any number), whose cheapest offerings must cost less than the set, and nodes
+// under their pool's consolidateAfter receive none of them (simulateMove); a pool with the
+// Balanced policy must approve the move's score (balancedGate). It returns why not otherwise.
 func (s *State) evaluate(set []*Candidate, maxRepl int, strategy string) (*Decision, string) {
 	var pods []*corev1.Pod
 	remove := make(map[string]bool, len(set))
@@ -409,7 +414,7 @@ func (s *State) evaluate(set []*Candidate, maxRepl int, strategy string) (*Decis
 	if err := s.PDBs.Check(pods); err != nil {
 		return nil, err.Error()
 	}
-	plan, err := s.Simulate(remove, pods)
+	plan, err := s.simulateMove(remove, pods)
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -424,7 +429,11 @@ func (s *State) evaluate(set []*Candidate, maxRepl int, strategy string) (*Decis
 	if why != "" {
 		return nil, why
 	}
-	return s.decision(set, apisv1.DisruptionReasonUnderutilized, strategy, plan, repl), ""
+	d := s.decision(set, apisv1.DisruptionReasonUnderutilized, strategy, plan, repl)
+	if why := s.balancedGate(set, d.Savings); why != "" {
+		return nil, why
+	}
+	return d, ""
 }
 
 // priceReplacements applies the price rules to the replacement NodeClaims and returns them,

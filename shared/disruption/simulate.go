@@ -41,6 +41,17 @@ func (s *State) simBase() simInputs {
 // simulation cheap on large clusters; with NodePool limits every node stays in, as the limits
 // count every node's capacity.
 func (s *State) Simulate(remove map[string]bool, pods []*corev1.Pod) (*provisioning.Plan, error) {
+	return s.simulate(remove, pods, false)
+}
+
+// simulateMove is Simulate for a consolidation move: nodes under their pool's consolidateAfter
+// take none of the moved pods (Karpenter v1.14's consolidation simulations skip such nodes for
+// pods that are neither pending nor on a deleting node; a move's pods are neither).
+func (s *State) simulateMove(remove map[string]bool, pods []*corev1.Pod) (*provisioning.Plan, error) {
+	return s.simulate(remove, pods, true)
+}
+
+func (s *State) simulate(remove map[string]bool, pods []*corev1.Pod, move bool) (*provisioning.Plan, error) {
 	if s.base == nil {
 		b := s.simBase()
 		s.base = &b
@@ -68,7 +79,11 @@ func (s *State) Simulate(remove map[string]bool, pods []*corev1.Pod) (*provision
 				continue
 			}
 		}
-		in.Nodes = append(in.Nodes, n.view)
+		if move && n.settling != nil {
+			in.Nodes = append(in.Nodes, n.settling)
+		} else {
+			in.Nodes = append(in.Nodes, n.view)
+		}
 		in.BoundPods = append(in.BoundPods, n.viewPods...)
 		if n.Claim != nil {
 			passed[n.Claim] = true

@@ -45,11 +45,15 @@ type Node struct {
 
 	// For simulations: the node with only the residents that matter and the allocatable the
 	// others leave (see State.binView).
-	view      *corev1.Node
-	viewPods  []*corev1.Pod
-	free      scheduling.Resources
-	binnable  bool
-	hasAnti   bool
+	view     *corev1.Node
+	viewPods []*corev1.Pod
+	free     scheduling.Resources
+	binnable bool
+	hasAnti  bool
+	// settling is the view with spec.unschedulable set when the node is under its pool's
+	// consolidateAfter (State.consolidateAfterLeft): consolidation moves no pod onto it, while
+	// its pods still count for topology. Nil otherwise.
+	settling  *corev1.Node
 	requested scheduling.Resources // movable pods' requests
 }
 
@@ -97,6 +101,7 @@ type State struct {
 	poolLimits bool
 	base       *simInputs
 	registered map[*apisv1.NodeClaim]bool // NodeClaims whose node is in the snapshot
+	totals     map[string]PoolTotals      // the Balanced score's denominators, per pool
 	// sims counts simulations (for reports and benchmarks).
 	sims atomic.Int64
 }
@@ -186,7 +191,13 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 	s.base = &b
 	for _, n := range s.Nodes {
 		s.prepareView(n)
+		if s.consolidateAfterLeft(n) > 0 {
+			v := *n.view
+			v.Spec.Unschedulable = true
+			n.settling = &v
+		}
 	}
+	s.totals = s.poolTotals()
 	return s, nil
 }
 

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -90,6 +92,17 @@ func (a *Applier) reserve(ctx context.Context, cmd *events.Command, node *corev1
 	for _, n := range a.state.DisruptingNodes(b.NodePool) {
 		holding[n] = true
 	}
+	// The reservations in the cluster: a previous leader's, whose taints this agent's caches
+	// may not show yet, count as this agent's own do.
+	cm, kept, err := a.loadLedger(ctx, now)
+	if err != nil {
+		return err // retried: no unit is granted without reading the ledger
+	}
+	for name, e := range kept {
+		if e.NodePool == b.NodePool {
+			holding[name] = true
+		}
+	}
 	for name, g := range a.ledger.granted {
 		cached := a.state.Node(name)
 		if now.Sub(g.at) > grantTTL || cached == nil {
@@ -122,6 +135,87 @@ func (a *Applier) reserve(ctx context.Context, cmd *events.Command, node *corev1
 		}
 		return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("the disruption budget of NodePool %s for %s allows %d disrupting node(s), %d already are (%s)",
 			b.NodePool, b.Reason, b.MaxDisrupting, len(holding), strings.Join(names, ", ")))
+	}
+	// Written before the taint: a leader that dies between the two leaves a reservation that
+	// counts until LedgerEntryTTL (safe), never a taint the ledger does not know of.
+	kept[cmd.NodeName] = LedgerEntry{NodePool: b.NodePool, Reason: b.Reason, Command: cmd.ID, At: now.UTC().Truncate(time.Second)}
+	return a.saveLedger(ctx, cm, kept)
+}
+
+// DisruptionLedgerConfigMap is the ConfigMap, in the agent's namespace, that holds the budget
+// units the leading agent granted (events.BudgetReservation) until its caches show their taints:
+// one key per node, the value a JSON LedgerEntry. Every grant is a read and a compare-and-swap
+// write of this one object (the API server refuses an update carrying a stale
+// metadata.resourceVersion with 409 Conflict), so a new leader resumes every reservation of the
+// old one, and two agents that both believe they lead cannot both spend the same free unit.
+const DisruptionLedgerConfigMap = "dovetail-disruption-ledger"
+
+// LedgerEntryTTL is how long a reservation counts without the caches showing its taint (grantTTL).
+const LedgerEntryTTL = grantTTL
+
+// LedgerEntry is one reservation of DisruptionLedgerConfigMap.
+type LedgerEntry struct {
+	NodePool string `json:"nodePool"`
+	Reason   string `json:"reason"`
+	// Command is the ID of the TaintNode that reserved the unit.
+	Command string `json:"command"`
+	// At is when the unit was granted (the granting agent's clock, whole seconds).
+	At time.Time `json:"at"`
+}
+
+// loadLedger reads DisruptionLedgerConfigMap from the API server (never from a cache: a new
+// leader must see its predecessor's last write) and returns it (nil when it does not exist yet)
+// with the entries that still count: younger than LedgerEntryTTL, on a node the caches know and
+// do not yet show tainted karpenter.sh/disrupted (once they do, the taint itself counts). An
+// unreadable entry is dropped with a log line naming it: it names no pool to count against.
+func (a *Applier) loadLedger(ctx context.Context, now time.Time) (*corev1.ConfigMap, map[string]LedgerEntry, error) {
+	cm, err := a.kube.CoreV1().ConfigMaps(a.opts.Namespace).Get(ctx, DisruptionLedgerConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, map[string]LedgerEntry{}, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the disruption ledger (ConfigMap %s/%s): %w", a.opts.Namespace, DisruptionLedgerConfigMap, err)
+	}
+	kept := map[string]LedgerEntry{}
+	for node, v := range cm.Data {
+		var e LedgerEntry
+		if err := json.Unmarshal([]byte(v), &e); err != nil || e.NodePool == "" {
+			a.opts.Logger.Warn("dropping an unreadable disruption ledger entry", "configMap", DisruptionLedgerConfigMap, "node", node, "err", err)
+			continue
+		}
+		cached := a.state.Node(node)
+		if now.Sub(e.At) > LedgerEntryTTL || cached == nil || hasDisruptedTaint(cached) {
+			continue
+		}
+		kept[node] = e
+	}
+	return cm, kept, nil
+}
+
+// saveLedger writes entries as the whole of DisruptionLedgerConfigMap: created when cm is nil,
+// else updated with cm's resourceVersion, so a write racing another agent's fails with 409 (or
+// AlreadyExists) and the command is retried on a fresh read.
+func (a *Applier) saveLedger(ctx context.Context, cm *corev1.ConfigMap, entries map[string]LedgerEntry) error {
+	data := make(map[string]string, len(entries))
+	for node, e := range entries {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		data[node] = string(b)
+	}
+	cms := a.kube.CoreV1().ConfigMaps(a.opts.Namespace)
+	var err error
+	if cm == nil {
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: DisruptionLedgerConfigMap, Namespace: a.opts.Namespace}, Data: data},
+			metav1.CreateOptions{FieldManager: a.opts.Component})
+	} else {
+		next := cm.DeepCopy()
+		next.Data = data
+		_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: a.opts.Component})
+	}
+	if err != nil {
+		return fmt.Errorf("write the disruption ledger (ConfigMap %s/%s): %w", a.opts.Namespace, DisruptionLedgerConfigMap, err)
 	}
 	return nil
 }

@@ -63,6 +63,8 @@ type options struct {
 	storageAccountURL, blobContainer, deadLetterContainer             string
 	azureClientOptions                                                azcore.ClientOptions // tests
 	httpAddr                                                          string
+	leaderElect                                                       bool
+	leaseDuration, renewDeadline, retryPeriod                         time.Duration
 }
 
 func main() {
@@ -120,6 +122,10 @@ func newCommand() *cobra.Command {
 	f.Float32Var(&o.kubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "client-side limit of API server requests per second")
 	f.IntVar(&o.kubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "client-side burst of API server requests")
 	f.StringVar(&o.httpAddr, "http-addr", ":8080", "address of the HTTP server for /metrics (Prometheus), /healthz and /readyz; empty: none")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one leader among the agent's replicas with the coordination.k8s.io Lease dovetail-agent in --namespace; only the leader publishes and applies, the others stand by")
+	f.DurationVar(&o.leaseDuration, "leader-election-lease-duration", agent.DefaultLeaseDuration, "how long a standby waits after the leader's last renewal before taking the Lease")
+	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", agent.DefaultRenewDeadline, "how long the leader keeps trying to renew before it gives up leading (and exits)")
+	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", agent.DefaultRetryPeriod, "how often the Lease is tried and renewed")
 	_ = cmd.MarkFlagRequired("cluster")
 	return cmd
 }
@@ -206,7 +212,7 @@ func run(ctx context.Context, o options) error {
 		Publisher: pub, Commands: cons, Blobs: blobs,
 		BatchIdle: o.batchIdle, BatchMax: o.batchMax, SnapshotInterval: o.snapshotInterval, ChangeSnapshotInterval: o.changeSnapshotInterval,
 		EvictionTimeout: o.evictionTimeout, SyncTimeout: o.syncTimeout, NodeClassKind: o.nodeClassKind, Metrics: rec,
-		Dependencies: deps,
+		Dependencies: deps, LeaderElection: leaderElection(o),
 	})
 	if err != nil {
 		return err
@@ -218,6 +224,15 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	return a.Run(ctx)
+}
+
+// leaderElection is the agent's LeaderElection for --leader-elect (nil without it); the
+// replica's identity is its hostname, the pod's name.
+func leaderElection(o options) *agent.LeaderElection {
+	if !o.leaderElect {
+		return nil
+	}
+	return &agent.LeaderElection{LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod}
 }
 
 // sqsTransport builds the SQS publisher (events), the long-polling command consumer, with

@@ -90,11 +90,20 @@ func PlannedToleration(nc string) corev1.Toleration {
 }
 
 // Consolidation policies. The v1beta1 name WhenUnderutilized converts to WhenEmptyOrUnderutilized.
+// Balanced (Karpenter v1.14, kubernetes-sigs/karpenter pkg/apis/v1/nodepool.go) consolidates
+// what WhenEmptyOrUnderutilized does, but only moves whose savings justify the disruption they
+// cause (shared/disruption balanced.go).
 const (
 	ConsolidationPolicyWhenEmpty                = "WhenEmpty"
 	ConsolidationPolicyWhenEmptyOrUnderutilized = "WhenEmptyOrUnderutilized"
+	ConsolidationPolicyBalanced                 = "Balanced"
 	ConsolidationPolicyWhenUnderutilized        = "WhenUnderutilized" // v1beta1 only
 )
+
+// BalancedK is the Balanced policy's scoring parameter: a move is approved when its score
+// (share of the pool's cost saved over share of the pool's disruption cost caused) is at least
+// 1/BalancedK = 0.5. Karpenter v1.14 fixes it at 2 (pkg/apis/v1/nodepool.go BalancedK; no field).
+const BalancedK = 2
 
 // Disruption reasons, used by budgets.
 const (
