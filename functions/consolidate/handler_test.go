@@ -237,10 +237,24 @@ func TestReplaceThenDrainThenTerminate(t *testing.T) {
 		t.Errorf("old instance %+v (%v), want terminating", inst, err)
 	}
 	// The replacement "new" registers in the same decision; keep the commands about "old".
+	// Its status commands record the termination conditions (Karpenter's Drained,
+	// VolumesDetached, InstanceTerminating), all True here: no pod or attachment is left.
 	var old []events.Command
+	conds := map[string]metav1.ConditionStatus{}
 	for _, c := range e.commands() {
+		if c.Kind == events.CommandSetNodeClaimStatus && c.NodeClaim != nil && c.NodeClaim.Name == "nc-old" {
+			for _, cond := range c.NodeClaim.Status.Conditions {
+				conds[cond.Type] = cond.Status
+			}
+			continue
+		}
 		if c.NodeName == "old" || (c.NodeClaim != nil && c.NodeClaim.Name == "nc-old") {
 			old = append(old, c)
+		}
+	}
+	for _, typ := range []string{apisv1.ConditionDrained, apisv1.ConditionVolumesDetached, apisv1.ConditionInstanceTerminating} {
+		if conds[typ] != metav1.ConditionTrue {
+			t.Errorf("nc-old condition %s: %q, want True (conditions %v)", typ, conds[typ], conds)
 		}
 	}
 	if cmds = old; len(cmds) != 3 || cmds[0].Kind != events.CommandDeleteNode || cmds[1].Kind != events.CommandRemoveFinalizer || cmds[1].NodeName != "old" ||
