@@ -192,7 +192,9 @@ type decider struct {
 	claimed    map[string]bool          // node names that have a NodeClaim
 	pdbs       *disruption.PDBs         // the snapshot's PDBs over its pods, made on first use
 	consistent *pendingConsistency      // the NodeClaim being decided: its ConsistentStateFound to write
-	out        Decision
+	// registrations are this snapshot's registration outcomes by NodePool, in NodeClaim order.
+	registrations map[string][]outcome
+	out           Decision
 }
 
 func (d *decider) cmd(c events.Command) {
@@ -308,6 +310,7 @@ func (d *decider) liveness(nc *apisv1.NodeClaim) {
 		d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "liveness-unavailable", nc.Name, string(nc.UID)), Kind: events.CommandMarkUnavailable,
 			Unavailable: []events.UnavailableOfferingMark{events.MarkUnavailable(key, ReasonRegistrationTTL, d.now)}, Reason: why})
 	}
+	d.recordRegistration(nc, false)
 	d.transition(nc.Name, "", ReasonRegistrationTTL, why)
 }
 
@@ -317,6 +320,9 @@ func (d *decider) liveness(nc *apisv1.NodeClaim) {
 // status.nodeName and Registered=True.
 func (d *decider) register(nc *apisv1.NodeClaim, node *corev1.Node) {
 	done := isTrue(nc, apisv1.ConditionRegistered)
+	if !done {
+		d.recordRegistration(nc, true)
+	}
 	if done && node.Labels[apisv1.LabelNodeRegistered] == "true" && !hasTaintKey(node.Spec.Taints, apisv1.TaintKeyUnregistered) &&
 		hasFinalizer(node.Finalizers) && nc.Status.NodeName == node.Name {
 		return
