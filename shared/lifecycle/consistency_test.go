@@ -69,6 +69,9 @@ func TestConsistentStateFoundNodeShape(t *testing.T) {
 		c.Events[0].Object.Kind != "NodeClaim" || c.Events[0].Message != "expected 2 of resource cpu, but found 1 (50.0% of expected)" {
 		t.Fatalf("events %+v", c.Events)
 	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the command the agent receives is invalid: %v", err)
+	}
 	// Still False: neither the condition nor the event written again.
 	nc.Status.Conditions = append(nc.Status.Conditions[:4], *cond)
 	if _, again := consistencyCmd(t, Decide(snapshot(at.Add(time.Minute), []apisv1.NodeClaim{nc}, []corev1.Node{n}), Options{})); again != nil {

@@ -27,6 +27,9 @@ func healthAfter(t *testing.T, np *apisv1.NodePool, snap *events.Snapshot) metav
 		}
 		return *c
 	}
+	if err := cmds[0].Validate(); err != nil {
+		t.Fatalf("the command the agent receives is invalid: %v", err)
+	}
 	st := cmds[0].NodePool.Status
 	c := meta.FindStatusCondition(st.Conditions, ConditionNodeRegistrationHealthy)
 	if c == nil {
