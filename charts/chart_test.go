@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -37,6 +38,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dovetail-dev/dovetail/functions/lifecycle"
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
 	"github.com/dovetail-dev/dovetail/shared/runtime"
 	"github.com/dovetail-dev/dovetail/shared/runtime/cloudflags"
@@ -502,9 +504,17 @@ func TestNATSShape(t *testing.T) {
 		}
 		// The worker's own flag set (shared/runtime and cloudflags) parses the rendered args.
 		var co cloudflags.Options
-		cmd := runtime.Command(runtime.Function{Name: fn, Flags: co.Register})
+		var lf lifecycle.Flags
+		register := co.Register
+		if fn == lifecycle.Component {
+			register = func(fs *pflag.FlagSet) { co.Register(fs); lf.Register(fs) }
+		}
+		cmd := runtime.Command(runtime.Function{Name: fn, Flags: register})
 		if err := cmd.ParseFlags(ctr.Args); err != nil {
 			t.Fatalf("%s: %v: args %q", fn, err, ctr.Args)
+		}
+		if fn == lifecycle.Component && (!cmd.Flags().Changed("node-repair") || !lf.NodeRepair) {
+			t.Errorf("lifecycle: args %q, want --node-repair=true (workers.functions.lifecycle.nodeRepair's default)", ctr.Args)
 		}
 		checkNATSClient(t, fn, d.Spec.Template.Spec, "dovetail-nats-function", cmd.Flags().Lookup)
 		if co.Cloud != "azure" || co.Region != "westeurope" || cmd.Flags().Lookup("nats-url").Value.String() != "nats://dovetail-nats.dovetail-system.svc:4222" ||
@@ -547,6 +557,21 @@ func TestNATSShape(t *testing.T) {
 	}
 	if scraped != 6 {
 		t.Errorf("the ServiceMonitor selects %d Services, want 6 (the agent and five workers)", scraped)
+	}
+}
+
+// workers.functions.lifecycle.nodeRepair: false reaches the lifecycle worker as
+// --node-repair=false, and only the lifecycle worker takes the flag.
+func TestWorkersNodeRepairOff(t *testing.T) {
+	v := clone(natsValues)
+	v["workers"].(map[string]any)["functions"] = map[string]any{"lifecycle": map[string]any{"nodeRepair": false}}
+	r := render(t, v)
+	for _, fn := range []string{"provision", "lifecycle", "consolidate", "drift", "interruption"} {
+		args := get[*appsv1.Deployment](t, r, "Deployment/"+testNamespace+"/dovetail-"+fn).Spec.Template.Spec.Containers[0].Args
+		has := slices.Contains(args, "--node-repair=false")
+		if has != (fn == lifecycle.Component) || slices.Contains(args, "--node-repair=true") {
+			t.Errorf("%s: args %q", fn, args)
+		}
 	}
 }
 

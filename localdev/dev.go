@@ -63,6 +63,10 @@ type Options struct {
 	// RegistrationTTL is how long a launch may wait for its Node before the lifecycle function
 	// deletes its NodeClaim (default 15 minutes; tests shorten it).
 	RegistrationTTL time.Duration
+	// DisableRepair turns node repair off in the lifecycle function (dovetail dev
+	// --node-repair=false, as the lifecycle binary's --node-repair; zero: repair on, as issue 27
+	// asks, where Karpenter's NodeRepair feature gate must be turned on).
+	DisableRepair bool
 	// Region is the embedded catalog's region the fake cloud sells from (catalog.EmbeddedRegions;
 	// empty: us-east-1).
 	Region string

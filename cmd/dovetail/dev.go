@@ -17,7 +17,7 @@ import (
 
 func newDevCommand() *cobra.Command {
 	var o localdev.Options
-	var verbose bool
+	var verbose, nodeRepair bool
 	var policies policyflags.Flags
 	cmd := &cobra.Command{
 		Use:   "dev [-f PATH ...] [--kubeconfig PATH | --control-plane real]",
@@ -34,6 +34,7 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 				return usageError{err}
 			}
 			o.Policies = pol
+			o.DisableRepair = !nodeRepair
 			if verbose {
 				o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
@@ -56,6 +57,8 @@ launching → pods bound, then a summary with the cost against a static m5.2xlar
 	cmd.Flags().DurationVar(&o.BootDelay, "boot-delay", 3*time.Second, "how long a fake instance takes to join as a Ready node")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up if not every pod is bound by then (default 2m; 5m with --control-plane real, which starts a control plane first)")
 	policies.Register(cmd.Flags(), nil)
+	cmd.Flags().BoolVar(&nodeRepair, "node-repair", true,
+		"the lifecycle function replaces Nodes unhealthy past the cloud's repair policies (Karpenter's node repair, with its 20% breaker), as the lifecycle binary's --node-repair")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component to stderr")
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "keep everything running after the summary until interrupted (kubectl against --control-plane real; the agent's and functions' /metrics, /healthz and /readyz on loopback)")
 	cmd.Flags().StringVar(&o.AgentHTTPAddr, "agent-http-addr", "",

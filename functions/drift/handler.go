@@ -367,7 +367,7 @@ func (h *Handler) progressStatic(ctx context.Context, snap *events.Snapshot, c d
 // node it replaces (so it never shares a name with a scale-up launch of the same snapshot).
 func (h *Handler) staticReplacement(snap *events.Snapshot, c disruption.DriftCandidate) (*provisioning.Plan, error) {
 	in := provisioning.InputFromSnapshot(snap, h.Catalog, h.NodeSettings)
-	_, in.RequireResolvedNodeClasses = h.Provider.(cloud.NodeClassResolver)
+	_, in.RequireResolvedNodeClasses = cloud.As[cloud.NodeClassResolver](h.Provider)
 	plans, err := provisioning.StaticPlans(in, c.NodePool, 1)
 	if err != nil {
 		return nil, err

@@ -217,15 +217,6 @@ func TestLivenessReapsALaunchThatNeverRegisters(t *testing.T) {
 	}
 }
 
-func mustCommand(t *testing.T, c events.Command) []byte {
-	t.Helper()
-	b, err := events.NewEvent(scenarios.Cluster, "test", events.TypeCommand, c.ID, &c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func hasTaint(n *corev1.Node, key string) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == key {

@@ -29,7 +29,9 @@ func (h *Handler) repairPolicies() []repair.Policy {
 	if h.DisableRepair {
 		return nil
 	}
-	if r, ok := h.Provider.(cloud.Repairer); ok {
+	// cloud.As: the metrics decorator (cloudmetrics) wraps the provider; a plain type assertion
+	// on it would find no policies and silently turn repair off.
+	if r, ok := cloud.As[cloud.Repairer](h.Provider); ok {
 		return r.RepairPolicies()
 	}
 	return nil

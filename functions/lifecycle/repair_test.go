@@ -9,8 +9,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/functions/lifecycle"
 	"github.com/dovetail-dev/dovetail/localdev/scenarios"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/cloudmetrics"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // readyWorld is world with its NodeClaim registered and initialized and its pod bound.
@@ -76,6 +80,32 @@ func TestRepairReplacesANodeWhoseReadyTurnsUnknown(t *testing.T) {
 	}
 	if inst, err := w.Cloud.Get(ctx, nc.Status.ProviderID); err == nil && inst.State == "running" {
 		t.Fatal("instance still running")
+	}
+}
+
+// The binaries hand the lifecycle function its provider wrapped by the metrics decorator
+// (cloudflags.Setup, localdev): repair finds the cloud's policies through it (cloud.As follows
+// Unwrap) and replaces the node at AWS's 30 minutes, and the repair is counted in
+// karpenter_nodeclaims_unhealthy_disrupted_total{condition="ready"}.
+func TestRepairThroughTheMetricsDecorator(t *testing.T) {
+	w, nc, node := readyWorld(t)
+	h := handler(w, w)
+	rec := &telemetry.Memory{}
+	h.Now, h.Metrics, h.Provider = w.Clock.Now, rec, cloudmetrics.Decorate(w.Cloud, rec, telemetry.ControllerOf(lifecycle.Component))
+	if _, ok := h.Provider.(cloud.Repairer); ok {
+		t.Fatal("the decorator implements cloud.Repairer itself: this test no longer shows cloud.As at work")
+	}
+	if err := w.SetNodeCondition(node.Name, corev1.NodeReady, corev1.ConditionUnknown); err != nil {
+		t.Fatal(err)
+	}
+	w.Clock.Step(30 * time.Minute)
+	out, err := h.Decide(context.Background(), w.Snapshot())
+	if err != nil || len(out.Repaired) != 1 || out.Repaired[0] != node.Name || !deleting(w.Snapshot(), nc.Name) {
+		t.Fatalf("through the decorator: repaired %v, err %v, want [%s]", out.Repaired, err, node.Name)
+	}
+	if got := rec.Value(telemetry.NodeClaimsUnhealthyDisrupted, "ready", nc.Labels[apisv1.LabelNodePool],
+		nc.Labels[apisv1.LabelCapacityType], nc.Status.ImageID); got != 1 {
+		t.Errorf("karpenter_nodeclaims_unhealthy_disrupted_total = %v, want 1", got)
 	}
 }
 

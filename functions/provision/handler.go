@@ -214,7 +214,7 @@ func (h *Handler) scaleStatic(ctx context.Context, snap *events.Snapshot, d *Dec
 		return nil, nil
 	}
 	in := provisioning.InputFromSnapshot(snap, h.Catalog, h.NodeSettings)
-	_, in.RequireResolvedNodeClasses = h.Provider.(cloud.NodeClassResolver)
+	_, in.RequireResolvedNodeClasses = cloud.As[cloud.NodeClassResolver](h.Provider)
 	plan := &provisioning.Plan{}
 	for _, p := range launches {
 		plans, err := provisioning.StaticPlans(in, p.NodePool, p.Launch)

@@ -291,9 +291,21 @@ func TestLifecycleFunction(t *testing.T) {
 	if d, err := time.ParseDuration(def); err != nil || d != lifecycle.DefaultRegistrationTTL || tfDef != def {
 		t.Errorf("registration TTL default SAM %q Terraform %q, want the function's %v in both", def, tfDef, lifecycle.DefaultRegistrationTTL)
 	}
+	// Node repair is on by default in both templates, as the function's flag; SAM's parameter
+	// takes exactly the two values strconv.ParseBool reads as the flag's own spelling.
+	const repairEnv = "DOVETAIL_NODE_REPAIR"
+	if n := runtime.EnvName("node-repair"); n != repairEnv {
+		t.Fatalf("the function reads --node-repair from %s, not %s", n, repairEnv)
+	}
+	if d, a := fmt.Sprint(get(t, sam, "Parameters", "NodeRepair", "Default")), fmt.Sprint(get(t, sam, "Parameters", "NodeRepair", "AllowedValues")); d != "true" || a != "[true false]" {
+		t.Errorf("NodeRepair parameter default %s allowed %s, want true of [true false]", d, a)
+	}
+	if d, ty := fmt.Sprint(get(t, tf, "variable", "node_repair", "default")), fmt.Sprint(get(t, tf, "variable", "node_repair", "type")); d != "true" || ty != "bool" {
+		t.Errorf("terraform node_repair default %s type %s, want a bool defaulting to true", d, ty)
+	}
 	wantEnv := map[string]string{"DOVETAIL_CLUSTER": "[{cluster}]", "DOVETAIL_CLOUD": "[aws]", "DOVETAIL_COMMAND_QUEUE_URL": "[{CommandQueue}]",
 		"DOVETAIL_DLQ_URL": "[{LifecycleEventDLQ}]", "DOVETAIL_BLOB_BUCKET": "[{ClaimCheckBucket}]", "DOVETAIL_BLOB_PREFIX": "[" + s3blob.DefaultPrefix + "]",
-		ttlEnv: "[{RegistrationTTL}]", "DOVETAIL_KUBERNETES_VERSION": "[{KubernetesVersion}]"}
+		ttlEnv: "[{RegistrationTTL}]", "DOVETAIL_KUBERNETES_VERSION": "[{KubernetesVersion}]", repairEnv: "[{NodeRepair}]"}
 	env := res("LifecycleFunction", "Environment", "Variables").(map[string]any)
 	got := map[string]string{}
 	for k, v := range env {
@@ -304,7 +316,7 @@ func TestLifecycleFunction(t *testing.T) {
 	}
 	tfEnv := tfr("aws_lambda_function", "lifecycle", "environment", 0, "variables").(map[string]any)
 	if tfEnv[ttlEnv] != "${var.registration_ttl}" || tfEnv["DOVETAIL_DLQ_URL"] != "${aws_sqs_queue.lifecycle_events_dlq.url}" ||
-		tfEnv["DOVETAIL_KUBERNETES_VERSION"] != "${var.kubernetes_version}" {
+		tfEnv["DOVETAIL_KUBERNETES_VERSION"] != "${var.kubernetes_version}" || tfEnv[repairEnv] != "${tostring(var.node_repair)}" {
 		t.Errorf("terraform lifecycle environment %v", tfEnv)
 	}
 	// The parameter's pattern accepts the default and the usual spellings, refuses the rest.

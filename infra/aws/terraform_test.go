@@ -192,6 +192,8 @@ func (e *tfEval) variables(over map[string]any) error {
 		switch x := v.(type) {
 		case string:
 			vars[name] = cty.StringVal(x)
+		case bool:
+			vars[name] = cty.BoolVal(x)
 		case []string:
 			vars[name] = ctyList(x)
 		case []any:

@@ -68,9 +68,11 @@ resource "azurerm_linux_function_app" "fn" {
     DOVETAIL_AKS_KUBELET_IDENTITY_ID        = var.aks_kubelet_identity_id
     DOVETAIL_AKS_SSH_PUBLIC_KEY             = var.aks_ssh_public_key
     DOVETAIL_AKS_KUBERNETES_VERSION         = var.aks_kubernetes_version
-    # Karpenter's scheduling policies (every function registers them; the planning ones use them).
+    # Karpenter's scheduling policies (every function registers them; the planning ones use them)
+    # and node repair (--node-repair: the lifecycle function's alone; the others ignore it).
     DOVETAIL_MIN_VALUES_POLICY     = var.min_values_policy
     DOVETAIL_PREFERENCE_POLICY     = var.preference_policy
+    DOVETAIL_NODE_REPAIR           = tostring(var.node_repair)
     DOVETAIL_AKS_TENANT_ID         = data.azurerm_client_config.current.tenant_id
     DOVETAIL_AKS_NETWORK_POLICY    = var.aks_network_policy
     DOVETAIL_AKS_NETWORK_DATAPLANE = var.aks_network_dataplane

@@ -249,6 +249,14 @@ func TestFunctionApps(t *testing.T) {
 			t.Errorf("app_settings carry %s; identities only", secret)
 		}
 	}
+	// The lifecycle function's --node-repair is set from a bool variable on by default, as
+	// the flag is.
+	if !regexp.MustCompile(runtime.EnvName("node-repair") + ` += tostring\(var\.node_repair\)`).MatchString(settings) {
+		t.Errorf("app_settings lack %s = tostring(var.node_repair)", runtime.EnvName("node-repair"))
+	}
+	if v := find(t, cfg, "variable", "node_repair"); v.expr(t, "type") != "bool" || v.expr(t, "default") != "true" {
+		t.Errorf("variable node_repair: type %s default %s, want bool true", v.expr(t, "type"), v.expr(t, "default"))
+	}
 	// Every Azure provider flag of the functions (shared/runtime/cloudflags) is set, the
 	// bootstrap token only as a Key Vault reference.
 	fs := pflag.NewFlagSet("fn", pflag.ContinueOnError)

@@ -98,6 +98,12 @@ variable "min_values_policy" {
   }
 }
 
+variable "node_repair" {
+  description = "Node repair in the lifecycle function (--node-repair; DOVETAIL_NODE_REPAIR): true replaces Nodes unhealthy past the cloud's repair policies unless more than 20% of their NodePool is unhealthy; false leaves them."
+  type        = bool
+  default     = true
+}
+
 variable "preference_policy" {
   description = "Karpenter's --preference-policy for the planning functions: Respect (preferences held while they can be met) or Ignore (never read)."
   type        = string

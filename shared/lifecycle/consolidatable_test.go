@@ -21,6 +21,7 @@ func TestConsolidatableCondition(t *testing.T) {
 		{Type: apisv1.ConditionRegistered, Status: metav1.ConditionTrue, Reason: ReasonRegistered},
 		{Type: apisv1.ConditionInitialized, Status: metav1.ConditionTrue, Reason: ReasonInitialized, LastTransitionTime: metav1.NewTime(initAt)},
 		{Type: apisv1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady},
+		{Type: ConditionConsistentStateFound, Status: metav1.ConditionTrue, Reason: ConditionConsistentStateFound},
 	}
 	n.Labels[apisv1.LabelNodeInitialized] = "true"
 	after := apisv1.MustParseNillableDuration("30s")

@@ -23,6 +23,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/drain"
 	"github.com/dovetail-dev/dovetail/shared/repair"
 	"github.com/dovetail-dev/dovetail/shared/static"
@@ -146,6 +147,7 @@ func Decide(snap *events.Snapshot, o Options) Decision {
 	sort.Slice(claims, func(i, j int) bool { return claims[i].Name < claims[j].Name })
 	for _, nc := range claims {
 		d.claim(nc)
+		d.flushConsistency(nc)
 	}
 	// A Node of ours being deleted whose NodeClaim is already gone still has an instance.
 	nodes := make([]*corev1.Node, 0, len(snap.Nodes))
@@ -188,7 +190,11 @@ type decider struct {
 	pods       map[string][]*corev1.Pod // by node name
 	pending    map[string]*corev1.Pod   // by namespace/name
 	claimed    map[string]bool          // node names that have a NodeClaim
-	out        Decision
+	pdbs       *disruption.PDBs         // the snapshot's PDBs over its pods, made on first use
+	consistent *pendingConsistency      // the NodeClaim being decided: its ConsistentStateFound to write
+	// registrations are this snapshot's registration outcomes by NodePool, in NodeClaim order.
+	registrations map[string][]outcome
+	out           Decision
 }
 
 func (d *decider) cmd(c events.Command) {
@@ -211,6 +217,7 @@ func (d *decider) claim(nc *apisv1.NodeClaim) {
 	}
 	switch {
 	case nc.DeletionTimestamp != nil || (node != nil && node.DeletionTimestamp != nil):
+		d.consistency(nc, node) // first: the termination path's status writes carry it
 		d.terminate(nc, node)
 	case node == nil:
 		d.liveness(nc)
@@ -219,6 +226,7 @@ func (d *decider) claim(nc *apisv1.NodeClaim) {
 	default:
 		// Nominations go first: they are on the pods before the registration clears the
 		// node's taint, so the scheduler's first look at the node already prefers it for them.
+		d.consistency(nc, node) // first: the status writes below carry it
 		d.nominate(nc, node)
 		d.register(nc, node)
 		d.releasePlanned(nc, node)
@@ -302,6 +310,7 @@ func (d *decider) liveness(nc *apisv1.NodeClaim) {
 		d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "liveness-unavailable", nc.Name, string(nc.UID)), Kind: events.CommandMarkUnavailable,
 			Unavailable: []events.UnavailableOfferingMark{events.MarkUnavailable(key, ReasonRegistrationTTL, d.now)}, Reason: why})
 	}
+	d.recordRegistration(nc, false)
 	d.transition(nc.Name, "", ReasonRegistrationTTL, why)
 }
 
@@ -311,6 +320,9 @@ func (d *decider) liveness(nc *apisv1.NodeClaim) {
 // status.nodeName and Registered=True.
 func (d *decider) register(nc *apisv1.NodeClaim, node *corev1.Node) {
 	done := isTrue(nc, apisv1.ConditionRegistered)
+	if !done {
+		d.recordRegistration(nc, true)
+	}
 	if done && node.Labels[apisv1.LabelNodeRegistered] == "true" && !hasTaintKey(node.Spec.Taints, apisv1.TaintKeyUnregistered) &&
 		hasFinalizer(node.Finalizers) && nc.Status.NodeName == node.Name {
 		return
@@ -602,8 +614,13 @@ func (d *decider) setStatus(nc *apisv1.NodeClaim, step, nodeName string, conds [
 	st := &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}}
 	st.Status.NodeName = nodeName
 	st.Status.Conditions = conds
-	d.cmd(events.Command{ID: events.CommandID(d.snap.Cluster, "status", nc.Name, string(nc.UID), step), Kind: events.CommandSetNodeClaimStatus,
-		NodeClaim: st, Reason: step})
+	c := events.Command{ID: events.CommandID(d.snap.Cluster, "status", nc.Name, string(nc.UID), step), Kind: events.CommandSetNodeClaimStatus,
+		NodeClaim: st, Reason: step}
+	if p := d.consistent; p != nil { // ConsistentStateFound rides on the first status write
+		st.Status.Conditions = append(append([]metav1.Condition(nil), conds...), p.cond)
+		c.Events, d.consistent = p.events, nil
+	}
+	d.cmd(c)
 }
 
 // cond builds a condition, keeping the transition time of an unchanged status.

@@ -182,7 +182,8 @@ func sameConditions(a, b []metav1.Condition) bool {
 
 // nodePools writes each NodePool's status: the NodeClaims it has (status.nodes), the capacity
 // they hold (status.resources: the sum of their status.capacity, Karpenter's counter), and the
-// conditions ValidationSucceeded, NodeClassReady and Ready. Nothing is written when the status
+// conditions ValidationSucceeded, NodeClassReady, NodeRegistrationHealthy (registrationHealth)
+// and Ready. Nothing is written when the status
 // already says so.
 func (d *decider) nodePools() {
 	pools := make([]*apisv1.NodePool, 0, len(d.snap.NodePools))
@@ -254,6 +255,8 @@ func (d *decider) poolStatus(np *apisv1.NodePool) apisv1.NodePoolStatus {
 		set(apisv1.ConditionNodeClassReady, metav1.ConditionFalse, apisv1.ReasonNodeClassNotFound, fmt.Sprintf("NodeClass %s not found", name))
 	default:
 		st.NodeClassObservedGeneration = class.Meta().Generation
+		// Karpenter keeps it only for a NodePool whose NodeClass exists (registrationhealth).
+		apisv1.SetCondition(&st.Conditions, registrationHealth(np, class.Meta().Generation, d.registrations[np.Name]))
 		r := meta.FindStatusCondition(class.Conditions(), apisv1.ConditionReady)
 		switch {
 		case r == nil:

@@ -150,6 +150,7 @@ resource "aws_lambda_function" "lifecycle" {
       DOVETAIL_BLOB_BUCKET         = aws_s3_bucket.claim_check.bucket
       DOVETAIL_BLOB_PREFIX         = "claim-check/"
       DOVETAIL_REGISTRATION_TTL    = var.registration_ttl
+      DOVETAIL_NODE_REPAIR         = tostring(var.node_repair)
       DOVETAIL_KUBERNETES_VERSION  = var.kubernetes_version
       DOVETAIL_DISCOVERY_TAG_KEY   = var.discovery_tag_key
       DOVETAIL_DISCOVERY_TAG_VALUE = local.discovery_tag_value

@@ -72,6 +72,12 @@ variable "registration_ttl" {
   }
 }
 
+variable "node_repair" {
+  type        = bool
+  default     = true
+  description = "Node repair in the lifecycle function (--node-repair; DOVETAIL_NODE_REPAIR): true replaces Nodes unhealthy past the cloud's repair policies unless more than 20% of their NodePool is unhealthy; false leaves them."
+}
+
 variable "package_dir" {
   type        = string
   default     = ""

@@ -21,13 +21,15 @@ const (
 )
 
 // Decorate returns p recording each call under controller. The result is a
-// cloud.NodeClassResolver exactly when p is one (handlers look for it). A nil recorder returns p.
+// cloud.NodeClassResolver exactly when p is one, or decorates one (handlers look for it); the
+// other optional interfaces (cloud.Repairer, NodeClassRules, ...) are found through Unwrap by
+// cloud.As. A nil recorder returns p.
 func Decorate(p cloud.Provider, rec telemetry.Recorder, controller string) cloud.Provider {
 	if rec == nil || p == nil {
 		return p
 	}
 	d := &decorated{p: p, rec: rec, controller: controller}
-	if r, ok := p.(cloud.NodeClassResolver); ok {
+	if r, ok := cloud.As[cloud.NodeClassResolver](p); ok {
 		return &resolving{decorated: d, r: r}
 	}
 	return d

@@ -9,8 +9,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -26,22 +24,18 @@ func main() { runtime.Main(function()) }
 
 func function() runtime.Function {
 	o := &cloudflags.Options{}
-	var ttl string
-	var nodeRepair bool
+	var f lifecycle.Flags
 	return runtime.Function{
 		Name:  lifecycle.Component,
 		Short: "Dovetail's lifecycle function: snapshots in, NodeClaims registered, initialized, reaped and terminated",
 		Flags: func(fs *pflag.FlagSet) {
 			o.Register(fs)
-			fs.StringVar(&ttl, "registration-ttl", runtime.EnvDefault("registration-ttl", core.DefaultRegistrationTTL.String()),
-				"how long a launched NodeClaim may wait for its Node before it is deleted and its offering marked unavailable; env "+runtime.EnvName("registration-ttl"))
-			fs.BoolVar(&nodeRepair, "node-repair", runtime.EnvBool("node-repair", true),
-				"replace Nodes unhealthy past the cloud's repair policies (Karpenter's node repair, with its 20% breaker); env "+runtime.EnvName("node-repair"))
+			f.Register(fs)
 		},
 		Build: func(ctx context.Context, t runtime.Transport) (queue.Handler, error) {
-			d, err := time.ParseDuration(ttl)
-			if err != nil || d <= 0 {
-				return nil, fmt.Errorf("--registration-ttl (%s) %q: must be a positive duration such as 15m", runtime.EnvName("registration-ttl"), ttl)
+			d, err := f.Parse()
+			if err != nil {
+				return nil, err
 			}
 			env, err := o.Setup(ctx, t)
 			if err != nil {
@@ -49,7 +43,7 @@ func function() runtime.Function {
 			}
 			h := &lifecycle.Handler{Cluster: t.Cluster, Provider: env.Provider, Publisher: t.Publisher,
 				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Metrics: t.Metrics, Options: core.Options{RegistrationTTL: d, PricePerHour: core.CatalogPrice(env.Catalog)},
-				DisableRepair: !nodeRepair}
+				DisableRepair: !f.NodeRepair}
 			return h.Handle, nil
 		},
 	}

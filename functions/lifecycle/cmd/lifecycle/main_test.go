@@ -26,6 +26,20 @@ func TestFlags(t *testing.T) {
 	}
 }
 
+// DOVETAIL_NODE_REPAIR with a value that is not a boolean is refused, naming the variable:
+// keeping the default would leave repair on where the operator meant it off.
+func TestNodeRepairEnvTypo(t *testing.T) {
+	t.Setenv("DOVETAIL_NODE_REPAIR", "off")
+	want := `DOVETAIL_NODE_REPAIR "off": must be true or false`
+	if _, err := functest.Build(t, function(), "c1"); err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+	t.Setenv("DOVETAIL_NODE_REPAIR", "false")
+	if _, err := functest.Build(t, function(), "c1"); err != nil {
+		t.Errorf("DOVETAIL_NODE_REPAIR=false: %v", err)
+	}
+}
+
 func TestHandlerOfTheBinary(t *testing.T) {
 	h, err := functest.Build(t, function(), "c1", "--registration-ttl", "2m")
 	if err != nil {
