@@ -272,8 +272,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	return a.elect(ctx)
 }
 
-// lead publishes and applies until ctx ends (nil) or the command consumer fails (its error):
-// the leader's part of Run.
+// lead reserves its snapshot revisions (reserveRevisions), then publishes and applies until ctx
+// ends (nil), the command consumer fails or the reservation is used up (its error): the leader's
+// part of Run.
 func (a *Agent) lead(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
