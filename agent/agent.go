@@ -153,6 +153,9 @@ type Agent struct {
 	facts atomic.Pointer[events.ClusterFacts]
 	// leading is true while this agent publishes and applies (always, without LeaderElection).
 	leading atomic.Bool
+	// revisionsEnd is the end (exclusive) of the snapshot revisions this agent reserved when it
+	// began to lead (kube.Applier.ReserveRevisions; 0 before).
+	revisionsEnd atomic.Int64
 }
 
 // New builds an agent (nothing runs until Run).
@@ -269,22 +272,37 @@ func (a *Agent) Run(ctx context.Context) error {
 	return a.elect(ctx)
 }
 
-// lead publishes and applies until ctx ends (nil) or the command consumer fails (its error):
-// the leader's part of Run.
+// lead reserves its snapshot revisions (reserveRevisions), then publishes and applies until ctx
+// ends (nil), the command consumer fails or the reservation is used up (its error): the leader's
+// part of Run.
 func (a *Agent) lead(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	defer func() {
 		cancel()
 		wg.Wait()
 		a.leading.Store(false)
 	}()
+	// Before anything is published: this leader's revisions start above every earlier one's.
+	if err := a.reserveRevisions(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	// The first snapshot carries the cluster facts: they are read before any is published.
 	a.discoverFacts(ctx)
 	a.leading.Store(true)
 	wg.Add(1)
 	go func() { defer wg.Done(); a.factsLoop(ctx) }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := a.watchRevisions(ctx); err != nil {
+			errc <- err
+		}
+	}()
 
 	if a.cfg.SnapshotInterval > 0 {
 		wg.Add(1)
@@ -311,6 +329,57 @@ func (a *Agent) lead(ctx context.Context) error {
 	}
 }
 
+// reserveRevisions reserves this leader's snapshot revisions (kube.Applier.ReserveRevisions),
+// trying 5 times from 200 ms on API errors: a leader that cannot reserve them publishes nothing
+// and gives the Lease up.
+func (a *Agent) reserveRevisions(ctx context.Context) error {
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 5},
+		func(ctx context.Context) (bool, error) {
+			from, end, err := a.applier.ReserveRevisions(ctx)
+			if last = err; err != nil {
+				a.log().Warn("reserving snapshot revisions", "err", err)
+				return false, nil
+			}
+			a.revisionsEnd.Store(end)
+			a.log().Info("snapshot revisions reserved", "from", from, "end", end)
+			return true, nil
+		})
+	if err != nil && last != nil {
+		err = last
+	}
+	return err
+}
+
+// errRevisionsExhausted ends a leader that used up its reserved revisions: its successor (or
+// its restart) reserves new ones.
+var errRevisionsExhausted = errors.New("the snapshot revisions reserved when this agent began to lead are used up; exiting so that a restart reserves more")
+
+// checkRevision refuses to publish a snapshot of a revision beyond this leader's reservation.
+func (a *Agent) checkRevision(rev int64) error {
+	if end := a.revisionsEnd.Load(); end != 0 && rev >= end {
+		return errRevisionsExhausted
+	}
+	return nil
+}
+
+// watchRevisions returns errRevisionsExhausted once the revisions reach the reservation's end
+// (checked every minute; publishing stops at the end in any case), nil when ctx ends.
+func (a *Agent) watchRevisions(ctx context.Context) error {
+	t := a.cfg.Clock.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+			if err := a.checkRevision(a.watcher.Revision()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // publishPending is the batcher's flush: it publishes a TypePodsPending event naming the pods of
 // the window that are still pending, with a fresh snapshot. An error makes the batcher retry.
 func (a *Agent) publishPending(ctx context.Context, keys []string) error {
@@ -327,6 +396,9 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	snap, err := a.builder.Build()
 	if err != nil {
 		a.log().Error("building snapshot for pending pods", "err", err)
+		return err
+	}
+	if err := a.checkRevision(snap.Revision); err != nil {
 		return err
 	}
 	pending := make(map[string]bool, len(snap.PendingPods))
@@ -454,6 +526,9 @@ func (a *Agent) changeLoop(ctx context.Context) {
 func (a *Agent) PublishSnapshot(ctx context.Context) error {
 	snap, err := a.builder.Build()
 	if err != nil {
+		return err
+	}
+	if err := a.checkRevision(snap.Revision); err != nil {
 		return err
 	}
 	id := fmt.Sprintf("snapshot-%d-%d", snap.Revision, snap.Time.Unix())

@@ -102,6 +102,8 @@ func newEnv(t *testing.T, clk clock.WithTicker, idle, max, snapEvery time.Durati
 	return e
 }
 
+// waitSynced waits for the caches and for the agent to lead (its revisions reserved, the
+// cluster facts read): snapshots built from then on are the ones it would publish.
 func (e *env) waitSynced(t *testing.T) {
 	t.Helper()
 	select {
@@ -109,6 +111,7 @@ func (e *env) waitSynced(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("agent caches not synced")
 	}
+	eventually(t, "the agent leading", e.agent.Leading)
 }
 
 func (e *env) nextEvent(t *testing.T) events.Envelope {

@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -187,5 +189,29 @@ func TestAgentStoresTheLatestSnapshot(t *testing.T) {
 	published, err := events.Codec{Blobs: store}.Snapshot(e.ctx, env)
 	if err != nil || published.Revision != got.Revision {
 		t.Fatalf("published revision %v (%v), stored %d: want the same snapshot", published, err, got.Revision)
+	}
+}
+
+// A leader reserves its snapshot revisions before it publishes (the floor on the ledger
+// ConfigMap is the end of its reservation, and its revisions start above the floor it found),
+// and publishes no snapshot beyond the end of its reservation.
+func TestLeaderPublishesWithinItsReservedRevisions(t *testing.T) {
+	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"))
+	e.waitSynced(t)
+	end := e.agent.revisionsEnd.Load()
+	cm, err := e.kube.CoreV1().ConfigMaps("dovetail-system").Get(e.ctx, kube.DisruptionLedgerConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Annotations[kube.RevisionFloorAnnotation]; got != strconv.FormatInt(end, 10) || end != e.agent.watcher.Revisions().Base()+kube.RevisionTerm {
+		t.Fatalf("floor %s, reservation end %d, base %d: want the floor at the end, base + 2^40", got, end, e.agent.watcher.Revisions().Base())
+	}
+	if err := e.agent.PublishSnapshot(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.nextEvent(t)
+	e.agent.revisionsEnd.Store(e.agent.watcher.Revision()) // used up
+	if err := e.agent.PublishSnapshot(e.ctx); !errors.Is(err, errRevisionsExhausted) {
+		t.Fatalf("publishing at the end of the reservation: %v, want %v", err, errRevisionsExhausted)
 	}
 }

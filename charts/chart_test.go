@@ -34,6 +34,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -287,8 +288,46 @@ func TestServiceAccountIdentity(t *testing.T) {
 	}
 }
 
+// The agent's PodDisruptionBudget: with the default two replicas a drain may evict one at a time
+// (2 - maxUnavailable 1 = 1 left to hold or take the Lease); it selects the agent's pods, and
+// only those; a percentage is kept as written (Kubernetes rounds it up: 50% of 2 is 1); disabled,
+// none is rendered.
+func TestAgentPodDisruptionBudget(t *testing.T) {
+	r := render(t, sqsValues)
+	d := get[*appsv1.Deployment](t, r, "Deployment/"+testNamespace+"/dovetail-agent")
+	pdb := get[*policyv1.PodDisruptionBudget](t, r, "PodDisruptionBudget/"+testNamespace+"/dovetail-agent")
+	if pdb.Spec.MinAvailable != nil || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || *d.Spec.Replicas != 2 {
+		t.Fatalf("pdb %+v with %d replicas, want maxUnavailable 1 of 2", pdb.Spec, *d.Spec.Replicas)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("pdb selector %v does not select the agent's pods %v", sel, d.Spec.Template.Labels)
+	}
+	for k, obj := range r {
+		if w, ok := obj.(*appsv1.Deployment); ok && k != "Deployment/"+testNamespace+"/dovetail-agent" && sel.Matches(labels.Set(w.Spec.Template.Labels)) {
+			t.Errorf("the agent's pdb also selects the pods of %s", k)
+		}
+	}
+
+	v := clone(sqsValues)
+	v["podDisruptionBudget"] = map[string]any{"maxUnavailable": "50%"}
+	pdb = get[*policyv1.PodDisruptionBudget](t, render(t, v), "PodDisruptionBudget/"+testNamespace+"/dovetail-agent")
+	if pdb.Spec.MaxUnavailable.String() != "50%" {
+		t.Errorf("maxUnavailable %s, want 50%% as written", pdb.Spec.MaxUnavailable.String())
+	}
+	v["podDisruptionBudget"] = map[string]any{"enabled": false}
+	for k := range render(t, v) {
+		if strings.HasPrefix(k, "PodDisruptionBudget/") {
+			t.Errorf("%s rendered with podDisruptionBudget.enabled false", k)
+		}
+	}
+}
+
 // Liveness on /healthz, readiness on /readyz, both on the port the agent's --http-addr serves,
-// which the metrics Service targets; one replica replaced with Recreate; hardened pod.
+// which the metrics Service targets; two replicas rolled one at a time; hardened pod.
 func TestAgentPodSpec(t *testing.T) {
 	r := render(t, sqsValues)
 	d := get[*appsv1.Deployment](t, r, "Deployment/"+testNamespace+"/dovetail-agent")
@@ -661,6 +700,10 @@ func TestBadValuesNameTheField(t *testing.T) {
 			v["nats"] = map[string]any{"url": "nats://n:4222", "auth": map[string]any{"agent": map[string]any{"secretName": "a",
 				"publicKey": newUserSeed()}}}
 		}, []string{"nats/auth/agent/publicKey", "does not match pattern"}},
+		{"agent PDB allowing no eviction", func(v map[string]any) { v["podDisruptionBudget"] = map[string]any{"maxUnavailable": 0} },
+			[]string{"podDisruptionBudget/maxUnavailable", "minimum"}},
+		{"agent PDB allowing no eviction, as a percentage", func(v map[string]any) { v["podDisruptionBudget"] = map[string]any{"maxUnavailable": "0%"} },
+			[]string{"podDisruptionBudget/maxUnavailable", "does not match pattern"}},
 		{"agent extra arg", func(v map[string]any) { v["agent"] = map[string]any{"extraArgs": []any{"batch-idle=2s"}} }, []string{"agent/extraArgs/0"}},
 	}
 	for _, c := range cases {

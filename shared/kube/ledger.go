@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -270,4 +273,71 @@ func (a *Applier) graceOver(n *corev1.Node) bool {
 	}
 	grace := nc.Spec.TerminationGracePeriod
 	return grace != nil && !a.opts.Clock.Now().Before(tainted.Add(grace.Duration))
+}
+
+// RevisionFloorAnnotation, on DisruptionLedgerConfigMap, is the lowest snapshot revision the next
+// leading agent may use (a decimal int64): the end of the revisions the last leader reserved.
+const RevisionFloorAnnotation = "dovetail.dev/revision-floor"
+
+// RevisionTerm is how many snapshot revisions one leading agent reserves (ReserveRevisions):
+// 2^40, one per informer event, more than 3 years of 10,000 events a second.
+const RevisionTerm int64 = 1 << 40
+
+// ReserveRevisions makes this agent's revisions higher than every revision an earlier leader
+// published, before it publishes any. Revisions count the process's own informer events from a
+// base taken from its clock (Revisions), so a standby that takes over counts on its own scale:
+// where it is lower than the old leader's, the functions keep the old leader's snapshots as the
+// freshest (emit.Freshest, interruption.LatestSnapshot follow the highest revision), a revision
+// reused names a different cluster state in event IDs, client tokens and NodeClaim names derived
+// from it, and an old command's revision could fall inside the new leader's own history and be
+// judged against it. The reservation is a compare-and-swap (resourceVersion) on
+// RevisionFloorAnnotation of DisruptionLedgerConfigMap: read the floor F, start at
+// max(F, current + 1) (Revisions.Advance) and write the floor start + RevisionTerm. Commands
+// made from an earlier leader's snapshots then predate this agent's history and are refused as
+// stale (Apply), except the kinds that are never stale. It returns the first revision and the end
+// of the reservation (exclusive); the leader must stop before it reaches the end.
+func (a *Applier) ReserveRevisions(ctx context.Context) (from, end int64, err error) {
+	cms := a.kube.CoreV1().ConfigMaps(a.opts.Namespace)
+	revs := a.state.Revisions()
+	err = retry.OnError(retry.DefaultRetry, func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }, func() error {
+		cm, err := cms.Get(ctx, DisruptionLedgerConfigMap, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("read the revision floor (ConfigMap %s/%s): %w", a.opts.Namespace, DisruptionLedgerConfigMap, err)
+		}
+		var floor int64
+		if err == nil {
+			if v, ok := cm.Annotations[RevisionFloorAnnotation]; ok {
+				if floor, err = strconv.ParseInt(v, 10, 64); err != nil || floor < 0 {
+					return fmt.Errorf("ConfigMap %s/%s: metadata.annotations[%s]: %q is not a non-negative integer", a.opts.Namespace, DisruptionLedgerConfigMap, RevisionFloorAnnotation, v)
+				}
+			}
+		} else {
+			cm = nil
+		}
+		from = max(floor, revs.Current()+1)
+		if from > math.MaxInt64-RevisionTerm {
+			return fmt.Errorf("ConfigMap %s/%s: metadata.annotations[%s]: %d leaves no room for %d more revisions", a.opts.Namespace, DisruptionLedgerConfigMap, RevisionFloorAnnotation, floor, RevisionTerm)
+		}
+		end = from + RevisionTerm
+		if cm == nil {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: DisruptionLedgerConfigMap, Namespace: a.opts.Namespace,
+				Annotations: map[string]string{RevisionFloorAnnotation: strconv.FormatInt(end, 10)}}}, metav1.CreateOptions{FieldManager: a.opts.Component})
+		} else {
+			next := cm.DeepCopy()
+			if next.Annotations == nil {
+				next.Annotations = map[string]string{}
+			}
+			next.Annotations[RevisionFloorAnnotation] = strconv.FormatInt(end, 10)
+			_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: a.opts.Component})
+		}
+		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("write the revision floor (ConfigMap %s/%s): %w", a.opts.Namespace, DisruptionLedgerConfigMap, err)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	// Events counted since the read only raise the start a little; the reservation covers it.
+	return revs.Advance(from), end, nil
 }

@@ -1,7 +1,9 @@
 package kube
 
 import (
+	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -102,5 +107,87 @@ func TestDeleteNodePastTheTerminationGracePeriod(t *testing.T) {
 	}
 	if _, err := f.kube.CoreV1().Nodes().Get(f.ctx, "stuck", metav1.GetOptions{}); err == nil {
 		t.Fatal("node still there")
+	}
+}
+
+// A new leader's revisions start above every revision the old leader published, whatever the
+// two processes' clocks say: the standby's own revisions (counted from its clock, an hour behind
+// the old leader's here) are lower than the old leader's. It takes the floor the old leader left
+// on the ledger ConfigMap, so a command made from the old leader's snapshot predates its history
+// and is refused as stale, while one made from its own snapshot is applied.
+func TestNewLeaderRevisionsStartAboveTheOldLeaders(t *testing.T) {
+	objs := []runtime.Object{poolNode("a")}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), ListKinds, ownAll(t, objs, nil)...)
+	kc := fake.NewClientset(objs...)
+	replica := func(now time.Time) (*Watcher, *Applier) {
+		clk := testingclock.NewFakeClock(now)
+		w, err := NewWatcher(kc, dyn, WatcherOptions{Namespace: testNamespace, Clock: clk, SyncTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(func() { cancel(); w.Shutdown() })
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return w, NewApplier(kc, dyn, w, ApplierOptions{Namespace: testNamespace, Clock: clk})
+	}
+	ctx := context.Background()
+	oldW, oldA := replica(t0)
+	newW, newA := replica(t0.Add(-time.Hour))
+	eventually(t, "sync", func() bool { return oldW.Node("a") != nil && newW.Node("a") != nil })
+	floor := func() string {
+		cm, err := kc.CoreV1().ConfigMaps(testNamespace).Get(ctx, DisruptionLedgerConfigMap, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm.Annotations[RevisionFloorAnnotation]
+	}
+
+	oldRev := settledRevision(t, oldW)
+	from, end, err := oldA.ReserveRevisions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No floor yet: the old leader starts just above its own clock-based revisions.
+	if from != oldRev+1 || end != from+RevisionTerm || floor() != strconv.FormatInt(end, 10) {
+		t.Fatalf("old leader reserved [%d, %d), floor %s; want [%d, %d) and the floor at its end", from, end, floor(), oldRev+1, oldRev+1+RevisionTerm)
+	}
+	published := oldW.Revision()
+	standby := settledRevision(t, newW)
+	if standby >= published {
+		t.Fatalf("standby's own revision %d is not below the old leader's %d: the case under test needs it to be", standby, published)
+	}
+
+	from2, end2, err := newA.ReserveRevisions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from2 != end || end2 != end+RevisionTerm || floor() != strconv.FormatInt(end2, 10) || newW.Revision() != end {
+		t.Fatalf("new leader reserved [%d, %d) at revision %d, floor %s; want [%d, %d): the old leader's end", from2, end2, newW.Revision(), floor(), end, end+RevisionTerm)
+	}
+	taint := func(id string, rev int64) error {
+		return newA.Apply(ctx, &events.Command{ID: id, Kind: events.CommandTaintNode, Cluster: "test", SnapshotRevision: rev, NodeName: "a",
+			Taint: &corev1.Taint{Key: apisv1.TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}})
+	}
+	var refused *RefusedError
+	if err := taint("from-the-old-leader", published); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "predates this agent") {
+		t.Fatalf("command of the old leader's revision %d: %v, want refused as predating the new leader", published, err)
+	}
+	if err := taint("from-the-new-leader", newW.Revision()); err != nil {
+		t.Fatalf("command of the new leader's own revision: %v, want applied", err)
+	}
+
+	// A floor that is not a number is refused naming the annotation, never read as 0.
+	cm, err := kc.CoreV1().ConfigMaps(testNamespace).Get(ctx, DisruptionLedgerConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Annotations[RevisionFloorAnnotation] = "soon"
+	if _, err := kc.CoreV1().ConfigMaps(testNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := oldA.ReserveRevisions(ctx); err == nil || !strings.Contains(err.Error(), "metadata.annotations["+RevisionFloorAnnotation+`]: "soon"`) {
+		t.Fatalf("garbled floor: %v, want an error naming the annotation", err)
 	}
 }

@@ -73,8 +73,26 @@ func (r *Revisions) LastDelete(kind string) int64 {
 	return max(r.deletes[kind], r.base)
 }
 
-// Base returns the revision the tracker started at.
-func (r *Revisions) Base() int64 { return r.base }
+// Base returns the revision the tracker started at, or was last advanced to (Advance).
+func (r *Revisions) Base() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.base
+}
+
+// Advance restarts the tracker's history at a new base: the larger of from and the current
+// revision + 1, which it returns. Revisions at or below the old current one (made before, by this
+// process or by an earlier leader whose revisions ended below from) become unknown, so
+// ChangedSince, CreatedSince and NodePodsChangedSince answer "changed" for them, and every later
+// revision is at or above from. What happened before stays recorded at its old revision, below
+// the new base, so a question about a revision at or above it sees no change from then.
+func (r *Revisions) Advance(from int64) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.base = max(from, r.current+1)
+	r.current = r.base
+	return r.base
+}
 
 func objectKey(kind, key string) string { return kind + "/" + key }
 
