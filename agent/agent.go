@@ -265,7 +265,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	close(a.synced)
-	a.log().Info("agent caches synced", "cluster", a.cfg.Cluster, "revision", a.watcher.Revision())
+	a.log().Info("agent caches synced", "cluster", a.cfg.Cluster, "revision", a.watcher.Revision(), "nodeOverlays", a.watcher.WatchesNodeOverlays())
+	if !a.watcher.WatchesNodeOverlays() {
+		a.log().Info("NodeOverlay CRD (nodeoverlays.karpenter.sh/v1alpha1) not served: planning without overlays; restart the agent after installing it")
+	}
 	if a.cfg.LeaderElection == nil {
 		return a.lead(ctx)
 	}
@@ -490,14 +493,16 @@ func (a *Agent) factsLoop(ctx context.Context) {
 	}
 }
 
-// changeLoop publishes a snapshot after Nodes, NodeClaims, NodePools or NodeClasses changed or a
-// pod or VolumeAttachment was deleted (a drain or a volume detach progressing), checking every ChangeSnapshotInterval: a NodeClass that
-// just became Ready lets its pending pods launch at once.
+// changeLoop publishes a snapshot after Nodes, NodeClaims, NodePools, NodeClasses or NodeOverlays
+// changed or a pod or VolumeAttachment was deleted (a drain or a volume detach progressing),
+// checking every ChangeSnapshotInterval: a NodeClass that just became Ready lets its pending pods
+// launch at once, and a new NodeOverlay gets its status and reprices the next plan.
 func (a *Agent) changeLoop(ctx context.Context) {
 	revs := a.watcher.Revisions()
 	mark := func() int64 {
 		return max(revs.LastChange(kube.KindNode), revs.LastChange(kube.KindNodeClaim), revs.LastDelete(kube.KindPod),
-			revs.LastChange(kube.KindNodeClass), revs.LastChange(kube.KindNodePool), revs.LastDelete(kube.KindVolumeAttachment))
+			revs.LastChange(kube.KindNodeClass), revs.LastChange(kube.KindNodePool), revs.LastChange(kube.KindNodeOverlay),
+			revs.LastDelete(kube.KindVolumeAttachment))
 	}
 	seen := mark()
 	t := a.cfg.Clock.NewTicker(a.cfg.ChangeSnapshotInterval)

@@ -275,11 +275,13 @@ func TestRBACCoversEveryCall(t *testing.T) {
 	// NodeClass and NodePool status, and the NodeClass finalizer.
 	class := &apisv1.EC2NodeClass{TypeMeta: metav1.TypeMeta{APIVersion: apisv1.AWSGroup + "/v1", Kind: apisv1.KindEC2NodeClass}, ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 	pool := &apisv1.NodePool{TypeMeta: metav1.TypeMeta{APIVersion: apisv1.GroupVersion, Kind: "NodePool"}, ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	discount := "-10%"
+	overlay := &apisv1.NodeOverlay{ObjectMeta: metav1.ObjectMeta{Name: "savings-plan"}, Spec: apisv1.NodeOverlaySpec{PriceAdjustment: &discount}}
 	for _, o := range []struct {
 		obj  any
 		gvr  schema.GroupVersionResource
 		kind string
-	}{{class, kube.EC2NodeClassGVR, apisv1.KindEC2NodeClass}, {pool, kube.NodePoolGVR, "NodePool"}} {
+	}{{class, kube.EC2NodeClassGVR, apisv1.KindEC2NodeClass}, {pool, kube.NodePoolGVR, "NodePool"}, {overlay, kube.NodeOverlayGVR, apisv1.KindNodeOverlay}} {
 		u, err := kube.ToUnstructured(o.obj, o.gvr.GroupVersion().String(), o.kind)
 		if err != nil {
 			t.Fatal(err)
@@ -299,6 +301,10 @@ func TestRBACCoversEveryCall(t *testing.T) {
 				Reason: apisv1.ReasonNodeClassNotReady, Message: "EC2NodeClass default is not ready"},
 				{Type: apisv1.ConditionValidationSucceeded, Status: metav1.ConditionFalse, Reason: apisv1.ReasonNotSupported,
 					Message: "spec.replicas: static NodePools (a fixed node count) are not supported by Dovetail yet"}}}}},
+		&events.Command{ID: "18b", Kind: events.CommandSetNodeOverlayStatus, NodeOverlay: &apisv1.NodeOverlay{ObjectMeta: metav1.ObjectMeta{Name: "savings-plan"},
+			Status: apisv1.NodeOverlayStatus{Conditions: []metav1.Condition{
+				{Type: apisv1.ConditionValidationSucceeded, Status: metav1.ConditionTrue, Reason: apisv1.ConditionValidationSucceeded},
+				{Type: apisv1.ConditionReady, Status: metav1.ConditionTrue, Reason: apisv1.ConditionReady}}}}},
 	)
 	// The NodeClass is deleted (its finalizer holds it) and no NodeClaim uses it: released.
 	uc, err := e.dyn.Resource(kube.EC2NodeClassGVR).Get(e.ctx, "default", metav1.GetOptions{})
@@ -330,7 +336,7 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		// The test itself created the "late" pod, the NodeClass and the NodePool, and marked
 		// n3, nc-3 and the NodeClass deleting (update, a verb the agent never uses); every other
 		// call is the agent's.
-		if a.GetVerb() == "create" && (res == "pods" || res == "ec2nodeclasses" || res == "nodepools") ||
+		if a.GetVerb() == "create" && (res == "pods" || res == "ec2nodeclasses" || res == "nodepools" || res == "nodeoverlays") ||
 			a.GetVerb() == "update" && (res == "nodes" || res == "nodeclaims" || res == "ec2nodeclasses") {
 			continue
 		}
@@ -357,12 +363,21 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		"list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses",
 		"list storage.k8s.io/volumeattachments", "watch storage.k8s.io/volumeattachments",
 		"get karpenter.k8s.aws/ec2nodeclasses", "patch karpenter.k8s.aws/ec2nodeclasses", "patch karpenter.k8s.aws/ec2nodeclasses/status",
-		"get karpenter.sh/nodepools", "patch karpenter.sh/nodepools/status"} {
+		"get karpenter.sh/nodepools", "patch karpenter.sh/nodepools/status",
+		"list karpenter.sh/nodeoverlays", "watch karpenter.sh/nodeoverlays", "get karpenter.sh/nodeoverlays", "patch karpenter.sh/nodeoverlays/status"} {
 		if !seen[k] {
 			t.Errorf("scenario did not exercise %s", k)
 		}
 	}
 	// The status commands took effect, and each False turn left a Warning Event.
+	uo, _ := e.dyn.Resource(kube.NodeOverlayGVR).Get(e.ctx, "savings-plan", metav1.GetOptions{})
+	var gotOverlay apisv1.NodeOverlay
+	if err := kube.FromUnstructured(uo, &gotOverlay); err != nil {
+		t.Fatal(err)
+	}
+	if len(gotOverlay.Status.Conditions) != 2 {
+		t.Errorf("NodeOverlay after SetNodeOverlayStatus: conditions %+v, want ValidationSucceeded and Ready", gotOverlay.Status.Conditions)
+	}
 	u, _ = e.dyn.Resource(kube.EC2NodeClassGVR).Get(e.ctx, "default", metav1.GetOptions{})
 	var gotClass apisv1.EC2NodeClass
 	if err := kube.FromUnstructured(u, &gotClass); err != nil {

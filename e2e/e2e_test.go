@@ -108,6 +108,8 @@ func TestRealControlPlane(t *testing.T) {
 	// Last: the new AMI makes the drift function start replacing the seed nodes.
 	t.Run("AMIDriftOnRefresh", func(t *testing.T) { checkAMIDriftOnRefresh(ctx, t, env) })
 	t.Run("DisruptingEventOnDrift", func(t *testing.T) { checkDisrupting(ctx, t, env) })
+	// After drift: its pool and pod change no earlier check.
+	t.Run("NodeOverlayPricesALaunch", func(t *testing.T) { checkNodeOverlay(ctx, t, env) })
 	if t.Failed() {
 		t.Logf("control plane: %s (component logs in %s)", env.ControlPlane.Exited(), dir)
 		t.Logf("agent and function logs (warnings and errors):\n%s", logs.filter("level=WARN", "level=ERROR"))

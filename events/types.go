@@ -249,6 +249,12 @@ const (
 	// ValidationSucceeded, NodeClassReady, Ready) through /status; when NodeClassReady turns
 	// False a Warning Event on the NodePool says why it launches nothing.
 	CommandSetNodePoolStatus CommandKind = "SetNodePoolStatus"
+	// CommandSetNodeOverlayStatus writes NodeOverlay.Status.Conditions (ValidationSucceeded and
+	// Ready, the only types the agent accepts: Karpenter's NodeOverlay condition set) through
+	// /status, each condition keeping its lastTransitionTime when its status did not change.
+	// NodeOverlay.metadata.generation is the generation decided on: a NodeOverlay whose spec
+	// changed since is left for the next decision.
+	CommandSetNodeOverlayStatus CommandKind = "SetNodeOverlayStatus"
 	// CommandAddFinalizer adds Finalizer to the NodeClass NodeClass (its deletion then waits
 	// for the lifecycle function to release what was created for it); only the kind's
 	// termination finalizer (FinalizerNodeClassTermination, FinalizerAKSNodeClassTermination).
@@ -339,6 +345,9 @@ type Command struct {
 	NodeClass *apisv1.NodeClass `json:"nodeClass,omitempty"`
 	// NodePool is the target of SetNodePoolStatus, with the status to write.
 	NodePool *apisv1.NodePool `json:"nodePool,omitempty"`
+	// NodeOverlay is the target of SetNodeOverlayStatus (name, generation decided on), with the
+	// status to write.
+	NodeOverlay *apisv1.NodeOverlay `json:"nodeOverlay,omitempty"`
 	// Budget, on a TaintNode that starts a voluntary disruption (consolidation, drift), is the
 	// unit of the NodePool's disruption budget the taint reserves (see BudgetReservation).
 	Budget *BudgetReservation `json:"budget,omitempty"`

@@ -415,6 +415,18 @@ func (c *Command) Validate() error {
 			break
 		}
 		validateConditions("command.nodePool.status.conditions", c.NodePool.Status.Conditions, &errs)
+	case CommandSetNodeOverlayStatus:
+		if c.NodeOverlay == nil || c.NodeOverlay.Name == "" {
+			errs.add("command.nodeOverlay.metadata.name", "required for kind %s", c.Kind)
+			break
+		}
+		validateConditions("command.nodeOverlay.status.conditions", c.NodeOverlay.Status.Conditions, &errs)
+		for i, cond := range c.NodeOverlay.Status.Conditions {
+			if cond.Type != apisv1.ConditionValidationSucceeded && cond.Type != apisv1.ConditionReady {
+				errs.add(fmt.Sprintf("command.nodeOverlay.status.conditions[%d].type", i), "%q: a NodeOverlay has only %s and %s",
+					cond.Type, apisv1.ConditionValidationSucceeded, apisv1.ConditionReady)
+			}
+		}
 	case CommandNominatePods, CommandDeletePods:
 		needNodeName()
 		if len(c.Pods) == 0 {

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
@@ -84,6 +85,11 @@ func (c *Cluster) Apply(ctx context.Context, set *manifests.Set) (int, error) {
 			return 0, err
 		}
 	}
+	for _, o := range set.NodeOverlays {
+		if err := c.createCR(ctx, o, apisv1.NodeOverlayGroupVersion, apisv1.KindNodeOverlay); err != nil {
+			return 0, err
+		}
+	}
 	for _, n := range set.Nodes {
 		if _, err := c.Kube.CoreV1().Nodes().Create(ctx, n.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return 0, fmt.Errorf("node %s: %w", n.Name, err)
@@ -139,8 +145,13 @@ func (c *Cluster) createCR(ctx context.Context, obj any, apiVersion, kind string
 	if err != nil {
 		return err
 	}
-	gvr := kube.NodePoolGVR
-	if kind != "NodePool" {
+	var gvr schema.GroupVersionResource
+	switch kind {
+	case "NodePool":
+		gvr = kube.NodePoolGVR
+	case apisv1.KindNodeOverlay:
+		gvr = kube.NodeOverlayGVR
+	default:
 		if gvr, err = kube.NodeClassGVR(kind); err != nil {
 			return err
 		}

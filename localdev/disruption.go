@@ -41,7 +41,7 @@ func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Pu
 		Publisher: pub, Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: interruption.MaxDeliveries, OnDecision: e.Progress.Interruption,
 		Metrics: e.FunctionMetrics}
 	lc := &lifecycle.Handler{Cluster: o.Cluster, Provider: e.providerFor(lifecycle.Component), Publisher: pub, Codec: codec, Log: o.Log, Metrics: e.FunctionMetrics,
-		Options: lifecyclecore.Options{RegistrationTTL: o.RegistrationTTL, PricePerHour: lifecyclecore.CatalogPrice(e.Catalog)}, OnDecision: e.Progress.Lifecycle, RefreshInterval: o.NodeClassRefresh,
+		Options: lifecyclecore.Options{RegistrationTTL: o.RegistrationTTL, PricePerHour: lifecyclecore.CatalogPrice(e.Catalog), Catalog: e.Catalog}, OnDecision: e.Progress.Lifecycle, RefreshInterval: o.NodeClassRefresh,
 		DisableRepair: o.DisableRepair}
 	workers := []struct {
 		durable, subject          string

@@ -36,11 +36,14 @@ type fakeClient interface {
 // start equal the events sent. The cluster must be empty when the informers start (every object
 // then arrives as a watch event) and be written by one goroutine at a time (the scenario's).
 type watchCounter struct {
-	mu      sync.Mutex
-	twins   []watch.Interface
-	sent    int // events read from the twins so far
-	lists   int // List calls seen while the informers started
-	started bool
+	mu    sync.Mutex
+	twins []watch.Interface
+	sent  int // events read from the twins so far
+	// listed and watched are the resources (and namespaces) listed while the informers started
+	// and those a watch was opened on. A resource may be listed more than once before its
+	// watch (the Watcher's probe whether an optional CRD is served, then its informer's list).
+	listed, watched map[string]bool
+	started         bool
 }
 
 // install puts the counter's reactors in front of c's chains. The watch reactor does what the
@@ -48,10 +51,14 @@ type watchCounter struct {
 // action's list options) and opens the twin.
 func (w *watchCounter) install(c fakeClient) {
 	tracker := c.Tracker()
-	c.PrependReactor("list", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+	key := func(a clienttesting.Action) string { return a.GetResource().String() + " " + a.GetNamespace() }
+	c.PrependReactor("list", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		w.mu.Lock()
 		if !w.started {
-			w.lists++
+			if w.listed == nil {
+				w.listed = map[string]bool{}
+			}
+			w.listed[key(a)] = true
 		}
 		w.mu.Unlock()
 		return false, nil, nil // the fake's own reactor answers
@@ -73,18 +80,28 @@ func (w *watchCounter) install(c fakeClient) {
 		}
 		w.mu.Lock()
 		w.twins = append(w.twins, twin)
+		if w.watched == nil {
+			w.watched = map[string]bool{}
+		}
+		w.watched[key(a)] = true
 		w.mu.Unlock()
 		return true, informer, nil
 	})
 }
 
-// watching waits (up to timeout) until every informer that listed has opened its watch: each
-// lists once, then watches. Called once, after the informers synced (their lists are done).
+// watching waits (up to timeout) until every resource an informer listed has its watch open:
+// each informer lists, then watches. Called once, after the informers synced (their lists are
+// done).
 func (w *watchCounter) watching(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		w.mu.Lock()
-		lists, watches := w.lists, len(w.twins)
+		lists, watches := len(w.listed), 0
+		for k := range w.listed {
+			if w.watched[k] {
+				watches++
+			}
+		}
 		if lists == watches {
 			w.started = true
 		}

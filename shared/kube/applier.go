@@ -170,6 +170,8 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 //     node was (re)created after the revision: the name now means another Node than the one
 //     decided on. RemoveFinalizer of a NodeClaim is refused when the NodeClaim was. RegisterNode
 //     is also refused when the node is being deleted and not registered yet.
+//   - SetNodeOverlayStatus is skipped (success, logged) when the NodeOverlay's generation is not
+//     the one decided on: its spec changed, and the next snapshot decides its status again.
 //   - SetNodeClaimStatus and NominatePods are never refused: the first records what a function
 //     observed of that NodeClaim (and a NodeClaim gone records nothing), the second is a hint
 //     kube-scheduler re-checks, written only on pods still unbound.
@@ -228,6 +230,8 @@ func (a *Applier) apply(ctx context.Context, cmd *events.Command) error {
 		return a.setNodeClassStatus(ctx, cmd)
 	case events.CommandSetNodePoolStatus:
 		return a.setNodePoolStatus(ctx, cmd)
+	case events.CommandSetNodeOverlayStatus:
+		return a.setNodeOverlayStatus(ctx, cmd)
 	case events.CommandAddFinalizer:
 		return a.nodeClassFinalizer(ctx, cmd, true)
 	case events.CommandUntaintNode:

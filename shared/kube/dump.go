@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/pager"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
 
 // StateResource is one resource `dovetail plan --kubeconfig` lists.
@@ -25,7 +27,7 @@ type StateResource struct {
 }
 
 // StateResources are what `kubectl get nodes,pods,pdb,daemonsets,nodepools,ec2nodeclasses,
-// aksnodeclasses,nodeclaims,limitranges,pvc,pv,storageclasses -A` lists, in that order: the
+// aksnodeclasses,nodeclaims,nodeoverlays,limitranges,pvc,pv,storageclasses -A` lists, in that order: the
 // cluster state `dovetail plan` reads. cmd/dovetail/plan-rbac.yaml grants exactly list on them
 // (a test holds the two together).
 var StateResources = []StateResource{
@@ -37,6 +39,7 @@ var StateResources = []StateResource{
 	{GVR: EC2NodeClassGVR, Kind: "EC2NodeClass", Optional: true},
 	{GVR: AKSNodeClassGVR, Kind: "AKSNodeClass", Optional: true},
 	{GVR: NodeClaimGVR, Kind: "NodeClaim", Optional: true},
+	{GVR: NodeOverlayGVR, Kind: apisv1.KindNodeOverlay, Optional: true},
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "limitranges"}, Kind: "LimitRange"},
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, Kind: "PersistentVolumeClaim"},
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}, Kind: "PersistentVolume"},

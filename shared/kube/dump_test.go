@@ -16,6 +16,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 )
 
@@ -46,6 +47,16 @@ func TestListStateWritesAKubectlList(t *testing.T) {
 		t.Fatal(err)
 	}
 	dc := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, kinds, node, pod, pool)
+	// Created through its resource: the fake's constructor would file it under a guessed plural.
+	discount := "-30%"
+	overlay, err := ToUnstructured(&apisv1.NodeOverlay{ObjectMeta: metav1.ObjectMeta{Name: "m-discount"}, Spec: apisv1.NodeOverlaySpec{PriceAdjustment: &discount}},
+		apisv1.NodeOverlayGroupVersion, apisv1.KindNodeOverlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.Resource(NodeOverlayGVR).Create(context.Background(), overlay, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	dc.PrependReactor("list", "aksnodeclasses", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "karpenter.azure.com", Resource: "aksnodeclasses"}, "")
 	})
@@ -63,7 +74,7 @@ func TestListStateWritesAKubectlList(t *testing.T) {
 			t.Errorf("%s %s keeps managedFields; kubectl drops them by default", it.GetKind(), it.GetName())
 		}
 	}
-	if got := strings.Join(kindsGot, ", "); got != "v1 Node, v1 Pod, karpenter.sh/v1 NodePool" {
+	if got := strings.Join(kindsGot, ", "); got != "v1 Node, v1 Pod, karpenter.sh/v1 NodePool, karpenter.sh/v1alpha1 NodeOverlay" {
 		t.Errorf("items %s", got)
 	}
 	var b bytes.Buffer
@@ -77,8 +88,8 @@ func TestListStateWritesAKubectlList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(set.Nodes) != 1 || len(set.Pods) != 1 || len(set.NodePools) != 1 || len(set.Warnings) != 0 {
-		t.Errorf("read back %d nodes, %d pods, %d pools, warnings %v", len(set.Nodes), len(set.Pods), len(set.NodePools), set.Warnings)
+	if len(set.Nodes) != 1 || len(set.Pods) != 1 || len(set.NodePools) != 1 || len(set.NodeOverlays) != 1 || len(set.Warnings) != 0 {
+		t.Errorf("read back %d nodes, %d pods, %d pools, %d overlays, warnings %v", len(set.Nodes), len(set.Pods), len(set.NodePools), len(set.NodeOverlays), set.Warnings)
 	}
 
 	dc.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {

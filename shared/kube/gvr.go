@@ -15,6 +15,8 @@ var (
 	EC2NodeClassGVR = schema.GroupVersionResource{Group: apisv1.AWSGroup, Version: apisv1.Version, Resource: "ec2nodeclasses"}
 	// AKSNodeClassGVR is the Azure provider's NodeClass at its storage version (v1beta1).
 	AKSNodeClassGVR = schema.GroupVersionResource{Group: apisv1.AzureGroup, Version: apisv1.AzureVersion, Resource: "aksnodeclasses"}
+	// NodeOverlayGVR is Karpenter's NodeOverlay at the one version it serves (v1alpha1).
+	NodeOverlayGVR = schema.GroupVersionResource{Group: apisv1.Group, Version: apisv1.NodeOverlayVersion, Resource: "nodeoverlays"}
 )
 
 // NodeClassGVR returns the resource of a NodeClass kind (EC2NodeClass when kind is ""). Error:
@@ -35,6 +37,7 @@ var ListKinds = map[schema.GroupVersionResource]string{
 	NodeClaimGVR:    "NodeClaimList",
 	EC2NodeClassGVR: "EC2NodeClassList",
 	AKSNodeClassGVR: "AKSNodeClassList",
+	NodeOverlayGVR:  "NodeOverlayList",
 }
 
 // Kinds tracked by the Watcher's revision map; ChangedSince takes one of these.
@@ -52,4 +55,5 @@ const (
 	KindStorageClass        = "StorageClass"
 	KindLimitRange          = "LimitRange"
 	KindVolumeAttachment    = "VolumeAttachment"
+	KindNodeOverlay         = apisv1.KindNodeOverlay
 )

@@ -43,7 +43,7 @@ func NewSnapshotBuilder(w *Watcher, cluster string, clk clock.PassiveClock) *Sna
 
 // Build copies the caches into a new Snapshot: pending pods (IsProvisionable), all nodes, bound
 // non-terminal pods (IsBoundActive), DaemonSets, PDBs, the volumes of those pods (see
-// volumesFor), every StorageClass, NodePools, EC2NodeClasses, NodeClaims and unexpired
+// volumesFor), every StorageClass, NodePools, EC2NodeClasses, NodeClaims, NodeOverlays and unexpired
 // unavailable-offering marks, each list sorted by namespace/name (marks by instance type,
 // zone, capacity type) so equal cluster states give equal snapshots.
 //
@@ -52,7 +52,8 @@ func NewSnapshotBuilder(w *Watcher, cluster string, clk clock.PassiveClock) *Sna
 // (conservative, never the other way round).
 //
 // An error means a NodeClaim could not be converted to its Dovetail type (field path and reason).
-// A malformed NodePool, EC2NodeClass or unavailable-offering mark is skipped and logged.
+// A malformed NodePool, EC2NodeClass, NodeOverlay or unavailable-offering mark is skipped and
+// logged.
 func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 	rev := b.watcher.Revision()
 	now := b.clock.Now()
@@ -111,6 +112,10 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 	}
 	if snap.NodeClaims, err = convertAll[apisv1.NodeClaim](b.log(), st.nodeClaims, KindNodeClaim, false); err != nil {
 		return nil, err
+	}
+	// An overlay that does not convert is left out (and logged) like a NodePool: it cannot apply.
+	if st.nodeOverlays != nil {
+		snap.NodeOverlays, _ = convertAll[apisv1.NodeOverlay](b.log(), st.nodeOverlays, KindNodeOverlay, true)
 	}
 	if obj, ok, _ := st.configMaps.GetByKey(b.namespace + "/" + UnavailableOfferingsConfigMap); ok {
 		cm, _ := obj.(*corev1.ConfigMap)

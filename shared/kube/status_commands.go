@@ -177,6 +177,52 @@ func (a *Applier) setNodePoolStatus(ctx context.Context, cmd *events.Command) er
 	return a.event(ctx, cmd, ref, ReasonNodeClassNotReady, "NodePool launches nothing: "+message)
 }
 
+// --- SetNodeOverlayStatus ---
+
+// setNodeOverlayStatus writes the command's conditions onto the NodeOverlay (the others it has
+// are kept), as Karpenter's nodeoverlay controller patches status.conditions; no Event, as
+// Karpenter records none. A NodeOverlay gone, or at another generation than decided on, is left
+// alone.
+func (a *Applier) setNodeOverlayStatus(ctx context.Context, cmd *events.Command) error {
+	if cmd.NodeOverlay == nil || cmd.NodeOverlay.Name == "" {
+		return fmt.Errorf("%w: command.nodeOverlay.metadata.name: must not be empty", ErrInvalidCommand)
+	}
+	// Only Karpenter's NodeOverlay conditions: the agent writes nothing else of an object a
+	// person owns.
+	for i, c := range cmd.NodeOverlay.Status.Conditions {
+		if c.Type != apisv1.ConditionValidationSucceeded && c.Type != apisv1.ConditionReady {
+			return fmt.Errorf("%w: command.nodeOverlay.status.conditions[%d].type: %q: a NodeOverlay has only %s and %s",
+				ErrInvalidCommand, i, c.Type, apisv1.ConditionValidationSucceeded, apisv1.ConditionReady)
+		}
+	}
+	name := cmd.NodeOverlay.Name
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := a.dyn.Resource(NodeOverlayGVR).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get NodeOverlay %s: %w", name, err)
+		}
+		got := &apisv1.NodeOverlay{}
+		if err := FromUnstructured(u, got); err != nil {
+			return fmt.Errorf("NodeOverlay %s in cluster: %w", name, err)
+		}
+		if got.Generation != cmd.NodeOverlay.Generation {
+			a.opts.Logger.Info("SetNodeOverlayStatus: NodeOverlay changed since the decision, left for the next one",
+				"command", cmd.ID, "nodeOverlay", name, "decided", cmd.NodeOverlay.Generation, "now", got.Generation)
+			return nil
+		}
+		want := got.Status
+		var changed bool
+		want.Conditions, changed = mergeConditions(got.Status.Conditions, cmd.NodeOverlay.Status.Conditions, got.Generation, a.opts.Clock.Now())
+		if !changed {
+			return nil
+		}
+		return a.patchStatus(ctx, NodeOverlayGVR, name, u.GetResourceVersion(), got.Status, want)
+	})
+}
+
 // eventCheck says whether a status write turned a condition False, and on which object.
 type eventCheck struct {
 	fire bool

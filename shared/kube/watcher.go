@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -58,8 +59,9 @@ type WatcherOptions struct {
 // Watcher runs the informers Dovetail's decisions need: Pods, Nodes, DaemonSets,
 // PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses,
 // VolumeAttachments (a terminating node waits for its own to go), the agent's
-// ConfigMap, and the Karpenter CRDs NodePool, NodeClaim and
-// the NodeClass of WatcherOptions.NodeClassKind through the dynamic client. Every informer event bumps its Revisions.
+// ConfigMap, and the Karpenter CRDs NodePool, NodeClaim, the NodeClass of
+// WatcherOptions.NodeClassKind and, when the cluster serves it, NodeOverlay (karpenter.sh/v1alpha1)
+// through the dynamic client. Every informer event bumps its Revisions.
 type Watcher struct {
 	opts      WatcherOptions
 	revisions *Revisions
@@ -67,11 +69,14 @@ type Watcher struct {
 	factory   informers.SharedInformerFactory
 	cmFactory informers.SharedInformerFactory
 	dynamic   dynamicinformer.DynamicSharedInformerFactory
+	dyn       dynamic.Interface
 
 	pods, nodes, daemonSets, pdbs, configMaps cache.SharedIndexInformer
 	pvcs, pvs, storageClasses, limitRanges    cache.SharedIndexInformer
 	volumeAttachments                         cache.SharedIndexInformer
 	nodePools, nodeClaims, nodeClasses        cache.SharedIndexInformer
+	// nodeOverlays is nil until Start found the NodeOverlay CRD served (Start only).
+	nodeOverlays cache.SharedIndexInformer
 }
 
 // NewWatcher builds the informers (not started). kube and dyn are typically a real clientset and
@@ -86,7 +91,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = 2 * time.Minute
 	}
-	w := &Watcher{opts: opts, revisions: NewRevisions(opts.Clock.Now().UnixNano())}
+	w := &Watcher{opts: opts, revisions: NewRevisions(opts.Clock.Now().UnixNano()), dyn: dyn}
 	// Resync 0: no periodic re-delivery, so every event is a real change.
 	w.factory = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(stripManagedFields))
 	w.cmFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0,
@@ -147,21 +152,56 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 		KindNodeClass: w.nodeClasses, KindPVC: w.pvcs, KindPV: w.pvs, KindStorageClass: w.storageClasses,
 		KindLimitRange: w.limitRanges, KindVolumeAttachment: w.volumeAttachments,
 	} {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) { w.onChange(kind, obj, OpAdd) },
-			UpdateFunc: func(old, obj any) {
-				w.onChange(kind, obj, OpUpdate)
-				if lifecycleRelevant(kind, old, obj) {
-					w.revisions.Notice(kind)
-				}
-			},
-			DeleteFunc: func(obj any) { w.onDelete(kind, obj) },
-		}); err != nil {
-			return nil, fmt.Errorf("add %s handler: %w", kind, err)
+		if err := w.track(kind, inf); err != nil {
+			return nil, err
 		}
 	}
 	return w, nil
 }
+
+// track bumps the revisions of kind on every event of inf.
+func (w *Watcher) track(kind string, inf cache.SharedIndexInformer) error {
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { w.onChange(kind, obj, OpAdd) },
+		UpdateFunc: func(old, obj any) {
+			w.onChange(kind, obj, OpUpdate)
+			if lifecycleRelevant(kind, old, obj) {
+				w.revisions.Notice(kind)
+			}
+		},
+		DeleteFunc: func(obj any) { w.onDelete(kind, obj) },
+	}); err != nil {
+		return fmt.Errorf("add %s handler: %w", kind, err)
+	}
+	return nil
+}
+
+// watchOverlays adds the NodeOverlay informer when the API server serves the resource. The CRD
+// is alpha and optional (Karpenter's chart installs it, a cluster set up from older Karpenter
+// CRDs lacks it): an informer on a resource that is not served would never sync and hold the
+// agent's start, so 404 means none, as `dovetail plan --kubeconfig` reads it (StateResources).
+// Any other error (403: RBAC) fails the start. Installing the CRD later takes an agent restart.
+func (w *Watcher) watchOverlays(ctx context.Context) error {
+	_, err := w.dyn.Resource(NodeOverlayGVR).List(ctx, metav1.ListOptions{Limit: 1})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("probe %s: %w", NodeOverlayGVR.GroupResource(), err)
+	}
+	inf := w.dynamic.ForResource(NodeOverlayGVR).Informer()
+	if err := inf.SetTransform(stripManagedFields); err != nil {
+		return fmt.Errorf("set informer transform: %w", err)
+	}
+	if err := w.track(KindNodeOverlay, inf); err != nil {
+		return err
+	}
+	w.nodeOverlays = inf
+	return nil
+}
+
+// WatchesNodeOverlays reports whether Start found NodeOverlays served and watches them.
+func (w *Watcher) WatchesNodeOverlays() bool { return w.nodeOverlays != nil }
 
 // stripManagedFields drops metadata.managedFields: large, never needed by a decision, and it
 // would bloat every snapshot.
@@ -176,6 +216,9 @@ func stripManagedFields(obj any) (any, error) {
 // (at most SyncTimeout). An error names the informers that did not sync (typically a missing CRD
 // or missing RBAC).
 func (w *Watcher) Start(ctx context.Context) error {
+	if err := w.watchOverlays(ctx); err != nil {
+		return err
+	}
 	w.factory.Start(ctx.Done())
 	w.cmFactory.Start(ctx.Done())
 	w.dynamic.Start(ctx.Done())
@@ -326,12 +369,13 @@ func (w *Watcher) onChange(kind string, obj any, op Op) {
 }
 
 // lifecycleRelevant reports whether an update can move a NodeClaim's lifecycle on: any NodeClaim,
-// NodeClass or NodePool update (a status written: a class turned Ready), and a Node update other
+// NodeClass, NodePool or NodeOverlay update (a status written: a class turned Ready; an
+// overlay's spec, which its status follows), and a Node update other
 // than a status heartbeat (labels, annotations, taints,
 // finalizers, deletion, spec, readiness or allocatable changed).
 func lifecycleRelevant(kind string, oldObj, obj any) bool {
 	switch kind {
-	case KindNodeClaim, KindNodeClass, KindNodePool:
+	case KindNodeClaim, KindNodeClass, KindNodePool, KindNodeOverlay:
 		return true
 	case KindNode:
 		o, ok1 := oldObj.(*corev1.Node)
@@ -396,11 +440,16 @@ type stores struct {
 	pvcs, pvs, storageClasses, limitRanges    cache.Store
 	volumeAttachments                         cache.Store
 	nodePools, nodeClaims, nodeClasses        cache.Store
+	nodeOverlays                              cache.Store // nil: not served
 	nodeClassKind                             string
 }
 
 func (w *Watcher) stores() stores {
-	return stores{
+	var overlays cache.Store
+	if w.nodeOverlays != nil {
+		overlays = w.nodeOverlays.GetStore()
+	}
+	return stores{nodeOverlays: overlays,
 		pods: w.pods.GetStore(), nodes: w.nodes.GetStore(), daemonSets: w.daemonSets.GetStore(),
 		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(),
 		pvcs: w.pvcs.GetStore(), pvs: w.pvs.GetStore(), storageClasses: w.storageClasses.GetStore(),

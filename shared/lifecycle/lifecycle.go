@@ -78,6 +78,10 @@ type Options struct {
 	// RepairPolicies are the cloud's repair policies (cloud.Repairer; nil when repair is off): a
 	// node being deleted that is due for repair is terminated without waiting for its pods.
 	RepairPolicies []repair.Policy
+	// Catalog, when set, is the catalog NodeOverlays are resolved against for their status
+	// conditions (which overlays conflict depends on the instance types they select); nil
+	// writes no NodeOverlay status.
+	Catalog *catalog.Catalog
 	// Vanished are the provider IDs whose instance the cloud no longer lists, confirmed on two
 	// complete snapshots (the lifecycle function's garbage collection): a node of one that is
 	// not Ready is terminated without waiting for its pods.
@@ -162,6 +166,7 @@ func Decide(snap *events.Snapshot, o Options) Decision {
 	}
 	d.nodeClasses()
 	d.nodePools()
+	d.nodeOverlays()
 	d.scaleDownStatic()
 	return d.out
 }

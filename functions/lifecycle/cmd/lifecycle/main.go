@@ -42,7 +42,7 @@ func function() runtime.Function {
 				return nil, err
 			}
 			h := &lifecycle.Handler{Cluster: t.Cluster, Provider: env.Provider, Publisher: t.Publisher,
-				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Metrics: t.Metrics, Options: core.Options{RegistrationTTL: d, PricePerHour: core.CatalogPrice(env.Catalog)},
+				Codec: events.Codec{Blobs: t.Blobs}, Log: t.Logger, Metrics: t.Metrics, Options: core.Options{RegistrationTTL: d, PricePerHour: core.CatalogPrice(env.Catalog), Catalog: env.Catalog},
 				DisableRepair: !f.NodeRepair}
 			return h.Handle, nil
 		},
