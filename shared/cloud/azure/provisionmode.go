@@ -47,6 +47,9 @@ func (p *Provider) nodeBootstrap(ctx context.Context, req cloud.LaunchRequest, n
 	if err != nil {
 		return "", "", err
 	}
+	if err := v.Validate(); err != nil {
+		return "", "", err
+	}
 	b, err := p.o.NodeBootstrapping.Get(ctx, v)
 	if err != nil {
 		return "", "", fmt.Errorf("asking AKS for the bootstrapping data of %s: %w", it.Name, err)
@@ -58,8 +61,8 @@ func (p *Provider) nodeBootstrap(ctx context.Context, req cloud.LaunchRequest, n
 }
 
 // provisionValues is the NodeBootstrapping request of one node: the agent pool profile AKS
-// renders the contract from (the provider's imagefamily/bootstrap ProvisionProfile: the
-// NodePool's name, the size, OS type and SKU, the image's distro, the kubelet's labels and
+// renders the contract from (the provider's ConstructProvisionValues: an empty name, as the
+// provider sends, the size, OS type and SKU, the image's distro, the kubelet's labels and
 // taints, the Kubernetes version, the subnet, mode User, architecture and max pods) and the
 // size's vCPUs and GiB. What the profile Dovetail sends cannot carry (the AKSNodeClass's kubelet
 // settings and sysctls) is refused, naming the field, rather than dropped.
@@ -84,17 +87,13 @@ func provisionValues(c customdata.Contract, nc *apisv1.AKSNodeClass, it *catalog
 	if c.Arch == "arm64" {
 		arch = "Arm64"
 	}
-	pool := c.Labels[apisv1.LabelNodePool]
-	if pool == "" {
-		pool = c.Labels[apisv1.AKSLabelLegacyAgentPool]
-	}
 	taints := make([]string, 0, len(c.Taints))
 	for _, t := range c.Taints {
 		taints = append(taints, taintString(t))
 	}
 	sort.Strings(taints)
 	return ProvisionValues{
-		ProvisionProfile: ProvisionProfile{Name: pool, VMSize: it.Name, OSType: osTypeLinux, OSSKU: osSKU, StorageProfile: "ManagedDisks",
+		ProvisionProfile: ProvisionProfile{Name: "", VMSize: it.Name, OSType: osTypeLinux, OSSKU: osSKU, StorageProfile: "ManagedDisks",
 			Distro: distro, CustomNodeLabels: c.Labels, OrchestratorVersion: c.KubernetesVersion, VnetCidrs: []string{},
 			VnetSubnetID: subnet, Mode: modeUserEnum, Architecture: arch, MaxPods: int32(k.MaxPods), NodeTaints: taints},
 		ProvisionHelperValues: ProvisionHelperValues{SKUCPU: float64(it.Azure.VCPU), SKUMemory: float64(it.Azure.MemoryMiB) / 1024},

@@ -22,7 +22,7 @@ import (
 
 // bootstrappingWorld is a world whose provider asks the fake AKS for the bootstrapping data, and
 // whose fake cloud's kubelets register into reg.
-func bootstrappingWorld(t *testing.T) (*world, *azureapi.NodeBootstrapping, *nodes) {
+func bootstrappingWorld(t *testing.T, tweak ...func(*azure.Options)) (*world, *azureapi.NodeBootstrapping, *nodes) {
 	t.Helper()
 	cat, err := catalog.AzureRegionCatalog("eastus")
 	if err != nil {
@@ -35,11 +35,15 @@ func bootstrappingWorld(t *testing.T) (*world, *azureapi.NodeBootstrapping, *nod
 	boot := azureapi.LocalBootstrap("https://dev-dns-00000000.hcp.eastus.azmk8s.io:443")
 	aks := &azureapi.NodeBootstrapping{SubscriptionID: sub, ResourceGroup: "rg-cluster", Cluster: "aks-1",
 		Answer: azureapi.AKSAnswer(azureapi.AKSCluster{Bootstrap: boot, SubscriptionID: sub, NodeResourceGroup: rg, Location: "eastus", NetworkPlugin: "none"})}
-	p, err := azure.New(azure.Options{Cluster: "prod", SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
+	o := azure.Options{Cluster: "prod", SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
 		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAA fake",
 		PollInterval: 10 * time.Millisecond, KubernetesVersion: "1.33.2", Bootstrap: boot, ProvisionMode: azure.ProvisionModeBootstrappingClient,
 		NodeBootstrapping: &azure.NodeBootstrappingClient{Endpoint: "https://management.azure.com", SubscriptionID: sub, ResourceGroup: "rg-cluster",
-			Cluster: "aks-1", Credential: &azfake.TokenCredential{}, Token: boot.Token, HTTP: aks.Client()}})
+			Cluster: "aks-1", Credential: &azfake.TokenCredential{}, Token: boot.Token, HTTP: aks.Client()}}
+	for _, f := range tweak {
+		f(&o)
+	}
+	p, err := azure.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
