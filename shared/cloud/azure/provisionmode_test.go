@@ -38,7 +38,7 @@ func bootstrappingWorld(t *testing.T, tweak ...func(*azure.Options)) (*world, *a
 	o := azure.Options{Cluster: "prod", SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
 		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAA fake",
 		PollInterval: 10 * time.Millisecond, KubernetesVersion: "1.33.2", Bootstrap: boot, ProvisionMode: azure.ProvisionModeBootstrappingClient,
-		NodeBootstrapping: &azure.NodeBootstrappingClient{Endpoint: "https://management.azure.com", SubscriptionID: sub, ResourceGroup: "rg-cluster",
+		NodeBootstrapping: &azure.NodeBootstrappingClient{Endpoint: "http://nodebootstrapping.fake", SubscriptionID: sub, ResourceGroup: "rg-cluster",
 			Cluster: "aks-1", Credential: &azfake.TokenCredential{}, Token: boot.Token, HTTP: aks.Client()}}
 	for _, f := range tweak {
 		f(&o)
