@@ -53,6 +53,15 @@ type ProvisionProfile struct {
 	Architecture        string            `json:"architecture"` // x64 or Arm64
 	MaxPods             int32             `json:"maxPods"`
 	NodeTaints          []string          `json:"nodeTaints,omitempty"` // key=value:Effect
+	// GPUProfile is sent for a size with NVIDIA GPUs, as the provider sends it: the driver to
+	// install (DriverType 2 GRID for the converged-driver sizes, 3 CUDA otherwise).
+	GPUProfile *GPUProfile `json:"gpuProfile,omitempty"`
+}
+
+// GPUProfile is the swagger's GPUProfile (provider provisionclients/models/g_p_u_profile.go).
+type GPUProfile struct {
+	DriverType       int32 `json:"driverType"`
+	InstallGPUDriver bool  `json:"installGPUDriver"`
 }
 
 // ProvisionHelperValues are the size's vCPUs and memory in GiB (skuCPU, skuMemory).

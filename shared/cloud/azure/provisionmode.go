@@ -92,10 +92,19 @@ func provisionValues(c customdata.Contract, nc *apisv1.AKSNodeClass, it *catalog
 		taints = append(taints, taintString(t))
 	}
 	sort.Strings(taints)
+	var gpu *GPUProfile
+	if it.Azure.NVIDIAGPU > 0 {
+		// gpu.mode Driver is the only mode an AKSNodeClass passes validation with (honour.go):
+		// the image installs the driver, as the provider's GPUDriverInstallationEnabled.
+		gpu = &GPUProfile{DriverType: driverTypeCUDA, InstallGPUDriver: true}
+		if convergedGPUDriverSizes[strings.ToLower(it.Name)] {
+			gpu.DriverType = driverTypeGRID
+		}
+	}
 	return ProvisionValues{
 		ProvisionProfile: ProvisionProfile{Name: "", VMSize: it.Name, OSType: osTypeLinux, OSSKU: osSKU, StorageProfile: "ManagedDisks",
 			Distro: distro, CustomNodeLabels: c.Labels, OrchestratorVersion: c.KubernetesVersion, VnetCidrs: []string{},
-			VnetSubnetID: subnet, Mode: modeUserEnum, Architecture: arch, MaxPods: int32(k.MaxPods), NodeTaints: taints},
+			VnetSubnetID: subnet, Mode: modeUserEnum, Architecture: arch, MaxPods: int32(k.MaxPods), NodeTaints: taints, GPUProfile: gpu},
 		ProvisionHelperValues: ProvisionHelperValues{SKUCPU: float64(it.Azure.VCPU), SKUMemory: float64(it.Azure.MemoryMiB) / 1024},
 	}, nil
 }
@@ -106,7 +115,18 @@ const (
 	osSKUUbuntu     = 1
 	osSKUAzureLinux = 7
 	modeUserEnum    = 2
+	driverTypeGRID  = 2
+	driverTypeCUDA  = 3
 )
+
+// convergedGPUDriverSizes are the NVIDIA sizes whose driver is the converged (GRID) one, by
+// lower-case name: the provider's pkg/utils/gpu.go ConvergedGPUDriverSizes (vanilla CUDA drivers
+// fail to install on them).
+var convergedGPUDriverSizes = map[string]bool{
+	"standard_nv6ads_a10_v5": true, "standard_nv12ads_a10_v5": true, "standard_nv18ads_a10_v5": true,
+	"standard_nv36ads_a10_v5": true, "standard_nv72ads_a10_v5": true, "standard_nv36adms_a10_v5": true,
+	"standard_nc8ads_a10_v4": true, "standard_nc16ads_a10_v4": true, "standard_nc32ads_a10_v4": true,
+}
 
 // distros are AgentBaker's distro names of the AKS node image definitions (the provider's
 // imagefamily Distro of each DefaultImages entry).

@@ -82,6 +82,9 @@ func (v ProvisionValues) Validate() error {
 		}
 		errs = append(errs, validate.Taint(t, p.Child("nodeTaints").Index(i))...)
 	}
+	if g := pp.GPUProfile; g != nil && g.DriverType != driverTypeGRID && g.DriverType != driverTypeCUDA {
+		errs = append(errs, field.NotSupported(p.Child("gpuProfile", "driverType"), g.DriverType, []string{fmt.Sprint(driverTypeGRID), fmt.Sprint(driverTypeCUDA)}))
+	}
 	h := field.NewPath("provisionHelperValues")
 	if v.ProvisionHelperValues.SKUCPU <= 0 {
 		errs = append(errs, field.Invalid(h.Child("skuCPU"), v.ProvisionHelperValues.SKUCPU, "must be positive"))
