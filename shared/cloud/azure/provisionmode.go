@@ -63,8 +63,9 @@ func (p *Provider) nodeBootstrap(ctx context.Context, req cloud.LaunchRequest, n
 // provisionValues is the NodeBootstrapping request of one node: the agent pool profile AKS
 // renders the contract from (the provider's ConstructProvisionValues: an empty name, as the
 // provider sends, the size, OS type and SKU, the image's distro, the kubelet's labels and
-// taints, the Kubernetes version, the subnet, mode User, architecture and max pods) and the
-// size's vCPUs and GiB. What the profile Dovetail sends cannot carry (the AKSNodeClass's kubelet
+// taints, the Kubernetes version, the subnet, mode User, architecture, max pods and, for an
+// NVIDIA size, the GPU profile) and the size's vCPUs and GiB; nodeBootstrap has
+// ProvisionValues.Validate check it before it is sent. What the profile Dovetail sends cannot carry (the AKSNodeClass's kubelet
 // settings and sysctls) is refused, naming the field, rather than dropped.
 func provisionValues(c customdata.Contract, nc *apisv1.AKSNodeClass, it *catalog.InstanceType, subnet, image string) (ProvisionValues, error) {
 	if len(c.Sysctls) > 0 {
