@@ -890,3 +890,45 @@ func TestNoNATSSecretRendered(t *testing.T) {
 		t.Fatal("seed pattern misses a real seed")
 	}
 }
+
+// workers.aks reaches the Azure workers as their own flags parse them: the default provision
+// mode aksscriptless, and bootstrappingclient with its server, the cluster's resource group and
+// name; bootstrappingclient without the server or the resource group fails naming the value, and
+// a mode the provider does not know fails the schema.
+func TestWorkersAKSProvisionMode(t *testing.T) {
+	parse := func(t *testing.T, vals map[string]any) cloudflags.Options {
+		t.Helper()
+		d := get[*appsv1.Deployment](t, render(t, vals), "Deployment/"+testNamespace+"/dovetail-provision")
+		var co cloudflags.Options
+		cmd := runtime.Command(runtime.Function{Name: "provision", Flags: co.Register})
+		if err := cmd.ParseFlags(d.Spec.Template.Spec.Containers[0].Args); err != nil {
+			t.Fatal(err)
+		}
+		return co
+	}
+	if co := parse(t, natsValues); co.AKSProvisionMode != "aksscriptless" || co.AKSNodeBootstrappingServerURL != "" {
+		t.Errorf("default: mode %q, server %q", co.AKSProvisionMode, co.AKSNodeBootstrappingServerURL)
+	}
+	v := clone(natsValues)
+	v["workers"].(map[string]any)["aks"] = map[string]any{"provisionMode": "bootstrappingclient",
+		"nodeBootstrappingServerURL": "http://10.0.0.5:8080", "clusterResourceGroup": "rg-aks", "clusterName": "aks-prod"}
+	if co := parse(t, v); co.AKSProvisionMode != "bootstrappingclient" || co.AKSNodeBootstrappingServerURL != "http://10.0.0.5:8080" ||
+		co.AKSClusterResourceGroup != "rg-aks" || co.AKSClusterName != "aks-prod" {
+		t.Errorf("bootstrappingclient: %+v", co)
+	}
+	for _, c := range []struct {
+		aks  map[string]any
+		want string
+	}{
+		{map[string]any{"provisionMode": "bootstrappingclient", "clusterResourceGroup": "rg-aks"}, "workers.aks.nodeBootstrappingServerURL: required"},
+		{map[string]any{"provisionMode": "bootstrappingclient", "nodeBootstrappingServerURL": "http://10.0.0.5:8080"}, "workers.aks.clusterResourceGroup: required"},
+		{map[string]any{"provisionMode": "scriptless"}, "provisionMode"},
+		{map[string]any{"provisionMode": "bootstrappingclient", "nodeBootstrappingServerURL": "10.0.0.5:8080", "clusterResourceGroup": "rg"}, "nodeBootstrappingServerURL"},
+	} {
+		v := clone(natsValues)
+		v["workers"].(map[string]any)["aks"] = c.aks
+		if _, err := Render("dovetail", testNamespace, v); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error naming %s", c.aks, err, c.want)
+		}
+	}
+}

@@ -54,7 +54,7 @@ func (e *Env) azureProvider() (cloud.Provider, error) {
 		e.AKSAPI = &azureapi.NodeBootstrapping{SubscriptionID: localSubscription, ResourceGroup: localClusterResourceGroup, Cluster: localClusterName,
 			Answer: azureapi.AKSAnswer(azureapi.AKSCluster{Bootstrap: boot, SubscriptionID: localSubscription, NodeResourceGroup: localNodeResourceGroup,
 				Location: e.Catalog.Region, NetworkPlugin: "none"})}
-		o.NodeBootstrapping = &azure.NodeBootstrappingClient{Endpoint: "https://management.azure.com", SubscriptionID: localSubscription,
+		o.NodeBootstrapping = &azure.NodeBootstrappingClient{Endpoint: "http://nodebootstrapping.fake", SubscriptionID: localSubscription,
 			ResourceGroup: localClusterResourceGroup, Cluster: localClusterName, Credential: &azfake.TokenCredential{}, Token: boot.Token, HTTP: e.AKSAPI.Client()}
 	}
 	e.Progress.Printf("AKS provision mode %s", map[bool]string{true: o.ProvisionMode, false: azure.ProvisionModeScriptless}[o.ProvisionMode != ""])

@@ -26,6 +26,9 @@ const (
 	atSubnets      = "node subnets"
 	atSubscription = "subscription"
 	atIdentity     = "kubelet identity"
+	// atNodesBootstrapping: the node resource group, granted only with aks_provision_mode =
+	// bootstrappingclient, the one mode whose launches make the call.
+	atNodesBootstrapping = "node resource group (aks_provision_mode = bootstrappingclient)"
 )
 
 // armAction is the permission an ARM call needs (Azure "Azure resource provider operations",
@@ -51,6 +54,22 @@ var sdkCallActions = map[string][]armAction{
 	"lbs.NewListPager":         {{"Microsoft.Network/loadBalancers/read", atNodes, launchers}},
 	"nsgs.NewListPager":        {{"Microsoft.Network/networkSecurityGroups/read", atNodes, launchers}},
 	"usages.NewListPager":      {{"Microsoft.Compute/locations/usages/read", atSubscription, launchers}},
+	// The CustomScript extension of bootstrappingclient mode (createCSE): the PUT, and the GET of
+	// the extension that ends its long-running operation (azcore's poller reads a PUT's result
+	// from the resource's own URL).
+	"exts.BeginCreateOrUpdate": {{"Microsoft.Compute/virtualMachines/extensions/write", atNodesBootstrapping, launchers},
+		{"Microsoft.Compute/virtualMachines/extensions/read", atNodesBootstrapping, launchers}},
+}
+
+// optionCalls are the provider's calls through its Options' interfaces (p.o.<field>.<method>)
+// and why each needs no ARM action. TestEveryARMCallIsGranted fails on one missing here.
+var optionCalls = map[string]string{
+	"o.Catalog.Get":   "the in-memory catalog",
+	"o.Catalog.Types": "the in-memory catalog",
+	// The Azure Karpenter provider sends NodeBootstrapping_Get to its NODEBOOTSTRAPPING_SERVER_URL,
+	// not through ARM, and Azure's Microsoft.ContainerService operations list no nodeBootstrapping
+	// action: the server authorizes the caller's token, and no role here can grant or refuse it.
+	"o.NodeBootstrapping.Get": "NodeBootstrapping_Get goes to the NodeBootstrapping server (--aks-nodebootstrapping-server-url), not ARM",
 }
 
 // linkedActions are the permissions ARM checks on resources a request body references (ARM:
@@ -100,6 +119,12 @@ func providerCalls(t *testing.T) []string {
 			if recv, ok := field.X.(*ast.Ident); ok && recv.Name == "p" && field.Sel.Name != "o" {
 				seen[field.Sel.Name+"."+method.Sel.Name] = true
 			}
+			// p.o.<field>.<method>: a call through an interface or value of the Options.
+			if opts, ok := field.X.(*ast.SelectorExpr); ok && opts.Sel.Name == "o" {
+				if recv, ok := opts.X.(*ast.Ident); ok && recv.Name == "p" {
+					seen["o."+field.Sel.Name+"."+method.Sel.Name] = true
+				}
+			}
 			return true
 		})
 	}
@@ -120,7 +145,8 @@ func granted(t *testing.T) map[string]map[string][]string {
 	nodesAll := l("terminate_actions")
 	return map[string]map[string][]string{
 		launchers: {atNodes: append(l("launch_actions"), nodesAll...), atSubnets: l("subnet_join_actions"), atSubscription: l("regional_actions"),
-			atIdentity: {"Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"}}, // Managed Identity Operator
+			atIdentity:           {"Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"}, // Managed Identity Operator
+			atNodesBootstrapping: append(append(l("extension_actions"), l("launch_actions")...), nodesAll...)},
 		lifecycle: {atNodes: nodesAll, atSubnets: l("subnet_read_actions"), atSubscription: l("regional_actions")},
 	}
 }
@@ -133,6 +159,12 @@ func TestEveryARMCallIsGranted(t *testing.T) {
 	g := granted(t)
 	need := slices.Clone(linkedActions)
 	for _, c := range providerCalls(t) {
+		if strings.HasPrefix(c, "o.") {
+			if _, ok := optionCalls[c]; !ok {
+				t.Errorf("shared/cloud/azure calls %s through its Options: add it to optionCalls with the ARM action it needs (or why none), granted in identity.tf", c)
+			}
+			continue
+		}
 		acts, ok := sdkCallActions[c]
 		if !ok {
 			t.Errorf("shared/cloud/azure calls %s: add the ARM action it needs to sdkCallActions and grant it in identity.tf", c)
@@ -156,6 +188,11 @@ func TestEveryARMCallIsGranted(t *testing.T) {
 	for c := range sdkCallActions {
 		if !slices.Contains(calls, c) {
 			t.Errorf("sdkCallActions names %s, which shared/cloud/azure no longer calls", c)
+		}
+	}
+	for c := range optionCalls {
+		if !slices.Contains(calls, c) {
+			t.Errorf("optionCalls names %s, which shared/cloud/azure no longer calls", c)
 		}
 	}
 }

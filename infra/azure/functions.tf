@@ -77,10 +77,21 @@ resource "azurerm_linux_function_app" "fn" {
     DOVETAIL_AKS_NETWORK_POLICY    = var.aks_network_policy
     DOVETAIL_AKS_NETWORK_DATAPLANE = var.aks_network_dataplane
     DOVETAIL_AKS_VNET_GUID         = var.aks_vnet_guid
+    # How nodes get the AKS bootstrap; bootstrappingclient asks the NodeBootstrapping server.
+    DOVETAIL_AKS_PROVISION_MODE               = var.aks_provision_mode
+    DOVETAIL_AKS_NODEBOOTSTRAPPING_SERVER_URL = var.aks_nodebootstrapping_server_url
+    DOVETAIL_AKS_CLUSTER_RESOURCE_GROUP       = var.aks_cluster_resource_group
+    DOVETAIL_AKS_CLUSTER_NAME                 = var.aks_cluster_name
     # The kubelet's bootstrap token is a secret: a Key Vault reference, resolved by the app's identity.
     DOVETAIL_AKS_BOOTSTRAP_TOKEN = "@Microsoft.KeyVault(SecretUri=${var.aks_bootstrap_token_secret_uri})"
   }
   tags = local.tags
+  lifecycle {
+    precondition {
+      condition     = var.aks_provision_mode != "bootstrappingclient" || (var.aks_nodebootstrapping_server_url != "" && var.aks_cluster_resource_group != "")
+      error_message = "aks_provision_mode = bootstrappingclient needs aks_nodebootstrapping_server_url and aks_cluster_resource_group (the functions refuse to start without them)."
+    }
+  }
 }
 
 # Each function reads the bootstrap token secret, and only it.

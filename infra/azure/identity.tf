@@ -3,6 +3,13 @@
 #               disks; read the cluster's load balancers and agent pool NSG and join NICs to
 #               them (shared/cloud/azure network: backend pools, the NSG of a BYO subnet).
 #   terminate   (node resource group; every function): delete node VMs, NICs and OS disks.
+#   extension   (node resource group; functions that launch, only with aks_provision_mode =
+#               bootstrappingclient): create a node VM's CustomScript extension
+#               cse-agent-karpenter and read it (the create's long-running operation ends with a
+#               GET of the extension). A VM's delete removes its extensions with it. The
+#               NodeBootstrapping call of that mode is not an ARM operation (the provider's
+#               NODEBOOTSTRAPPING_SERVER_URL; no Microsoft.ContainerService action exists for it),
+#               so no role grants it.
 #   subnet-join (each node subnet; functions that launch): put a NIC in the subnet.
 #   subnet-read (each node subnet; lifecycle): read the subnets AKSNodeClasses resolve to.
 #   regional    (the subscription; every function): read the Resource SKUs (the catalog), the
@@ -45,6 +52,10 @@ locals {
     "Microsoft.Network/networkInterfaces/read",
     "Microsoft.Network/networkInterfaces/delete",
   ]
+  extension_actions = [
+    "Microsoft.Compute/virtualMachines/extensions/read",
+    "Microsoft.Compute/virtualMachines/extensions/write",
+  ]
   subnet_join_actions = ["Microsoft.Network/virtualNetworks/subnets/join/action"]
   subnet_read_actions = ["Microsoft.Network/virtualNetworks/subnets/read"]
   regional_actions = [
@@ -79,6 +90,17 @@ resource "azurerm_role_definition" "terminate" {
   description = "Dovetail ${var.cluster_name}: delete node VMs, NICs and OS disks in the node resource group (Azure Policy denies deleting a VM without the dovetail.dev_cluster tag)."
   permissions {
     actions     = local.terminate_actions
+    not_actions = []
+  }
+  assignable_scopes = [data.azurerm_resource_group.nodes.id]
+}
+
+resource "azurerm_role_definition" "extension" {
+  name        = "${local.name}-extension"
+  scope       = data.azurerm_resource_group.nodes.id
+  description = "Dovetail ${var.cluster_name}: create and read node VMs' CustomScript extension (aks_provision_mode = bootstrappingclient) in the node resource group."
+  permissions {
+    actions     = local.extension_actions
     not_actions = []
   }
   assignable_scopes = [data.azurerm_resource_group.nodes.id]
@@ -150,6 +172,14 @@ resource "azurerm_role_assignment" "launch" {
   for_each           = local.launching
   scope              = data.azurerm_resource_group.nodes.id
   role_definition_id = azurerm_role_definition.launch.role_definition_resource_id
+  principal_id       = azurerm_user_assigned_identity.fn[each.key].principal_id
+}
+
+# Only bootstrappingclient mode creates extensions: no grant in the default mode.
+resource "azurerm_role_assignment" "extension" {
+  for_each           = var.aks_provision_mode == "bootstrappingclient" ? local.launching : {}
+  scope              = data.azurerm_resource_group.nodes.id
+  role_definition_id = azurerm_role_definition.extension.role_definition_resource_id
   principal_id       = azurerm_user_assigned_identity.fn[each.key].principal_id
 }
 

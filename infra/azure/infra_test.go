@@ -295,7 +295,7 @@ func TestFunctionApps(t *testing.T) {
 func TestCustomRolesLeastPrivilege(t *testing.T) {
 	cfg := config(t)
 	launch, terminate := strs(local(t, cfg, "launch_actions")), strs(local(t, cfg, "terminate_actions"))
-	for _, role := range []string{"launch", "terminate", "subnet_join", "subnet_read", "regional"} {
+	for _, role := range []string{"launch", "terminate", "extension", "subnet_join", "subnet_read", "regional"} {
 		for _, a := range strs(local(t, cfg, role+"_actions")) {
 			if strings.Contains(a, "*") {
 				t.Errorf("role %s: action %s: no wildcard", role, a)
@@ -325,10 +325,22 @@ func TestCustomRolesLeastPrivilege(t *testing.T) {
 	if !slices.Contains(terminate, "Microsoft.Compute/virtualMachines/delete") || !slices.Contains(launch, "Microsoft.Compute/virtualMachines/write") {
 		t.Error("the roles must create and delete VMs")
 	}
+	// The extension role: the CustomScript extension's create and read, nothing else (no
+	// delete: a VM's delete removes its extensions), and in no other role.
+	if got := strs(local(t, cfg, "extension_actions")); !slices.Equal(got, []string{"Microsoft.Compute/virtualMachines/extensions/read", "Microsoft.Compute/virtualMachines/extensions/write"}) {
+		t.Errorf("extension role actions %v", got)
+	}
+	for _, a := range append(launch, terminate...) {
+		if strings.Contains(a, "/extensions/") {
+			t.Errorf("%s outside the extension role: every mode would get it", a)
+		}
+	}
 	// Each custom role: defined and assignable at its one scope, assigned only there, to whom it is for.
 	for name, want := range map[string]struct{ scope, assignable, assignedAt, forEach string }{
-		"launch":      {"data.azurerm_resource_group.nodes.id", "[data.azurerm_resource_group.nodes.id]", "data.azurerm_resource_group.nodes.id", "local.launching"},
-		"terminate":   {"data.azurerm_resource_group.nodes.id", "[data.azurerm_resource_group.nodes.id]", "data.azurerm_resource_group.nodes.id", "local.functions"},
+		"launch":    {"data.azurerm_resource_group.nodes.id", "[data.azurerm_resource_group.nodes.id]", "data.azurerm_resource_group.nodes.id", "local.launching"},
+		"terminate": {"data.azurerm_resource_group.nodes.id", "[data.azurerm_resource_group.nodes.id]", "data.azurerm_resource_group.nodes.id", "local.functions"},
+		"extension": {"data.azurerm_resource_group.nodes.id", "[data.azurerm_resource_group.nodes.id]", "data.azurerm_resource_group.nodes.id",
+			`var.aks_provision_mode == "bootstrappingclient" ? local.launching : {}`},
 		"subnet_join": {"local.subscription_id", "local.subnet_rg_ids", "each.value.subnet", "local.subnet_launchers"},
 		"subnet_read": {"local.subscription_id", "local.subnet_rg_ids", "each.value", "toset(local.node_subnet_ids)"},
 		"regional":    {"local.subscription_id", "[local.subscription_id]", "local.subscription_id", "local.functions"},
@@ -361,7 +373,7 @@ func TestCustomRolesLeastPrivilege(t *testing.T) {
 		}
 	}
 	for _, a := range all(cfg, "resource", "azurerm_role_assignment") {
-		if _, custom := a.Body.Attributes["role_definition_id"]; custom && !slices.Contains([]string{"launch", "terminate", "subnet_join", "subnet_read", "regional"}, a.Labels[1]) {
+		if _, custom := a.Body.Attributes["role_definition_id"]; custom && !slices.Contains([]string{"launch", "terminate", "extension", "subnet_join", "subnet_read", "regional"}, a.Labels[1]) {
 			t.Errorf("assignment %s: a custom role this test does not know", a.Labels[1])
 		}
 	}

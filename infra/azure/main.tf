@@ -172,6 +172,38 @@ variable "aks_kubelet_identity_id" {
   }
 }
 
+variable "aks_provision_mode" {
+  description = "How nodes get the AKS bootstrap (the Azure Karpenter provider's --provision-mode): aksscriptless (rendered by the functions into each VM's custom data) or bootstrappingclient (asked of AKS's NodeBootstrapping server; the provisioning command runs as the VM's CustomScript extension cse-agent-karpenter, which the functions that launch may then create and read in the node resource group)."
+  type        = string
+  default     = "aksscriptless"
+  validation {
+    condition     = contains(["aksscriptless", "bootstrappingclient"], var.aks_provision_mode)
+    error_message = "aks_provision_mode must be aksscriptless or bootstrappingclient."
+  }
+}
+
+variable "aks_nodebootstrapping_server_url" {
+  description = "With aks_provision_mode = bootstrappingclient: URL of the NodeBootstrapping server (the provider's --nodebootstrapping-server-url). It is not an ARM endpoint and Azure RBAC has no action for it: the server authorizes the functions' tokens itself."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.aks_nodebootstrapping_server_url == "" || can(regex("^https?://[^/?#]+(/[^?#]*)?$", var.aks_nodebootstrapping_server_url))
+    error_message = "aks_nodebootstrapping_server_url must be empty or an http(s) URL without query or fragment."
+  }
+}
+
+variable "aks_cluster_resource_group" {
+  description = "With aks_provision_mode = bootstrappingclient: the resource group of the AKS cluster resource (az aks show --query resourceGroup; not the node resource group)."
+  type        = string
+  default     = ""
+}
+
+variable "aks_cluster_name" {
+  description = "With aks_provision_mode = bootstrappingclient: the AKS cluster resource's name. Empty: cluster_name."
+  type        = string
+  default     = ""
+}
+
 variable "aks_kubernetes_version" {
   description = "The AKS control plane's Kubernetes version (az aks show --query currentKubernetesVersion -o tsv, e.g. 1.34.2): AKSNodeClass status.kubernetesVersion. No default: nodes must join at the cluster's own version. Update it with the cluster."
   type        = string

@@ -15,6 +15,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/dovetail-dev/dovetail/shared/cloud/azure/customdata"
 )
 
 // NodeBootstrappingAPI asks AKS for a node's bootstrapping data instead of rendering the contract
@@ -51,6 +53,15 @@ type ProvisionProfile struct {
 	Architecture        string            `json:"architecture"` // x64 or Arm64
 	MaxPods             int32             `json:"maxPods"`
 	NodeTaints          []string          `json:"nodeTaints,omitempty"` // key=value:Effect
+	// GPUProfile is sent for a size with NVIDIA GPUs, as the provider sends it: the driver to
+	// install (DriverType 2 GRID for the converged-driver sizes, 3 CUDA otherwise).
+	GPUProfile *GPUProfile `json:"gpuProfile,omitempty"`
+}
+
+// GPUProfile is the swagger's GPUProfile (provider provisionclients/models/g_p_u_profile.go).
+type GPUProfile struct {
+	DriverType       int32 `json:"driverType"`
+	InstallGPUDriver bool  `json:"installGPUDriver"`
 }
 
 // ProvisionHelperValues are the size's vCPUs and memory in GiB (skuCPU, skuMemory).
@@ -70,8 +81,15 @@ type NodeBootstrapping struct {
 const TokenPlaceholder = "{{.TokenID}}.{{.TokenSecret}}"
 
 // Hydrate puts the bootstrap token into the custom data (decoded, replaced, re-encoded) and the
-// CSE. Error: custom data that is not base64.
+// CSE, as the provider's hydrateBootstrapTokenIfNeeded does: a text replacement into a script
+// whose quoting AKS chose. That is safe only because the token is checked first to be a bootstrap
+// token (customdata.IsBootstrapToken: [a-z0-9] and one '.'), which no quoting context can read
+// as anything but literal text. Errors: a token of another shape (not shown), custom data that
+// is not base64.
 func (b NodeBootstrapping) Hydrate(token string) (NodeBootstrapping, error) {
+	if !customdata.IsBootstrapToken(token) {
+		return NodeBootstrapping{}, errors.New("node bootstrapping: the TLS bootstrap token (not shown) is not <6 of [a-z0-9]>.<16 of [a-z0-9]>; it is not put into the provisioning command")
+	}
 	raw, err := base64.StdEncoding.DecodeString(b.CustomData)
 	if err != nil {
 		return NodeBootstrapping{}, fmt.Errorf("node bootstrapping: customData is not base64: %w", err)
@@ -83,11 +101,20 @@ func (b NodeBootstrapping) Hydrate(token string) (NodeBootstrapping, error) {
 }
 
 // NodeBootstrappingClient calls NodeBootstrapping_Get on a managed cluster.
+//
+// The operation is not served through ARM's public endpoint: the Azure Karpenter provider sends
+// it to the server its --nodebootstrapping-server-url names (NODEBOOTSTRAPPING_SERVER_URL, an
+// option it marks unsupported, used where AKS runs Karpenter for the cluster), with a bearer token
+// for ARM's audience, and Azure's list of Microsoft.ContainerService operations has no
+// nodeBootstrapping action a role could grant. That server decides who may ask.
 type NodeBootstrappingClient struct {
-	// Endpoint is the ARM endpoint (https://management.azure.com); SubscriptionID,
-	// ResourceGroup and Cluster name the managed cluster (not the node resource group).
+	// Endpoint is that server's URL (http or https, the provider's NodeBootstrappingServerURL);
+	// the request goes to Endpoint + the operation's path. SubscriptionID, ResourceGroup and
+	// Cluster name the managed cluster (its resource group, not the node resource group).
 	Endpoint, SubscriptionID, ResourceGroup, Cluster string
-	// Credential gets the bearer token (scope <endpoint>/.default).
+	// Scope is the bearer token's scope; empty: DefaultNodeBootstrappingScope.
+	Scope string
+	// Credential gets the bearer token.
 	Credential azcore.TokenCredential
 	// Token is the TLS bootstrap token the response's placeholder is replaced with.
 	Token string
@@ -95,16 +122,32 @@ type NodeBootstrappingClient struct {
 	HTTP *http.Client
 }
 
+// DefaultNodeBootstrappingScope is ARM's audience in the public cloud, the scope the provider
+// asks its token for (pkg/auth TokenScope: the cloud's ResourceManager audience + "/.default").
+const DefaultNodeBootstrappingScope = "https://management.azure.com/.default"
+
 // maxResponseBytes bounds the response read: custom data is at most 87,380 base64 characters and
 // the CSE command of the same order.
 const maxResponseBytes = 1 << 20
 
 // Get sends the request (GET with a JSON body, as the swagger's operation is declared) and
-// returns the hydrated bootstrapping data. Errors: a token the credential cannot get, a non-200
+// returns the hydrated bootstrapping data. Errors: a TLS bootstrap token that is not one or a
+// request Validate refuses (both before any request), a token the credential cannot get, a non-200
 // answer (its status and body, truncated), a body over 1 MiB, or a response without customData
 // or cse (the provider refuses those too: "no CSE in response", "no CustomData in response").
 func (c *NodeBootstrappingClient) Get(ctx context.Context, v ProvisionValues) (NodeBootstrapping, error) {
-	tok, err := c.Credential.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{strings.TrimRight(c.Endpoint, "/") + "/.default"}})
+	if !customdata.IsBootstrapToken(c.Token) {
+		// Refused before asking: the answer could not be hydrated (Hydrate).
+		return NodeBootstrapping{}, errors.New("node bootstrapping: Token (not shown) is not a bootstrap token, <6 of [a-z0-9]>.<16 of [a-z0-9]>")
+	}
+	if err := v.Validate(); err != nil {
+		return NodeBootstrapping{}, err
+	}
+	scope := c.Scope
+	if scope == "" {
+		scope = DefaultNodeBootstrappingScope
+	}
+	tok, err := c.Credential.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{scope}})
 	if err != nil {
 		return NodeBootstrapping{}, fmt.Errorf("node bootstrapping: token: %w", err)
 	}

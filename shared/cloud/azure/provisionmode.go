@@ -47,6 +47,9 @@ func (p *Provider) nodeBootstrap(ctx context.Context, req cloud.LaunchRequest, n
 	if err != nil {
 		return "", "", err
 	}
+	if err := v.Validate(); err != nil {
+		return "", "", err
+	}
 	b, err := p.o.NodeBootstrapping.Get(ctx, v)
 	if err != nil {
 		return "", "", fmt.Errorf("asking AKS for the bootstrapping data of %s: %w", it.Name, err)
@@ -58,10 +61,11 @@ func (p *Provider) nodeBootstrap(ctx context.Context, req cloud.LaunchRequest, n
 }
 
 // provisionValues is the NodeBootstrapping request of one node: the agent pool profile AKS
-// renders the contract from (the provider's imagefamily/bootstrap ProvisionProfile: the
-// NodePool's name, the size, OS type and SKU, the image's distro, the kubelet's labels and
-// taints, the Kubernetes version, the subnet, mode User, architecture and max pods) and the
-// size's vCPUs and GiB. What the profile Dovetail sends cannot carry (the AKSNodeClass's kubelet
+// renders the contract from (the provider's ConstructProvisionValues: an empty name, as the
+// provider sends, the size, OS type and SKU, the image's distro, the kubelet's labels and
+// taints, the Kubernetes version, the subnet, mode User, architecture, max pods and, for an
+// NVIDIA size, the GPU profile) and the size's vCPUs and GiB; nodeBootstrap has
+// ProvisionValues.Validate check it before it is sent. What the profile Dovetail sends cannot carry (the AKSNodeClass's kubelet
 // settings and sysctls) is refused, naming the field, rather than dropped.
 func provisionValues(c customdata.Contract, nc *apisv1.AKSNodeClass, it *catalog.InstanceType, subnet, image string) (ProvisionValues, error) {
 	if len(c.Sysctls) > 0 {
@@ -84,19 +88,24 @@ func provisionValues(c customdata.Contract, nc *apisv1.AKSNodeClass, it *catalog
 	if c.Arch == "arm64" {
 		arch = "Arm64"
 	}
-	pool := c.Labels[apisv1.LabelNodePool]
-	if pool == "" {
-		pool = c.Labels[apisv1.AKSLabelLegacyAgentPool]
-	}
 	taints := make([]string, 0, len(c.Taints))
 	for _, t := range c.Taints {
 		taints = append(taints, taintString(t))
 	}
 	sort.Strings(taints)
+	var gpu *GPUProfile
+	if it.Azure.NVIDIAGPU > 0 {
+		// gpu.mode Driver is the only mode an AKSNodeClass passes validation with (honour.go):
+		// the image installs the driver, as the provider's GPUDriverInstallationEnabled.
+		gpu = &GPUProfile{DriverType: driverTypeCUDA, InstallGPUDriver: true}
+		if convergedGPUDriverSizes[strings.ToLower(it.Name)] {
+			gpu.DriverType = driverTypeGRID
+		}
+	}
 	return ProvisionValues{
-		ProvisionProfile: ProvisionProfile{Name: pool, VMSize: it.Name, OSType: osTypeLinux, OSSKU: osSKU, StorageProfile: "ManagedDisks",
+		ProvisionProfile: ProvisionProfile{Name: "", VMSize: it.Name, OSType: osTypeLinux, OSSKU: osSKU, StorageProfile: "ManagedDisks",
 			Distro: distro, CustomNodeLabels: c.Labels, OrchestratorVersion: c.KubernetesVersion, VnetCidrs: []string{},
-			VnetSubnetID: subnet, Mode: modeUserEnum, Architecture: arch, MaxPods: int32(k.MaxPods), NodeTaints: taints},
+			VnetSubnetID: subnet, Mode: modeUserEnum, Architecture: arch, MaxPods: int32(k.MaxPods), NodeTaints: taints, GPUProfile: gpu},
 		ProvisionHelperValues: ProvisionHelperValues{SKUCPU: float64(it.Azure.VCPU), SKUMemory: float64(it.Azure.MemoryMiB) / 1024},
 	}, nil
 }
@@ -107,7 +116,18 @@ const (
 	osSKUUbuntu     = 1
 	osSKUAzureLinux = 7
 	modeUserEnum    = 2
+	driverTypeGRID  = 2
+	driverTypeCUDA  = 3
 )
+
+// convergedGPUDriverSizes are the NVIDIA sizes whose driver is the converged (GRID) one, by
+// lower-case name: the provider's pkg/utils/gpu.go ConvergedGPUDriverSizes (vanilla CUDA drivers
+// fail to install on them).
+var convergedGPUDriverSizes = map[string]bool{
+	"standard_nv6ads_a10_v5": true, "standard_nv12ads_a10_v5": true, "standard_nv18ads_a10_v5": true,
+	"standard_nv36ads_a10_v5": true, "standard_nv72ads_a10_v5": true, "standard_nv36adms_a10_v5": true,
+	"standard_nc8ads_a10_v4": true, "standard_nc16ads_a10_v4": true, "standard_nc32ads_a10_v4": true,
+}
 
 // distros are AgentBaker's distro names of the AKS node image definitions (the provider's
 // imagefamily Distro of each DefaultImages entry).

@@ -3,6 +3,8 @@ package azure_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/cloud/fake/azureapi"
@@ -22,7 +25,7 @@ import (
 
 // bootstrappingWorld is a world whose provider asks the fake AKS for the bootstrapping data, and
 // whose fake cloud's kubelets register into reg.
-func bootstrappingWorld(t *testing.T) (*world, *azureapi.NodeBootstrapping, *nodes) {
+func bootstrappingWorld(t *testing.T, tweak ...func(*azure.Options)) (*world, *azureapi.NodeBootstrapping, *nodes) {
 	t.Helper()
 	cat, err := catalog.AzureRegionCatalog("eastus")
 	if err != nil {
@@ -35,11 +38,15 @@ func bootstrappingWorld(t *testing.T) (*world, *azureapi.NodeBootstrapping, *nod
 	boot := azureapi.LocalBootstrap("https://dev-dns-00000000.hcp.eastus.azmk8s.io:443")
 	aks := &azureapi.NodeBootstrapping{SubscriptionID: sub, ResourceGroup: "rg-cluster", Cluster: "aks-1",
 		Answer: azureapi.AKSAnswer(azureapi.AKSCluster{Bootstrap: boot, SubscriptionID: sub, NodeResourceGroup: rg, Location: "eastus", NetworkPlugin: "none"})}
-	p, err := azure.New(azure.Options{Cluster: "prod", SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
+	o := azure.Options{Cluster: "prod", SubscriptionID: sub, ResourceGroup: rg, Location: "eastus", SubnetID: subnet,
 		Catalog: cat, Credential: &azfake.TokenCredential{}, ClientOptions: srv.ClientOptions(), SSHPublicKey: "ssh-rsa AAAA fake",
 		PollInterval: 10 * time.Millisecond, KubernetesVersion: "1.33.2", Bootstrap: boot, ProvisionMode: azure.ProvisionModeBootstrappingClient,
-		NodeBootstrapping: &azure.NodeBootstrappingClient{Endpoint: "https://management.azure.com", SubscriptionID: sub, ResourceGroup: "rg-cluster",
-			Cluster: "aks-1", Credential: &azfake.TokenCredential{}, Token: boot.Token, HTTP: aks.Client()}})
+		NodeBootstrapping: &azure.NodeBootstrappingClient{Endpoint: "http://nodebootstrapping.fake", SubscriptionID: sub, ResourceGroup: "rg-cluster",
+			Cluster: "aks-1", Credential: &azfake.TokenCredential{}, Token: boot.Token, HTTP: aks.Client()}}
+	for _, f := range tweak {
+		f(&o)
+	}
+	p, err := azure.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +150,33 @@ func TestProvisionModeOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("mode %q: %v", mode, err)
 		}
+	}
+}
+
+// An NVIDIA size's request carries the GPU profile the provider sends (ConstructProvisionValues):
+// the converged GRID driver on an A10 size (driverType 2), CUDA on a T4 (3), install on; a size
+// without GPUs carries none.
+func TestBootstrappingClientGPUProfile(t *testing.T) {
+	w, aks, _ := bootstrappingWorld(t)
+	answer := aks.Answer
+	profiles := map[string]any{}
+	aks.Answer = func(body map[string]any) (string, string) {
+		prof := body["provisionProfile"].(map[string]any)
+		profiles[prof["vmSize"].(string)] = prof["gpuProfile"]
+		return answer(body)
+	}
+	for i, size := range []string{"Standard_NV6ads_A10_v5", "Standard_NC4as_T4_v3", "Standard_D2s_v5"} {
+		o := cloud.OfferingRef{InstanceType: size, Zone: "eastus-1", CapacityType: "on-demand"}
+		if _, err := w.p.Create(context.Background(), request("prod", fmt.Sprintf("default-g%d", i), o)); err != nil {
+			t.Fatalf("%s: %v", size, err)
+		}
+	}
+	want := map[string]any{
+		"Standard_NV6ads_A10_v5": map[string]any{"driverType": 2.0, "installGPUDriver": true},
+		"Standard_NC4as_T4_v3":   map[string]any{"driverType": 3.0, "installGPUDriver": true},
+		"Standard_D2s_v5":        nil,
+	}
+	if !reflect.DeepEqual(profiles, want) {
+		t.Fatalf("gpu profiles %v, want %v", profiles, want)
 	}
 }

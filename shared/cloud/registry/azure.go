@@ -8,6 +8,8 @@ package registry
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -45,6 +47,12 @@ type AzureConfig struct {
 	KubernetesVersion string
 	// KubeletIdentityID is the ARM id of the kubelet user-assigned identity every VM carries.
 	KubeletIdentityID string
+	// ProvisionMode is azure.ProvisionModeScriptless ("" too) or
+	// azure.ProvisionModeBootstrappingClient, which asks the NodeBootstrapping server at
+	// NodeBootstrappingServerURL (http or https) about the AKS cluster ClusterName (empty: the
+	// Dovetail cluster's name) in ClusterResourceGroup, in SubscriptionID, with Credential and
+	// Bootstrap.Token (azure.NodeBootstrappingClient).
+	ProvisionMode, NodeBootstrappingServerURL, ClusterResourceGroup, ClusterName string
 	// RetailPricesURL is the Retail Prices API; empty: azurerefresh.RetailPricesURL (a local
 	// endpoint in tests).
 	RetailPricesURL string
@@ -111,7 +119,46 @@ func newAzure(_ context.Context, c Config) (cloud.Provider, error) {
 	if region == "" {
 		region = catalog.AzureRegion
 	}
+	nb, err := nodeBootstrappingClient(c, cred)
+	if err != nil {
+		return nil, err
+	}
 	return azure.New(azure.Options{Cluster: c.Cluster, SubscriptionID: a.SubscriptionID, ResourceGroup: a.NodeResourceGroup, Location: region,
 		SubnetID: a.SubnetID, Catalog: c.Catalog, Credential: cred, ClientOptions: a.ClientOptions, Bootstrap: a.Bootstrap,
-		NetworkPlugin: a.NetworkPlugin, SSHPublicKey: a.SSHPublicKey, KubernetesVersion: a.KubernetesVersion, KubeletIdentityID: a.KubeletIdentityID})
+		NetworkPlugin: a.NetworkPlugin, SSHPublicKey: a.SSHPublicKey, KubernetesVersion: a.KubernetesVersion, KubeletIdentityID: a.KubeletIdentityID,
+		ProvisionMode: a.ProvisionMode, NodeBootstrapping: nb})
+}
+
+// nodeBootstrappingClient is the NodeBootstrapping client of bootstrappingclient mode (nil in
+// the other modes; an unknown mode is azure.New's to refuse). Errors name the flag of each
+// setting the mode requires (shared/runtime/cloudflags), as the provider's option validation
+// requires its server URL.
+func nodeBootstrappingClient(c Config, cred azcore.TokenCredential) (azure.NodeBootstrappingAPI, error) {
+	a := c.Azure
+	if a.ProvisionMode != azure.ProvisionModeBootstrappingClient {
+		return nil, nil
+	}
+	var missing []string
+	if a.NodeBootstrappingServerURL == "" {
+		missing = append(missing, "--aks-nodebootstrapping-server-url")
+	}
+	if a.ClusterResourceGroup == "" {
+		missing = append(missing, "--aks-cluster-resource-group")
+	}
+	if a.SubscriptionID == "" {
+		missing = append(missing, "--azure-subscription-id")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("azure: provision mode %s requires %s", azure.ProvisionModeBootstrappingClient, strings.Join(missing, ", "))
+	}
+	u, err := url.Parse(a.NodeBootstrappingServerURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("azure: --aks-nodebootstrapping-server-url %q is not an http(s) URL without query or fragment", a.NodeBootstrappingServerURL)
+	}
+	cluster := a.ClusterName
+	if cluster == "" {
+		cluster = c.Cluster
+	}
+	return &azure.NodeBootstrappingClient{Endpoint: a.NodeBootstrappingServerURL, SubscriptionID: a.SubscriptionID, ResourceGroup: a.ClusterResourceGroup,
+		Cluster: cluster, Credential: cred, Token: a.Bootstrap.Token}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/catalog/azurerefresh/refreshtest"
+	"github.com/dovetail-dev/dovetail/shared/cloud/azure"
 )
 
 // TestAzureFunctionCatalog: with a subscription configured the functions decide with the live
@@ -54,5 +55,36 @@ func TestAzureFunctionCatalog(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "azure catalog refresh failed; deciding with the embedded catalog") {
 		t.Errorf("the fallback was not logged: %s", logs.String())
+	}
+}
+
+// The functions' bootstrappingclient settings become the provider's NodeBootstrapping client:
+// each missing setting named by its flag, a server URL that is not http(s) refused, the AKS
+// cluster name defaulting to the Dovetail cluster's, the bootstrap token carried over; the other
+// modes have no client.
+func TestAzureNodeBootstrappingClient(t *testing.T) {
+	const sub = "00000000-0000-0000-0000-000000000000"
+	cfg := func(a AzureConfig) Config {
+		a.ProvisionMode = "bootstrappingclient"
+		a.Bootstrap.Token = "abcdef.0123456789abcdef"
+		return Config{Cluster: "prod", Azure: a}
+	}
+	if _, err := nodeBootstrappingClient(cfg(AzureConfig{}), &azfake.TokenCredential{}); err == nil ||
+		!strings.Contains(err.Error(), "requires --aks-nodebootstrapping-server-url, --aks-cluster-resource-group, --azure-subscription-id") {
+		t.Errorf("nothing set: %v", err)
+	}
+	for _, u := range []string{"nodebootstrapping.local", "ftp://x", "https://x/?a=1", "http://"} {
+		_, err := nodeBootstrappingClient(cfg(AzureConfig{SubscriptionID: sub, ClusterResourceGroup: "rg", NodeBootstrappingServerURL: u}), &azfake.TokenCredential{})
+		if err == nil || !strings.Contains(err.Error(), "--aks-nodebootstrapping-server-url") {
+			t.Errorf("server URL %q: %v", u, err)
+		}
+	}
+	nb, err := nodeBootstrappingClient(cfg(AzureConfig{SubscriptionID: sub, ClusterResourceGroup: "rg-aks", NodeBootstrappingServerURL: "http://10.0.0.5:8080"}), &azfake.TokenCredential{})
+	c, ok := nb.(*azure.NodeBootstrappingClient)
+	if err != nil || !ok || c.Endpoint != "http://10.0.0.5:8080" || c.SubscriptionID != sub || c.ResourceGroup != "rg-aks" || c.Cluster != "prod" || c.Token != "abcdef.0123456789abcdef" {
+		t.Fatalf("client %+v, %v", nb, err)
+	}
+	if nb, err := nodeBootstrappingClient(Config{Azure: AzureConfig{ProvisionMode: "aksscriptless"}}, &azfake.TokenCredential{}); nb != nil || err != nil {
+		t.Errorf("aksscriptless: %v %v", nb, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 func (o *Options) azureConfig() registry.AzureConfig {
 	return registry.AzureConfig{Region: o.Region, SubscriptionID: o.AzureSubscriptionID, NodeResourceGroup: o.AzureNodeResourceGroup,
 		SubnetID: o.AzureSubnetID, NetworkPlugin: o.AzureNetworkPlugin, SSHPublicKey: o.AKSSSHPublicKey, KubernetesVersion: o.AKSKubernetesVersion, KubeletIdentityID: o.AKSKubeletIdentityID,
+		ProvisionMode: o.AKSProvisionMode, NodeBootstrappingServerURL: o.AKSNodeBootstrappingServerURL, ClusterResourceGroup: o.AKSClusterResourceGroup, ClusterName: o.AKSClusterName,
 		Bootstrap: azure.Bootstrap{APIServer: o.AKSAPIServer, CA: o.AKSCA, Token: o.AKSBootstrapToken, KubeletIdentityClientID: o.AKSKubeletIdentityClientID,
 			TenantID: o.AKSTenantID, NetworkPolicy: o.AKSNetworkPolicy, NetworkDataplane: o.AKSNetworkDataplane, VNetGUID: o.AKSVNetGUID}}
 }

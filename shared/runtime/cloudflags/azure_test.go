@@ -27,3 +27,22 @@ func TestAzureFlags(t *testing.T) {
 		t.Fatalf("missing settings: %v", err)
 	}
 }
+
+// --aks-provision-mode (DOVETAIL_AKS_PROVISION_MODE) reaches the provider: bootstrappingclient
+// without its server names each flag it needs.
+func TestAzureProvisionModeFlag(t *testing.T) {
+	t.Setenv("DOVETAIL_AKS_PROVISION_MODE", "bootstrappingclient")
+	tr := runtime.Transport{Cluster: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var o cloudflags.Options
+	fs := pflag.NewFlagSet("f", pflag.ContinueOnError)
+	o.Register(fs)
+	if err := fs.Parse([]string{"--cloud", "azure", "--aks-cluster-resource-group", "rg-aks"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.AKSProvisionMode != "bootstrappingclient" {
+		t.Fatalf("mode %q from the environment", o.AKSProvisionMode)
+	}
+	if _, err := o.Setup(context.Background(), tr); err == nil || !strings.Contains(err.Error(), "provision mode bootstrappingclient requires --aks-nodebootstrapping-server-url, --azure-subscription-id") {
+		t.Fatalf("bootstrappingclient without its server: %v", err)
+	}
+}

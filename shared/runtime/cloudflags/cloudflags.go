@@ -38,6 +38,10 @@ type Options struct {
 	// The rest of the AKS bootstrap contract's cluster inputs (azure.Bootstrap).
 	AKSTenantID, AKSNetworkPolicy, AKSNetworkDataplane, AKSVNetGUID string
 	AKSKubeletIdentityID                                            string
+	// AKSProvisionMode is the Azure provider's provision mode (aksscriptless or
+	// bootstrappingclient); with bootstrappingclient, the NodeBootstrapping server and the managed
+	// cluster it is asked about (registry.AzureConfig).
+	AKSProvisionMode, AKSNodeBootstrappingServerURL, AKSClusterResourceGroup, AKSClusterName string
 	// Policies are the scheduling policies every planning function decides under
 	// (--min-values-policy, --preference-policy; env DOVETAIL_MIN_VALUES_POLICY and
 	// DOVETAIL_PREFERENCE_POLICY).
@@ -77,6 +81,10 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AKSNetworkDataplane, "aks-network-dataplane", runtime.EnvDefault("aks-network-dataplane", ""), "azure: the cluster's network dataplane: empty (azure) or cilium")
 	fs.StringVar(&o.AKSVNetGUID, "aks-vnet-guid", runtime.EnvDefault("aks-vnet-guid", ""), "azure: resourceGuid of the cluster VNet (Azure CNI Overlay node label)")
 	o.Policies.Register(fs, runtime.EnvDefault)
+	fs.StringVar(&o.AKSProvisionMode, "aks-provision-mode", runtime.EnvDefault("aks-provision-mode", "aksscriptless"), "azure: how nodes get the AKS bootstrap: aksscriptless (rendered by the function into the VM's custom data) or bootstrappingclient (asked of AKS's NodeBootstrapping server, the provisioning command run as the VM's CustomScript extension cse-agent-karpenter); the Azure Karpenter provider's --provision-mode")
+	fs.StringVar(&o.AKSNodeBootstrappingServerURL, "aks-nodebootstrapping-server-url", runtime.EnvDefault("aks-nodebootstrapping-server-url", ""), "azure: URL of the NodeBootstrapping server (the provider's --nodebootstrapping-server-url); required with --aks-provision-mode bootstrappingclient")
+	fs.StringVar(&o.AKSClusterResourceGroup, "aks-cluster-resource-group", runtime.EnvDefault("aks-cluster-resource-group", ""), "azure: resource group of the AKS cluster resource (not the node resource group); required with --aks-provision-mode bootstrappingclient")
+	fs.StringVar(&o.AKSClusterName, "aks-cluster-name", runtime.EnvDefault("aks-cluster-name", ""), "azure: name of the AKS cluster resource, asked about in bootstrappingclient mode; empty: --cluster")
 	fs.StringVar(&o.AKSKubeletIdentityID, "aks-kubelet-identity-id", runtime.EnvDefault("aks-kubelet-identity-id", ""), "azure: ARM id of the kubelet user-assigned identity every node VM carries (the launch identity must be allowed to assign it)")
 }
 

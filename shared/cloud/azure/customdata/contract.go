@@ -155,6 +155,11 @@ const aksMirror = "https://acs-mirror.azureedge.net"
 // format [a-z0-9]{6}.[a-z0-9]{16}).
 var tokenPattern = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 
+// IsBootstrapToken reports whether s is a bootstrap token: <6 of [a-z0-9]>.<16 of [a-z0-9]>.
+// Nothing in that alphabet means anything to bash, systemd or JSON, so a token that passes can
+// be put into any of them as it is.
+func IsBootstrapToken(s string) bool { return tokenPattern.MatchString(s) }
+
 // versionPattern is a Kubernetes release version without its "v".
 var versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
 

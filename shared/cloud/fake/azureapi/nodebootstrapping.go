@@ -130,7 +130,7 @@ type AKSCluster struct {
 // and the cluster: the custom data is AgentBaker's node cloud-config (it only prepares the image;
 // the kubelet starts when the provisioning command runs) and the CSE is the provisioning command,
 // the AKS bootstrap contract rendered from the profile (its customNodeLabels, nodeTaints,
-// orchestratorVersion, architecture, maxPods, vnetSubnetID, and the size's kube-reserved from
+// orchestratorVersion, architecture, maxPods, vnetSubnetID, gpuProfile, and the size's kube-reserved from
 // skuCPU / skuMemory) with the token redacted as AKS redacts secrets. A profile the contract
 // cannot carry gets a command the node refuses (no kubelet joins), as a real image would fail.
 func AKSAnswer(c AKSCluster) func(body map[string]any) (customData, cse string) {
@@ -169,6 +169,9 @@ func AKSAnswer(c AKSCluster) func(body map[string]any) (customData, cse string) 
 			vnetRG, vnet, subnet = sub[3], sub[7], sub[9]
 		}
 		cpu, memMiB := int64(num(help, "skuCPU")), int64(num(help, "skuMemory")*1024)
+		// The GPU profile asks the image to install the driver (GPU_NODE, CONFIG_GPU_DRIVER_IF_NEEDED).
+		gpuProfile, _ := prof["gpuProfile"].(map[string]any)
+		installGPU, _ := gpuProfile["installGPUDriver"].(bool)
 		dns := c.Bootstrap.ClusterDNS
 		if dns == "" {
 			dns = azure.DefaultClusterDNS
@@ -177,7 +180,7 @@ func AKSAnswer(c AKSCluster) func(body map[string]any) (customData, cse string) 
 			APIServerFQDN: host, ClusterCA: c.Bootstrap.CA, TLSBootstrapToken: c.Bootstrap.Token, KubernetesVersion: str("orchestratorVersion"),
 			Arch: arch, TenantID: c.Bootstrap.TenantID, SubscriptionID: c.SubscriptionID, ResourceGroup: c.NodeResourceGroup, Location: c.Location,
 			UserAssignedIdentityID: c.Bootstrap.KubeletIdentityClientID, VNet: vnet, VNetResourceGroup: vnetRG, Subnet: subnet,
-			NetworkPlugin: c.NetworkPlugin, NetworkPolicy: c.Bootstrap.NetworkPolicy, Labels: labels, Taints: taints,
+			NetworkPlugin: c.NetworkPlugin, NetworkPolicy: c.Bootstrap.NetworkPolicy, Labels: labels, Taints: taints, GPUNode: installGPU,
 			// AKS picks the node image: the distro's newest version in the gallery.
 			NodeImageVersion: aksImageNames[str("distro")] + "-" + DefaultImageVersions[len(DefaultImageVersions)-1].Name,
 			Kubelet: customdata.KubeletConfig{ClusterDNS: dns, MaxPods: int64(num(prof, "maxPods")),
