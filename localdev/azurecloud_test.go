@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +23,9 @@ import (
 // zone <region>-N, region, and their beta forms), and what registration synced from its NodeClaim.
 func TestSeedScenarioAllPodsBoundThroughAzureProvider(t *testing.T) {
 	env, out := startEnv(t, Options{CloudProvider: CloudAzure})
-	ctx := context.Background()
+	// Bounded, so a wait that never ends fails naming what it waited for instead of hanging the package.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	bound, total, err := env.count(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +144,9 @@ func providerIDOf(vm string) string {
 // zone "0" of region westcentralus, as AKS labels a node of a VM without a zone.
 func TestSeedScenarioInARegionWithoutZones(t *testing.T) {
 	env, out := startEnv(t, Options{CloudProvider: CloudAzure, Region: "westcentralus"})
-	ctx := context.Background()
+	// Bounded, so a wait that never ends fails naming what it waited for instead of hanging the package.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	bound, total, err := env.count(ctx)
 	if err != nil || bound != total || total != 40 || env.Catalog.Region != "westcentralus" {
 		t.Fatalf("bound %d of %d workload pods (%v), catalog %s; want 40 of 40 in westcentralus\n%s", bound, total, err, env.Catalog.Region, out)

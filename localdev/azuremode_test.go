@@ -3,6 +3,7 @@ package localdev
 import (
 	"context"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -19,7 +20,9 @@ import (
 // AKS labels (spot ones scalesetpriority=spot).
 func TestSeedScenarioInBootstrappingClientMode(t *testing.T) {
 	env, out := startEnv(t, Options{CloudProvider: CloudAzure, AKSProvisionMode: azure.ProvisionModeBootstrappingClient})
-	ctx := context.Background()
+	// Bounded, so a wait that never ends fails naming what it waited for instead of hanging the package.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	bound, total, err := env.count(ctx)
 	if err != nil || bound != total || total != 40 {
 		t.Fatalf("bound %d of %d workload pods (%v), want 40 of 40\n%s", bound, total, err, out)

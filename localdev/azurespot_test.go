@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -34,7 +35,9 @@ spec:
 		t.Fatal(err)
 	}
 	env, out := startEnv(t, Options{CloudProvider: CloudAzure, Manifests: []string{"azureseed", pods}})
-	ctx := context.Background()
+	// Bounded, so a wait that never ends fails naming what it waited for instead of hanging the package.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	for name, want := range map[string][2]string{"spot-worker": {"spot", "spot"}, "regular-worker": {"regular", "on-demand"}} {
 		pod, err := env.Cluster.Kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil || pod.Spec.NodeName == "" {

@@ -3,6 +3,7 @@ package localdev
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -17,7 +18,9 @@ import (
 // new pod is healthy; a StatefulSet's pod comes back under its own name.
 func TestInMemoryEvictionHoldsPDBsAndRecreatesPods(t *testing.T) {
 	c := NewInMemoryCluster()
-	ctx := context.Background()
+	// Bounded, so a wait that never ends fails naming what it waited for instead of hanging the package.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	yes := true
 	pod := func(name, kind string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"app": "web"},

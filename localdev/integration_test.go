@@ -66,7 +66,9 @@ var recordsSettle = dnats.DefaultBackoff[0] + dnats.DefaultBackoff[1] + dnats.De
 // happened once, and every launched node runs pods.
 func checkNoOrphans(t *testing.T, env *Env) {
 	t.Helper()
-	ctx := context.Background()
+	// Bounded, so a wait that never ends fails naming what it waited for instead of hanging the package.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	// Pods may be bound before a redelivered decision has recorded its NodeClaim (the node
 	// registers as soon as the instance boots): wait for the records to settle, bounded.
 	var insts []cloud.Instance
