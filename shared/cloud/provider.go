@@ -79,6 +79,11 @@ type Instance struct {
 	// capacity reservation (CapacityType reserved).
 	CapacityReservationID   string `json:"capacityReservationID,omitempty"`
 	CapacityReservationType string `json:"capacityReservationType,omitempty"`
+	// PlacementGroupID and PlacementPartition are the EC2 placement group the instance runs in
+	// and its partition (DescribeInstances Placement.GroupId, PartitionNumber; the partition is
+	// 0 until EC2 reports it, and outside partition groups).
+	PlacementGroupID   string `json:"placementGroupID,omitempty"`
+	PlacementPartition int32  `json:"placementPartition,omitempty"`
 	// Refused are the offerings the launch found unavailable before this one succeeded (a
 	// provider that tries offerings one by one, as Azure's does): the launch step marks them as
 	// it marks an InsufficientCapacityError's.

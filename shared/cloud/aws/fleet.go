@@ -75,6 +75,21 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 	if err != nil {
 		return nil, err
 	}
+	// The placement group is resolved at every launch: the CRD keeps no resolved group in the
+	// status (Karpenter holds it in memory), and a launch must not go outside the group.
+	pg, pgProblem, err := p.placementGroup(ctx, req.NodeClass.EC2)
+	if err != nil {
+		return nil, err
+	}
+	if pgProblem != nil {
+		return nil, fmt.Errorf("%s %s: %s", apisv1.KindEC2NodeClass, req.NodeClass.Name(), pgProblem.message)
+	}
+	var part int32
+	if req.NodeClaim != nil {
+		if part, err = partitionOf(pg, req.NodeClaim.Spec.Requirements); err != nil {
+			return nil, err
+		}
+	}
 	templates := map[string]string{} // AMI id (and reservation) → launch template name
 	var reserved, spot, onDemand []candidate
 	for i, o := range req.Offerings {
@@ -111,6 +126,7 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 			}
 			nc := req.NodeClass.EC2
 			withEFA(d, efa, res.groups, nc.Spec.AssociatePublicIPAddress, nc.Spec.IPPrefixCount, p.clusterFacts(req.ClusterFacts).IPFamily)
+			withPlacement(d, pg, part)
 			if o.CapacityType == apisv1.CapacityTypeReserved {
 				reservedTemplateData(d, o) // one template per reservation, as Karpenter's
 			}
@@ -143,6 +159,9 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 			return nil, err
 		}
 		if inst != nil {
+			if pg != nil && inst.PlacementGroupID == "" {
+				inst.PlacementGroupID = pg.ID // answered from the fleet, not yet described
+			}
 			return inst, nil
 		}
 		refused = append(refused, unavailable...)
