@@ -237,3 +237,32 @@ func TestRecordLaunchPlacementLabels(t *testing.T) {
 		t.Errorf("labels %v", nc.Labels)
 	}
 }
+
+// A cluster group does not take burstable types: offered t3.medium (cheaper) and m5.large in
+// one zone, the fleet refuses t3.medium with Unsupported and launches m5.large.
+func TestClusterPlacementGroupRefusesBurstableTypes(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	addGroup(t, e, "ml-training", ec2types.PlacementStrategyCluster, 0)
+	nc := inGroup(apisv1.PlacementGroupSelector{Name: "ml-training"})
+	t3, m5 := e.offering(t, "t3.medium", "us-east-1a", "on-demand"), e.offering(t, "m5.large", "us-east-1a", "on-demand")
+	if t3.PricePerHour >= m5.PricePerHour {
+		t.Fatalf("t3.medium %v is not cheaper than m5.large %v", t3.PricePerHour, m5.PricePerHour)
+	}
+	inst, err := e.p.Create(ctx, request("tok-pg-t3", nc, t3, m5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.InstanceType != "m5.large" {
+		t.Errorf("launched %s, want m5.large", inst.InstanceType)
+	}
+	in := *fleetInputs(e)[0]
+	in.ClientToken = aws.String("tok-pg-t3-again")
+	out, err := e.ec2.CreateFleet(ctx, &in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Errors) != 1 || aws.ToString(out.Errors[0].ErrorCode) != "Unsupported" || out.Errors[0].LaunchTemplateAndOverrides.Overrides.InstanceType != "t3.medium" {
+		t.Errorf("fleet errors %+v, want Unsupported for t3.medium", out.Errors)
+	}
+}

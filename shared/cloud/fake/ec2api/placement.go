@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 )
 
@@ -180,6 +182,10 @@ func (s *Server) members(id string) (byZone map[string]int, byPartition map[int3
 //   - PartitionNumber outside a partition group, or past its PartitionCount:
 //     InvalidParameterValue (LaunchTemplatePlacementRequest PartitionNumber: "valid only if the
 //     placement group strategy is set to partition");
+//   - a type a cluster group does not take: Unsupported (Placement strategies, cluster: "current
+//     generation instances, except for burstable performance instances (for example, T2), Mac1
+//     instances, and M7i-flex instances"; the EC2 error codes reference's Unsupported, "the
+//     specified request is unsupported", is the code this fake gives it);
 //   - a cluster group with live instances in another zone: InsufficientInstanceCapacity ("a
 //     cluster placement group can't span multiple Availability Zones"; the Karpenter design's
 //     CreateFleet table: overrides for other zones come back as insufficient capacity);
@@ -210,6 +216,9 @@ func (s *Server) placementRefusal(t *template, ref cloud.OfferingRef) (code, mes
 	byZone, _ := s.members(aws.ToString(g.GroupId))
 	switch g.Strategy {
 	case types.PlacementStrategyCluster:
+		if !clusterTakes(s.cat.Get(ref.InstanceType)) {
+			return "Unsupported", fmt.Sprintf("The instance type %s is not supported in cluster placement group %s", ref.InstanceType, aws.ToString(g.GroupName))
+		}
 		for zone, n := range byZone {
 			if n > 0 && zone != ref.Zone {
 				return "InsufficientInstanceCapacity", fmt.Sprintf(
@@ -273,4 +282,18 @@ func (s *Server) place(id string, p *types.LaunchTemplatePlacement) {
 		}
 	}
 	s.instances[id] = m
+}
+
+// burstableFamily matches the burstable performance families (t1, t2, t3, t3a, t4g).
+var burstableFamily = regexp.MustCompile(`^t[0-9]`)
+
+// clusterTakes says whether a cluster placement group takes the type: not the burstable
+// families, mac1 or m7i-flex (Placement strategies, cluster). An unknown type is left to the
+// fake cloud, which refuses it.
+func clusterTakes(it *catalog.InstanceType) bool {
+	if it == nil {
+		return true
+	}
+	f := it.Labels[apisv1.LabelInstanceFamily]
+	return !burstableFamily.MatchString(f) && f != "mac1" && f != "m7i-flex"
 }
