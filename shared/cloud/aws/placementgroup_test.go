@@ -266,3 +266,34 @@ func TestClusterPlacementGroupRefusesBurstableTypes(t *testing.T) {
 		t.Errorf("fleet errors %+v, want Unsupported for t3.medium", out.Errors)
 	}
 }
+
+// Ten launches into one spread group and one zone at once: EC2 places atomically, so exactly 7
+// launch and 3 are refused with insufficient capacity.
+func TestSpreadPlacementGroupLimitUnderConcurrentLaunches(t *testing.T) {
+	e := setup(t)
+	addGroup(t, e, "etcd", ec2types.PlacementStrategySpread, 0)
+	nc := inGroup(apisv1.PlacementGroupSelector{Name: "etcd"})
+	a := e.offering(t, "m5.large", "us-east-1a", "on-demand")
+	errs := make(chan error, 10)
+	for i := 0; i < 10; i++ {
+		go func(i int) {
+			_, err := e.p.Create(context.Background(), request(fmt.Sprintf("tok-race-%d", i), nc, a))
+			errs <- err
+		}(i)
+	}
+	launched, refused := 0, 0
+	for i := 0; i < 10; i++ {
+		var ice *cloud.InsufficientCapacityError
+		switch err := <-errs; {
+		case err == nil:
+			launched++
+		case errors.As(err, &ice):
+			refused++
+		default:
+			t.Errorf("launch: %v", err)
+		}
+	}
+	if launched != 7 || refused != 3 {
+		t.Errorf("%d launched, %d refused; want 7 and 3", launched, refused)
+	}
+}

@@ -477,6 +477,12 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	}
 	offerings, unlaunchable := s.interfaceRefusals(offerings, sources, lifecycle)
 	unauthorized = append(unauthorized, unlaunchable...)
+	// EC2 counts a group's members and places the new one atomically: concurrent fleets into
+	// one group must not both pass the spread limit or pin a cluster group to two zones.
+	if placed(sources) {
+		s.placeMu.Lock()
+		defer s.placeMu.Unlock()
+	}
 	offerings, unplaceable := s.placementRefusals(offerings, sources, lifecycle)
 	unauthorized = append(unauthorized, unplaceable...)
 	if len(offerings) == 0 { // IAM refused every offering's launch: the fleet answers with the errors

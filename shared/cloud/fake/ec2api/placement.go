@@ -50,17 +50,17 @@ func (s *Server) AddPlacementGroup(g types.PlacementGroup) (types.PlacementGroup
 	name := aws.ToString(g.GroupName)
 	switch {
 	case !placementGroupName.MatchString(name):
-		return g, fmt.Errorf("GroupName %q: 1 to 255 ASCII characters", name)
+		return g, fmt.Errorf("placement group: GroupName %q: 1 to 255 ASCII characters", name)
 	case g.Strategy != types.PlacementStrategyCluster && g.Strategy != types.PlacementStrategyPartition && g.Strategy != types.PlacementStrategySpread:
-		return g, fmt.Errorf("Strategy %q: cluster, partition or spread", g.Strategy)
+		return g, fmt.Errorf("placement group: Strategy %q: cluster, partition or spread", g.Strategy)
 	case g.Strategy == types.PlacementStrategyPartition && (aws.ToInt32(g.PartitionCount) < 1 || aws.ToInt32(g.PartitionCount) > MaxPartitions):
-		return g, fmt.Errorf("PartitionCount %d: a partition group has 1 to %d partitions", aws.ToInt32(g.PartitionCount), MaxPartitions)
+		return g, fmt.Errorf("placement group: PartitionCount %d: a partition group has 1 to %d partitions", aws.ToInt32(g.PartitionCount), MaxPartitions)
 	case g.Strategy != types.PlacementStrategyPartition && g.PartitionCount != nil:
-		return g, errors.New("PartitionCount: only a partition group has partitions")
+		return g, errors.New("placement group: PartitionCount: only a partition group has partitions")
 	case g.Strategy != types.PlacementStrategySpread && g.SpreadLevel != "":
-		return g, errors.New("SpreadLevel: only a spread group has a spread level")
+		return g, errors.New("placement group: SpreadLevel: only a spread group has a spread level")
 	case g.SpreadLevel == types.SpreadLevelHost:
-		return g, errors.New("SpreadLevel host: host-level spread groups exist on AWS Outposts only")
+		return g, errors.New("placement group: SpreadLevel host: host-level spread groups exist on AWS Outposts only")
 	}
 	if g.Strategy == types.PlacementStrategySpread {
 		g.SpreadLevel = types.SpreadLevelRack
@@ -69,7 +69,7 @@ func (s *Server) AddPlacementGroup(g types.PlacementGroup) (types.PlacementGroup
 	defer s.mu.Unlock()
 	for _, have := range s.pgroups {
 		if aws.ToString(have.GroupName) == name {
-			return g, fmt.Errorf("InvalidPlacementGroup.Duplicate: The Placement Group '%s' already exists", name)
+			return g, fmt.Errorf("placement group: InvalidPlacementGroup.Duplicate: the placement Group '%s' already exists", name)
 		}
 	}
 	s.seq++
@@ -95,15 +95,18 @@ func (s *Server) describePlacementGroups(_ context.Context, form url.Values, req
 	s.mu.Lock()
 	all := append([]types.PlacementGroup(nil), s.pgroups...)
 	s.mu.Unlock()
-	for _, want := range [][2][]string{{in.GroupNames, nil}, {in.GroupIds, {"id"}}} {
-		for _, v := range want[0] {
-			found := false
-			for _, g := range all {
-				found = found || (want[1] == nil && aws.ToString(g.GroupName) == v) || (want[1] != nil && aws.ToString(g.GroupId) == v)
-			}
-			if !found {
-				return nil, badRequest(CodePlacementGroupUnknown, "The Placement Group '%s' is unknown.", v)
-			}
+	known := map[string]bool{} // names and ids
+	for _, g := range all {
+		known["name/"+aws.ToString(g.GroupName)], known["id/"+aws.ToString(g.GroupId)] = true, true
+	}
+	for _, n := range in.GroupNames {
+		if !known["name/"+n] {
+			return nil, badRequest(CodePlacementGroupUnknown, "The Placement Group '%s' is unknown.", n)
+		}
+	}
+	for _, id := range in.GroupIds {
+		if !known["id/"+id] {
+			return nil, badRequest(CodePlacementGroupUnknown, "The Placement Group '%s' is unknown.", id)
 		}
 	}
 	var out []types.PlacementGroup
@@ -296,4 +299,14 @@ func clusterTakes(it *catalog.InstanceType) bool {
 	}
 	f := it.Labels[apisv1.LabelInstanceFamily]
 	return !burstableFamily.MatchString(f) && f != "mac1" && f != "m7i-flex"
+}
+
+// placed reports whether any template of a fleet launches into a placement group.
+func placed(sources map[cloud.OfferingRef]offeringSource) bool {
+	for _, src := range sources {
+		if p := src.template.data.Placement; p != nil && (aws.ToString(p.GroupId) != "" || aws.ToString(p.GroupName) != "") {
+			return true
+		}
+	}
+	return false
 }

@@ -139,6 +139,9 @@ type Server struct {
 	roles     map[string]*iamRole
 	profiles  map[string]*iamProfile
 	pgroups   []types.PlacementGroup
+	// placeMu serializes the fleets that launch into placement groups (placementRefusals to
+	// place), so a group's rules hold under concurrent launches.
+	placeMu sync.Mutex
 
 	identities map[string]Identity
 }
