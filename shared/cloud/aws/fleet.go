@@ -320,8 +320,10 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 	for _, fe := range out.Errors {
 		code := aws.ToString(fe.ErrorCode)
 		// Any refusal of a reserved override makes its reservation unavailable (full, expired,
-		// gone), as Karpenter marks the reservation of every error of a reserved fleet.
-		if !unavailableCodes[code] && ct != apisv1.CapacityTypeReserved {
+		// gone), as Karpenter marks the reservation of every error of a reserved fleet, except a
+		// full spread placement group: the reservation still has room, and a slot freed in the
+		// group makes it launchable again (Karpenter skips that error for reservations).
+		if (!unavailableCodes[code] && ct != apisv1.CapacityTypeReserved) || (ct == apisv1.CapacityTypeReserved && isSpreadLimit(fe)) {
 			other = append(other, code+": "+aws.ToString(fe.ErrorMessage))
 			continue
 		}
@@ -343,6 +345,9 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 		}
 		seen[ref] = true
 		unavailable = append(unavailable, cloud.UnavailableOffering{Offering: ref, Code: code})
+		if isSpreadLimit(fe) {
+			unavailable = append(unavailable, spreadZone(req, ct, ref.Zone, code, seen)...)
+		}
 	}
 	if len(unavailable) == 0 {
 		if len(other) == 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/cloud"
 )
 
 // placementGroup resolves spec.placementGroupSelector with DescribePlacementGroups, as
@@ -89,4 +91,27 @@ func partitionOf(pg *apisv1.PlacementGroup, reqs []apisv1.NodeSelectorRequiremen
 		return int32(n), nil
 	}
 	return 0, nil
+}
+
+// isSpreadLimit reports a fleet error that says a spread placement group is full in the zone
+// (EC2's message, which Karpenter's IsSpreadPlacementGroupLimitError matches: "limit of
+// instances in this spread placement group").
+func isSpreadLimit(fe ec2types.CreateFleetError) bool {
+	return strings.Contains(aws.ToString(fe.ErrorMessage), "limit of instances in this spread placement group")
+}
+
+// spreadZone marks every offering of the request in zone with capacity type ct that is not yet
+// in seen: a full spread group refuses the whole zone, whatever the type, so Karpenter marks all
+// the NodeClaim's instance types there (instance.go updateUnavailableOfferingsCache), not only
+// the overrides the fleet carried.
+func spreadZone(req cloud.LaunchRequest, ct, zone, code string, seen map[cloud.OfferingRef]bool) []cloud.UnavailableOffering {
+	var out []cloud.UnavailableOffering
+	for _, o := range req.Offerings {
+		if o.Zone != zone || o.CapacityType != ct || seen[o] {
+			continue
+		}
+		seen[o] = true
+		out = append(out, cloud.UnavailableOffering{Offering: o, Code: code})
+	}
+	return out
 }

@@ -297,3 +297,49 @@ func TestSpreadPlacementGroupLimitUnderConcurrentLaunches(t *testing.T) {
 		t.Errorf("%d launched, %d refused; want 7 and 3", launched, refused)
 	}
 }
+
+// A full spread group refuses the zone for every type, so the refusal marks every offering of
+// the request in that zone and capacity type, not only the overrides the fleet carried
+// (Karpenter marks all the NodeClaim's types there): with 7 instances in us-east-1a, a request of
+// 61 us-east-1a offerings sends the 60 cheapest (MaxOverrides), all refused, and comes back with
+// all 61 unavailable.
+func TestSpreadPlacementGroupLimitMarksTheZone(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	addGroup(t, e, "etcd", ec2types.PlacementStrategySpread, 0)
+	nc := inGroup(apisv1.PlacementGroupSelector{Name: "etcd"})
+	m5a := e.offering(t, "m5.large", "us-east-1a", "on-demand")
+	for i := 1; i <= 7; i++ {
+		if _, err := e.p.Create(ctx, request(fmt.Sprintf("tok-zone-%d", i), nc, m5a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var offs []cloud.OfferingRef
+	for _, fam := range []string{"m5", "c5", "r5", "m6i", "c6i", "r6i", "m7i", "c7i", "r7i", "m5a", "c5a", "r5a"} {
+		for _, size := range []string{"large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge"} {
+			if len(offs) < 61 && e.cat.Get(fam+"."+size) != nil {
+				offs = append(offs, e.offering(t, fam+"."+size, "us-east-1a", "on-demand"))
+			}
+		}
+	}
+	if len(offs) != 61 {
+		t.Fatalf("%d offerings, want 61", len(offs))
+	}
+	_, err := e.p.Create(ctx, request("tok-zone-8", nc, offs...))
+	var ice *cloud.InsufficientCapacityError
+	if !errors.As(err, &ice) {
+		t.Fatalf("err %v, want insufficient capacity", err)
+	}
+	fleets := fleetInputs(e)
+	sent := 0
+	for _, c := range fleets[len(fleets)-1].LaunchTemplateConfigs {
+		sent += len(c.Overrides)
+	}
+	got := map[string]bool{}
+	for _, u := range ice.Unavailable {
+		got[u.Offering.Key().String()] = true
+	}
+	if sent != 60 || len(got) != 61 {
+		t.Errorf("%d overrides sent, %d offerings unavailable; want 60 and 61", sent, len(got))
+	}
+}
