@@ -184,6 +184,9 @@ var ErrNotFound = errors.New("instance not found")
 type UnavailableOffering struct {
 	Offering OfferingRef `json:"offering"`
 	Code     string      `json:"code"` // e.g. InsufficientInstanceCapacity
+	// Scope limits the mark to launches of one capacity scope (events.OfferingKey.Scope): set
+	// for a refusal from inside an EC2 placement group, "" for one that holds for every launch.
+	Scope string `json:"scope,omitempty"`
 	// TTL is how long the offering stays marked; zero is events.UnavailableOfferingTTL (3
 	// minutes, Karpenter's). Azure's error classes set theirs (shared/cloud/azure).
 	TTL time.Duration `json:"ttl,omitempty"`

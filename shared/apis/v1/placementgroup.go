@@ -1,6 +1,10 @@
 package v1
 
-import "fmt"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+)
 
 // Placement groups of an EC2NodeClass (spec.placementGroupSelector), as karpenter-provider-aws
 // v1.14 names them (pkg/apis/v1/ec2nodeclass_status.go, labels.go and
@@ -39,6 +43,24 @@ type PlacementGroup struct {
 	PartitionCount int32
 	// SpreadLevel is "rack" or "host" for a spread group, "" otherwise.
 	SpreadLevel string
+}
+
+// CapacityScope is the scope of the NodeClass's launches for unavailable-offering marks: for an
+// EC2NodeClass with a placement group selector, "pg-<id digits>" for an id selector and
+// "pgname-" and 16 hex digits of SHA-256 of the name for a name selector (names are any ASCII;
+// the scope must be a ConfigMap-key-safe token), "" otherwise. Capacity errors of a launch into
+// a placement group are marked in its scope, so other NodeClasses still use the offering, as
+// Karpenter scopes them by placement group.
+func (n NodeClass) CapacityScope() string {
+	if n.EC2 == nil || n.EC2.Spec.PlacementGroupSelector == nil {
+		return ""
+	}
+	sel := n.EC2.Spec.PlacementGroupSelector
+	if sel.ID != "" {
+		return sel.ID
+	}
+	sum := sha256.Sum256([]byte(sel.Name))
+	return "pgname-" + hex.EncodeToString(sum[:8])
 }
 
 // Describe names the selector as a user wrote it: `name "ml"` or `id "pg-0abc"`.

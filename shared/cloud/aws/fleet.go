@@ -164,6 +164,11 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 			}
 			return inst, nil
 		}
+		// A capacity error inside a placement group holds for that group only (Karpenter's
+		// WithPlacementGroup cache scope): other NodeClasses may still launch the offering.
+		for i := range unavailable {
+			unavailable[i].Scope = req.NodeClass.CapacityScope()
+		}
 		refused = append(refused, unavailable...)
 		token = FallbackToken(req.ClientToken)
 	}

@@ -130,6 +130,11 @@ func TestClusterPlacementGroupLaunch(t *testing.T) {
 	if !errors.As(err, &ice) || len(ice.Unavailable) != 1 || ice.Unavailable[0].Offering.Key() != b.Key() || ice.Unavailable[0].Code != "InsufficientInstanceCapacity" {
 		t.Fatalf("launch into us-east-1b: %v, want InsufficientInstanceCapacity for %s", err, b)
 	}
+	// The refusal holds inside the group only: its scope is the name selector's,
+	// "pgname-" and the first 8 bytes of sha256("ml-training") in hex.
+	if got := ice.Unavailable[0].Scope; got != "pgname-3939283794785d5c" {
+		t.Errorf("scope %q, want pgname-3939283794785d5c", got)
+	}
 	if _, err := e.p.Create(ctx, request("tok-pg-3", nc, a)); err != nil {
 		t.Fatalf("second launch into us-east-1a: %v", err)
 	}
