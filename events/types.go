@@ -122,10 +122,26 @@ type OfferingKey struct {
 	InstanceType string `json:"instanceType"`
 	Zone         string `json:"zone"`
 	CapacityType string `json:"capacityType"`
+	// Scope limits a mark to the launches of one capacity scope: "" for every launch of the
+	// offering; an EC2 placement group's scope (apisv1.NodeClass.CapacityScope) for launches of
+	// the NodeClasses in that group, as Karpenter scopes the insufficient-capacity cache to the
+	// placement group (karpenter-provider-aws pkg/cache/unavailableofferings.go
+	// WithPlacementGroup). At most MaxScopeLength characters of [a-z0-9-].
+	Scope string `json:"scope,omitempty"`
 }
 
-// String renders "type/zone/capacity-type", e.g. "m5.large/us-east-1a/spot".
-func (k OfferingKey) String() string { return k.InstanceType + "/" + k.Zone + "/" + k.CapacityType }
+// MaxScopeLength bounds OfferingKey.Scope.
+const MaxScopeLength = 63
+
+// String renders "type/zone/capacity-type", e.g. "m5.large/us-east-1a/spot", and "@scope" after
+// it for a scoped key.
+func (k OfferingKey) String() string {
+	s := k.InstanceType + "/" + k.Zone + "/" + k.CapacityType
+	if k.Scope != "" {
+		s += "@" + k.Scope
+	}
+	return s
+}
 
 // UnavailableOfferingTTL is how long an offering stays marked unavailable after the cloud
 // refused it or interrupted it: 3 minutes, Karpenter's UnavailableOfferingsTTL
@@ -156,8 +172,9 @@ func MarkUnavailableFor(k OfferingKey, reason string, t time.Time, ttl time.Dura
 
 // UnavailableAt returns a lookup of the marks active at now (now < Expires; the later expiry
 // wins for an offering marked twice), or nil when there are none, which the solver reads as
-// "every offering is available".
-func UnavailableAt(marks []UnavailableOfferingMark, now time.Time) func(instanceType, zone, capacityType string) bool {
+// "every offering is available". An offering is unavailable to a launch of scope when an
+// unscoped mark or a mark of that scope holds it.
+func UnavailableAt(marks []UnavailableOfferingMark, now time.Time) func(instanceType, zone, capacityType, scope string) bool {
 	if len(marks) == 0 {
 		return nil
 	}
@@ -167,8 +184,14 @@ func UnavailableAt(marks []UnavailableOfferingMark, now time.Time) func(instance
 			until[m.OfferingKey] = m.Expires.Time
 		}
 	}
-	return func(it, zone, ct string) bool {
-		exp, ok := until[OfferingKey{it, zone, ct}]
+	return func(it, zone, ct, scope string) bool {
+		if exp, ok := until[OfferingKey{InstanceType: it, Zone: zone, CapacityType: ct}]; ok && now.Before(exp) {
+			return true
+		}
+		if scope == "" {
+			return false
+		}
+		exp, ok := until[OfferingKey{InstanceType: it, Zone: zone, CapacityType: ct, Scope: scope}]
 		return ok && now.Before(exp)
 	}
 }

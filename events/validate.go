@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -271,7 +272,13 @@ func (m *UnavailableOfferingMark) validate(p string, errs *fieldErrs) {
 	if !capacityTypes[m.CapacityType] {
 		errs.add(p+".capacityType", "%q is not one of on-demand, spot, reserved", m.CapacityType)
 	}
+	if len(m.Scope) > MaxScopeLength || !scopeRe.MatchString(m.Scope) {
+		errs.add(p+".scope", "%q is not at most %d characters of [a-z0-9-]", m.Scope, MaxScopeLength)
+	}
 }
+
+// scopeRe is what an OfferingKey.Scope may hold (empty for an unscoped mark).
+var scopeRe = regexp.MustCompile(`^[a-z0-9-]*$`)
 
 // Validate checks the batch and its snapshot: every pod named in Pods ("namespace/name") must
 // be one of the snapshot's pending pods. Errors are FieldErrors under "podsPending".

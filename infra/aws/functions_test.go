@@ -192,7 +192,7 @@ var lifecycleStatements = []statement{
 		Resources: []string{"{bucket}/" + s3blob.DefaultPrefix + "*"}},
 	{Sid: "TerminateClusterInstances", Effect: "Allow", Actions: []string{"ec2:TerminateInstances"},
 		Resources: []string{"arn:{partition}:ec2:{region}:{account}:instance/*"}, Conditions: []string{clusterResourceTag}},
-	{Sid: "DescribeInRegion", Effect: "Allow", Actions: []string{"ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets"},
+	{Sid: "DescribeInRegion", Effect: "Allow", Actions: []string{"ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets"},
 		Resources: []string{"*"}, Conditions: []string{"StringEquals|aws:RequestedRegion|{region}"}},
 	{Sid: "CreateClusterInstanceProfiles", Effect: "Allow", Actions: []string{"iam:CreateInstanceProfile", "iam:TagInstanceProfile"},
 		Resources: []string{clusterProfiles}, Conditions: []string{clusterRequestTag}},

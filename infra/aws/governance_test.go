@@ -191,6 +191,8 @@ func fullTable() []row {
 			row{a + ": spot request tagged for the cluster", req(action, ec2ARN("spot-instances-request", "*"), created("dovetail.dev/cluster", cluster)), launchers},
 			row{a + ": the account's capacity reservation", req(action, ec2ARN("capacity-reservation", "cr-1"), nil), launchers},
 			row{a + ": another account's capacity reservation", req(action, "arn:aws:ec2:us-east-1:"+community+":capacity-reservation/cr-2", nil), noRole},
+			row{a + ": the account's placement group", req(action, ec2ARN("placement-group", "ml-training"), nil), launchers},
+			row{a + ": another account's placement group", req(action, "arn:aws:ec2:us-east-1:"+community+":placement-group/pg-2", nil), noRole},
 		)
 		for _, kind := range []string{"instance", "volume", "network-interface"} {
 			rows = append(rows,
@@ -236,6 +238,9 @@ func fullTable() []row {
 		row{"DescribeSubnets in another region", req("ec2:DescribeSubnets", "*", kv("aws:RequestedRegion", "eu-west-1")), noRole},
 		row{"DescribeCapacityReservations in the stack's region", req("ec2:DescribeCapacityReservations", "*", kv("aws:RequestedRegion", region)), []string{"lifecycle", "provision"}},
 		row{"DescribeCapacityReservations in another region", req("ec2:DescribeCapacityReservations", "*", kv("aws:RequestedRegion", "eu-west-1")), noRole},
+		row{"DescribePlacementGroups in the stack's region", req("ec2:DescribePlacementGroups", "*", kv("aws:RequestedRegion", region)), fnRoles},
+		row{"DescribePlacementGroups in another region", req("ec2:DescribePlacementGroups", "*", kv("aws:RequestedRegion", "eu-west-1")), noRole},
+		row{"DeletePlacementGroup", req("ec2:DeletePlacementGroup", ec2ARN("placement-group", "ml-training"), nil), noRole},
 		row{"CancelCapacityReservation", req("ec2:CancelCapacityReservation", ec2ARN("capacity-reservation", "cr-1"), nil), noRole},
 		row{"ModifyCapacityReservation", req("ec2:ModifyCapacityReservation", ec2ARN("capacity-reservation", "cr-1"), nil), noRole},
 		row{"DescribeInstanceTypes in another region", req("ec2:DescribeInstanceTypes", "*", kv("aws:RequestedRegion", "eu-west-1")), noRole},

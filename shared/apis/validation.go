@@ -44,6 +44,7 @@ var (
 	sgIDRe           = regexp.MustCompile(`^sg-[0-9a-z]+$`)
 	amiIDRe          = regexp.MustCompile(`^ami-[0-9a-z]+$`)
 	crIDRe           = regexp.MustCompile(`^cr-[0-9a-z]+$`)
+	pgIDRe           = regexp.MustCompile(`^pg-[0-9a-z]+$`)
 	ownerIDRe        = regexp.MustCompile(`^[0-9]{12}$`)
 )
 
@@ -357,6 +358,21 @@ func ValidateEC2NodeClass(nc *v1.EC2NodeClass) field.ErrorList {
 		}
 		if t.ID != "" && !sgIDRe.MatchString(t.ID) {
 			errs = append(errs, field.Invalid(tp.Child("id"), t.ID, "must look like sg-0123abcd"))
+		}
+	}
+
+	// placementGroupSelector: the CRD's CEL rules (one of name or id, not both; id ^pg-[0-9a-z]+$,
+	// name at least 1 character), karpenter-provider-aws pkg/apis/v1/ec2nodeclass.go.
+	if pg := s.PlacementGroupSelector; pg != nil {
+		pp := p.Child("placementGroupSelector")
+		switch {
+		case pg.ID == "" && pg.Name == "":
+			errs = append(errs, field.Required(pp, "expected at least one, got none, ['name', 'id']"))
+		case pg.ID != "" && pg.Name != "":
+			errs = append(errs, field.Forbidden(pp, "'name' and 'id' are mutually exclusive"))
+		}
+		if pg.ID != "" && !pgIDRe.MatchString(pg.ID) {
+			errs = append(errs, field.Invalid(pp.Child("id"), pg.ID, "must match ^pg-[0-9a-z]+$"))
 		}
 	}
 

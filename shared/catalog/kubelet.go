@@ -46,6 +46,10 @@ type NodeSettings struct {
 	// plans a requirement or topology constraint on such a key onto the offerings of the zones
 	// whose value it allows; a zone with no value satisfies only requirements that allow absence.
 	ZoneLabels map[string]map[string]string
+	// CapacityScope is the scope of the NodeClass's launches for unavailable-offering marks
+	// (events.OfferingKey.Scope): an EC2NodeClass's placement group (apisv1.NodeClass.CapacityScope),
+	// "" otherwise. The solver skips offerings marked unavailable without a scope or in this one.
+	CapacityScope string
 }
 
 // NewNodeSettings validates and parses an EC2NodeClass's overhead-relevant settings: its AMI family

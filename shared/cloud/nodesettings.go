@@ -59,6 +59,7 @@ func NodeSettingsFor(class apisv1.NodeClass) (catalog.NodeSettings, error) {
 		}
 		s.InstanceStoreRAID0 = true
 	}
+	s.CapacityScope = class.CapacityScope()
 	for _, sn := range nc.Status.Subnets {
 		if sn.Zone == "" || sn.ZoneID == "" {
 			continue

@@ -99,3 +99,19 @@ func TestNodeSettingsForInstanceStorePolicy(t *testing.T) {
 		t.Fatal("RAID0 set without instanceStorePolicy")
 	}
 }
+
+// The node settings of an EC2NodeClass in a placement group carry its capacity scope, so the
+// solver skips offerings a launch into that group found unavailable (and only those): the id
+// itself for an id selector, none without a selector.
+func TestNodeSettingsCapacityScope(t *testing.T) {
+	for _, tc := range []struct {
+		sel  *apisv1.PlacementGroupSelector
+		want string
+	}{{nil, ""}, {&apisv1.PlacementGroupSelector{ID: "pg-0abc"}, "pg-0abc"}, {&apisv1.PlacementGroupSelector{Name: "ml-training"}, "pgname-3939283794785d5c"}} {
+		nc := &apisv1.EC2NodeClass{Spec: apisv1.EC2NodeClassSpec{PlacementGroupSelector: tc.sel}}
+		s, err := NodeSettingsFor(apisv1.NodeClassOf(nc))
+		if err != nil || s.CapacityScope != tc.want {
+			t.Errorf("%+v: scope %q, %v; want %q", tc.sel, s.CapacityScope, err, tc.want)
+		}
+	}
+}

@@ -79,6 +79,11 @@ type Instance struct {
 	// capacity reservation (CapacityType reserved).
 	CapacityReservationID   string `json:"capacityReservationID,omitempty"`
 	CapacityReservationType string `json:"capacityReservationType,omitempty"`
+	// PlacementGroupID and PlacementPartition are the EC2 placement group the instance runs in
+	// and its partition (DescribeInstances Placement.GroupId, PartitionNumber; the partition is
+	// 0 until EC2 reports it, and outside partition groups).
+	PlacementGroupID   string `json:"placementGroupID,omitempty"`
+	PlacementPartition int32  `json:"placementPartition,omitempty"`
 	// Refused are the offerings the launch found unavailable before this one succeeded (a
 	// provider that tries offerings one by one, as Azure's does): the launch step marks them as
 	// it marks an InsufficientCapacityError's.
@@ -179,6 +184,9 @@ var ErrNotFound = errors.New("instance not found")
 type UnavailableOffering struct {
 	Offering OfferingRef `json:"offering"`
 	Code     string      `json:"code"` // e.g. InsufficientInstanceCapacity
+	// Scope limits the mark to launches of one capacity scope (events.OfferingKey.Scope): set
+	// for a refusal from inside an EC2 placement group, "" for one that holds for every launch.
+	Scope string `json:"scope,omitempty"`
 	// TTL is how long the offering stays marked; zero is events.UnavailableOfferingTTL (3
 	// minutes, Karpenter's). Azure's error classes set theirs (shared/cloud/azure).
 	TTL time.Duration `json:"ttl,omitempty"`

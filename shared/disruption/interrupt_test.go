@@ -96,7 +96,7 @@ func TestEvacuationInput(t *testing.T) {
 	if len(in.NodeClaims) != 1 || in.NodeClaims[0].Name != "nc-node-1" {
 		t.Fatalf("the leaving node's NodeClaim must be left out, got %d claims", len(in.NodeClaims))
 	}
-	if !in.Unavailable("m5.large", "us-east-1a", "spot") {
+	if !in.Unavailable("m5.large", "us-east-1a", "spot", "") {
 		t.Fatal("the interrupted offering must be unavailable")
 	}
 	if snap.Pods[0].Spec.NodeName != "node-0" {

@@ -15,7 +15,7 @@ type simInputs struct {
 	daemonSets  []*appsv1.DaemonSet
 	limitRanges []*corev1.LimitRange
 	nodePools   []*apisv1.NodePool
-	unavailable func(instanceType, zone, capacityType string) bool
+	unavailable func(instanceType, zone, capacityType, scope string) bool
 }
 
 func (s *State) simBase() simInputs {

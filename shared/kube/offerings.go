@@ -13,7 +13,8 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 )
 
-// OfferingMarkKey is the ConfigMap data key of a mark: "<capacityType>_<zone>_<instanceType>",
+// OfferingMarkKey is the ConfigMap data key of a mark: "<capacityType>_<zone>_<instanceType>"
+// (and "_<scope>" for a scoped mark),
 // e.g. "spot_us-east-1a_m5.large". One key per offering lets writers merge-patch single marks.
 // An error names the empty or invalid field.
 func OfferingMarkKey(m events.UnavailableOfferingMark) (string, error) {
@@ -28,6 +29,13 @@ func OfferingMarkKey(m events.UnavailableOfferingMark) (string, error) {
 		}
 	}
 	key := m.CapacityType + "_" + m.Zone + "_" + m.InstanceType
+	if m.Scope != "" {
+		// A scoped mark (a placement group's) is its own entry beside the offering's unscoped one.
+		if strings.Contains(m.Scope, "_") {
+			return "", fmt.Errorf("unavailable.scope: %q must not contain '_'", m.Scope)
+		}
+		key += "_" + m.Scope
+	}
 	if errs := validation.IsConfigMapKey(key); len(errs) > 0 {
 		return "", fmt.Errorf("unavailable: offering key %q: %s", key, strings.Join(errs, "; "))
 	}

@@ -140,7 +140,9 @@ func (l *Launcher) Launch(ctx context.Context, d Decision, plan *provisioning.No
 		refused = inst.Refused // offerings a one-by-one launch was refused before this one
 	}
 	for _, u := range refused {
-		res.Unavailable = append(res.Unavailable, events.MarkUnavailableFor(u.Offering.Key(), u.Code, d.Time, u.TTL))
+		key := u.Offering.Key()
+		key.Scope = u.Scope
+		res.Unavailable = append(res.Unavailable, events.MarkUnavailableFor(key, u.Code, d.Time, u.TTL))
 	}
 	if err != nil {
 		res.Err = fmt.Errorf("launching nodeclaim %s: %w", name, err)

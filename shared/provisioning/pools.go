@@ -278,7 +278,7 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 			if !o.Available || (zoneReq != nil && !zoneReq.Has(o.Zone)) || (ctReq != nil && !ctReq.Has(o.CapacityType)) {
 				continue
 			}
-			if in.Unavailable != nil && in.Unavailable(it.Name, o.Zone, o.CapacityType) {
+			if in.Unavailable != nil && in.Unavailable(it.Name, o.Zone, o.CapacityType, settings.CapacityScope) {
 				continue
 			}
 			pt.offerings = append(pt.offerings, o)

@@ -82,7 +82,7 @@ func compileReserved(in *Input, p *pool, daemons []daemon, left map[string]int) 
 		base := in.Catalog.Get(r.InstanceType).ForAMIFamily(p.settings.AMIFamily)
 		switch {
 		case base == nil, left[r.ID] <= 0, r.Expiring(in.Time), zoneReq != nil && !zoneReq.Has(r.AvailabilityZone),
-			in.Unavailable != nil && in.Unavailable(r.InstanceType, r.AvailabilityZone, apisv1.CapacityTypeReserved):
+			in.Unavailable != nil && in.Unavailable(r.InstanceType, r.AvailabilityZone, apisv1.CapacityTypeReserved, p.settings.CapacityScope):
 			continue
 		}
 		it := in.Overlays.Apply(p.np.Name, reservedType(base, r))

@@ -305,7 +305,7 @@ func TestCustomLabels(t *testing.T) {
 
 func TestUnavailableOfferingsSkipped(t *testing.T) {
 	np := nodePool("default", onDemand("m5.large", "m5.xlarge")...)
-	ice := func(it, zone, ct string) bool { return it == "m5.large" }
+	ice := func(it, zone, ct, _ string) bool { return it == "m5.large" }
 	p := solve(t, Input{Pods: []*corev1.Pod{pod("a", "1", "1Gi")}, NodePools: []*apisv1.NodePool{np}, Unavailable: ice})
 	wantClaims(t, p, "m5.xlarge")
 }

@@ -46,7 +46,7 @@ type Input struct {
 	NodeSettings NodeSettingsFunc
 	// Unavailable reports offerings marked unavailable (ICE); nil means none are. A reserved
 	// offering is marked as instance type × zone × "reserved".
-	Unavailable func(instanceType, zone, capacityType string) bool
+	Unavailable func(instanceType, zone, capacityType, scope string) bool
 	// ReservationCounts are the free instances of the capacity reservations the NodeClasses'
 	// status lists, by reservation id, as the cloud reported them for this decision (the edge
 	// asks EC2; `dovetail plan` reads apisv1.AnnotationReservationCounts). A reservation without

@@ -106,6 +106,7 @@ data "aws_iam_policy_document" "provision" {
       "ec2:DescribeInstanceTypes",
       "ec2:DescribeInstances",
       "ec2:DescribeLaunchTemplates",
+      "ec2:DescribePlacementGroups",
       "ec2:DescribeSecurityGroups",
       "ec2:DescribeSpotPriceHistory",
       "ec2:DescribeSubnets",
@@ -194,6 +195,7 @@ data "aws_iam_policy_document" "consolidate" {
       "ec2:DescribeInstanceTypes",
       "ec2:DescribeInstances",
       "ec2:DescribeLaunchTemplates",
+      "ec2:DescribePlacementGroups",
       "ec2:DescribeSecurityGroups",
       "ec2:DescribeSpotPriceHistory",
       "ec2:DescribeSubnets",
@@ -282,6 +284,7 @@ data "aws_iam_policy_document" "drift" {
       "ec2:DescribeInstanceTypes",
       "ec2:DescribeInstances",
       "ec2:DescribeLaunchTemplates",
+      "ec2:DescribePlacementGroups",
       "ec2:DescribeSecurityGroups",
       "ec2:DescribeSpotPriceHistory",
       "ec2:DescribeSubnets",
@@ -368,6 +371,7 @@ data "aws_iam_policy_document" "lifecycle" {
       "ec2:DescribeCapacityReservations",
       "ec2:DescribeImages",
       "ec2:DescribeInstances",
+      "ec2:DescribePlacementGroups",
       "ec2:DescribeSecurityGroups",
       "ec2:DescribeSubnets",
     ]
@@ -504,6 +508,7 @@ data "aws_iam_policy_document" "interruption" {
       "ec2:DescribeInstanceTypes",
       "ec2:DescribeInstances",
       "ec2:DescribeLaunchTemplates",
+      "ec2:DescribePlacementGroups",
       "ec2:DescribeSecurityGroups",
       "ec2:DescribeSpotPriceHistory",
       "ec2:DescribeSubnets",
@@ -604,6 +609,12 @@ data "aws_iam_policy_document" "launch" {
     effect    = "Allow"
     actions   = ["ec2:CreateFleet", "ec2:RunInstances"]
     resources = ["${local.ec2_arn}:capacity-reservation/*"]
+  }
+  statement {
+    sid       = "LaunchIntoPlacementGroups"
+    effect    = "Allow"
+    actions   = ["ec2:CreateFleet", "ec2:RunInstances"]
+    resources = ["${local.ec2_arn}:placement-group/*"]
   }
   statement {
     sid     = "LaunchApprovedImages"

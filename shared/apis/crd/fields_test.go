@@ -67,7 +67,7 @@ var fields = map[string]fieldEntry{
 	"EC2NodeClass spec.kubelet":                          {implemented, "shared/catalog/kubelet.go (allocatable), shared/cloud/aws/userdata"},
 	"EC2NodeClass spec.metadataOptions":                  {implemented, "shared/cloud/aws/launchtemplate.go"},
 	"EC2NodeClass spec.networkInterfaces":                {ownedElsewhere, "EFA (issue 26 item 5); UnsupportedEC2NodeClassFields until then"},
-	"EC2NodeClass spec.placementGroupSelector":           {ownedElsewhere, "placement groups (issue 26 item 5); UnsupportedEC2NodeClassFields until then"},
+	"EC2NodeClass spec.placementGroupSelector":           {implemented, "shared/cloud/aws/placementgroup.go (DescribePlacementGroups, PlacementGroupReady, launch template Placement), ec2class drift"},
 	"EC2NodeClass spec.role":                             {implemented, "shared/cloud/aws/instanceprofile.go"},
 	"EC2NodeClass spec.securityGroupSelectorTerms":       {implemented, "shared/cloud/aws/resolve.go"},
 	"EC2NodeClass spec.subnetSelectorTerms":              {implemented, "shared/cloud/aws/resolve.go"},

@@ -28,11 +28,6 @@ var goTypes = map[string]reflect.Type{
 // solver refuses its NodePools with the same words), so nothing is silently ignored. Each entry
 // is the JSON path and an object that sets it; the test checks the message.
 var refused = map[string]func() (kind string, msgs []string){
-	"EC2NodeClass spec.placementGroupSelector": func() (string, []string) {
-		nc := validClass()
-		nc.Spec.PlacementGroupSelector = &v1.PlacementGroupSelector{Name: "pg"}
-		return "EC2NodeClass", v1.UnsupportedEC2NodeClassFields(nc)
-	},
 	"EC2NodeClass spec.networkInterfaces": func() (string, []string) {
 		nc := validClass()
 		nc.Spec.NetworkInterfaces = []v1.NetworkInterface{{InterfaceType: "interface"}}

@@ -39,13 +39,15 @@ type EC2NodeClassSpec struct {
 	Context             *string               `json:"context,omitempty"`
 	// EnclaveOptions turns on AWS Nitro Enclaves.
 	EnclaveOptions *EnclaveOptions `json:"enclaveOptions,omitempty"`
+	// PlacementGroupSelector names the one placement group every instance of the class launches
+	// into (see placementgroup.go).
+	PlacementGroupSelector *PlacementGroupSelector `json:"placementGroupSelector,omitempty"`
 	// The fields below are decoded so manifests that set them load, and refused by
 	// ValidationSucceeded=False (UnsupportedEC2NodeClassFields): Dovetail does not launch with
 	// them yet.
-	PlacementGroupSelector *PlacementGroupSelector `json:"placementGroupSelector,omitempty"`
-	NetworkInterfaces      []NetworkInterface      `json:"networkInterfaces,omitempty"`
-	ConnectionTracking     *ConnectionTracking     `json:"connectionTracking,omitempty"`
-	CPUOptions             *CPUOptions             `json:"cpuOptions,omitempty"`
+	NetworkInterfaces  []NetworkInterface  `json:"networkInterfaces,omitempty"`
+	ConnectionTracking *ConnectionTracking `json:"connectionTracking,omitempty"`
+	CPUOptions         *CPUOptions         `json:"cpuOptions,omitempty"`
 }
 
 // PlacementGroupSelector selects one placement group by id or name.

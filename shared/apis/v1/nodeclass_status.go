@@ -61,7 +61,7 @@ const (
 // EC2NodeClassReadyDependents are the conditions an EC2NodeClass's Ready is the conjunction of.
 var EC2NodeClassReadyDependents = []string{
 	ConditionSubnetsReady, ConditionSecurityGroupsReady, ConditionAMIsReady, ConditionInstanceProfileReady,
-	ConditionCapacityReservationsReady, ConditionValidationSucceeded,
+	ConditionCapacityReservationsReady, ConditionPlacementGroupReady, ConditionValidationSucceeded,
 }
 
 // AKSNodeClass status condition types, the Azure provider's (karpenter-provider-azure
@@ -160,15 +160,12 @@ func SetCondition(conds *[]metav1.Condition, c metav1.Condition) {
 }
 
 // UnsupportedEC2NodeClassFields lists the fields of the NodeClass that a user set and Dovetail
-// does not implement, each with why ("spec.placementGroupSelector: ..."). They make
+// does not implement, each with why ("spec.connectionTracking: ..."). They make
 // ValidationSucceeded (and so Ready) False, so the class launches nothing rather than launching
 // something other than what was asked.
 func UnsupportedEC2NodeClassFields(nc *EC2NodeClass) []string {
 	var out []string
 	s := nc.Spec
-	if s.PlacementGroupSelector != nil {
-		out = append(out, "spec.placementGroupSelector: Dovetail does not launch into placement groups yet")
-	}
 	if len(s.NetworkInterfaces) > 0 {
 		out = append(out, "spec.networkInterfaces: Dovetail does not launch multi-card / EFA network interfaces yet")
 	}

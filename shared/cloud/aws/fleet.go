@@ -75,6 +75,21 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 	if err != nil {
 		return nil, err
 	}
+	// The placement group is resolved at every launch: the CRD keeps no resolved group in the
+	// status (Karpenter holds it in memory), and a launch must not go outside the group.
+	pg, pgProblem, err := p.placementGroup(ctx, req.NodeClass.EC2)
+	if err != nil {
+		return nil, err
+	}
+	if pgProblem != nil {
+		return nil, fmt.Errorf("%s %s: %s", apisv1.KindEC2NodeClass, req.NodeClass.Name(), pgProblem.message)
+	}
+	var part int32
+	if req.NodeClaim != nil {
+		if part, err = partitionOf(pg, req.NodeClaim.Spec.Requirements); err != nil {
+			return nil, err
+		}
+	}
 	templates := map[string]string{} // AMI id (and reservation) → launch template name
 	var reserved, spot, onDemand []candidate
 	for i, o := range req.Offerings {
@@ -111,6 +126,7 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 			}
 			nc := req.NodeClass.EC2
 			withEFA(d, efa, res.groups, nc.Spec.AssociatePublicIPAddress, nc.Spec.IPPrefixCount, p.clusterFacts(req.ClusterFacts).IPFamily)
+			withPlacement(d, pg, part)
 			if o.CapacityType == apisv1.CapacityTypeReserved {
 				reservedTemplateData(d, o) // one template per reservation, as Karpenter's
 			}
@@ -143,7 +159,15 @@ func (p *Provider) Create(ctx context.Context, req cloud.LaunchRequest) (*cloud.
 			return nil, err
 		}
 		if inst != nil {
+			if pg != nil && inst.PlacementGroupID == "" {
+				inst.PlacementGroupID = pg.ID // answered from the fleet, not yet described
+			}
 			return inst, nil
+		}
+		// A capacity error inside a placement group holds for that group only (Karpenter's
+		// WithPlacementGroup cache scope): other NodeClasses may still launch the offering.
+		for i := range unavailable {
+			unavailable[i].Scope = req.NodeClass.CapacityScope()
 		}
 		refused = append(refused, unavailable...)
 		token = FallbackToken(req.ClientToken)
@@ -301,8 +325,10 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 	for _, fe := range out.Errors {
 		code := aws.ToString(fe.ErrorCode)
 		// Any refusal of a reserved override makes its reservation unavailable (full, expired,
-		// gone), as Karpenter marks the reservation of every error of a reserved fleet.
-		if !unavailableCodes[code] && ct != apisv1.CapacityTypeReserved {
+		// gone), as Karpenter marks the reservation of every error of a reserved fleet, except a
+		// full spread placement group: the reservation still has room, and a slot freed in the
+		// group makes it launchable again (Karpenter skips that error for reservations).
+		if (!unavailableCodes[code] && ct != apisv1.CapacityTypeReserved) || (ct == apisv1.CapacityTypeReserved && isSpreadLimit(fe)) {
 			other = append(other, code+": "+aws.ToString(fe.ErrorMessage))
 			continue
 		}
@@ -324,6 +350,9 @@ func (p *Provider) fleet(ctx context.Context, req cloud.LaunchRequest, ct string
 		}
 		seen[ref] = true
 		unavailable = append(unavailable, cloud.UnavailableOffering{Offering: ref, Code: code})
+		if isSpreadLimit(fe) {
+			unavailable = append(unavailable, spreadZone(req, ct, ref.Zone, code, seen)...)
+		}
 	}
 	if len(unavailable) == 0 {
 		if len(other) == 0 {

@@ -107,6 +107,8 @@ func (p *Provider) toInstance(in ec2types.Instance) cloud.Instance {
 		Tags: map[string]string{}}
 	if in.Placement != nil {
 		out.Zone = aws.ToString(in.Placement.AvailabilityZone)
+		out.PlacementGroupID = aws.ToString(in.Placement.GroupId)
+		out.PlacementPartition = aws.ToInt32(in.Placement.PartitionNumber)
 	}
 	out.ProviderID = cloud.AWSProviderID(out.Zone, out.ID)
 	if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {

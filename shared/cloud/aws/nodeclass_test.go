@@ -199,15 +199,22 @@ func TestResolveNodeClassReportsWhatMatchedNothing(t *testing.T) {
 	if c.Status != metav1.ConditionFalse || c.Reason != apisv1.ReasonInstanceProfileNotFound || !strings.Contains(c.Message, "NoSuchProfile does not exist") {
 		t.Errorf("InstanceProfileReady %+v", c)
 	}
-	// A placement group selector is refused by ValidationSucceeded; capacity reservations and
-	// Windows families no longer are.
+	// Connection tracking is refused by ValidationSucceeded; capacity reservations, Windows
+	// families and placement groups no longer are (a group that does not exist is
+	// PlacementGroupReady=False instead).
 	win := nodeClass("windows2022@latest")
 	win.Spec.CapacityReservationSelectorTerms = []apisv1.CapacityReservationSelectorTerm{{ID: "cr-0123456789abcdef0"}}
 	win.Spec.PlacementGroupSelector = &apisv1.PlacementGroupSelector{Name: "training"}
-	v := condition(t, resolve(t, e, win), apisv1.ConditionValidationSucceeded)
-	if v.Status != metav1.ConditionFalse || v.Reason != apisv1.ReasonNotSupported ||
-		strings.Contains(v.Message, "capacityReservationSelectorTerms") || strings.Contains(v.Message, "Windows") || !strings.Contains(v.Message, "placementGroupSelector") {
+	udp := int32(60)
+	win.Spec.ConnectionTracking = &apisv1.ConnectionTracking{UDPTimeout: &udp}
+	resolved := resolve(t, e, win)
+	v := condition(t, resolved, apisv1.ConditionValidationSucceeded)
+	if v.Status != metav1.ConditionFalse || v.Reason != apisv1.ReasonNotSupported || strings.Contains(v.Message, "capacityReservationSelectorTerms") ||
+		strings.Contains(v.Message, "Windows") || strings.Contains(v.Message, "placementGroupSelector") || !strings.Contains(v.Message, "connectionTracking") {
 		t.Errorf("ValidationSucceeded %+v", v)
+	}
+	if pg := condition(t, resolved, apisv1.ConditionPlacementGroupReady); pg.Status != metav1.ConditionFalse || pg.Reason != apisv1.ReasonPlacementGroupNotFound {
+		t.Errorf("PlacementGroupReady %+v", pg)
 	}
 }
 

@@ -104,7 +104,9 @@ func (r *nodeClassResources) imageFor(labels map[string]string) *apisv1.AMI {
 // it serves: architecture, and for alias images the standard / nvidia / neuron variant),
 // status.instanceProfile, status.capacityReservations (see capacityReservations), and the
 // conditions SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady,
-// CapacityReservationsReady, ValidationSucceeded and Ready. A selector that matches nothing is a
+// CapacityReservationsReady, PlacementGroupReady (spec.placementGroupSelector resolved, see
+// placementGroup; the CRD has no status field for the group, so only the condition records
+// it), ValidationSucceeded and Ready. A selector that matches nothing is a
 // False condition with a reason and a message naming the selector, not an error; the error is
 // for calls that failed (throttling past the SDK's retries, permissions), to be retried.
 // Conditions carry no lastTransitionTime: the agent keeps it when the status did not change.
@@ -175,6 +177,16 @@ func (p *Provider) ResolveNodeClass(ctx context.Context, in apisv1.NodeClass) (a
 	}
 	st.CapacityReservations = reservations
 	set(apisv1.ConditionCapacityReservationsReady, true, "", "")
+
+	_, pgProblem, err := p.placementGroup(ctx, nc)
+	if err != nil {
+		return apisv1.NodeClass{}, err
+	}
+	if pgProblem != nil {
+		set(apisv1.ConditionPlacementGroupReady, false, pgProblem.reason, pgProblem.message)
+	} else {
+		set(apisv1.ConditionPlacementGroupReady, true, "", "")
+	}
 
 	g := p.governance()
 	if unsupported := apisv1.UnsupportedEC2NodeClassFields(nc); len(unsupported) > 0 {

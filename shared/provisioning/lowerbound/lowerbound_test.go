@@ -253,7 +253,7 @@ func TestOptionsForRealCatalog(t *testing.T) {
 	if err != nil || len(opts) != 1 || opts[0].PricePerHour != cheapest.PricePerHour || cheapest.CapacityType != apisv1.CapacityTypeSpot || cheapest.PricePerHour >= 0.096 {
 		t.Fatalf("spot: %+v, %v; want the cheapest spot offering %+v", opts, err, cheapest)
 	}
-	opts, err = OptionsFor(Source{Catalog: c, NodePool: np, Unavailable: func(_, _, ct string) bool { return ct == apisv1.CapacityTypeSpot }})
+	opts, err = OptionsFor(Source{Catalog: c, NodePool: np, Unavailable: func(_, _, ct, _ string) bool { return ct == apisv1.CapacityTypeSpot }})
 	if err != nil || len(opts) != 1 || opts[0].PricePerHour != 0.096 {
 		t.Fatalf("spot unavailable: %+v, %v; want the on-demand list price 0.096", opts, err)
 	}

@@ -24,7 +24,7 @@ type Source struct {
 	DaemonSets  []*appsv1.DaemonSet
 	LimitRanges []*corev1.LimitRange
 	// Unavailable reports offerings marked unavailable (ICE); nil means none are.
-	Unavailable func(instanceType, zone, capacityType string) bool
+	Unavailable func(instanceType, zone, capacityType, scope string) bool
 }
 
 // offeringKeys are decided per offering, not per instance type.
@@ -90,7 +90,7 @@ func OptionsFor(s Source) ([]Option, error) {
 			if !o.Available || (zr != nil && !zr.Has(o.Zone)) || (cr != nil && !cr.Has(o.CapacityType)) {
 				continue
 			}
-			if s.Unavailable != nil && s.Unavailable(it.Name, o.Zone, o.CapacityType) {
+			if s.Unavailable != nil && s.Unavailable(it.Name, o.Zone, o.CapacityType, s.Settings.CapacityScope) {
 				continue
 			}
 			allowed = append(allowed, o)

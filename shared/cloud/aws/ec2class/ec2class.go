@@ -32,6 +32,9 @@ const (
 	DriftSubnet cloud.DriftReason = "SubnetDrifted"
 	// DriftSecurityGroups: the launch security groups differ from the NodeClass's resolved ones.
 	DriftSecurityGroups cloud.DriftReason = "SecurityGroupDrifted"
+	// DriftPlacementGroup: the NodeClaim's placement group is not the one its class selects
+	// (Karpenter's PlacementGroupDrift; see placementGroupDrift).
+	DriftPlacementGroup cloud.DriftReason = "PlacementGroupDrifted"
 	// DriftCapacityReservation: the NodeClaim runs in a capacity reservation its NodeClass no
 	// longer selects (not in status.capacityReservations): Karpenter's CapacityReservationDrift.
 	DriftCapacityReservation cloud.DriftReason = "CapacityReservationDrifted"
@@ -48,7 +51,7 @@ var _ cloud.NodeClassRules = Rules{}
 // the arm64 AMI for a Graviton type), the subnet of the instance's zone (the first by id, as the
 // fleet override for that zone uses) and the sorted security group ids. A class of another kind
 // records nothing.
-func (Rules) RecordLaunch(nc *apisv1.NodeClaim, nodeClass apisv1.NodeClass, _ *cloud.Instance) {
+func (Rules) RecordLaunch(nc *apisv1.NodeClaim, nodeClass apisv1.NodeClass, inst *cloud.Instance) {
 	class := nodeClass.EC2
 	if class == nil {
 		return
@@ -56,6 +59,7 @@ func (Rules) RecordLaunch(nc *apisv1.NodeClaim, nodeClass apisv1.NodeClass, _ *c
 	if nc.Annotations == nil {
 		nc.Annotations = map[string]string{}
 	}
+	recordPlacement(nc, inst)
 	nc.Status.ImageID = ImageFor(class, nc.Labels)
 	nc.Annotations[apisv1.AnnotationEC2NodeClassHash] = apisv1.EC2NodeClassHash(class)
 	nc.Annotations[apisv1.AnnotationEC2NodeClassHashVersion] = apisv1.EC2NodeClassHashVersion
@@ -86,7 +90,7 @@ func (Rules) RecordLaunch(nc *apisv1.NodeClaim, nodeClass apisv1.NodeClass, _ *c
 }
 
 // IsDrifted compares the NodeClaim with its EC2NodeClass: the static hash, the AMI, the subnet,
-// the security groups and the capacity reservation, in that order (karpenter-provider-aws
+// the security groups, the placement group and the capacity reservation, in that order (karpenter-provider-aws
 // pkg/cloudprovider/drift.go checks the same fields). A class of another kind is not drifted.
 func (Rules) IsDrifted(nc *apisv1.NodeClaim, _ *corev1.Node, nodeClass apisv1.NodeClass) cloud.Drift {
 	class := nodeClass.EC2
@@ -127,6 +131,9 @@ func (Rules) IsDrifted(nc *apisv1.NodeClaim, _ *corev1.Node, nodeClass apisv1.No
 			return cloud.Drift{Kind: DriftSecurityGroups, Field: "NodeClaim security groups (against the NodeClass's status.securityGroups)",
 				Detail: fmt.Sprintf("security groups [%s], NodeClass %s now selects [%s]", sgs, class.Name, want)}
 		}
+	}
+	if d := placementGroupDrift(nc, class); d.Kind != "" {
+		return d
 	}
 	// A reservation list is compared once the class's reservations are resolved (an empty list
 	// then means none is selected any more).

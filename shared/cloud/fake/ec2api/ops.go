@@ -45,6 +45,7 @@ func (s *Server) handlers() map[string]handler {
 		"DescribeInstanceTypeOfferings":  s.describeInstanceTypeOfferings,
 		"DescribeSpotPriceHistory":       s.describeSpotPriceHistory,
 		"DescribeCapacityReservations":   s.describeCapacityReservations,
+		"DescribePlacementGroups":        s.describePlacementGroups,
 	}
 }
 
@@ -165,6 +166,10 @@ func responseData(d *types.RequestLaunchTemplateData) types.ResponseLaunchTempla
 	}
 	if m := d.InstanceMarketOptions; m != nil {
 		out.InstanceMarketOptions = &types.LaunchTemplateInstanceMarketOptions{MarketType: m.MarketType}
+	}
+	if p := d.Placement; p != nil {
+		out.Placement = &types.LaunchTemplatePlacement{GroupId: p.GroupId, GroupName: p.GroupName, PartitionNumber: p.PartitionNumber,
+			AvailabilityZone: p.AvailabilityZone, Tenancy: p.Tenancy}
 	}
 	return out
 }
@@ -472,6 +477,14 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	}
 	offerings, unlaunchable := s.interfaceRefusals(offerings, sources, lifecycle)
 	unauthorized = append(unauthorized, unlaunchable...)
+	// EC2 counts a group's members and places the new one atomically: concurrent fleets into
+	// one group must not both pass the spread limit or pin a cluster group to two zones.
+	if placed(sources) {
+		s.placeMu.Lock()
+		defer s.placeMu.Unlock()
+	}
+	offerings, unplaceable := s.placementRefusals(offerings, sources, lifecycle)
+	unauthorized = append(unauthorized, unplaceable...)
 	if len(offerings) == 0 { // IAM refused every offering's launch: the fleet answers with the errors
 		return s.fleetAnswer(token, digest, reqID, []member{{"fleetId", aws.String(fleetID(token))}, {"errorSet", unauthorized},
 			{"fleetInstanceSet", []types.CreateFleetInstance{}}})
@@ -531,6 +544,7 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 		s.instances[inst.ID] = instanceMeta{imageID: imageID, subnetID: aws.ToString(src.subnet.SubnetId),
 			templateID: aws.ToString(src.template.LaunchTemplateId), templateName: aws.ToString(src.template.LaunchTemplateName),
 			clientToken: token, groups: groups, metadata: src.template.data.MetadataOptions}
+		s.place(inst.ID, src.template.data.Placement)
 		s.mu.Unlock()
 		members = []member{{"fleetId", aws.String(fleetID(token))}, {"errorSet", nonNil(unauthorized)},
 			{"fleetInstanceSet", []types.CreateFleetInstance{{InstanceIds: []string{inst.ID}, InstanceType: types.InstanceType(inst.InstanceType),
@@ -609,6 +623,14 @@ func (s *Server) authorizeFleet(ctx context.Context, in *ec2.CreateFleetInput, t
 		if ref.ReservationID != "" {
 			// A launch into a capacity reservation uses it as a resource of the RunInstances.
 			launch = append(launch, check{"ec2:RunInstances", s.arn("capacity-reservation", ref.ReservationID), nil})
+		}
+		if pl := src.template.data.Placement; pl != nil {
+			// A launch into a placement group uses it as a resource of the RunInstances, named
+			// by the group's name (Service Authorization Reference, RunInstances: placement-group,
+			// arn:...:placement-group/${PlacementGroupName}).
+			if g, ok := s.findPlacementGroup(pl); ok {
+				launch = append(launch, check{"ec2:RunInstances", s.arn("placement-group", aws.ToString(g.GroupName)), resourceTags(g.Tags)})
+			}
 		}
 		s.mu.Unlock()
 		if aerr := s.authorize(ctx, launch...); aerr != nil {
@@ -759,6 +781,13 @@ func (s *Server) ec2Instance(r fake.InstanceRecord) types.Instance {
 	if r.PrivateIP != "" && r.State != "terminated" {
 		inst.PrivateIpAddress = aws.String(r.PrivateIP)
 		inst.PrivateDnsName = aws.String(r.PrivateDNSName)
+	}
+	if meta.placementGroup != "" {
+		inst.Placement.GroupId = aws.String(meta.placementGroup)
+		inst.Placement.GroupName = aws.String(s.placementGroupName(meta.placementGroup))
+		if meta.partition > 0 {
+			inst.Placement.PartitionNumber = aws.Int32(meta.partition)
+		}
 	}
 	if meta.imageID != "" {
 		inst.ImageId = aws.String(meta.imageID)

@@ -138,6 +138,10 @@ type Server struct {
 	seq       int
 	roles     map[string]*iamRole
 	profiles  map[string]*iamProfile
+	pgroups   []types.PlacementGroup
+	// placeMu serializes the fleets that launch into placement groups (placementRefusals to
+	// place), so a group's rules hold under concurrent launches.
+	placeMu sync.Mutex
 
 	identities map[string]Identity
 }
@@ -165,6 +169,10 @@ type instanceMeta struct {
 	imageID, subnetID, templateID, templateName, clientToken string
 	groups                                                   []types.GroupIdentifier
 	metadata                                                 *types.LaunchTemplateInstanceMetadataOptions
+	// placementGroup and partition: the placement group id the instance launched into, its
+	// partition (partition groups), "" and 0 otherwise.
+	placementGroup string
+	partition      int32
 }
 
 // New builds the endpoint over a fake cloud.
