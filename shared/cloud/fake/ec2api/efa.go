@@ -74,17 +74,19 @@ func (s *Server) networkRefusal(t *template, instanceType string) (code, message
 	return "", ""
 }
 
-// interfaceRefusals keeps the offerings whose template's network interfaces EC2 would launch on
-// the offering's type and turns the others into fleet errors, as EC2 reports a launch a fleet
-// could not make for one override (CreateFleet errorSet) rather than failing the call.
-func (s *Server) interfaceRefusals(offerings []cloud.OfferingRef, sources map[cloud.OfferingRef]offeringSource, lifecycle string) ([]cloud.OfferingRef, []types.CreateFleetError) {
+// fleetRefusals keeps the offerings EC2 would launch and turns the others into fleet errors, as
+// EC2 reports a launch a fleet could not make for one override (CreateFleet errorSet) rather than
+// failing the call. refusal names why an offering's template cannot launch it ("" when it can):
+// its network interfaces (networkRefusal) or its placement group (placementRefusal).
+func (s *Server) fleetRefusals(offerings []cloud.OfferingRef, sources map[cloud.OfferingRef]offeringSource, lifecycle string,
+	refusal func(*template, cloud.OfferingRef) (code, message string)) ([]cloud.OfferingRef, []types.CreateFleetError) {
 	var keep []cloud.OfferingRef
 	var refused []types.CreateFleetError
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ref := range offerings {
 		src := sources[ref]
-		code, msg := s.networkRefusal(src.template, ref.InstanceType)
+		code, msg := refusal(src.template, ref)
 		if code == "" {
 			keep = append(keep, ref)
 			continue

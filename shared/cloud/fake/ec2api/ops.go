@@ -475,7 +475,9 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 	if aerr != nil {
 		return nil, aerr
 	}
-	offerings, unlaunchable := s.interfaceRefusals(offerings, sources, lifecycle)
+	offerings, unlaunchable := s.fleetRefusals(offerings, sources, lifecycle, func(t *template, ref cloud.OfferingRef) (string, string) {
+		return s.networkRefusal(t, ref.InstanceType)
+	})
 	unauthorized = append(unauthorized, unlaunchable...)
 	// EC2 counts a group's members and places the new one atomically: concurrent fleets into
 	// one group must not both pass the spread limit or pin a cluster group to two zones.
@@ -483,7 +485,7 @@ func (s *Server) createFleet(ctx context.Context, form url.Values, reqID string)
 		s.placeMu.Lock()
 		defer s.placeMu.Unlock()
 	}
-	offerings, unplaceable := s.placementRefusals(offerings, sources, lifecycle)
+	offerings, unplaceable := s.fleetRefusals(offerings, sources, lifecycle, s.placementRefusal)
 	unauthorized = append(unauthorized, unplaceable...)
 	if len(offerings) == 0 { // IAM refused every offering's launch: the fleet answers with the errors
 		return s.fleetAnswer(token, digest, reqID, []member{{"fleetId", aws.String(fleetID(token))}, {"errorSet", unauthorized},

@@ -236,28 +236,6 @@ func (s *Server) placementRefusal(t *template, ref cloud.OfferingRef) (code, mes
 	return "", ""
 }
 
-// placementRefusals keeps the offerings EC2 would launch into their template's placement group
-// and turns the others into fleet errors (CreateFleet errorSet), as interfaceRefusals does.
-func (s *Server) placementRefusals(offerings []cloud.OfferingRef, sources map[cloud.OfferingRef]offeringSource, lifecycle string) ([]cloud.OfferingRef, []types.CreateFleetError) {
-	var keep []cloud.OfferingRef
-	var refused []types.CreateFleetError
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, ref := range offerings {
-		src := sources[ref]
-		code, msg := s.placementRefusal(src.template, ref)
-		if code == "" {
-			keep = append(keep, ref)
-			continue
-		}
-		spec, ov := src.spec, src.overrides
-		refused = append(refused, types.CreateFleetError{ErrorCode: aws.String(code), ErrorMessage: aws.String(msg),
-			Lifecycle: types.InstanceLifecycle(lifecycle), LaunchTemplateAndOverrides: &types.LaunchTemplateAndOverridesResponse{
-				LaunchTemplateSpecification: &spec, Overrides: &ov}})
-	}
-	return keep, refused
-}
-
 // place records the placement of a launched instance: its group, and in a partition group the
 // template's PartitionNumber or, without one, the partition with the fewest live instances
 // (lowest number first), as "Amazon EC2 tries to evenly distribute the instances across all

@@ -139,7 +139,7 @@ type Server struct {
 	roles     map[string]*iamRole
 	profiles  map[string]*iamProfile
 	pgroups   []types.PlacementGroup
-	// placeMu serializes the fleets that launch into placement groups (placementRefusals to
+	// placeMu serializes the fleets that launch into placement groups (the placement refusals of fleetRefusals to
 	// place), so a group's rules hold under concurrent launches.
 	placeMu sync.Mutex
 
