@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/drift"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
@@ -89,18 +90,7 @@ func Drift(ctx context.Context, out io.Writer) (*DriftResult, error) {
 		if err := w.Step(ctx, 10*time.Second); err != nil {
 			return res, err
 		}
-		snap := w.Snapshot()
-		disrupting, remaining := 0, 0
-		for _, n := range snap.Nodes {
-			if old[n.Name] {
-				remaining++
-			}
-			for _, t := range n.Spec.Taints {
-				if t.Key == apisv1.TaintKeyDisrupted && t.Value == disruption.TaintValueDrifted {
-					disrupting++
-				}
-			}
-		}
+		remaining, disrupting := driftProgress(w.Snapshot(), old)
 		res.MaxDisrupting = max(res.MaxDisrupting, disrupting)
 		if remaining == 0 {
 			break
@@ -127,4 +117,20 @@ func Drift(ctx context.Context, out io.Writer) (*DriftResult, error) {
 	w.printf("result: %d of %d nodes rolled to %s in %s, at most %d disrupting at once (budget %d); %d pods lost; %d/%d bound",
 		res.Rolled, res.NodesBefore, NewAMI, res.Elapsed, res.MaxDisrupting, res.Budget, res.Lost, res.Bound, res.Total)
 	return res, nil
+}
+
+// driftProgress counts, in snap, the nodes of old still there and the nodes tainted as
+// disrupted for drift: how far a roll has come, and how many it disrupts at once.
+func driftProgress(snap *events.Snapshot, old map[string]bool) (remaining, disrupting int) {
+	for _, n := range snap.Nodes {
+		if old[n.Name] {
+			remaining++
+		}
+		for _, t := range n.Spec.Taints {
+			if t.Key == apisv1.TaintKeyDisrupted && t.Value == disruption.TaintValueDrifted {
+				disrupting++
+			}
+		}
+	}
+	return remaining, disrupting
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/drift"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
-	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/kube"
 	"github.com/dovetail-dev/dovetail/shared/static"
 )
@@ -199,18 +198,7 @@ func (w *World) staticDrift(ctx context.Context, res *StaticResult, step func() 
 		if err := step(); err != nil {
 			return err
 		}
-		snap := w.Snapshot()
-		remaining, disrupting := 0, 0
-		for _, n := range snap.Nodes {
-			if old[n.Name] {
-				remaining++
-			}
-			for _, t := range n.Spec.Taints {
-				if t.Key == apisv1.TaintKeyDisrupted && t.Value == disruption.TaintValueDrifted {
-					disrupting++
-				}
-			}
-		}
+		remaining, disrupting := driftProgress(w.Snapshot(), old)
 		res.MaxDriftDisrupting = max(res.MaxDriftDisrupting, disrupting)
 		if remaining == 0 {
 			res.DriftRolled = len(old)

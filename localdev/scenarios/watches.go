@@ -32,8 +32,9 @@ type fakeClient interface {
 // and options on the same tracker. The tracker sends each change to both at once, under its
 // lock, so the events waiting in the twins (read by no one else) count what the informers were
 // sent. The agent's watcher bumps its revision once per informer event it handled
-// (kube.Revisions), so the informers have caught up exactly when the revisions handled since the
-// start equal the events sent. The cluster must be empty when the informers start (every object
+// (kube.Revisions), so the informers have caught up exactly when the bumps since the start
+// (Revisions.Bumps, which the leader's revision reservation does not reset) equal the events
+// sent. The cluster must be empty when the informers start (every object
 // then arrives as a watch event) and be written by one goroutine at a time (the scenario's).
 type watchCounter struct {
 	mu    sync.Mutex
@@ -148,7 +149,7 @@ func (w *watchCounter) settle(ctx context.Context, revs *kube.Revisions, timeout
 	deadline := time.Now().Add(timeout)
 	for {
 		sent := w.drain()
-		handled := int(revs.Current() - revs.Base())
+		handled := int(revs.Bumps())
 		switch {
 		case handled == sent:
 			return nil

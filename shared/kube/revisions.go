@@ -20,6 +20,8 @@ type Revisions struct {
 	mu      sync.Mutex
 	base    int64
 	current int64
+	// bumps counts the events recorded since the tracker was made; Advance does not reset it.
+	bumps   int64
 	changed map[string]int64
 	// created is, per object, the revision of its last add event (a re-created name shows here).
 	created map[string]int64
@@ -73,6 +75,15 @@ func (r *Revisions) LastDelete(kind string) int64 {
 	return max(r.deletes[kind], r.base)
 }
 
+// Bumps returns how many informer events the tracker has recorded since it was made. Unlike
+// Current − Base it survives Advance, which a leader calls once it holds the Lease, possibly
+// after its informers have already handled events: a count of events handled must not restart.
+func (r *Revisions) Bumps() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bumps
+}
+
 // Base returns the revision the tracker started at, or was last advanced to (Advance).
 func (r *Revisions) Base() int64 {
 	r.mu.Lock()
@@ -112,6 +123,7 @@ func (r *Revisions) Bump(kind, key string, op Op) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.current++
+	r.bumps++
 	k := objectKey(kind, key)
 	r.changed[k] = r.current
 	if op != OpUpdate {

@@ -58,3 +58,22 @@ func TestRevisionsTombstonePruning(t *testing.T) {
 		t.Errorf("tombstones %d, want <= %d", got, maxTombstones)
 	}
 }
+
+// A leader advances its revisions once it holds the Lease, possibly after its informers handled
+// events; the count of events handled must go on from there (the local-dev settle check read
+// Current − Base and lost the events before the advance).
+func TestBumpsSurviveAdvance(t *testing.T) {
+	r := NewRevisions(100)
+	r.Bump("Node", "n1", OpAdd)
+	r.Bump("Pod", "default/p1", OpAdd)
+	if got := r.Advance(1 << 40); got != 1<<40 {
+		t.Fatalf("Advance returned %d, want %d", got, int64(1<<40))
+	}
+	r.Bump("Pod", "default/p1", OpUpdate)
+	if got := r.Bumps(); got != 3 {
+		t.Fatalf("Bumps %d after 2 events, an advance and 1 event; want 3", got)
+	}
+	if got := r.Current() - r.Base(); got != 1 {
+		t.Fatalf("Current − Base %d, want 1 (the advance restarts it)", got)
+	}
+}
