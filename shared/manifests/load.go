@@ -46,7 +46,22 @@ type Stream struct {
 
 // LoadAll reads the streams, then the paths as LoadFrom does, into one Set.
 func LoadAll(stdin io.Reader, streams []Stream, paths ...string) (*Set, error) {
-	s := &Set{}
+	return LoadAllWith(LoadOptions{}, stdin, streams, paths...)
+}
+
+// LoadOptions tune LoadAllWith.
+type LoadOptions struct {
+	// Progress, when set, is called with the number of documents and List items decoded so
+	// far, every ProgressEvery of them (a 100,000-object dump takes seconds to read).
+	Progress func(objects int)
+}
+
+// ProgressEvery is how many objects LoadOptions.Progress waits between calls.
+const ProgressEvery = 1000
+
+// LoadAllWith is LoadAll with options.
+func LoadAllWith(o LoadOptions, stdin io.Reader, streams []Stream, paths ...string) (*Set, error) {
+	s := &Set{progress: o.Progress}
 	for _, st := range streams {
 		if err := s.read(st.Name, st.R); err != nil {
 			return nil, err
@@ -168,19 +183,21 @@ func (s *Set) read(name string, r io.Reader) error {
 		next = jsonDocs(br)
 	}
 	for doc := 0; ; doc++ {
-		raw, err := next()
+		d, err := next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		src := Source{File: name, Doc: doc, Item: -1}
 		if err != nil {
-			msg := strings.Join(strings.Fields(err.Error()), " ") // the YAML errors come one per line
-			if strings.Contains(msg, "already set in map") {
-				return &Error{Source: src, Reason: "a key is given twice (a missing \"---\" between two objects?): " + msg}
-			}
-			return &Error{Source: src, Reason: "not valid YAML or JSON: " + msg}
+			return yamlError(src, err)
 		}
-		raw = bytes.TrimSpace(raw)
+		if d.list != nil {
+			if err := s.decodeYAMLList(src, d.list); err != nil {
+				return err
+			}
+			continue
+		}
+		raw := bytes.TrimSpace(d.raw)
 		if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 			continue // empty document (only comments or a bare ---)
 		}
@@ -190,24 +207,46 @@ func (s *Set) read(name string, r io.Reader) error {
 	}
 }
 
+// yamlError is the error for a document that is not valid YAML or JSON.
+func yamlError(src Source, err error) error {
+	msg := strings.Join(strings.Fields(err.Error()), " ") // the YAML errors come one per line
+	if strings.Contains(msg, "already set in map") {
+		return &Error{Source: src, Reason: "a key is given twice (a missing \"---\" between two objects?): " + msg}
+	}
+	return &Error{Source: src, Reason: "not valid YAML or JSON: " + msg}
+}
+
+// document is one document of a stream: raw, as JSON; or, for a `kind: List` in block YAML
+// (what `kubectl get -o yaml` prints), list: its items still as YAML, converted one by one.
+type document struct {
+	raw  []byte
+	list *yamlList
+}
+
 // jsonDocs returns the JSON values of a stream one by one (io.EOF at the end).
-func jsonDocs(r io.Reader) func() ([]byte, error) {
+func jsonDocs(r io.Reader) func() (document, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
-	return func() ([]byte, error) {
+	return func() (document, error) {
 		var raw json.RawMessage
 		err := dec.Decode(&raw)
-		return raw, err
+		return document{raw: raw}, err
 	}
 }
 
 // yamlDocs returns the documents of a YAML stream one by one as JSON, refusing duplicate keys.
-func yamlDocs(r *bufio.Reader) func() ([]byte, error) {
+// A `kind: List` document in block style comes back as its items (splitList), so a 300 MB
+// dump is never held as one YAML tree.
+func yamlDocs(r *bufio.Reader) func() (document, error) {
 	yr := utilyaml.NewYAMLReader(r)
-	return func() ([]byte, error) {
+	return func() (document, error) {
 		doc, err := yr.Read()
 		if err != nil {
-			return nil, err
+			return document{}, err
 		}
-		return sigsyaml.YAMLToJSONStrict(doc)
+		if l := splitList(doc); l != nil {
+			return document{list: l}, nil
+		}
+		raw, err := sigsyaml.YAMLToJSONStrict(doc)
+		return document{raw: raw}, err
 	}
 }
