@@ -39,10 +39,10 @@ func benchCluster(n int) *events.Snapshot {
 }
 
 // BenchmarkPreview runs the whole preview (every round to the fixed point) over clusters of
-// 50 and 200 nodes.
+// 50, 200 and 1,000 nodes.
 func BenchmarkPreview(b *testing.B) {
 	cat := catalog.MustAWS()
-	for _, n := range []int{50, 200} {
+	for _, n := range []int{50, 200, 1000} {
 		snap := benchCluster(n)
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

@@ -19,7 +19,8 @@ import (
 
 // world is the cluster as the preview changes it: a snapshot of its own that each decision's
 // effects are applied to (nodes launched, pods moved, nodes removed), as the agent would apply
-// the functions' commands and the cluster would settle. It never touches the caller's snapshot.
+// the functions' commands and the cluster would settle. It touches the caller's snapshot only
+// when the caller handed it over (Options.Owned).
 type world struct {
 	snap     *events.Snapshot
 	cat      *catalog.Catalog
@@ -40,8 +41,10 @@ type world struct {
 // podRef names a pod without building its "namespace/name" key.
 type podRef struct{ namespace, name string }
 
+// newWorld makes a world of snap itself: the caller gives it a copy (cloneSnapshot) unless
+// the snapshot is its to change.
 func newWorld(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) *world {
-	return &world{snap: cloneSnapshot(snap), cat: cat, settings: settings, leaving: map[string]bool{}}
+	return &world{snap: snap, cat: cat, settings: settings, leaving: map[string]bool{}}
 }
 
 // cloneSnapshot copies every object the preview may change.
