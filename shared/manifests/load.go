@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -162,7 +163,50 @@ func loadFile(s *Set, name string, open func() (io.ReadCloser, error)) error {
 		return fmt.Errorf("manifests: %w", err)
 	}
 	defer f.Close()
+	if data, ok, err := readRegular(f); err != nil {
+		return fmt.Errorf("manifests: %s: %w", name, err)
+	} else if ok {
+		return s.readBytes(name, data)
+	}
 	return s.read(name, f)
+}
+
+// readRegular reads a regular file whole into a buffer of its size (plus a final newline when
+// it lacks one), as YAMLReader's line-by-line buffer (grown by doubling, a copy per document)
+// would hold it several times over; ok is false for anything else (a pipe, an embedded file)
+// and for text with carriage returns, which YAMLReader's line reader rewrites.
+func readRegular(f io.Reader) (data []byte, ok bool, err error) {
+	file, isFile := f.(*os.File)
+	if !isFile {
+		return nil, false, nil
+	}
+	info, err := file.Stat()
+	if err != nil || !info.Mode().IsRegular() || info.Size() > math.MaxInt32 {
+		return nil, false, nil
+	}
+	data = make([]byte, info.Size(), info.Size()+1)
+	if _, err := io.ReadFull(file, data); err != nil {
+		return nil, false, err
+	}
+	if bytes.IndexByte(data, '\r') >= 0 {
+		if _, err := file.Seek(0, io.SeekStart); err != nil {
+			return nil, false, err
+		}
+		return nil, false, nil
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		data = append(data, '\n')
+	}
+	return data, true, nil
+}
+
+// readBytes is read over a file held whole: the same documents, as slices of data.
+func (s *Set) readBytes(name string, data []byte) error {
+	data = bytes.TrimLeft(data, " \t\r\n\v\f")
+	if len(data) > 0 && (data[0] == '{' || data[0] == '[') {
+		return s.readDocs(name, jsonDocs(bytes.NewReader(data)))
+	}
+	return s.readDocs(name, yamlDocsIn(data))
 }
 
 // read splits a stream into documents and decodes each: a JSON stream with apimachinery's
@@ -182,6 +226,11 @@ func (s *Set) read(name string, r io.Reader) error {
 	if b, err := br.Peek(1); err == nil && (b[0] == '{' || b[0] == '[') {
 		next = jsonDocs(br)
 	}
+	return s.readDocs(name, next)
+}
+
+// readDocs decodes the documents next returns.
+func (s *Set) readDocs(name string, next func() (document, error)) error {
 	for doc := 0; ; doc++ {
 		d, err := next()
 		if errors.Is(err, io.EOF) {
@@ -233,6 +282,48 @@ func jsonDocs(r io.Reader) func() (document, error) {
 	}
 }
 
+// yamlDocsIn is yamlDocs over text held whole (ending in a newline, without carriage
+// returns): documents are cut where utilyaml.YAMLReader cuts them (a line starting with "---"
+// ends a document that has lines; a first line "---" belongs to its document; anything but
+// spaces and a comment after "---" is an error) and are slices of data, not copies.
+func yamlDocsIn(data []byte) func() (document, error) {
+	off := 0
+	return func() (document, error) {
+		start := -1
+		for off < len(data) {
+			end := bytes.IndexByte(data[off:], '\n') + off + 1
+			line := data[off:end]
+			if bytes.HasPrefix(line, []byte("---")) {
+				if rest := bytes.TrimSpace(line[3:]); len(rest) > 0 && rest[0] != '#' {
+					return document{}, fmt.Errorf("invalid Yaml document separator: %s", rest)
+				}
+				if start >= 0 {
+					doc := data[start:off]
+					off = end
+					return convertYAML(doc)
+				}
+			}
+			if start < 0 {
+				start = off
+			}
+			off = end
+		}
+		if start >= 0 {
+			return convertYAML(data[start:])
+		}
+		return document{}, io.EOF
+	}
+}
+
+// convertYAML is one YAML document as yamlDocs returns it.
+func convertYAML(doc []byte) (document, error) {
+	if l := splitList(doc); l != nil {
+		return document{list: l}, nil
+	}
+	raw, err := sigsyaml.YAMLToJSONStrict(doc)
+	return document{raw: raw}, err
+}
+
 // yamlDocs returns the documents of a YAML stream one by one as JSON, refusing duplicate keys.
 // A `kind: List` document in block style comes back as its items (splitList), so a 300 MB
 // dump is never held as one YAML tree.
@@ -243,10 +334,6 @@ func yamlDocs(r *bufio.Reader) func() (document, error) {
 		if err != nil {
 			return document{}, err
 		}
-		if l := splitList(doc); l != nil {
-			return document{list: l}, nil
-		}
-		raw, err := sigsyaml.YAMLToJSONStrict(doc)
-		return document{raw: raw}, err
+		return convertYAML(doc)
 	}
 }
