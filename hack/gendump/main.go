@@ -68,8 +68,11 @@ func generate(w io.Writer, template string, nodes, pods, pending int) error {
 	var tmplNodes, others []object
 	var tmplPod object
 	claims := map[string]object{} // by status.nodeName
-	for _, it := range list.Items {
-		meta := it["metadata"].(object)
+	for i, it := range list.Items {
+		meta, ok := it["metadata"].(object)
+		if !ok {
+			return fmt.Errorf("%s: items[%d].metadata: not an object", template, i)
+		}
 		delete(meta, "managedFields")
 		switch it["kind"] {
 		case "Node":
@@ -102,24 +105,34 @@ func generate(w io.Writer, template string, nodes, pods, pending int) error {
 	names := make([]string, nodes)
 	for k := range nodes {
 		t := tmplNodes[k%len(tmplNodes)]
-		nd := clone(t)
+		nd, err := clone(t)
+		if err != nil {
+			return err
+		}
 		name := fmt.Sprintf("ip-10-%d-%d-%d.ec2.internal", k/65536, (k/256)%256, k%256)
 		names[k] = name
-		meta := nd["metadata"].(object)
+		meta, labels, spec := obj(nd, "metadata"), obj(nd, "metadata", "labels"), obj(nd, "spec")
+		pid, _ := str(nd, "spec", "providerID")
+		tname, _ := str(t, "metadata", "name")
+		if meta == nil || labels == nil || spec == nil || len(pid) < 8 {
+			return fmt.Errorf("%s: node %s: want metadata.labels and a spec.providerID", template, tname)
+		}
 		meta["name"], meta["uid"] = name, fmt.Sprintf("node-%d", k)
-		meta["labels"].(object)["kubernetes.io/hostname"] = name
-		spec := nd["spec"].(object)
-		pid := spec["providerID"].(string)
+		labels["kubernetes.io/hostname"] = name
 		pid = pid[:len(pid)-8] + fmt.Sprintf("%08x", k)
 		spec["providerID"] = pid
 		if err := item(w, nd); err != nil {
 			return err
 		}
-		if c, ok := claims[t["metadata"].(object)["name"].(string)]; ok {
-			c = clone(c)
-			cm := c["metadata"].(object)
+		if c, ok := claims[tname]; ok {
+			if c, err = clone(c); err != nil {
+				return err
+			}
+			cm, st := obj(c, "metadata"), obj(c, "status")
+			if cm == nil || st == nil {
+				return fmt.Errorf("%s: the NodeClaim of node %s: want metadata and status", template, tname)
+			}
 			cm["name"], cm["uid"] = fmt.Sprintf("default-%05d", k), fmt.Sprintf("claim-%d", k)
-			st := c["status"].(object)
 			st["nodeName"], st["providerID"] = name, pid
 			if err := item(w, c); err != nil {
 				return err
@@ -127,17 +140,29 @@ func generate(w io.Writer, template string, nodes, pods, pending int) error {
 		}
 	}
 	for k := range pods {
-		p := clone(tmplPod)
+		p, err := clone(tmplPod)
+		if err != nil {
+			return err
+		}
 		dep := k % 2000
-		meta := p["metadata"].(object)
+		meta, spec := obj(p, "metadata"), obj(p, "spec")
+		containers, _ := spec["containers"].([]any)
+		if meta == nil || spec == nil || len(containers) == 0 {
+			return fmt.Errorf("%s: the template pod: want metadata and spec.containers", template)
+		}
+		c0, ok := containers[0].(object)
+		if !ok {
+			return fmt.Errorf("%s: the template pod: spec.containers[0]: not an object", template)
+		}
 		meta["name"], meta["uid"] = fmt.Sprintf("app-%d-%d", dep, k), fmt.Sprintf("pod-%d", k)
 		meta["labels"] = object{"app": fmt.Sprintf("app-%d", dep)}
 		meta["namespace"] = fmt.Sprintf("ns-%d", dep%50)
 		if refs, ok := meta["ownerReferences"].([]any); ok && len(refs) > 0 {
-			refs[0].(object)["name"] = fmt.Sprintf("app-%d-rs", dep)
+			if ref, ok := refs[0].(object); ok {
+				ref["name"] = fmt.Sprintf("app-%d-rs", dep)
+			}
 		}
-		spec := p["spec"].(object)
-		spec["containers"].([]any)[0].(object)["resources"] = object{"requests": object{"cpu": "50m", "memory": "64Mi"}}
+		c0["resources"] = object{"requests": object{"cpu": "50m", "memory": "64Mi"}}
 		if k < pending {
 			delete(spec, "nodeName")
 			p["status"] = object{"phase": "Pending", "conditions": []any{object{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}}}
@@ -175,16 +200,27 @@ func item(w io.Writer, o object) error {
 }
 
 // clone deep-copies a decoded object by a round trip through YAML's JSON form.
-func clone(o object) object {
+func clone(o object) (object, error) {
 	b, err := yaml.Marshal(o)
 	if err != nil {
-		panic(err) // o came from yaml.Unmarshal: it always marshals
+		return nil, err
 	}
 	var out object
-	if err := yaml.Unmarshal(b, &out); err != nil {
-		panic(err)
+	err = yaml.Unmarshal(b, &out)
+	return out, err
+}
+
+// obj reads a nested object field, nil when it is missing or not an object.
+func obj(o object, path ...string) object {
+	cur := o
+	for _, p := range path {
+		next, ok := cur[p].(object)
+		if !ok {
+			return nil
+		}
+		cur = next
 	}
-	return out
+	return cur
 }
 
 // str reads a nested string field.
