@@ -16,7 +16,7 @@ import (
 // 10 % of the nodes), each running three 500m/512Mi pods: a quarter used, so consolidation
 // has most of the cluster to remove, a budget's worth of nodes per round.
 func benchCluster(n int) *events.Snapshot {
-	snap := &events.Snapshot{Time: metav1.NewTime(t0)}
+	snap := &events.Snapshot{Cluster: "bench", Time: metav1.NewTime(t0)}
 	snap.NodePools = []apisv1.NodePool{{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.NodePoolSpec{
 		Template: apisv1.NodeClaimTemplate{Spec: apisv1.NodeClaimSpec{Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
 			{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large", "m5.xlarge", "m5.2xlarge"}}},
