@@ -33,6 +33,8 @@ type liveFlags struct {
 	at                  string
 	// now is the clock --at defaults to (tests set it).
 	now func() time.Time
+	// progress reports the run's phase on stderr (plan sets it).
+	progress *progress
 }
 
 func (l *liveFlags) register(fs *pflag.FlagSet) {
@@ -69,7 +71,8 @@ func (l *liveFlags) load(cmd *cobra.Command, files []string) (*manifests.Set, er
 		}
 		streams = append(streams, manifests.Stream{Name: "cluster", R: bytes.NewReader(data)})
 	}
-	set, err := manifests.LoadAll(cmd.InOrStdin(), streams, files...)
+	set, err := manifests.LoadAllWith(manifests.LoadOptions{Progress: func(n int) { l.progress.set("reading input: %d objects", n) }},
+		cmd.InOrStdin(), streams, files...)
 	if err != nil {
 		return nil, usageError{err}
 	}
@@ -143,7 +146,9 @@ func (l *liveFlags) preview(set *manifests.Set, cl registry.Cloud, cat *catalog.
 	if err != nil {
 		return nil, usageError{err}
 	}
-	res, err := preview.Run(snap, preview.Options{Catalog: cat, NodeSettings: cl.NodeSettings, Policies: pol, NodeClassRules: cl.NodeClassRules, NodeClassKind: cl.NodeClassKind})
+	l.progress.set("preview: %d nodes, %d pods", len(snap.Nodes), len(snap.Pods)+len(snap.PendingPods))
+	res, err := preview.Run(snap, preview.Options{Catalog: cat, NodeSettings: cl.NodeSettings, Policies: pol, NodeClassRules: cl.NodeClassRules, NodeClassKind: cl.NodeClassKind,
+		Owned: true, OnRound: func(n int) { l.progress.set("preview of %d nodes: round %d", len(snap.Nodes), n) }})
 	if err != nil {
 		return nil, usageError{err}
 	}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -28,6 +31,7 @@ func newPlanCommand() *cobra.Command {
 	var live liveFlags
 	var wide bool
 	var policies policyflags.Flags
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "plan -f PATH [-f PATH ...] [--output json|table|wide] [--wide]",
 		Short: "Print the provisioning decision for manifests, without launching anything",
@@ -66,6 +70,22 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 			if err != nil {
 				return usageError{err}
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return usageError{fmt.Errorf("--cpuprofile: %w", err)}
+				}
+				defer stop()
+			}
+			if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+				// A soft heap limit: near it the collector runs sooner instead of letting a large
+				// dump's garbage (the read buffers, each round's solver input) double the heap.
+				// GOMEMLIMIT overrides it (runtime/debug.SetMemoryLimit).
+				debug.SetMemoryLimit(planMemoryLimit)
+			}
+			live.progress = startProgress(cmd.ErrOrStderr())
+			defer live.progress.stop()
+			live.progress.set("reading input")
 			set, err := live.load(cmd, files)
 			if err != nil {
 				return err
@@ -96,6 +116,7 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 				}
 				return writeDisruptionTable(cmd.OutOrStdout(), d)
 			}
+			live.progress.set("planning %d objects", set.Objects())
 			out, err := Plan(set, cat, cl.NodeSettings, pol)
 			if err != nil {
 				return usageError{err}
@@ -118,11 +139,29 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file or directory (repeatable; - reads standard input)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json, table, or wide (the table with --wide)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (runtime/pprof; read it with go tool pprof), to see where a large input's time goes")
 	cmd.Flags().BoolVar(&wide, "wide", false, "table: list each NodeClaim's pods (namespace/name) in a last column")
 	live.register(cmd.Flags())
 	policies.Register(cmd.Flags(), nil)
 	cmd.Flags().StringVar(&region, "region", "", "region whose embedded catalog (zones, prices) the plan uses: for EC2NodeClasses "+strings.Join(catalog.EmbeddedRegions, ", ")+" (empty: the nodes' topology.kubernetes.io/region, else us-east-1); for AKSNodeClasses an Azure region such as eastus, westeurope or westcentralus (sizes without availability zones are planned in zone 0; empty: eastus)")
 	return cmd
+}
+
+// planMemoryLimit is plan's soft heap limit (bytes) unless GOMEMLIMIT sets one: below the
+// 2 GiB the issue asks a 100,000-object dump to stay under, with room for what is not heap.
+const planMemoryLimit = 1536 << 20
+
+// startCPUProfile starts runtime/pprof's CPU profile into path; stop ends it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // PlanOutput is the JSON shape `dovetail plan --output json` prints.

@@ -155,29 +155,31 @@ func EvacuationInput(snap *events.Snapshot, cat *catalog.Catalog, settings provi
 	for _, n := range nodes {
 		leaving[n] = true
 	}
+	// The input points into snap rather than copying it: a copy of every bound pod per
+	// evacuated node was most of the preview's time on a 100,000-pod cluster.
 	work := *snap
 	work.Nodes, work.Pods, work.NodeClaims, work.PendingPods = nil, nil, nil, nil
 	work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), extra...)
+	in := provisioning.InputFromSnapshot(&work, cat, settings)
 	pids := map[string]bool{}
 	for i := range snap.Nodes {
 		if leaving[snap.Nodes[i].Name] {
 			pids[snap.Nodes[i].Spec.ProviderID] = true
 			continue
 		}
-		work.Nodes = append(work.Nodes, snap.Nodes[i])
+		in.Nodes = append(in.Nodes, &snap.Nodes[i])
 	}
 	for i := range snap.NodeClaims {
 		nc := &snap.NodeClaims[i]
 		if leaving[nc.Status.NodeName] || (nc.Status.ProviderID != "" && pids[nc.Status.ProviderID]) {
 			continue
 		}
-		work.NodeClaims = append(work.NodeClaims, *nc)
+		in.NodeClaims = append(in.NodeClaims, nc)
 	}
-	var moving []*corev1.Pod
 	for i := range snap.Pods {
 		p := &snap.Pods[i]
 		if !leaving[p.Spec.NodeName] {
-			work.Pods = append(work.Pods, *p)
+			in.BoundPods = append(in.BoundPods, p)
 			continue
 		}
 		if !Evacuable(p) {
@@ -186,16 +188,12 @@ func EvacuationInput(snap *events.Snapshot, cat *catalog.Catalog, settings provi
 		q := p.DeepCopy()
 		q.Spec.NodeName = ""
 		q.Status = corev1.PodStatus{Phase: corev1.PodPending}
-		moving = append(moving, q)
+		in.Pods = append(in.Pods, q)
 	}
-	sort.Slice(moving, func(i, j int) bool {
-		return moving[i].Namespace+"/"+moving[i].Name < moving[j].Namespace+"/"+moving[j].Name
+	sort.Slice(in.Pods, func(i, j int) bool {
+		return in.Pods[i].Namespace+"/"+in.Pods[i].Name < in.Pods[j].Namespace+"/"+in.Pods[j].Name
 	})
-	for _, p := range moving {
-		work.PendingPods = append(work.PendingPods, *p)
-	}
 	// Pending pods already waiting are placed by the provision function, not here.
-	in := provisioning.InputFromSnapshot(&work, cat, settings)
 	return in, in.Pods
 }
 

@@ -77,6 +77,9 @@ var coreKinds = map[string]string{
 }
 
 func (s *Set) decodeDocument(src Source, raw []byte) error {
+	if s.decoded++; s.progress != nil && s.decoded%ProgressEvery == 0 {
+		s.progress(s.decoded)
+	}
 	var h header
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return &Error{Source: src, Reason: "not a Kubernetes object: " + err.Error()}

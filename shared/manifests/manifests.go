@@ -67,6 +67,10 @@ type Set struct {
 	seq   int
 	// seen maps "kind/namespace/name" to where it was first read, to refuse duplicates.
 	seen map[string]Source
+	// decoded counts the documents and List items decoded; progress hears of it
+	// (LoadOptions.Progress).
+	decoded  int
+	progress func(objects int)
 }
 
 // Objects counts the objects read that Dovetail plans with (every kind of the Set; not the

@@ -16,7 +16,7 @@ import (
 // 10 % of the nodes), each running three 500m/512Mi pods: a quarter used, so consolidation
 // has most of the cluster to remove, a budget's worth of nodes per round.
 func benchCluster(n int) *events.Snapshot {
-	snap := &events.Snapshot{Time: metav1.NewTime(t0)}
+	snap := &events.Snapshot{Cluster: "bench", Time: metav1.NewTime(t0)}
 	snap.NodePools = []apisv1.NodePool{{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.NodePoolSpec{
 		Template: apisv1.NodeClaimTemplate{Spec: apisv1.NodeClaimSpec{Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
 			{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large", "m5.xlarge", "m5.2xlarge"}}},
@@ -39,10 +39,10 @@ func benchCluster(n int) *events.Snapshot {
 }
 
 // BenchmarkPreview runs the whole preview (every round to the fixed point) over clusters of
-// 50 and 200 nodes.
+// 50, 200 and 1,000 nodes.
 func BenchmarkPreview(b *testing.B) {
 	cat := catalog.MustAWS()
-	for _, n := range []int{50, 200} {
+	for _, n := range []int{50, 200, 1000} {
 		snap := benchCluster(n)
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

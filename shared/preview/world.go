@@ -3,6 +3,7 @@ package preview
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +19,8 @@ import (
 
 // world is the cluster as the preview changes it: a snapshot of its own that each decision's
 // effects are applied to (nodes launched, pods moved, nodes removed), as the agent would apply
-// the functions' commands and the cluster would settle. It never touches the caller's snapshot.
+// the functions' commands and the cluster would settle. It touches the caller's snapshot only
+// when the caller handed it over (Options.Owned).
 type world struct {
 	snap     *events.Snapshot
 	cat      *catalog.Catalog
@@ -26,10 +28,23 @@ type world struct {
 	launched int
 	// leaving are the nodes removed at the end of the round (their decisions are done).
 	leaving map[string]bool
+	// The indexes below answer nodeIndex, claimOf and bind without scanning the snapshot (a
+	// 5,000-node, 95,000-pod dump asks these questions hundreds of thousands of times). Each is
+	// built on first use and dropped (nil) by whatever changes the slice it indexes.
+	nodeIdx map[string]int // node name → its first index in snap.Nodes
+	// claimByNode and claimByPID map status.nodeName and status.providerID to the claim's
+	// first index in snap.NodeClaims.
+	claimByNode, claimByPID map[string]int
+	podIdx                  map[podRef]int // bound pod → its index in snap.Pods
 }
 
+// podRef names a pod without building its "namespace/name" key.
+type podRef struct{ namespace, name string }
+
+// newWorld makes a world of snap itself: the caller gives it a copy (cloneSnapshot) unless
+// the snapshot is its to change.
 func newWorld(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) *world {
-	return &world{snap: cloneSnapshot(snap), cat: cat, settings: settings, leaving: map[string]bool{}}
+	return &world{snap: snap, cat: cat, settings: settings, leaving: map[string]bool{}}
 }
 
 // cloneSnapshot copies every object the preview may change.
@@ -62,24 +77,48 @@ func cloneSnapshot(s *events.Snapshot) *events.Snapshot {
 func (w *world) now() time.Time { return w.snap.Time.Time }
 
 func (w *world) nodeIndex(name string) int {
-	for i := range w.snap.Nodes {
-		if w.snap.Nodes[i].Name == name {
-			return i
+	if w.nodeIdx == nil {
+		w.nodeIdx = make(map[string]int, len(w.snap.Nodes))
+		for i := len(w.snap.Nodes) - 1; i >= 0; i-- { // backwards: the first index wins
+			w.nodeIdx[w.snap.Nodes[i].Name] = i
 		}
+	}
+	if i, ok := w.nodeIdx[name]; ok {
+		return i
 	}
 	return -1
 }
 
-// claimOf returns the node's NodeClaim (by status.nodeName, then provider ID), or nil.
+// claimOf returns the node's NodeClaim, or nil: the first NodeClaim whose status.nodeName is
+// the node's name or whose status.providerID is the node's provider ID.
 func (w *world) claimOf(n *corev1.Node) *apisv1.NodeClaim {
-	for i := range w.snap.NodeClaims {
-		nc := &w.snap.NodeClaims[i]
-		if nc.Status.NodeName == n.Name || (nc.Status.ProviderID != "" && nc.Status.ProviderID == n.Spec.ProviderID) {
-			return nc
+	if w.claimByNode == nil {
+		w.claimByNode = make(map[string]int, len(w.snap.NodeClaims))
+		w.claimByPID = make(map[string]int, len(w.snap.NodeClaims))
+		for i := len(w.snap.NodeClaims) - 1; i >= 0; i-- {
+			st := &w.snap.NodeClaims[i].Status
+			w.claimByNode[st.NodeName] = i
+			if st.ProviderID != "" {
+				w.claimByPID[st.ProviderID] = i
+			}
 		}
 	}
-	return nil
+	best := -1
+	if i, ok := w.claimByNode[n.Name]; ok {
+		best = i
+	}
+	if i, ok := w.claimByPID[n.Spec.ProviderID]; ok && n.Spec.ProviderID != "" && (best < 0 || i < best) {
+		best = i
+	}
+	if best < 0 {
+		return nil
+	}
+	return &w.snap.NodeClaims[best]
 }
+
+// nodesChanged and claimsChanged drop the indexes of a slice that changed.
+func (w *world) nodesChanged()  { w.nodeIdx = nil }
+func (w *world) claimsChanged() { w.claimByNode, w.claimByPID = nil, nil }
 
 // ref describes a node for a decision.
 func (w *world) ref(name string) NodeRef {
@@ -121,20 +160,41 @@ func (w *world) taint(name, value string, deleting bool) {
 // says stay (a drain that waits for them); it returns the evicted pods' names.
 func (w *world) evict(node string, keep map[string]bool) []string {
 	var names []string
-	rest := w.snap.Pods[:0]
-	for _, p := range w.snap.Pods {
-		if p.Spec.NodeName != node || !disruption.Evacuable(&p) || keep[podKey(&p)] {
-			rest = append(rest, p)
-			continue
+	w.filterPods(func(p *corev1.Pod) bool {
+		if p.Spec.NodeName != node || !disruption.Evacuable(p) || keep[podKey(p)] {
+			return true
 		}
-		p.Spec.NodeName = ""
-		p.Status = corev1.PodStatus{Phase: corev1.PodPending}
-		w.snap.PendingPods = append(w.snap.PendingPods, p)
-		names = append(names, podKey(&p))
-	}
-	w.snap.Pods = rest
+		q := *p
+		q.Spec.NodeName = ""
+		q.Status = corev1.PodStatus{Phase: corev1.PodPending}
+		w.snap.PendingPods = append(w.snap.PendingPods, q)
+		names = append(names, podKey(&q))
+		return false
+	})
 	sort.Strings(names)
 	return names
+}
+
+// filterPods keeps the bound pods keep says stay, in order, without copying a pod that does not
+// move (a Pod is about a kilobyte, the world may hold 100,000 of them).
+func (w *world) filterPods(keep func(*corev1.Pod) bool) {
+	pods := w.snap.Pods
+	k := 0
+	for i := range pods {
+		if !keep(&pods[i]) {
+			continue
+		}
+		if k != i {
+			pods[k] = pods[i]
+		}
+		k++
+	}
+	if k == len(pods) {
+		return
+	}
+	clear(pods[k:]) // let the collector have what the removed pods point to
+	w.snap.Pods = pods[:k]
+	w.podIdx = nil
 }
 
 // bind puts a pod (pending or bound elsewhere) on node: Running and Ready, started now (so
@@ -148,23 +208,45 @@ func (w *world) bind(pod, node string) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now}}
 	}
-	for i := range w.snap.Pods {
-		if podKey(&w.snap.Pods[i]) == pod {
-			set(&w.snap.Pods[i])
-			w.touch(node)
-			return
+	ref := refOf(pod)
+	if w.podIdx == nil {
+		w.podIdx = make(map[podRef]int, len(w.snap.Pods))
+		for i := len(w.snap.Pods) - 1; i >= 0; i-- { // backwards: the first index wins
+			w.podIdx[refOfPod(&w.snap.Pods[i])] = i
 		}
 	}
+	if i, ok := w.podIdx[ref]; ok {
+		set(&w.snap.Pods[i])
+		w.touch(node)
+		return
+	}
 	for i := range w.snap.PendingPods {
-		if podKey(&w.snap.PendingPods[i]) == pod {
+		if refOfPod(&w.snap.PendingPods[i]) == ref {
 			p := w.snap.PendingPods[i]
 			w.snap.PendingPods = append(w.snap.PendingPods[:i], w.snap.PendingPods[i+1:]...)
 			set(&p)
 			w.snap.Pods = append(w.snap.Pods, p)
+			if _, dup := w.podIdx[ref]; !dup {
+				w.podIdx[ref] = len(w.snap.Pods) - 1
+			}
 			w.touch(node)
 			return
 		}
 	}
+}
+
+// refOf splits a podKey.
+func refOf(key string) podRef {
+	ns, name, _ := strings.Cut(key, "/")
+	return podRef{namespace: ns, name: name}
+}
+
+// refOfPod is podKey as a podRef.
+func refOfPod(p *corev1.Pod) podRef {
+	if p.Namespace == "" {
+		return podRef{namespace: metav1.NamespaceDefault, name: p.Name}
+	}
+	return podRef{namespace: p.Namespace, name: p.Name}
 }
 
 // touch records a pod event on the node's NodeClaim (status.lastPodEventTime), as Karpenter does.
@@ -179,35 +261,57 @@ func (w *world) touch(node string) {
 
 // remove deletes a node, its NodeClaim and the pods left on it (DaemonSet and mirror pods, and
 // pods a forced termination deletes: their controllers recreate them pending).
-func (w *world) remove(node string) {
-	i := w.nodeIndex(node)
-	if i < 0 {
+func (w *world) remove(node string) { w.removeAll([]string{node}) }
+
+// removeAll removes the nodes as remove would one after the other, in the order given, in one
+// pass over the pods: the pods recreated pending are appended node by node in that order.
+func (w *world) removeAll(nodes []string) {
+	gone := map[string]int{} // node → its place in nodes
+	for _, node := range nodes {
+		i := w.nodeIndex(node)
+		if i < 0 {
+			continue
+		}
+		if _, dup := gone[node]; dup {
+			continue
+		}
+		n := &w.snap.Nodes[i]
+		if nc := w.claimOf(n); nc != nil {
+			name := nc.Name
+			claims := w.snap.NodeClaims[:0]
+			for j := range w.snap.NodeClaims {
+				if w.snap.NodeClaims[j].Name != name {
+					claims = append(claims, w.snap.NodeClaims[j])
+				}
+			}
+			clear(w.snap.NodeClaims[len(claims):])
+			w.snap.NodeClaims = claims
+			w.claimsChanged()
+		}
+		w.snap.Nodes = append(w.snap.Nodes[:i], w.snap.Nodes[i+1:]...)
+		w.nodesChanged()
+		gone[node] = len(gone)
+	}
+	if len(gone) == 0 {
 		return
 	}
-	n := w.snap.Nodes[i]
-	nc := w.claimOf(&n)
-	w.snap.Nodes = append(w.snap.Nodes[:i], w.snap.Nodes[i+1:]...)
-	if nc != nil {
-		claims := w.snap.NodeClaims[:0]
-		for _, c := range w.snap.NodeClaims {
-			if c.Name != nc.Name {
-				claims = append(claims, c)
-			}
+	recreated := make([][]corev1.Pod, len(gone))
+	w.filterPods(func(p *corev1.Pod) bool {
+		at, ok := gone[p.Spec.NodeName]
+		if !ok {
+			return true
 		}
-		w.snap.NodeClaims = claims
-	}
-	rest := w.snap.Pods[:0]
-	for _, p := range w.snap.Pods {
-		switch {
-		case p.Spec.NodeName != node:
-			rest = append(rest, p)
-		case disruption.Evacuable(&p) && metav1.GetControllerOf(&p) != nil:
-			p.Spec.NodeName = ""
-			p.Status = corev1.PodStatus{Phase: corev1.PodPending}
-			w.snap.PendingPods = append(w.snap.PendingPods, p)
+		if disruption.Evacuable(p) && metav1.GetControllerOf(p) != nil {
+			q := *p
+			q.Spec.NodeName = ""
+			q.Status = corev1.PodStatus{Phase: corev1.PodPending}
+			recreated[at] = append(recreated[at], q)
 		}
+		return false
+	})
+	for _, ps := range recreated {
+		w.snap.PendingPods = append(w.snap.PendingPods, ps...)
 	}
-	w.snap.Pods = rest
 }
 
 // launch registers a node for a planned NodeClaim, as it would be once launched, registered and
@@ -244,6 +348,8 @@ func (w *world) launch(plan *provisioning.NodeClaimPlan) (string, provisioning.O
 	labels[apisv1.LabelNodeInitialized] = "true"
 	now := metav1.NewTime(w.now())
 	pid := "preview:///" + off.Zone + "/" + name
+	w.nodesChanged()
+	w.claimsChanged()
 	w.snap.Nodes = append(w.snap.Nodes, corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, CreationTimestamp: now},
 		Spec:       corev1.NodeSpec{ProviderID: pid, Taints: append([]corev1.Taint(nil), plan.Taints...)},
@@ -268,9 +374,7 @@ func (w *world) endRound() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		w.remove(n)
-	}
+	w.removeAll(names)
 	w.leaving = map[string]bool{}
 }
 

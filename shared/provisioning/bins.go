@@ -70,10 +70,14 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		if _, ok := n.Status.Allocatable[ResourceAttachableVolumes]; !ok {
 			free = free.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: attachLimit(nodeTypeLabels(in, n.Labels))}})
 		}
+		// The residents' requests are summed first and taken from free once: free carries a
+		// scalar (attachable volumes), so each Sub copied its map, once per bound pod and
+		// compile, most of a large cluster's compile. The sum is the same in any order.
+		var used scheduling.Resources
 		for _, p := range podsByNode[n.Name] {
-			free = free.Sub(scheduling.PodRequests(p))
+			used = used.Add(scheduling.PodRequests(p))
 			if v := attachedVolumes(p); v > 0 {
-				free = free.Sub(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: v}})
+				used = used.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: v}})
 			}
 			b.ports = append(b.ports, scheduling.PodHostPorts(p)...)
 			b.addResident(p)
@@ -83,6 +87,7 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 				}
 			}
 		}
+		free = free.Sub(used)
 		dl := daemonLabels(n.Labels)
 		for i := range daemons {
 			if !present[daemons[i].name] && daemons[i].runsOn(dl, b.taints, nil) {
