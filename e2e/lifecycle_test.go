@@ -194,6 +194,13 @@ func checkNodeLabels(ctx context.Context, t *testing.T, env *localdev.Env) strin
 			t.Errorf("node %s zone %q", n.Name, zone)
 		}
 		want[corev1.LabelTopologyZone], want["failure-domain.beta.kubernetes.io/zone"] = zone, zone
+		// Karpenter labels the NodeClaim with its subnet's AvailabilityZoneId, and registration
+		// copies it onto the Node: the zone ID the EC2NodeClass's status gives that zone.
+		for _, sn := range ec2NodeClassStatusSubnets(ctx, t, env) {
+			if sn.Zone == zone {
+				want[apisv1.LabelTopologyZoneID] = sn.ZoneID
+			}
+		}
 		var diff []string
 		for k, v := range want {
 			if n.Labels[k] != v {
@@ -304,4 +311,14 @@ func checkLiveness(ctx context.Context, t *testing.T, env *localdev.Env) {
 		t.Errorf("instance %s still running after its NodeClaim was reaped", inst.ID)
 	}
 	t.Logf("launch %s (never registers) reaped %s after it was seen, registration TTL %s", launched.Name, time.Since(begin).Round(time.Second), registrationTTL)
+}
+
+// ec2NodeClassStatusSubnets returns the resolved subnets of the seed EC2NodeClass "default".
+func ec2NodeClassStatusSubnets(ctx context.Context, t *testing.T, env *localdev.Env) []apisv1.Subnet {
+	t.Helper()
+	nc, err := ec2NodeClass(ctx, t, env, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc.Status.Subnets
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -44,15 +45,30 @@ func checkTerminationOrderAndVolumes(ctx context.Context, t *testing.T, env *loc
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: terminationNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	// The victim must not be on its way out already: consolidation runs meanwhile, and a node
+	// it tainted karpenter.sh/disrupted gets no DaemonSet pod. The do-not-disrupt annotation
+	// keeps it from choosing the node later (a TaintNode decided before the annotation is
+	// refused as stale, since the node changed after its snapshot); deleting the NodeClaim still
+	// terminates it, as in Karpenter.
 	var victim apisv1.NodeClaim
 	for _, nc := range nodeClaims(ctx, t, env) {
-		if nc.Status.NodeName != "" && nc.DeletionTimestamp == nil {
-			victim = nc
-			break
+		if nc.Status.NodeName == "" || nc.DeletionTimestamp != nil {
+			continue
 		}
+		patch := []byte(`{"metadata":{"annotations":{"` + apisv1.AnnotationDoNotDisrupt + `":"true"}}}`)
+		if _, err := kc.CoreV1().Nodes().Patch(ctx, nc.Status.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			continue
+		}
+		time.Sleep(2 * time.Second) // a command already published lands, or is refused, by then
+		n, err := kc.CoreV1().Nodes().Get(ctx, nc.Status.NodeName, metav1.GetOptions{})
+		if err != nil || n.DeletionTimestamp != nil || tainted(n) {
+			continue
+		}
+		victim = nc
+		break
 	}
 	if victim.Name == "" {
-		t.Fatal("no NodeClaim with a node to terminate")
+		t.Fatal("no NodeClaim with a node to terminate that is not being disrupted already")
 	}
 	node := victim.Status.NodeName
 	small := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}

@@ -406,6 +406,43 @@ func TestDrainDeficitRollsBackAfterReplacementsAreReady(t *testing.T) {
 	}
 }
 
+// A pod without a controller bound to a tainted candidate after the decision (a bare pod given
+// spec.nodeName bypasses the taint) forbids the drain; it never clears by itself, so the
+// decision is rolled back DrainDeficitTimeout after its replacement was ready, as Karpenter
+// abandons a command whose candidate turned invalid, instead of holding the pool's disruption
+// budget (and stalling drift) for the whole ConsolidationTimeout.
+func TestBarePodOnACandidateRollsBackAfterDrainDeficitTimeout(t *testing.T) {
+	snapWith := func(readyAgo time.Duration) *events.Snapshot {
+		n, nc := node("old", "m5.2xlarge", "aws:///us-east-1a/i-0123456789abcdef0")
+		added := metav1.NewTime(now.Add(-5 * time.Minute))
+		n.Spec.Taints = []corev1.Taint{{Key: apisv1.TaintKeyDisrupted, Value: disruption.TaintValuePrefix + "abc.1", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &added}}
+		rn, rc := node("new", "m5.large", "aws:///us-east-1a/i-0fedcba9876543210")
+		rc.Annotations = map[string]string{disruption.AnnotationDecision: "abc", disruption.AnnotationReplaces: "old"}
+		rc.Status.Conditions = []metav1.Condition{{Type: apisv1.ConditionInitialized, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-readyAgo))}}
+		bare := pod("bare", "old")
+		bare.OwnerReferences = nil
+		return &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: 7, Time: metav1.NewTime(now),
+			NodePools: []apisv1.NodePool{pool()}, Nodes: []corev1.Node{n, rn}, NodeClaims: []apisv1.NodeClaim{nc, rc}, Pods: []corev1.Pod{pod("p1", "old"), bare}}
+	}
+	e := newEnv(t)
+	out := e.handle(snapWith(30 * time.Second))
+	if cmds := e.commands(); len(cmds) != 0 || out.Abandoned != "" {
+		t.Fatalf("30 s after the replacement was ready: commands %v, abandoned %q; want it waiting", kinds(cmds), out.Abandoned)
+	}
+	if len(out.Progress) != 1 || !strings.Contains(out.Progress[0].Waiting, "default/bare") {
+		t.Fatalf("progress %+v, want the drain blocked naming default/bare", out.Progress)
+	}
+	e = newEnv(t)
+	out = e.handle(snapWith(disruption.DrainDeficitTimeout))
+	cmds := e.commands()
+	if len(cmds) != 1 || cmds[0].Kind != events.CommandUntaintNode || cmds[0].NodeName != "old" {
+		t.Fatalf("%s after the replacement was ready: commands %v, want UntaintNode old", disruption.DrainDeficitTimeout, kinds(cmds))
+	}
+	if !strings.Contains(out.Abandoned, "rolled back") || !strings.Contains(out.Abandoned, "default/bare") {
+		t.Errorf("abandoned %q", out.Abandoned)
+	}
+}
+
 // Karpenter's karpenter.sh/disrupted taint (value "", no timeAdded) left on a node in a
 // migration is stamped with the snapshot's time, and once disruption.StrayTaintTimeout old is
 // removed; meanwhile the node holds its disruption budget as any disrupting node does.

@@ -100,7 +100,8 @@ type Progress struct {
 	Waiting string
 	// Rollback says why the decision is given up ("" when it is not): it waited
 	// ConsolidationTimeout since its candidates were tainted without any candidate finishing, or
-	// DrainDeficitTimeout with its replacements ready and no room for the candidates' pods. Its
+	// DrainDeficitTimeout with its replacements ready and no room for the candidates' pods (or a
+	// pod bound to a candidate after the decision forbidding the drain). Its
 	// candidates are untainted and serve pods again.
 	Rollback string
 }
@@ -119,6 +120,13 @@ const ConsolidationTimeout = 10 * time.Minute
 // drift) for 10 minutes. Pending pods that the provisioner is placing clear within seconds. The
 // rolled-back candidates serve pods again and the next round decides on the cluster as it is.
 const DrainDeficitTimeout = time.Minute
+
+// ErrDrainBlockedByPod marks a drain a pod on a candidate forbids: one annotated do-not-disrupt
+// or without a controller, bound there after the decision (the decision itself never picks such
+// a node). Karpenter re-validates its candidates before committing a command and abandons it
+// when one became invalid (pkg/controllers/disruption validation); here the decision is rolled
+// back after DrainDeficitTimeout rather than holding the pool's budget for ConsolidationTimeout.
+var ErrDrainBlockedByPod = errors.New("drain blocked")
 
 // ErrDrainWaits marks a drain that waits for room for the candidates' pods (ValidateDrain), as
 // opposed to one a PodDisruptionBudget or a do-not-disrupt annotation blocks.
@@ -174,7 +182,7 @@ func InFlight(s *State) []*Progress {
 			if why := s.replacementsReady(p); why != "" {
 				p.Waiting = why
 			} else if err := ValidateDrain(s, busy); err != nil {
-				p.Waiting, deficit = err.Error(), errors.Is(err, ErrDrainWaits)
+				p.Waiting, deficit = err.Error(), errors.Is(err, ErrDrainWaits) || errors.Is(err, ErrDrainBlockedByPod)
 			} else {
 				p.Drain = busy
 			}
@@ -202,7 +210,7 @@ func InFlight(s *State) []*Progress {
 					}
 				}
 				if s.Now.Sub(since) >= DrainDeficitTimeout {
-					p.Rollback = fmt.Sprintf("the replacements are ready but the candidates' pods still lack room %s later (%s); the candidates serve pods again",
+					p.Rollback = fmt.Sprintf("the replacements are ready but the candidates' pods still cannot move %s later (%s); the candidates serve pods again",
 						s.Now.Sub(since).Round(time.Second), p.Waiting)
 				}
 			}
@@ -298,7 +306,7 @@ func ValidateDrain(s *State, nodes []*Node) error {
 		remove[n.Name()] = true
 	}
 	if why := PodsBlock(pods, s.Now); why != "" {
-		return fmt.Errorf("drain blocked: %s", why)
+		return fmt.Errorf("%w: %s", ErrDrainBlockedByPod, why)
 	}
 	if err := s.PDBs.Check(pods); err != nil {
 		return fmt.Errorf("drain blocked: %w", err)
