@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -50,25 +51,37 @@ func checkTerminationOrderAndVolumes(ctx context.Context, t *testing.T, env *loc
 	// keeps it from choosing the node later (a TaintNode decided before the annotation is
 	// refused as stale, since the node changed after its snapshot); deleting the NodeClaim still
 	// terminates it, as in Karpenter.
-	var victim apisv1.NodeClaim
-	for _, nc := range nodeClaims(ctx, t, env) {
-		if nc.Status.NodeName == "" || nc.DeletionTimestamp != nil {
-			continue
+	claim := func(node string) apisv1.NodeClaim {
+		for _, nc := range nodeClaims(ctx, t, env) {
+			if nc.Status.NodeName == node {
+				return nc
+			}
 		}
+		return apisv1.NodeClaim{}
+	}
+	take := func(nc apisv1.NodeClaim) bool {
 		patch := []byte(`{"metadata":{"annotations":{"` + apisv1.AnnotationDoNotDisrupt + `":"true"}}}`)
 		if _, err := kc.CoreV1().Nodes().Patch(ctx, nc.Status.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			continue
+			return false
 		}
 		time.Sleep(2 * time.Second) // a command already published lands, or is refused, by then
 		n, err := kc.CoreV1().Nodes().Get(ctx, nc.Status.NodeName, metav1.GetOptions{})
-		if err != nil || n.DeletionTimestamp != nil || tainted(n) {
-			continue
+		return err == nil && n.DeletionTimestamp == nil && !tainted(n)
+	}
+	var victim apisv1.NodeClaim
+	for _, nc := range nodeClaims(ctx, t, env) {
+		// The test adds 4 pods and a DaemonSet pod: a c6g.medium admits 8 in all.
+		if nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && freePodSlots(ctx, t, env, nc.Status.NodeName) >= 5 && take(nc) {
+			victim = nc
+			break
 		}
-		victim = nc
-		break
 	}
 	if victim.Name == "" {
-		t.Fatal("no NodeClaim with a node to terminate that is not being disrupted already")
+		// No node has room: a node of its own (c6g.xlarge on demand admits 58 pods).
+		host := deploy(ctx, t, env, "termination-host", map[string]string{corev1.LabelInstanceTypeStable: "c6g.xlarge", apisv1.LabelCapacityType: apisv1.CapacityTypeOnDemand})
+		if victim = claim(host); victim.Name == "" || !take(victim) {
+			t.Fatalf("no NodeClaim with room on its node that is not being disrupted already (node %s)", host)
+		}
 	}
 	node := victim.Status.NodeName
 	small := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}
@@ -140,7 +153,13 @@ func checkTerminationOrderAndVolumes(ctx context.Context, t *testing.T, env *loc
 		return running[terminationNS+"/with-volume"] && running[terminationNS+"/normal"] && running["kube-system/e2e-critical"] &&
 			running[terminationNS+"/tolerant"] && running["ds"], nil
 	}); err != nil {
-		t.Fatalf("test pods not running on %s: %v", node, err)
+		var state []string
+		if pods, lerr := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}); lerr == nil {
+			for _, p := range pods.Items {
+				state = append(state, fmt.Sprintf("%s/%s %s %s", p.Namespace, p.Name, p.Status.Phase, p.Status.Reason))
+			}
+		}
+		t.Fatalf("test pods not running on %s: %v; pods there: %v", node, err, state)
 	}
 	attacher := "ebs.csi.aws.com"
 	va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "csi-e2e-termination"}, Spec: storagev1.VolumeAttachmentSpec{
@@ -283,4 +302,25 @@ func watchLeaving(ctx context.Context, t *testing.T, env *localdev.Env, node str
 	f.Start(wctx.Done())
 	f.WaitForCacheSync(wctx.Done())
 	return l
+}
+
+// freePodSlots is how many more pods node admits: its allocatable pods less the pods bound to it
+// that have not ended (the kubelet refuses one more with OutOfpods).
+func freePodSlots(ctx context.Context, t *testing.T, env *localdev.Env, node string) int {
+	t.Helper()
+	n, err := env.Cluster.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return 0
+	}
+	pods, err := env.Cluster.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return 0
+	}
+	used := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			used++
+		}
+	}
+	return int(n.Status.Allocatable.Pods().Value()) - used
 }
