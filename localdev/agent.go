@@ -39,7 +39,8 @@ func (e *Env) startAgent(ctx context.Context) error {
 		kind = apisv1.KindAKSNodeClass
 	}
 	a, err := agent.New(agent.Config{Cluster: e.Options.Cluster, Namespace: e.Options.Namespace, NodeClassKind: kind,
-		Kube: kc, Dynamic: dc, Publisher: pub, Commands: cmds, Blobs: e.blobs, Logger: e.Options.Log, Metrics: e.AgentMetrics})
+		Kube: kc, Dynamic: dc, Publisher: pub, Commands: cmds, Blobs: e.blobs, Logger: e.Options.Log, Metrics: e.AgentMetrics,
+		SnapshotInterval: e.Options.SnapshotInterval})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

@@ -73,6 +73,10 @@ type Options struct {
 	// NodeClassRefresh is how often the lifecycle function resolves a Ready NodeClass again
 	// (default lifecycle.DefaultRefreshInterval); tests shorten it to see a new AMI sooner.
 	NodeClassRefresh time.Duration
+	// SnapshotInterval is the period of the agent's TypeSnapshot events (zero:
+	// agent.DefaultSnapshotInterval, 30 s); tests shorten it to see rules that act on the
+	// second of two snapshots (garbage collection of vanished instances) sooner.
+	SnapshotInterval time.Duration
 	// Timeout bounds the run (default 2 minutes).
 	Timeout time.Duration
 	// Keep leaves everything running after the summary until ctx ends (kubectl against

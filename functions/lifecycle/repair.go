@@ -136,7 +136,7 @@ func (h *Handler) collectVanished(ctx context.Context, snap *events.Snapshot) (m
 	}
 	gone := map[string]bool{}
 	var claims []*apisv1.NodeClaim
-	for _, id := range h.vanished.Confirm(snap.Revision, ids) {
+	for _, id := range h.vanished.Confirm(snap.Revision, snap.Time.Time, ids) {
 		gone[id] = true
 		claims = append(claims, byID[id])
 	}

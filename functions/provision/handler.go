@@ -377,7 +377,7 @@ func (h *Handler) removeOrphans(ctx context.Context, snap *events.Snapshot, cand
 		ids = append(ids, c.id)
 	}
 	var out []string
-	for _, id := range h.suspects.Confirm(snap.Revision, ids) {
+	for _, id := range h.suspects.Confirm(snap.Revision, snap.Time.Time, ids) {
 		if err := byID[id].remove(ctx, id); err != nil {
 			return out, fmt.Errorf("terminating orphan %s: %w", id, err)
 		}

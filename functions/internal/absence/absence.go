@@ -5,35 +5,54 @@
 // instance the cloud no longer lists) both use it.
 package absence
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
-// Sightings remembers, by id, the revision of the snapshot on which each suspect was first seen.
-// The zero value is ready; it is safe for concurrent use. It only delays action: a cold process
-// waits one more snapshot.
+// Sightings remembers, by id, the snapshot on which each suspect was first seen. The zero value
+// is ready; it is safe for concurrent use. It only delays action: a cold process waits one more
+// snapshot.
 type Sightings struct {
 	mu    sync.Mutex
-	first map[string]int64
+	first map[string]sighting
 }
 
-// Confirm records the suspects of the snapshot at revision and returns, in the order given, the
-// ones first seen on an earlier revision (confirmed: act on them). A suspect first seen now, or
-// on this or a later revision (a redelivered or older snapshot), waits; an id not among suspects
-// any more is forgotten (it came back, or it is gone).
-func (s *Sightings) Confirm(revision int64, suspects []string) []string {
+// sighting names a snapshot: its revision and its time. The agent publishes its periodic
+// snapshot of an unchanged cluster under the same revision at a later time; that is a second
+// look (the function lists the cloud again for it), while a redelivered snapshot has both the
+// same revision and the same time.
+type sighting struct {
+	revision int64
+	at       time.Time
+}
+
+// later reports whether s was taken after f: a higher revision, or the same revision at a later
+// time.
+func (s sighting) later(f sighting) bool {
+	return s.revision > f.revision || (s.revision == f.revision && s.at.After(f.at))
+}
+
+// Confirm records the suspects of the snapshot at revision, taken at (the snapshot's time), and
+// returns, in the order given, the ones first seen on an earlier snapshot (confirmed: act on
+// them). A suspect first seen now, or on this snapshot or a later one (a redelivered or older
+// snapshot), waits; an id not among suspects any more is forgotten (it came back, or it is gone).
+func (s *Sightings) Confirm(revision int64, at time.Time, suspects []string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.first == nil {
-		s.first = map[string]int64{}
+		s.first = map[string]sighting{}
 	}
+	now := sighting{revision: revision, at: at}
 	seen := make(map[string]bool, len(suspects))
 	var out []string
 	for _, id := range suspects {
 		seen[id] = true
-		rev, ok := s.first[id]
+		first, ok := s.first[id]
 		switch {
 		case !ok:
-			s.first[id] = revision
-		case rev < revision:
+			s.first[id] = now
+		case now.later(first):
 			out = append(out, id)
 		}
 	}
