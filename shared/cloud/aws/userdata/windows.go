@@ -165,12 +165,12 @@ func parseWindows(data string) (*Node, error) {
 	lower := strings.ToLower(data)
 	open := strings.Index(lower, psOpen)
 	if open < 0 {
-		return nil, errors.New("Windows user data: no <powershell> script, the node cannot join")
+		return nil, errors.New("user data of a Windows node: no <powershell> script, the node cannot join")
 	}
 	rest := data[open+len(psOpen):]
 	end := strings.Index(strings.ToLower(rest), psClose)
 	if end < 0 {
-		return nil, errors.New("Windows user data: <powershell> is never closed by </powershell>, EC2Launch runs nothing")
+		return nil, errors.New("user data of a Windows node: <powershell> is never closed by </powershell>, EC2Launch runs nothing")
 	}
 	body := rest[:end]
 	var call string
@@ -182,26 +182,26 @@ func parseWindows(data string) (*Node, error) {
 			varSet = true
 		case strings.HasPrefix(l, windowsBootstrapCall+" ") || isQuotedBootstrapCall(l):
 			if call != "" {
-				return nil, errors.New("Windows user data: Start-EKSBootstrap.ps1 is called twice")
+				return nil, errors.New("user data of a Windows node: Start-EKSBootstrap.ps1 is called twice")
 			}
 			if strings.HasPrefix(l, windowsBootstrapCall+" ") && !varSet {
-				return nil, errors.New("Windows user data: $EKSBootstrapScriptFile is called before it names Start-EKSBootstrap.ps1")
+				return nil, errors.New("user data of a Windows node: $EKSBootstrapScriptFile is called before it names Start-EKSBootstrap.ps1")
 			}
 			call = l
 		}
 	}
 	if call == "" {
-		return nil, errors.New("Windows user data: no call of Start-EKSBootstrap.ps1, the node cannot join")
+		return nil, errors.New("user data of a Windows node: no call of Start-EKSBootstrap.ps1, the node cannot join")
 	}
 	words, err := psWords(call)
 	if err != nil {
-		return nil, fmt.Errorf("Windows user data: bootstrap call: %w", err)
+		return nil, fmt.Errorf("user data of a Windows node: bootstrap call: %w", err)
 	}
 	params := map[string]string{}
 	for i := 2; i < len(words); i += 2 {
 		name := words[i].text
 		if words[i].quoted || !strings.HasPrefix(name, "-") {
-			return nil, fmt.Errorf("Windows user data: bootstrap call: %q is not a parameter name", name)
+			return nil, fmt.Errorf("user data of a Windows node: bootstrap call: %q is not a parameter name", name)
 		}
 		canon := ""
 		for p := range windowsParams {
@@ -210,22 +210,22 @@ func parseWindows(data string) (*Node, error) {
 			}
 		}
 		if canon == "" {
-			return nil, fmt.Errorf("Windows user data: Start-EKSBootstrap.ps1 has no parameter %s", name)
+			return nil, fmt.Errorf("user data of a Windows node: Start-EKSBootstrap.ps1 has no parameter %s", name)
 		}
 		if i+1 >= len(words) {
-			return nil, fmt.Errorf("Windows user data: bootstrap parameter %s has no value", name)
+			return nil, fmt.Errorf("user data of a Windows node: bootstrap parameter %s has no value", name)
 		}
 		if _, dup := params[canon]; dup {
-			return nil, fmt.Errorf("Windows user data: bootstrap parameter %s is given twice", canon)
+			return nil, fmt.Errorf("user data of a Windows node: bootstrap parameter %s is given twice", canon)
 		}
 		params[canon] = words[i+1].text
 	}
 	n := &Node{ClusterName: params["-EKSClusterName"], APIServerEndpoint: params["-APIServerEndpoint"]}
 	if n.ClusterName == "" {
-		return nil, errors.New("Windows user data: Start-EKSBootstrap.ps1 -EKSClusterName is missing, the node cannot join")
+		return nil, errors.New("user data of a Windows node: Start-EKSBootstrap.ps1 -EKSClusterName is missing, the node cannot join")
 	}
 	if err := n.applyWindowsKubeletArgs(params["-KubeletExtraArgs"]); err != nil {
-		return nil, fmt.Errorf("Windows user data: -KubeletExtraArgs: %w", err)
+		return nil, fmt.Errorf("user data of a Windows node: -KubeletExtraArgs: %w", err)
 	}
 	if ip := params["-DNSClusterIP"]; ip != "" {
 		if n.Kubelet == nil {
