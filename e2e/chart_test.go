@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,7 +207,8 @@ func TestHelmChartAgentRunsSeedScenario(t *testing.T) {
 	}
 	for i, m := range bad {
 		if m.Kind == "Deployment" {
-			bad[i].YAML = strings.Replace(m.YAML, "replicas: 1\n", "replicas: -1\n", 1)
+			// The agent runs 2 replicas (leader election), the bundled NATS 1: any count becomes -1.
+			bad[i].YAML = replicasRE.ReplaceAllString(m.YAML, "${1}replicas: -1")
 		}
 	}
 	if err := dryRunInstall(ctx, cp, "dovetail-dry-run", bad); err == nil || !strings.Contains(err.Error(), "spec.replicas") {
@@ -374,3 +376,6 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// replicasRE matches a Deployment's spec.replicas line, keeping its indentation.
+var replicasRE = regexp.MustCompile(`(?m)^(\s*)replicas: \d+$`)
