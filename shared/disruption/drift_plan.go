@@ -93,9 +93,10 @@ func PlanDrift(snap *events.Snapshot, rules cloud.NodeClassRules) DriftPlan {
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	counts := CountPoolNodes(snap)
 	var cands []DriftCandidate
+	idx := newTargetIndex(snap)
 	for i := range nodes {
 		n := &nodes[i]
-		t := TargetFor(snap, n)
+		t := idx.target(n)
 		if t.NodeClaim == nil || t.NodePool == nil {
 			continue
 		}

@@ -22,9 +22,10 @@ import (
 // NodeClaim, the reason and the snapshot revision. Sorted by NodeClaim name.
 func DriftConditions(snap *events.Snapshot, rules cloud.NodeClassRules) []events.Command {
 	var out []events.Command
+	idx := newTargetIndex(snap)
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		t := TargetFor(snap, n)
+		t := idx.target(n)
 		nc := t.NodeClaim
 		if nc == nil || t.NodePool == nil || nc.DeletionTimestamp != nil || n.DeletionTimestamp != nil || !Initialized(n, nc) {
 			continue

@@ -92,6 +92,8 @@ func FindTargets(snap *events.Snapshot, match func(providerID string) bool) []Ta
 }
 
 // TargetFor builds the Target of one node of the snapshot (with its NodeClaim, pool and pods).
+// It scans the snapshot's NodeClaims and pods; for every node of a snapshot use targetIndex,
+// which scans them once.
 func TargetFor(snap *events.Snapshot, node *corev1.Node) Target {
 	t := Target{ProviderID: node.Spec.ProviderID, Node: node}
 	for i := range snap.NodeClaims {
@@ -106,6 +108,24 @@ func TargetFor(snap *events.Snapshot, node *corev1.Node) Target {
 }
 
 func completeTarget(snap *events.Snapshot, t *Target) {
+	if t.Node != nil {
+		for i := range snap.Pods {
+			if p := &snap.Pods[i]; p.Spec.NodeName == t.Node.Name && Evacuable(p) {
+				t.Pods = append(t.Pods, p)
+			}
+		}
+	}
+	pool := fillTarget(t)
+	for i := range snap.NodePools {
+		if snap.NodePools[i].Name == pool {
+			t.NodePool = &snap.NodePools[i]
+		}
+	}
+}
+
+// fillTarget sets the taint fields and the offering from the node (else the NodeClaim) and
+// returns the NodePool name its labels carry.
+func fillTarget(t *Target) (pool string) {
 	labels := map[string]string{}
 	if t.NodeClaim != nil {
 		labels = t.NodeClaim.Labels
@@ -117,20 +137,66 @@ func completeTarget(snap *events.Snapshot, t *Target) {
 				t.Disrupting, t.Tainted, t.TaintValue = true, taint.TimeAdded, taint.Value
 			}
 		}
-		for i := range snap.Pods {
-			if p := &snap.Pods[i]; p.Spec.NodeName == t.Node.Name && Evacuable(p) {
-				t.Pods = append(t.Pods, p)
-			}
-		}
 	}
 	t.Offering = events.OfferingKey{InstanceType: labels[corev1.LabelInstanceTypeStable],
 		Zone: labels[corev1.LabelTopologyZone], CapacityType: labels[apisv1.LabelCapacityType]}
-	pool := labels[apisv1.LabelNodePool]
-	for i := range snap.NodePools {
-		if snap.NodePools[i].Name == pool {
-			t.NodePool = &snap.NodePools[i]
+	return labels[apisv1.LabelNodePool]
+}
+
+// targetIndex gives every node of one snapshot its Target as TargetFor does, from maps built in
+// one pass over the snapshot's NodeClaims, pods and NodePools: TargetFor scans all of them per
+// node, which on a 5,000-node, 95,000-pod cluster was a fifth of a preview (PlanDrift runs per
+// round, and twice when nodes expire). The snapshot must not change while the index is used.
+type targetIndex struct {
+	snap       *events.Snapshot
+	claimByPID map[string]int // first NodeClaim (snapshot order) with that non-empty status.providerID
+	claimByNN  map[string]int // first NodeClaim with that status.nodeName
+	pods       map[string][]*corev1.Pod
+	pools      map[string]*apisv1.NodePool // the last NodePool of a name, as completeTarget's loop keeps
+}
+
+func newTargetIndex(snap *events.Snapshot) *targetIndex {
+	x := &targetIndex{snap: snap, claimByPID: map[string]int{}, claimByNN: map[string]int{},
+		pods: map[string][]*corev1.Pod{}, pools: map[string]*apisv1.NodePool{}}
+	for i := range snap.NodeClaims {
+		st := &snap.NodeClaims[i].Status
+		if _, ok := x.claimByPID[st.ProviderID]; !ok && st.ProviderID != "" {
+			x.claimByPID[st.ProviderID] = i
+		}
+		if _, ok := x.claimByNN[st.NodeName]; !ok {
+			x.claimByNN[st.NodeName] = i
 		}
 	}
+	for i := range snap.Pods {
+		if p := &snap.Pods[i]; Evacuable(p) {
+			x.pods[p.Spec.NodeName] = append(x.pods[p.Spec.NodeName], p)
+		}
+	}
+	for i := range snap.NodePools {
+		x.pools[snap.NodePools[i].Name] = &snap.NodePools[i]
+	}
+	return x
+}
+
+// target is TargetFor(x.snap, node): the NodeClaim is the first in snapshot order that matches
+// by provider ID or node name, so the earlier of the two indexed matches.
+func (x *targetIndex) target(node *corev1.Node) Target {
+	t := Target{ProviderID: node.Spec.ProviderID, Node: node}
+	first := -1
+	if i, ok := x.claimByPID[node.Spec.ProviderID]; ok {
+		first = i
+	}
+	if i, ok := x.claimByNN[node.Name]; ok && (first < 0 || i < first) {
+		first = i
+	}
+	if first >= 0 {
+		t.NodeClaim = &x.snap.NodeClaims[first]
+	}
+	if ps := x.pods[node.Name]; len(ps) > 0 {
+		t.Pods = append([]*corev1.Pod(nil), ps...) // callers may append to their own
+	}
+	t.NodePool = x.pools[fillTarget(&t)]
+	return t
 }
 
 // Evacuable reports whether a bound pod must move when its node goes: not a DaemonSet pod (it is

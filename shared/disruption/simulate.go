@@ -58,10 +58,10 @@ func (s *State) simulate(remove map[string]bool, pods []*corev1.Pod, move bool) 
 	}
 	in := provisioning.Input{Pods: pods, Catalog: s.Catalog, DaemonSets: s.base.daemonSets, LimitRanges: s.base.limitRanges,
 		Simulation: true, NodePools: s.base.nodePools, NodeClasses: s.Snapshot.NodeClasses, NodeSettings: s.NodeSettings, Unavailable: s.base.unavailable,
-		Policies: s.Policies, Overlays: s.Overlays}
+		Policies: s.Policies, Overlays: s.Overlays, Requests: s.Requests}
 	var least scheduling.Resources
 	for i, p := range pods {
-		r := scheduling.PodRequests(p)
+		r := s.Requests.Requests(p)
 		if i == 0 || r.MilliCPU < least.MilliCPU {
 			least.MilliCPU = r.MilliCPU
 		}

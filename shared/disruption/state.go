@@ -82,6 +82,9 @@ type State struct {
 	// Strict, Respect), as Karpenter's disruption simulations take --min-values-policy and
 	// --preference-policy (pkg/controllers/disruption/helpers.go SimulateScheduling).
 	Policies provisioning.Policies
+	// Requests memoizes pod requests across the simulations (and across States of one caller,
+	// as the preview's rounds are); nil computes them per simulation.
+	Requests *scheduling.RequestMemo
 	// Now is the snapshot's time: the only clock the core reads.
 	Now   time.Time
 	Nodes []*Node // sorted by name

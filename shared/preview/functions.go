@@ -122,7 +122,7 @@ func (r *runner) replaceDrifted(c disruption.DriftCandidate, budgets map[string]
 // function makes it (disruption.EvacuationInput, provisioning.Solve).
 func (r *runner) evacuation(node string) (*provisioning.Plan, error) {
 	in, _ := disruption.EvacuationInput(r.w.snap, r.o.Catalog, r.o.NodeSettings, []string{node}, nil)
-	in.Policies = r.o.Policies
+	in.Policies, in.Requests = r.o.Policies, r.reqs
 	return provisioning.Solve(in)
 }
 
@@ -176,7 +176,7 @@ func (r *runner) consolidate() error {
 	if err != nil {
 		return err
 	}
-	st.Policies = r.o.Policies
+	st.Policies, st.Requests = r.o.Policies, r.reqs
 	if p := disruption.InFlight(st); len(p) > 0 {
 		r.cur.Notes = append(r.cur.Notes, fmt.Sprintf("consolidation %s is in flight: no new decision until it is done", p[0].ID))
 		return nil

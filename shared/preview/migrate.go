@@ -45,7 +45,7 @@ func (r *runner) migrate() error {
 	var plan *provisioning.Plan
 	for len(drain) > 0 {
 		in, _ := disruption.EvacuationInput(r.w.snap, r.o.Catalog, r.o.NodeSettings, drain, nil)
-		in.Policies = r.o.Policies
+		in.Policies, in.Requests = r.o.Policies, r.reqs
 		var err error
 		if plan, err = provisioning.Solve(in); err != nil {
 			return err
@@ -155,7 +155,7 @@ func (r *runner) lowerBound() (float64, float64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	st.Policies = r.o.Policies
+	st.Policies, st.Requests = r.o.Policies, r.reqs
 	prices := map[string]NodeCost{}
 	for _, n := range SnapshotCost(r.w.snap, r.o.Catalog).Nodes {
 		prices[n.Name] = n
@@ -181,7 +181,7 @@ func (r *runner) lowerBound() (float64, float64, error) {
 		return kept, kept, nil
 	}
 	in := provisioning.InputFromSnapshot(r.w.snap, r.o.Catalog, r.o.NodeSettings)
-	in.Policies = r.o.Policies
+	in.Policies, in.Requests = r.o.Policies, r.reqs
 	in.Pods, in.Nodes, in.BoundPods, in.NodeClaims = pods, nil, nil, nil
 	plan, err := provisioning.Solve(in)
 	if err != nil {

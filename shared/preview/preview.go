@@ -21,6 +21,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/cloud"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
 // Functions a decision comes from.
@@ -228,7 +229,7 @@ func Run(snap *events.Snapshot, o Options) (*Result, error) {
 	if !o.Owned {
 		snap = cloneSnapshot(snap)
 	}
-	r := &runner{o: o, w: newWorld(snap, o.Catalog, o.NodeSettings)}
+	r := &runner{o: o, w: newWorld(snap, o.Catalog, o.NodeSettings), reqs: scheduling.NewRequestMemo()}
 	r.res = res
 	if len(snap.NodePools) == 0 {
 		if err := r.assume(); err != nil {
@@ -327,6 +328,9 @@ type runner struct {
 	nominated map[string]string
 	// migrating: a cluster without NodePools, whose node groups the first round drains.
 	migrating bool
+	// reqs memoizes the pods' requests across every solver run of the preview (provisioning.Input
+	// and disruption.State Requests): each run compiles the whole cluster's bound pods.
+	reqs *scheduling.RequestMemo
 }
 
 // rounds runs rounds until one decides nothing. A drain that waits for a pod only a grace

@@ -75,7 +75,7 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		// compile, most of a large cluster's compile. The sum is the same in any order.
 		var used scheduling.Resources
 		for _, p := range podsByNode[n.Name] {
-			used = used.Add(scheduling.PodRequests(p))
+			used = used.Add(in.Requests.Requests(p))
 			if v := attachedVolumes(p); v > 0 {
 				used = used.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: v}})
 			}

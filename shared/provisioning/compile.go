@@ -26,7 +26,7 @@ func compile(in *Input) (*solver, []*podInfo) {
 	pods := make([]*podInfo, 0, len(in.Pods))
 	infos := make([]podInfo, len(in.Pods)) // one allocation for all of them
 	for i, pod := range in.Pods {
-		pods = append(pods, compilePod(&infos[i], pod, s.topo, vols, in.Policies.ignorePreferences()))
+		pods = append(pods, compilePod(&infos[i], pod, in.Requests, s.topo, vols, in.Policies.ignorePreferences()))
 	}
 	sortPods(pods)
 	s.seedTopology()

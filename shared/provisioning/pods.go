@@ -197,9 +197,9 @@ func selectorTerms(terms []corev1.NodeSelectorTerm) ([]scheduling.Requirements, 
 // Under PreferencesIgnore (ignorePrefs) the pod's preferred node affinity, preferred pod
 // (anti-)affinity and ScheduleAnyway spreads are not compiled at all; only the PreferNoSchedule
 // step is left to relax.
-func compilePod(pi *podInfo, pod *corev1.Pod, topo *topology, vols *volumeIndex, ignorePrefs bool) *podInfo {
+func compilePod(pi *podInfo, pod *corev1.Pod, memo *scheduling.RequestMemo, topo *topology, vols *volumeIndex, ignorePrefs bool) *podInfo {
 	// Field by field: pi is zero, and copying a whole podInfo literal in costs write barriers.
-	pi.pod, pi.key, pi.requests, pi.ports = pod, podKey(pod), scheduling.PodRequests(pod), scheduling.PodHostPorts(pod)
+	pi.pod, pi.key, pi.requests, pi.ports = pod, podKey(pod), memo.Requests(pod), scheduling.PodHostPorts(pod)
 	fail := func(err error) *podInfo {
 		pi.err = fmt.Errorf("invalid pod %s: %w", pi.key, err)
 		pi.activate()

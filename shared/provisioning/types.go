@@ -76,6 +76,10 @@ type Input struct {
 	// Policies are the operator's --min-values-policy and --preference-policy (zero: Strict,
 	// Respect); consolidation's simulations plan under the same ones, as Karpenter's do.
 	Policies Policies
+	// Requests memoizes the pods' effective requests (scheduling.PodRequests) across the solver
+	// runs of one caller over the same pods, as the preview's many evaluations of one cluster
+	// are; nil computes them per run.
+	Requests *scheduling.RequestMemo
 }
 
 // NodeSettingsFunc computes a NodeClass's node settings; the zero NodeClass (a NodePool whose
