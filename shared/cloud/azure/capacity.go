@@ -207,6 +207,8 @@ type quotaRoom map[string]int64
 // a size whose quota has no room is not tried: Azure refuses it anyway, one create later.
 func (p *Provider) quotas(ctx context.Context) (quotaRoom, error) {
 	room := quotaRoom{}
+	p.pages.Lock()
+	defer p.pages.Unlock()
 	pager := p.usages.NewListPager(p.o.Location, nil)
 	for pager.More() {
 		page, err := pager.NextPage(ctx)

@@ -34,6 +34,8 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*cloud.Instance,
 
 // List returns the VMs of the resource group tagged for cluster (every page), sorted by name.
 func (p *Provider) List(ctx context.Context, cluster string) ([]cloud.Instance, error) {
+	p.pages.Lock()
+	defer p.pages.Unlock()
 	pager := p.vms.NewListPager(p.o.ResourceGroup, nil)
 	out := []cloud.Instance{}
 	for pager.More() {

@@ -59,6 +59,8 @@ type nicNetwork struct {
 // more than one, for a BYO subnet.
 func (p *Provider) network(ctx context.Context, subnet string) (nicNetwork, error) {
 	var n nicNetwork
+	p.pages.Lock()
+	defer p.pages.Unlock()
 	lbs := p.lbs.NewListPager(p.o.ResourceGroup, nil)
 	for lbs.More() {
 		page, err := lbs.NextPage(ctx)
@@ -179,6 +181,8 @@ func (p *Provider) releaseNIC(ctx context.Context, name string) error {
 // properties.virtualMachine is unset), every page, sorted by ID; Created is the TagCreated time
 // (zero when the tag is missing or unreadable).
 func (p *Provider) Leftovers(ctx context.Context, cluster string) ([]cloud.Leftover, error) {
+	p.pages.Lock()
+	defer p.pages.Unlock()
 	pager := p.nics.NewListPager(p.o.ResourceGroup, nil)
 	var out []cloud.Leftover
 	for pager.More() {

@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -128,6 +129,13 @@ type Provider struct {
 	nsgs    *armnetwork.SecurityGroupsClient
 	usages  *armcompute.UsageClient
 	exts    *armcompute.VirtualMachineExtensionsClient
+	// pages serializes the provider's list pagers, each from its first page to its last. ARM
+	// serves concurrent lists independently, but the SDK's fake server transports (the armcompute
+	// and armnetwork fake packages, tracker keyed by request path) share one pager between
+	// concurrent lists of the same resource, so each caller read part of the pages: local dev's
+	// lifecycle function then saw running VMs missing and garbage-collected their NodeClaims.
+	// A function holds one list at a time anyway, so this costs production nothing.
+	pages sync.Mutex
 }
 
 var _ cloud.Provider = (*Provider)(nil)
