@@ -207,8 +207,7 @@ type quotaRoom map[string]int64
 // a size whose quota has no room is not tried: Azure refuses it anyway, one create later.
 func (p *Provider) quotas(ctx context.Context) (quotaRoom, error) {
 	room := quotaRoom{}
-	p.pages.Lock()
-	defer p.pages.Unlock()
+	defer p.listing()()
 	pager := p.usages.NewListPager(p.o.Location, nil)
 	for pager.More() {
 		page, err := pager.NextPage(ctx)

@@ -34,8 +34,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*cloud.Instance,
 
 // List returns the VMs of the resource group tagged for cluster (every page), sorted by name.
 func (p *Provider) List(ctx context.Context, cluster string) ([]cloud.Instance, error) {
-	p.pages.Lock()
-	defer p.pages.Unlock()
+	defer p.listing()()
 	pager := p.vms.NewListPager(p.o.ResourceGroup, nil)
 	out := []cloud.Instance{}
 	for pager.More() {

@@ -59,8 +59,7 @@ type nicNetwork struct {
 // more than one, for a BYO subnet.
 func (p *Provider) network(ctx context.Context, subnet string) (nicNetwork, error) {
 	var n nicNetwork
-	p.pages.Lock()
-	defer p.pages.Unlock()
+	defer p.listing()()
 	lbs := p.lbs.NewListPager(p.o.ResourceGroup, nil)
 	for lbs.More() {
 		page, err := lbs.NextPage(ctx)
@@ -181,8 +180,7 @@ func (p *Provider) releaseNIC(ctx context.Context, name string) error {
 // properties.virtualMachine is unset), every page, sorted by ID; Created is the TagCreated time
 // (zero when the tag is missing or unreadable).
 func (p *Provider) Leftovers(ctx context.Context, cluster string) ([]cloud.Leftover, error) {
-	p.pages.Lock()
-	defer p.pages.Unlock()
+	defer p.listing()()
 	pager := p.nics.NewListPager(p.o.ResourceGroup, nil)
 	var out []cloud.Leftover
 	for pager.More() {

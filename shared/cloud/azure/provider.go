@@ -140,6 +140,13 @@ type Provider struct {
 
 var _ cloud.Provider = (*Provider)(nil)
 
+// listing takes the pager lock (Provider.pages) and returns its release, for a deferred call.
+func (p *Provider) listing() func() {
+	mu := &p.pages
+	mu.Lock()
+	return mu.Unlock
+}
+
 // New checks the options and builds the ARM clients. Errors name the missing option.
 func New(o Options) (*Provider, error) {
 	var missing []string

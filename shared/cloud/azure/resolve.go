@@ -114,8 +114,7 @@ func (p *Provider) images(ctx context.Context, nc *apisv1.AKSNodeClass) ([]apisv
 // latestVersion is the definition's most recently published version ("" when it has none or
 // does not exist in the region), the provider's latestNodeImageVersionCommunity.
 func (p *Provider) latestVersion(ctx context.Context, d imageDefinition) (string, error) {
-	p.pages.Lock()
-	defer p.pages.Unlock()
+	defer p.listing()()
 	pager := p.gallery.NewListPager(p.o.Location, d.Gallery, d.Definition, nil)
 	var best string
 	var bestAt int64
