@@ -46,6 +46,24 @@ import (
 // replicas that each need a node of their own (required anti-affinity on the hostname), so the
 // provision function launches three nodes; scaled to zero, all three are empty and consolidation
 // deletes them one by one.
+// devEC2NodeClass is the EC2NodeClass "default" of local dev's fake account (its role, and the
+// subnets and security groups tagged for discovery), shared by the scenarios of this package.
+const devEC2NodeClass = `apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  amiSelectorTerms:
+    - alias: bottlerocket@latest
+  role: KarpenterNodeRole-dovetail-dev
+  subnetSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: dovetail-dev
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: dovetail-dev
+`
+
 const failoverScenario = `apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata:
@@ -76,21 +94,7 @@ spec:
     budgets:
       - nodes: "1"
 ---
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  amiSelectorTerms:
-    - alias: bottlerocket@latest
-  role: KarpenterNodeRole-dovetail-dev
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: dovetail-dev
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: dovetail-dev
----
+` + devEC2NodeClass + `---
 apiVersion: apps/v1
 kind: Deployment
 metadata:

@@ -65,21 +65,7 @@ spec:
     consolidationPolicy: WhenEmpty
     consolidateAfter: Never
 ---
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  amiSelectorTerms:
-    - alias: bottlerocket@latest
-  role: KarpenterNodeRole-dovetail-dev
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: dovetail-dev
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: dovetail-dev
----
+`+devEC2NodeClass+`---
 apiVersion: apps/v1
 kind: Deployment
 metadata:
