@@ -184,14 +184,15 @@ func relaxedMinValues(pl *pool, reqs scheduling.Requirements, types []int) (sche
 	return out, true
 }
 
-// withinPriceCap keeps, for a pool with a price guardrail, only the offerings no dearer than what
-// the claim counts against the cap (the dearest offering of its cheapest type), so whatever the
-// fleet picks, the pool's price stays within the cap.
+// withinPriceCap keeps, for a pool with a price guardrail or a PricePerHour rate policy, only the
+// offerings no dearer than what the claim counts against them (the dearest offering of its
+// cheapest type), so whatever the fleet picks, the pool's price stays within them.
 func withinPriceCap(pl *pool, c *claim, offs []Offering) []Offering {
-	if !pl.priceCapped || len(c.types) == 0 {
+	if (!pl.priceCapped && !pl.scaleUp.price) || len(c.types) == 0 {
 		return offs
 	}
-	counted := float64(pl.types[c.types[0]].capacity.Scalar[ResourcePricePerHour]) / 1e6
+	capacity := pl.types[c.types[0]].capacity
+	counted := float64(max(capacity.Scalar[ResourcePricePerHour], capacity.Scalar[ResourceScaleUpPricePerHour])) / 1e6
 	out := make([]Offering, 0, len(offs))
 	for _, o := range offs {
 		if o.PricePerHour <= counted {

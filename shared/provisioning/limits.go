@@ -24,6 +24,9 @@ type limits struct {
 	remaining scheduling.Resources
 	// committed is the capacity of the NodePool's open claims, each at its cheapest type's.
 	committed scheduling.Resources
+	// scaleUpWhy names the rate policies behind ResourceScaleUpNodes and
+	// ResourceScaleUpPricePerHour (scaleup.go), for a pod's reason.
+	scaleUpWhy string
 }
 
 // newLimits compiles a NodePool's limits: spec (spec.limits), used (what its nodes and in-flight
@@ -153,6 +156,8 @@ func (l *limits) describe() string {
 			parts = append(parts, fmt.Sprintf("ephemeral-storage=%dMi", rem.EphemeralStorage>>20))
 		case ResourcePricePerHour:
 			parts = append(parts, fmt.Sprintf("price=%.4f USD/h of %s", float64(rem.Scalar[k])/1e6, apisv1.AnnotationMaxPricePerHour))
+		case ResourceScaleUpNodes, ResourceScaleUpPricePerHour:
+			parts = append(parts, l.describeScaleUp(k, rem))
 		default:
 			parts = append(parts, fmt.Sprintf("%s=%d", k, rem.Scalar[k]))
 		}

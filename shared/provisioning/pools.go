@@ -58,6 +58,8 @@ type pool struct {
 	awaiting string
 	// priceCapped: the pool has a price guardrail (ResourcePricePerHour among its limits' keys).
 	priceCapped bool
+	// scaleUp: the pool's rate policies limit its new nodes and/or their price (scaleup.go).
+	scaleUp scaleUp
 	// offerKeys are the (zone, capacity type) pairs the pool's types are offered in, in bit
 	// order of poolType.offers; more than 64 disable the bit test.
 	offerKeys [][2]string
@@ -245,6 +247,10 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		return p
 	}
 	p.limits, p.priceCapped = newLimits(np.Spec.Limits, used, maxPrice, priceCapped), priceCapped
+	if p.limits, p.scaleUp, err = withScaleUpRules(in, np, p.limits); err != nil {
+		p.err = fmt.Errorf("nodepool %q: %w", np.Name, err)
+		return p
+	}
 	// A NodePool requirement on a zone label (topology.k8s.aws/zone-id) is the zones it allows.
 	p.indexZoneLabels(settings.ZoneLabels)
 	reqs = p.withZones(reqs)
@@ -308,13 +314,19 @@ func (p *pool) addType(pt *poolType, daemons []daemon) {
 	if p.limitsNodes {
 		pt.capacity = pt.capacity.Add(oneNode)
 	}
+	// The fleet may pick any of the claim's offerings: a price limit counts the dearest.
+	dearest := 0.0
+	for _, o := range pt.offerings {
+		dearest = max(dearest, o.PricePerHour)
+	}
 	if p.priceCapped {
-		// The fleet may pick any of the claim's offerings: count the dearest.
-		dearest := 0.0
-		for _, o := range pt.offerings {
-			dearest = max(dearest, o.PricePerHour)
-		}
 		pt.capacity = pt.capacity.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourcePricePerHour: microUSD(dearest)}})
+	}
+	if p.scaleUp.nodes {
+		pt.capacity = pt.capacity.Add(oneScaleUpNode)
+	}
+	if p.scaleUp.price {
+		pt.capacity = pt.capacity.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceScaleUpPricePerHour: microUSD(dearest)}})
 	}
 	pt.alloc = scheduling.FromList(alloc.List())
 	if len(it.OverlayCapacity) > 0 {

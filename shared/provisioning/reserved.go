@@ -72,7 +72,8 @@ func compileReserved(in *Input, p *pool, daemons []daemon, left map[string]int) 
 		return nil
 	}
 	rp := &pool{np: p.np, labels: p.labels, taints: p.taints, limits: p.limits,
-		minValues: p.minValues, zoneLabels: p.zoneLabels, reserved: true, nodeClass: p.nodeClass, settings: p.settings, limitsNodes: p.limitsNodes, priceCapped: p.priceCapped}
+		minValues: p.minValues, zoneLabels: p.zoneLabels, reserved: true, nodeClass: p.nodeClass, settings: p.settings, limitsNodes: p.limitsNodes, priceCapped: p.priceCapped,
+		scaleUp: p.scaleUp}
 	rp.reqs = p.reqs.Intersect(scheduling.Requirements{apisv1.LabelCapacityType: scheduling.MustRequirement(
 		apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, apisv1.CapacityTypeReserved)})
 	zoneReq := rp.reqs[corev1.LabelTopologyZone]

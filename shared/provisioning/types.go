@@ -52,10 +52,16 @@ type Input struct {
 	// asks EC2; `dovetail plan` reads apisv1.AnnotationReservationCounts). A reservation without
 	// a count is not offered. See reservationsLeft for how NodeClaims in flight are counted.
 	ReservationCounts map[string]apisv1.ReservationCount
-	// Time is the decision's time (the snapshot's, dated by the function's clock), used only to
-	// stop offering a capacity block within apisv1.CapacityBlockExpiryLead of its end; zero:
-	// the reservations' status state alone decides.
+	// Time is the decision's time (the snapshot's, dated by the function's clock), used to stop
+	// offering a capacity block within apisv1.CapacityBlockExpiryLead of its end (zero: the
+	// reservations' status state alone decides) and as the end of the scale-up rate policies'
+	// windows (zero: every NodeClaim counts in every window).
 	Time time.Time
+	// ScaleUpGuardrails applies the NodePools' scale-up rate policies
+	// (guardrails.AnnotationScaleUpPolicies) as limits. The provision function sets it; the
+	// replacements of interruption, drift, repair and consolidation never do, so they are never
+	// held (they still count, as NodeClaims created in the window, against later scale-ups).
+	ScaleUpGuardrails bool
 	// Volumes: claims, volumes and classes the pods' volumes refer to. A bound PVC pins its PV's
 	// node affinity; an unbound WaitForFirstConsumer PVC its class's allowedTopologies.
 	PVCs           []*corev1.PersistentVolumeClaim

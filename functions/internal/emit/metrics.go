@@ -56,15 +56,21 @@ func RecordDisrupted(rec telemetry.Recorder, reason string, claim *apisv1.NodeCl
 
 // LimitHits lists the (NodePool, limit) pairs whose exhaustion left a pod of the plan
 // unschedulable, once each, sorted: the limit is a spec.limits resource name (nvidia.com/gpu,
-// cpu, nodes, ...) or "price" for the dovetail.dev/max-price-per-hour guardrail. It reads the
+// cpu, nodes, ...), "price" for the dovetail.dev/max-price-per-hour guardrail, or "scale-up-nodes" /
+// "scale-up-price" for the dovetail.dev/scale-up-policies rate policies. It reads the
 // solver's typed result (provisioning.Unschedulable.LimitsExceeded).
 func LimitHits(plan *provisioning.Plan) [][2]string {
 	seen := map[[2]string]bool{}
 	for _, u := range plan.Unschedulable {
 		for _, h := range u.LimitsExceeded {
 			limit := string(h.Resource)
-			if h.Resource == provisioning.ResourcePricePerHour {
+			switch h.Resource {
+			case provisioning.ResourcePricePerHour:
 				limit = "price"
+			case provisioning.ResourceScaleUpNodes:
+				limit = "scale-up-nodes"
+			case provisioning.ResourceScaleUpPricePerHour:
+				limit = "scale-up-price"
 			}
 			seen[[2]string{h.NodePool, limit}] = true
 		}
