@@ -140,6 +140,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		}
 		step.Recorded = func(providerID, nodeClaim string) bool { return mine[nodeClaim] || rec(providerID, nodeClaim) }
 	}
+	var holds []poolHold // the anomaly hold's verdicts on the last plan
 	out, err := step.Run(ctx, func(marks []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error) {
 		work := *snap
 		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...)
@@ -159,7 +160,16 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		// a class with no status yet launches nothing: its pods wait for the next snapshot rather
 		// than a launch without an instance profile.
 		_, in.RequireResolvedNodeClasses = cloud.As[cloud.NodeClassResolver](h.Provider)
-		return emit.Solve(h.Metrics, telemetry.ControllerProvisioner, in)
+		// Scale-up governance (shared/guardrails): the rate policies limit the solve, the anomaly
+		// hold keeps back what the plan would add to a NodePool far above its trailing average.
+		// Only here: replacements (interruption, drift, repair, consolidation) are never held.
+		in.ScaleUpGuardrails = true
+		plan, err := emit.Solve(h.Metrics, telemetry.ControllerProvisioner, in)
+		if err != nil {
+			return nil, err
+		}
+		holds = holdAnomalies(&in, plan)
+		return plan, nil
 	})
 	emit.RecordPlan(h.Metrics, telemetry.ControllerProvisioner, len(snap.PendingPods), out.Plan)
 	for _, l := range out.Launched {
@@ -183,6 +193,9 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	}
 	d.Existing, d.Unschedulable = out.Plan.ExistingNodes, out.Plan.Unschedulable
 	if err := h.nominateOnPlannedNodes(ctx, snap, out.Plan.ExistingNodes); err != nil {
+		return d, err
+	}
+	if err := h.publishHolds(ctx, snap, holds); err != nil {
 		return d, err
 	}
 	if err := h.failedScheduling(ctx, snap, out.Plan.Unschedulable); err != nil {

@@ -134,6 +134,9 @@ var (
 	GuardrailHits = &Metric{Name: "dovetail_nodepool_guardrail_hits_total", Kind: Counter, Unit: UnitCount,
 		Help:   "Plans in which a NodePool's spend guardrail (price per hour, accelerators) left pods unscheduled. Labeled by nodepool and guardrail.",
 		Labels: []string{LabelNodePool, LabelGuardrail}}
+	ScaleUpHeld = &Metric{Name: "dovetail_nodepool_scale_up_held_total", Kind: Counter, Unit: UnitCount,
+		Help:   "New NodeClaims a NodePool's anomaly hold (dovetail.dev/anomaly-hold) kept back, counted once per plan. Labeled by nodepool.",
+		Labels: []string{LabelNodePool}}
 	Dropped = &Metric{Name: "dovetail_telemetry_dropped_total", Kind: Counter, Unit: UnitCount,
 		Help:   "Metric values dropped because a call passed the wrong number of labels.",
 		Labels: []string{"metric"}}
@@ -146,5 +149,5 @@ var All = []*Metric{
 	SchedulingDuration, QueueDepth, UnschedulablePods, DisruptionDecisions, DisruptionEligibleNodes,
 	NodePoolUsage, NodePoolLimit, PodStartupDuration, InterruptionReceived, CloudProviderErrors, CloudProviderDuration,
 	PlanPrice, PlanLowerBound, PlanGap, QueueAge, HandlerDuration, DeadLettered, CommandsApplied, EventsPublished,
-	GuardrailHits, Dropped,
+	GuardrailHits, ScaleUpHeld, Dropped,
 }
