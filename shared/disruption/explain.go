@@ -77,6 +77,9 @@ func (s *State) ExplainNode(name string) (*NodeExplanation, error) {
 	if n.Claim != nil {
 		x.NodeClaim = n.Claim.Name
 	}
+	if x.NodePool == "" { // Candidates passes over it: not a NodePool's node at all
+		x.Blockers = []Blocker{{BlockerNoNodePool, nodeRef(n), "node has no karpenter.sh/nodepool label: no NodePool manages it"}}
+	}
 	if n.Pool != nil {
 		x.Blockers = append(x.Blockers, s.budgetBlockers(n)...)
 	}
