@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -181,5 +183,56 @@ func TestExplainPodBound(t *testing.T) {
 	}
 	if x.Fit == nil || x.Fit.NodePods != 2 || !strings.HasPrefix(x.Fit.Requests, "cpu=300m ") || !strings.HasPrefix(x.Fit.NodePodsRequests, "cpu=400m ") {
 		t.Errorf("fit %+v, want report's 300m and the node's 100m + 300m", x.Fit)
+	}
+}
+
+// withClaimAnnotations is the dump with lines added to the annotations of NodeClaim name.
+func withClaimAnnotations(t *testing.T, name string, lines ...string) string {
+	t.Helper()
+	raw, err := os.ReadFile(liveDump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := strings.Split(string(raw), "\n- ")
+	for i, it := range items {
+		if strings.Contains(it, "\n  kind: NodeClaim\n") && strings.Contains(it, "\n    name: "+name+"\n") {
+			items[i] = strings.Replace(it, "\n    annotations:\n", "\n    annotations:\n      "+strings.Join(lines, "\n      ")+"\n", 1)
+			return strings.Join(items, "\n- ")
+		}
+	}
+	t.Fatalf("NodeClaim %s not in the dump", name)
+	return ""
+}
+
+// Why a node exists is read from its NodeClaim's decision annotations: a consolidation
+// replacement names its decision and the nodes it replaces; a provisioned NodeClaim its planned
+// pods and snapshot revision.
+func TestExplainNodeOrigin(t *testing.T) {
+	cases := []struct {
+		lines []string
+		want  NodeOrigin
+	}{
+		{[]string{`dovetail.dev/disruption-decision: underutilized-abc123`, `dovetail.dev/replaces: "n2,n1"`, `dovetail.dev/snapshot-revision: "41"`},
+			NodeOrigin{Node: nodeA, NodeClaim: "default-4fkq2", NodePool: "default", LaunchedBy: LaunchedByDisruption, Decision: "underutilized-abc123",
+				Replaces: []string{"n1", "n2"}, Revision: "41",
+				Message: "NodeClaim default-4fkq2 is a replacement launched by disruption decision underutilized-abc123 for node(s) n1, n2 (snapshot revision 41)"}},
+		{[]string{`dovetail.dev/planned-pods: shop/web-0,shop/web-1`, `dovetail.dev/snapshot-revision: "7"`},
+			NodeOrigin{Node: nodeA, NodeClaim: "default-4fkq2", NodePool: "default", LaunchedBy: LaunchedByProvision, Revision: "7",
+				PlannedPods: []string{"shop/web-0", "shop/web-1"},
+				Message:     "NodeClaim default-4fkq2 was launched by the provision function from NodePool default for 2 pending pod(s): shop/web-0, shop/web-1 (snapshot revision 7)"}},
+	}
+	for _, c := range cases {
+		dump := withClaimAnnotations(t, "default-4fkq2", c.lines...)
+		code, out, stderr := runCLIWithStdin(t, dump, "explain", "node", nodeA, "-f", "-", "--at", liveAt, "-o", "json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var x NodeExplanationOutput
+		if err := json.Unmarshal([]byte(out), &x); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(x.Origin, c.want) {
+			t.Errorf("origin\n%+v, want\n%+v", x.Origin, c.want)
+		}
 	}
 }
