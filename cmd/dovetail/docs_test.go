@@ -15,7 +15,7 @@ import (
 // read (a fenced line or an inline code span starting with the command), up to a shell comment.
 func TestDocumentedFlagsExist(t *testing.T) {
 	commands := map[string]*cobra.Command{}
-	for _, c := range []*cobra.Command{newPlanCommand(), newDevCommand(), newVersionCommand(), newAuditCommand(), newNATSAuthorizationCommand()} {
+	for _, c := range []*cobra.Command{newPlanCommand(), newExplainCommand(), newDevCommand(), newVersionCommand(), newAuditCommand(), newNATSAuthorizationCommand()} {
 		commands[c.Name()] = c
 	}
 	pages, err := filepath.Glob("../../docs/*.md")
@@ -45,7 +45,7 @@ func TestDocumentedFlagsExist(t *testing.T) {
 			}
 			for _, f := range flag.FindAllStringSubmatch(strings.Join(args, " "), -1) {
 				checked++
-				if cmd.Flags().Lookup(f[1]) == nil && cmd.InheritedFlags().Lookup(f[1]) == nil {
+				if cmd.Flags().Lookup(f[1]) == nil && cmd.InheritedFlags().Lookup(f[1]) == nil && cmd.PersistentFlags().Lookup(f[1]) == nil {
 					t.Errorf("%s: `dovetail %s --%s`: the command has no such flag", page, name, f[1])
 				}
 			}

@@ -2,12 +2,10 @@ package disruption
 
 import (
 	"errors"
-	"fmt"
 	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/kevents"
@@ -29,6 +27,8 @@ type Skipped struct {
 	// Blocker is Karpenter's DisruptionBlocked message when a PodDisruptionBudget or a
 	// karpenter.sh/do-not-disrupt annotation keeps the node (kevents), else "".
 	Blocker string
+	// First is Reason's rule, typed, with the object it names (State.Blockers lists them all).
+	First Blocker
 }
 
 // Candidates returns the nodes consolidation may disrupt, sorted by name, and why each other
@@ -50,8 +50,8 @@ func (s *State) Candidates() ([]*Candidate, []Skipped) {
 		if n.Node.Labels[apisv1.LabelNodePool] == "" {
 			continue // not Dovetail's node
 		}
-		if reason := s.whyNot(n); reason != "" {
-			skipped = append(skipped, Skipped{Node: n.Name(), Reason: reason, Blocker: s.blocker(n)})
+		if bs := s.blockers(n, false); len(bs) > 0 {
+			skipped = append(skipped, Skipped{Node: n.Name(), Reason: bs[0].Message, Blocker: s.blocker(n), First: bs[0]})
 			continue
 		}
 		out = append(out, &Candidate{Node: n, Empty: len(n.Movable) == 0, DisruptionCost: s.DisruptionCost(n)})
@@ -59,46 +59,10 @@ func (s *State) Candidates() ([]*Candidate, []Skipped) {
 	return out, skipped
 }
 
-// whyNot returns why n is not a consolidation candidate, or "".
+// whyNot returns why n is not a consolidation candidate (the first of its Blockers), or "".
 func (s *State) whyNot(n *Node) string {
-	switch {
-	case n.Pool == nil:
-		return fmt.Sprintf("nodepool %q does not exist", n.Node.Labels[apisv1.LabelNodePool])
-	case n.Claim == nil:
-		return "no NodeClaim records the node"
-	case n.Disrupting:
-		return "already being disrupted or deleted"
-	case !n.Initialized:
-		return "not initialized"
-	case apisv1.ObjectDoNotDisrupt(&n.Node.ObjectMeta, s.Now):
-		return "node is annotated karpenter.sh/do-not-disrupt"
-	case apisv1.ObjectDoNotDisrupt(&n.Claim.ObjectMeta, s.Now):
-		return "nodeclaim is annotated karpenter.sh/do-not-disrupt"
-	case n.Pool.DeletionTimestamp != nil:
-		return fmt.Sprintf("nodepool %q is being deleted", n.Pool.Name)
-	case n.Pool.Spec.Replicas != nil:
-		// Karpenter's consolidation and emptiness skip a static NodePool's candidates
-		// (OwnedByStaticNodePool); its size is spec.replicas, whatever consolidationPolicy says.
-		return fmt.Sprintf("nodepool %q is static (spec.replicas %d): never consolidated", n.Pool.Name, *n.Pool.Spec.Replicas)
-	}
-	d := n.Pool.Spec.Disruption
-	if d.ConsolidateAfter != nil && d.ConsolidateAfter.IsNever() {
-		return fmt.Sprintf("nodepool %q has consolidateAfter Never", n.Pool.Name)
-	}
-	if s.consolidateAfterLeft(n) > 0 {
-		return fmt.Sprintf("pods changed %s ago, consolidateAfter is %s", s.Now.Sub(n.LastPodEvent()).Round(1e9), *d.ConsolidateAfter.Duration)
-	}
-	if !n.PriceKnown {
-		return fmt.Sprintf("no price for offering %s/%s/%s", n.InstanceType, n.Zone, n.CapacityType)
-	}
-	if reason := PodsBlock(n.Movable, s.Now); reason != "" {
-		return reason
-	}
-	if err := s.PDBs.Check(n.Movable); err != nil {
-		return err.Error()
-	}
-	if len(n.Movable) > 0 && policy(n.Pool) == apisv1.ConsolidationPolicyWhenEmpty {
-		return fmt.Sprintf("nodepool %q consolidates only empty nodes (WhenEmpty) and the node has %d pod(s)", n.Pool.Name, len(n.Movable))
+	if bs := s.blockers(n, false); len(bs) > 0 {
+		return bs[0].Message
 	}
 	return ""
 }
@@ -131,13 +95,8 @@ func (s *State) blocker(n *Node) string {
 // out since the pod started: apisv1.PodDoNotDisrupt), or a pod without a controller owner
 // (nothing would recreate it elsewhere).
 func PodsBlock(pods []*corev1.Pod, now time.Time) string {
-	for _, p := range pods {
-		if apisv1.PodDoNotDisrupt(p, now) {
-			return fmt.Sprintf("pod %s is annotated karpenter.sh/do-not-disrupt", podRef(p))
-		}
-		if metav1.GetControllerOf(p) == nil {
-			return fmt.Sprintf("pod %s has no controller owner and could not be recreated elsewhere", podRef(p))
-		}
+	if bs := podBlockers(pods, now, false); len(bs) > 0 {
+		return bs[0].Message
 	}
 	return ""
 }

@@ -418,22 +418,35 @@ func (s *State) evaluate(set []*Candidate, maxRepl int, strategy string) (*Decis
 	if err != nil {
 		return nil, err.Error()
 	}
+	d, b := s.judge(set, plan, maxRepl, strategy)
+	if b != nil {
+		return nil, b.Message
+	}
+	return d, ""
+}
+
+// judge is evaluate's verdict on a simulation of removing set: every pod placed, at most maxRepl
+// new NodeClaims (-1: any number), the replacements cheaper (priceReplacements) and the Balanced
+// gate passed. It returns the decision, or the blocker that refuses it (naming the pod with no
+// place, the first candidate node, or the Balanced NodePool).
+func (s *State) judge(set []*Candidate, plan *provisioning.Plan, maxRepl int, strategy string) (*Decision, *Blocker) {
+	first := nodeRef(set[0].Node)
 	if len(plan.Unschedulable) > 0 {
 		u := plan.Unschedulable[0]
-		return nil, fmt.Sprintf("pod %s would have no place: %s", podRef(u.Pod), u.Reason)
+		return nil, &Blocker{BlockerNoPlace, podObject(u.Pod), fmt.Sprintf("pod %s would have no place: %s", podRef(u.Pod), u.Reason)}
 	}
 	if maxRepl >= 0 && len(plan.NodeClaims) > maxRepl {
-		return nil, fmt.Sprintf("needs %d new NodeClaims (at most %d)", len(plan.NodeClaims), maxRepl)
+		return nil, &Blocker{BlockerReplacementPolicy, first, fmt.Sprintf("needs %d new NodeClaims (at most %d)", len(plan.NodeClaims), maxRepl)}
 	}
-	repl, why := s.priceReplacements(set, plan.NodeClaims)
+	repl, kind, why := s.priceReplacements(set, plan.NodeClaims)
 	if why != "" {
-		return nil, why
+		return nil, &Blocker{kind, first, why}
 	}
 	d := s.decision(set, apisv1.DisruptionReasonUnderutilized, strategy, plan, repl)
 	if why := s.balancedGate(set, d.Savings); why != "" {
-		return nil, why
+		return nil, &Blocker{BlockerBalanced, poolRef(set[0].Pool.Name), why}
 	}
-	return d, ""
+	return d, nil
 }
 
 // priceReplacements applies the price rules to the replacement NodeClaims and returns them,
@@ -445,7 +458,10 @@ func (s *State) evaluate(set []*Candidate, maxRepl int, strategy string) (*Decis
 //     saving, so whichever offerings the fleet picks, $/h does not rise;
 //   - single-node spot-to-spot needs MinSpotToSpotTypes cheaper spot types and launches from
 //     the cheapest MinSpotToSpotTypes of them.
-func (s *State) priceReplacements(set []*Candidate, repl []*provisioning.NodeClaimPlan) ([]*provisioning.NodeClaimPlan, string) {
+//
+// The kind of a refusal is BlockerNoCheaperReplace when the replacements save nothing, else
+// BlockerReplacementPolicy.
+func (s *State) priceReplacements(set []*Candidate, repl []*provisioning.NodeClaimPlan) ([]*provisioning.NodeClaimPlan, BlockerKind, string) {
 	var before float64
 	allSpot := true
 	for _, c := range set {
@@ -453,7 +469,7 @@ func (s *State) priceReplacements(set []*Candidate, repl []*provisioning.NodeCla
 		allSpot = allSpot && c.CapacityType == apisv1.CapacityTypeSpot
 	}
 	if len(repl) == 0 {
-		return nil, ""
+		return nil, "", ""
 	}
 	out := make([]*provisioning.NodeClaimPlan, len(repl))
 	var after float64
@@ -467,14 +483,14 @@ func (s *State) priceReplacements(set []*Candidate, repl []*provisioning.NodeCla
 			}
 		}
 		if len(cp.Offerings) == 0 {
-			return nil, "a replacement has no offering"
+			return nil, BlockerReplacementPolicy, "a replacement has no offering"
 		}
 		after += cp.Cheapest().PricePerHour
 		out[i] = &cp
 	}
 	savings := before - after
 	if savings <= savingsEpsilon {
-		return nil, fmt.Sprintf("replacements cost %.4f $/h, the nodes %.4f $/h: no saving", after, before)
+		return nil, BlockerNoCheaperReplace, fmt.Sprintf("replacements cost %.4f $/h, the nodes %.4f $/h: no saving", after, before)
 	}
 	share := savings / float64(len(out))
 	// A replacement of the same type as a candidate must be cheaper than that candidate, or
@@ -497,13 +513,13 @@ func (s *State) priceReplacements(set []*Candidate, repl []*provisioning.NodeCla
 		}
 		r.Offerings = filterOfferings(r.Offerings, func(o provisioning.Offering) bool { return o.PricePerHour < limit-1e-9 })
 		if len(r.Offerings) == 0 {
-			return nil, "every replacement offering costs as much as a candidate of the same type"
+			return nil, BlockerReplacementPolicy, "every replacement offering costs as much as a candidate of the same type"
 		}
 	}
 	if len(set) == 1 && allSpot && len(out) == 1 && out[0].Cheapest().CapacityType == apisv1.CapacityTypeSpot {
 		types := out[0].InstanceTypeOptions()
 		if len(types) < MinSpotToSpotTypes {
-			return nil, fmt.Sprintf("spot-to-spot consolidation needs %d spot instance types cheaper than the node, %d remain", MinSpotToSpotTypes, len(types))
+			return nil, BlockerReplacementPolicy, fmt.Sprintf("spot-to-spot consolidation needs %d spot instance types cheaper than the node, %d remain", MinSpotToSpotTypes, len(types))
 		}
 		keep := map[string]bool{}
 		for _, t := range types[:MinSpotToSpotTypes] {
@@ -511,7 +527,7 @@ func (s *State) priceReplacements(set []*Candidate, repl []*provisioning.NodeCla
 		}
 		out[0].Offerings = filterOfferings(out[0].Offerings, func(o provisioning.Offering) bool { return keep[o.InstanceType.Name] })
 	}
-	return out, ""
+	return out, "", ""
 }
 
 func filterOfferings(offs []provisioning.Offering, keep func(provisioning.Offering) bool) []provisioning.Offering {

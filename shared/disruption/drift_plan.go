@@ -57,6 +57,10 @@ type DriftSkip struct {
 	// NodeClaim and NodePool are the node's.
 	NodeClaim *apisv1.NodeClaim `json:"-"`
 	NodePool  string
+	// Kind and Object type Reason: the rule (BlockerDoNotDisrupt, BlockerPDB, BlockerBudget) and
+	// the object it names (the Node or Pod annotated, the PodDisruptionBudget, the NodePool).
+	Kind   BlockerKind
+	Object ObjectRef
 }
 
 // DriftPlan is what the drift function acts on in one snapshot.
@@ -136,8 +140,9 @@ func PlanDrift(snap *events.Snapshot, rules cloud.NodeClassRules) DriftPlan {
 			plan.InProgress = append(plan.InProgress, c)
 			continue
 		}
-		if why, blocker := doNotDisrupt(n, t.Pods, now); why != "" {
-			plan.Blocked = append(plan.Blocked, DriftSkip{Node: n.Name, Reason: why, Blocker: blocker, NodeClaim: t.NodeClaim, NodePool: t.NodePool.Name})
+		if why, blocker, obj := doNotDisrupt(n, t.Pods, now); why != "" {
+			plan.Blocked = append(plan.Blocked, DriftSkip{Node: n.Name, Reason: why, Blocker: blocker, NodeClaim: t.NodeClaim, NodePool: t.NodePool.Name,
+				Kind: BlockerDoNotDisrupt, Object: obj})
 			continue
 		}
 		cands = append(cands, c)
@@ -177,7 +182,8 @@ func PlanDrift(snap *events.Snapshot, rules cloud.NodeClassRules) DriftPlan {
 			if e := budgetErr[pool]; e != "" {
 				why = e
 			}
-			plan.OverBudget = append(plan.OverBudget, DriftSkip{Node: c.Name(), Reason: why, NodeClaim: c.NodeClaim, NodePool: pool})
+			plan.OverBudget = append(plan.OverBudget, DriftSkip{Node: c.Name(), Reason: why, NodeClaim: c.NodeClaim, NodePool: pool,
+				Kind: BlockerBudget, Object: poolRef(pool)})
 			continue
 		}
 		// The PodDisruptionBudgets hold for the whole round: a node is chosen only when its pods
@@ -189,12 +195,12 @@ func PlanDrift(snap *events.Snapshot, rules cloud.NodeClassRules) DriftPlan {
 		if c.NodeClaim.Spec.TerminationGracePeriod == nil {
 			if err := pdbs.Check(append(append([]*corev1.Pod(nil), evicting...), c.Pods...)); err != nil {
 				var pe *PDBError
-				blocker := ""
+				blocker, obj := "", ObjectRef{}
 				if errors.As(err, &pe) {
-					blocker = kevents.PDBBlocks(pe.PDBs...)
+					blocker, obj = kevents.PDBBlocks(pe.PDBs...), pe.object()
 				}
 				plan.Blocked = append(plan.Blocked, DriftSkip{Node: c.Name(), Reason: "drift this round: " + err.Error(), Blocker: blocker,
-					NodeClaim: c.NodeClaim, NodePool: pool})
+					NodeClaim: c.NodeClaim, NodePool: pool, Kind: BlockerPDB, Object: obj})
 				continue
 			}
 			evicting = append(evicting, c.Pods...)
@@ -207,16 +213,16 @@ func PlanDrift(snap *events.Snapshot, rules cloud.NodeClassRules) DriftPlan {
 
 // doNotDisrupt returns why the node may not be voluntarily disrupted at now, or "" (the
 // karpenter.sh/do-not-disrupt rules of apisv1.ObjectDoNotDisrupt and PodDoNotDisrupt).
-func doNotDisrupt(n *corev1.Node, pods []*corev1.Pod, now time.Time) (why, blocker string) {
+func doNotDisrupt(n *corev1.Node, pods []*corev1.Pod, now time.Time) (why, blocker string, obj ObjectRef) {
 	if apisv1.ObjectDoNotDisrupt(&n.ObjectMeta, now) {
-		return "node has " + apisv1.AnnotationDoNotDisrupt, kevents.DoNotDisruptObject("Node")
+		return "node has " + apisv1.AnnotationDoNotDisrupt, kevents.DoNotDisruptObject("Node"), ObjectRef{Kind: "Node", Name: n.Name}
 	}
 	for _, p := range pods {
 		if apisv1.PodDoNotDisrupt(p, now) {
-			return fmt.Sprintf("pod %s/%s has %s", p.Namespace, p.Name, apisv1.AnnotationDoNotDisrupt), kevents.DoNotDisruptPod(podRef(p))
+			return fmt.Sprintf("pod %s/%s has %s", p.Namespace, p.Name, apisv1.AnnotationDoNotDisrupt), kevents.DoNotDisruptPod(podRef(p)), podObject(p)
 		}
 	}
-	return "", ""
+	return "", "", ObjectRef{}
 }
 
 // GraceExceeded reports whether a node disrupting since tainted has waited out its NodeClaim's

@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -135,14 +136,31 @@ type PDBError struct {
 
 func (e *PDBError) Error() string { return e.msg }
 
+// object is the first PDB the error names, as an ObjectRef.
+func (e *PDBError) object() ObjectRef {
+	ns, name, _ := strings.Cut(e.PDBs[0], "/")
+	return ObjectRef{Kind: "PodDisruptionBudget", Namespace: ns, Name: name}
+}
+
 // Check reports why the pods cannot all be evicted together, or nil: a pod matched by more
 // than one PDB (the Eviction API refuses those outright), or more matching pods than a PDB's
 // disruptionsAllowed. The error is a *PDBError.
 func (p *PDBs) Check(pods []*corev1.Pod) error {
+	if v := p.violations(pods, false); len(v) > 0 {
+		return v[0]
+	}
+	return nil
+}
+
+// violations are Check's refusals; with all false it stops at the first, else it names every
+// PDB the pods break once (at the first pod that breaks it).
+func (p *PDBs) violations(pods []*corev1.Pod, all bool) []*PDBError {
 	if len(p.items) == 0 {
 		return nil
 	}
+	var out []*PDBError
 	var counts map[int]int
+	reported := map[string]bool{}
 	for _, pod := range pods {
 		idx := p.byPod[podRef(pod)]
 		switch len(idx) {
@@ -150,20 +168,28 @@ func (p *PDBs) Check(pods []*corev1.Pod) error {
 			continue
 		case 1:
 		default:
-			return &PDBError{PDBs: []string{p.items[idx[0]].name, p.items[idx[1]].name}, msg: fmt.Sprintf(
+			out = append(out, &PDBError{PDBs: []string{p.items[idx[0]].name, p.items[idx[1]].name}, msg: fmt.Sprintf(
 				"pod %s is matched by %d PodDisruptionBudgets (%s, %s); the Eviction API refuses to evict it",
-				podRef(pod), len(idx), p.items[idx[0]].name, p.items[idx[1]].name)}
+				podRef(pod), len(idx), p.items[idx[0]].name, p.items[idx[1]].name)})
+			if !all {
+				return out
+			}
+			continue
 		}
 		if counts == nil {
 			counts = map[int]int{}
 		}
 		counts[idx[0]]++
-		if it := p.items[idx[0]]; counts[idx[0]] > it.allowed {
-			return &PDBError{PDBs: []string{it.name}, msg: fmt.Sprintf("PodDisruptionBudget %s allows %d disruption(s); evicting pod %s would need %d",
-				it.name, it.allowed, podRef(pod), counts[idx[0]])}
+		if it := p.items[idx[0]]; counts[idx[0]] > it.allowed && !reported[it.name] {
+			reported[it.name] = true
+			out = append(out, &PDBError{PDBs: []string{it.name}, msg: fmt.Sprintf("PodDisruptionBudget %s allows %d disruption(s); evicting pod %s would need %d",
+				it.name, it.allowed, podRef(pod), counts[idx[0]])})
+			if !all {
+				return out
+			}
 		}
 	}
-	return nil
+	return out
 }
 
 func podRef(p *corev1.Pod) string {

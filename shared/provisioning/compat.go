@@ -23,6 +23,7 @@ type altCompat struct {
 type podPool struct {
 	alts   []altCompat
 	reason string // why the pool cannot take the pod at all
+	kind   RefusalKind
 	// taintOnly: the pool's taints are the only obstacle (the alternatives are still valid).
 	taintOnly bool
 }
@@ -44,7 +45,7 @@ func (s *solver) compatibility(i int, p *podInfo) *podPool {
 	s.compat[i][p.sig] = pp
 	p.compat[i] = pp
 	if pl.err != nil {
-		pp.reason = pl.err.Error()
+		pp.reason, pp.kind = pl.err.Error(), RefusalNodePool
 		return pp
 	}
 	var reasons []string
@@ -53,6 +54,7 @@ func (s *solver) compatibility(i int, p *podInfo) *podPool {
 		// taints (nodeTaintsPolicy Ignore).
 		if t := p.untolerated(pl.taints); t != nil {
 			pp.reason = fmt.Sprintf("nodepool %q: taint %s=%s:%s is not tolerated", pl.np.Name, t.Key, t.Value, t.Effect)
+			pp.kind = RefusalTaint
 			pp.taintOnly = true
 		}
 	}()
@@ -89,7 +91,7 @@ func (s *solver) compatibility(i int, p *podInfo) *podPool {
 		anyAlt = anyAlt || a.any
 	}
 	if !anyAlt {
-		pp.reason = strings.Join(reasons, "; ")
+		pp.reason, pp.kind = strings.Join(reasons, "; "), RefusalRequirement
 	}
 	return pp
 }

@@ -24,7 +24,7 @@ func (s *solver) place(pods []*podInfo) []Unschedulable {
 	rest := pods[:0:0]
 	for _, p := range pods {
 		if p.err != nil {
-			out = append(out, Unschedulable{Pod: p.pod, Reason: p.err.Error()})
+			out = append(out, Unschedulable{Pod: p.pod, Reason: p.err.Error(), Refusals: []Refusal{{Kind: RefusalPod, Message: p.err.Error()}}})
 			continue
 		}
 		if b := planned[p.key]; b != nil {
@@ -151,15 +151,17 @@ func (s *solver) placeOnClaim(p *podInfo) bool {
 // limits of the pools whose limits refused it. Reason is "" when a claim took the pod.
 func (s *solver) openClaim(p *podInfo) Unschedulable {
 	if len(s.pools) == 0 {
-		return Unschedulable{Reason: "no NodePool exists"}
+		return Unschedulable{Reason: "no NodePool exists", Refusals: []Refusal{{Kind: RefusalNoNodePool, Message: "no NodePool exists"}}}
 	}
 	var reasons, awaiting []string
+	var refusals []Refusal
 	var hits []LimitHit
 	for i, pl := range s.pools {
 		pp := s.compatibility(i, p)
 		if pp.reason != "" {
 			if !pl.reserved {
 				reasons = append(reasons, pp.reason)
+				refusals = append(refusals, Refusal{NodePool: pl.np.Name, Kind: pp.kind, Message: pp.reason})
 				if pl.awaiting != "" && !slices.Contains(awaiting, pl.awaiting) {
 					awaiting = append(awaiting, pl.awaiting)
 				}
@@ -185,20 +187,22 @@ func (s *solver) openClaim(p *podInfo) Unschedulable {
 			return Unschedulable{}
 		}
 		if !pl.reserved { // the NodePool's own pool, next, says why
-			reason, exceeded := s.whyNot(pl, pp, p)
+			kind, reason, exceeded := s.whyNot(pl, pp, p)
 			reasons = append(reasons, reason)
+			refusals = append(refusals, Refusal{NodePool: pl.np.Name, Kind: kind, Message: reason})
 			for _, k := range exceeded {
 				hits = append(hits, LimitHit{NodePool: pl.np.Name, Resource: k})
 			}
 		}
 	}
 	sort.Strings(awaiting)
-	return Unschedulable{Reason: strings.Join(reasons, "; "), AwaitingNodeClasses: awaiting, LimitsExceeded: hits}
+	return Unschedulable{Reason: strings.Join(reasons, "; "), Refusals: refusals, AwaitingNodeClasses: awaiting, LimitsExceeded: hits}
 }
 
-// whyNot explains why no instance type of the pool takes the pod alone and, when that is the
-// pool's limits, names the limits that turn away the types the pod fits (limits.exceeded).
-func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) (string, []corev1.ResourceName) {
+// whyNot explains why no instance type of the pool takes the pod alone (the kind of check that
+// refused and the message) and, when that is the pool's limits, names the limits that turn away
+// the types the pod fits (limits.exceeded).
+func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) (RefusalKind, string, []corev1.ResourceName) {
 	var largest *poolType
 	for ti, t := range pl.types {
 		ok := false
@@ -210,10 +214,10 @@ func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) (string, []corev1.Res
 		}
 	}
 	if largest == nil {
-		return fmt.Sprintf("nodepool %q: no compatible instance type", pl.np.Name), nil
+		return RefusalRequirement, fmt.Sprintf("nodepool %q: no compatible instance type", pl.np.Name), nil
 	}
 	if why := p.requests.Exceeding(largest.avail); why != "" {
-		return fmt.Sprintf("nodepool %q: no instance type fits the pod's requests (%s; largest compatible type %s has %s after DaemonSet overhead)",
+		return RefusalCapacity, fmt.Sprintf("nodepool %q: no instance type fits the pod's requests (%s; largest compatible type %s has %s after DaemonSet overhead)",
 			pl.np.Name, p.requests, largest.it.Name, largest.avail), nil
 	}
 	if len(p.ports) > 0 {
@@ -225,11 +229,11 @@ func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) (string, []corev1.Res
 			}
 		}
 		if !free {
-			return fmt.Sprintf("nodepool %q: a host port of the pod is taken by a DaemonSet on every instance type", pl.np.Name), nil
+			return RefusalHostPort, fmt.Sprintf("nodepool %q: a host port of the pod is taken by a DaemonSet on every instance type", pl.np.Name), nil
 		}
 	}
 	if why := s.topologyWhyNot(p); why != "" {
-		return fmt.Sprintf("nodepool %q: %s", pl.np.Name, why), nil
+		return RefusalTopology, fmt.Sprintf("nodepool %q: %s", pl.np.Name, why), nil
 	}
 	if pl.limits != nil {
 		var fitting []int // the types the pod's requirements allow and its requests fit
@@ -241,12 +245,13 @@ func (s *solver) whyNot(pl *pool, pp *podPool, p *podInfo) (string, []corev1.Res
 				}
 			}
 		}
-		return fmt.Sprintf("nodepool %q: limits exceeded (remaining %s)", pl.np.Name, pl.limits.describe()), pl.limits.exceeded(pl, fitting)
+		exceeded := pl.limits.exceeded(pl, fitting)
+		return limitKind(exceeded), fmt.Sprintf("nodepool %q: limits exceeded (remaining %s)", pl.np.Name, pl.limits.describe()), exceeded
 	}
 	if len(pl.minValues) > 0 {
-		return fmt.Sprintf("nodepool %q: minValues cannot be met by the instance types that fit the pod", pl.np.Name), nil
+		return RefusalMinValues, fmt.Sprintf("nodepool %q: minValues cannot be met by the instance types that fit the pod", pl.np.Name), nil
 	}
-	return fmt.Sprintf("nodepool %q: no instance type satisfies the pod's requirements together with its topology constraints", pl.np.Name), nil
+	return RefusalOther, fmt.Sprintf("nodepool %q: no instance type satisfies the pod's requirements together with its topology constraints", pl.np.Name), nil
 }
 
 // topologyWhyNot names the topology constraint that leaves a new node no domain, if any.

@@ -208,6 +208,10 @@ type NodePlacement struct {
 type Unschedulable struct {
 	Pod    *corev1.Pod
 	Reason string
+	// Refusals are Reason's parts, typed: each NodePool tried (in weight order) and what turned
+	// the pod away there; one Refusal without a NodePool when the pod itself is invalid or no
+	// NodePool exists.
+	Refusals []Refusal
 	// AwaitingNodeClasses names the NodeClasses ("EC2NodeClass default", sorted) whose status is
 	// not written yet and whose NodePools turned the pod away for that reason alone: the pod
 	// waits for them to resolve rather than failing (Input.RequireResolvedNodeClasses). Empty

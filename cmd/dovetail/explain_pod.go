@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dovetail-dev/dovetail/shared/planner"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/scheduling"
+)
+
+// PodExplanation is what `dovetail explain pod -o json` prints: for a pending pod, where the
+// provision function would place it (Placement) or every NodePool that refused it and why
+// (Refusals, the solver's own); for a bound pod, its node's origin and how the pod fits there.
+type PodExplanation struct {
+	Pod string `json:"pod"`
+	// Status is Pending (no spec.nodeName) or Bound.
+	Status string `json:"status"`
+	Node   string `json:"node,omitempty"`
+	// SchedulerMessage is the kube-scheduler's PodScheduled=False message, when the input
+	// carries the pod's status.
+	SchedulerMessage string                 `json:"schedulerMessage,omitempty"`
+	Placement        *PodPlacement          `json:"placement,omitempty"`
+	Refusals         []provisioning.Refusal `json:"refusals,omitempty"`
+	Origin           *NodeOrigin            `json:"nodeOrigin,omitempty"`
+	Fit              *PodFit                `json:"fit,omitempty"`
+}
+
+// PodPlacement is where the provision function's plan puts a pending pod: on an existing node
+// (Target ExistingNode), an in-flight NodeClaim (InFlightNodeClaim), or a new NodeClaim of a
+// NodePool (NewNodeClaim, with the offering its fleet call tries first, USD per hour).
+type PodPlacement struct {
+	Target       string  `json:"target"`
+	Name         string  `json:"name,omitempty"`
+	NodePool     string  `json:"nodePool,omitempty"`
+	InstanceType string  `json:"instanceType,omitempty"`
+	Zone         string  `json:"zone,omitempty"`
+	CapacityType string  `json:"capacityType,omitempty"`
+	PricePerHour float64 `json:"pricePerHour,omitempty"`
+}
+
+// Placement targets.
+const (
+	TargetExistingNode      = "ExistingNode"
+	TargetInFlightNodeClaim = "InFlightNodeClaim"
+	TargetNewNodeClaim      = "NewNodeClaim"
+)
+
+// PodFit is a bound pod's requests against its node: the node's allocatable and what all its
+// pods request (CPU in millicores, memory in MiB, as scheduling.Resources prints them).
+type PodFit struct {
+	Requests         string `json:"requests"`
+	NodeAllocatable  string `json:"nodeAllocatable"`
+	NodePodsRequests string `json:"nodePodsRequests"`
+	NodePods         int    `json:"nodePods"`
+}
+
+func (w *explainWorld) explainPod(ns, name string) (*PodExplanation, error) {
+	p := w.findPod(ns, name)
+	if p == nil {
+		return nil, usageError{fmt.Errorf("pod %s/%s: not in the input", ns, name)}
+	}
+	x := &PodExplanation{Pod: ns + "/" + name, Status: "Pending"}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			x.SchedulerMessage = c.Message
+		}
+	}
+	if p.Spec.NodeName != "" {
+		x.Status, x.Node = "Bound", p.Spec.NodeName
+		n := w.st.Node(p.Spec.NodeName)
+		if n == nil {
+			return nil, usageError{fmt.Errorf("pod %s/%s: bound to node %s, which the input does not hold", ns, name, p.Spec.NodeName)}
+		}
+		o := w.origin(p.Spec.NodeName)
+		x.Origin = &o
+		var sum scheduling.Resources
+		for _, q := range n.Pods {
+			sum = sum.Add(scheduling.PodRequests(q))
+		}
+		x.Fit = &PodFit{Requests: scheduling.PodRequests(p).String(), NodeAllocatable: scheduling.FromList(n.Node.Status.Allocatable).String(),
+			NodePodsRequests: sum.String(), NodePods: len(n.Pods)}
+		return x, nil
+	}
+	plan, _, err := planner.PlanWith(w.set, w.cat, w.cloud.NodeSettings, w.pol)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	key := x.Pod
+	for _, u := range plan.Unschedulable {
+		if podName(u.Pod) == key {
+			x.Refusals = u.Refusals
+			return x, nil
+		}
+	}
+	for _, nc := range plan.NodeClaims {
+		for _, q := range nc.Pods {
+			if podName(q) == key {
+				o := nc.Cheapest()
+				x.Placement = &PodPlacement{Target: TargetNewNodeClaim, NodePool: nc.NodePool.Name, InstanceType: o.InstanceType.Name,
+					Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.PricePerHour}
+				return x, nil
+			}
+		}
+	}
+	for _, e := range plan.ExistingNodes {
+		for _, q := range e.Pods {
+			if podName(q) == key {
+				t := TargetExistingNode
+				if e.InFlight {
+					t = TargetInFlightNodeClaim
+				}
+				x.Placement = &PodPlacement{Target: t, Name: e.Name}
+				return x, nil
+			}
+		}
+	}
+	return x, nil
+}
+
+func writePodText(w io.Writer, x *PodExplanation) {
+	fmt.Fprintf(w, "Pod %s: %s", x.Pod, x.Status)
+	if x.Node != "" {
+		fmt.Fprintf(w, " on node %s", x.Node)
+	}
+	fmt.Fprintln(w)
+	if x.SchedulerMessage != "" {
+		fmt.Fprintf(w, "  kube-scheduler: %s\n", x.SchedulerMessage)
+	}
+	switch p := x.Placement; {
+	case p == nil:
+	case p.Target == TargetNewNodeClaim:
+		fmt.Fprintf(w, "  The provision function would launch a NodeClaim of NodePool %s for it: %s %s in %s, %.4f USD/h\n",
+			p.NodePool, p.InstanceType, p.CapacityType, p.Zone, p.PricePerHour)
+	case p.Target == TargetInFlightNodeClaim:
+		fmt.Fprintf(w, "  It fits on NodeClaim %s, which is launching: it waits for that node\n", p.Name)
+	default:
+		fmt.Fprintf(w, "  It fits on existing node %s: the kube-scheduler can bind it there\n", p.Name)
+	}
+	if len(x.Refusals) > 0 {
+		fmt.Fprintln(w, "  No NodePool can take it:")
+		for _, r := range x.Refusals {
+			fmt.Fprintf(w, "    - [%s] %s\n", r.Kind, r.Message)
+		}
+	}
+	if x.Status == "Pending" && x.Placement == nil && len(x.Refusals) == 0 {
+		fmt.Fprintln(w, "  The plan neither places nor refuses it")
+	}
+	if x.Origin != nil {
+		writeOrigin(w, x.Origin)
+	}
+	if f := x.Fit; f != nil {
+		fmt.Fprintf(w, "  Fit: the pod requests %s; the node's %d pod(s) request %s of its allocatable %s\n",
+			f.Requests, f.NodePods, f.NodePodsRequests, f.NodeAllocatable)
+	}
+}
