@@ -494,7 +494,7 @@ func (a *Agent) factsLoop(ctx context.Context) {
 }
 
 // changeLoop publishes a snapshot after Nodes, NodeClaims, NodePools, NodeClasses or NodeOverlays
-// changed or a pod or VolumeAttachment was deleted (a drain or a volume detach progressing),
+// changed, a ProvisioningRequest was created or deleted, or a pod or VolumeAttachment was deleted (a drain or a volume detach progressing),
 // checking every ChangeSnapshotInterval: a NodeClass that just became Ready lets its pending pods
 // launch at once, and a new NodeOverlay gets its status and reprices the next plan.
 func (a *Agent) changeLoop(ctx context.Context) {
@@ -502,7 +502,7 @@ func (a *Agent) changeLoop(ctx context.Context) {
 	mark := func() int64 {
 		return max(revs.LastChange(kube.KindNode), revs.LastChange(kube.KindNodeClaim), revs.LastDelete(kube.KindPod),
 			revs.LastChange(kube.KindNodeClass), revs.LastChange(kube.KindNodePool), revs.LastChange(kube.KindNodeOverlay),
-			revs.LastDelete(kube.KindVolumeAttachment))
+			revs.LastDelete(kube.KindVolumeAttachment), revs.LastChange(kube.KindProvisioningRequest))
 	}
 	seen := mark()
 	t := a.cfg.Clock.NewTicker(a.cfg.ChangeSnapshotInterval)

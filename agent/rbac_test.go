@@ -306,6 +306,24 @@ func TestRBACCoversEveryCall(t *testing.T) {
 				{Type: apisv1.ConditionValidationSucceeded, Status: metav1.ConditionTrue, Reason: apisv1.ConditionValidationSucceeded},
 				{Type: apisv1.ConditionReady, Status: metav1.ConditionTrue, Reason: apisv1.ConditionReady}}}}},
 	)
+	// A ProvisioningRequest's conditions, decided by the provision function.
+	prq := &apisv1.ProvisioningRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "train", UID: "uid-train"},
+		Spec: apisv1.ProvisioningRequestSpec{ProvisioningClassName: apisv1.ProvisioningClassCheckCapacity,
+			PodSets: []apisv1.PodSet{{PodTemplateRef: apisv1.Reference{Name: "trainer"}, Count: 2}}}}
+	upr, err := kube.ToUnstructured(prq, kube.ProvisioningRequestGVR.GroupVersion().String(), kube.KindProvisioningRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.dyn.Resource(kube.ProvisioningRequestGVR).Namespace("default").Create(e.ctx, upr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	apply(e.agent.Watcher().Revision(),
+		&events.Command{ID: "18c", Kind: events.CommandSetProvisioningRequestStatus, ProvisioningRequest: &apisv1.ProvisioningRequest{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "train", UID: "uid-train"},
+			Status: apisv1.ProvisioningRequestStatus{Conditions: []metav1.Condition{
+				{Type: apisv1.ProvisioningRequestAccepted, Status: metav1.ConditionTrue, Reason: "Accepted"},
+				{Type: apisv1.ProvisioningRequestProvisioned, Status: metav1.ConditionTrue, Reason: "CapacityIsFound"}}}}},
+	)
 	// The NodeClass is deleted (its finalizer holds it) and no NodeClaim uses it: released.
 	uc, err := e.dyn.Resource(kube.EC2NodeClassGVR).Get(e.ctx, "default", metav1.GetOptions{})
 	if err != nil {
@@ -336,7 +354,7 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		// The test itself created the "late" pod, the NodeClass and the NodePool, and marked
 		// n3, nc-3 and the NodeClass deleting (update, a verb the agent never uses); every other
 		// call is the agent's.
-		if a.GetVerb() == "create" && (res == "pods" || res == "ec2nodeclasses" || res == "nodepools" || res == "nodeoverlays") ||
+		if a.GetVerb() == "create" && (res == "pods" || res == "ec2nodeclasses" || res == "nodepools" || res == "nodeoverlays" || res == "provisioningrequests") ||
 			a.GetVerb() == "update" && (res == "nodes" || res == "nodeclaims" || res == "ec2nodeclasses") {
 			continue
 		}
@@ -364,10 +382,21 @@ func TestRBACCoversEveryCall(t *testing.T) {
 		"list storage.k8s.io/volumeattachments", "watch storage.k8s.io/volumeattachments",
 		"get karpenter.k8s.aws/ec2nodeclasses", "patch karpenter.k8s.aws/ec2nodeclasses", "patch karpenter.k8s.aws/ec2nodeclasses/status",
 		"get karpenter.sh/nodepools", "patch karpenter.sh/nodepools/status",
-		"list karpenter.sh/nodeoverlays", "watch karpenter.sh/nodeoverlays", "get karpenter.sh/nodeoverlays", "patch karpenter.sh/nodeoverlays/status"} {
+		"list karpenter.sh/nodeoverlays", "watch karpenter.sh/nodeoverlays", "get karpenter.sh/nodeoverlays", "patch karpenter.sh/nodeoverlays/status",
+		"list autoscaling.x-k8s.io/provisioningrequests", "watch autoscaling.x-k8s.io/provisioningrequests",
+		"get autoscaling.x-k8s.io/provisioningrequests", "patch autoscaling.x-k8s.io/provisioningrequests/status",
+		"list /podtemplates", "watch /podtemplates"} {
 		if !seen[k] {
 			t.Errorf("scenario did not exercise %s", k)
 		}
+	}
+	upr, _ = e.dyn.Resource(kube.ProvisioningRequestGVR).Namespace("default").Get(e.ctx, "train", metav1.GetOptions{})
+	var gotPR apisv1.ProvisioningRequest
+	if err := kube.FromUnstructured(upr, &gotPR); err != nil {
+		t.Fatal(err)
+	}
+	if len(gotPR.Status.Conditions) != 2 || gotPR.Status.Conditions[1].LastTransitionTime.IsZero() {
+		t.Errorf("ProvisioningRequest after SetProvisioningRequestStatus: conditions %+v, want Accepted and Provisioned with their times", gotPR.Status.Conditions)
 	}
 	// The status commands took effect, and each False turn left a Warning Event.
 	uo, _ := e.dyn.Resource(kube.NodeOverlayGVR).Get(e.ctx, "savings-plan", metav1.GetOptions{})

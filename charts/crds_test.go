@@ -23,7 +23,7 @@ const infraCRDs = "../infra/crds"
 // The chart's crds/ files are infra/crds' YAML files, the same names byte for byte (a copy, not a
 // symlink: go:embed, which Load reads the chart from, embeds no symlink), so the chart installs exactly the
 // checksummed CRDs: Karpenter v1.14.0's NodePool, NodeClaim and EC2NodeClass (the SHA-256 of
-// crd.Files) and the Azure provider's AKSNodeClass.
+// crd.Files), the Azure provider's AKSNodeClass and Cluster Autoscaler's ProvisioningRequest.
 func TestCRDsAreInfraCRDs(t *testing.T) {
 	crds, err := CRDs()
 	if err != nil {
@@ -70,7 +70,7 @@ func TestCRDsAreInfraCRDs(t *testing.T) {
 		kinds = append(kinds, def.Spec.Group+"/"+def.Spec.Names.Kind)
 	}
 	sort.Strings(kinds)
-	wantKinds := []string{"karpenter.azure.com/AKSNodeClass", "karpenter.k8s.aws/EC2NodeClass", "karpenter.sh/NodeClaim", "karpenter.sh/NodeOverlay", "karpenter.sh/NodePool"}
+	wantKinds := []string{"autoscaling.x-k8s.io/ProvisioningRequest", "karpenter.azure.com/AKSNodeClass", "karpenter.k8s.aws/EC2NodeClass", "karpenter.sh/NodeClaim", "karpenter.sh/NodeOverlay", "karpenter.sh/NodePool"}
 	if !slices.Equal(kinds, wantKinds) {
 		t.Errorf("chart CRDs define %v, want %v", kinds, wantKinds)
 	}

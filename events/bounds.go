@@ -32,7 +32,8 @@ const (
 	// MaxUnavailableOfferings exceeds every offering of the AWS catalog (1,377 instance types ×
 	// at most 6 zones × 3 capacity types = 24,786).
 	MaxUnavailableOfferings = 30000
-	// MaxSmallKinds bounds DaemonSets, NodePools, NodeClasses, NodeOverlays and StorageClasses: Dovetail's own
+	// MaxSmallKinds bounds DaemonSets, NodePools, NodeClasses, NodeOverlays, StorageClasses,
+	// ProvisioningRequests and PodTemplates: Dovetail's own
 	// bound, far above the few dozen a large cluster runs.
 	MaxSmallKinds = 10000
 )
@@ -75,6 +76,8 @@ var Caps = map[reflect.Type]boundedjson.Cap{
 	reflect.TypeFor[apisv1.NodeClass]():             {Name: "nodeClasses", Max: MaxSmallKinds},
 	reflect.TypeFor[storagev1.StorageClass]():       {Name: "storageClasses", Max: MaxSmallKinds},
 	reflect.TypeFor[apisv1.NodeOverlay]():           {Name: "nodeOverlays", Max: MaxSmallKinds},
+	reflect.TypeFor[apisv1.ProvisioningRequest]():   {Name: "provisioningRequests", Max: MaxSmallKinds},
+	reflect.TypeFor[corev1.PodTemplate]():           {Name: "podTemplates", Max: MaxSmallKinds},
 	reflect.TypeFor[PodRef]():                       {Name: "command pods", Max: MaxPods},
 	reflect.TypeFor[EventRecord]():                  {Name: "command events", Max: MaxPods},
 }

@@ -68,6 +68,12 @@ type Snapshot struct {
 	// NodeOverlays are the cluster's karpenter.sh/v1alpha1 NodeOverlays (optional: an agent that
 	// does not watch them sends none, and then no overlay applies).
 	NodeOverlays []apisv1.NodeOverlay `json:"nodeOverlays,omitempty"`
+	// ProvisioningRequests are the cluster's autoscaling.x-k8s.io/v1 ProvisioningRequests
+	// (optional: an agent on a cluster without the CRD sends none), and PodTemplates the
+	// PodTemplates their pod sets name (only those). The provision function serves them
+	// (shared/provreq).
+	ProvisioningRequests []apisv1.ProvisioningRequest `json:"provisioningRequests,omitempty"`
+	PodTemplates         []corev1.PodTemplate         `json:"podTemplates,omitempty"`
 	// ClusterFacts are what the agent discovered from the API server (nil from an agent that
 	// discovers nothing, or before its first discovery): optional, so older agents' snapshots
 	// still decode.
@@ -278,6 +284,13 @@ const (
 	// NodeOverlay.metadata.generation is the generation decided on: a NodeOverlay whose spec
 	// changed since is left for the next decision.
 	CommandSetNodeOverlayStatus CommandKind = "SetNodeOverlayStatus"
+	// CommandSetProvisioningRequestStatus writes ProvisioningRequest.Status.Conditions (only
+	// Cluster Autoscaler's types: Accepted, Provisioned, Failed, BookingExpired,
+	// CapacityRevoked) onto the ProvisioningRequest of that namespace and name through /status,
+	// each condition keeping its lastTransitionTime when its status did not change (the others
+	// are kept). ProvisioningRequest.metadata.uid is the request decided on: one re-created
+	// under the same name is left alone. The provision function is its one writer.
+	CommandSetProvisioningRequestStatus CommandKind = "SetProvisioningRequestStatus"
 	// CommandAddFinalizer adds Finalizer to the NodeClass NodeClass (its deletion then waits
 	// for the lifecycle function to release what was created for it); only the kind's
 	// termination finalizer (FinalizerNodeClassTermination, FinalizerAKSNodeClassTermination).
@@ -371,6 +384,9 @@ type Command struct {
 	// NodeOverlay is the target of SetNodeOverlayStatus (name, generation decided on), with the
 	// status to write.
 	NodeOverlay *apisv1.NodeOverlay `json:"nodeOverlay,omitempty"`
+	// ProvisioningRequest is the target of SetProvisioningRequestStatus (namespace, name, uid),
+	// with the conditions to write.
+	ProvisioningRequest *apisv1.ProvisioningRequest `json:"provisioningRequest,omitempty"`
 	// Budget, on a TaintNode that starts a voluntary disruption (consolidation, drift), is the
 	// unit of the NodePool's disruption budget the taint reserves (see BudgetReservation).
 	Budget *BudgetReservation `json:"budget,omitempty"`

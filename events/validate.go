@@ -189,6 +189,19 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 		// and reported in its status, as Karpenter's controller reports them.
 		addAll(errs, validate.ResourceList(o.Spec.Capacity, field.NewPath(q).Child("spec", "capacity")))
 	}
+	for i := range s.ProvisioningRequests {
+		validateProvisioningRequest(fmt.Sprintf("%s.provisioningRequests[%d]", p, i), &s.ProvisioningRequests[i], errs)
+	}
+	for i := range s.PodTemplates {
+		pt := &s.PodTemplates[i]
+		q := fmt.Sprintf("%s.podTemplates[%d]", p, i)
+		checkNamespaced(q, pt.Name, pt.Namespace, errs)
+		// Its pods are planned as a DaemonSet's template is: the same checks.
+		tp := field.NewPath(q).Child("template")
+		addAll(errs, validate.Labels(pt.Template.Labels, tp.Child("metadata", "labels")))
+		addAll(errs, validate.PodSpec(&pt.Template.Spec, tp.Child("spec")))
+		addAll(errs, validate.PodResources(&pt.Template.Spec, tp.Child("spec")))
+	}
 	for i := range s.UnavailableOfferings {
 		s.UnavailableOfferings[i].validate(fmt.Sprintf("%s.unavailableOfferings[%d]", p, i), errs)
 	}
@@ -432,6 +445,19 @@ func (c *Command) Validate() error {
 			if cond.Type != apisv1.ConditionValidationSucceeded && cond.Type != apisv1.ConditionReady {
 				errs.add(fmt.Sprintf("command.nodeOverlay.status.conditions[%d].type", i), "%q: a NodeOverlay has only %s and %s",
 					cond.Type, apisv1.ConditionValidationSucceeded, apisv1.ConditionReady)
+			}
+		}
+	case CommandSetProvisioningRequestStatus:
+		pr := c.ProvisioningRequest
+		if pr == nil || pr.Name == "" || pr.Namespace == "" || pr.UID == "" {
+			errs.add("command.provisioningRequest.metadata", "namespace, name and uid required for kind %s", c.Kind)
+			break
+		}
+		validateConditions("command.provisioningRequest.status.conditions", pr.Status.Conditions, &errs)
+		for i, cond := range pr.Status.Conditions {
+			if !apisv1.IsProvisioningRequestCondition(cond.Type) {
+				errs.add(fmt.Sprintf("command.provisioningRequest.status.conditions[%d].type", i),
+					"%q: a ProvisioningRequest's conditions are Accepted, Provisioned, Failed, BookingExpired and CapacityRevoked", cond.Type)
 			}
 		}
 	case CommandNominatePods, CommandDeletePods:

@@ -69,6 +69,8 @@ type Decision struct {
 	Unschedulable []provisioning.Unschedulable
 	Orphans       []string
 	Failures      []string
+	// Requests are the ProvisioningRequests this decision answered (serveProvisioningRequests).
+	Requests []RequestAnswer
 }
 
 // Launched is one NodeClaim launched.
@@ -124,6 +126,21 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	if err != nil {
 		return d, err
 	}
+	// ProvisioningRequests first: their bookings and atomic launches are the capacity the other
+	// pending pods are planned around (base: consumers held back, booked pods bound, launched
+	// NodeClaims in flight, refused offerings marked).
+	base, err := h.serveProvisioningRequests(ctx, snap, statics, &d)
+	if errors.Is(err, launch.ErrBehindCloud) {
+		h.log().Info("provision decision skipped", "revision", snap.Revision, "reason", err.Error())
+		return d, nil
+	}
+	if err != nil {
+		return d, err
+	}
+	inFlight := statics
+	if base != snap {
+		inFlight = nil // base's NodeClaims hold them already
+	}
 	step := launch.Step{
 		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
 		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time, ClusterFacts: snap.ClusterFacts},
@@ -142,9 +159,9 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	}
 	var holds []poolHold // the anomaly hold's verdicts on the last plan
 	out, err := step.Run(ctx, func(marks []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error) {
-		work := *snap
-		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...), marks...)
-		work.NodeClaims = append(append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), statics...), launched...)
+		work := *base
+		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), base.UnavailableOfferings...), marks...)
+		work.NodeClaims = append(append(append([]apisv1.NodeClaim(nil), base.NodeClaims...), inFlight...), launched...)
 		in := provisioning.InputFromSnapshot(&work, h.Catalog, h.NodeSettings)
 		in.Policies = h.Policies
 		// The cloud's count of each reservation's free instances, asked for every plan (a

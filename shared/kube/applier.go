@@ -172,6 +172,8 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 //     is also refused when the node is being deleted and not registered yet.
 //   - SetNodeOverlayStatus is skipped (success, logged) when the NodeOverlay's generation is not
 //     the one decided on: its spec changed, and the next snapshot decides its status again.
+//   - SetProvisioningRequestStatus is skipped (success, logged) when the request's UID is not
+//     the one decided on: it was deleted and created again, and the next snapshot decides it.
 //   - SetNodeClaimStatus and NominatePods are never refused: the first records what a function
 //     observed of that NodeClaim (and a NodeClaim gone records nothing), the second is a hint
 //     kube-scheduler re-checks, written only on pods still unbound.
@@ -232,6 +234,8 @@ func (a *Applier) apply(ctx context.Context, cmd *events.Command) error {
 		return a.setNodePoolStatus(ctx, cmd)
 	case events.CommandSetNodeOverlayStatus:
 		return a.setNodeOverlayStatus(ctx, cmd)
+	case events.CommandSetProvisioningRequestStatus:
+		return a.setProvisioningRequestStatus(ctx, cmd)
 	case events.CommandAddFinalizer:
 		return a.nodeClassFinalizer(ctx, cmd, true)
 	case events.CommandUntaintNode:

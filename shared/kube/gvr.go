@@ -17,6 +17,8 @@ var (
 	AKSNodeClassGVR = schema.GroupVersionResource{Group: apisv1.AzureGroup, Version: apisv1.AzureVersion, Resource: "aksnodeclasses"}
 	// NodeOverlayGVR is Karpenter's NodeOverlay at the one version it serves (v1alpha1).
 	NodeOverlayGVR = schema.GroupVersionResource{Group: apisv1.Group, Version: apisv1.NodeOverlayVersion, Resource: "nodeoverlays"}
+	// ProvisioningRequestGVR is Cluster Autoscaler's ProvisioningRequest (autoscaling.x-k8s.io/v1).
+	ProvisioningRequestGVR = schema.GroupVersionResource{Group: "autoscaling.x-k8s.io", Version: "v1", Resource: "provisioningrequests"}
 )
 
 // NodeClassGVR returns the resource of a NodeClass kind (EC2NodeClass when kind is ""). Error:
@@ -38,6 +40,8 @@ var ListKinds = map[schema.GroupVersionResource]string{
 	EC2NodeClassGVR: "EC2NodeClassList",
 	AKSNodeClassGVR: "AKSNodeClassList",
 	NodeOverlayGVR:  "NodeOverlayList",
+
+	ProvisioningRequestGVR: "ProvisioningRequestList",
 }
 
 // Kinds tracked by the Watcher's revision map; ChangedSince takes one of these.
@@ -56,4 +60,6 @@ const (
 	KindLimitRange          = "LimitRange"
 	KindVolumeAttachment    = "VolumeAttachment"
 	KindNodeOverlay         = apisv1.KindNodeOverlay
+	KindProvisioningRequest = "ProvisioningRequest"
+	KindPodTemplate         = "PodTemplate"
 )

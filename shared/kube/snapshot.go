@@ -117,6 +117,9 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 	if st.nodeOverlays != nil {
 		snap.NodeOverlays, _ = convertAll[apisv1.NodeOverlay](b.log(), st.nodeOverlays, KindNodeOverlay, true)
 	}
+	if st.provReqs != nil {
+		snap.ProvisioningRequests, snap.PodTemplates = provisioningRequests(b.log(), st)
+	}
 	if obj, ok, _ := st.configMaps.GetByKey(b.namespace + "/" + UnavailableOfferingsConfigMap); ok {
 		cm, _ := obj.(*corev1.ConfigMap)
 		marks, errs := decodeOfferingMarks(cm, now)

@@ -77,6 +77,8 @@ type Watcher struct {
 	nodePools, nodeClaims, nodeClasses        cache.SharedIndexInformer
 	// nodeOverlays is nil until Start found the NodeOverlay CRD served (Start only).
 	nodeOverlays cache.SharedIndexInformer
+	// provReqs and podTemplates are nil until Start found the ProvisioningRequest CRD served.
+	provReqs, podTemplates cache.SharedIndexInformer
 }
 
 // NewWatcher builds the informers (not started). kube and dyn are typically a real clientset and
@@ -200,6 +202,38 @@ func (w *Watcher) watchOverlays(ctx context.Context) error {
 	return nil
 }
 
+// watchProvisioningRequests adds the ProvisioningRequest informer, and the PodTemplate
+// informer its pod sets are read from, when the API server serves Cluster Autoscaler's CRD: it
+// is optional (a cluster without batch workloads lacks it), so 404 means none, as for
+// NodeOverlays; any other error (403: RBAC) fails the start. PodTemplates are watched only then:
+// without ProvisioningRequests nothing reads them.
+func (w *Watcher) watchProvisioningRequests(ctx context.Context) error {
+	_, err := w.dyn.Resource(ProvisioningRequestGVR).List(ctx, metav1.ListOptions{Limit: 1})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("probe %s: %w", ProvisioningRequestGVR.GroupResource(), err)
+	}
+	inf := w.dynamic.ForResource(ProvisioningRequestGVR).Informer()
+	if err := inf.SetTransform(stripManagedFields); err != nil {
+		return fmt.Errorf("set informer transform: %w", err)
+	}
+	if err := w.track(KindProvisioningRequest, inf); err != nil {
+		return err
+	}
+	pt := w.factory.Core().V1().PodTemplates().Informer()
+	if err := w.track(KindPodTemplate, pt); err != nil {
+		return err
+	}
+	w.provReqs, w.podTemplates = inf, pt
+	return nil
+}
+
+// WatchesProvisioningRequests reports whether Start found ProvisioningRequests served and
+// watches them.
+func (w *Watcher) WatchesProvisioningRequests() bool { return w.provReqs != nil }
+
 // WatchesNodeOverlays reports whether Start found NodeOverlays served and watches them.
 func (w *Watcher) WatchesNodeOverlays() bool { return w.nodeOverlays != nil }
 
@@ -217,6 +251,9 @@ func stripManagedFields(obj any) (any, error) {
 // or missing RBAC).
 func (w *Watcher) Start(ctx context.Context) error {
 	if err := w.watchOverlays(ctx); err != nil {
+		return err
+	}
+	if err := w.watchProvisioningRequests(ctx); err != nil {
 		return err
 	}
 	w.factory.Start(ctx.Done())
@@ -441,6 +478,7 @@ type stores struct {
 	volumeAttachments                         cache.Store
 	nodePools, nodeClaims, nodeClasses        cache.Store
 	nodeOverlays                              cache.Store // nil: not served
+	provReqs, podTemplates                    cache.Store // nil: not served
 	nodeClassKind                             string
 }
 
@@ -449,7 +487,11 @@ func (w *Watcher) stores() stores {
 	if w.nodeOverlays != nil {
 		overlays = w.nodeOverlays.GetStore()
 	}
-	return stores{nodeOverlays: overlays,
+	var provReqs, podTemplates cache.Store
+	if w.provReqs != nil {
+		provReqs, podTemplates = w.provReqs.GetStore(), w.podTemplates.GetStore()
+	}
+	return stores{nodeOverlays: overlays, provReqs: provReqs, podTemplates: podTemplates,
 		pods: w.pods.GetStore(), nodes: w.nodes.GetStore(), daemonSets: w.daemonSets.GetStore(),
 		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(),
 		pvcs: w.pvcs.GetStore(), pvs: w.pvs.GetStore(), storageClasses: w.storageClasses.GetStore(),

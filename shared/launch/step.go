@@ -221,3 +221,71 @@ func (s Step) publishMarks(ctx context.Context, marks []events.UnavailableOfferi
 	return s.Publish(ctx, events.Command{ID: events.CommandID(keys...), Kind: events.CommandMarkUnavailable,
 		Cluster: s.Launcher.Cluster, SnapshotRevision: s.Decision.Revision, Unavailable: marks, Reason: "insufficient capacity"})
 }
+
+// RunAtomic launches every NodeClaim of plan or none, as a best-effort-atomic-scale-up
+// ProvisioningRequest asks (Cluster Autoscaler's atomic scale-up cleans up what a partial
+// scale-up left): each is launched in turn and no command is published until all are; when one
+// is refused for capacity (or an idempotent replay answers with an instance no longer pending or
+// running), the instances launched so far are terminated (Provider.Delete) within the same
+// decision, the refused offerings are published as marks, and Outcome.Launched is empty with
+// the refusals in Outcome.Refused. The plan is not re-planned (Rounds is ignored). An error is
+// transient (as Run's), including a failed termination: the redelivered decision replays the
+// same client tokens and terminates again.
+func (s Step) RunAtomic(ctx context.Context, plan *provisioning.Plan) (Outcome, error) {
+	out := Outcome{Plan: plan}
+	if err := s.behind(ctx, plan); err != nil {
+		return out, err
+	}
+	var done []Launched
+	refused := false
+	for _, nc := range plan.NodeClaims {
+		res := s.Launcher.Launch(ctx, s.Decision, nc, apisv1.FindNodeClass(s.NodeClasses, nc.NodeClassRef))
+		out.Marks = append(out.Marks, res.Unavailable...)
+		if res.Err != nil && !cloud.IsInsufficientCapacity(res.Err) {
+			return out, errors.Join(res.Err, s.rollback(ctx, done))
+		}
+		if res.Err != nil {
+			out.Refused = append(out.Refused, res.Err)
+			refused = true
+			break
+		}
+		done = append(done, Launched{NodeClaim: res.NodeClaim, Instance: res.Instance, Plan: nc})
+		if st := res.Instance.State; st != cloud.StatePending && st != cloud.StateRunning {
+			out.Refused = append(out.Refused, fmt.Errorf("NodeClaim %s: instance %s is %s (an earlier attempt of this decision rolled it back)", res.NodeClaim.Name, res.Instance.ProviderID, st))
+			refused = true
+			break
+		}
+	}
+	if refused {
+		if err := s.rollback(ctx, done); err != nil {
+			return out, err
+		}
+		return out, s.publishMarks(ctx, out.Marks)
+	}
+	for _, l := range done {
+		if s.Annotate != nil {
+			s.Annotate(l.NodeClaim)
+		}
+		cmd := events.Command{ID: events.CommandID(s.Launcher.Cluster, "create", l.NodeClaim.Name), Kind: events.CommandCreateNodeClaim,
+			Cluster: s.Launcher.Cluster, SnapshotRevision: s.Decision.Revision, NodeClaim: l.NodeClaim}
+		if s.Reason != nil {
+			cmd.Reason = s.Reason(l.Plan)
+		}
+		if err := s.Publish(ctx, cmd); err != nil {
+			return out, err
+		}
+		out.Launched = append(out.Launched, l)
+	}
+	return out, s.publishMarks(ctx, out.Marks)
+}
+
+// rollback terminates the instances of an atomic launch that did not complete.
+func (s Step) rollback(ctx context.Context, done []Launched) error {
+	var errs []error
+	for _, l := range done {
+		if err := s.Launcher.Provider.Delete(ctx, l.Instance.ProviderID); err != nil {
+			errs = append(errs, fmt.Errorf("terminating %s (NodeClaim %s) of a partial atomic launch: %w", l.Instance.ProviderID, l.NodeClaim.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

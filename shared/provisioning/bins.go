@@ -116,6 +116,12 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		if _, ok := alloc[ResourceAttachableVolumes]; !ok {
 			free = free.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: attachLimit(nodeTypeLabels(in, nc.Labels))}})
 		}
+		// Pods bound to the NodeClaim's own name are capacity booked on it before its node
+		// exists (a ProvisioningRequest's, shared/provreq Book): its room is theirs.
+		for _, p := range podsByNode[nc.Name] {
+			free = free.Sub(in.Requests.Requests(p))
+			b.addResident(p)
+		}
 		// An in-flight NodeClaim's node will carry the lifecycle labels once it joins.
 		dl := withLifecycleLabels(nc.Labels)
 		for i := range daemons {

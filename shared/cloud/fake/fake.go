@@ -116,6 +116,7 @@ type Cloud struct {
 	instances     map[string]*instance // by instance ID
 	tokens        map[string]tokenRecord
 	ice           []iceRule
+	pools         []*capacityPool
 	bootFailures  []Pattern
 	nextHost      map[string]int // per zone: next host index in the zone's subnet
 	interruptions []Interruption
@@ -326,6 +327,11 @@ func (c *Cloud) createMixed(ctx context.Context, reqs []cloud.LaunchRequest, pri
 			c.stats.ICEs++
 			continue
 		}
+		if c.poolExhausted(cand.ref) {
+			refused = append(refused, cloud.UnavailableOffering{Offering: cand.ref, Code: CodeInsufficientInstanceCapacity})
+			c.stats.ICEs++
+			continue
+		}
 		ip, ok := c.allocateIP(cand.ref.Zone)
 		if !ok {
 			refused = append(refused, cloud.UnavailableOffering{Offering: cand.ref, Code: CodeInsufficientFreeAddresses})
@@ -333,6 +339,7 @@ func (c *Cloud) createMixed(ctx context.Context, reqs []cloud.LaunchRequest, pri
 			continue
 		}
 		k := owner[cand.index]
+		c.takeFromPools(cand.ref)
 		inst := c.launch(reqs[k], cand, ip, settings[k])
 		c.tokens[token] = tokenRecord{digest: digest, instanceID: inst.ID}
 		c.stats.Launches++

@@ -57,11 +57,65 @@ func (c *Cloud) InjectOfferingICE(o cloud.OfferingRef, code string) error {
 	return c.InjectICE(Pattern{InstanceType: quoteMeta(o.InstanceType), Zone: quoteMeta(o.Zone), CapacityType: quoteMeta(o.CapacityType)}, code)
 }
 
-// ClearICE removes every injected capacity error.
+// ClearICE removes every injected capacity error and capacity limit.
 func (c *Cloud) ClearICE() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ice = nil
+	c.pools = nil
+}
+
+// capacityPool is an injected finite capacity pool: left more launches into offerings matching
+// pattern, then InsufficientInstanceCapacity.
+type capacityPool struct {
+	pattern Pattern
+	left    int
+}
+
+// LimitCapacity gives the offerings matching p a finite pool of n more instances (all of them
+// together), after which launches into them are refused with CodeInsufficientInstanceCapacity
+// until ClearICE: EC2's capacity of an instance type in a zone is finite, and CreateFleet
+// reports the exhausted pool as InsufficientInstanceCapacity (EC2 API reference, "Error codes";
+// "Insufficient instance capacity" in the EC2 user guide's troubleshooting). A fleet can then
+// launch part of what a decision plans: the partial result an atomic launch rolls back.
+// Terminating an instance does not return it to the pool (another account may take it). Error:
+// a malformed pattern (naming the field) or n < 0.
+func (c *Cloud) LimitCapacity(p Pattern, n int) error {
+	if n < 0 {
+		return fmt.Errorf("n: %d: must not be negative", n)
+	}
+	for _, f := range [...]struct{ field, pattern string }{{"instanceType", p.InstanceType}, {"zone", p.Zone}, {"capacityType", p.CapacityType}} {
+		if _, err := path.Match(f.pattern, ""); err != nil {
+			return fmt.Errorf("pattern.%s: %q: %w", f.field, f.pattern, err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pools = append(c.pools, &capacityPool{pattern: p, left: n})
+	return nil
+}
+
+func (p *capacityPool) matches(o cloud.OfferingRef) bool {
+	return match(p.pattern.InstanceType, o.InstanceType) && match(p.pattern.Zone, o.Zone) && match(p.pattern.CapacityType, o.CapacityType)
+}
+
+// poolExhausted reports whether a pool matching o has nothing left. Called with c.mu held.
+func (c *Cloud) poolExhausted(o cloud.OfferingRef) bool {
+	for _, p := range c.pools {
+		if p.left <= 0 && p.matches(o) {
+			return true
+		}
+	}
+	return false
+}
+
+// takeFromPools counts one launch into o against every pool matching it. Called with c.mu held.
+func (c *Cloud) takeFromPools(o cloud.OfferingRef) {
+	for _, p := range c.pools {
+		if p.matches(o) {
+			p.left--
+		}
+	}
 }
 
 // iceCode returns the code of the first rule matching o. Called with c.mu held.

@@ -1,0 +1,138 @@
+package provreq
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-dev/dovetail/events"
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+)
+
+var now = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+
+func req(name, class string, sets ...apisv1.PodSet) apisv1.ProvisioningRequest {
+	return apisv1.ProvisioningRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, UID: "uid-" + "x",
+		CreationTimestamp: metav1.NewTime(now.Add(-time.Minute))},
+		Spec: apisv1.ProvisioningRequestSpec{ProvisioningClassName: class, PodSets: sets}}
+}
+
+func set(template string, n int32) apisv1.PodSet {
+	return apisv1.PodSet{PodTemplateRef: apisv1.Reference{Name: template}, Count: n}
+}
+
+func template(name string) corev1.PodTemplate {
+	return corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}}
+}
+
+func pod(name, consumes, node string) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
+	if consumes != "" {
+		p.Annotations = map[string]string{apisv1.AnnotationConsumeProvisioningRequestLegacy: consumes}
+	}
+	return p
+}
+
+// Two pod sets (2 workers, 1 launcher) stand for three pods named request-set-index, each with
+// its template's labels and the consume annotation.
+func TestPodsOf(t *testing.T) {
+	pr := req("job", apisv1.ProvisioningClassCheckCapacity, set("worker", 2), set("launcher", 1))
+	tpl := map[string]*corev1.PodTemplate{}
+	for _, n := range []string{"worker", "launcher"} {
+		x := template(n)
+		tpl["ml/"+n] = &x
+	}
+	pods, err := PodsOf(&pr, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+		if p.Annotations[apisv1.AnnotationConsumeProvisioningRequest] != "job" || p.Namespace != "ml" {
+			t.Errorf("%s: annotations %v namespace %s", p.Name, p.Annotations, p.Namespace)
+		}
+	}
+	if want := []string{"job-0-0", "job-0-1", "job-1-0"}; !slices.Equal(names, want) || pods[2].Labels["app"] != "launcher" {
+		t.Errorf("pods %v (last labels %v), want %v", names, pods[2].Labels, want)
+	}
+	delete(tpl, "ml/launcher")
+	if _, err := PodsOf(&pr, tpl); err == nil || !strings.Contains(err.Error(), "spec.podSets[1].podTemplateRef.name") {
+		t.Errorf("missing template: %v, want an error naming spec.podSets[1].podTemplateRef.name", err)
+	}
+}
+
+// A booked request's consumers: bound ones use the booking up (3 pods, 1 bound → 2 unconsumed),
+// pending ones are held back; a done request's consumer and another class's are not.
+func TestRequestsBookingsAndHoldBack(t *testing.T) {
+	booked := req("booked", apisv1.ProvisioningClassCheckCapacity, set("w", 3))
+	booked.Status.Conditions = []metav1.Condition{{Type: apisv1.ProvisioningRequestProvisioned, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
+	done := req("done", apisv1.ProvisioningClassBestEffortAtomicScaleUp, set("w", 1))
+	done.Status.Conditions = []metav1.Condition{{Type: apisv1.ProvisioningRequestFailed, Status: metav1.ConditionTrue}}
+	other := req("other", "queued-provisioning.gke.io", set("w", 1))
+	snap := &events.Snapshot{Time: metav1.NewTime(now), ProvisioningRequests: []apisv1.ProvisioningRequest{booked, done, other},
+		PodTemplates: []corev1.PodTemplate{template("w")},
+		Pods:         []corev1.Pod{pod("b-1", "booked", "n1")},
+		PendingPods:  []corev1.Pod{pod("b-2", "booked", ""), pod("d-1", "done", ""), pod("o-1", "other", ""), pod("plain", "", "")}}
+	reqs := Requests(snap)
+	if len(reqs) != 2 || reqs[0].State != StateBooked || reqs[1].State != StateDone {
+		t.Fatalf("requests %d, states %v %v; want booked Booked, done Done (other's class left out)", len(reqs), reqs[0].State, reqs[1].State)
+	}
+	if u := reqs[0].Unconsumed(); len(u) != 2 || u[0].Name != "booked-0-1" {
+		t.Errorf("unconsumed %d, want 2 from booked-0-1", len(u))
+	}
+	var kept []string
+	for _, p := range HoldBack(snap.PendingPods, reqs) {
+		kept = append(kept, p.Name)
+	}
+	if want := []string{"d-1", "o-1", "plain"}; !slices.Equal(kept, want) {
+		t.Errorf("pending after hold-back %v, want %v", kept, want)
+	}
+}
+
+// Expiry: 7 days without Provisioned fails the request (Expired); ValidUntilSeconds must be a
+// non-negative integer.
+func TestExpiryAndParameters(t *testing.T) {
+	pr := req("old", apisv1.ProvisioningClassCheckCapacity, set("w", 1))
+	pr.CreationTimestamp = metav1.NewTime(now.Add(-ExpiryAge))
+	if c := Expire(&pr, now); c == nil || c.Type != apisv1.ProvisioningRequestFailed || c.Reason != ReasonExpired {
+		t.Errorf("7 days old: %+v, want Failed Expired", c)
+	}
+	pr.CreationTimestamp = metav1.NewTime(now.Add(-ExpiryAge + time.Second))
+	if c := Expire(&pr, now); c != nil {
+		t.Errorf("7 days less a second: %+v, want none", c)
+	}
+	pr.Spec.Parameters = map[string]apisv1.Parameter{apisv1.ParameterValidUntilSeconds: "90"}
+	if u, err := ValidUntil(&pr); err != nil || !u.Equal(pr.CreationTimestamp.Add(90*time.Second)) {
+		t.Errorf("ValidUntil %v %v, want creation + 90 s", u, err)
+	}
+	pr.Spec.Parameters[apisv1.ParameterValidUntilSeconds] = "-1"
+	if _, err := ValidUntil(&pr); err == nil || !strings.Contains(err.Error(), "spec.parameters.ValidUntilSeconds") {
+		t.Errorf("ValidUntil -1: %v, want an error naming the parameter", err)
+	}
+}
+
+// Revoked: an atomic request that launched 3 NodeClaims has 1 being deleted and 1 gone.
+func TestRevoked(t *testing.T) {
+	pr := req("train", apisv1.ProvisioningClassBestEffortAtomicScaleUp, set("w", 3))
+	r := &Request{PR: &pr}
+	ann := map[string]string{AnnotationProvisioningRequest: "ml/train", AnnotationProvisioningRequestNodes: "3"}
+	deleting := metav1.NewTime(now)
+	claims := []apisv1.NodeClaim{
+		{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: ann}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b", Annotations: ann, DeletionTimestamp: &deleting}},
+	}
+	got := Revoked(r, claims)
+	if want := []string{"NodeClaim b is being deleted", "1 of 3 NodeClaims are gone"}; !slices.Equal(got, want) {
+		t.Errorf("Revoked %v, want %v", got, want)
+	}
+	if got := Revoked(r, claims[:1]); len(got) != 1 || got[0] != "2 of 3 NodeClaims are gone" {
+		t.Errorf("Revoked %v, want 2 of 3 gone", got)
+	}
+}
