@@ -22,7 +22,7 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
-	rank := max(int(math.Ceil(p/100*float64(len(sorted)))), 1)
+	rank := max(int(math.Ceil(p*float64(len(sorted))/100)), 1) // p × n first: exact for whole p
 	return sorted[min(rank, len(sorted))-1]
 }
 
