@@ -122,3 +122,17 @@ KARPENTER_COMPARE_ARGS ?=
 .PHONY: karpenter-compare
 karpenter-compare:
 	cd hack/karpenter-compare && GOTOOLCHAIN=auto $(GO) run . $(KARPENTER_COMPARE_ARGS)
+
+## scale: the whole path at cluster scale, Dovetail and Karpenter's own kwok controller
+## (sigs.k8s.io/karpenter v1.15.0, built here from the module proxy) side by side, each on a fresh
+## real control plane (docs/scale.md). A benchmark, not part of test, e2e or .ci/run; a separate
+## module (hack/scale). Arguments: SCALE_ARGS, e.g. "-n 200,1000" (the default) or "-sides dovetail".
+SCALE_ARGS ?=
+SCALE_BIN  ?= build/scale
+.PHONY: scale
+scale: controlplane
+	cd hack/scale && GOTOOLCHAIN=auto $(GO) build -o $(CURDIR)/$(SCALE_BIN)/karpenter-kwok sigs.k8s.io/karpenter/kwok
+	cd hack/scale && GOTOOLCHAIN=auto $(GO) build -o $(CURDIR)/$(SCALE_BIN)/scale .
+	cd hack/scale && DOVETAIL_CONTROLPLANE_BIN=$(CURDIR)/$(CONTROLPLANE_BIN) $(CURDIR)/$(SCALE_BIN)/scale \
+		-karpenter-bin $(CURDIR)/$(SCALE_BIN)/karpenter-kwok \
+		-karpenter-dir "$$(GOTOOLCHAIN=auto $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)" $(SCALE_ARGS)

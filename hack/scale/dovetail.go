@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/dovetail-dev/dovetail/e2e/realcluster"
+	"github.com/dovetail-dev/dovetail/events"
+	"github.com/dovetail-dev/dovetail/localdev"
+	"github.com/dovetail-dev/dovetail/shared/queue"
+	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+)
+
+// Cluster names the cluster in Dovetail's subjects, events and instance tags.
+const Cluster = "scale"
+
+// runDovetail measures Dovetail at n pods: a fresh real control plane, the agent, embedded
+// NATS JetStream, the functions and the fake cloud all in this process (localdev.Start, as the
+// e2e suite runs them), the scenario's NodePool and EC2NodeClass (manifests/dovetail.yaml).
+func runDovetail(ctx context.Context, n int, o opts, b Bounder) (Result, error) {
+	r := Result{Side: sideDovetail, N: n}
+	dir, err := os.MkdirTemp(o.workDir, fmt.Sprintf("dovetail-%d-*", n))
+	if err != nil {
+		return r, err
+	}
+	env, err := localdev.Start(ctx, localdev.Options{
+		Cluster:          Cluster,
+		ControlPlane:     localdev.ControlPlaneReal,
+		Manifests:        []string{o.dovetailManifest},
+		BootDelay:        o.bootDelay,
+		Out:              prefixed("dovetail: "),
+		Log:              slog.New(slog.NewTextHandler(io.Discard, nil)),
+		RealControlPlane: realcluster.Options{Dir: dir, Logf: log.Printf},
+	})
+	if err != nil {
+		return r, fmt.Errorf("starting Dovetail: %w", err)
+	}
+	defer env.Stop()
+	snaps, err := watchSnapshots(env)
+	if err != nil {
+		return r, err
+	}
+	defer snaps.stop()
+	cfg := *env.ControlPlane.Config
+	cfg.QPS, cfg.Burst = 200, 400
+	kc, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		return r, err
+	}
+	dc, err := dynamic.NewForConfig(&cfg)
+	if err != nil {
+		return r, err
+	}
+	if err := Measure(ctx, &r, kc, dc, o.phase, Pricer(env.Catalog), b); err != nil {
+		return r, err
+	}
+	snaps.fill(&r)
+	if r.PeakRSS, err = PeakRSS(0); err != nil {
+		return r, err
+	}
+	r.PeakRSSWhat = "harness process: agent, NATS, functions, fake cloud, harness"
+	return r, nil
+}
+
+// snapshotWatch reads every event the agent publishes (a core NATS subscription beside the
+// functions' JetStream consumers) and, for each snapshot and pods-pending event, records the
+// compressed payload size (before claim-check: the bytes the codec encoded, inline or in the
+// blob store) and how long decoding it (events.DecodeSnapshot / DecodePodsPending, what the
+// functions run) and encoding it again (events.EncodeSnapshot / EncodePodsPending, what the
+// agent runs) take here.
+type snapshotWatch struct {
+	sub            *natsgo.Subscription
+	nc             *natsgo.Conn
+	mu             sync.Mutex
+	count, maxSize int
+	decode, encode []time.Duration
+	errs           []string
+}
+
+func watchSnapshots(env *localdev.Env) (*snapshotWatch, error) {
+	nc, err := dnats.Connect(env.NATSURL, "dovetail-scale-harness", env.NATS.AdminOptions()...)
+	if err != nil {
+		return nil, err
+	}
+	w := &snapshotWatch{nc: nc}
+	codec := events.Codec{Blobs: events.FileBlobStore{Dir: env.BlobDir}}
+	w.sub, err = nc.Subscribe(queue.EventsSubject(Cluster), func(m *natsgo.Msg) {
+		ev, err := events.Decode(m.Data)
+		if err != nil || (ev.Type != events.TypeSnapshot && ev.Type != events.TypePodsPending) {
+			return
+		}
+		data, err := codec.Payload(context.Background(), ev)
+		if err != nil {
+			w.fail(fmt.Sprintf("event %s: %v", ev.ID, err))
+			return
+		}
+		begin := time.Now()
+		var dec, enc time.Duration
+		if ev.Type == events.TypeSnapshot {
+			s, err := events.DecodeSnapshot(data)
+			dec = time.Since(begin)
+			if err == nil {
+				begin = time.Now()
+				_, err = events.EncodeSnapshot(s)
+				enc = time.Since(begin)
+			}
+			if err != nil {
+				w.fail(err.Error())
+				return
+			}
+		} else {
+			p, err := events.DecodePodsPending(data)
+			dec = time.Since(begin)
+			if err == nil {
+				begin = time.Now()
+				_, err = events.EncodePodsPending(p)
+				enc = time.Since(begin)
+			}
+			if err != nil {
+				w.fail(err.Error())
+				return
+			}
+		}
+		w.mu.Lock()
+		w.count++
+		w.maxSize = max(w.maxSize, len(data))
+		w.decode, w.encode = append(w.decode, dec), append(w.encode, enc)
+		w.mu.Unlock()
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *snapshotWatch) fail(msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.errs) < 5 {
+		w.errs = append(w.errs, msg)
+	}
+}
+
+func (w *snapshotWatch) stop() {
+	_ = w.sub.Unsubscribe()
+	w.nc.Close()
+}
+
+func (w *snapshotWatch) fill(r *Result) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r.SnapshotEvents, r.SnapshotMaxBytes = w.count, w.maxSize
+	r.SnapshotDecode, r.Encode = DistOf(append([]time.Duration(nil), w.decode...)), DistOf(append([]time.Duration(nil), w.encode...))
+	for _, e := range w.errs {
+		r.Notes = append(r.Notes, "snapshot watch: "+e)
+	}
+}
+
+// prefixed is a writer that logs each write with a prefix (localdev's progress lines).
+type prefixed string
+
+func (p prefixed) Write(b []byte) (int, error) {
+	log.Printf("%s%s", string(p), b)
+	return len(b), nil
+}

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// nodeClaimGVR is Karpenter's NodeClaim (karpenter.sh/v1), which both sides create.
+var nodeClaimGVR = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
+
+// Recorder keeps, from informers, when the harness first saw each event: a pod created, bound;
+// a NodeClaim created and the node it names; a Node Ready, deleted. Watch times, not
+// creationTimestamps: those have one-second resolution.
+type Recorder struct {
+	mu         sync.Mutex
+	podSeen    map[string]time.Time
+	podBound   map[string]time.Time
+	podNode    map[string]string
+	podDeleted map[string]bool
+	claimSeen  map[string]time.Time // by NodeClaim name
+	claimNode  map[string]string    // NodeClaim name → status.nodeName
+	nodeReady  map[string]time.Time
+	nodeGone   map[string]time.Time
+	nodeAdded  map[string]time.Time
+	lastChange time.Time // the last Node or NodeClaim add or delete
+}
+
+func newRecorder() *Recorder {
+	return &Recorder{podSeen: map[string]time.Time{}, podBound: map[string]time.Time{}, podNode: map[string]string{},
+		podDeleted: map[string]bool{}, claimSeen: map[string]time.Time{}, claimNode: map[string]string{},
+		nodeReady: map[string]time.Time{}, nodeGone: map[string]time.Time{}, nodeAdded: map[string]time.Time{}}
+}
+
+// Start runs the informers until ctx ends and returns once their caches are synced.
+func (r *Recorder) Start(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface) error {
+	f := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(Namespace))
+	podInf := f.Core().V1().Pods().Informer()
+	podFn := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		r.pod(p, time.Now())
+	}
+	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: podFn,
+		UpdateFunc: func(_, n any) { podFn(n) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				r.mu.Lock()
+				r.podDeleted[p.Name] = true
+				r.mu.Unlock()
+			}
+		}}); err != nil {
+		return err
+	}
+	nf := informers.NewSharedInformerFactory(kc, 0)
+	nodeInf := nf.Core().V1().Nodes().Informer()
+	nodeFn := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok {
+			r.node(n, time.Now())
+		}
+	}
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: nodeFn, UpdateFunc: func(_, n any) { nodeFn(n) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				now := time.Now()
+				r.mu.Lock()
+				r.nodeGone[n.Name], r.lastChange = now, now
+				r.mu.Unlock()
+			}
+		}}); err != nil {
+		return err
+	}
+	df := dynamicinformer.NewDynamicSharedInformerFactory(dc, 0)
+	claimInf := df.ForResource(nodeClaimGVR).Informer()
+	claimFn := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		node, _, _ := unstructured.NestedString(u.Object, "status", "nodeName")
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if _, seen := r.claimSeen[u.GetName()]; !seen {
+			r.claimSeen[u.GetName()], r.lastChange = now, now
+		}
+		if node != "" {
+			r.claimNode[u.GetName()] = node
+		}
+	}
+	if _, err := claimInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: claimFn, UpdateFunc: func(_, n any) { claimFn(n) },
+		DeleteFunc: func(any) {
+			r.mu.Lock()
+			r.lastChange = time.Now()
+			r.mu.Unlock()
+		}}); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	nf.Start(ctx.Done())
+	df.Start(ctx.Done())
+	for _, inf := range []cache.SharedIndexInformer{podInf, nodeInf, claimInf} {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+func (r *Recorder) pod(p *corev1.Pod, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.podSeen[p.Name]; !ok {
+		r.podSeen[p.Name] = now
+	}
+	if p.Spec.NodeName != "" {
+		if _, ok := r.podBound[p.Name]; !ok {
+			r.podBound[p.Name] = now
+			r.podNode[p.Name] = p.Spec.NodeName
+		}
+	}
+	if p.DeletionTimestamp != nil {
+		r.podDeleted[p.Name] = true
+	}
+}
+
+func (r *Recorder) node(n *corev1.Node, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.nodeAdded[n.Name]; !ok {
+		r.nodeAdded[n.Name], r.lastChange = now, now
+	}
+	if _, ok := r.nodeReady[n.Name]; ok {
+		return
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			r.nodeReady[n.Name] = now
+		}
+	}
+}
+
+// Progress is how many live pods the recorder has seen and how many of them are bound.
+func (r *Recorder) Progress() (seen, bound int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name := range r.podSeen {
+		if r.podDeleted[name] {
+			continue
+		}
+		seen++
+		if _, ok := r.podBound[name]; ok {
+			bound++
+		}
+	}
+	return seen, bound
+}
+
+// LastChange is when a Node or NodeClaim was last added or deleted.
+func (r *Recorder) LastChange() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastChange
+}
+
+// NodeChanges counts Nodes added and deleted after t.
+func (r *Recorder) NodeChanges(t time.Time) (added, deleted int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.nodeAdded {
+		if a.After(t) {
+			added++
+		}
+	}
+	for _, d := range r.nodeGone {
+		if d.After(t) {
+			deleted++
+		}
+	}
+	return added, deleted
+}
+
+// Latencies are, per bound pod seen at or after since, creation → its node's NodeClaim
+// created, → its node Ready, → bound. A pod created after its node's NodeClaim or Ready
+// (it landed on capacity already there) counts 0 for that step; a node without a NodeClaim
+// (not launched by the provisioner) has no claim or ready step for its pods. lastBound is the
+// latest bind among them.
+func (r *Recorder) Latencies(since time.Time) (toClaim, toReady, toBound []time.Duration, lastBound time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	claimOfNode := map[string]string{}
+	for c, n := range r.claimNode {
+		claimOfNode[n] = c
+	}
+	for name, seen := range r.podSeen {
+		bound, ok := r.podBound[name]
+		if !ok || seen.Before(since) {
+			continue
+		}
+		toBound = append(toBound, bound.Sub(seen))
+		if bound.After(lastBound) {
+			lastBound = bound
+		}
+		node := r.podNode[name]
+		if c, ok := claimOfNode[node]; ok {
+			toClaim = append(toClaim, max(r.claimSeen[c].Sub(seen), 0))
+		}
+		if ready, ok := r.nodeReady[node]; ok {
+			toReady = append(toReady, max(ready.Sub(seen), 0))
+		}
+	}
+	return toClaim, toReady, toBound, lastBound
+}
+
+// APIRequests scrapes the API server's /metrics and sums apiserver_request_total by
+// "VERB resource" (subresource appended as resource/subresource).
+func APIRequests(ctx context.Context, kc kubernetes.Interface) (map[string]float64, error) {
+	raw, err := kc.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scraping the API server's /metrics: %w", err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the API server's /metrics: %w", err)
+	}
+	out := map[string]float64{}
+	fam := fams["apiserver_request_total"]
+	if fam == nil {
+		return nil, fmt.Errorf("the API server's /metrics has no apiserver_request_total")
+	}
+	for _, m := range fam.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		res := labels["resource"]
+		if labels["subresource"] != "" {
+			res += "/" + labels["subresource"]
+		}
+		if res == "" {
+			continue // non-resource URLs (/healthz, /metrics)
+		}
+		out[labels["verb"]+" "+res] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+// DiffRequests is after − before per key (keys absent before count from 0), dropping zeros,
+// and the sums of reads (GET, LIST, WATCH) and writes (every other verb).
+func DiffRequests(before, after map[string]float64) (delta map[string]float64, reads, writes float64) {
+	delta = map[string]float64{}
+	for k, v := range after {
+		d := v - before[k]
+		if d <= 0 {
+			continue
+		}
+		delta[k] = d
+		verb, _, _ := strings.Cut(k, " ")
+		switch verb {
+		case "GET", "LIST", "WATCH", "WATCHLIST":
+			reads += d
+		default:
+			writes += d
+		}
+	}
+	return delta, reads, writes
+}
+
+// PeakRSS is VmHWM of process pid (bytes): the kernel's peak resident set size
+// (proc(5), /proc/pid/status).
+func PeakRSS(pid int) (uint64, error) {
+	path := "/proc/self/status"
+	if pid > 0 {
+		path = "/proc/" + strconv.Itoa(pid) + "/status"
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return parseVmHWM(f)
+}
+
+func parseVmHWM(f io.Reader) (uint64, error) {
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		rest, ok := strings.CutPrefix(s.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) != 2 || fields[1] != "kB" {
+			return 0, fmt.Errorf("VmHWM: %q is not \"<n> kB\"", strings.TrimSpace(rest))
+		}
+		kb, err := strconv.ParseUint(fields[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("VmHWM: %w", err)
+		}
+		return kb * 1024, nil
+	}
+	if err := s.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no VmHWM line")
+}
+
+// countNodes lists the Nodes and prices each from its labels (instance type, zone, capacity
+// type) with price.
+func countNodes(ctx context.Context, kc kubernetes.Interface, price func(n *corev1.Node) (float64, error)) (nodes int, perHour float64, err error) {
+	list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	for i := range list.Items {
+		n := &list.Items[i]
+		if n.DeletionTimestamp != nil {
+			continue
+		}
+		p, err := price(n)
+		if err != nil {
+			return 0, 0, err
+		}
+		nodes++
+		perHour += p
+	}
+	return nodes, perHour, nil
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	kwok "sigs.k8s.io/karpenter/kwok/cloudprovider"
+
+	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
+)
+
+func TestPodsPerKindSumsToN(t *testing.T) {
+	// 1,000 pods: api round(200), cache round(50), batch round(200), db round(50), web the
+	// remaining 500.
+	got, err := PodsPerKind(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int{200, 50, 200, 50, 500}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("PodsPerKind(1000) = %v, want %v", got, want)
+		}
+	}
+	// 7 pods: api round(1.4)=1, cache round(0.35)=0, batch 1, db 0, web 5.
+	got, _ = PodsPerKind(7)
+	if want := []int{1, 0, 1, 0, 5}; len(got) != 5 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] || got[4] != want[4] {
+		t.Fatalf("PodsPerKind(7) = %v, want %v", got, want)
+	}
+	if _, err := PodsPerKind(0); err == nil || !strings.Contains(err.Error(), "-n") {
+		t.Fatalf("PodsPerKind(0) error = %v, want one naming -n", err)
+	}
+}
+
+func TestWorkloadsReplicasSumToN(t *testing.T) {
+	for _, n := range []int{1, 7, 200, 1000, 10001} {
+		ws, err := Workloads(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := 0
+		for _, w := range ws {
+			total += w.Replicas
+			var set int
+			for _, p := range []bool{w.Deployment != nil, w.Job != nil, w.StatefulSet != nil} {
+				if p {
+					set++
+				}
+			}
+			if set != 1 {
+				t.Fatalf("workload %s: %d objects set, want 1", w.Name, set)
+			}
+		}
+		if total != n {
+			t.Fatalf("Workloads(%d): replicas sum to %d", n, total)
+		}
+	}
+	// 1,000 pods: api 200/20 = 10 Deployments, cache 50/10 = 5, batch 200/20 = 10 Jobs,
+	// db 50/10 = 5 StatefulSets, web 500/25 = 20: 50 workloads.
+	ws, _ := Workloads(1000)
+	if len(ws) != 50 {
+		t.Fatalf("Workloads(1000): %d workloads, want 50", len(ws))
+	}
+	cache := ws[10]
+	if cache.Name != "cache-0" || cache.Deployment.Spec.Template.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != corev1.LabelHostname {
+		t.Fatalf("ws[10] = %s, want cache-0 with hostname anti-affinity", cache.Name)
+	}
+}
+
+func TestScaledDown(t *testing.T) {
+	// r − round(0.3 r): 20 → 14, 25 → 17 (7.5 rounds to 8), 10 → 7, 1 → 1 (0.3 rounds to 0).
+	for r, want := range map[int]int{20: 14, 25: 17, 10: 7, 1: 1} {
+		if got := ScaledDown(r, 0.3); got != want {
+			t.Errorf("ScaledDown(%d, 0.3) = %d, want %d", r, got, want)
+		}
+	}
+}
+
+func TestPercentileNearestRank(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 200; i++ {
+		ds = append(ds, time.Duration(i)*time.Second)
+	}
+	// Nearest rank: p50 of 200 values is rank 100, p99 rank 198, max the 200th.
+	d := DistOf(ds)
+	if d.P50 != 100*time.Second || d.P99 != 198*time.Second || d.Max != 200*time.Second || d.N != 200 {
+		t.Fatalf("DistOf(1..200 s) = %+v", d)
+	}
+	if Percentile(nil, 50) != 0 || DistOf(nil).String() != "—" {
+		t.Fatal("an empty distribution is not zero")
+	}
+	if got := Percentile([]time.Duration{7}, 99); got != 7 {
+		t.Fatalf("Percentile of one value = %s", got)
+	}
+}
+
+func TestDiffRequests(t *testing.T) {
+	before := map[string]float64{"LIST pods": 10, "POST pods": 5, "GET nodes": 3}
+	after := map[string]float64{"LIST pods": 12, "POST pods": 25, "GET nodes": 3, "PATCH nodes/status": 7}
+	delta, reads, writes := DiffRequests(before, after)
+	if len(delta) != 3 || delta["LIST pods"] != 2 || delta["POST pods"] != 20 || delta["PATCH nodes/status"] != 7 {
+		t.Fatalf("delta = %v", delta)
+	}
+	if reads != 2 || writes != 27 {
+		t.Fatalf("reads, writes = %v, %v; want 2, 27", reads, writes)
+	}
+}
+
+func TestParseVmHWM(t *testing.T) {
+	got, err := parseVmHWM(strings.NewReader("Name:\tx\nVmPeak:\t 9 kB\nVmHWM:\t  2048 kB\n"))
+	if err != nil || got != 2048*1024 {
+		t.Fatalf("parseVmHWM = %d, %v; want 2 MiB", got, err)
+	}
+	if _, err := parseVmHWM(strings.NewReader("VmHWM: 12 MB\n")); err == nil || !strings.Contains(err.Error(), "VmHWM") {
+		t.Fatalf("a unit other than kB: error %v", err)
+	}
+	if _, err := parseVmHWM(strings.NewReader("Name: x\n")); err == nil {
+		t.Fatal("no VmHWM line: no error")
+	}
+}
+
+func TestPrintTableRatios(t *testing.T) {
+	res := []Result{
+		{Side: sideDovetail, N: 10, AllBound: 10 * time.Second, Nodes: 4, PricePerHour: 2},
+		{Side: sideKarpenter, N: 10, AllBound: 30 * time.Second, Nodes: 5, PricePerHour: 3},
+	}
+	var buf bytes.Buffer
+	PrintTable(&buf, res)
+	out := buf.String()
+	// Karpenter / Dovetail: 30 s / 10 s = 3, 5 / 4 nodes = 1.25, 3 / 2 USD/h = 1.5.
+	for _, want := range []string{"×3.00", "×1.25", "×1.50", "N = 10 pods"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestKWOKInstanceTypes checks the generated file reads back as Karpenter's own kwok
+// InstanceTypeOptions, with the allocatable + kube-reserved rule and the catalog's prices.
+func TestKWOKInstanceTypes(t *testing.T) {
+	it := &catalog.InstanceType{
+		Name:   "m7i.large",
+		Labels: map[string]string{corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", "karpenter.k8s.aws/instance-category": "m"},
+		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"),
+			corev1.ResourcePods: resource.MustParse("29")},
+		Overhead: catalog.Overhead{KubeReserved: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("70m"),
+			corev1.ResourceMemory: resource.MustParse("1Gi")}},
+		Offerings: []catalog.Offering{
+			{Zone: "us-east-1a", CapacityType: "on-demand", PricePerHour: 0.1008, Available: true},
+			{Zone: "us-east-1a", CapacityType: "spot", PricePerHour: 0.04, Available: true},
+			{Zone: "us-east-1b", CapacityType: "on-demand", PricePerHour: 0.1008, Available: false},
+		},
+	}
+	other := &catalog.InstanceType{Name: "t3.large", Labels: map[string]string{corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux",
+		"karpenter.k8s.aws/instance-category": "t"}, Capacity: it.Capacity,
+		Offerings: []catalog.Offering{{Zone: "us-east-1a", CapacityType: "on-demand", PricePerHour: 0.08, Available: true}}}
+	cat := catalog.New("us-east-1", []*catalog.InstanceType{it, other})
+	pool := &apisv1.NodePool{}
+	pool.Name = "default"
+	pool.Spec.Template.Spec.Requirements = []apisv1.NodeSelectorRequirementWithMinValues{
+		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: "karpenter.k8s.aws/instance-category", Operator: corev1.NodeSelectorOpIn, Values: []string{"c", "m", "r"}}},
+		{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: "karpenter.sh/capacity-type", Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+	}
+	data, err := KWOKInstanceTypes(cat, pool, catalog.NodeSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []kwok.InstanceTypeOptions
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatalf("the file does not read as kwok.InstanceTypeOptions: %v", err)
+	}
+	// t3 fails the category requirement; spot fails the capacity type; the unavailable b offering
+	// is left out.
+	if len(got) != 1 || got[0].Name != "m7i.large" || len(got[0].Offerings) != 1 {
+		t.Fatalf("got %+v, want m7i.large with its one available on-demand offering", got)
+	}
+	o := got[0]
+	// Allocatable 2000m − 70m = 1930m, + 100m kwok kube-reserved = 2030m; 8Gi − 1Gi + 10Mi = 7178Mi.
+	if cpu := o.Resources[corev1.ResourceCPU]; cpu.MilliValue() != 2030 {
+		t.Errorf("cpu = %s, want 2030m", cpu.String())
+	}
+	if mem := o.Resources[corev1.ResourceMemory]; mem.Value() != 7178<<20 {
+		t.Errorf("memory = %s, want 7178Mi", mem.String())
+	}
+	if pods := o.Resources[corev1.ResourcePods]; pods.Value() != 29 {
+		t.Errorf("pods = %s, want 29", pods.String())
+	}
+	if o.Architecture != "amd64" || len(o.OperatingSystems) != 1 || o.OperatingSystems[0] != corev1.Linux {
+		t.Errorf("arch %q os %v", o.Architecture, o.OperatingSystems)
+	}
+	off := o.Offerings[0]
+	if off.Price != 0.1008 || len(off.Requirements) != 2 || off.Requirements[0].Values[0] != "on-demand" || off.Requirements[1].Values[0] != "us-east-1a" {
+		t.Errorf("offering = %+v", off)
+	}
+
+	pool.Spec.Template.Spec.Requirements[0].Values = []string{"x"}
+	if _, err := KWOKInstanceTypes(cat, pool, catalog.NodeSettings{}); err == nil || !strings.Contains(err.Error(), "NodePool default") {
+		t.Fatalf("no type matches: error %v, want one naming the NodePool", err)
+	}
+}
