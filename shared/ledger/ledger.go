@@ -2,7 +2,8 @@
 // NodePool: what the capacity cost over time (spend, USD), what a static node group of one
 // instance type would have cost for the same pods, what the capacity would have cost without the
 // consolidation decisions, and the waste (allocatable no pod requested, priced). It is pure: no
-// clock (the records carry their time), no I/O; the same records give the same ledger.
+// clock (the records carry their time), no I/O but the writer WriteHTML is given; the same
+// records give the same ledger.
 //
 // Each NodePool's $/h is a step function: it holds the price after a decision until the next
 // decision on that pool. Before a pool's first record it holds that record's price before,
