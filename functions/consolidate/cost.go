@@ -16,7 +16,8 @@ import (
 // poolCosts is the decision's effect on each NodePool it touches, for the audit record and the
 // cost ledger: the pool's nodes priced as the decision priced its candidates (disruption.Node's
 // Price, the overlaid catalog price) before, and after with the candidates gone and the
-// replacements at their cheapest offering (the decision's PriceAfter). The movable pods of the
+// replacements at their cheapest offering (the decision's PriceAfter). Nodes an earlier decision
+// is disrupting are left out: that decision's record already priced them gone. The movable pods of the
 // candidates stay requested in their pool (they move to the replacements or the pool's other
 // nodes); the replacements add their DaemonSet overhead. The static baseline is a static group
 // of one instance type for the pods the pool holds after the decision (provisioning.StaticBaseline).
@@ -42,8 +43,8 @@ func poolCosts(st *disruption.State, d *disruption.Decision) []telemetry.PoolCos
 	}
 	pods := map[string][]*corev1.Pod{}
 	for _, n := range st.Nodes {
-		if n.Pool == nil || pools[n.Pool.Name] == nil {
-			continue
+		if n.Pool == nil || pools[n.Pool.Name] == nil || n.Disrupting && !gone[n.Name()] {
+			continue // an earlier decision already took a disrupting node off the pool's $/h
 		}
 		pc := pools[n.Pool.Name]
 		if n.PriceKnown {

@@ -245,6 +245,7 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, st *disrup
 		audit.NodeClaims = append(audit.NodeClaims, nc.Name)
 	}
 	telemetry.LogAudit(h.log(), audit)
+	telemetry.RecordPoolCosts(h.Metrics, audit.NodePools)
 	h.log().Info("consolidation decided", "decision", d.ID, "revision", rev, "summary", d.String(), "why", d.Why)
 	return nil
 }

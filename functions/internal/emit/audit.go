@@ -27,10 +27,11 @@ func ClaimsPrice(snap *events.Snapshot, cat *catalog.Catalog) float64 {
 	return total
 }
 
-// AuditLaunch logs the audit record of a provisioning decision that launched NodeClaims: the
+// AuditLaunch logs the audit record of a provisioning decision that launched NodeClaims, and
+// records its NodePools' costs on rec (telemetry.RecordPoolCosts): the
 // pending pods that triggered it, the NodeClaims, the capacity's price before and after, the
 // plan's lower bound and the static-node-group baseline for the same pods.
-func AuditLaunch(log *slog.Logger, function, rule string, snap *events.Snapshot, cat *catalog.Catalog, in provisioning.Input,
+func AuditLaunch(log *slog.Logger, rec telemetry.Recorder, function, rule string, snap *events.Snapshot, cat *catalog.Catalog, in provisioning.Input,
 	plan *provisioning.Plan, launched []launch.Launched) {
 	if len(launched) == 0 {
 		return
@@ -60,6 +61,7 @@ func AuditLaunch(log *slog.Logger, function, rule string, snap *events.Snapshot,
 		a.NodePools[0].LowerBound = plan.LowerBoundPerHour // the plan's bound is the pool's when it opened claims in one
 	}
 	telemetry.LogAudit(log, a)
+	telemetry.RecordPoolCosts(rec, a.NodePools)
 }
 
 // launchPoolCosts is a launch's effect on each NodePool it launched into: the pool's NodeClaims
