@@ -133,7 +133,12 @@ func TestEvidenceKinds(t *testing.T) {
 		{"oom", crashing("d", "a", "n1", 3, ReasonOOMKilled, 2*time.Minute), ReasonOOMKilled},
 		{"two restarts", crashing("d", "a", "n1", 2, "Error", 2*time.Minute), ""},
 		{"old crash, Ready false 11m", crashing("d", "a", "n1", 9, "Error", 11*time.Minute), "NotReady"},
-		{"not ready 9m", func() corev1.Pod { p := ready("d", "a", "n1"); p.Status.Conditions[0].Status = corev1.ConditionFalse; p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-9 * time.Minute)); return p }(), ""},
+		{"not ready 9m", func() corev1.Pod {
+			p := ready("d", "a", "n1")
+			p.Status.Conditions[0].Status = corev1.ConditionFalse
+			p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-9 * time.Minute))
+			return p
+		}(), ""},
 		{"ready", ready("d", "a", "n1"), ""},
 	}
 	for _, c := range cases {
