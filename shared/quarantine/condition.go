@@ -1,7 +1,6 @@
 package quarantine
 
 import (
-	"fmt"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,7 +10,8 @@ import (
 
 // ConditionWorkloadsQuarantined is Dovetail's NodePool condition for this rule, written by the
 // lifecycle function alone (it writes every NodePool condition): True while workloads whose sick
-// pods run on the pool's nodes have pending replicas held, naming them; False otherwise. A
+// pods run on the pool's nodes have pending replicas held, naming the controllers ("pending
+// replicas held: Deployment default/web"); False otherwise. A
 // condition of its own, outside Ready's dependents, so Karpenter's Ready keeps its meaning.
 const ConditionWorkloadsQuarantined = "WorkloadsQuarantined"
 
@@ -36,7 +36,9 @@ func PoolCondition(res Result, np *apisv1.NodePool) metav1.Condition {
 	var held []string
 	for i := range res.Verdicts {
 		if v := &res.Verdicts[i]; v.NodePool == np.Name {
-			held = append(held, fmt.Sprintf("%s (%d sick of %d running, %d pending held)", v.Controller, v.Evidence.Sick(), v.Evidence.Running, len(v.Held)))
+			// Names only: counts change with every pod that binds or restarts, and each change
+			// would be a status write (and a new snapshot); the Events carry the evidence.
+			held = append(held, v.Controller.String())
 		}
 	}
 	s, err := ParseSettings(np)
