@@ -68,7 +68,9 @@ type Evidence struct {
 	// container restarted at least Settings.Restarts times, its last exit within the window,
 	// OOMKilled or otherwise; or the pod not Ready for at least the window.
 	CrashLooping, OOMKilled, NotReady int
-	// OnTrial counts the pods that are neither Ready nor sick: started, not yet proven.
+	// OnTrial counts the pods that are not sick and not proven: not Ready, or Ready for less
+	// than the window (a container without a readiness probe is Ready for the seconds it runs
+	// between crashes, so a fresh Ready proves nothing).
 	OnTrial int
 	// Example describes the first sick pod by name: "pod default/web-1 container app:
 	// CrashLoopBackOff, 5 restarts, last exit 1 (Error)".
@@ -133,7 +135,8 @@ type Result struct {
 // pending pods, its bound pods' evidence under its NodePool's settings; a controller is
 // quarantined when at least one of its running pods is sick and at least half of them are
 // (one sick pod of fifty on a bad node does not hold a healthy workload's scale-up), its pool has
-// not disabled the rule, and then only max(0, allowance − pods on trial) of its pending pods
+// not disabled the rule, and then only max(0, allowance − pods on trial: bound, not sick, not
+// Ready for the window yet) of its pending pods
 // (oldest first) go to the solver. Pods of no controller, exempt pods and controllers with no
 // sick pod pass through.
 func Evaluate(snap *events.Snapshot) Result {
@@ -277,6 +280,9 @@ func evidence(running []*corev1.Pod, s Settings, now time.Time) Evidence {
 			}
 		case podReady(p):
 			e.Ready++
+			if !provenReady(p, s.Window, now) {
+				e.OnTrial++
+			}
 		default:
 			e.OnTrial++
 		}
@@ -313,6 +319,17 @@ func sickness(p *corev1.Pod, s Settings, now time.Time) (why, detail string) {
 		}
 	}
 	return "", ""
+}
+
+// provenReady reports whether the pod has been Ready for at least window (a Ready condition
+// without a transition time counts as proven: nothing says it changed).
+func provenReady(p *corev1.Pod, window time.Duration, now time.Time) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue && (c.LastTransitionTime.IsZero() || now.Sub(c.LastTransitionTime.Time) >= window)
+		}
+	}
+	return false
 }
 
 func podReady(p *corev1.Pod) bool {

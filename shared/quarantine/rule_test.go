@@ -119,6 +119,18 @@ func TestPodsOnTrialUseTheAllowance(t *testing.T) {
 	if res.Held != 8 {
 		t.Errorf("allowance 3, 1 on trial: held %d, want 8", res.Held)
 	}
+	// A pod Ready for 30 s (a crashing container is Ready while it runs) is on trial too; one
+	// Ready for the window (10 m) is proven. Two sick of four running: allowance 3 − 1 on trial
+	// = 2 admitted of 10.
+	fresh := ready("crashy", "crashy-f", "n1")
+	fresh.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-30 * time.Second))
+	proven := ready("crashy", "crashy-r", "n1")
+	proven.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-10 * time.Minute))
+	sick := []corev1.Pod{bound[0], crashing("crashy", "crashy-b", "n1", 4, "Error", time.Minute), fresh, proven}
+	res = Evaluate(snapshot([]apisv1.NodePool{pool("default", map[string]string{AnnotationAllowance: "3"})}, sick, pendingPods("crashy", 10)))
+	if len(res.Verdicts) != 1 || res.Held != 8 || res.Verdicts[0].Evidence.OnTrial != 1 || res.Verdicts[0].Evidence.Ready != 2 {
+		t.Fatalf("held %d, verdicts %+v; want 8 held, 1 on trial, 2 Ready", res.Held, res.Verdicts)
+	}
 }
 
 // OOMKilled is its own evidence; a pod not Ready for 12 m (window 10 m) is sick, one for 9 m is
