@@ -28,6 +28,7 @@ import (
 type StandIns struct {
 	ds *daemonSets
 	b  *binder
+	k  *kubelet
 }
 
 // StandIns returns the stand-ins of an in-memory cluster; onBind (optional) is told of every
@@ -37,17 +38,23 @@ func (c *Cluster) StandIns(onBind func(pod, node string)) *StandIns {
 	if now == nil {
 		now = time.Now
 	}
-	return &StandIns{ds: &daemonSets{kube: c.Kube}, b: &binder{kube: c.Kube, marked: map[string]bool{}, onBind: onBind, now: now}}
+	return &StandIns{ds: &daemonSets{kube: c.Kube}, b: &binder{kube: c.Kube, marked: map[string]bool{}, onBind: onBind, now: now},
+		k: &kubelet{kube: c.Kube, now: now}}
 }
 
-// Pass runs the DaemonSet controller (a pod of each DaemonSet on every node it selects) and then
-// kube-scheduler (every pending pod that fits a Ready node is bound). It returns how many
-// workload pods are still unbound, and the first API error.
+// Pass runs the DaemonSet controller (a pod of each DaemonSet on every node it selects), then
+// kube-scheduler (every pending pod that fits a Ready node is bound), then the kubelets'
+// container statuses of the pods that crash (AnnotationCrash). It returns how many workload
+// pods are still unbound, and the first API error.
 func (s *StandIns) Pass(ctx context.Context) (int, error) {
 	if err := s.ds.pass(ctx); err != nil {
 		return 0, err
 	}
-	return s.b.pass(ctx)
+	n, err := s.b.pass(ctx)
+	if err != nil {
+		return n, err
+	}
+	return n, s.k.pass(ctx)
 }
 
 // binder is the local stand-in for kube-scheduler.

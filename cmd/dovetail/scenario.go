@@ -10,12 +10,12 @@ import (
 )
 
 // addScenarioFlag adds --scenario to the dev command: "consolidation" scales a workload down and
-// consolidates, "interruption" runs the spot-interruption scenario, "drift" the AMI roll-out and
-// "static" a static NodePool's replicas (localdev/scenarios), printing what was decided and why; without the flag the command runs as
+// consolidates, "interruption" runs the spot-interruption scenario, "drift" the AMI roll-out,
+// "static" a static NodePool's replicas and "runaway" the quarantine of a crash-looping Deployment (localdev/scenarios), printing what was decided and why; without the flag the command runs as
 // before.
 func addScenarioFlag(cmd *cobra.Command) {
 	var name string
-	cmd.Flags().StringVar(&name, "scenario", "", "run a disruption scenario instead: consolidation (scale down → fewer, cheaper nodes), interruption (spot notice → replacement before the reclaim; with --cloud azure a Scheduled Events Preempt through the Azure provider) drift (new AMI → nodes roll within budget) or static (a NodePool with spec.replicas holds its count through a node deletion and a scale-down)")
+	cmd.Flags().StringVar(&name, "scenario", "", "run a disruption scenario instead: consolidation (scale down → fewer, cheaper nodes), interruption (spot notice → replacement before the reclaim; with --cloud azure a Scheduled Events Preempt through the Azure provider) drift (new AMI → nodes roll within budget) static (a NodePool with spec.replicas holds its count through a node deletion and a scale-down) or runaway (a crash-looping Deployment scaled to 200 gets only its quarantine allowance, a healthy one is provisioned)")
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		out := cmd.OutOrStdout()
@@ -52,8 +52,16 @@ func addScenarioFlag(cmd *cobra.Command) {
 				err = fmt.Errorf("consolidation raised $/h from %.4f to %.4f", res.Before, res.After)
 			}
 			return err
+		case "runaway":
+			res, err := scenarios.Runaway(cmd.Context(), out)
+			// The healthy Deployment is provisioned; the crash-looping one gets its allowance.
+			if err == nil && (res.WebBound != res.Replicas || res.CrashyGiven > res.Allowance) {
+				err = fmt.Errorf("runaway scenario: web %d of %d bound, crashy given capacity for %d pods (allowance %d)",
+					res.WebBound, res.Replicas, res.CrashyGiven, res.Allowance)
+			}
+			return err
 		default:
-			return fmt.Errorf("--scenario: %q is not consolidation, interruption, drift or static", name)
+			return fmt.Errorf("--scenario: %q is not consolidation, interruption, drift, static or runaway", name)
 		}
 	}
 }

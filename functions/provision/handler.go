@@ -20,6 +20,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/quarantine"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/static"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
@@ -71,6 +72,8 @@ type Decision struct {
 	Failures      []string
 	// Requests are the ProvisioningRequests this decision answered (serveProvisioningRequests).
 	Requests []RequestAnswer
+	// Quarantined are the sick workloads whose pending replicas were held (shared/quarantine).
+	Quarantined []quarantine.Verdict
 }
 
 // Launched is one NodeClaim launched.
@@ -141,6 +144,10 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	if base != snap {
 		inFlight = nil // base's NodeClaims hold them already
 	}
+	// Sick workloads' pending replicas beyond their allowance are left out of the plan (and of
+	// its audit record); the static NodePools above are no workload's and see the whole snapshot.
+	planned, held := h.quarantined(base)
+	d.Quarantined = held.Verdicts
 	step := launch.Step{
 		Launcher:    &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
 		Decision:    launch.Decision{Revision: snap.Revision, Time: snap.Time.Time, ClusterFacts: snap.ClusterFacts},
@@ -159,7 +166,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	}
 	var holds []poolHold // the anomaly hold's verdicts on the last plan
 	out, err := step.Run(ctx, func(marks []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error) {
-		work := *base
+		work := *planned
 		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), base.UnavailableOfferings...), marks...)
 		work.NodeClaims = append(append(append([]apisv1.NodeClaim(nil), base.NodeClaims...), inFlight...), launched...)
 		in := provisioning.InputFromSnapshot(&work, h.Catalog, h.NodeSettings)
@@ -218,7 +225,10 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	if err := h.failedScheduling(ctx, snap, out.Plan.Unschedulable); err != nil {
 		return d, err
 	}
-	audited := provisioning.InputFromSnapshot(snap, h.Catalog, h.NodeSettings)
+	if err := h.recordQuarantine(ctx, snap, held); err != nil {
+		return d, err
+	}
+	audited := provisioning.InputFromSnapshot(planned, h.Catalog, h.NodeSettings)
 	audited.Policies = h.Policies
 	emit.AuditLaunch(h.log(), h.Metrics, Component, "provisioning: pending pods need new capacity", snap, h.Catalog, audited, out.Plan, out.Launched)
 	orphans, err := h.collectOrphans(ctx, snap)
@@ -227,7 +237,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		return d, err
 	}
 	h.log().Info("provision decision", "revision", snap.Revision, "launched", len(d.Launched),
-		"onExistingCapacity", len(d.Existing), "unschedulable", len(d.Unschedulable), "orphansTerminated", len(orphans))
+		"onExistingCapacity", len(d.Existing), "unschedulable", len(d.Unschedulable), "quarantineHeld", held.Held, "orphansTerminated", len(orphans))
 	return d, nil
 }
 

@@ -151,6 +151,15 @@ func (w *World) startAgent() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Agent, w.stopAgent, w.agentDone = a, cancel, make(chan error, 1)
 	go func() { w.agentDone <- a.Run(ctx) }()
+	// A twin holds at most 100 events and the tracker panics past that: one pass of the
+	// scheduler stand-in or one NominatePods command writes a pod per replica (hundreds in the
+	// runaway scenario), so the twins are drained continuously too, not only when settling.
+	go func() {
+		for ctx.Err() == nil {
+			w.watches.drain()
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
 	select {
 	case <-a.Synced():
 	case err := <-w.agentDone:

@@ -25,6 +25,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/drain"
+	"github.com/dovetail-dev/dovetail/shared/quarantine"
 	"github.com/dovetail-dev/dovetail/shared/repair"
 	"github.com/dovetail-dev/dovetail/shared/static"
 )
@@ -199,7 +200,9 @@ type decider struct {
 	consistent *pendingConsistency      // the NodeClaim being decided: its ConsistentStateFound to write
 	// registrations are this snapshot's registration outcomes by NodePool, in NodeClaim order.
 	registrations map[string][]outcome
-	out           Decision
+	// quarantine is the quarantine rule's result on snap (quarantined), made on first use.
+	quarantine *quarantine.Result
+	out        Decision
 }
 
 func (d *decider) cmd(c events.Command) {

@@ -16,6 +16,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/apis"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/quarantine"
 )
 
 // This file is what Karpenter's NodeClass status and termination controllers and its NodePool
@@ -182,8 +183,8 @@ func sameConditions(a, b []metav1.Condition) bool {
 
 // nodePools writes each NodePool's status: the NodeClaims it has (status.nodes), the capacity
 // they hold (status.resources: the sum of their status.capacity, Karpenter's counter), and the
-// conditions ValidationSucceeded, NodeClassReady, NodeRegistrationHealthy (registrationHealth)
-// and Ready. Nothing is written when the status
+// conditions ValidationSucceeded, NodeClassReady, NodeRegistrationHealthy (registrationHealth),
+// SpendWithinLimits, WorkloadsQuarantined (shared/quarantine) and Ready. Nothing is written when the status
 // already says so.
 func (d *decider) nodePools() {
 	pools := make([]*apisv1.NodePool, 0, len(d.snap.NodePools))
@@ -270,6 +271,9 @@ func (d *decider) poolStatus(np *apisv1.NodePool) apisv1.NodePoolStatus {
 	if typ, status, reason, msg, ok := d.spendCondition(np, sum, nodes); ok {
 		set(typ, status, reason, msg)
 	}
+	// Outside Ready's dependents: a pool holding a sick workload's replicas still launches.
+	q := quarantine.PoolCondition(d.quarantined(), np)
+	set(q.Type, q.Status, q.Reason, q.Message)
 	apisv1.SetReadyFromDependents(&st.Conditions, gen, apisv1.NodePoolReadyDependents)
 	return st
 }
