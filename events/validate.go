@@ -189,6 +189,11 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 		// and reported in its status, as Karpenter's controller reports them.
 		addAll(errs, validate.ResourceList(o.Spec.Capacity, field.NewPath(q).Child("spec", "capacity")))
 	}
+	if s.Commitments != nil {
+		if err := s.Commitments.Validate(); err != nil {
+			errs.add(p+".commitments", "%s", err.Error())
+		}
+	}
 	for i := range s.UnavailableOfferings {
 		s.UnavailableOfferings[i].validate(fmt.Sprintf("%s.unavailableOfferings[%d]", p, i), errs)
 	}

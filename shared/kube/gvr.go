@@ -50,6 +50,9 @@ const (
 	KindNodeClaim           = "NodeClaim"
 	KindNodeClass           = "NodeClass" // the watched NodeClass kind (EC2NodeClass or AKSNodeClass)
 	KindConfigMap           = "ConfigMap"
+	// KindCommitments is the commitments ConfigMap (apisv1.CommitmentsConfigMap), tracked apart
+	// from the agent's own ConfigMap.
+	KindCommitments = "Commitments"
 	KindPVC                 = "PersistentVolumeClaim"
 	KindPV                  = "PersistentVolume"
 	KindStorageClass        = "StorageClass"

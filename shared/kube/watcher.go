@@ -68,6 +68,9 @@ type Watcher struct {
 
 	factory   informers.SharedInformerFactory
 	cmFactory informers.SharedInformerFactory
+	// commitFactory watches the one commitments ConfigMap (apisv1.CommitmentsConfigMap): a field
+	// selector takes one name, so it is a factory of its own.
+	commitFactory informers.SharedInformerFactory
 	dynamic   dynamicinformer.DynamicSharedInformerFactory
 	dyn       dynamic.Interface
 
@@ -77,6 +80,7 @@ type Watcher struct {
 	nodePools, nodeClaims, nodeClasses        cache.SharedIndexInformer
 	// nodeOverlays is nil until Start found the NodeOverlay CRD served (Start only).
 	nodeOverlays cache.SharedIndexInformer
+	commitments  cache.SharedIndexInformer
 }
 
 // NewWatcher builds the informers (not started). kube and dyn are typically a real clientset and
@@ -101,6 +105,12 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", UnavailableOfferingsConfigMap).String()
 		}))
+	w.commitFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTransform(stripManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", apisv1.CommitmentsConfigMap).String()
+		}))
 	w.dynamic = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 
 	w.pods = w.factory.Core().V1().Pods().Informer()
@@ -108,6 +118,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	w.daemonSets = w.factory.Apps().V1().DaemonSets().Informer()
 	w.pdbs = w.factory.Policy().V1().PodDisruptionBudgets().Informer()
 	w.configMaps = w.cmFactory.Core().V1().ConfigMaps().Informer()
+	w.commitments = w.commitFactory.Core().V1().ConfigMaps().Informer()
 	w.pvcs = w.factory.Core().V1().PersistentVolumeClaims().Informer()
 	w.pvs = w.factory.Core().V1().PersistentVolumes().Informer()
 	w.storageClasses = w.factory.Storage().V1().StorageClasses().Informer()
@@ -150,7 +161,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 		KindNode: w.nodes, KindDaemonSet: w.daemonSets, KindPodDisruptionBudget: w.pdbs,
 		KindConfigMap: w.configMaps, KindNodePool: w.nodePools, KindNodeClaim: w.nodeClaims,
 		KindNodeClass: w.nodeClasses, KindPVC: w.pvcs, KindPV: w.pvs, KindStorageClass: w.storageClasses,
-		KindLimitRange: w.limitRanges, KindVolumeAttachment: w.volumeAttachments,
+		KindLimitRange: w.limitRanges, KindVolumeAttachment: w.volumeAttachments, KindCommitments: w.commitments,
 	} {
 		if err := w.track(kind, inf); err != nil {
 			return nil, err
@@ -221,6 +232,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}
 	w.factory.Start(ctx.Done())
 	w.cmFactory.Start(ctx.Done())
+	w.commitFactory.Start(ctx.Done())
 	w.dynamic.Start(ctx.Done())
 	ctx, cancel := context.WithTimeout(ctx, w.opts.SyncTimeout)
 	defer cancel()
@@ -234,6 +246,11 @@ func (w *Watcher) Start(ctx context.Context) error {
 	for typ, ok := range w.cmFactory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			unsynced = append(unsynced, "configmap "+typ.String())
+		}
+	}
+	for typ, ok := range w.commitFactory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			unsynced = append(unsynced, "configmap "+apisv1.CommitmentsConfigMap+" "+typ.String())
 		}
 	}
 	for gvr, ok := range w.dynamic.WaitForCacheSync(ctx.Done()) {
@@ -252,6 +269,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 func (w *Watcher) Shutdown() {
 	w.factory.Shutdown()
 	w.cmFactory.Shutdown()
+	w.commitFactory.Shutdown()
 	w.dynamic.Shutdown()
 }
 
@@ -437,6 +455,7 @@ func listTyped[T any](store cache.Store) []*T {
 // stores groups the informers' stores for the snapshot builder.
 type stores struct {
 	pods, nodes, daemonSets, pdbs, configMaps cache.Store
+	commitments                               cache.Store
 	pvcs, pvs, storageClasses, limitRanges    cache.Store
 	volumeAttachments                         cache.Store
 	nodePools, nodeClaims, nodeClasses        cache.Store
@@ -451,7 +470,7 @@ func (w *Watcher) stores() stores {
 	}
 	return stores{nodeOverlays: overlays,
 		pods: w.pods.GetStore(), nodes: w.nodes.GetStore(), daemonSets: w.daemonSets.GetStore(),
-		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(),
+		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(), commitments: w.commitments.GetStore(),
 		pvcs: w.pvcs.GetStore(), pvs: w.pvs.GetStore(), storageClasses: w.storageClasses.GetStore(),
 		limitRanges: w.limitRanges.GetStore(), volumeAttachments: w.volumeAttachments.GetStore(),
 		nodePools: w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(), nodeClassKind: w.opts.NodeClassKind,

@@ -33,6 +33,10 @@ func existingCommitments(in *Input) *commitments.Ledger {
 	if l == nil {
 		return nil
 	}
+	if in.CommitmentUsage != nil {
+		l.Consume(in.CommitmentUsage)
+		return l
+	}
 	var us []commitments.Usage
 	nodes := map[string]bool{}
 	for _, n := range in.Nodes {

@@ -227,3 +227,30 @@ func sameUse(a, b commitments.Use) bool {
 	return a.Name == b.Name && a.Kind == b.Kind && near(a.CommittedPerHour, b.CommittedPerHour) && near(a.UsedPerHour, b.UsedPerHour) &&
 		a.Count == b.Count && a.Used == b.Used && near(a.Utilisation, b.Utilisation)
 }
+
+// BenchmarkKarpenterShapeCommitted is BenchmarkKarpenterShape/N with commitments: a Compute
+// Savings Plan of 100 USD/h at 28 % off and a regional Reserved Instance of 20 instances for
+// each of the catalog's first five types, to compare with the same solve without (which must
+// cost nothing extra: BenchmarkKarpenterShape).
+func BenchmarkKarpenterShapeCommitted(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		in, _ := karpenterShapeInput(n)
+		in.Commitments = &apisv1.Commitments{SavingsPlans: []apisv1.SavingsPlan{{Name: "compute", Type: apisv1.SavingsPlanCompute, CommitmentPerHour: 100, DiscountRate: 0.28}}}
+		for i, it := range in.Catalog.Types()[:5] {
+			in.Commitments.Reservations = append(in.Commitments.Reservations, apisv1.Reservation{
+				Name: fmt.Sprintf("ri-%d", i), InstanceType: it.Name, Region: in.Catalog.Region, Count: 20})
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			var cost float64
+			for b.Loop() {
+				p, err := Solve(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cost = p.TotalPricePerHour()
+			}
+			b.ReportMetric(cost, "$/h")
+		})
+	}
+}

@@ -75,6 +75,10 @@ type Input struct {
 	// consume them first; the plan's on-demand offerings are priced at what is left (see
 	// commitments.go).
 	Commitments *apisv1.Commitments
+	// CommitmentUsage, when not nil, is what consumes Commitments before the plan instead of
+	// Nodes and the in-flight NodeClaims (consolidation's simulations pass every node they keep,
+	// including those left out of Nodes as too full to matter).
+	CommitmentUsage []commitments.Usage
 	// ledger is what the nodes and in-flight NodeClaims leave of Commitments (compile sets it).
 	ledger *commitments.Ledger
 	// Simulation asks for placements only, as consolidation does hundreds of times per
@@ -247,13 +251,18 @@ func (u Unschedulable) Waiting() bool { return len(u.AwaitingNodeClasses) > 0 }
 func (p *Plan) TotalPricePerHour() float64 {
 	var t float64
 	for _, n := range p.NodeClaims {
-		if n.Committed {
-			t += n.EffectivePricePerHour
-			continue
-		}
-		t += n.Cheapest().PricePerHour
+		t += n.PricePerHour()
 	}
 	return t
+}
+
+// PricePerHour is what the claim's first offering costs, USD per hour: its effective price
+// under the commitments when the plan was made with them, else the offering's price.
+func (n *NodeClaimPlan) PricePerHour() float64 {
+	if n.Committed {
+		return n.EffectivePricePerHour
+	}
+	return n.Cheapest().PricePerHour
 }
 
 func sortBy[T any](xs []T, key func(T) string) {
