@@ -52,11 +52,11 @@ const (
 	KindConfigMap           = "ConfigMap"
 	// KindCommitments is the commitments ConfigMap (apisv1.CommitmentsConfigMap), tracked apart
 	// from the agent's own ConfigMap.
-	KindCommitments = "Commitments"
-	KindPVC                 = "PersistentVolumeClaim"
-	KindPV                  = "PersistentVolume"
-	KindStorageClass        = "StorageClass"
-	KindLimitRange          = "LimitRange"
-	KindVolumeAttachment    = "VolumeAttachment"
-	KindNodeOverlay         = apisv1.KindNodeOverlay
+	KindCommitments      = "Commitments"
+	KindPVC              = "PersistentVolumeClaim"
+	KindPV               = "PersistentVolume"
+	KindStorageClass     = "StorageClass"
+	KindLimitRange       = "LimitRange"
+	KindVolumeAttachment = "VolumeAttachment"
+	KindNodeOverlay      = apisv1.KindNodeOverlay
 )

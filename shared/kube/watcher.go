@@ -71,8 +71,8 @@ type Watcher struct {
 	// commitFactory watches the one commitments ConfigMap (apisv1.CommitmentsConfigMap): a field
 	// selector takes one name, so it is a factory of its own.
 	commitFactory informers.SharedInformerFactory
-	dynamic   dynamicinformer.DynamicSharedInformerFactory
-	dyn       dynamic.Interface
+	dynamic       dynamicinformer.DynamicSharedInformerFactory
+	dyn           dynamic.Interface
 
 	pods, nodes, daemonSets, pdbs, configMaps cache.SharedIndexInformer
 	pvcs, pvs, storageClasses, limitRanges    cache.SharedIndexInformer
