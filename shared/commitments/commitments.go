@@ -14,6 +14,8 @@
 package commitments
 
 import (
+	"fmt"
+	"io"
 	"math"
 	"sort"
 
@@ -278,4 +280,22 @@ func ClusterUtilisation(c *apisv1.Commitments, nodes []*corev1.Node, cat *catalo
 	}
 	l.Consume(us)
 	return l.Utilisation()
+}
+
+// WriteUtilisation writes one line per commitment, for `dovetail plan` and `dovetail cost`:
+// "Savings Plan compute: 1.0000 of 1.0000 USD/h used (100.0 %)" or
+// "Reservation ri-m6i: 2 of 2 instances used (100.0 %)". Nothing for no commitments.
+func WriteUtilisation(w io.Writer, uses []Use) error {
+	for _, u := range uses {
+		var err error
+		if u.Kind == KindSavingsPlan {
+			_, err = fmt.Fprintf(w, "Savings Plan %s: %.4f of %.4f USD/h used (%.1f %%)\n", u.Name, u.UsedPerHour, u.CommittedPerHour, 100*u.Utilisation)
+		} else {
+			_, err = fmt.Fprintf(w, "Reservation %s: %d of %d instances used (%.1f %%)\n", u.Name, u.Used, u.Count, 100*u.Utilisation)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -23,29 +23,10 @@ func (b *SnapshotBuilder) commitments(st stores) *apisv1.Commitments {
 	if cm == nil {
 		return nil
 	}
-	c, err := ParseCommitmentsConfigMap(cm)
+	c, err := apisv1.CommitmentsFromConfigMap(cm)
 	if err != nil {
 		b.log().Error("ignoring the commitments ConfigMap: every offering is priced at list", "configMap", b.namespace+"/"+apisv1.CommitmentsConfigMap, "err", err)
 		return nil
 	}
 	return c
 }
-
-// ParseCommitmentsConfigMap reads the commitments of a ConfigMap named
-// apisv1.CommitmentsConfigMap (data key apisv1.CommitmentsKey; the agent and `dovetail plan`
-// read it alike). Errors name the ConfigMap and the field.
-func ParseCommitmentsConfigMap(cm *corev1.ConfigMap) (*apisv1.Commitments, error) {
-	data, ok := cm.Data[apisv1.CommitmentsKey]
-	if !ok {
-		return nil, &commitmentsError{cm: cm.Namespace + "/" + cm.Name, msg: "data[" + apisv1.CommitmentsKey + "]: required"}
-	}
-	c, err := apisv1.ParseCommitments([]byte(data))
-	if err != nil {
-		return nil, &commitmentsError{cm: cm.Namespace + "/" + cm.Name, msg: "data[" + apisv1.CommitmentsKey + "]: " + err.Error()}
-	}
-	return c, nil
-}
-
-type commitmentsError struct{ cm, msg string }
-
-func (e *commitmentsError) Error() string { return "ConfigMap " + e.cm + ": " + e.msg }

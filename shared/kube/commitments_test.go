@@ -71,11 +71,11 @@ func TestWatcherSnapshotsCommitments(t *testing.T) {
 // An invalid ConfigMap is refused with the field named, and the snapshot carries no commitments.
 func TestCommitmentsConfigMapInvalid(t *testing.T) {
 	bad := strings.Replace(commitmentsYAML, "discountRate: 0.30", "discountRate: 1.30", 1)
-	_, err := ParseCommitmentsConfigMap(commitmentsCM(testNamespace, apisv1.CommitmentsConfigMap, bad))
+	_, err := apisv1.CommitmentsFromConfigMap(commitmentsCM(testNamespace, apisv1.CommitmentsConfigMap, bad))
 	if err == nil || !strings.Contains(err.Error(), "savingsPlans[0].discountRate: must be in (0, 1), got 1.3") {
 		t.Fatalf("error %v, want savingsPlans[0].discountRate named", err)
 	}
-	_, err = ParseCommitmentsConfigMap(commitmentsCM(testNamespace, apisv1.CommitmentsConfigMap, commitmentsYAML+"extra: 1\n"))
+	_, err = apisv1.CommitmentsFromConfigMap(commitmentsCM(testNamespace, apisv1.CommitmentsConfigMap, commitmentsYAML+"extra: 1\n"))
 	if err == nil || !strings.Contains(err.Error(), `unknown field "extra"`) {
 		t.Fatalf("error %v, want the unknown field named", err)
 	}

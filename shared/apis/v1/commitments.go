@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -223,4 +224,20 @@ func (c *Commitments) DeepCopy() *Commitments {
 		out.SavingsPlans = append(out.SavingsPlans, cp)
 	}
 	return out
+}
+
+// CommitmentsFromConfigMap reads the commitments of a ConfigMap named CommitmentsConfigMap (data
+// key CommitmentsKey; the agent and `dovetail plan` read it alike). Errors name the ConfigMap
+// and the field.
+func CommitmentsFromConfigMap(cm *corev1.ConfigMap) (*Commitments, error) {
+	where := "ConfigMap " + cm.Namespace + "/" + cm.Name + ": data[" + CommitmentsKey + "]"
+	data, ok := cm.Data[CommitmentsKey]
+	if !ok {
+		return nil, fmt.Errorf("%s: required", where)
+	}
+	c, err := ParseCommitments([]byte(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return c, nil
 }
