@@ -161,11 +161,29 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 		KindNode: w.nodes, KindDaemonSet: w.daemonSets, KindPodDisruptionBudget: w.pdbs,
 		KindConfigMap: w.configMaps, KindNodePool: w.nodePools, KindNodeClaim: w.nodeClaims,
 		KindNodeClass: w.nodeClasses, KindPVC: w.pvcs, KindPV: w.pvs, KindStorageClass: w.storageClasses,
-		KindLimitRange: w.limitRanges, KindVolumeAttachment: w.volumeAttachments, KindCommitments: w.commitments,
+		KindLimitRange: w.limitRanges, KindVolumeAttachment: w.volumeAttachments,
 	} {
 		if err := w.track(kind, inf); err != nil {
 			return nil, err
 		}
+	}
+	// The commitments ConfigMap, by name (the API server applies the field selector; fake
+	// clients do not, so the name is checked again here).
+	if _, err := w.commitments.AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			cm, ok := obj.(*corev1.ConfigMap)
+			return ok && cm.Name == apisv1.CommitmentsConfigMap
+		},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.onChange(KindCommitments, obj, OpAdd) },
+			UpdateFunc: func(_, obj any) { w.onChange(KindCommitments, obj, OpUpdate) },
+			DeleteFunc: func(obj any) { w.onDelete(KindCommitments, obj) },
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("add %s handler: %w", KindCommitments, err)
 	}
 	return w, nil
 }
