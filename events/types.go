@@ -74,6 +74,11 @@ type Snapshot struct {
 	// (shared/provreq).
 	ProvisioningRequests []apisv1.ProvisioningRequest `json:"provisioningRequests,omitempty"`
 	PodTemplates         []corev1.PodTemplate         `json:"podTemplates,omitempty"`
+	// Commitments are the cluster's Savings Plans and Reserved Instances / Azure reservations,
+	// from the ConfigMap apisv1.CommitmentsConfigMap in the agent's namespace (optional: nil
+	// when there is none, or from an agent that does not read it; then every offering is at
+	// its list price).
+	Commitments *apisv1.Commitments `json:"commitments,omitempty"`
 	// ClusterFacts are what the agent discovered from the API server (nil from an agent that
 	// discovers nothing, or before its first discovery): optional, so older agents' snapshots
 	// still decode.

@@ -202,6 +202,11 @@ func (s *Snapshot) validate(p string, errs *fieldErrs) {
 		addAll(errs, validate.PodSpec(&pt.Template.Spec, tp.Child("spec")))
 		addAll(errs, validate.PodResources(&pt.Template.Spec, tp.Child("spec")))
 	}
+	if s.Commitments != nil {
+		if err := s.Commitments.Validate(); err != nil {
+			errs.add(p+".commitments", "%s", err.Error())
+		}
+	}
 	for i := range s.UnavailableOfferings {
 		s.UnavailableOfferings[i].validate(fmt.Sprintf("%s.unavailableOfferings[%d]", p, i), errs)
 	}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/commitments"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/preview"
@@ -187,6 +188,10 @@ type PlanOutput struct {
 	// NodeOverlays are the input's NodeOverlays and what resolving them decided (applied, or
 	// refused with Karpenter's reason: RuntimeValidation or Conflict), by name.
 	NodeOverlays []NodeOverlayOutput `json:"nodeOverlays,omitempty"`
+	// Commitments is each Savings Plan's and Reserved Instance's utilisation by the input's
+	// nodes and this plan's NodeClaims together (the dovetail-commitments ConfigMap; absent
+	// without one). NodeClaims' pricePerHour is then the effective price under them.
+	Commitments []commitments.Use `json:"commitments,omitempty"`
 	// Warnings are the lines printed on stderr about the input (documents skipped, pods on
 	// missing nodes, ownerReference cycles, NodePools whose NodeClass is missing).
 	Warnings []string `json:"warnings,omitempty"`
@@ -273,11 +278,12 @@ func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSe
 		first := nc.Cheapest()
 		out.NodeClaims = append(out.NodeClaims, NodeClaimOutput{
 			NodePool: nc.NodePool.Name, InstanceType: first.InstanceType.Name, CapacityType: first.CapacityType,
-			Zone: first.Zone, PricePerHour: first.PricePerHour, PriceSource: string(first.PriceSource),
+			Zone: first.Zone, PricePerHour: nc.PricePerHour(), PriceSource: string(first.PriceSource),
 			InstanceTypeOptions: nc.InstanceTypeOptions(), Pods: podNames(nc.Pods),
 			ReservationID: first.ReservationID, ReservationType: first.ReservationType, PriceOverlay: first.PriceOverlay,
 		})
 	}
+	out.Commitments = plan.Commitments
 	for _, o := range in.Overlays.Outcomes() {
 		out.NodeOverlays = append(out.NodeOverlays, NodeOverlayOutput{Name: o.Name, Applied: o.Applied, Reason: o.Reason, Message: o.Message})
 	}
@@ -337,6 +343,9 @@ func writeTable(w io.Writer, out *PlanOutput, wide bool) error {
 		if nc.PriceOverlay != "" {
 			price += " (overlay " + nc.PriceOverlay + ")"
 		}
+		if nc.PriceSource == string(catalog.PriceSourceCommitment) {
+			price += " (commitment)"
+		}
 		capacity := nc.CapacityType
 		if nc.ReservationID != "" {
 			capacity += " (" + nc.ReservationID + ")"
@@ -361,6 +370,9 @@ func writeTable(w io.Writer, out *PlanOutput, wide bool) error {
 			fmt.Fprintf(w, " (%d pods it cannot hold)", b.Unplaceable)
 		}
 		fmt.Fprintln(w)
+	}
+	if err := commitments.WriteUtilisation(w, out.Commitments); err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "Catalog: %s %s catalog\n", out.Catalog.Source, out.Catalog.Region)
 	for _, e := range out.ExistingNodes {

@@ -719,3 +719,51 @@ func TestPlanNodeOverlays(t *testing.T) {
 		t.Fatalf("table misses the overlay price or the conflict:\n%s", out)
 	}
 }
+
+// TestPlanCommitments: `dovetail plan` reads the dovetail-commitments ConfigMap from the
+// manifests (the hand calculation is provisioning's TestCommitmentsChangeTotalAndTypes): two
+// m6i.xlarge at 0 under the Reserved Instance, ten pods on c6i at 1.70 USD/h list, of which the
+// Savings Plan covers 1.00 / 0.7 = 1.428571: total 1.00 + 0.271429 = 1.271429 USD/h, and both
+// commitments show as fully used. A bad field is refused naming it.
+func TestPlanCommitments(t *testing.T) {
+	code, out, stderr := runCLI(t, "plan", "-o", "json", "-f", "../../testdata/scenarios/common/nodeclass.yaml", "-f", "testdata/commitments.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if want := 1.00 + (1.70 - 1.00/0.7); math.Abs(plan.TotalPricePerHour-want) > 1e-6 {
+		t.Errorf("total %.6f, want %.6f", plan.TotalPricePerHour, want)
+	}
+	reserved := 0
+	for _, nc := range plan.NodeClaims {
+		if nc.InstanceType == "m6i.xlarge" && nc.PricePerHour == 0 {
+			reserved++
+		}
+	}
+	if reserved != 2 {
+		t.Errorf("%d m6i.xlarge at 0, want 2: %+v", reserved, plan.NodeClaims)
+	}
+	if len(plan.Commitments) != 2 || plan.Commitments[0].Utilisation != 1 || plan.Commitments[1].Used != 2 {
+		t.Errorf("commitments %+v, want both fully used", plan.Commitments)
+	}
+	code, out, _ = runCLI(t, "plan", "-f", "../../testdata/scenarios/common/nodeclass.yaml", "-f", "testdata/commitments.yaml")
+	if code != 0 || !strings.Contains(out, "Savings Plan compute: 1.0000 of 1.0000 USD/h used (100.0 %)") ||
+		!strings.Contains(out, "Reservation ri-m6i: 2 of 2 instances used (100.0 %)") || !strings.Contains(out, "0.0000 (commitment)") {
+		t.Fatalf("table misses the utilisation or the commitment price:\n%s", out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	data, err := os.ReadFile("testdata/commitments.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(strings.Replace(string(data), "count: 2", "count: 0", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, "plan", "-f", "../../testdata/scenarios/common/nodeclass.yaml", "-f", bad)
+	if code == 0 || !strings.Contains(stderr, "reservations[0].count: must be a positive number of instances, got 0") {
+		t.Fatalf("exit %d, stderr %s; want the count refused", code, stderr)
+	}
+}

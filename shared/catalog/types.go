@@ -20,6 +20,10 @@ const (
 	// PriceSourceReservation is a capacity reservation's: already paid for, so priced at the
 	// type's on-demand price / ReservedPriceDivisor (Karpenter's rule) to rank first.
 	PriceSourceReservation PriceSource = "capacity-reservation"
+	// PriceSourceCommitment is an on-demand price under the cluster's commitments (package
+	// commitments): 0 for a Reserved Instance's or Azure reservation's instance, the Savings
+	// Plan's discounted rate for one a Savings Plan covers.
+	PriceSourceCommitment PriceSource = "commitment"
 )
 
 // ReservedPriceDivisor divides an instance type's on-demand price to price its reserved

@@ -443,6 +443,9 @@ func (s *State) judge(set []*Candidate, plan *provisioning.Plan, maxRepl int, st
 		return nil, &Blocker{kind, first, why}
 	}
 	d := s.decision(set, apisv1.DisruptionReasonUnderutilized, strategy, plan, repl)
+	if why := s.noCommitmentSaving(d); why != "" {
+		return nil, &Blocker{BlockerNoCheaperReplace, first, why}
+	}
 	if why := s.balancedGate(set, d.Savings); why != "" {
 		return nil, &Blocker{BlockerBalanced, poolRef(set[0].Pool.Name), why}
 	}
@@ -485,7 +488,11 @@ func (s *State) priceReplacements(set []*Candidate, repl []*provisioning.NodeCla
 		if len(cp.Offerings) == 0 {
 			return nil, BlockerReplacementPolicy, "a replacement has no offering"
 		}
-		after += cp.Cheapest().PricePerHour
+		if cp.Committed && cp.Cheapest().Offering != r.Cheapest().Offering {
+			// Restricted to spot, which no commitment covers: its price is the offering's.
+			cp.Committed = false
+		}
+		after += cp.PricePerHour()
 		out[i] = &cp
 	}
 	savings := before - after
@@ -564,7 +571,7 @@ func (s *State) decision(set []*Candidate, reason, strategy string, plan *provis
 		d.Method = MethodReplace
 	}
 	for i, r := range repl {
-		d.PriceAfter += r.Cheapest().PricePerHour
+		d.PriceAfter += r.PricePerHour()
 		d.MaxPriceAfter += r.Offerings[len(r.Offerings)-1].PricePerHour
 		for _, p := range r.Pods {
 			d.Placements = append(d.Placements, Placement{Pod: podRef(p), Replacement: i})

@@ -31,7 +31,8 @@ type Node struct {
 	Pods    []*corev1.Pod
 	Movable []*corev1.Pod
 	// InstanceType, Zone and CapacityType identify the offering; Price is its USD per hour in
-	// the catalog (PriceKnown false when the offering is not in the catalog).
+	// the catalog (PriceKnown false when the offering is not in the catalog), under the
+	// snapshot's commitments when it has them (commitments.go).
 	InstanceType, Zone, CapacityType string
 	Price                            float64
 	PriceKnown                       bool
@@ -55,6 +56,8 @@ type Node struct {
 	// its pods still count for topology. Nil otherwise.
 	settling  *corev1.Node
 	requested scheduling.Resources // movable pods' requests
+	// listPrice is Price before the commitments (commitments.go); set only with commitments.
+	listPrice float64
 }
 
 // Name is the node's name.
@@ -161,6 +164,7 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 		s.Nodes = append(s.Nodes, node)
 	}
 	sort.Slice(s.Nodes, func(i, j int) bool { return s.Nodes[i].Node.Name < s.Nodes[j].Node.Name })
+	s.priceCommitments()
 	var all []*corev1.Pod
 	for i := range snap.Pods {
 		p := &snap.Pods[i]

@@ -62,4 +62,7 @@ const (
 	KindNodeOverlay         = apisv1.KindNodeOverlay
 	KindProvisioningRequest = "ProvisioningRequest"
 	KindPodTemplate         = "PodTemplate"
+	// KindCommitments is the commitments ConfigMap (apisv1.CommitmentsConfigMap), tracked apart
+	// from the agent's own ConfigMap.
+	KindCommitments = "Commitments"
 )

@@ -128,6 +128,7 @@ func (b *SnapshotBuilder) Build() (*events.Snapshot, error) {
 		}
 		snap.UnavailableOfferings = marks
 	}
+	snap.Commitments = b.commitments(st)
 	if b.Facts != nil {
 		if f := b.Facts(); f != nil {
 			c := *f

@@ -68,8 +68,11 @@ type Watcher struct {
 
 	factory   informers.SharedInformerFactory
 	cmFactory informers.SharedInformerFactory
-	dynamic   dynamicinformer.DynamicSharedInformerFactory
-	dyn       dynamic.Interface
+	// commitFactory watches the one commitments ConfigMap (apisv1.CommitmentsConfigMap): a field
+	// selector takes one name, so it is a factory of its own.
+	commitFactory informers.SharedInformerFactory
+	dynamic       dynamicinformer.DynamicSharedInformerFactory
+	dyn           dynamic.Interface
 
 	pods, nodes, daemonSets, pdbs, configMaps cache.SharedIndexInformer
 	pvcs, pvs, storageClasses, limitRanges    cache.SharedIndexInformer
@@ -79,6 +82,7 @@ type Watcher struct {
 	nodeOverlays cache.SharedIndexInformer
 	// provReqs and podTemplates are nil until Start found the ProvisioningRequest CRD served.
 	provReqs, podTemplates cache.SharedIndexInformer
+	commitments            cache.SharedIndexInformer
 }
 
 // NewWatcher builds the informers (not started). kube and dyn are typically a real clientset and
@@ -103,6 +107,12 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", UnavailableOfferingsConfigMap).String()
 		}))
+	w.commitFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTransform(stripManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", apisv1.CommitmentsConfigMap).String()
+		}))
 	w.dynamic = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 
 	w.pods = w.factory.Core().V1().Pods().Informer()
@@ -110,6 +120,7 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	w.daemonSets = w.factory.Apps().V1().DaemonSets().Informer()
 	w.pdbs = w.factory.Policy().V1().PodDisruptionBudgets().Informer()
 	w.configMaps = w.cmFactory.Core().V1().ConfigMaps().Informer()
+	w.commitments = w.commitFactory.Core().V1().ConfigMaps().Informer()
 	w.pvcs = w.factory.Core().V1().PersistentVolumeClaims().Informer()
 	w.pvs = w.factory.Core().V1().PersistentVolumes().Informer()
 	w.storageClasses = w.factory.Storage().V1().StorageClasses().Informer()
@@ -157,6 +168,24 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 		if err := w.track(kind, inf); err != nil {
 			return nil, err
 		}
+	}
+	// The commitments ConfigMap, by name (the API server applies the field selector; fake
+	// clients do not, so the name is checked again here).
+	if _, err := w.commitments.AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			cm, ok := obj.(*corev1.ConfigMap)
+			return ok && cm.Name == apisv1.CommitmentsConfigMap
+		},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.onChange(KindCommitments, obj, OpAdd) },
+			UpdateFunc: func(_, obj any) { w.onChange(KindCommitments, obj, OpUpdate) },
+			DeleteFunc: func(obj any) { w.onDelete(KindCommitments, obj) },
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("add %s handler: %w", KindCommitments, err)
 	}
 	return w, nil
 }
@@ -258,6 +287,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}
 	w.factory.Start(ctx.Done())
 	w.cmFactory.Start(ctx.Done())
+	w.commitFactory.Start(ctx.Done())
 	w.dynamic.Start(ctx.Done())
 	ctx, cancel := context.WithTimeout(ctx, w.opts.SyncTimeout)
 	defer cancel()
@@ -271,6 +301,11 @@ func (w *Watcher) Start(ctx context.Context) error {
 	for typ, ok := range w.cmFactory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			unsynced = append(unsynced, "configmap "+typ.String())
+		}
+	}
+	for typ, ok := range w.commitFactory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			unsynced = append(unsynced, "configmap "+apisv1.CommitmentsConfigMap+" "+typ.String())
 		}
 	}
 	for gvr, ok := range w.dynamic.WaitForCacheSync(ctx.Done()) {
@@ -289,6 +324,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 func (w *Watcher) Shutdown() {
 	w.factory.Shutdown()
 	w.cmFactory.Shutdown()
+	w.commitFactory.Shutdown()
 	w.dynamic.Shutdown()
 }
 
@@ -474,6 +510,7 @@ func listTyped[T any](store cache.Store) []*T {
 // stores groups the informers' stores for the snapshot builder.
 type stores struct {
 	pods, nodes, daemonSets, pdbs, configMaps cache.Store
+	commitments                               cache.Store
 	pvcs, pvs, storageClasses, limitRanges    cache.Store
 	volumeAttachments                         cache.Store
 	nodePools, nodeClaims, nodeClasses        cache.Store
@@ -493,7 +530,7 @@ func (w *Watcher) stores() stores {
 	}
 	return stores{nodeOverlays: overlays, provReqs: provReqs, podTemplates: podTemplates,
 		pods: w.pods.GetStore(), nodes: w.nodes.GetStore(), daemonSets: w.daemonSets.GetStore(),
-		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(),
+		pdbs: w.pdbs.GetStore(), configMaps: w.configMaps.GetStore(), commitments: w.commitments.GetStore(),
 		pvcs: w.pvcs.GetStore(), pvs: w.pvs.GetStore(), storageClasses: w.storageClasses.GetStore(),
 		limitRanges: w.limitRanges.GetStore(), volumeAttachments: w.volumeAttachments.GetStore(),
 		nodePools: w.nodePools.GetStore(), nodeClaims: w.nodeClaims.GetStore(), nodeClasses: w.nodeClasses.GetStore(), nodeClassKind: w.opts.NodeClassKind,

@@ -106,6 +106,8 @@ func (s *Set) decodeDocument(src Source, raw []byte) error {
 	switch {
 	case group == apiv1.Group || group == apiv1.AWSGroup || group == apiv1.AzureGroup:
 		return s.decodeKarpenter(src, h, raw)
+	case h.Kind == "ConfigMap" && h.APIVersion == "v1" && h.Metadata.Name == apiv1.CommitmentsConfigMap:
+		return s.decodeCommitments(src, h, raw)
 	case coreKinds[h.Kind] != "" && (group == "" || isBuiltinGroup(group)):
 		if want := coreKinds[h.Kind]; h.APIVersion != want {
 			return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "apiVersion",
@@ -545,4 +547,29 @@ func checkValues(src Source, h header, obj runtime.Object) error {
 		reason += fmt.Sprintf(" (and %d more invalid fields)", len(errs)-1)
 	}
 	return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: errs[0].Field, Reason: reason}
+}
+
+// decodeCommitments reads the commitments ConfigMap (apiv1.CommitmentsFromConfigMap); a second
+// one is an error naming both.
+func (s *Set) decodeCommitments(src Source, h header, raw []byte) error {
+	if err := checkBounds(src, h, raw); err != nil {
+		return err
+	}
+	obj, _, err := coreDecoder.Decode(raw, nil, nil)
+	if err != nil {
+		return coreError(src, h, raw, err)
+	}
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Reason: "not a ConfigMap"}
+	}
+	if err := s.claim(src, h.Kind, "commitments", h.Metadata.Name); err != nil {
+		return err
+	}
+	c, err := apiv1.CommitmentsFromConfigMap(cm)
+	if err != nil {
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "data[" + apiv1.CommitmentsKey + "]", Reason: strings.TrimPrefix(err.Error(), "ConfigMap "+cm.Namespace+"/"+cm.Name+": data["+apiv1.CommitmentsKey+"]: ")}
+	}
+	s.Commitments = c
+	return nil
 }

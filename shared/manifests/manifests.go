@@ -35,6 +35,10 @@ type Set struct {
 	// NodeOverlays are karpenter.sh/v1alpha1 price and capacity overlays (validated as the API
 	// server admits them; Karpenter's runtime rules are applied when they are resolved).
 	NodeOverlays []*apiv1.NodeOverlay
+	// Commitments are the Savings Plans and Reserved Instances of the ConfigMap named
+	// apiv1.CommitmentsConfigMap (in any namespace; at most one); nil without it. Other
+	// ConfigMaps are skipped.
+	Commitments *apiv1.Commitments
 	// Pods are the standalone Pod documents; those with spec.nodeName are bound to a Node.
 	Pods []*corev1.Pod
 	// Workloads are the pod controllers (Deployment, StatefulSet, ReplicaSet, Job, CronJob);

@@ -85,6 +85,7 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 	for _, o := range set.NodeOverlays {
 		snap.NodeOverlays = append(snap.NodeOverlays, *o)
 	}
+	snap.Commitments = set.Commitments
 	for _, c := range set.ExpandPVCs() {
 		snap.PVCs = append(snap.PVCs, *c)
 	}

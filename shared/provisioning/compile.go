@@ -17,6 +17,10 @@ func compile(in *Input) (*solver, []*podInfo) {
 	daemons := compileDaemons(in.DaemonSets, in.LimitRanges)
 	s.bins = buildBins(in, daemons)
 	s.left = reservationsLeft(in)
+	in.ledger = existingCommitments(in)
+	if in.ledger != nil && s.left == nil {
+		s.left = map[string]int{} // compileCommitted counts the reservations' instances here
+	}
 	s.pools = compilePools(in, daemons, usedByPool(in), s.left)
 	s.compat = make([]map[string]*podPool, len(s.pools))
 	for i := range s.compat {

@@ -27,6 +27,9 @@ func (s *solver) finalizeAll() []*NodeClaimPlan {
 // types remain. Claims with the same candidate types and requirements share one offering list.
 func (s *solver) finalize(c *claim) *NodeClaimPlan {
 	pl := c.pool
+	if pl.committed {
+		return s.committedPlan(c)
+	}
 	if pl.reserved {
 		return s.reservedPlan(c)
 	}

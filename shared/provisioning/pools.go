@@ -67,6 +67,9 @@ type pool struct {
 	// one reservation's instance type with that one reserved offering, and a claim of the pool
 	// holds one instance of the reservation its cheapest type belongs to.
 	reserved bool
+	// committed marks a reserved pool of Reserved Instances / Azure reservations
+	// (compileCommitted): its types' offerings are on-demand, priced at 0.
+	committed bool
 	// What compilePool resolved, for the reserved pool built from it.
 	nodeClass apisv1.NodeClass
 	// aliases are the labels whose value follows the offering's capacity type on this pool's
@@ -148,6 +151,10 @@ func compilePools(in *Input, daemons []daemon, used map[string]scheduling.Resour
 		if rp := compileReserved(in, pl, daemons, left); np.Spec.Replicas == nil && rp != nil {
 			rp.index = len(out)
 			out = append(out, rp)
+		}
+		if cp := compileCommitted(in, pl, daemons, left); np.Spec.Replicas == nil && cp != nil {
+			cp.index = len(out)
+			out = append(out, cp)
 		}
 		pl.index = len(out)
 		out = append(out, pl)
@@ -291,6 +298,9 @@ func compilePool(in *Input, np *apisv1.NodePool, daemons []daemon, used scheduli
 		}
 		if len(pt.offerings) == 0 {
 			continue
+		}
+		if in.ledger != nil {
+			discountOfferings(in, it.Name, pt.offerings)
 		}
 		sortOfferings(pt.offerings)
 		p.addType(pt, daemons)

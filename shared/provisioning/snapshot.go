@@ -44,6 +44,7 @@ func InputFromSnapshot(s *events.Snapshot, cat *catalog.Catalog, settings NodeSe
 		in.StorageClasses = append(in.StorageClasses, &s.StorageClasses[i])
 	}
 	in.Overlays = overlay.ResolveSnapshot(s, cat)
+	in.Commitments = s.Commitments
 	in.Unavailable = events.UnavailableAt(s.UnavailableOfferings, s.Time.Time)
 	in.Time = s.Time.Time
 	// The counts a NodeClass's annotation states (manifests); a deployed function replaces them

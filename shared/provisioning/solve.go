@@ -74,8 +74,9 @@ func Solve(in Input) (*Plan, error) {
 	}
 	plan.ExistingNodes = s.placements()
 	plan.NodeClaims = s.finalizeAll()
+	below := s.priceCommitments(plan)
 	if !in.Simulation {
-		plan.LowerBoundPerHour = s.lowerBound()
+		plan.LowerBoundPerHour = max(s.lowerBound()-below, 0)
 	}
 	sort.SliceStable(plan.Unschedulable, func(i, j int) bool {
 		return podKey(plan.Unschedulable[i].Pod) < podKey(plan.Unschedulable[j].Pod)

@@ -13,6 +13,7 @@ import (
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/commitments"
 	"github.com/dovetail-dev/dovetail/shared/overlay"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
@@ -75,6 +76,17 @@ type Input struct {
 	// once per decision: consolidation's simulations share it); nil applies none. Every offering
 	// price the solver ranks, bounds and returns, and every type's capacity, is the overlaid one.
 	Overlays *overlay.Store
+	// Commitments are the cluster's Savings Plans and Reserved Instances / Azure reservations
+	// (nil: none, and the solver does no commitment work). The nodes and in-flight NodeClaims
+	// consume them first; the plan's on-demand offerings are priced at what is left (see
+	// commitments.go).
+	Commitments *apisv1.Commitments
+	// CommitmentUsage, when not nil, is what consumes Commitments before the plan instead of
+	// Nodes and the in-flight NodeClaims (consolidation's simulations pass every node they keep,
+	// including those left out of Nodes as too full to matter).
+	CommitmentUsage []commitments.Usage
+	// ledger is what the nodes and in-flight NodeClaims leave of Commitments (compile sets it).
+	ledger *commitments.Ledger
 	// Simulation asks for placements only, as consolidation does hundreds of times per
 	// decision: no lower bound (Plan.LowerBoundPerHour stays 0) and no pattern packing (first-fit,
 	// refine and the LP-guided re-pack only), which keeps a simulation cheap.
@@ -108,6 +120,9 @@ type Plan struct {
 	// pods this plan put on new NodeClaims on new nodes (the fit-cut bound of package
 	// lowerbound: no plan can be cheaper); 0 when no pod needs a new node.
 	LowerBoundPerHour float64
+	// Commitments is each commitment's utilisation by the cluster's nodes and this plan's
+	// NodeClaims together; nil without Input.Commitments.
+	Commitments []commitments.Use
 }
 
 // Gap is how much more than the lower bound the plan costs, as a fraction: TotalPricePerHour /
@@ -145,6 +160,11 @@ type NodeClaimPlan struct {
 	// the candidates have). The launch annotates the NodeClaim
 	// karpenter.sh/nodeclaim-min-values-relaxed with it.
 	MinValuesRelaxed bool
+	// EffectivePricePerHour is what the first offering costs under the commitments, USD per
+	// hour (0 under a Reserved Instance, the Savings Plan's rate on its covered share, list
+	// beyond); meaningful only when Committed.
+	EffectivePricePerHour float64
+	Committed             bool
 }
 
 // Offering is one ranked launch option for a NodeClaim.
@@ -236,13 +256,23 @@ type LimitHit struct {
 // Waiting reports whether the pod may still be placed once its NodeClasses resolve.
 func (u Unschedulable) Waiting() bool { return len(u.AwaitingNodeClasses) > 0 }
 
-// TotalPricePerHour sums the first offering of every NodeClaim (USD per hour).
+// TotalPricePerHour sums the first offering of every NodeClaim (USD per hour), each at its
+// effective price under the commitments when the plan was made with them.
 func (p *Plan) TotalPricePerHour() float64 {
 	var t float64
 	for _, n := range p.NodeClaims {
-		t += n.Cheapest().PricePerHour
+		t += n.PricePerHour()
 	}
 	return t
+}
+
+// PricePerHour is what the claim's first offering costs, USD per hour: its effective price
+// under the commitments when the plan was made with them, else the offering's price.
+func (n *NodeClaimPlan) PricePerHour() float64 {
+	if n.Committed {
+		return n.EffectivePricePerHour
+	}
+	return n.Cheapest().PricePerHour
 }
 
 func sortBy[T any](xs []T, key func(T) string) {
