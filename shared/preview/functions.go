@@ -15,14 +15,16 @@ import (
 )
 
 // drift is the drift function on the world: disruption.PlanDrift finds the expired and drifted
-// nodes. Expired nodes are handed to the termination path at once, all in one decision (their
-// deletion then counts against the budgets, as the agent's ledger counts it), so the drifted
-// nodes are chosen on a second PlanDrift that sees them being deleted; each chosen node is
-// evacuated as the function does (disruption.EvacuationInput, provisioning.Solve), its
-// replacements launched, the node tainted and drained.
+// nodes. Expired nodes are handed to the termination path at once (their deletion then counts
+// against the budgets, as the agent's ledger counts it), so the drifted nodes are chosen on a
+// second PlanDrift that sees them being deleted; each chosen node is evacuated as the function
+// does (disruption.EvacuationInput, provisioning.Solve), its replacements launched, the node
+// tainted and drained.
 func (r *runner) drift() error {
-	if err := r.expire(disruption.PlanDrift(r.w.snap, r.o.NodeClassRules).Expired); err != nil {
-		return err
+	for _, c := range disruption.PlanDrift(r.w.snap, r.o.NodeClassRules).Expired {
+		if err := r.expire(c); err != nil {
+			return err
+		}
 	}
 	plan := static.GateDrift(r.w.snap, disruption.PlanDrift(r.w.snap, r.o.NodeClassRules))
 	for _, s := range plan.Blocked {
@@ -39,46 +41,26 @@ func (r *runner) drift() error {
 	return nil
 }
 
-// expire hands the round's expired nodes to the termination path together, as Karpenter does:
-// its expiration controller deletes each expired NodeClaim with no simulation
-// (sigs.k8s.io/karpenter pkg/controllers/nodeclaim/expiration), and its provisioner then places
-// the pods of every node being deleted, with the pending pods, in one scheduling run over the
-// nodes not being deleted (pkg/controllers/provisioning/provisioner.go, Schedule:
-// nodes.Deleting() pods appended to the pending pods, nodes.Active() as the existing nodes).
-// Each node's hand-off is disruption.Expiry's (forceful: no budget, no waiting for a
-// replacement); every node is then marked for deletion and drained, and the evicted pods are
-// placed in one provision run, so none lands on another node expiring in the same round. One
-// decision carries them all. The hand-off commands do not depend on a plan (the launch step's
-// CreateNodeClaim commands are not listed), so no evacuation plan is made for them: the
-// placement is the provision run's.
-func (r *runner) expire(cs []disruption.DriftCandidate) error {
-	if len(cs) == 0 {
-		return nil
-	}
-	const forceful = "handed to the termination path at once (expiry is forceful: no budget, no waiting for a replacement)"
-	d := Decision{Function: FunctionDrift, Action: ActionDelete, Reason: disruption.ReasonExpired}
-	names := make([]string, len(cs))
-	whys := make([]string, len(cs))
-	for i := range cs {
-		c := &cs[i]
-		names[i] = c.Name()
-		whys[i] = names[i] + " " + c.Why()
-		ref := r.w.ref(names[i])
-		d.Nodes = append(d.Nodes, ref)
-		d.PricePerHourBefore += ref.PricePerHour
-		if err := r.sequence(&d, disruption.Expiry(*c, nil, r.w.snap.Revision, r.w.now())); err != nil {
+// expire hands an expired node to the termination path as the drift function does
+// (disruption.Expiry, disruption.Sequence): forceful, no budget, capacity for its pods launched
+// in the same decision and not waited for; the evicted pods are placed on it.
+func (r *runner) expire(c disruption.DriftCandidate) error {
+	name := c.Name()
+	d := Decision{Function: FunctionDrift, Action: ActionDelete, Reason: disruption.ReasonExpired, Nodes: []NodeRef{r.w.ref(name)},
+		Why: c.Why() + "; handed to the termination path at once (expiry is forceful: no budget, no waiting for a replacement)"}
+	d.PricePerHourBefore = d.Nodes[0].PricePerHour
+	var plan *provisioning.Plan
+	if len(c.Pods) > 0 {
+		var err error
+		if plan, err = r.evacuation(name); err != nil {
 			return err
 		}
 	}
-	if len(cs) == 1 {
-		d.Why = cs[0].Why() + "; " + forceful
-	} else {
-		d.Why = fmt.Sprintf("%d nodes: %s; all %s; their pods are placed together, on the nodes not being deleted", len(cs), strings.Join(whys, ", "), forceful)
+	if err := r.sequence(&d, disruption.Expiry(c, plan, r.w.snap.Revision, r.w.now())); err != nil {
+		return err
 	}
-	for _, name := range names {
-		r.w.taint(name, "", true)
-	}
-	if err := r.drainAndPlace(&d, names...); err != nil {
+	r.w.taint(name, "", true)
+	if err := r.drainAndPlace(&d, name); err != nil {
 		return err
 	}
 	if len(d.Launched) > 0 {
@@ -115,8 +97,8 @@ func (r *runner) replaceDrifted(c disruption.DriftCandidate, budgets map[string]
 		if d.Moved, d.Launched, err = r.apply(withoutPods(plan, keep)); err != nil {
 			return err
 		}
-		if ws := waits[name]; len(ws) > 0 {
-			d.Waits = append(ws, r.waitUntil(name))
+		if len(waits) > 0 {
+			d.Waits = append(waits, r.waitUntil(name))
 		}
 	}
 	if plan == nil {
@@ -235,9 +217,9 @@ func (r *runner) consolidate() error {
 		if p.Replacement >= 0 {
 			to = out.Launched[p.Replacement].Name
 		}
+		r.w.bind(p.Pod, to)
 		out.Moved = append(out.Moved, PodMove{Pod: p.Pod, To: to})
 	}
-	r.w.bindAll(out.Moved)
 	for _, c := range d.Candidates {
 		r.w.taint(c.Node, d.TaintValue(), false)
 		r.w.leaving[c.Node] = true
