@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dovetail-dev/dovetail/shared/commitments"
 	"github.com/dovetail-dev/dovetail/shared/ledger"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
@@ -138,5 +139,23 @@ func writeCostTable(w io.Writer, r ledger.Report, by string) error {
 	for _, p := range periods {
 		row(p.Start.UTC().Format(layout), p.Totals)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Commitments) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\ncommitments as the decision of %s counted them:\n", r.CommitmentsAt.UTC().Format(time.RFC3339))
+	return commitments.WriteUtilisation(w, commitmentUses(r.Commitments))
+}
+
+// commitmentUses converts the audit record's utilisation back to package commitments' shape,
+// whose writer `dovetail plan` uses too (one format for both commands).
+func commitmentUses(in []telemetry.CommitmentUse) []commitments.Use {
+	out := make([]commitments.Use, len(in))
+	for i, u := range in {
+		out[i] = commitments.Use{Name: u.Name, Kind: u.Kind, CommittedPerHour: u.CommittedPerHour, UsedPerHour: u.UsedPerHour,
+			Count: u.Count, Used: u.Used, Utilisation: u.Utilisation}
+	}
+	return out
 }

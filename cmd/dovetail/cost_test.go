@@ -63,3 +63,55 @@ func TestCostFromLogFile(t *testing.T) {
 		}
 	}
 }
+
+// TestCostShowsCommitmentUtilisation: the launches' records carry the commitments' utilisation
+// as their plans counted it; `dovetail cost` shows the latest (the 12:30 launch: the Savings Plan
+// covers 1.00 of its 1.00 $/h, the reservation 2 of its 2 m6i.xlarge), not the 12:00 one, and a
+// later record without commitments (a consolidation) does not erase it.
+func TestCostShowsCommitmentUtilisation(t *testing.T) {
+	dir := t.TempDir()
+	var log bytes.Buffer
+	lg := slog.New(slog.NewJSONHandler(&log, nil))
+	at := func(h, m int) time.Time { return time.Date(2026, 12, 6, h, m, 0, 0, time.UTC) }
+	pool := func(before, after float64) []telemetry.PoolCost {
+		return []telemetry.PoolCost{{NodePool: "default", PriceBefore: before, PriceAfter: after}}
+	}
+	telemetry.LogAudit(lg, telemetry.Audit{Action: telemetry.ActionLaunch, Function: "provision", Decision: "l1", Time: at(12, 0), NodePools: pool(0, 0.5),
+		Commitments: []telemetry.CommitmentUse{{Name: "compute", Kind: "SavingsPlan", CommittedPerHour: 1, UsedPerHour: 0.5, Utilisation: 0.5},
+			{Name: "ri-m6i", Kind: "Reservation", Count: 2, Used: 1, Utilisation: 0.5}}})
+	telemetry.LogAudit(lg, telemetry.Audit{Action: telemetry.ActionLaunch, Function: "provision", Decision: "l2", Time: at(12, 30), NodePools: pool(0.5, 1),
+		Commitments: []telemetry.CommitmentUse{{Name: "compute", Kind: "SavingsPlan", CommittedPerHour: 1, UsedPerHour: 1, Utilisation: 1},
+			{Name: "ri-m6i", Kind: "Reservation", Count: 2, Used: 2, Utilisation: 1}}})
+	telemetry.LogAudit(lg, telemetry.Audit{Action: telemetry.ActionDelete, Function: "consolidate", Decision: "c1", Time: at(13, 0),
+		NodePools: []telemetry.PoolCost{{NodePool: "default", PriceBefore: 1, PriceAfter: 0.8, Consolidation: true}}})
+	logPath, htmlPath := filepath.Join(dir, "functions.log"), filepath.Join(dir, "cost.html")
+	if err := os.WriteFile(logPath, log.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newCostCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{logPath, "--html", htmlPath})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"commitments as the decision of 2026-12-06T12:30:00Z counted them:",
+		"Savings Plan compute: 1.0000 of 1.0000 USD/h used (100.0 %)",
+		"Reservation ri-m6i: 2 of 2 instances used (100.0 %)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table lacks %q\n%s", want, out.String())
+		}
+	}
+	page, err := os.ReadFile(htmlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`data-name="compute"`, `data-name="ri-m6i"`, `<td class="utilisation">100.0%</td>`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the HTML report lacks %s", want)
+		}
+	}
+}

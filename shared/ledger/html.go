@@ -150,7 +150,12 @@ td:first-child{text-align:left}svg{border:1px solid #ccc;background:#fafafa}
 {{range .Shares}}<polyline class="{{.Class}}" data-last="{{pct .Last}}" points="{{.Points}}"><title>{{.Name}}</title></polyline>
 {{end}}</svg>
 <p class="legend">{{range .Shares}}<span class="{{.Class}}">&#9472; {{.Name}} (last {{pct .Last}})</span>{{end}}</p>
-<h2>Decisions</h2>
+{{if .R.Commitments}}<h2>Commitments</h2>
+<p>As the decision of {{time .R.CommitmentsAt}} counted them (the cluster's nodes and that plan together).</p>
+<table id="commitments"><tr><th>commitment</th><th>kind</th><th>used</th><th>committed</th><th>utilisation</th></tr>
+{{range .R.Commitments}}<tr class="commitment" data-name="{{.Name}}"><td>{{.Name}}</td><td>{{.Kind}}</td>{{if eq .Kind "SavingsPlan"}}<td>{{usd .UsedPerHour}} $/h</td><td>{{usd .CommittedPerHour}} $/h</td>{{else}}<td>{{.Used}}</td><td>{{.Count}} instances</td>{{end}}<td class="utilisation">{{pct .Utilisation}}</td></tr>
+{{end}}</table>
+{{end}}<h2>Decisions</h2>
 <table id="decisions"><tr><th>time</th><th>function</th><th>action</th><th>decision</th><th>NodePool</th><th>$/h change</th><th>rule</th></tr>
 {{range .R.Decisions}}<tr><td>{{time .Time}}</td><td>{{.Function}}</td><td>{{.Action}}</td><td>{{.ID}}</td><td>{{.NodePool}}</td><td>{{if .NodePool}}{{printf "%+.4f" .Delta}}{{end}}</td><td>{{.Rule}}</td></tr>
 {{end}}</table>

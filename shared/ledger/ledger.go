@@ -58,6 +58,9 @@ type Ledger struct {
 	decisions []Decision
 	start     time.Time
 	last      time.Time
+	// commitments is the latest record's commitment utilisation (records without any leave it).
+	commitments   []telemetry.CommitmentUse
+	commitmentsAt time.Time
 }
 
 // Add enters one record. Records without NodePools (drains, functions that do not price their
@@ -85,6 +88,9 @@ func (l *Ledger) Add(a telemetry.Audit) error {
 		l.start = a.Time
 	}
 	l.last = a.Time
+	if len(a.Commitments) > 0 {
+		l.commitments, l.commitmentsAt = a.Commitments, a.Time
+	}
 	if len(a.NodePools) == 0 {
 		l.decisions = append(l.decisions, Decision{Time: a.Time, Action: a.Action, Function: a.Function, ID: a.Decision, Rule: a.Rule})
 	}
@@ -195,6 +201,10 @@ type Report struct {
 	// Series is the cluster's rates (every pool summed) at each change, oldest first.
 	Series    []State
 	Decisions []Decision
+	// Commitments is the Savings Plans' and reservations' utilisation as the latest decision that
+	// counted them saw it (at CommitmentsAt); empty when no record carried any.
+	Commitments   []telemetry.CommitmentUse
+	CommitmentsAt time.Time
 }
 
 // Report integrates the ledger up to until (the last record's time when zero or earlier).
@@ -202,7 +212,7 @@ func (l *Ledger) Report(until time.Time) Report {
 	if until.Before(l.last) {
 		until = l.last
 	}
-	r := Report{From: l.start, Until: until, Decisions: l.decisions}
+	r := Report{From: l.start, Until: until, Decisions: l.decisions, Commitments: l.commitments, CommitmentsAt: l.commitmentsAt}
 	names := make([]string, 0, len(l.pools))
 	for name := range l.pools {
 		names = append(names, name)

@@ -55,6 +55,26 @@ type Audit struct {
 	// it: what the cost ledger (shared/ledger, `dovetail cost`) accumulates. Empty for records
 	// that change no price (drains) and for functions that do not price their decisions yet.
 	NodePools []PoolCost `json:"nodePools,omitempty"`
+	// Commitments is each Savings Plan's and reservation's utilisation by the cluster's nodes and
+	// the plan together, as the deciding plan counted it (empty without commitments): the cost
+	// ledger reports the latest (`dovetail cost`).
+	Commitments []CommitmentUse `json:"commitments,omitempty"`
+}
+
+// CommitmentUse is one commitment's utilisation as a decision saw it (the shape of
+// shared/commitments.Use, repeated here so the audit record depends on no pricing package).
+type CommitmentUse struct {
+	Name string `json:"name"`
+	// Kind is "SavingsPlan" or "Reservation".
+	Kind string `json:"kind"`
+	// Savings Plans: the commitment and the usage it covers (USD per hour at the discounted rates).
+	CommittedPerHour float64 `json:"committedPerHour,omitempty"`
+	UsedPerHour      float64 `json:"usedPerHour,omitempty"`
+	// Reservations: the instance count and how many instances are covered.
+	Count int `json:"count,omitempty"`
+	Used  int `json:"used,omitempty"`
+	// Utilisation is used / committed, 0–1.
+	Utilisation float64 `json:"utilisation"`
 }
 
 // PoolCost is one NodePool's capacity before and after a decision, in USD per hour at the
