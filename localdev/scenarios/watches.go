@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
@@ -38,13 +40,37 @@ type fakeClient interface {
 // then arrives as a watch event) and be written by one goroutine at a time (the scenario's).
 type watchCounter struct {
 	mu    sync.Mutex
-	twins []watch.Interface
+	twins []twin
 	sent  int // events read from the twins so far
 	// listed and watched are the resources (and namespaces) listed while the informers started
 	// and those a watch was opened on. A resource may be listed more than once before its
 	// watch (the Watcher's probe whether an optional CRD is served, then its informer's list).
 	listed, watched map[string]bool
 	started         bool
+}
+
+// twin is one counting watch and the field selector of the watch it copies. The object tracker
+// ignores field selectors, where the API server applies metadata.name and metadata.namespace
+// to every resource (field selectors: kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors);
+// an informer that selects one object by name therefore gets every object of its namespace
+// from the fake and filters in code (shared/kube.Watcher), so its events count only when the
+// API server would have sent them. Matching here, while draining, keeps the count in step with
+// the tracker's lock (a filtering goroutine between tracker and twin would not).
+type twin struct {
+	watch.Interface
+	fields fields.Selector // nil: every event counts
+}
+
+// counts reports whether the API server would have sent e on the copied watch.
+func (t twin) counts(e watch.Event) bool {
+	if t.fields == nil || t.fields.Empty() {
+		return true
+	}
+	m, err := meta.Accessor(e.Object)
+	if err != nil {
+		return true // a Status (watch error) counts as the informer sees it
+	}
+	return t.fields.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
 }
 
 // install puts the counter's reactors in front of c's chains. The watch reactor does what the
@@ -74,13 +100,26 @@ func (w *watchCounter) install(c fakeClient) {
 		if err != nil {
 			return false, nil, err
 		}
-		twin, err := tracker.Watch(gvr, ns, opts)
+		tw, err := tracker.Watch(gvr, ns, opts)
 		if err != nil {
 			informer.Stop()
 			return false, nil, err
 		}
+		t := twin{Interface: tw}
+		if opts.FieldSelector != "" {
+			if t.fields, err = fields.ParseSelector(opts.FieldSelector); err != nil {
+				informer.Stop()
+				tw.Stop()
+				return true, nil, fmt.Errorf("watch %s: fieldSelector %q: %w", gvr.Resource, opts.FieldSelector, err)
+			}
+		}
+		if t.fields != nil && !t.fields.Empty() {
+			// The informer's copy is filtered as the API server filters it (asynchronously: the
+			// count is the twin's, read under the tracker's lock).
+			informer = watch.Filter(informer, func(e watch.Event) (watch.Event, bool) { return e, t.counts(e) })
+		}
 		w.mu.Lock()
-		w.twins = append(w.twins, twin)
+		w.twins = append(w.twins, t)
 		if w.watched == nil {
 			w.watched = map[string]bool{}
 		}
@@ -126,11 +165,12 @@ func (w *watchCounter) drain() int {
 	for _, t := range w.twins {
 		for more := true; more; {
 			select {
-			case _, ok := <-t.ResultChan():
-				if ok {
-					w.sent++
-				} else {
+			case e, ok := <-t.ResultChan():
+				switch {
+				case !ok:
 					more = false
+				case t.counts(e):
+					w.sent++
 				}
 			default:
 				more = false
