@@ -235,7 +235,11 @@ func waitSettled(ctx context.Context, rec *Recorder, want int, from time.Time, p
 	lastLog := time.Now()
 	for time.Now().Before(deadline) {
 		seen, bound := rec.Progress()
-		quiet := time.Since(max(rec.LastChange(), from))
+		last := rec.LastChange()
+		if last.Before(from) {
+			last = from
+		}
+		quiet := time.Since(last)
 		if seen == want && bound == want && quiet >= ph.Quiet {
 			return true
 		}
