@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
@@ -39,7 +41,9 @@ type fakeClient interface {
 type watchCounter struct {
 	mu    sync.Mutex
 	twins []watch.Interface
-	sent  int // events read from the twins so far
+	// selects[i] is twins[i]'s field selector (nil: none), which the fake tracker ignores.
+	selects []fields.Selector
+	sent    int // events read from the twins so far
 	// listed and watched are the resources (and namespaces) listed while the informers started
 	// and those a watch was opened on. A resource may be listed more than once before its
 	// watch (the Watcher's probe whether an optional CRD is served, then its informer's list).
@@ -74,13 +78,25 @@ func (w *watchCounter) install(c fakeClient) {
 		if err != nil {
 			return false, nil, err
 		}
+		var sel fields.Selector
+		if opts.FieldSelector != "" {
+			if sel, err = fields.ParseSelector(opts.FieldSelector); err != nil {
+				informer.Stop()
+				return false, nil, err
+			}
+		}
 		twin, err := tracker.Watch(gvr, ns, opts)
 		if err != nil {
 			informer.Stop()
 			return false, nil, err
 		}
+		if sel != nil {
+			// The informer is sent what the API server would send it.
+			informer = watch.Filter(informer, func(e watch.Event) (watch.Event, bool) { return e, selected(sel, e.Object) })
+		}
 		w.mu.Lock()
 		w.twins = append(w.twins, twin)
+		w.selects = append(w.selects, sel)
 		if w.watched == nil {
 			w.watched = map[string]bool{}
 		}
@@ -123,14 +139,15 @@ func (w *watchCounter) watching(timeout time.Duration) error {
 func (w *watchCounter) drain() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, t := range w.twins {
+	for i, t := range w.twins {
 		for more := true; more; {
 			select {
-			case _, ok := <-t.ResultChan():
-				if ok {
-					w.sent++
-				} else {
+			case ev, ok := <-t.ResultChan():
+				switch {
+				case !ok:
 					more = false
+				case selected(w.selects[i], ev.Object):
+					w.sent++
 				}
 			default:
 				more = false
@@ -138,6 +155,23 @@ func (w *watchCounter) drain() int {
 		}
 	}
 	return w.sent
+}
+
+// selected reports whether obj passes sel as the API server applies a watch's field selector.
+// The tracker of client-go's fakes sends every object of the resource whatever the selector;
+// the API server sends an informer with one (the Watcher's ConfigMaps, by metadata.name) only
+// the objects it matches, so both the informer's watch and its twin are filtered here. Every
+// resource supports metadata.name and metadata.namespace (the API conventions' "field
+// selectors").
+func selected(sel fields.Selector, obj runtime.Object) bool {
+	if sel == nil {
+		return true
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return true
+	}
+	return sel.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
 }
 
 // errUnsettled is wrapped when the informers did not catch up in time.
