@@ -16,6 +16,7 @@ import (
 	"github.com/dovetail-dev/dovetail/functions/consolidate"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/cloud/fake"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
@@ -25,6 +26,10 @@ type ConsolidationResult struct {
 	Decisions     int
 	PodsBefore    int
 	PodsAfter     int // workload pods bound at the end (none may be lost)
+	// Instances is every instance the fake cloud ran, terminated ones included, sorted by ID:
+	// the offering each Node (PrivateDNSName; a seed node's name is its apisv1.TagNodeClaim tag)
+	// ran on, independent of the audit records' prices.
+	Instances []fake.InstanceRecord
 }
 
 // consolidationBootDelay is how long a replacement takes to register in the consolidation
@@ -43,6 +48,14 @@ func Consolidation(ctx context.Context, out io.Writer) (*ConsolidationResult, er
 // ConsolidationAudited is Consolidation with the consolidate function's log (slog JSON, its
 // decision audit records among it) written to audit: the stream `dovetail cost` reads.
 func ConsolidationAudited(ctx context.Context, out, audit io.Writer) (*ConsolidationResult, error) {
+	return ConsolidationLogged(ctx, out, slog.New(slog.NewJSONHandler(audit, nil)))
+}
+
+// ConsolidationLogged is Consolidation with log as the consolidate function's logger, so its
+// decision audit records go where log sends them: a telemetry.AuditHandler publishing with
+// qnats.PublishAudit puts them on the cluster's NATS audit subject, as a NATS worker does
+// (shared/runtime).
+func ConsolidationLogged(ctx context.Context, out io.Writer, log *slog.Logger) (*ConsolidationResult, error) {
 	w := NewWorld(Start, consolidationBootDelay, out)
 	defer w.Close()
 	pool := defaultPool()
@@ -75,7 +88,7 @@ func ConsolidationAudited(ctx context.Context, out, audit io.Writer) (*Consolida
 	w.printf("scaled web down to %d replicas; consolidating", res.PodsBefore)
 
 	h := &consolidate.Handler{Cluster: Cluster, Catalog: w.Catalog, NodeSettings: w.NodeSettings, Provider: w.Provider, Publisher: w,
-		Codec: events.Codec{Blobs: w.Blobs}, Log: slog.New(slog.NewJSONHandler(audit, nil)), Now: w.Clock.Now}
+		Codec: events.Codec{Blobs: w.Blobs}, Log: log, Now: w.Clock.Now}
 	for step := 0; step < 60; step++ {
 		if err := w.Step(ctx, 30*time.Second); err != nil {
 			return nil, err
@@ -114,6 +127,7 @@ func ConsolidationAudited(ctx context.Context, out, audit io.Writer) (*Consolida
 	}
 	res.After = price(w)
 	res.PodsAfter, _ = w.PodsBound()
+	res.Instances = w.Cloud.Records()
 	w.printf("after: %d nodes, %d web pods bound, %.4f $/h (was %.4f $/h, saves %.4f $/h)", len(w.Nodes()), res.PodsAfter, res.After, res.Before, res.Before-res.After)
 	return res, nil
 }

@@ -40,37 +40,15 @@ type fakeClient interface {
 // then arrives as a watch event) and be written by one goroutine at a time (the scenario's).
 type watchCounter struct {
 	mu    sync.Mutex
-	twins []twin
-	sent  int // events read from the twins so far
+	twins []watch.Interface
+	// selects[i] is twins[i]'s field selector (nil: none), which the fake tracker ignores.
+	selects []fields.Selector
+	sent    int // events read from the twins so far
 	// listed and watched are the resources (and namespaces) listed while the informers started
 	// and those a watch was opened on. A resource may be listed more than once before its
 	// watch (the Watcher's probe whether an optional CRD is served, then its informer's list).
 	listed, watched map[string]bool
 	started         bool
-}
-
-// twin is one counting watch and the field selector of the watch it copies. The object tracker
-// ignores field selectors, where the API server applies metadata.name and metadata.namespace
-// to every resource (field selectors: kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors);
-// an informer that selects one object by name therefore gets every object of its namespace
-// from the fake and filters in code (shared/kube.Watcher), so its events count only when the
-// API server would have sent them. Matching here, while draining, keeps the count in step with
-// the tracker's lock (a filtering goroutine between tracker and twin would not).
-type twin struct {
-	watch.Interface
-	fields fields.Selector // nil: every event counts
-}
-
-// counts reports whether the API server would have sent e on the copied watch.
-func (t twin) counts(e watch.Event) bool {
-	if t.fields == nil || t.fields.Empty() {
-		return true
-	}
-	m, err := meta.Accessor(e.Object)
-	if err != nil {
-		return true // a Status (watch error) counts as the informer sees it
-	}
-	return t.fields.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
 }
 
 // install puts the counter's reactors in front of c's chains. The watch reactor does what the
@@ -100,26 +78,25 @@ func (w *watchCounter) install(c fakeClient) {
 		if err != nil {
 			return false, nil, err
 		}
-		tw, err := tracker.Watch(gvr, ns, opts)
+		var sel fields.Selector
+		if opts.FieldSelector != "" {
+			if sel, err = fields.ParseSelector(opts.FieldSelector); err != nil {
+				informer.Stop()
+				return false, nil, err
+			}
+		}
+		twin, err := tracker.Watch(gvr, ns, opts)
 		if err != nil {
 			informer.Stop()
 			return false, nil, err
 		}
-		t := twin{Interface: tw}
-		if opts.FieldSelector != "" {
-			if t.fields, err = fields.ParseSelector(opts.FieldSelector); err != nil {
-				informer.Stop()
-				tw.Stop()
-				return true, nil, fmt.Errorf("watch %s: fieldSelector %q: %w", gvr.Resource, opts.FieldSelector, err)
-			}
-		}
-		if t.fields != nil && !t.fields.Empty() {
-			// The informer's copy is filtered as the API server filters it (asynchronously: the
-			// count is the twin's, read under the tracker's lock).
-			informer = watch.Filter(informer, func(e watch.Event) (watch.Event, bool) { return e, t.counts(e) })
+		if sel != nil {
+			// The informer is sent what the API server would send it.
+			informer = watch.Filter(informer, func(e watch.Event) (watch.Event, bool) { return e, selected(sel, e.Object) })
 		}
 		w.mu.Lock()
-		w.twins = append(w.twins, t)
+		w.twins = append(w.twins, twin)
+		w.selects = append(w.selects, sel)
 		if w.watched == nil {
 			w.watched = map[string]bool{}
 		}
@@ -162,14 +139,14 @@ func (w *watchCounter) watching(timeout time.Duration) error {
 func (w *watchCounter) drain() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, t := range w.twins {
+	for i, t := range w.twins {
 		for more := true; more; {
 			select {
-			case e, ok := <-t.ResultChan():
+			case ev, ok := <-t.ResultChan():
 				switch {
 				case !ok:
 					more = false
-				case t.counts(e):
+				case selected(w.selects[i], ev.Object):
 					w.sent++
 				}
 			default:
@@ -178,6 +155,23 @@ func (w *watchCounter) drain() int {
 		}
 	}
 	return w.sent
+}
+
+// selected reports whether obj passes sel as the API server applies a watch's field selector.
+// The tracker of client-go's fakes sends every object of the resource whatever the selector;
+// the API server sends an informer with one (the Watcher's ConfigMaps, by metadata.name) only
+// the objects it matches, so both the informer's watch and its twin are filtered here. Every
+// resource supports metadata.name and metadata.namespace (the API conventions' "field
+// selectors").
+func selected(sel fields.Selector, obj runtime.Object) bool {
+	if sel == nil {
+		return true
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return true
+	}
+	return sel.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
 }
 
 // errUnsettled is wrapped when the informers did not catch up in time.
