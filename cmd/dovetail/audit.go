@@ -64,6 +64,36 @@ func newAuditCommand() *cobra.Command {
 	return cmd
 }
 
+// readAuditFiles reads the audit records of each log file (- or none: stdin;
+// telemetry.ReadAuditStream's formats) into each, warning on stderr of every line it skips by
+// file and line; it returns how many it skipped. Error: a file that cannot be opened or read, or
+// each's, prefixed with the file.
+func readAuditFiles(cmd *cobra.Command, paths []string, each func(telemetry.Audit) error) (int, error) {
+	if len(paths) == 0 {
+		paths = []string{"-"}
+	}
+	skipped := 0
+	for _, path := range paths {
+		r := io.Reader(cmd.InOrStdin())
+		if path != "-" {
+			f, err := os.Open(path)
+			if err != nil {
+				return skipped, err
+			}
+			defer f.Close()
+			r = f
+		}
+		o := telemetry.AuditReadOptions{Skipped: func(s telemetry.AuditSkip) {
+			skipped++
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: line %d skipped: %s\n", path, s.Line, s.Reason)
+		}}
+		if err := telemetry.ReadAuditStream(r, o, each); err != nil {
+			return skipped, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return skipped, nil
+}
+
 // auditTableBlock is how many table rows are aligned and printed together: the table streams
 // in blocks, so memory stays bounded however long the log.
 const auditTableBlock = 256
@@ -87,24 +117,9 @@ func auditFromFiles(cmd *cobra.Command, paths []string, output string) error {
 		}
 		return nil
 	}
-	skipped := 0
-	for _, path := range paths {
-		r := io.Reader(cmd.InOrStdin())
-		if path != "-" {
-			f, err := os.Open(path)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			r = f
-		}
-		o := telemetry.AuditReadOptions{Skipped: func(s telemetry.AuditSkip) {
-			skipped++
-			fmt.Fprintf(warn, "warning: %s: line %d skipped: %s\n", path, s.Line, s.Reason)
-		}}
-		if err := telemetry.ReadAuditStream(r, o, emit); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
+	skipped, err := readAuditFiles(cmd, paths, emit)
+	if err != nil {
+		return err
 	}
 	if output == "table" && (len(block) > 0 || !printed) { // the header alone for no records
 		if err := writeAuditTable(out, block); err != nil {

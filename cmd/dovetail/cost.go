@@ -88,29 +88,10 @@ func newCostCommand() *cobra.Command {
 }
 
 // ledgerFromFiles adds the records of each log file (- or none: stdin) to l; a line the reader
-// skips is a warning naming its file and line.
+// skips is a warning naming its file and line (readAuditFiles, as `dovetail audit` reads them).
 func ledgerFromFiles(cmd *cobra.Command, paths []string, l *ledger.Ledger) error {
-	if len(paths) == 0 {
-		paths = []string{"-"}
-	}
-	for _, path := range paths {
-		r := io.Reader(cmd.InOrStdin())
-		if path != "-" {
-			f, err := os.Open(path)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			r = f
-		}
-		o := telemetry.AuditReadOptions{Skipped: func(s telemetry.AuditSkip) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: line %d skipped: %s\n", path, s.Line, s.Reason)
-		}}
-		if err := telemetry.ReadAuditStream(r, o, l.Add); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	return nil
+	_, err := readAuditFiles(cmd, paths, l.Add)
+	return err
 }
 
 // writeCostTable prints the ledger per NodePool, then per period (USD).
