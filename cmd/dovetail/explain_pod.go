@@ -6,8 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/quarantine"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -24,8 +24,19 @@ type PodExplanation struct {
 	SchedulerMessage string                 `json:"schedulerMessage,omitempty"`
 	Placement        *PodPlacement          `json:"placement,omitempty"`
 	Refusals         []provisioning.Refusal `json:"refusals,omitempty"`
-	Origin           *NodeOrigin            `json:"nodeOrigin,omitempty"`
-	Fit              *PodFit                `json:"fit,omitempty"`
+	// Quarantine is set when the provision function holds the pod back as a replica of a sick
+	// controller (shared/quarantine): the controller, the NodePool whose settings applied and
+	// the evidence, as its FailedScheduling Event says.
+	Quarantine *PodQuarantine `json:"quarantine,omitempty"`
+	Origin     *NodeOrigin    `json:"nodeOrigin,omitempty"`
+	Fit        *PodFit        `json:"fit,omitempty"`
+}
+
+// PodQuarantine is the quarantine's verdict on a held pod's controller.
+type PodQuarantine struct {
+	Controller string `json:"controller"`
+	NodePool   string `json:"nodePool,omitempty"`
+	Message    string `json:"message"`
 }
 
 // PodPlacement is where the provision function's plan puts a pending pod: on an existing node
@@ -84,11 +95,33 @@ func (w *explainWorld) explainPod(ns, name string) (*PodExplanation, error) {
 			NodePodsRequests: sum.String(), NodePods: len(n.Pods)}
 		return x, nil
 	}
-	plan, _, err := planner.PlanWith(w.set, w.cat, w.cloud.NodeSettings, w.pol)
+	key := x.Pod
+	// The provision function's order (functions/provision Decide): the quarantine holds sick
+	// controllers' replicas back, the solver plans the rest under the scale-up rate policies,
+	// and the anomaly hold keeps back what the plan would add to a held NodePool.
+	if _, err := provisioning.ReservationCountsFromAnnotations(w.set.NodeClasses); err != nil {
+		return nil, usageError{err}
+	}
+	res := quarantine.Evaluate(w.snap)
+	for i := range res.Verdicts {
+		v := &res.Verdicts[i]
+		for _, q := range v.Held {
+			if podName(q) == key {
+				x.Quarantine = &PodQuarantine{Controller: v.Controller.String(), NodePool: v.NodePool, Message: v.Message()}
+				return x, nil
+			}
+		}
+	}
+	work := *w.snap
+	work.PendingPods = res.Pending
+	in := provisioning.InputFromSnapshot(&work, w.cat, w.cloud.NodeSettings)
+	in.Policies = w.pol
+	in.ScaleUpGuardrails = true
+	plan, err := provisioning.Solve(in)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	key := x.Pod
+	provisioning.HoldAnomalies(&in, plan)
 	for _, u := range plan.Unschedulable {
 		if podName(u.Pod) == key {
 			x.Refusals = u.Refusals
@@ -139,13 +172,16 @@ func writePodText(w io.Writer, x *PodExplanation) {
 	default:
 		fmt.Fprintf(w, "  It fits on existing node %s: the kube-scheduler can bind it there\n", p.Name)
 	}
+	if q := x.Quarantine; q != nil {
+		fmt.Fprintf(w, "  Held back by the quarantine of %s (the provision function plans none of its pending replicas beyond the allowance): %s\n", q.Controller, q.Message)
+	}
 	if len(x.Refusals) > 0 {
 		fmt.Fprintln(w, "  No NodePool can take it:")
 		for _, r := range x.Refusals {
 			fmt.Fprintf(w, "    - [%s] %s\n", r.Kind, r.Message)
 		}
 	}
-	if x.Status == "Pending" && x.Placement == nil && len(x.Refusals) == 0 {
+	if x.Status == "Pending" && x.Placement == nil && len(x.Refusals) == 0 && x.Quarantine == nil {
 		fmt.Fprintln(w, "  The plan neither places nor refuses it")
 	}
 	if x.Origin != nil {

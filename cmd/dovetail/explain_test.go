@@ -236,3 +236,47 @@ func TestExplainNodeOrigin(t *testing.T) {
 		}
 	}
 }
+
+var heldScenario = []string{"-f", "../../localdev/manifests/nodepool.yaml", "-f", "../../localdev/manifests/system-nodes.yaml",
+	"-f", "testdata/explain/held.yaml"}
+
+// The pods testdata/explain/held.yaml's header works out, through the provision function's own
+// steps (quarantine.Evaluate, the solver under the rate policies, provisioning.HoldAnomalies).
+func TestExplainPodHeldBack(t *testing.T) {
+	// Quarantine: Deployment shop/bad (ReplicaSet bad-7d9f8c6b5 with the pod-template-hash
+	// label) has 1 running pod, sick; allowance 1 − 0 on trial = 1 admitted (p1, the older),
+	// p2 held. The pods run on a system node: no NodePool, so the defaults applied.
+	x := explainPodJSON(t, "shop/bad-7d9f8c6b5-p2", heldScenario...)
+	if q := x.Quarantine; q == nil || q.Controller != "Deployment shop/bad" || q.NodePool != "" ||
+		!strings.Contains(q.Message, "1 of its 1 running pods are sick (1 crash-looping") ||
+		!strings.Contains(q.Message, "pod shop/bad-7d9f8c6b5-r1 container app: CrashLoopBackOff, 5 restarts") ||
+		!strings.Contains(q.Message, "so 1 pending replicas wait") || x.Placement != nil || len(x.Refusals) != 0 {
+		t.Errorf("bad p2: %+v, want held by the quarantine of Deployment shop/bad", x)
+	}
+	x = explainPodJSON(t, "shop/bad-7d9f8c6b5-p1", heldScenario...)
+	if x.Quarantine != nil || x.Placement == nil || x.Placement.Target != TargetNewNodeClaim || x.Placement.NodePool != "default" {
+		t.Errorf("bad p1: %+v, want admitted and planned on a NodeClaim of NodePool default", x)
+	}
+	// Rate policy: NodePool rated adds no node (selectPolicy Disabled): the solver's limit
+	// refusal, of kind Guardrail, names the annotation.
+	x = explainPodJSON(t, "default/rated-job", heldScenario...)
+	var rated *provisioning.Refusal
+	for i := range x.Refusals {
+		if x.Refusals[i].NodePool == "rated" {
+			rated = &x.Refusals[i]
+		}
+	}
+	if rated == nil || rated.Kind != provisioning.RefusalGuardrail ||
+		!strings.Contains(rated.Message, "scale-up nodes=0 (dovetail.dev/scale-up-policies selectPolicy Disabled)") {
+		t.Errorf("rated-job: %+v, want NodePool rated's Guardrail refusal naming its scale-up policy", x.Refusals)
+	}
+	// Anomaly hold: NodePool burst has no node, so its trailing average is 0 USD/h and one new
+	// NodeClaim is above 3 × 0: held, with the hold ID of the decision's time
+	// (2026-12-02T07:39:58Z = 1796197198 s after the Unix epoch).
+	x = explainPodJSON(t, "default/burst-job", heldScenario...)
+	if len(x.Refusals) != 1 || x.Refusals[0].NodePool != "burst" || x.Refusals[0].Kind != provisioning.RefusalScaleUpHeld ||
+		!strings.HasPrefix(x.Refusals[0].Message, `nodepool "burst": scale-up held: hold-1796197198: holding 1 new nodes raising the NodePool's price from 0.0000 to `) ||
+		!strings.Contains(x.Refusals[0].Message, "kubectl annotate nodepool burst dovetail.dev/approve-scale-up=hold-1796197198") {
+		t.Errorf("burst-job: %+v, want NodePool burst's anomaly hold", x.Refusals)
+	}
+}

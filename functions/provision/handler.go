@@ -164,7 +164,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		}
 		step.Recorded = func(providerID, nodeClaim string) bool { return mine[nodeClaim] || rec(providerID, nodeClaim) }
 	}
-	var holds []poolHold // the anomaly hold's verdicts on the last plan
+	var holds []provisioning.PoolHold // the anomaly hold's verdicts on the last plan
 	out, err := step.Run(ctx, func(marks []events.UnavailableOfferingMark, launched []apisv1.NodeClaim) (*provisioning.Plan, error) {
 		work := *planned
 		work.UnavailableOfferings = append(append([]events.UnavailableOfferingMark(nil), base.UnavailableOfferings...), marks...)
@@ -192,7 +192,7 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		if err != nil {
 			return nil, err
 		}
-		holds = holdAnomalies(&in, plan)
+		holds = provisioning.HoldAnomalies(&in, plan)
 		return plan, nil
 	})
 	emit.RecordPlan(h.Metrics, telemetry.ControllerProvisioner, len(snap.PendingPods), out.Plan)

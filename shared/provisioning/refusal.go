@@ -31,9 +31,13 @@ const (
 	RefusalTopology RefusalKind = "Topology"
 	// RefusalLimit: the NodePool's spec.limits have no room left for any type the pod fits.
 	RefusalLimit RefusalKind = "Limit"
-	// RefusalGuardrail: the NodePool's price guardrail (apisv1.AnnotationMaxPricePerHour) has
-	// no room left (with or without other limits).
+	// RefusalGuardrail: the NodePool's price guardrail (apisv1.AnnotationMaxPricePerHour) or a
+	// scale-up rate policy (guardrails.AnnotationScaleUpPolicies) has no room left (with or
+	// without other limits).
 	RefusalGuardrail RefusalKind = "Guardrail"
+	// RefusalScaleUpHeld: the NodePool's anomaly hold (guardrails.AnnotationAnomalyHold) keeps
+	// back the NodeClaims the plan would add to it (HoldAnomalies), or its annotation is invalid.
+	RefusalScaleUpHeld RefusalKind = "ScaleUpHeld"
 	// RefusalMinValues: the instance types that fit the pod cannot meet the pool's minValues.
 	RefusalMinValues RefusalKind = "MinValues"
 	// RefusalOther: the requirements and topology together leave no type.
@@ -49,11 +53,11 @@ type Refusal struct {
 	Message  string      `json:"message"`
 }
 
-// limitKind is RefusalGuardrail when the price guardrail is among the limits that refused,
-// else RefusalLimit.
+// limitKind is RefusalGuardrail when the price guardrail or a scale-up rate policy
+// (guardrails.AnnotationScaleUpPolicies) is among the limits that refused, else RefusalLimit.
 func limitKind(exceeded []corev1.ResourceName) RefusalKind {
 	for _, r := range exceeded {
-		if r == ResourcePricePerHour {
+		if r == ResourcePricePerHour || r == ResourceScaleUpNodes || r == ResourceScaleUpPricePerHour {
 			return RefusalGuardrail
 		}
 	}
