@@ -110,6 +110,9 @@ func TestRealControlPlane(t *testing.T) {
 	t.Run("DisruptingEventOnDrift", func(t *testing.T) { checkDisrupting(ctx, t, env) })
 	// After drift: its pool and pod change no earlier check.
 	t.Run("NodeOverlayPricesALaunch", func(t *testing.T) { checkNodeOverlay(ctx, t, env) })
+	// Last: it limits the fake cloud's c5.large capacity (cleared when it ends) and its own
+	// pools' nodes stay.
+	t.Run("ProvisioningRequests", func(t *testing.T) { checkProvisioningRequests(ctx, t, env, plans) })
 	if t.Failed() {
 		t.Logf("control plane: %s (component logs in %s)", env.ControlPlane.Exited(), dir)
 		t.Logf("agent and function logs (warnings and errors):\n%s", logs.filter("level=WARN", "level=ERROR"))

@@ -240,6 +240,7 @@ func (h *Handler) atomicScaleUp(ctx context.Context, snap *events.Snapshot, work
 		return err
 	}
 	work.UnavailableOfferings = append(work.UnavailableOfferings, out.Marks...)
+	a.RolledBack = out.RolledBack
 	if len(out.Launched) == 0 {
 		for _, e := range out.Refused {
 			d.Failures = append(d.Failures, fmt.Sprintf("ProvisioningRequest %s: %v", r.Key(), e))

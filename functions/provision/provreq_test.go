@@ -81,6 +81,20 @@ func TestAtomicRequestPartialFleetLeavesNothing(t *testing.T) {
 	if len(d.Launched) != 0 {
 		t.Errorf("decision launched %d NodeClaims, want none", len(d.Launched))
 	}
+	// The answer names the 10 instances terminated: distinct, each one the fake launched and
+	// now shows terminated (or shutting down).
+	if len(d.Requests) != 1 || len(d.Requests[0].RolledBack) != 10 || len(d.Requests[0].Launched) != 0 {
+		t.Errorf("answers %+v, want one that rolled back 10 instances and kept none", d.Requests)
+	} else {
+		seen := map[string]bool{}
+		for _, id := range d.Requests[0].RolledBack {
+			inst, err := e.cloud.Get(context.Background(), id)
+			if err != nil || seen[id] || (inst.State != cloud.StateTerminated && inst.State != cloud.StateShuttingDown) {
+				t.Errorf("rolled back %s: %+v, %v (repeated: %t); want a distinct instance the cloud launched, now terminating", id, inst, err, seen[id])
+			}
+			seen[id] = true
+		}
+	}
 	cmds := commandsOf(e.waitCommands(t, 2))
 	if len(cmds[events.CommandCreateNodeClaim]) != 0 || len(cmds[events.CommandMarkUnavailable]) != 1 || len(cmds[events.CommandSetProvisioningRequestStatus]) != 1 {
 		t.Fatalf("commands %v: want one MarkOfferingsUnavailable and one SetProvisioningRequestStatus, no CreateNodeClaim", cmds)

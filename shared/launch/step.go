@@ -137,6 +137,9 @@ type Outcome struct {
 	Marks []events.UnavailableOfferingMark
 	// Refused are the launches every offering of which was refused, in order.
 	Refused []error
+	// RolledBack are the provider IDs RunAtomic terminated because the launch was partial, in
+	// launch order (empty for Run and for a complete atomic launch).
+	RolledBack []string
 }
 
 // Run runs the step. An error is transient (the cloud failed other than for capacity, or a
@@ -259,6 +262,9 @@ func (s Step) RunAtomic(ctx context.Context, plan *provisioning.Plan) (Outcome, 
 	if refused {
 		if err := s.rollback(ctx, done); err != nil {
 			return out, err
+		}
+		for _, l := range done {
+			out.RolledBack = append(out.RolledBack, l.Instance.ProviderID)
 		}
 		return out, s.publishMarks(ctx, out.Marks)
 	}
