@@ -166,9 +166,10 @@ func checkProvisioningRequests(ctx context.Context, t *testing.T, env *localdev.
 	})
 
 	t.Run("CheckCapacityLaunchesNothing", func(t *testing.T) {
-		// Other flows of the shared cluster may still delete (drift): compare what is new.
-		before := claimNames(ctx, t, env)
-		insts := instanceIDs(ctx, t, env)
+		// Other flows of the shared cluster still launch and delete (drift replaces nodes of the
+		// default pool meanwhile): compare what is new in the pool the probe's pods select.
+		before := claimNames(ctx, t, env, provReqPool)
+		insts := instanceIDs(ctx, t, env, provReqPool)
 		// 500m fits in the 1805m - 1200m = 605m each of the 16 m5.large nodes has left.
 		createTemplate(ctx, t, env, "probe", provReqPool, "500m")
 		createProvReq(ctx, t, env, "fits", apisv1.ProvisioningClassCheckCapacity, "probe", provReqCount, nil)
@@ -185,12 +186,12 @@ func checkProvisioningRequests(ctx context.Context, t *testing.T, env *localdev.
 		}
 		// A launch would follow within the decision that answered; give the agent time to apply it.
 		time.Sleep(3 * time.Second)
-		for name := range claimNames(ctx, t, env) {
+		for name := range claimNames(ctx, t, env, provReqPool) {
 			if !before[name] {
 				t.Errorf("NodeClaim %s created during check-capacity: it must launch nothing", name)
 			}
 		}
-		for id := range instanceIDs(ctx, t, env) {
+		for id := range instanceIDs(ctx, t, env, provReqPool) {
 			if !insts[id] {
 				t.Errorf("instance %s launched during check-capacity: it must launch nothing", id)
 			}
@@ -334,17 +335,19 @@ func assertNothingOf(ctx context.Context, t *testing.T, env *localdev.Env, pool 
 	}
 }
 
-func claimNames(ctx context.Context, t *testing.T, env *localdev.Env) map[string]bool {
+func claimNames(ctx context.Context, t *testing.T, env *localdev.Env, pool string) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
 	for _, nc := range nodeClaims(ctx, t, env) {
-		out[nc.Name] = true
+		if nc.Labels[poolLabel] == pool {
+			out[nc.Name] = true
+		}
 	}
 	return out
 }
 
-// instanceIDs returns the provider IDs of the cluster's instances not terminated.
-func instanceIDs(ctx context.Context, t *testing.T, env *localdev.Env) map[string]bool {
+// instanceIDs returns the provider IDs of the instances of pool (by their NodePool tag) not terminated.
+func instanceIDs(ctx context.Context, t *testing.T, env *localdev.Env, pool string) map[string]bool {
 	t.Helper()
 	insts, err := env.Cloud.List(ctx, env.Options.Cluster)
 	if err != nil {
@@ -352,7 +355,9 @@ func instanceIDs(ctx context.Context, t *testing.T, env *localdev.Env) map[strin
 	}
 	out := map[string]bool{}
 	for _, i := range insts {
-		out[i.ProviderID] = true
+		if i.Tags[apisv1.TagNodePool] == pool {
+			out[i.ProviderID] = true
+		}
 	}
 	return out
 }
