@@ -170,8 +170,10 @@ func checkProvisioningRequests(ctx context.Context, t *testing.T, env *localdev.
 		// default pool meanwhile): compare what is new in the pool the probe's pods select.
 		before := claimNames(ctx, t, env, provReqPool)
 		insts := instanceIDs(ctx, t, env, provReqPool)
-		// 500m fits in the 1805m - 1200m = 605m each of the 16 m5.large nodes has left.
-		createTemplate(ctx, t, env, "probe", provReqPool, "500m")
+		// Two 300m pods fit in the 1805m - 1200m = 605m each of the 16 m5.large nodes has left: 32
+		// in all, so 16 fit even where other flows' pods took some room, and after their booking
+		// at most 16 remain for the next request of 17.
+		createTemplate(ctx, t, env, "probe", provReqPool, "300m")
 		createProvReq(ctx, t, env, "fits", apisv1.ProvisioningClassCheckCapacity, "probe", provReqCount, nil)
 		if c := waitCondition(ctx, t, env, "fits", apisv1.ProvisioningRequestProvisioned, time.Minute); c.Status != metav1.ConditionTrue ||
 			c.Reason != provreq.ReasonCapacityIsFound {
