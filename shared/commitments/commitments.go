@@ -145,6 +145,35 @@ func (l *Ledger) Consume(us []Usage) []float64 {
 	return out
 }
 
+// Quote is what Consume would charge u alone now, USD per hour, without consuming anything: 0
+// under a reservation with an instance left, else list less each Savings Plan's discount (in
+// order) on the share its commitment left still covers. A plan that adds NodeClaims one by one
+// quotes each offering so (its effective price follows what the NodeClaims before it used),
+// then Consumes the one it picks. List price with a nil ledger or for a usage not on-demand.
+func (l *Ledger) Quote(u Usage) float64 {
+	if l == nil || u.CapacityType != apisv1.CapacityTypeOnDemand {
+		return u.ListPricePerHour
+	}
+	if l.reservationFor(u) >= 0 {
+		return 0
+	}
+	price, share := u.ListPricePerHour, 1.0
+	if u.ListPricePerHour <= 0 {
+		return price
+	}
+	for p := range l.c.SavingsPlans {
+		r, ok := l.c.SavingsPlans[p].Rate(u.InstanceType, u.Region)
+		if !ok || share <= 0 || l.spLeft[p] <= 0 {
+			continue
+		}
+		take := math.Min(share*u.ListPricePerHour*(1-r), l.spLeft[p])
+		covered := take / (u.ListPricePerHour * (1 - r))
+		share -= covered
+		price -= covered * u.ListPricePerHour * r
+	}
+	return price
+}
+
 // reservationFor returns the index of the reservation that covers u with an instance left, or -1.
 func (l *Ledger) reservationFor(u Usage) int {
 	for _, ri := range l.riOrder {

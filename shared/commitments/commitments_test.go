@@ -69,3 +69,44 @@ func TestValidateNamesTheField(t *testing.T) {
 		}
 	}
 }
+
+// Quote charges what Consume would for the usage alone, and consumes nothing. Hand calculation:
+// a 0.10 USD/h plan at 30 %: a 0.10 list node quotes 0.07 and, once one such node is consumed
+// (0.07 used), the next quotes 0.10 − (0.03 / 0.07) × 0.03 = 0.087143; a Reserved Instance
+// quotes 0; spot quotes list.
+func TestLedgerQuote(t *testing.T) {
+	c := &apisv1.Commitments{
+		SavingsPlans: []apisv1.SavingsPlan{{Name: "sp", Type: apisv1.SavingsPlanCompute, CommitmentPerHour: 0.10, DiscountRate: 0.3}},
+		Reservations: []apisv1.Reservation{{Name: "ri", InstanceType: "m6i.xlarge", Region: "us-east-1", Count: 1}},
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	l := NewLedger(c)
+	u := od("small", "us-east-1a", 0.10)
+	if got := l.Quote(u); !near(got, 0.07) {
+		t.Errorf("first quote %.6f, want 0.07", got)
+	}
+	if got := l.Quote(u); !near(got, 0.07) {
+		t.Errorf("quote again %.6f, want 0.07 (a quote consumes nothing)", got)
+	}
+	if got := l.Quote(od("m6i.xlarge", "us-east-1a", 0.192)); got != 0 {
+		t.Errorf("Reserved Instance quote %.6f, want 0", got)
+	}
+	spot := u
+	spot.CapacityType = apisv1.CapacityTypeSpot
+	if got := l.Quote(spot); got != 0.10 {
+		t.Errorf("spot quote %.6f, want list 0.10", got)
+	}
+	l.Consume([]Usage{u})
+	want := 0.10 - (0.03/0.07)*0.03
+	if got := l.Quote(u); !near(got, want) {
+		t.Errorf("second quote %.6f, want %.6f", got, want)
+	}
+	if got := l.Consume([]Usage{u})[0]; !near(got, want) {
+		t.Errorf("Consume charged %.6f after quoting %.6f", got, want)
+	}
+	if got := (*Ledger)(nil).Quote(u); got != 0.10 {
+		t.Errorf("nil ledger quote %.6f, want list", got)
+	}
+}
