@@ -18,24 +18,27 @@ type BlockerKind string
 
 // Blocker kinds, in the order Candidates checks them.
 const (
-	BlockerNoNodePool        BlockerKind = "NoNodePool"
-	BlockerNoNodeClaim       BlockerKind = "NoNodeClaim"
-	BlockerDisrupting        BlockerKind = "Disrupting"
-	BlockerNotInitialized    BlockerKind = "NotInitialized"
-	BlockerDoNotDisrupt      BlockerKind = "DoNotDisrupt"
-	BlockerNodePoolDeleting  BlockerKind = "NodePoolDeleting"
-	BlockerStaticNodePool    BlockerKind = "StaticNodePool"
-	BlockerConsolidateAfter  BlockerKind = "ConsolidateAfter"
-	BlockerUnknownPrice      BlockerKind = "UnknownPrice"
-	BlockerNoController      BlockerKind = "NoController"
-	BlockerPDB               BlockerKind = "PodDisruptionBudget"
-	BlockerPolicy            BlockerKind = "ConsolidationPolicy"
-	BlockerBudget            BlockerKind = "DisruptionBudget"
-	BlockerBalanced          BlockerKind = "Balanced"
-	BlockerPendingPods       BlockerKind = "PendingPods"
-	BlockerNoPlace           BlockerKind = "NoPlace"
-	BlockerNoCheaperReplace  BlockerKind = "NoCheaperReplacement"
-	BlockerReplacementPolicy BlockerKind = "ReplacementRule"
+	BlockerNoNodePool     BlockerKind = "NoNodePool"
+	BlockerNoNodeClaim    BlockerKind = "NoNodeClaim"
+	BlockerDisrupting     BlockerKind = "Disrupting"
+	BlockerNotInitialized BlockerKind = "NotInitialized"
+	BlockerDoNotDisrupt   BlockerKind = "DoNotDisrupt"
+	// BlockerProvisioningRequest: a live ProvisioningRequest booking holds capacity on the
+	// node, or an atomic request launched it and its pods are not all bound (bookings.go).
+	BlockerProvisioningRequest BlockerKind = "ProvisioningRequest"
+	BlockerNodePoolDeleting    BlockerKind = "NodePoolDeleting"
+	BlockerStaticNodePool      BlockerKind = "StaticNodePool"
+	BlockerConsolidateAfter    BlockerKind = "ConsolidateAfter"
+	BlockerUnknownPrice        BlockerKind = "UnknownPrice"
+	BlockerNoController        BlockerKind = "NoController"
+	BlockerPDB                 BlockerKind = "PodDisruptionBudget"
+	BlockerPolicy              BlockerKind = "ConsolidationPolicy"
+	BlockerBudget              BlockerKind = "DisruptionBudget"
+	BlockerBalanced            BlockerKind = "Balanced"
+	BlockerPendingPods         BlockerKind = "PendingPods"
+	BlockerNoPlace             BlockerKind = "NoPlace"
+	BlockerNoCheaperReplace    BlockerKind = "NoCheaperReplacement"
+	BlockerReplacementPolicy   BlockerKind = "ReplacementRule"
 )
 
 // ObjectRef names the Kubernetes object a blocker is about (Namespace empty for cluster-scoped
@@ -103,6 +106,11 @@ func (s *State) blockers(n *Node, all bool) []Blocker {
 	if n.Claim != nil && apisv1.ObjectDoNotDisrupt(&n.Claim.ObjectMeta, s.Now) &&
 		add(Blocker{BlockerDoNotDisrupt, ObjectRef{Kind: "NodeClaim", Name: n.Claim.Name}, "nodeclaim is annotated karpenter.sh/do-not-disrupt"}) {
 		return out
+	}
+	for _, b := range s.bookingBlockers(n) {
+		if add(b) {
+			return out
+		}
 	}
 	if n.Pool != nil {
 		for _, b := range s.poolBlockers(n) {

@@ -58,6 +58,8 @@ type Node struct {
 	requested scheduling.Resources // movable pods' requests
 	// listPrice is Price before the commitments (commitments.go); set only with commitments.
 	listPrice float64
+	// bookedBy are the live ProvisioningRequest bookings with pods booked here (bookings.go).
+	bookedBy []*booking
 }
 
 // Name is the node's name.
@@ -107,6 +109,10 @@ type State struct {
 	poolLimits bool
 	base       *simInputs
 	registered map[*apisv1.NodeClaim]bool // NodeClaims whose node is in the snapshot
+	// bookings are the live ProvisioningRequest bookings; bookedInFlight their pods booked on
+	// in-flight NodeClaims, bound to the NodeClaim's name (bookings.go).
+	bookings       []*booking
+	bookedInFlight []*corev1.Pod
 	totals     map[string]PoolTotals      // the Balanced score's denominators, per pool
 	// sims counts simulations (for reports and benchmarks).
 	sims atomic.Int64
@@ -194,6 +200,9 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 		}
 	}
 	s.PDBs = NewPDBs(snap.PDBs, all)
+	if err := s.bookCapacity(); err != nil {
+		return nil, err
+	}
 	b := s.simBase()
 	s.base = &b
 	for _, n := range s.Nodes {
