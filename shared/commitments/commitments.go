@@ -44,6 +44,10 @@ type Ledger struct {
 	// USD per hour at its discounted rates.
 	riLeft []int
 	spLeft []float64
+	// riSaved and spSaved are what each commitment took off the list price of the usage it
+	// covered so far, USD per hour.
+	riSaved []float64
+	spSaved []float64
 	// riOrder lists reservations zonal first (AWS applies zonal Reserved Instances before
 	// regional ones), then in input order.
 	riOrder []int
@@ -54,7 +58,8 @@ func NewLedger(c *apisv1.Commitments) *Ledger {
 	if c == nil || len(c.SavingsPlans)+len(c.Reservations) == 0 {
 		return nil
 	}
-	l := &Ledger{c: c, riLeft: make([]int, len(c.Reservations)), spLeft: make([]float64, len(c.SavingsPlans))}
+	l := &Ledger{c: c, riLeft: make([]int, len(c.Reservations)), spLeft: make([]float64, len(c.SavingsPlans)),
+		riSaved: make([]float64, len(c.Reservations)), spSaved: make([]float64, len(c.SavingsPlans))}
 	for i, r := range c.Reservations {
 		l.riLeft[i] = r.Count
 		l.riOrder = append(l.riOrder, i)
@@ -73,7 +78,8 @@ func (l *Ledger) Clone() *Ledger {
 	if l == nil {
 		return nil
 	}
-	return &Ledger{c: l.c, riLeft: append([]int(nil), l.riLeft...), spLeft: append([]float64(nil), l.spLeft...), riOrder: l.riOrder}
+	return &Ledger{c: l.c, riLeft: append([]int(nil), l.riLeft...), spLeft: append([]float64(nil), l.spLeft...), riOrder: l.riOrder,
+		riSaved: append([]float64(nil), l.riSaved...), spSaved: append([]float64(nil), l.spSaved...)}
 }
 
 // Commitments are the ledger's commitments (nil for a nil ledger).
@@ -106,6 +112,7 @@ func (l *Ledger) Consume(us []Usage) []float64 {
 		}
 		if ri := l.reservationFor(u); ri >= 0 {
 			l.riLeft[ri]--
+			l.riSaved[ri] += u.ListPricePerHour
 			out[i] = 0
 			continue
 		}
@@ -140,6 +147,7 @@ func (l *Ledger) Consume(us []Usage) []float64 {
 			covered := take / (u.ListPricePerHour * (1 - c.rate)) // share of the usage covered
 			share[c.i] -= covered
 			out[c.i] -= covered * u.ListPricePerHour * c.rate
+			l.spSaved[p] += covered * u.ListPricePerHour * c.rate
 		}
 	}
 	return out
@@ -243,6 +251,10 @@ type Use struct {
 	Used  int `json:"used,omitempty"`
 	// Utilisation is used / committed, 0–1.
 	Utilisation float64 `json:"utilisation"`
+	// SavedPerHour is what the commitment takes off the list price of the usage it covers, USD
+	// per hour: a Savings Plan's covered list usage × its rate, a reservation's covered
+	// instances' list prices (they are paid for already).
+	SavedPerHour float64 `json:"savedPerHour,omitempty"`
 }
 
 // Kinds of Use.
@@ -261,11 +273,12 @@ func (l *Ledger) Utilisation() []Use {
 	for p, sp := range l.c.SavingsPlans {
 		used := sp.CommitmentPerHour - max(l.spLeft[p], 0)
 		out = append(out, Use{Name: sp.Name, Kind: KindSavingsPlan, CommittedPerHour: sp.CommitmentPerHour, UsedPerHour: used,
-			Utilisation: used / sp.CommitmentPerHour})
+			Utilisation: used / sp.CommitmentPerHour, SavedPerHour: l.spSaved[p]})
 	}
 	for i, r := range l.c.Reservations {
 		used := r.Count - l.riLeft[i]
-		out = append(out, Use{Name: r.Name, Kind: KindReservation, Count: r.Count, Used: used, Utilisation: float64(used) / float64(r.Count)})
+		out = append(out, Use{Name: r.Name, Kind: KindReservation, Count: r.Count, Used: used, Utilisation: float64(used) / float64(r.Count),
+			SavedPerHour: l.riSaved[i]})
 	}
 	return out
 }

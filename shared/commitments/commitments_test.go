@@ -110,3 +110,31 @@ func TestLedgerQuote(t *testing.T) {
 		t.Errorf("nil ledger quote %.6f, want list", got)
 	}
 }
+
+// Utilisation reports what each commitment saved below list. TestLedgerConsume's usages: the
+// zonal Reserved Instance covers the m6i.xlarge in us-east-1b (0.192 saved), the regional one
+// nothing; the Savings Plan saves 0.096 × 0.5 on m6i.large, 0.17 × 0.3 on the first
+// c6i.xlarge and (0.033 / 0.119) × 0.17 × 0.3 on the second.
+func TestUtilisationSaved(t *testing.T) {
+	c := &apisv1.Commitments{
+		SavingsPlans: []apisv1.SavingsPlan{{Name: "sp", Type: apisv1.SavingsPlanCompute, CommitmentPerHour: 0.20, DiscountRate: 0.3,
+			Rates: map[string]float64{"m6i.large": 0.5}}},
+		Reservations: []apisv1.Reservation{
+			{Name: "regional", InstanceType: "m6i.xlarge", Region: "us-east-1", Count: 1},
+			{Name: "zonal", InstanceType: "m6i.xlarge", Zone: "us-east-1b", Count: 1},
+		},
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	l := NewLedger(c)
+	l.Consume([]Usage{od("m6i.xlarge", "us-east-1b", 0.192), od("c6i.xlarge", "us-east-1a", 0.17),
+		od("c6i.xlarge", "us-east-1a", 0.17), od("m6i.large", "us-east-1a", 0.096)})
+	u := l.Clone().Utilisation()
+	want := map[string]float64{"sp": 0.096*0.5 + 0.17*0.3 + (0.033/0.119)*0.17*0.3, "regional": 0, "zonal": 0.192}
+	for _, x := range u {
+		if !near(x.SavedPerHour, want[x.Name]) {
+			t.Errorf("%s saved %.6f, want %.6f", x.Name, x.SavedPerHour, want[x.Name])
+		}
+	}
+}

@@ -18,28 +18,30 @@ type BlockerKind string
 
 // Blocker kinds, in the order Candidates checks them.
 const (
-	BlockerNoNodePool     BlockerKind = "NoNodePool"
-	BlockerNoNodeClaim    BlockerKind = "NoNodeClaim"
-	BlockerDisrupting     BlockerKind = "Disrupting"
-	BlockerNotInitialized BlockerKind = "NotInitialized"
-	BlockerDoNotDisrupt   BlockerKind = "DoNotDisrupt"
-	// BlockerProvisioningRequest: a live ProvisioningRequest booking holds capacity on the
-	// node, or an atomic request launched it and its pods are not all bound (bookings.go).
-	BlockerProvisioningRequest BlockerKind = "ProvisioningRequest"
-	BlockerNodePoolDeleting    BlockerKind = "NodePoolDeleting"
-	BlockerStaticNodePool      BlockerKind = "StaticNodePool"
-	BlockerConsolidateAfter    BlockerKind = "ConsolidateAfter"
-	BlockerUnknownPrice        BlockerKind = "UnknownPrice"
-	BlockerNoController        BlockerKind = "NoController"
-	BlockerPDB                 BlockerKind = "PodDisruptionBudget"
-	BlockerPolicy              BlockerKind = "ConsolidationPolicy"
-	BlockerBudget              BlockerKind = "DisruptionBudget"
-	BlockerBalanced            BlockerKind = "Balanced"
-	BlockerPendingPods         BlockerKind = "PendingPods"
-	BlockerNoPlace             BlockerKind = "NoPlace"
-	BlockerNoCheaperReplace    BlockerKind = "NoCheaperReplacement"
-	BlockerReplacementPolicy   BlockerKind = "ReplacementRule"
+	BlockerNoNodePool        BlockerKind = "NoNodePool"
+	BlockerNoNodeClaim       BlockerKind = "NoNodeClaim"
+	BlockerDisrupting        BlockerKind = "Disrupting"
+	BlockerNotInitialized    BlockerKind = "NotInitialized"
+	BlockerDoNotDisrupt      BlockerKind = "DoNotDisrupt"
+	BlockerNodePoolDeleting  BlockerKind = "NodePoolDeleting"
+	BlockerStaticNodePool    BlockerKind = "StaticNodePool"
+	BlockerConsolidateAfter  BlockerKind = "ConsolidateAfter"
+	BlockerUnknownPrice      BlockerKind = "UnknownPrice"
+	BlockerNoController      BlockerKind = "NoController"
+	BlockerPDB               BlockerKind = "PodDisruptionBudget"
+	BlockerPolicy            BlockerKind = "ConsolidationPolicy"
+	BlockerBudget            BlockerKind = "DisruptionBudget"
+	BlockerBalanced          BlockerKind = "Balanced"
+	BlockerPendingPods       BlockerKind = "PendingPods"
+	BlockerNoPlace           BlockerKind = "NoPlace"
+	BlockerNoCheaperReplace  BlockerKind = "NoCheaperReplacement"
+	BlockerReplacementPolicy BlockerKind = "ReplacementRule"
 )
+
+// BlockerProvisioningRequest: a live ProvisioningRequest booking holds capacity on the node, or
+// a best-effort-atomic-scale-up request launched it and its pods are not all bound
+// (bookings.go). Checked after the do-not-disrupt annotations.
+const BlockerProvisioningRequest BlockerKind = "ProvisioningRequest"
 
 // ObjectRef names the Kubernetes object a blocker is about (Namespace empty for cluster-scoped
 // kinds: Node, NodeClaim, NodePool).

@@ -109,13 +109,14 @@ type State struct {
 	poolLimits bool
 	base       *simInputs
 	registered map[*apisv1.NodeClaim]bool // NodeClaims whose node is in the snapshot
+	totals     map[string]PoolTotals      // the Balanced score's denominators, per pool
+	// sims counts simulations (for reports and benchmarks).
+	sims atomic.Int64
+
 	// bookings are the live ProvisioningRequest bookings; bookedInFlight their pods booked on
 	// in-flight NodeClaims, bound to the NodeClaim's name (bookings.go).
 	bookings       []*booking
 	bookedInFlight []*corev1.Pod
-	totals     map[string]PoolTotals      // the Balanced score's denominators, per pool
-	// sims counts simulations (for reports and benchmarks).
-	sims atomic.Int64
 }
 
 // Simulations is how many scheduling simulations this state has run.
