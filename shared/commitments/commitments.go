@@ -237,6 +237,22 @@ func (l *Ledger) HasSavingsPlanLeft() bool {
 	return false
 }
 
+// Exhausted reports whether nothing is left of any commitment (no Savings Plan commitment, no
+// reserved instance): every usage now costs its list price (true for a nil ledger).
+func (l *Ledger) Exhausted() bool {
+	if l.HasSavingsPlanLeft() {
+		return false
+	}
+	if l != nil {
+		for _, n := range l.riLeft {
+			if n > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Use is one commitment's utilisation.
 type Use struct {
 	Name string `json:"name"`

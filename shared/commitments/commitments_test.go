@@ -106,6 +106,13 @@ func TestLedgerQuote(t *testing.T) {
 	if got := l.Consume([]Usage{u})[0]; !near(got, want) {
 		t.Errorf("Consume charged %.6f after quoting %.6f", got, want)
 	}
+	if l.Exhausted() {
+		t.Errorf("exhausted while the Reserved Instance is left")
+	}
+	l.Consume([]Usage{u, od("m6i.xlarge", "us-east-1a", 0.192)})
+	if !l.Exhausted() || !(*Ledger)(nil).Exhausted() {
+		t.Errorf("not exhausted once the plan and the Reserved Instance are used up")
+	}
 	if got := (*Ledger)(nil).Quote(u); got != 0.10 {
 		t.Errorf("nil ledger quote %.6f, want list", got)
 	}

@@ -243,6 +243,10 @@ func (s *solver) capRunsOut(plan *Plan, planned []float64) bool {
 // type's) offering is cheaper than on-demand at list takes it. The packing itself, done at the
 // planning prices, is not revisited. It returns each NodeClaim's first offering's planning
 // price (what the lower bound was computed over).
+//
+// A NodeClaim whose quotes all equal its planned prices keeps its list; once the commitments
+// are exhausted every quote is the list price, so NodeClaims sharing finalize's offering list
+// share one re-ranked copy too.
 func (s *solver) followCommitments(plan *Plan) []float64 {
 	l := s.in.ledger.Clone()
 	planned := make([]float64, len(plan.NodeClaims))
@@ -254,37 +258,53 @@ func (s *solver) followCommitments(plan *Plan) []float64 {
 		}
 	}
 	l.Consume(first)
-	type quoted struct {
-		o       Offering
+	type reranked struct {
+		offs    []Offering
 		planned float64
 	}
+	exhausted := map[*Offering]reranked{} // finalize's list (by its first element) → its re-ranked copy at list prices
+	var quotes []float64
+	var idx []int
 	for i, n := range plan.NodeClaims {
-		if s.claims[i].pool.reserved { // Reserved Instances (consumed above) and capacity reservations
+		if s.claims[i].pool.reserved || len(n.Offerings) == 0 { // Reserved Instances (consumed above) and capacity reservations
 			continue
 		}
-		qs := make([]quoted, len(n.Offerings))
-		for j, o := range n.Offerings {
-			qs[j] = quoted{o, o.PricePerHour}
-			if o.CapacityType != apisv1.CapacityTypeOnDemand {
-				continue
+		offs, done := n.Offerings, l.Exhausted()
+		if r, ok := exhausted[&offs[0]]; ok && done && len(r.offs) == len(offs) {
+			n.Offerings, planned[i] = r.offs, r.planned
+			continue // nothing is left to consume
+		}
+		quotes, idx = quotes[:0], idx[:0]
+		changed := false
+		for j, o := range offs {
+			q := o.PricePerHour
+			if o.CapacityType == apisv1.CapacityTypeOnDemand {
+				q = l.Quote(s.usageOfOffering(o))
 			}
-			u := s.usageOfOffering(o)
-			if q := l.Quote(u); q != o.PricePerHour {
-				qs[j].o.PricePerHour = q
-				if q < u.ListPricePerHour {
-					qs[j].o.PriceSource = catalog.PriceSourceCommitment
-				} else {
-					qs[j].o.PriceSource = listSource(o)
+			changed = changed || q != o.PricePerHour
+			quotes, idx = append(quotes, q), append(idx, j)
+		}
+		if changed {
+			sort.SliceStable(idx, func(a, b int) bool { return quotes[idx[a]] < quotes[idx[b]] })
+			out := make([]Offering, len(offs)) // a new list: finalize shares lists between claims
+			for k, j := range idx {
+				out[k] = offs[j]
+				if q := quotes[j]; q != offs[j].PricePerHour {
+					out[k].PricePerHour, out[k].PriceSource = q, catalog.PriceSourceCommitment
+					if q >= s.usageOfOffering(offs[j]).ListPricePerHour {
+						out[k].PriceSource = listSource(offs[j])
+					}
 				}
 			}
+			planned[i] = offs[idx[0]].PricePerHour
+			if done {
+				exhausted[&offs[0]] = reranked{out, planned[i]}
+			}
+			n.Offerings = out
 		}
-		sort.SliceStable(qs, func(a, b int) bool { return qs[a].o.PricePerHour < qs[b].o.PricePerHour })
-		offs := make([]Offering, len(qs)) // a new list: finalize shares lists between claims
-		for j := range qs {
-			offs[j] = qs[j].o
+		if !done {
+			l.Consume([]commitments.Usage{s.usageOfOffering(n.Offerings[0])})
 		}
-		n.Offerings, planned[i] = offs, qs[0].planned
-		l.Consume([]commitments.Usage{s.usageOfOffering(offs[0])})
 	}
 	return planned
 }
