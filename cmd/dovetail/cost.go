@@ -127,7 +127,16 @@ func writeCostTable(w io.Writer, r ledger.Report, by string) error {
 		return nil
 	}
 	fmt.Fprintf(w, "\ncommitments as the decision of %s counted them:\n", r.CommitmentsAt.UTC().Format(time.RFC3339))
-	return commitments.WriteUtilisation(w, commitmentUses(r.Commitments))
+	if err := commitments.WriteUtilisation(w, commitmentUses(r.Commitments)); err != nil {
+		return err
+	}
+	if r.CommitmentSavings > 0 {
+		// The table's spend is at list: the commitments' saving is cluster-wide, not per pool.
+		_, err := fmt.Fprintf(w, "spend at effective rates: %.4f USD (%.4f at list less %.4f the commitments saved)\n",
+			r.EffectiveSpend, r.Total.Spend, r.CommitmentSavings)
+		return err
+	}
+	return nil
 }
 
 // commitmentUses converts the audit record's utilisation back to package commitments' shape,
@@ -136,7 +145,7 @@ func commitmentUses(in []telemetry.CommitmentUse) []commitments.Use {
 	out := make([]commitments.Use, len(in))
 	for i, u := range in {
 		out[i] = commitments.Use{Name: u.Name, Kind: u.Kind, CommittedPerHour: u.CommittedPerHour, UsedPerHour: u.UsedPerHour,
-			Count: u.Count, Used: u.Used, Utilisation: u.Utilisation}
+			Count: u.Count, Used: u.Used, Utilisation: u.Utilisation, SavedPerHour: u.SavedPerHour}
 	}
 	return out
 }

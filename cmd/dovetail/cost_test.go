@@ -80,8 +80,8 @@ func TestCostShowsCommitmentUtilisation(t *testing.T) {
 		Commitments: []telemetry.CommitmentUse{{Name: "compute", Kind: "SavingsPlan", CommittedPerHour: 1, UsedPerHour: 0.5, Utilisation: 0.5},
 			{Name: "ri-m6i", Kind: "Reservation", Count: 2, Used: 1, Utilisation: 0.5}}})
 	telemetry.LogAudit(lg, telemetry.Audit{Action: telemetry.ActionLaunch, Function: "provision", Decision: "l2", Time: at(12, 30), NodePools: pool(0.5, 1),
-		Commitments: []telemetry.CommitmentUse{{Name: "compute", Kind: "SavingsPlan", CommittedPerHour: 1, UsedPerHour: 1, Utilisation: 1},
-			{Name: "ri-m6i", Kind: "Reservation", Count: 2, Used: 2, Utilisation: 1}}})
+		Commitments: []telemetry.CommitmentUse{{Name: "compute", Kind: "SavingsPlan", CommittedPerHour: 1, UsedPerHour: 1, Utilisation: 1, SavedPerHour: 0.1},
+			{Name: "ri-m6i", Kind: "Reservation", Count: 2, Used: 2, Utilisation: 1, SavedPerHour: 0.2}}})
 	telemetry.LogAudit(lg, telemetry.Audit{Action: telemetry.ActionDelete, Function: "consolidate", Decision: "c1", Time: at(13, 0),
 		NodePools: []telemetry.PoolCost{{NodePool: "default", PriceBefore: 1, PriceAfter: 0.8, Consolidation: true}}})
 	logPath, htmlPath := filepath.Join(dir, "functions.log"), filepath.Join(dir, "cost.html")
@@ -100,6 +100,9 @@ func TestCostShowsCommitmentUtilisation(t *testing.T) {
 		"commitments as the decision of 2026-12-06T12:30:00Z counted them:",
 		"Savings Plan compute: 1.0000 of 1.0000 USD/h used (100.0 %)",
 		"Reservation ri-m6i: 2 of 2 instances used (100.0 %)",
+		// Spend at list: 0.5 $/h 12:00–12:30, 1 $/h 12:30–13:00: 0.75. The 12:30 record saves
+		// 0.1 + 0.2 = 0.3 $/h until the last record (13:00): 0.15 USD; 0.75 − 0.15 = 0.60.
+		"spend at effective rates: 0.6000 USD (0.7500 at list less 0.1500 the commitments saved)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q\n%s", want, out.String())

@@ -79,11 +79,10 @@ func (h *Handler) serveProvisioningRequests(ctx context.Context, snap *events.Sn
 		if r.State != provreq.StateBooked {
 			continue
 		}
-		if r.Class() == apisv1.ProvisioningClassBestEffortAtomicScaleUp && r.Bound < len(r.Pods) {
-			if gone := provreq.Revoked(r, snap.NodeClaims); len(gone) > 0 {
-				answer(r, provreq.Condition(apisv1.ProvisioningRequestCapacityRevoked, true, provreq.ReasonNodeClaimsGone, strings.Join(gone, "; ")))
-				continue
-			}
+		if !provreq.Holds(r, snap.NodeClaims) { // an atomic request's launched NodeClaims went
+			gone := provreq.Revoked(r, snap.NodeClaims)
+			answer(r, provreq.Condition(apisv1.ProvisioningRequestCapacityRevoked, true, provreq.ReasonNodeClaimsGone, strings.Join(gone, "; ")))
+			continue
 		}
 		if _, err := h.book(&work, r.Unconsumed()); err != nil {
 			return snap, err

@@ -44,6 +44,10 @@ type Ledger struct {
 	// USD per hour at its discounted rates.
 	riLeft []int
 	spLeft []float64
+	// riSaved and spSaved are what each commitment took off the list price of the usage it
+	// covered so far, USD per hour.
+	riSaved []float64
+	spSaved []float64
 	// riOrder lists reservations zonal first (AWS applies zonal Reserved Instances before
 	// regional ones), then in input order.
 	riOrder []int
@@ -54,7 +58,8 @@ func NewLedger(c *apisv1.Commitments) *Ledger {
 	if c == nil || len(c.SavingsPlans)+len(c.Reservations) == 0 {
 		return nil
 	}
-	l := &Ledger{c: c, riLeft: make([]int, len(c.Reservations)), spLeft: make([]float64, len(c.SavingsPlans))}
+	l := &Ledger{c: c, riLeft: make([]int, len(c.Reservations)), spLeft: make([]float64, len(c.SavingsPlans)),
+		riSaved: make([]float64, len(c.Reservations)), spSaved: make([]float64, len(c.SavingsPlans))}
 	for i, r := range c.Reservations {
 		l.riLeft[i] = r.Count
 		l.riOrder = append(l.riOrder, i)
@@ -73,7 +78,8 @@ func (l *Ledger) Clone() *Ledger {
 	if l == nil {
 		return nil
 	}
-	return &Ledger{c: l.c, riLeft: append([]int(nil), l.riLeft...), spLeft: append([]float64(nil), l.spLeft...), riOrder: l.riOrder}
+	return &Ledger{c: l.c, riLeft: append([]int(nil), l.riLeft...), spLeft: append([]float64(nil), l.spLeft...), riOrder: l.riOrder,
+		riSaved: append([]float64(nil), l.riSaved...), spSaved: append([]float64(nil), l.spSaved...)}
 }
 
 // Commitments are the ledger's commitments (nil for a nil ledger).
@@ -106,6 +112,7 @@ func (l *Ledger) Consume(us []Usage) []float64 {
 		}
 		if ri := l.reservationFor(u); ri >= 0 {
 			l.riLeft[ri]--
+			l.riSaved[ri] += u.ListPricePerHour
 			out[i] = 0
 			continue
 		}
@@ -140,9 +147,39 @@ func (l *Ledger) Consume(us []Usage) []float64 {
 			covered := take / (u.ListPricePerHour * (1 - c.rate)) // share of the usage covered
 			share[c.i] -= covered
 			out[c.i] -= covered * u.ListPricePerHour * c.rate
+			l.spSaved[p] += covered * u.ListPricePerHour * c.rate
 		}
 	}
 	return out
+}
+
+// Quote is what Consume would charge u alone now, USD per hour, without consuming anything: 0
+// under a reservation with an instance left, else list less each Savings Plan's discount (in
+// order) on the share its commitment left still covers. A plan that adds NodeClaims one by one
+// quotes each offering so (its effective price follows what the NodeClaims before it used),
+// then Consumes the one it picks. List price with a nil ledger or for a usage not on-demand.
+func (l *Ledger) Quote(u Usage) float64 {
+	if l == nil || u.CapacityType != apisv1.CapacityTypeOnDemand {
+		return u.ListPricePerHour
+	}
+	if l.reservationFor(u) >= 0 {
+		return 0
+	}
+	price, share := u.ListPricePerHour, 1.0
+	if u.ListPricePerHour <= 0 {
+		return price
+	}
+	for p := range l.c.SavingsPlans {
+		r, ok := l.c.SavingsPlans[p].Rate(u.InstanceType, u.Region)
+		if !ok || share <= 0 || l.spLeft[p] <= 0 {
+			continue
+		}
+		take := math.Min(share*u.ListPricePerHour*(1-r), l.spLeft[p])
+		covered := take / (u.ListPricePerHour * (1 - r))
+		share -= covered
+		price -= covered * u.ListPricePerHour * r
+	}
+	return price
 }
 
 // reservationFor returns the index of the reservation that covers u with an instance left, or -1.
@@ -200,6 +237,22 @@ func (l *Ledger) HasSavingsPlanLeft() bool {
 	return false
 }
 
+// Exhausted reports whether nothing is left of any commitment (no Savings Plan commitment, no
+// reserved instance): every usage now costs its list price (true for a nil ledger).
+func (l *Ledger) Exhausted() bool {
+	if l.HasSavingsPlanLeft() {
+		return false
+	}
+	if l != nil {
+		for _, n := range l.riLeft {
+			if n > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Use is one commitment's utilisation.
 type Use struct {
 	Name string `json:"name"`
@@ -214,6 +267,10 @@ type Use struct {
 	Used  int `json:"used,omitempty"`
 	// Utilisation is used / committed, 0–1.
 	Utilisation float64 `json:"utilisation"`
+	// SavedPerHour is what the commitment takes off the list price of the usage it covers, USD
+	// per hour: a Savings Plan's covered list usage × its rate, a reservation's covered
+	// instances' list prices (they are paid for already).
+	SavedPerHour float64 `json:"savedPerHour,omitempty"`
 }
 
 // Kinds of Use.
@@ -232,11 +289,12 @@ func (l *Ledger) Utilisation() []Use {
 	for p, sp := range l.c.SavingsPlans {
 		used := sp.CommitmentPerHour - max(l.spLeft[p], 0)
 		out = append(out, Use{Name: sp.Name, Kind: KindSavingsPlan, CommittedPerHour: sp.CommitmentPerHour, UsedPerHour: used,
-			Utilisation: used / sp.CommitmentPerHour})
+			Utilisation: used / sp.CommitmentPerHour, SavedPerHour: l.spSaved[p]})
 	}
 	for i, r := range l.c.Reservations {
 		used := r.Count - l.riLeft[i]
-		out = append(out, Use{Name: r.Name, Kind: KindReservation, Count: r.Count, Used: used, Utilisation: float64(used) / float64(r.Count)})
+		out = append(out, Use{Name: r.Name, Kind: KindReservation, Count: r.Count, Used: used, Utilisation: float64(used) / float64(r.Count),
+			SavedPerHour: l.riSaved[i]})
 	}
 	return out
 }

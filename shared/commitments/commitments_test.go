@@ -69,3 +69,79 @@ func TestValidateNamesTheField(t *testing.T) {
 		}
 	}
 }
+
+// Quote charges what Consume would for the usage alone, and consumes nothing. Hand calculation:
+// a 0.10 USD/h plan at 30 %: a 0.10 list node quotes 0.07 and, once one such node is consumed
+// (0.07 used), the next quotes 0.10 − (0.03 / 0.07) × 0.03 = 0.087143; a Reserved Instance
+// quotes 0; spot quotes list.
+func TestLedgerQuote(t *testing.T) {
+	c := &apisv1.Commitments{
+		SavingsPlans: []apisv1.SavingsPlan{{Name: "sp", Type: apisv1.SavingsPlanCompute, CommitmentPerHour: 0.10, DiscountRate: 0.3}},
+		Reservations: []apisv1.Reservation{{Name: "ri", InstanceType: "m6i.xlarge", Region: "us-east-1", Count: 1}},
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	l := NewLedger(c)
+	u := od("small", "us-east-1a", 0.10)
+	if got := l.Quote(u); !near(got, 0.07) {
+		t.Errorf("first quote %.6f, want 0.07", got)
+	}
+	if got := l.Quote(u); !near(got, 0.07) {
+		t.Errorf("quote again %.6f, want 0.07 (a quote consumes nothing)", got)
+	}
+	if got := l.Quote(od("m6i.xlarge", "us-east-1a", 0.192)); got != 0 {
+		t.Errorf("Reserved Instance quote %.6f, want 0", got)
+	}
+	spot := u
+	spot.CapacityType = apisv1.CapacityTypeSpot
+	if got := l.Quote(spot); got != 0.10 {
+		t.Errorf("spot quote %.6f, want list 0.10", got)
+	}
+	l.Consume([]Usage{u})
+	want := 0.10 - (0.03/0.07)*0.03
+	if got := l.Quote(u); !near(got, want) {
+		t.Errorf("second quote %.6f, want %.6f", got, want)
+	}
+	if got := l.Consume([]Usage{u})[0]; !near(got, want) {
+		t.Errorf("Consume charged %.6f after quoting %.6f", got, want)
+	}
+	if l.Exhausted() {
+		t.Errorf("exhausted while the Reserved Instance is left")
+	}
+	l.Consume([]Usage{u, od("m6i.xlarge", "us-east-1a", 0.192)})
+	if !l.Exhausted() || !(*Ledger)(nil).Exhausted() {
+		t.Errorf("not exhausted once the plan and the Reserved Instance are used up")
+	}
+	if got := (*Ledger)(nil).Quote(u); got != 0.10 {
+		t.Errorf("nil ledger quote %.6f, want list", got)
+	}
+}
+
+// Utilisation reports what each commitment saved below list. TestLedgerConsume's usages: the
+// zonal Reserved Instance covers the m6i.xlarge in us-east-1b (0.192 saved), the regional one
+// nothing; the Savings Plan saves 0.096 × 0.5 on m6i.large, 0.17 × 0.3 on the first
+// c6i.xlarge and (0.033 / 0.119) × 0.17 × 0.3 on the second.
+func TestUtilisationSaved(t *testing.T) {
+	c := &apisv1.Commitments{
+		SavingsPlans: []apisv1.SavingsPlan{{Name: "sp", Type: apisv1.SavingsPlanCompute, CommitmentPerHour: 0.20, DiscountRate: 0.3,
+			Rates: map[string]float64{"m6i.large": 0.5}}},
+		Reservations: []apisv1.Reservation{
+			{Name: "regional", InstanceType: "m6i.xlarge", Region: "us-east-1", Count: 1},
+			{Name: "zonal", InstanceType: "m6i.xlarge", Zone: "us-east-1b", Count: 1},
+		},
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	l := NewLedger(c)
+	l.Consume([]Usage{od("m6i.xlarge", "us-east-1b", 0.192), od("c6i.xlarge", "us-east-1a", 0.17),
+		od("c6i.xlarge", "us-east-1a", 0.17), od("m6i.large", "us-east-1a", 0.096)})
+	u := l.Clone().Utilisation()
+	want := map[string]float64{"sp": 0.096*0.5 + 0.17*0.3 + (0.033/0.119)*0.17*0.3, "regional": 0, "zonal": 0.192}
+	for _, x := range u {
+		if !near(x.SavedPerHour, want[x.Name]) {
+			t.Errorf("%s saved %.6f, want %.6f", x.Name, x.SavedPerHour, want[x.Name])
+		}
+	}
+}

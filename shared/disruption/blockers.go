@@ -38,6 +38,11 @@ const (
 	BlockerReplacementPolicy BlockerKind = "ReplacementRule"
 )
 
+// BlockerProvisioningRequest: a live ProvisioningRequest booking holds capacity on the node, or
+// a best-effort-atomic-scale-up request launched it and its pods are not all bound
+// (bookings.go). Checked after the do-not-disrupt annotations.
+const BlockerProvisioningRequest BlockerKind = "ProvisioningRequest"
+
 // ObjectRef names the Kubernetes object a blocker is about (Namespace empty for cluster-scoped
 // kinds: Node, NodeClaim, NodePool).
 type ObjectRef struct {
@@ -103,6 +108,11 @@ func (s *State) blockers(n *Node, all bool) []Blocker {
 	if n.Claim != nil && apisv1.ObjectDoNotDisrupt(&n.Claim.ObjectMeta, s.Now) &&
 		add(Blocker{BlockerDoNotDisrupt, ObjectRef{Kind: "NodeClaim", Name: n.Claim.Name}, "nodeclaim is annotated karpenter.sh/do-not-disrupt"}) {
 		return out
+	}
+	for _, b := range s.bookingBlockers(n) {
+		if add(b) {
+			return out
+		}
 	}
 	if n.Pool != nil {
 		for _, b := range s.poolBlockers(n) {

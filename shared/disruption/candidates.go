@@ -36,6 +36,8 @@ type Skipped struct {
 //   - is labelled karpenter.sh/nodepool with an existing NodePool, and has a NodeClaim;
 //   - is initialized, not being deleted, not already tainted karpenter.sh/disrupted;
 //   - has no karpenter.sh/do-not-disrupt annotation on the node or the NodeClaim;
+//   - holds no pod of a live ProvisioningRequest booking, and was not launched for a
+//     best-effort-atomic-scale-up request whose pods are not all bound (bookings.go);
 //   - belongs to a pool whose consolidateAfter is not Never and has passed since the node's
 //     last pod event (Node.LastPodEvent, against the snapshot's time);
 //   - has a known offering price (consolidation must prove a saving);

@@ -97,6 +97,7 @@ func (s *State) simulate(remove map[string]bool, pods []*corev1.Pod, move bool) 
 			in.NodeClaims = append(in.NodeClaims, nc)
 		}
 	}
+	in.BoundPods = append(in.BoundPods, s.bookedInFlight...) // bookings.go
 	s.sims.Add(1)
 	return provisioning.Solve(in)
 }

@@ -58,6 +58,8 @@ type Node struct {
 	requested scheduling.Resources // movable pods' requests
 	// listPrice is Price before the commitments (commitments.go); set only with commitments.
 	listPrice float64
+	// bookedBy are the live ProvisioningRequest bookings with pods booked here (bookings.go).
+	bookedBy []*booking
 }
 
 // Name is the node's name.
@@ -110,6 +112,11 @@ type State struct {
 	totals     map[string]PoolTotals      // the Balanced score's denominators, per pool
 	// sims counts simulations (for reports and benchmarks).
 	sims atomic.Int64
+
+	// bookings are the live ProvisioningRequest bookings; bookedInFlight their pods booked on
+	// in-flight NodeClaims, bound to the NodeClaim's name (bookings.go).
+	bookings       []*booking
+	bookedInFlight []*corev1.Pod
 }
 
 // Simulations is how many scheduling simulations this state has run.
@@ -194,6 +201,9 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 		}
 	}
 	s.PDBs = NewPDBs(snap.PDBs, all)
+	if err := s.bookCapacity(); err != nil {
+		return nil, err
+	}
 	b := s.simBase()
 	s.base = &b
 	for _, n := range s.Nodes {

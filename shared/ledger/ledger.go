@@ -61,6 +61,15 @@ type Ledger struct {
 	// commitments is the latest record's commitment utilisation (records without any leave it).
 	commitments   []telemetry.CommitmentUse
 	commitmentsAt time.Time
+	// saved is the commitments' saving, a step function: each record with commitments sets the
+	// cluster's $/h saved below list (the sum of their SavedPerHour) from its time on.
+	saved []savedAt
+}
+
+// savedAt is the commitments' saving from a moment on, USD per hour.
+type savedAt struct {
+	Time    time.Time
+	PerHour float64
 }
 
 // Add enters one record. Records without NodePools (drains, functions that do not price their
@@ -90,6 +99,11 @@ func (l *Ledger) Add(a telemetry.Audit) error {
 	l.last = a.Time
 	if len(a.Commitments) > 0 {
 		l.commitments, l.commitmentsAt = a.Commitments, a.Time
+		sum := 0.0
+		for _, u := range a.Commitments {
+			sum += u.SavedPerHour
+		}
+		l.saved = append(l.saved, savedAt{Time: a.Time, PerHour: sum})
 	}
 	if len(a.NodePools) == 0 {
 		l.decisions = append(l.decisions, Decision{Time: a.Time, Action: a.Action, Function: a.Function, ID: a.Decision, Rule: a.Rule})
@@ -205,6 +219,11 @@ type Report struct {
 	// counted them saw it (at CommitmentsAt); empty when no record carried any.
 	Commitments   []telemetry.CommitmentUse
 	CommitmentsAt time.Time
+	// CommitmentSavings is what the commitments took off the list-priced spend (USD): each
+	// record's saving (the sum of its commitments' SavedPerHour) held until the next record
+	// that counted commitments, integrated up to Until. EffectiveSpend is Total.Spend less it
+	// (at least 0): the spend at the effective rates. Both 0 when no record carried a saving.
+	CommitmentSavings, EffectiveSpend float64
 }
 
 // Report integrates the ledger up to until (the last record's time when zero or earlier).
@@ -238,6 +257,16 @@ func (l *Ledger) Report(until time.Time) Report {
 	}
 	r.Hours, r.Days = sorted(hours), sorted(days)
 	r.Series = series(r.Pools)
+	for i, sv := range l.saved {
+		end := until
+		if i+1 < len(l.saved) {
+			end = l.saved[i+1].Time
+		}
+		r.CommitmentSavings += sv.PerHour * end.Sub(sv.Time).Hours()
+	}
+	if r.CommitmentSavings > 0 {
+		r.EffectiveSpend = max(r.Total.Spend-r.CommitmentSavings, 0)
+	}
 	return r
 }
 

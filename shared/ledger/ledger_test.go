@@ -90,3 +90,37 @@ func TestAddRefuses(t *testing.T) {
 		t.Errorf("out of order: %v", err)
 	}
 }
+
+// TestReportEffectiveSpend: the 10:30 launch of records() also counts commitments: a Compute
+// Savings Plan of 0.10 $/h at 30 % fully used covers 0.10 / 0.7 = 0.142857 $/h of list usage and
+// saves 0.3 × 0.142857 = 0.042857 $/h; a Reserved Instance covers one m5.xlarge, saving its
+// 0.192 $/h list price. That saving holds from 10:30 to 12:00 (1.5 h): 0.234857 × 1.5 =
+// 0.352286 USD off the list-priced spend of 1.056: 0.703714 at the effective rates.
+func TestReportEffectiveSpend(t *testing.T) {
+	rs := records()
+	rs[2].Commitments = []telemetry.CommitmentUse{
+		{Name: "compute", Kind: "SavingsPlan", CommittedPerHour: 0.10, UsedPerHour: 0.10, Utilisation: 1, SavedPerHour: 0.3 * 0.10 / 0.7},
+		{Name: "ri", Kind: "Reservation", Count: 1, Used: 1, Utilisation: 1, SavedPerHour: 0.192},
+	}
+	var l Ledger
+	for _, a := range rs {
+		if err := l.Add(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := l.Report(t10.Add(2 * time.Hour))
+	saved := (0.3*0.10/0.7 + 0.192) * 1.5
+	near(t, "commitment savings", r.CommitmentSavings, saved)
+	near(t, "effective spend", r.EffectiveSpend, 1.056-saved)
+	near(t, "list spend", r.Total.Spend, 1.056)
+
+	var none Ledger
+	for _, a := range records() {
+		if err := none.Add(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := none.Report(t10.Add(2 * time.Hour)); r.CommitmentSavings != 0 || r.EffectiveSpend != 0 {
+		t.Errorf("no commitments: savings %.6f, effective %.6f, want 0 and 0", r.CommitmentSavings, r.EffectiveSpend)
+	}
+}

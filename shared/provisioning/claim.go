@@ -92,6 +92,12 @@ func (s *solver) tryAdd(c *claim, p *podInfo) bool {
 	if len(c.pods) > 0 && needsSpecial(c.requests) && !needsSpecial(p.requests) {
 		return false
 	}
+	// A reserved claim often keeps types whose reservation other claims have taken up: a pod
+	// only they could hold is refused here, before its topology requirements are built (the
+	// type loop below would keep none of them).
+	if c.pool.reserved && !s.reservedRoom(c, p) {
+		return false
+	}
 	pp := s.compatibility(c.pool.index, p)
 	if pp.reason != "" {
 		return false

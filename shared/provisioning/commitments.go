@@ -1,6 +1,8 @@
 package provisioning
 
 import (
+	"sort"
+
 	corev1 "k8s.io/api/core/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -163,35 +165,156 @@ func (s *solver) committedPlan(c *claim) *NodeClaimPlan {
 	return s.claimPlan(c, offs)
 }
 
-// priceCommitments is the commitments' last step, after finalize: the plan's NodeClaims consume
-// what the cluster left of the commitments (a copy of the ledger, in plan order, each at its
-// first offering's list price), each NodeClaim gets its effective price and the plan each
-// commitment's utilisation. It returns how much the ledger priced NodeClaims below the prices
-// the solver planned them at (a Reserved Instance left over that covers a NodeClaim of its
-// NodePool's own pool), which the lower bound, computed over the planned prices, gives up so it
-// stays at most the plan's effective total. 0 and nothing set without commitments.
+// priceCommitments is the commitments' last step, after finalize: when some NodeClaim would
+// cost more than it was planned at (a Savings Plan's commitment runs out within the plan),
+// followCommitments re-ranks the NodeClaims' offerings at their effective prices; then the
+// plan's NodeClaims consume what the cluster left of the commitments (a copy of the ledger, in
+// plan order, each at its first offering's list price), each NodeClaim gets its effective price
+// and the plan each commitment's utilisation. It returns how much the ledger priced NodeClaims
+// below the prices the solver planned them at (a Reserved Instance left over that covers a
+// NodeClaim of its NodePool's own pool), which the lower bound, computed over the planned
+// prices, gives up so it stays at most the plan's effective total. 0 and nothing set without
+// commitments.
 func (s *solver) priceCommitments(plan *Plan) float64 {
 	if s.in.ledger == nil {
 		return 0
 	}
+	planned := make([]float64, len(plan.NodeClaims))
+	for i, n := range plan.NodeClaims {
+		planned[i] = n.Cheapest().PricePerHour
+	}
+	if s.capRunsOut(plan, planned) {
+		planned = s.followCommitments(plan)
+	}
 	l := s.in.ledger.Clone()
 	us := make([]commitments.Usage, len(plan.NodeClaims))
 	for i, n := range plan.NodeClaims {
-		o := n.Cheapest()
-		us[i] = commitments.Usage{InstanceType: o.InstanceType.Name, Zone: o.Zone, Region: s.in.Catalog.Region,
-			CapacityType: o.CapacityType, ListPricePerHour: o.PricePerHour}
-		for _, lo := range o.InstanceType.Offerings { // the list price, before discountOfferings
-			if lo.Zone == o.Zone && lo.CapacityType == o.CapacityType {
-				us[i].ListPricePerHour = lo.PricePerHour
-			}
-		}
+		us[i] = s.usageOfOffering(n.Cheapest())
 	}
 	below := 0.0
 	for i, p := range l.Consume(us) {
 		n := plan.NodeClaims[i]
 		n.EffectivePricePerHour, n.Committed = p, true
-		below += max(n.Cheapest().PricePerHour-p, 0)
+		below += max(planned[i]-p, 0)
 	}
 	plan.Commitments = l.Utilisation()
 	return below
+}
+
+// usageOfOffering is a planned offering as billing sees it, at its list price (before
+// discountOfferings).
+func (s *solver) usageOfOffering(o Offering) commitments.Usage {
+	u := commitments.Usage{InstanceType: o.InstanceType.Name, Zone: o.Zone, Region: s.in.Catalog.Region,
+		CapacityType: o.CapacityType, ListPricePerHour: o.PricePerHour}
+	for _, lo := range o.InstanceType.Offerings {
+		if lo.Zone == o.Zone && lo.CapacityType == o.CapacityType {
+			u.ListPricePerHour = lo.PricePerHour
+		}
+	}
+	return u
+}
+
+// capRunsOut reports whether the plan's NodeClaims, consuming the commitments in plan order,
+// would cost more than planned: some were planned at a Savings Plan's discount its commitment
+// no longer covers by their turn.
+func (s *solver) capRunsOut(plan *Plan, planned []float64) bool {
+	if !s.in.ledger.HasSavingsPlanLeft() {
+		return false
+	}
+	us := make([]commitments.Usage, len(plan.NodeClaims))
+	for i, n := range plan.NodeClaims {
+		us[i] = s.usageOfOffering(n.Cheapest())
+	}
+	for i, p := range s.in.ledger.Clone().Consume(us) {
+		if p > planned[i]+1e-12 {
+			return true
+		}
+	}
+	return false
+}
+
+// followCommitments makes each NodeClaim's offering choice follow what is left of the
+// commitments as NodeClaims are added: the Reserved Instance pool's NodeClaims take their
+// instances first (AWS applies Reserved Instances before Savings Plans), then each other
+// NodeClaim in plan order has its on-demand offerings priced at Ledger.Quote (the discount on
+// the share the Savings Plans still cover, list beyond), its offerings re-ranked by that price
+// (stable: ties keep finalize's order), and its first offering consumed before the next
+// NodeClaim is quoted. So once the commitment runs out, a NodeClaim whose spot (or another
+// type's) offering is cheaper than on-demand at list takes it. The packing itself, done at the
+// planning prices, is not revisited. It returns each NodeClaim's first offering's planning
+// price (what the lower bound was computed over).
+//
+// A NodeClaim whose quotes all equal its planned prices keeps its list; once the commitments
+// are exhausted every quote is the list price, so NodeClaims sharing finalize's offering list
+// share one re-ranked copy too.
+func (s *solver) followCommitments(plan *Plan) []float64 {
+	l := s.in.ledger.Clone()
+	planned := make([]float64, len(plan.NodeClaims))
+	var first []commitments.Usage
+	for i, n := range plan.NodeClaims {
+		planned[i] = n.Cheapest().PricePerHour
+		if s.claims[i].pool.committed {
+			first = append(first, s.usageOfOffering(n.Cheapest()))
+		}
+	}
+	l.Consume(first)
+	type reranked struct {
+		offs    []Offering
+		planned float64
+	}
+	exhausted := map[*Offering]reranked{} // finalize's list (by its first element) → its re-ranked copy at list prices
+	var quotes []float64
+	var idx []int
+	for i, n := range plan.NodeClaims {
+		if s.claims[i].pool.reserved || len(n.Offerings) == 0 { // Reserved Instances (consumed above) and capacity reservations
+			continue
+		}
+		offs, done := n.Offerings, l.Exhausted()
+		if r, ok := exhausted[&offs[0]]; ok && done && len(r.offs) == len(offs) {
+			n.Offerings, planned[i] = r.offs, r.planned
+			continue // nothing is left to consume
+		}
+		quotes, idx = quotes[:0], idx[:0]
+		changed := false
+		for j, o := range offs {
+			q := o.PricePerHour
+			if o.CapacityType == apisv1.CapacityTypeOnDemand {
+				q = l.Quote(s.usageOfOffering(o))
+			}
+			changed = changed || q != o.PricePerHour
+			quotes, idx = append(quotes, q), append(idx, j)
+		}
+		if changed {
+			sort.SliceStable(idx, func(a, b int) bool { return quotes[idx[a]] < quotes[idx[b]] })
+			out := make([]Offering, len(offs)) // a new list: finalize shares lists between claims
+			for k, j := range idx {
+				out[k] = offs[j]
+				if q := quotes[j]; q != offs[j].PricePerHour {
+					out[k].PricePerHour, out[k].PriceSource = q, catalog.PriceSourceCommitment
+					if q >= s.usageOfOffering(offs[j]).ListPricePerHour {
+						out[k].PriceSource = listSource(offs[j])
+					}
+				}
+			}
+			planned[i] = offs[idx[0]].PricePerHour
+			if done {
+				exhausted[&offs[0]] = reranked{out, planned[i]}
+			}
+			n.Offerings = out
+		}
+		if !done {
+			l.Consume([]commitments.Usage{s.usageOfOffering(n.Offerings[0])})
+		}
+	}
+	return planned
+}
+
+// listSource is the price source of the offering's list price.
+func listSource(o Offering) catalog.PriceSource {
+	for _, lo := range o.InstanceType.Offerings {
+		if lo.Zone == o.Zone && lo.CapacityType == o.CapacityType {
+			return lo.PriceSource
+		}
+	}
+	return o.PriceSource
 }

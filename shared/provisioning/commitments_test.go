@@ -6,10 +6,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"pgregory.net/rapid"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/commitments"
 )
 
@@ -252,5 +254,57 @@ func BenchmarkKarpenterShapeCommitted(b *testing.B) {
 			}
 			b.ReportMetric(cost, "$/h")
 		})
+	}
+}
+
+// capCatalog is one 4-vCPU type in one zone: on-demand at 0.10 USD/h, spot at 0.08.
+func capCatalog(t *testing.T) *catalog.Catalog {
+	t.Helper()
+	offs := []catalog.Offering{
+		{Zone: "zone-a", CapacityType: apisv1.CapacityTypeOnDemand, PricePerHour: 0.10, PriceSource: catalog.PriceSourceEmbedded, Available: true},
+		{Zone: "zone-a", CapacityType: apisv1.CapacityTypeSpot, PricePerHour: 0.08, PriceSource: catalog.PriceSourceEmbedded, Available: true},
+	}
+	catalog.SortOfferings(offs)
+	return catalog.New("test-region", []*catalog.InstanceType{{
+		Name:   "small",
+		Labels: map[string]string{corev1.LabelInstanceTypeStable: "small", corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux"},
+		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"),
+			corev1.ResourcePods: resource.MustParse("110")},
+		Offerings: offs,
+	}})
+}
+
+// TestSavingsPlanCapDuringPacking: a Savings Plan's discount is planned only for the usage its
+// commitment covers. One type, on-demand 0.10 and spot 0.08 USD/h; ten 3-CPU pods, one per
+// node. A 0.10 USD/h Compute Savings Plan at 30 % covers 0.10 / 0.7 = 0.142857 USD/h of list
+// usage: the first on-demand node whole (0.07 of the commitment), then 0.03 / 0.07 = 3/7 of a
+// second one, which costs 0.10 − 3/7 × 0.03 = 0.087143, dearer than spot. Planning every node
+// at the discounted 0.07 would take ten on-demand nodes: 0.07 + 0.087143 + 8 × 0.10 = 0.957143.
+// With the discount followed as NodeClaims are added: one on-demand node at 0.07, nine spot at
+// 0.08: 0.79 USD/h (the cheapest mix: two on-demand cost 0.797143). The lower bound stays at
+// most the total.
+func TestSavingsPlanCapDuringPacking(t *testing.T) {
+	np := nodePool("default", req(apisv1.LabelCapacityType, corev1.NodeSelectorOpIn, apisv1.CapacityTypeOnDemand, apisv1.CapacityTypeSpot))
+	in := Input{Pods: pods(10, "3", "2Gi"), NodePools: []*apisv1.NodePool{np}, Catalog: capCatalog(t),
+		Commitments: &apisv1.Commitments{SavingsPlans: []apisv1.SavingsPlan{{Name: "compute", Type: apisv1.SavingsPlanCompute, CommitmentPerHour: 0.10, DiscountRate: 0.30}}}}
+	p := solve(t, in)
+	if len(p.NodeClaims) != 10 {
+		t.Fatalf("%d NodeClaims, want 10 (one 3-CPU pod per 4-vCPU node)", len(p.NodeClaims))
+	}
+	ct := map[string]int{}
+	for _, n := range p.NodeClaims {
+		ct[n.Cheapest().CapacityType]++
+	}
+	if ct[apisv1.CapacityTypeOnDemand] != 1 || ct[apisv1.CapacityTypeSpot] != 9 {
+		t.Errorf("capacity types %v, want 1 on-demand and 9 spot", ct)
+	}
+	if got, want := p.TotalPricePerHour(), 0.07+9*0.08; math.Abs(got-want) > 1e-9 {
+		t.Errorf("total %.6f USD/h, want %.6f", got, want)
+	}
+	if p.LowerBoundPerHour > p.TotalPricePerHour()+1e-9 {
+		t.Errorf("lower bound %.6f above the total %.6f", p.LowerBoundPerHour, p.TotalPricePerHour())
+	}
+	if len(p.Commitments) != 1 || math.Abs(p.Commitments[0].UsedPerHour-0.07) > 1e-9 {
+		t.Errorf("commitments %+v, want compute with 0.07 of 0.10 USD/h used", p.Commitments)
 	}
 }

@@ -124,6 +124,18 @@ func (s *solver) usable(c *claim, ti int) bool {
 	return r == "" || r == c.held || s.left[r] > 0
 }
 
+// reservedRoom reports whether some candidate type of the reserved claim c is still usable
+// (usable) and holds c's pods and p: what tryAdd's type loop needs to keep a type, checked
+// first because it is cheap and refuses most tries once the reservations run low.
+func (s *solver) reservedRoom(c *claim, p *podInfo) bool {
+	for _, ti := range c.types {
+		if p.requests.FitsAfter(c.requests, c.pool.types[ti].avail) && s.usable(c, ti) {
+			return true
+		}
+	}
+	return false
+}
+
 // hold moves a reserved claim's hold to the reservation of its cheapest type, returning the
 // instance it held before.
 func (s *solver) hold(c *claim) {

@@ -169,6 +169,32 @@ func StateOf(pr *apisv1.ProvisioningRequest, now time.Time) State {
 	return StatePending
 }
 
+// Holds reports whether r's booking keeps capacity now: r is Booked, and, for a
+// best-effort-atomic-scale-up request whose pods are not all bound, none of the NodeClaims it
+// launched is being deleted or gone (Revoked; the provision function then answers
+// CapacityRevoked instead). The provision function books the capacity of the requests that hold
+// before it plans other pods, and consolidation keeps it (shared/disruption bookings.go), as
+// Cluster Autoscaler's provisioning-request processor books Provisioned requests' pods into the
+// cluster snapshot "to reserve capacity from ScaleDown" (provreq processor bookCapacity).
+func Holds(r *Request, claims []apisv1.NodeClaim) bool {
+	if r.State != StateBooked {
+		return false
+	}
+	if r.Class() == apisv1.ProvisioningClassBestEffortAtomicScaleUp && r.Bound < len(r.Pods) && len(Revoked(r, claims)) > 0 {
+		return false
+	}
+	return true
+}
+
+// BookedUntil is when a booked request's window ends: Provisioned's lastTransitionTime +
+// BookingWindow (zero when Provisioned is not True).
+func BookedUntil(pr *apisv1.ProvisioningRequest) time.Time {
+	if p := meta.FindStatusCondition(pr.Status.Conditions, apisv1.ProvisioningRequestProvisioned); p != nil && p.Status == metav1.ConditionTrue {
+		return p.LastTransitionTime.Add(BookingWindow)
+	}
+	return time.Time{}
+}
+
 // Expire returns the condition a request needs at now that no plan decides: BookingExpired
 // once Provisioned has been True for BookingWindow, Failed (Expired) once a request never
 // provisioned is ExpiryAge old (Cluster Autoscaler's check-capacity processor, applied to both

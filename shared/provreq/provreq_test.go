@@ -136,3 +136,42 @@ func TestRevoked(t *testing.T) {
 		t.Errorf("Revoked %v, want 2 of 3 gone", got)
 	}
 }
+
+// Holds: a booked check-capacity request holds; an atomic one whose launched NodeClaim is being
+// deleted before its pods are all bound does not (CapacityRevoked comes next); once they are
+// all bound it holds until its window ends; no request holds past its window. BookedUntil is Provisioned's lastTransitionTime + 10 minutes.
+func TestHoldsAndBookedUntil(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	provisioned := metav1.NewTime(now.Add(-3 * time.Minute))
+	mk := func(class string) *Request {
+		pr := req("job", class, set("worker", 2))
+		pr.Status.Conditions = []metav1.Condition{{Type: apisv1.ProvisioningRequestProvisioned, Status: metav1.ConditionTrue, LastTransitionTime: provisioned}}
+		return &Request{PR: &pr, State: StateOf(&pr, now), Pods: make([]corev1.Pod, 2)}
+	}
+	check := mk(apisv1.ProvisioningClassCheckCapacity)
+	if !Holds(check, nil) {
+		t.Errorf("booked check-capacity request does not hold")
+	}
+	if got, want := BookedUntil(check.PR), now.Add(7*time.Minute); !got.Equal(want) {
+		t.Errorf("BookedUntil %v, want %v", got, want)
+	}
+	atomic := mk(apisv1.ProvisioningClassBestEffortAtomicScaleUp)
+	deleting := metav1.NewTime(now)
+	claims := []apisv1.NodeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "nc-1", DeletionTimestamp: &deleting,
+		Annotations: map[string]string{AnnotationProvisioningRequest: "ml/job", AnnotationProvisioningRequestNodes: "1"}}}}
+	if !Holds(atomic, nil) {
+		t.Errorf("atomic request without launched NodeClaims does not hold")
+	}
+	if Holds(atomic, claims) {
+		t.Errorf("atomic request whose NodeClaim is being deleted still holds")
+	}
+	atomic.Bound = 2
+	if !Holds(atomic, claims) {
+		t.Errorf("atomic request with every pod bound does not hold")
+	}
+	expired := mk(apisv1.ProvisioningClassCheckCapacity)
+	expired.State = StateOf(expired.PR, now.Add(8*time.Minute))
+	if Holds(expired, nil) {
+		t.Errorf("request past its window still holds")
+	}
+}

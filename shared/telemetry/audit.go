@@ -75,6 +75,9 @@ type CommitmentUse struct {
 	Used  int `json:"used,omitempty"`
 	// Utilisation is used / committed, 0–1.
 	Utilisation float64 `json:"utilisation"`
+	// SavedPerHour is what the commitment takes off the list price of the usage it covers (USD
+	// per hour); the ledger subtracts it from the pools' list-priced spend.
+	SavedPerHour float64 `json:"savedPerHour,omitempty"`
 }
 
 // PoolCost is one NodePool's capacity before and after a decision, in USD per hour at the

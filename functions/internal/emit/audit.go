@@ -152,7 +152,7 @@ func commitmentUses(us []commitments.Use) []telemetry.CommitmentUse {
 	var out []telemetry.CommitmentUse
 	for _, u := range us {
 		out = append(out, telemetry.CommitmentUse{Name: u.Name, Kind: u.Kind, CommittedPerHour: u.CommittedPerHour,
-			UsedPerHour: u.UsedPerHour, Count: u.Count, Used: u.Used, Utilisation: u.Utilisation})
+			UsedPerHour: u.UsedPerHour, Count: u.Count, Used: u.Used, Utilisation: u.Utilisation, SavedPerHour: u.SavedPerHour})
 	}
 	return out
 }

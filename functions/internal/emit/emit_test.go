@@ -138,13 +138,13 @@ func TestLimitHits(t *testing.T) {
 // `dovetail plan` prints.
 func TestCommitmentUsesCarryEveryField(t *testing.T) {
 	in := []commitments.Use{
-		{Name: "compute", Kind: commitments.KindSavingsPlan, CommittedPerHour: 1, UsedPerHour: 0.75, Utilisation: 0.75},
-		{Name: "ri-m6i", Kind: commitments.KindReservation, Count: 2, Used: 1, Utilisation: 0.5},
+		{Name: "compute", Kind: commitments.KindSavingsPlan, CommittedPerHour: 1, UsedPerHour: 0.75, Utilisation: 0.75, SavedPerHour: 0.32},
+		{Name: "ri-m6i", Kind: commitments.KindReservation, Count: 2, Used: 1, Utilisation: 0.5, SavedPerHour: 0.192},
 	}
 	got := commitmentUses(in)
 	want := []telemetry.CommitmentUse{
-		{Name: "compute", Kind: "SavingsPlan", CommittedPerHour: 1, UsedPerHour: 0.75, Utilisation: 0.75},
-		{Name: "ri-m6i", Kind: "Reservation", Count: 2, Used: 1, Utilisation: 0.5},
+		{Name: "compute", Kind: "SavingsPlan", CommittedPerHour: 1, UsedPerHour: 0.75, Utilisation: 0.75, SavedPerHour: 0.32},
+		{Name: "ri-m6i", Kind: "Reservation", Count: 2, Used: 1, Utilisation: 0.5, SavedPerHour: 0.192},
 	}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("commitmentUses = %+v, want %+v", got, want)
