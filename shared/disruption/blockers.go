@@ -176,7 +176,7 @@ func podBlockers(pods []*corev1.Pod, now time.Time, all bool) []Blocker {
 		switch {
 		case apisv1.PodDoNotDisrupt(p, now):
 			out = append(out, Blocker{BlockerDoNotDisrupt, podObject(p), fmt.Sprintf("pod %s is annotated karpenter.sh/do-not-disrupt", podRef(p))})
-		case metav1.GetControllerOf(p) == nil:
+		case metav1.GetControllerOfNoCopy(p) == nil: // NoCopy: a check, no allocation per pod
 			out = append(out, Blocker{BlockerNoController, podObject(p), fmt.Sprintf("pod %s has no controller owner and could not be recreated elsewhere", podRef(p))})
 		default:
 			continue
@@ -194,7 +194,7 @@ func podBlockers(pods []*corev1.Pod, now time.Time, all bool) []Blocker {
 type Standing struct{ s *State }
 
 // NewStanding compiles snap for Standing.Blockers (snap must not be nil).
-func NewStanding(snap *events.Snapshot) *Standing { return &Standing{s: compile(snap)} }
+func NewStanding(snap *events.Snapshot) *Standing { return &Standing{s: compile(snap, false)} }
 
 // Blockers returns every standing reason the named node is not a consolidation candidate, in
 // Candidates' order: the reasons that hold until an object changes (its NodePool being

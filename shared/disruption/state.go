@@ -125,7 +125,7 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 	if cat == nil {
 		return nil, fmt.Errorf("catalog: required")
 	}
-	s := compile(snap)
+	s := compile(snap, true)
 	s.Catalog, s.NodeSettings, s.Overlays = cat, settings, overlay.ResolveSnapshot(snap, cat)
 	for _, n := range s.Nodes {
 		n.Price, n.PriceKnown = offeringPrice(cat, s.Overlays, n.Node.Labels[apisv1.LabelNodePool], n.InstanceType, n.Zone, n.CapacityType)
@@ -146,9 +146,10 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 }
 
 // compile is the part of NewState that needs no catalog: the pools, each node with its
-// NodeClaim, pool, offering identity and pods, the pending pods and the PDBs over them. Prices
-// are left unknown and nothing for simulations is prepared.
-func compile(snap *events.Snapshot) *State {
+// NodeClaim, pool, offering identity and pods, the pending pods and the PDBs over them; with
+// requests, each node's pod requests summed (simulations need them, the blocker rules do not).
+// Prices are left unknown and nothing for simulations is prepared.
+func compile(snap *events.Snapshot, requests bool) *State {
 	s := &State{Snapshot: snap, Now: snap.Time.Time, Pools: map[string]*apisv1.NodePool{},
 		byName: map[string]*Node{}, Counts: CountPoolNodes(snap), registered: map[*apisv1.NodeClaim]bool{}}
 	for i := range snap.NodePools {
@@ -186,7 +187,7 @@ func compile(snap *events.Snapshot) *State {
 		s.Nodes = append(s.Nodes, node)
 	}
 	sort.Slice(s.Nodes, func(i, j int) bool { return s.Nodes[i].Node.Name < s.Nodes[j].Node.Name })
-	var all []*corev1.Pod
+	all := make([]*corev1.Pod, 0, len(snap.Pods)+len(snap.PendingPods))
 	for i := range snap.Pods {
 		p := &snap.Pods[i]
 		all = append(all, p)
@@ -194,12 +195,17 @@ func compile(snap *events.Snapshot) *State {
 		if n == nil || scheduling.IsTerminal(p) {
 			continue
 		}
-		req := scheduling.PodRequests(p)
+		var req scheduling.Resources
+		if requests {
+			req = scheduling.PodRequests(p)
+			n.Requests = n.Requests.Add(req)
+		}
 		n.Pods = append(n.Pods, p)
-		n.Requests = n.Requests.Add(req)
 		if !scheduling.IsDaemonSetPod(p) && p.Annotations[AnnotationMirror] == "" {
 			n.Movable = append(n.Movable, p)
-			n.requested = n.requested.Add(req)
+			if requests {
+				n.requested = n.requested.Add(req)
+			}
 		}
 		if p.Spec.Affinity != nil && p.Spec.Affinity.PodAntiAffinity != nil && len(p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
 			s.anyAnti = true
