@@ -83,7 +83,7 @@ type rules struct {
 	// all goes on after the first blocker.
 	all bool
 	// standing skips the rules whose answer is a node's passing state or needs a catalog
-	// (StandingBlockers): Disrupting, NotInitialized, the consolidateAfter countdown (Never
+	// (Standing.Blockers): Disrupting, NotInitialized, the consolidateAfter countdown (Never
 	// stays) and UnknownPrice.
 	standing bool
 }

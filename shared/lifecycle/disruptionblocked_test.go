@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -250,5 +251,16 @@ func TestBlockersMessageCapped(t *testing.T) {
 	}
 	if one := BlockersMessage(bs[:1]); one != lines[0] {
 		t.Errorf("one blocker: %q", one)
+	}
+	// A first line too long on its own (no real name is this long) is cut, on a rune boundary,
+	// to leave room for the count: at most 32768 − len("\n(1 more not shown)") = 32749 bytes;
+	// after the 52-byte "PodDisruptionBudget PodDisruptionBudget/default/db: " that leaves
+	// 32697 for two-byte runes, so 32696 of them: 32748 bytes.
+	long := disruption.Blocker{Kind: disruption.BlockerPDB, Object: disruption.ObjectRef{Kind: "PodDisruptionBudget", Namespace: "default", Name: "db"},
+		Message: strings.Repeat("é", 20000)} // 2 bytes each
+	msg = BlockersMessage([]disruption.Blocker{long, bs[0]})
+	head, tail, _ := strings.Cut(msg, "\n")
+	if len(msg) > MaxConditionMessageBytes || len(head) != 32748 || tail != "(1 more not shown)" || !utf8.ValidString(head) {
+		t.Errorf("long first line: %d bytes, head %d bytes, tail %q", len(msg), len(head), tail)
 	}
 }
