@@ -14,7 +14,6 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/ledger"
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsauth"
-	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 func newCostCommand() *cobra.Command {
@@ -127,7 +126,7 @@ func writeCostTable(w io.Writer, r ledger.Report, by string) error {
 		return nil
 	}
 	fmt.Fprintf(w, "\ncommitments as the decision of %s counted them:\n", r.CommitmentsAt.UTC().Format(time.RFC3339))
-	if err := commitments.WriteUtilisation(w, commitmentUses(r.Commitments)); err != nil {
+	if err := commitments.WriteUtilisation(w, r.Commitments); err != nil {
 		return err
 	}
 	if r.CommitmentSavings > 0 {
@@ -137,15 +136,4 @@ func writeCostTable(w io.Writer, r ledger.Report, by string) error {
 		return err
 	}
 	return nil
-}
-
-// commitmentUses converts the audit record's utilisation back to package commitments' shape,
-// whose writer `dovetail plan` uses too (one format for both commands).
-func commitmentUses(in []telemetry.CommitmentUse) []commitments.Use {
-	out := make([]commitments.Use, len(in))
-	for i, u := range in {
-		out[i] = commitments.Use{Name: u.Name, Kind: u.Kind, CommittedPerHour: u.CommittedPerHour, UsedPerHour: u.UsedPerHour,
-			Count: u.Count, Used: u.Used, Utilisation: u.Utilisation, SavedPerHour: u.SavedPerHour}
-	}
-	return out
 }

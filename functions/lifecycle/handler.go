@@ -8,6 +8,9 @@
 //     are gone and its requested resources are allocatable;
 //   - nomination: the pods planned onto the NodeClaim that are still pending are nominated to its
 //     Node, so kube-scheduler binds them where they were planned;
+//   - Consolidatable (Karpenter's) and DisruptionBlocked (Dovetail's: every standing reason,
+//     from shared/disruption's rules, that keeps the node from being consolidated, each naming
+//     its object; written only when it changes);
 //   - liveness: a NodeClaim not registered within the registration TTL (15 minutes) is deleted
 //     and its offering marked unavailable;
 //   - NodeClass status: each EC2NodeClass's selectors are resolved through the provider

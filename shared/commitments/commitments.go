@@ -23,6 +23,7 @@ import (
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/commitments/utilisation"
 )
 
 // Usage is one node (running, in flight or planned) as billing sees it.
@@ -253,25 +254,8 @@ func (l *Ledger) Exhausted() bool {
 	return true
 }
 
-// Use is one commitment's utilisation.
-type Use struct {
-	Name string `json:"name"`
-	// Kind is "SavingsPlan" or "Reservation".
-	Kind string `json:"kind"`
-	// Savings Plans: the commitment and what usage consumed of it, USD per hour at the
-	// discounted rates.
-	CommittedPerHour float64 `json:"committedPerHour,omitempty"`
-	UsedPerHour      float64 `json:"usedPerHour,omitempty"`
-	// Reservations: the instance count and how many instances are covered.
-	Count int `json:"count,omitempty"`
-	Used  int `json:"used,omitempty"`
-	// Utilisation is used / committed, 0–1.
-	Utilisation float64 `json:"utilisation"`
-	// SavedPerHour is what the commitment takes off the list price of the usage it covers, USD
-	// per hour: a Savings Plan's covered list usage × its rate, a reservation's covered
-	// instances' list prices (they are paid for already).
-	SavedPerHour float64 `json:"savedPerHour,omitempty"`
-}
+// Use is one commitment's utilisation (the shape the audit record carries too).
+type Use = utilisation.Use
 
 // Kinds of Use.
 const (

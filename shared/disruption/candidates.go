@@ -52,7 +52,7 @@ func (s *State) Candidates() ([]*Candidate, []Skipped) {
 		if n.Node.Labels[apisv1.LabelNodePool] == "" {
 			continue // not Dovetail's node
 		}
-		if bs := s.blockers(n, false); len(bs) > 0 {
+		if bs := s.blockers(n, rules{}); len(bs) > 0 {
 			skipped = append(skipped, Skipped{Node: n.Name(), Reason: bs[0].Message, Blocker: s.blocker(n), First: bs[0]})
 			continue
 		}
@@ -63,7 +63,7 @@ func (s *State) Candidates() ([]*Candidate, []Skipped) {
 
 // whyNot returns why n is not a consolidation candidate (the first of its Blockers), or "".
 func (s *State) whyNot(n *Node) string {
-	if bs := s.blockers(n, false); len(bs) > 0 {
+	if bs := s.blockers(n, rules{}); len(bs) > 0 {
 		return bs[0].Message
 	}
 	return ""
@@ -97,10 +97,19 @@ func (s *State) blocker(n *Node) string {
 // out since the pod started: apisv1.PodDoNotDisrupt), or a pod without a controller owner
 // (nothing would recreate it elsewhere).
 func PodsBlock(pods []*corev1.Pod, now time.Time) string {
-	if bs := podBlockers(pods, now, false); len(bs) > 0 {
-		return bs[0].Message
+	if b, ok := PodsBlocker(pods, now); ok {
+		return b.Message
 	}
 	return ""
+}
+
+// PodsBlocker is PodsBlock's answer typed: the first pod's Blocker (BlockerDoNotDisrupt or
+// BlockerNoController, naming the pod), and whether there is one.
+func PodsBlocker(pods []*corev1.Pod, now time.Time) (Blocker, bool) {
+	if bs := podBlockers(pods, now, false); len(bs) > 0 {
+		return bs[0], true
+	}
+	return Blocker{}, false
 }
 
 // policy returns the pool's consolidation policy; the v1beta1 name WhenUnderutilized (already

@@ -15,8 +15,9 @@ import (
 // PodDisruptionBudget (policy/v1).
 type PDBs struct {
 	items []pdb
-	// byPod caches the PDB indices matching each pod ("namespace/name").
-	byPod map[string][]int
+	// byPod caches the PDB indices matching each pod (keyed without building a string, so a
+	// lookup allocates nothing).
+	byPod map[podKey][]int
 }
 
 type pdb struct {
@@ -36,7 +37,7 @@ type pdb struct {
 // allows nothing to be assumed and is treated as allowing 0 (fail closed). A selector that does
 // not parse also allows 0. policy/v1: an empty selector matches every pod of the namespace.
 func NewPDBs(pdbs []policyv1.PodDisruptionBudget, pods []*corev1.Pod) *PDBs {
-	out := &PDBs{byPod: map[string][]int{}}
+	out := &PDBs{byPod: map[podKey][]int{}}
 	for i := range pdbs {
 		p := &pdbs[i]
 		item := pdb{name: p.Namespace + "/" + p.Name, ns: p.Namespace}
@@ -74,7 +75,7 @@ func NewPDBs(pdbs []policyv1.PodDisruptionBudget, pods []*corev1.Pod) *PDBs {
 			}
 		}
 		if len(idx) > 0 {
-			out.byPod[podRef(pod)] = idx
+			out.byPod[keyOf(pod)] = idx
 		}
 	}
 	return out
@@ -162,7 +163,7 @@ func (p *PDBs) violations(pods []*corev1.Pod, all bool) []*PDBError {
 	var counts map[int]int
 	reported := map[string]bool{}
 	for _, pod := range pods {
-		idx := p.byPod[podRef(pod)]
+		idx := p.byPod[keyOf(pod)]
 		switch len(idx) {
 		case 0:
 			continue
@@ -190,6 +191,17 @@ func (p *PDBs) violations(pods []*corev1.Pod, all bool) []*PDBError {
 		}
 	}
 	return out
+}
+
+// podKey is a pod's namespace (default when empty, as podRef names it) and name.
+type podKey struct{ ns, name string }
+
+func keyOf(p *corev1.Pod) podKey {
+	ns := p.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	return podKey{ns, p.Name}
 }
 
 func podRef(p *corev1.Pod) string {

@@ -132,9 +132,36 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 	if cat == nil {
 		return nil, fmt.Errorf("catalog: required")
 	}
-	s := &State{Snapshot: snap, Catalog: cat, NodeSettings: settings, Now: snap.Time.Time, Pools: map[string]*apisv1.NodePool{},
-		byName: map[string]*Node{}, Counts: CountPoolNodes(snap), registered: map[*apisv1.NodeClaim]bool{},
-		Overlays: overlay.ResolveSnapshot(snap, cat)}
+	s := compile(snap, true)
+	s.Catalog, s.NodeSettings, s.Overlays = cat, settings, overlay.ResolveSnapshot(snap, cat)
+	for _, n := range s.Nodes {
+		n.Price, n.PriceKnown = offeringPrice(cat, s.Overlays, n.Node.Labels[apisv1.LabelNodePool], n.InstanceType, n.Zone, n.CapacityType)
+	}
+	s.priceCommitments()
+	if err := s.bookCapacity(); err != nil {
+		return nil, err
+	}
+	b := s.simBase()
+	s.base = &b
+	for _, n := range s.Nodes {
+		s.prepareView(n)
+		if s.consolidateAfterLeft(n) > 0 {
+			v := *n.view
+			v.Spec.Unschedulable = true
+			n.settling = &v
+		}
+	}
+	s.totals = s.poolTotals()
+	return s, nil
+}
+
+// compile is the part of NewState that needs no catalog: the pools, each node with its
+// NodeClaim, pool, offering identity and pods, the pending pods and the PDBs over them; with
+// requests, each node's pod requests summed (simulations need them, the blocker rules do not).
+// Prices are left unknown and nothing for simulations is prepared.
+func compile(snap *events.Snapshot, requests bool) *State {
+	s := &State{Snapshot: snap, Now: snap.Time.Time, Pools: map[string]*apisv1.NodePool{},
+		byName: map[string]*Node{}, Counts: CountPoolNodes(snap), registered: map[*apisv1.NodeClaim]bool{}}
 	for i := range snap.NodePools {
 		np := &snap.NodePools[i]
 		s.Pools[np.Name] = np
@@ -166,13 +193,11 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 			node.Zone = firstNonEmpty(node.Zone, nc.Labels[corev1.LabelTopologyZone])
 			node.CapacityType = firstNonEmpty(node.CapacityType, nc.Labels[apisv1.LabelCapacityType])
 		}
-		node.Price, node.PriceKnown = offeringPrice(cat, s.Overlays, n.Labels[apisv1.LabelNodePool], node.InstanceType, node.Zone, node.CapacityType)
 		s.byName[n.Name] = node
 		s.Nodes = append(s.Nodes, node)
 	}
 	sort.Slice(s.Nodes, func(i, j int) bool { return s.Nodes[i].Node.Name < s.Nodes[j].Node.Name })
-	s.priceCommitments()
-	var all []*corev1.Pod
+	all := make([]*corev1.Pod, 0, len(snap.Pods)+len(snap.PendingPods))
 	for i := range snap.Pods {
 		p := &snap.Pods[i]
 		all = append(all, p)
@@ -180,12 +205,17 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 		if n == nil || scheduling.IsTerminal(p) {
 			continue
 		}
-		req := scheduling.PodRequests(p)
+		var req scheduling.Resources
+		if requests {
+			req = scheduling.PodRequests(p)
+			n.Requests = n.Requests.Add(req)
+		}
 		n.Pods = append(n.Pods, p)
-		n.Requests = n.Requests.Add(req)
 		if !scheduling.IsDaemonSetPod(p) && p.Annotations[AnnotationMirror] == "" {
 			n.Movable = append(n.Movable, p)
-			n.requested = n.requested.Add(req)
+			if requests {
+				n.requested = n.requested.Add(req)
+			}
 		}
 		if p.Spec.Affinity != nil && p.Spec.Affinity.PodAntiAffinity != nil && len(p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
 			s.anyAnti = true
@@ -201,21 +231,7 @@ func NewState(snap *events.Snapshot, cat *catalog.Catalog, settings provisioning
 		}
 	}
 	s.PDBs = NewPDBs(snap.PDBs, all)
-	if err := s.bookCapacity(); err != nil {
-		return nil, err
-	}
-	b := s.simBase()
-	s.base = &b
-	for _, n := range s.Nodes {
-		s.prepareView(n)
-		if s.consolidateAfterLeft(n) > 0 {
-			v := *n.view
-			v.Spec.Unschedulable = true
-			n.settling = &v
-		}
-	}
-	s.totals = s.poolTotals()
-	return s, nil
+	return s
 }
 
 // Node returns the named node, or nil.

@@ -104,17 +104,7 @@ func (d *decider) consistency(nc *apisv1.NodeClaim, node *corev1.Node) {
 	if nc.Status.ProviderID == "" || node == nil {
 		return
 	}
-	if d.pdbs == nil {
-		all := make([]*corev1.Pod, 0, len(d.snap.Pods)+len(d.snap.PendingPods))
-		for i := range d.snap.Pods {
-			all = append(all, &d.snap.Pods[i])
-		}
-		for i := range d.snap.PendingPods {
-			all = append(all, &d.snap.PendingPods[i])
-		}
-		d.pdbs = disruption.NewPDBs(d.snap.PDBs, all)
-	}
-	issues := ConsistencyIssues(nc, node, d.pods[node.Name], d.pdbs, d.now)
+	issues := ConsistencyIssues(nc, node, d.pods[node.Name], d.standingState().PDBs(), d.now)
 	old := condition(nc, ConditionConsistentStateFound)
 	p := &pendingConsistency{}
 	switch {

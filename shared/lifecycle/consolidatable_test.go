@@ -35,7 +35,8 @@ func TestConsolidatableCondition(t *testing.T) {
 	statusCmds := func(d Decision) []events.Command {
 		var out []events.Command
 		for _, c := range d.Commands {
-			if c.Kind == events.CommandSetNodeClaimStatus {
+			// consolidateAfter Never also sets DisruptionBlocked (disruptionblocked_test.go).
+			if c.Kind == events.CommandSetNodeClaimStatus && condOf(c, ConditionDisruptionBlocked) == nil {
 				out = append(out, c)
 			}
 		}

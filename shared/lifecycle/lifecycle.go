@@ -196,8 +196,10 @@ type decider struct {
 	pods       map[string][]*corev1.Pod // by node name
 	pending    map[string]*corev1.Pod   // by namespace/name
 	claimed    map[string]bool          // node names that have a NodeClaim
-	pdbs       *disruption.PDBs         // the snapshot's PDBs over its pods, made on first use
-	consistent *pendingConsistency      // the NodeClaim being decided: its ConsistentStateFound to write
+	// standing is the snapshot compiled for the disruption rules that need no catalog (its
+	// PDBs over the snapshot's pods serve the consistency check too), made on first use.
+	standing   *disruption.Standing
+	consistent *pendingConsistency // the NodeClaim being decided: its ConsistentStateFound to write
 	// registrations are this snapshot's registration outcomes by NodePool, in NodeClaim order.
 	registrations map[string][]outcome
 	// quarantine is the quarantine rule's result on snap (quarantined), made on first use.
@@ -240,6 +242,7 @@ func (d *decider) claim(nc *apisv1.NodeClaim) {
 		d.releasePlanned(nc, node)
 		d.initialize(nc, node)
 		d.consolidatable(nc)
+		d.disruptionBlocked(nc, node)
 	}
 }
 

@@ -28,10 +28,10 @@ func (r *runner) drift() error {
 	}
 	plan := static.GateDrift(r.w.snap, disruption.PlanDrift(r.w.snap, r.o.NodeClassRules))
 	for _, s := range plan.Blocked {
-		r.block(Blocker{Node: s.Node, Function: FunctionDrift, Kind: classify(s.Reason), Reason: "drifted but not replaced: " + s.Reason})
+		r.block(Blocker{Node: s.Node, Function: FunctionDrift, Kind: s.Kind, Reason: "drifted but not replaced: " + s.Reason})
 	}
 	for _, s := range plan.OverBudget {
-		r.block(Blocker{Node: s.Node, Function: FunctionDrift, Kind: BlockerBudget, Reason: "drifted but not replaced now: " + s.Reason})
+		r.block(Blocker{Node: s.Node, Function: FunctionDrift, Kind: disruption.BlockerBudget, Reason: "drifted but not replaced now: " + s.Reason})
 	}
 	for _, c := range plan.Selected {
 		if err := r.replaceDrifted(c, plan.Budgets); err != nil {
@@ -86,7 +86,7 @@ func (r *runner) replaceDrifted(c disruption.DriftCandidate, budgets map[string]
 		}
 		if len(plan.Unschedulable) > 0 {
 			u := plan.Unschedulable[0]
-			r.block(Blocker{Node: name, Function: FunctionDrift, Kind: BlockerNoPlace,
+			r.block(Blocker{Node: name, Function: FunctionDrift, Kind: disruption.BlockerNoPlace,
 				Reason: fmt.Sprintf("drifted but not replaced: pod %s would have no place: %s", podKey(u.Pod), u.Reason)})
 			return nil
 		}
@@ -188,7 +188,7 @@ func (r *runner) consolidate() error {
 		if r.w.leaving[s.Node] || strings.HasPrefix(s.Reason, "already being disrupted") {
 			continue // another decision of this round (or one under way) has the node
 		}
-		r.block(Blocker{Node: s.Node, Function: FunctionConsolidation, Kind: classify(s.Reason), Reason: s.Reason})
+		r.block(Blocker{Node: s.Node, Function: FunctionConsolidation, Kind: s.First.Kind, Reason: s.Reason})
 	}
 	r.budgetBlocked(st, d, rep)
 	if d == nil {
@@ -257,27 +257,8 @@ func (r *runner) budgetBlocked(st *disruption.State, d *disruption.Decision, rep
 			why = fmt.Sprintf("NodePool %s: disruption budget for %s allows %d node(s) now, all taken by this round's consolidation (%d of %d nodes already disrupting)",
 				c.Pool.Name, reason, allowed, cnt.Disrupting, cnt.Nodes)
 		}
-		r.block(Blocker{Node: c.Name(), Function: FunctionConsolidation, Kind: BlockerBudget, Reason: why})
+		r.block(Blocker{Node: c.Name(), Function: FunctionConsolidation, Kind: disruption.BlockerBudget, Reason: why})
 	}
-}
-
-// classify names the kind of a blocking reason (the reasons shared/disruption gives).
-func classify(reason string) string {
-	switch {
-	case strings.Contains(reason, "PodDisruptionBudget"):
-		return BlockerPDB
-	case strings.Contains(reason, apisv1.AnnotationDoNotDisrupt):
-		return BlockerDoNotDisrupt
-	case strings.Contains(reason, "disruption budget"), strings.Contains(reason, "budget left"), strings.Contains(reason, "budgets["):
-		return BlockerBudget
-	case strings.Contains(reason, "no controller owner"):
-		return BlockerNoController
-	case strings.Contains(reason, "consolidateAfter"):
-		return BlockerConsolidateAfter
-	case strings.Contains(reason, "would have no place"):
-		return BlockerNoPlace
-	}
-	return BlockerOther
 }
 
 // sortBlockers orders a round's blockers by node, then function.

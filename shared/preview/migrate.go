@@ -55,7 +55,7 @@ func (r *runner) migrate() error {
 			node := r.podNode(podKey(u.Pod))
 			if !stay[node] {
 				stay[node] = true
-				r.block(Blocker{Node: node, Function: FunctionMigration, Kind: BlockerNoPlace,
+				r.block(Blocker{Node: node, Function: FunctionMigration, Kind: disruption.BlockerNoPlace,
 					Reason: fmt.Sprintf("node group node kept: pod %s has no place on NodePool %s: %s", podKey(u.Pod), r.res.Assumed.Name, u.Reason)})
 			}
 		}
@@ -106,6 +106,7 @@ func (r *runner) drainable() []string {
 			continue
 		}
 		var why string
+		var kind disruption.BlockerKind
 		if n.Labels[apisv1.AKSLabelMode] == apisv1.ModeSystem {
 			r.block(Blocker{Node: n.Name, Function: FunctionMigration, Kind: BlockerSystemPool,
 				Reason: "node group node kept: an AKS system node pool (kubernetes.azure.com/mode=system): AKS needs one, node auto-provisioning does not replace it"})
@@ -115,17 +116,17 @@ func (r *runner) drainable() []string {
 			if !disruption.Evacuable(p) {
 				continue
 			}
-			if w := disruption.PodsBlock([]*corev1.Pod{p}, r.w.now()); w != "" {
-				why = w
+			if b, ok := disruption.PodsBlocker([]*corev1.Pod{p}, r.w.now()); ok {
+				why, kind = b.Message, b.Kind
 			} else if err := pdbs.Check([]*corev1.Pod{p}); err != nil {
-				why = err.Error()
+				why, kind = err.Error(), disruption.BlockerPDB
 			}
 			if why != "" {
 				break
 			}
 		}
 		if why != "" {
-			r.block(Blocker{Node: n.Name, Function: FunctionMigration, Kind: classify(why), Reason: "node group node kept: " + why})
+			r.block(Blocker{Node: n.Name, Function: FunctionMigration, Kind: kind, Reason: "node group node kept: " + why})
 			continue
 		}
 		out = append(out, n.Name)

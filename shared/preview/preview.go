@@ -191,22 +191,15 @@ type PodMove struct {
 type Blocker struct {
 	Node     string `json:"node"`
 	Function string `json:"function"`
-	// Kind classifies the reason (BlockerPDB, BlockerDoNotDisrupt, BlockerBudget, ...).
-	Kind   string `json:"kind"`
-	Reason string `json:"reason"`
+	// Kind is the rule that refused, as shared/disruption types it (disruption.BlockerPDB,
+	// BlockerDoNotDisrupt, BlockerBudget, ...), or BlockerSystemPool.
+	Kind   disruption.BlockerKind `json:"kind"`
+	Reason string                 `json:"reason"`
 }
 
-// Blocker kinds.
-const (
-	BlockerPDB              = "PodDisruptionBudget"
-	BlockerDoNotDisrupt     = "DoNotDisrupt"
-	BlockerBudget           = "DisruptionBudget"
-	BlockerNoController     = "NoController"
-	BlockerConsolidateAfter = "ConsolidateAfter"
-	BlockerNoPlace          = "NoPlace"
-	BlockerSystemPool       = "SystemPool"
-	BlockerOther            = "Other"
-)
+// BlockerSystemPool is the migration's own kind: an AKS system node pool node is kept (AKS
+// needs one), which no disruption rule says.
+const BlockerSystemPool disruption.BlockerKind = "SystemPool"
 
 // PodProblem is a pod with a reason.
 type PodProblem struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
 )
 
 // The capacity type of a node comes from the label its autoscaler writes: Karpenter's, an EKS
@@ -143,13 +144,13 @@ func TestClusterAutoscalerClusterMigratesToTheAssumedNodePool(t *testing.T) {
 			t.Errorf("%s -> %s, want the kept app-4's free room", m.Pod, m.To)
 		}
 	}
-	kept := map[string]string{}
+	kept := map[string]disruption.BlockerKind{}
 	for _, b := range res.Rounds[0].Blocked {
 		if b.Function == FunctionMigration {
 			kept[b.Node] = b.Kind
 		}
 	}
-	if kept["app-4"] != BlockerDoNotDisrupt || kept["sys-1"] != BlockerNoPlace || len(kept) != 2 {
+	if kept["app-4"] != disruption.BlockerDoNotDisrupt || kept["sys-1"] != disruption.BlockerNoPlace || len(kept) != 2 {
 		t.Errorf("kept node group nodes: %v", kept)
 	}
 }

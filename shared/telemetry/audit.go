@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/dovetail-dev/dovetail/shared/commitments/utilisation"
 )
 
 // AuditMessage is the log message of every decision audit record: the function's log stream
@@ -61,24 +63,10 @@ type Audit struct {
 	Commitments []CommitmentUse `json:"commitments,omitempty"`
 }
 
-// CommitmentUse is one commitment's utilisation as a decision saw it (the shape of
-// shared/commitments.Use, repeated here so the audit record depends on no pricing package).
-type CommitmentUse struct {
-	Name string `json:"name"`
-	// Kind is "SavingsPlan" or "Reservation".
-	Kind string `json:"kind"`
-	// Savings Plans: the commitment and the usage it covers (USD per hour at the discounted rates).
-	CommittedPerHour float64 `json:"committedPerHour,omitempty"`
-	UsedPerHour      float64 `json:"usedPerHour,omitempty"`
-	// Reservations: the instance count and how many instances are covered.
-	Count int `json:"count,omitempty"`
-	Used  int `json:"used,omitempty"`
-	// Utilisation is used / committed, 0–1.
-	Utilisation float64 `json:"utilisation"`
-	// SavedPerHour is what the commitment takes off the list price of the usage it covers (USD
-	// per hour); the ledger subtracts it from the pools' list-priced spend.
-	SavedPerHour float64 `json:"savedPerHour,omitempty"`
-}
+// CommitmentUse is one commitment's utilisation as a decision saw it: shared/commitments.Use,
+// whose type lives in the import-free shared/commitments/utilisation so the audit record
+// depends on no pricing package.
+type CommitmentUse = utilisation.Use
 
 // PoolCost is one NodePool's capacity before and after a decision, in USD per hour at the
 // effective prices the plan used: the catalog's offering price after NodeOverlays today; a

@@ -2,7 +2,6 @@ package emit
 
 import (
 	"fmt"
-	"github.com/dovetail-dev/dovetail/shared/commitments"
 	"log/slog"
 	"sort"
 
@@ -53,7 +52,7 @@ func AuditLaunch(log *slog.Logger, rec telemetry.Recorder, function, rule string
 	a.Why = fmt.Sprintf("%d pending pods fit no existing node or in-flight NodeClaim", len(pods))
 	if plan != nil {
 		a.LowerBound = plan.LowerBoundPerHour
-		a.Commitments = commitmentUses(plan.Commitments)
+		a.Commitments = plan.Commitments
 	}
 	if b, err := provisioning.StaticBaseline(in, pods, cat); err == nil {
 		a.StaticBaseline = &telemetry.StaticBaseline{InstanceType: b.InstanceType, Nodes: b.Nodes, PricePerHour: b.PricePerHour, Unplaceable: b.Unplaceable}
@@ -143,16 +142,6 @@ func Unbound(pods []*corev1.Pod) []*corev1.Pod {
 		c := *p
 		c.Spec.NodeName = ""
 		out[i] = &c
-	}
-	return out
-}
-
-// commitmentUses is the plan's commitment utilisation in the audit record's shape (nil for none).
-func commitmentUses(us []commitments.Use) []telemetry.CommitmentUse {
-	var out []telemetry.CommitmentUse
-	for _, u := range us {
-		out = append(out, telemetry.CommitmentUse{Name: u.Name, Kind: u.Kind, CommittedPerHour: u.CommittedPerHour,
-			UsedPerHour: u.UsedPerHour, Count: u.Count, Used: u.Used, Utilisation: u.Utilisation, SavedPerHour: u.SavedPerHour})
 	}
 	return out
 }

@@ -10,10 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
-	"github.com/dovetail-dev/dovetail/shared/commitments"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
-	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 func TestPoisonIfMalformed(t *testing.T) {
@@ -130,26 +128,5 @@ func TestLimitHits(t *testing.T) {
 	got := fmt.Sprint(LimitHits(plan))
 	if want := "[[gpu nvidia.com/gpu] [web memory] [web price]]"; got != want {
 		t.Errorf("LimitHits = %s, want %s", got, want)
-	}
-}
-
-// TestCommitmentUsesCarryEveryField: the audit record's utilisation keeps each field of the
-// plan's (a Savings Plan's dollars, a reservation's instances) so `dovetail cost` prints what
-// `dovetail plan` prints.
-func TestCommitmentUsesCarryEveryField(t *testing.T) {
-	in := []commitments.Use{
-		{Name: "compute", Kind: commitments.KindSavingsPlan, CommittedPerHour: 1, UsedPerHour: 0.75, Utilisation: 0.75, SavedPerHour: 0.32},
-		{Name: "ri-m6i", Kind: commitments.KindReservation, Count: 2, Used: 1, Utilisation: 0.5, SavedPerHour: 0.192},
-	}
-	got := commitmentUses(in)
-	want := []telemetry.CommitmentUse{
-		{Name: "compute", Kind: "SavingsPlan", CommittedPerHour: 1, UsedPerHour: 0.75, Utilisation: 0.75, SavedPerHour: 0.32},
-		{Name: "ri-m6i", Kind: "Reservation", Count: 2, Used: 1, Utilisation: 0.5, SavedPerHour: 0.192},
-	}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Errorf("commitmentUses = %+v, want %+v", got, want)
-	}
-	if commitmentUses(nil) != nil {
-		t.Errorf("no commitments must give no field (omitted from the record)")
 	}
 }

@@ -140,7 +140,7 @@ func CheckLive(res *preview.Result) []string {
 		}
 		for j, b := range r.Blocked {
 			want := LiveBlocked[i][j]
-			head := LiveNodes[b.Node] + " " + b.Function + " " + b.Kind + " "
+			head := LiveNodes[b.Node] + " " + b.Function + " " + string(b.Kind) + " "
 			if !strings.HasPrefix(want, head) || !strings.Contains(b.Reason, strings.TrimPrefix(want, head)) {
 				fail("round %d blocker %d: %s%s, want %s", r.N, j, head, b.Reason, want)
 			}
