@@ -232,7 +232,11 @@ func (h *Handler) expire(ctx context.Context, snap *events.Snapshot, cs []disrup
 			return nil, err
 		}
 		if len(plan.NodeClaims) > 0 {
-			steps[0].Detail += fmt.Sprintf("; %d replacement NodeClaim(s) launched for the round's pods, not waited for", len(plan.NodeClaims))
+			whose := "its pods"
+			if len(cs) > 1 {
+				whose = "the round's pods"
+			}
+			steps[0].Detail += fmt.Sprintf("; %d replacement NodeClaim(s) launched for %s, not waited for", len(plan.NodeClaims), whose)
 		}
 		if why := unplaced(plan); why != "" {
 			steps[0].Detail += "; pods with no place go pending: " + why
