@@ -337,3 +337,76 @@ func TestPlanDisruptionCountsInFlightNodeClaims(t *testing.T) {
 		t.Errorf("plan --disruption: nominated %v, want %v", got.Nominated, want)
 	}
 }
+
+// Two nodes expiring in one round are handed to the termination path together, and their pods
+// are placed in one run over the nodes not being deleted, as Karpenter's provisioner places the
+// pods of every node being deleted (sigs.k8s.io/karpenter
+// pkg/controllers/provisioning/provisioner.go, Schedule: nodes.Deleting() pods with the
+// pending ones, nodes.Active() as capacity).
+//
+// Hand calculation: the dump with E's NodeClaim also at expireAfter 1h (created with D's, so
+// both expired at --at). D's cache (800m, zone us-east-1b only) must leave D. The 1b nodes are
+// D and E (both being deleted) and F (630m free): none takes it, so one NodeClaim is launched
+// in 1b for it; the cheapest of the pool's types there is a c5.large at 0.085 USD/h. E's only
+// pod, report, is do-not-disrupt: E's drain waits for it. Node by node (E still counted as
+// capacity while D was evacuated), cache went to E (1530m free, first by name) and would have
+// been moved again when E's drain reached it.
+func TestPlanDisruptionExpiresARoundsNodesTogether(t *testing.T) {
+	raw, err := os.ReadFile(liveDump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	d := strings.Index(s, "    expireAfter: 1h\n") // D's NodeClaim; E's is the next one
+	e := strings.Index(s[d+1:], "    expireAfter: 720h\n")
+	if d < 0 || e < 0 {
+		t.Fatal("the dump's NodeClaims moved: D's expireAfter 1h, then E's 720h")
+	}
+	e += d + 1
+	s = s[:e] + "    expireAfter: 1h\n" + s[e+len("    expireAfter: 720h\n"):]
+	p := filepath.Join(t.TempDir(), "two-expired.yaml")
+	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "plan", "--disruption", "-f", p, "--at", liveAt, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got DisruptionOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	const nodeD, nodeE = "ip-10-0-1-13.ec2.internal", "ip-10-0-1-14.ec2.internal"
+	var expiries []preview.Decision
+	for _, dec := range got.Result.Rounds[0].Decisions {
+		if dec.Reason == "Expired" {
+			expiries = append(expiries, dec)
+		}
+	}
+	if len(expiries) != 1 {
+		t.Fatalf("round 1 has %d expiry decisions, want one for both nodes: %+v", len(expiries), expiries)
+	}
+	x := expiries[0]
+	if len(x.Nodes) != 2 || x.Nodes[0].Name != nodeD || x.Nodes[1].Name != nodeE || math.Abs(x.PricePerHourBefore-(0.085+0.096)) > 1e-9 {
+		t.Errorf("nodes %+v, before %.4f; want D (0.085) and E (0.096)", x.Nodes, x.PricePerHourBefore)
+	}
+	if len(x.Launched) != 1 || x.Launched[0].InstanceType != "c5.large" || x.Launched[0].Zone != "us-east-1b" || x.Launched[0].PricePerHour != 0.085 {
+		t.Fatalf("launched %+v; want one c5.large in us-east-1b at 0.085", x.Launched)
+	}
+	if len(x.Moved) != 1 || !strings.HasPrefix(x.Moved[0].Pod, "shop/cache-") || x.Moved[0].To != x.Launched[0].Name {
+		t.Errorf("moved %+v; want only cache, onto %s", x.Moved, x.Launched[0].Name)
+	}
+	if len(x.Waits) != 2 || !strings.Contains(x.Waits[0], "report-") || !strings.Contains(x.Waits[0], apisv1.AnnotationDoNotDisrupt) {
+		t.Errorf("waits %q; want E's drain waiting for its do-not-disrupt report pod, then until when", x.Waits)
+	}
+	// One hand-off (the NodeClaim's deletion) per node, as each expiry's own decision had.
+	handOffs := 0
+	for _, c := range x.Commands {
+		if strings.HasPrefix(c, "DeleteNodeClaim ") {
+			handOffs++
+		}
+	}
+	if handOffs != 2 || len(x.Commands) != 2 {
+		t.Errorf("commands %q; want the two NodeClaims' DeleteNodeClaim", x.Commands)
+	}
+}

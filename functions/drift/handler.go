@@ -171,10 +171,15 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	plan := static.GateDrift(snap, disruption.PlanDrift(snap, cloud.RulesOf(h.Provider)))
 	d := Decision{Revision: snap.Revision, Blocked: plan.Blocked, OverBudget: plan.OverBudget}
 	telemetry.OrNop(h.Metrics).Record(telemetry.DisruptionEligibleNodes, float64(len(plan.Selected)+len(plan.OverBudget)), "drifted")
+	steps, err := h.expire(ctx, snap, plan.Expired)
+	d.Steps = append(d.Steps, steps...)
+	if err != nil {
+		return d, err
+	}
 	for _, phase := range []struct {
 		cands []disruption.DriftCandidate
 		step  func(context.Context, *events.Snapshot, disruption.DriftCandidate, map[string]*events.BudgetReservation) (Step, error)
-	}{{plan.Expired, h.expire}, {plan.InProgress, h.progress}, {plan.Selected, h.start}} {
+	}{{plan.InProgress, h.progress}, {plan.Selected, h.start}} {
 		for _, c := range phase.cands {
 			s, err := phase.step(ctx, snap, c, plan.Budgets)
 			if err != nil {
@@ -197,37 +202,57 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	return d, nil
 }
 
-// expire hands an expired node to the termination path at once: expiry is forceful in
-// Karpenter v1 (no budget, no do-not-disrupt wait, no waiting for a replacement). Its evictable
-// pods get replacement capacity in the same decision, launched first but not waited for, as
-// Karpenter's provisioner schedules the pods of nodes being deleted along with the pending ones
-// (sigs.k8s.io/karpenter pkg/controllers/provisioning/provisioner.go, Schedule:
-// nodes.Deleting() pods appended to the pending pods). Pods with no place are named.
-func (h *Handler) expire(ctx context.Context, snap *events.Snapshot, c disruption.DriftCandidate, _ map[string]*events.BudgetReservation) (Step, error) {
-	s := Step{Node: c.Name(), Step: StepExpire, Why: c.Why(), Detail: "handed to the termination path"}
+// expire hands the round's expired nodes to the termination path at once, together: expiry is
+// forceful in Karpenter v1 (no budget, no do-not-disrupt wait, no waiting for a replacement),
+// and their evictable pods get capacity in the same decision, one plan for all of them
+// (disruption.ExpiryInput: every expired node left out), launched first but not waited for, as
+// Karpenter's provisioner schedules the pods of all nodes being deleted along with the pending
+// ones (sigs.k8s.io/karpenter pkg/controllers/provisioning/provisioner.go, Schedule:
+// nodes.Deleting() pods appended to the pending pods, nodes.Active() as capacity). So no pod is
+// planned onto a node that expires in the same round. One Step per node; the launches are on
+// the first one's. Pods with no place are named.
+func (h *Handler) expire(ctx context.Context, snap *events.Snapshot, cs []disruption.DriftCandidate) ([]Step, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	steps := make([]Step, len(cs))
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.Name()
+		steps[i] = Step{Node: c.Name(), Step: StepExpire, Why: c.Why(), Detail: "handed to the termination path"}
+		if len(cs) > 1 {
+			steps[i].Detail += fmt.Sprintf(" with the round's %d other expired node(s)", len(cs)-1)
+		}
+	}
 	var plan *provisioning.Plan
-	if len(c.Pods) > 0 {
+	if in, ok := disruption.ExpiryInput(snap, h.Catalog, h.NodeSettings, cs); ok {
+		in.Policies = h.Policies
 		var err error
-		if plan, err = h.plan(snap, c.Target); err != nil {
-			return s, err
+		if plan, err = emit.Solve(h.Metrics, telemetry.ControllerDisruption, in); err != nil {
+			return nil, err
 		}
 		if len(plan.NodeClaims) > 0 {
-			s.Detail += fmt.Sprintf("; %d replacement NodeClaim(s) launched for its pods, not waited for", len(plan.NodeClaims))
+			whose := "its pods"
+			if len(cs) > 1 {
+				whose = "the round's pods"
+			}
+			steps[0].Detail += fmt.Sprintf("; %d replacement NodeClaim(s) launched for %s, not waited for", len(plan.NodeClaims), whose)
 		}
 		if why := unplaced(plan); why != "" {
-			s.Detail += "; pods with no place go pending: " + why
+			steps[0].Detail += "; pods with no place go pending: " + why
 		}
 	}
-	dis := disruption.Expiry(c, plan, snap.Revision, snap.Time.Time)
-	refused, err := h.run(ctx, snap, c.Target, dis, &s)
-	if err != nil {
-		return s, err
+	for i, dis := range disruption.ExpiryRound(cs, plan, snap.Revision, snap.Time.Time) {
+		refused, err := h.run(ctx, snap, names, dis, &steps[i])
+		if err != nil {
+			return steps[:i+1], err
+		}
+		if refused != nil {
+			steps[i].Detail += "; replacement launch failed: " + refused.Error()
+		}
+		emit.RecordDisrupted(h.Metrics, disruption.ReasonExpired, cs[i].NodeClaim)
 	}
-	if refused != nil {
-		s.Detail += "; replacement launch failed: " + refused.Error()
-	}
-	emit.RecordDisrupted(h.Metrics, disruption.ReasonExpired, c.NodeClaim)
-	return s, nil
+	return steps, nil
 }
 
 // progress carries a node an earlier decision tainted one step on: deleted once empty or once
@@ -262,7 +287,7 @@ func (h *Handler) progress(ctx context.Context, snap *events.Snapshot, c disrupt
 		}
 	}
 	dis.Why = s.Detail
-	if _, err := h.run(ctx, snap, c.Target, dis, &s); err != nil {
+	if _, err := h.run(ctx, snap, []string{c.Name()}, dis, &s); err != nil {
 		return s, err
 	}
 	if dis.HandOff {
@@ -300,7 +325,7 @@ func (h *Handler) start(ctx context.Context, snap *events.Snapshot, c disruption
 	case dis.Drain:
 		s.Detail = fmt.Sprintf("tainted; all %d pods fit on ready nodes, draining", len(c.Pods))
 	}
-	refused, err := h.run(ctx, snap, c.Target, dis, &s)
+	refused, err := h.run(ctx, snap, []string{c.Name()}, dis, &s)
 	if err != nil || refused != nil {
 		return s, err
 	}
@@ -325,7 +350,7 @@ func (h *Handler) startStatic(ctx context.Context, snap *events.Snapshot, c disr
 	}
 	dis := disruption.DriftOf(c, budgets, snap.Revision, snap.Time.Time)
 	dis.Method, dis.Replacements = "Replace", plan.NodeClaims
-	refused, err := h.run(ctx, snap, c.Target, dis, &s)
+	refused, err := h.run(ctx, snap, []string{c.Name()}, dis, &s)
 	if err != nil || refused != nil {
 		return s, err
 	}
@@ -354,7 +379,7 @@ func (h *Handler) progressStatic(ctx context.Context, snap *events.Snapshot, c d
 		s.Detail = "static NodePool: replacement launched again"
 	}
 	dis.Why = s.Detail
-	if _, err := h.run(ctx, snap, c.Target, dis, &s); err != nil {
+	if _, err := h.run(ctx, snap, []string{c.Name()}, dis, &s); err != nil {
 		return s, err
 	}
 	if dis.HandOff {
@@ -417,7 +442,7 @@ func unplaced(plan *provisioning.Plan) string {
 // run carries the disruption's sequence out: replacements through the one launch step (all or
 // nothing for a voluntary disruption: a refused one leaves the node as it is, StepSkip), then
 // the taint, drain and hand-off commands.
-func (h *Handler) run(ctx context.Context, snap *events.Snapshot, t disruption.Target, dis disruption.Disruption, s *Step) (refused error, err error) {
+func (h *Handler) run(ctx context.Context, snap *events.Snapshot, replaces []string, dis disruption.Disruption, s *Step) (refused error, err error) {
 	steps, err := disruption.Sequence(h.Cluster, dis)
 	if err != nil {
 		return nil, err
@@ -431,9 +456,11 @@ func (h *Handler) run(ctx context.Context, snap *events.Snapshot, t disruption.T
 			Rounds:       1,
 			AllOrNothing: !dis.Forced,
 			Reason: func(nc *provisioning.NodeClaimPlan) string {
-				return fmt.Sprintf("replacement for %s node %s (%d pods)", strings.ToLower(dis.Reason), t.Name(), len(nc.Pods))
+				return fmt.Sprintf("replacement for %s node %s (%d pods)", strings.ToLower(dis.Reason), strings.Join(replaces, ","), len(nc.Pods))
 			},
-			Annotate: func(nc *apisv1.NodeClaim) { nc.Annotations[disruption.AnnotationReplaces] = t.Name() },
+			Annotate: func(nc *apisv1.NodeClaim) {
+				nc.Annotations[disruption.AnnotationReplaces] = strings.Join(replaces, ",")
+			},
 		}
 		out, err := step.Run(ctx, launch.Fixed(&provisioning.Plan{NodeClaims: seq.Replacements}))
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
+	"github.com/dovetail-dev/dovetail/shared/provisioning"
 )
 
 // Validate re-checks a decision against a fresh state (a later snapshot) before anything
@@ -181,7 +182,7 @@ func InFlight(s *State) []*Progress {
 		if len(busy) > 0 {
 			if why := s.replacementsReady(p); why != "" {
 				p.Waiting = why
-			} else if err := ValidateDrain(s, busy); err != nil {
+			} else if err := s.validateDrain(busy, p.Replacements); err != nil {
 				p.Waiting, deficit = err.Error(), errors.Is(err, ErrDrainWaits) || errors.Is(err, ErrDrainBlockedByPod)
 			} else {
 				p.Drain = busy
@@ -229,18 +230,7 @@ func (s *State) replacementsReady(p *Progress) string {
 		return fmt.Sprintf("%d of %d replacement NodeClaim(s) recorded", len(p.Replacements), p.Expected)
 	}
 	for _, nc := range p.Replacements {
-		var node *Node
-		if nc.Status.NodeName != "" {
-			node = s.Node(nc.Status.NodeName)
-		}
-		if node == nil {
-			for _, n := range s.Nodes {
-				if nc.Status.ProviderID != "" && n.Node.Spec.ProviderID == nc.Status.ProviderID {
-					node = n
-					break
-				}
-			}
-		}
+		node := s.nodeOf(nc)
 		if node == nil {
 			return fmt.Sprintf("replacement %s has not registered a node yet", nc.Name)
 		}
@@ -249,6 +239,25 @@ func (s *State) replacementsReady(p *Progress) string {
 		}
 	}
 	return ""
+}
+
+// nodeOf is the node a NodeClaim registered: by status.nodeName, else by provider ID (nil when
+// none is in the snapshot).
+func (s *State) nodeOf(nc *apisv1.NodeClaim) *Node {
+	if nc.Status.NodeName != "" {
+		if n := s.Node(nc.Status.NodeName); n != nil {
+			return n
+		}
+	}
+	if nc.Status.ProviderID == "" {
+		return nil
+	}
+	for _, n := range s.Nodes {
+		if n.Node.Spec.ProviderID == nc.Status.ProviderID {
+			return n
+		}
+	}
+	return nil
 }
 
 // initializedAt is when the replacement became initialized: its NodeClaim's Initialized
@@ -298,7 +307,19 @@ func (s *State) launchLock(tainted map[string]*Progress) *Progress {
 // the bin-packing core places every one of their pods on the other nodes (with the snapshot's
 // pending pods placed too) without any new NodeClaim. This is the "every evicted pod has a
 // place before its node is drained" rule.
-func ValidateDrain(s *State, nodes []*Node) error {
+func ValidateDrain(s *State, nodes []*Node) error { return s.validateDrain(nodes, nil) }
+
+// validateDrain is ValidateDrain for a consolidation in flight whose replacements (initialized)
+// are given: when the fresh simulation over every other node still needs new NodeClaims, the
+// drain may go on if the replacements hold what the decision launched them for
+// (replacementsHold). A fresh simulation packs the candidates' pods onto the replacements as
+// onto any existing node, by its first-fit rules, and cannot always find the packing the
+// decision chose when it sized the replacements for those pods (new NodeClaims are packed with
+// the solver's refinements, existing nodes are not), so without this a multi-node
+// consolidation whose replacements are nearly full by design waits for NodeClaims nobody
+// launches and is rolled back after DrainDeficitTimeout, leaving the cluster dearer than before
+// (make scale, N = 200, docs/scale.md).
+func (s *State) validateDrain(nodes []*Node, replacements []*apisv1.NodeClaim) error {
 	var pods []*corev1.Pod
 	remove := map[string]bool{}
 	for _, n := range nodes {
@@ -325,7 +346,98 @@ func ValidateDrain(s *State, nodes []*Node) error {
 		}
 	}
 	if len(plan.NodeClaims) > 0 {
+		if ok, err := s.replacementsHold(remove, pods, own, replacements); err != nil || ok {
+			return err
+		}
 		return fmt.Errorf("%w: the pods need %d more NodeClaim(s) than exist", ErrDrainWaits, len(plan.NodeClaims))
 	}
 	return nil
+}
+
+// replacementsHold reports whether the candidates' pods (own; with the snapshot's pending pods)
+// fit on the other nodes and the decision's replacements when the replacements are taken as
+// what the decision saw them as: new NodeClaims. It runs the decision's kind of simulation (the
+// removed nodes and the replacements' nodes left out, the pods placed on the rest and on new
+// NodeClaims) and matches each new NodeClaim of the result to a distinct replacement node that
+// it could have been launched as: of its NodePool, its instance type, zone and capacity type
+// one of the NodeClaim's offerings (which carry its requirements, the pods' included, as
+// Karpenter's validation compares a replacement's instance types), and the node's free
+// allocatable (after the pods already on it: DaemonSet pods) at least the NodeClaim's requests.
+// Then every pod has a place: those the simulation put on existing nodes there, the others on
+// the matched replacement. Only replacements with no movable pod qualify: a pod the
+// kube-scheduler bound to one after the decision takes room this check could not account for
+// without moving it, so then the drain waits (the DrainDeficitTimeout case).
+func (s *State) replacementsHold(remove map[string]bool, pods []*corev1.Pod, own map[*corev1.Pod]bool, replacements []*apisv1.NodeClaim) (bool, error) {
+	if len(replacements) == 0 {
+		return false, nil
+	}
+	nodes := make([]*Node, 0, len(replacements))
+	without := make(map[string]bool, len(remove)+len(replacements))
+	for k := range remove {
+		without[k] = true
+	}
+	for _, nc := range replacements {
+		n := s.nodeOf(nc)
+		if n == nil || !n.binnable || len(n.Movable) > 0 || remove[n.Name()] || without[n.Name()] {
+			return false, nil
+		}
+		nodes = append(nodes, n)
+		without[n.Name()] = true
+	}
+	plan, err := s.Simulate(without, append(append([]*corev1.Pod(nil), pods...), s.pending...))
+	if err != nil {
+		return false, err
+	}
+	for _, u := range plan.Unschedulable {
+		if own[u.Pod] {
+			return false, nil
+		}
+	}
+	if len(plan.NodeClaims) > len(nodes) {
+		return false, nil
+	}
+	return matchClaims(plan.NodeClaims, nodes, launchableAs), nil
+}
+
+// launchableAs reports whether node could be the planned NodeClaim: the same NodePool, its
+// offering among the NodeClaim's, room for the NodeClaim's pods.
+func launchableAs(c *provisioning.NodeClaimPlan, n *Node) bool {
+	if c.NodePool == nil || n.Pool == nil || c.NodePool.Name != n.Pool.Name || !c.Requests.Fits(n.free) {
+		return false
+	}
+	for _, o := range c.Offerings {
+		if o.InstanceType != nil && o.InstanceType.Name == n.InstanceType && o.Zone == n.Zone && o.CapacityType == n.CapacityType {
+			return true
+		}
+	}
+	return false
+}
+
+// matchClaims reports whether every planned NodeClaim can be given a distinct node it fits
+// (a bipartite matching by augmenting paths; both sides are a decision's few replacements).
+func matchClaims(claims []*provisioning.NodeClaimPlan, nodes []*Node, fits func(*provisioning.NodeClaimPlan, *Node) bool) bool {
+	owner := make([]int, len(nodes)) // node → claim index, -1 when free
+	for i := range owner {
+		owner[i] = -1
+	}
+	var try func(c int, seen []bool) bool
+	try = func(c int, seen []bool) bool {
+		for j, n := range nodes {
+			if seen[j] || !fits(claims[c], n) {
+				continue
+			}
+			seen[j] = true
+			if owner[j] < 0 || try(owner[j], seen) {
+				owner[j] = c
+				return true
+			}
+		}
+		return false
+	}
+	for c := range claims {
+		if !try(c, make([]bool, len(nodes))) {
+			return false
+		}
+	}
+	return true
 }

@@ -59,3 +59,28 @@ func BenchmarkPreview(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPreviewExpiry is BenchmarkPreview with every seventh NodeClaim at expireAfter 1h
+// (created 48 hours before the preview, so expired in its first round), the share of expired
+// nodes in hack/gendump's dumps: round 1 hands them all to the termination path.
+func BenchmarkPreviewExpiry(b *testing.B) {
+	cat := catalog.MustAWS()
+	for _, n := range []int{200, 1000} {
+		snap := benchCluster(n)
+		for i := 0; i < n; i += 7 {
+			snap.NodeClaims[i].Spec.ExpireAfter = apisv1.MustParseNillableDuration("1h")
+		}
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var res *Result
+			for i := 0; i < b.N; i++ {
+				var err error
+				if res, err = Run(snap, Options{Catalog: cat}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(res.Rounds)), "rounds")
+			b.ReportMetric(res.Converged.PricePerHour, "converged$/h")
+		})
+	}
+}

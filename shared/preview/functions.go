@@ -15,16 +15,14 @@ import (
 )
 
 // drift is the drift function on the world: disruption.PlanDrift finds the expired and drifted
-// nodes. Expired nodes are handed to the termination path at once (their deletion then counts
-// against the budgets, as the agent's ledger counts it), so the drifted nodes are chosen on a
-// second PlanDrift that sees them being deleted; each chosen node is evacuated as the function
-// does (disruption.EvacuationInput, provisioning.Solve), its replacements launched, the node
-// tainted and drained.
+// nodes. Expired nodes are handed to the termination path at once, all in one decision (their
+// deletion then counts against the budgets, as the agent's ledger counts it), so the drifted
+// nodes are chosen on a second PlanDrift that sees them being deleted; each chosen node is
+// evacuated as the function does (disruption.EvacuationInput, provisioning.Solve), its
+// replacements launched, the node tainted and drained.
 func (r *runner) drift() error {
-	for _, c := range disruption.PlanDrift(r.w.snap, r.o.NodeClassRules).Expired {
-		if err := r.expire(c); err != nil {
-			return err
-		}
+	if err := r.expire(disruption.PlanDrift(r.w.snap, r.o.NodeClassRules).Expired); err != nil {
+		return err
 	}
 	plan := static.GateDrift(r.w.snap, disruption.PlanDrift(r.w.snap, r.o.NodeClassRules))
 	for _, s := range plan.Blocked {
@@ -41,28 +39,68 @@ func (r *runner) drift() error {
 	return nil
 }
 
-// expire hands an expired node to the termination path as the drift function does
-// (disruption.Expiry, disruption.Sequence): forceful, no budget, capacity for its pods launched
-// in the same decision and not waited for; the evicted pods are placed on it.
-func (r *runner) expire(c disruption.DriftCandidate) error {
-	name := c.Name()
-	d := Decision{Function: FunctionDrift, Action: ActionDelete, Reason: disruption.ReasonExpired, Nodes: []NodeRef{r.w.ref(name)},
-		Why: c.Why() + "; handed to the termination path at once (expiry is forceful: no budget, no waiting for a replacement)"}
-	d.PricePerHourBefore = d.Nodes[0].PricePerHour
+// expire hands the round's expired nodes to the termination path together, as the drift
+// function does (disruption.ExpiryInput, ExpiryRound, Sequence), which follows Karpenter: its
+// expiration controller deletes each expired NodeClaim with no simulation and no budget
+// (sigs.k8s.io/karpenter pkg/controllers/nodeclaim/expiration), and its provisioner places the
+// pods of every node being deleted, with the pending ones, over the nodes not being deleted
+// (pkg/controllers/provisioning/provisioner.go, Schedule: nodes.Deleting() pods appended to the
+// pending pods, nodes.Active() as the existing nodes). One plan places the evictable pods of
+// all of them; its NodeClaims are launched (the function's launches) and its placements made,
+// except for the pods a drain waits for (do-not-disrupt, a PodDisruptionBudget), which stay;
+// pods with no place go pending. One decision carries the round's expired nodes.
+func (r *runner) expire(cs []disruption.DriftCandidate) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	const forceful = "handed to the termination path at once (expiry is forceful: no budget, no waiting for a replacement)"
+	d := Decision{Function: FunctionDrift, Action: ActionDelete, Reason: disruption.ReasonExpired}
+	names := make([]string, len(cs))
+	whys := make([]string, len(cs))
+	for i := range cs {
+		names[i] = cs[i].Name()
+		whys[i] = names[i] + " " + cs[i].Why()
+		ref := r.w.ref(names[i])
+		d.Nodes = append(d.Nodes, ref)
+		d.PricePerHourBefore += ref.PricePerHour
+	}
+	if len(cs) == 1 {
+		d.Why = cs[0].Why() + "; " + forceful
+	} else {
+		d.Why = fmt.Sprintf("%d nodes: %s; all %s; their pods are placed together, on the nodes not being deleted", len(cs), strings.Join(whys, ", "), forceful)
+	}
 	var plan *provisioning.Plan
-	if len(c.Pods) > 0 {
+	if in, ok := disruption.ExpiryInput(r.w.snap, r.o.Catalog, r.o.NodeSettings, cs); ok {
+		in.Policies, in.Requests = r.o.Policies, r.reqs
 		var err error
-		if plan, err = r.evacuation(name); err != nil {
+		if plan, err = provisioning.Solve(in); err != nil {
 			return err
 		}
 	}
-	if err := r.sequence(&d, disruption.Expiry(c, plan, r.w.snap.Revision, r.w.now())); err != nil {
-		return err
+	for _, dis := range disruption.ExpiryRound(cs, plan, r.w.snap.Revision, r.w.now()) {
+		if err := r.sequence(&d, dis); err != nil {
+			return err
+		}
 	}
-	r.w.taint(name, "", true)
-	if err := r.drainAndPlace(&d, name); err != nil {
-		return err
+	for _, name := range names {
+		r.w.taint(name, "", true)
 	}
+	keep, waits := r.drainBlockers(names...)
+	if plan != nil {
+		var err error
+		if d.Moved, d.Launched, err = r.apply(withoutPods(plan, keep)); err != nil {
+			return err
+		}
+	}
+	r.w.evict(keep, names...) // what the plan found no place for goes pending
+	for _, name := range names {
+		if ws := waits[name]; len(ws) > 0 {
+			d.Waits = append(append(d.Waits, ws...), r.waitUntil(name))
+		} else {
+			r.w.leaving[name] = true
+		}
+	}
+	d.PricePerHourAfter = launchedPrice(d.Launched)
 	if len(d.Launched) > 0 {
 		d.Action = ActionReplace
 	}
@@ -97,8 +135,8 @@ func (r *runner) replaceDrifted(c disruption.DriftCandidate, budgets map[string]
 		if d.Moved, d.Launched, err = r.apply(withoutPods(plan, keep)); err != nil {
 			return err
 		}
-		if len(waits) > 0 {
-			d.Waits = append(waits, r.waitUntil(name))
+		if ws := waits[name]; len(ws) > 0 {
+			d.Waits = append(ws, r.waitUntil(name))
 		}
 	}
 	if plan == nil {
@@ -217,9 +255,9 @@ func (r *runner) consolidate() error {
 		if p.Replacement >= 0 {
 			to = out.Launched[p.Replacement].Name
 		}
-		r.w.bind(p.Pod, to)
 		out.Moved = append(out.Moved, PodMove{Pod: p.Pod, To: to})
 	}
+	r.w.bindAll(out.Moved)
 	for _, c := range d.Candidates {
 		r.w.taint(c.Node, d.TaintValue(), false)
 		r.w.leaving[c.Node] = true

@@ -67,9 +67,9 @@ func (r *runner) apply(plan *provisioning.Plan) ([]PodMove, []Launch, error) {
 		if p.claim >= 0 {
 			to = launches[p.claim].Name
 		}
-		r.w.bind(p.pod, to)
 		moves = append(moves, PodMove{Pod: p.pod, To: to})
 	}
+	r.w.bindAll(moves)
 	sort.Slice(moves, func(i, j int) bool { return moves[i].Pod < moves[j].Pod })
 	return moves, launches, nil
 }
@@ -138,10 +138,11 @@ func launchedPrice(ls []Launch) float64 {
 	return s
 }
 
-// drainBlockers returns the node's evacuable pods a drain must wait for, and why: those
-// annotated karpenter.sh/do-not-disrupt (the termination path never evicts them) and those a
-// PodDisruptionBudget allows no disruption of (the Eviction API refuses them).
-func (r *runner) drainBlockers(node string) (map[string]bool, []string) {
+// drainBlockers returns the nodes' evacuable pods a drain must wait for, and why, by node:
+// those annotated karpenter.sh/do-not-disrupt (the termination path never evicts them) and
+// those a PodDisruptionBudget allows no disruption of (the Eviction API refuses them). The
+// budgets are evaluated once, on the cluster before any of these drains.
+func (r *runner) drainBlockers(nodes ...string) (map[string]bool, map[string][]string) {
 	var all []*corev1.Pod
 	for i := range r.w.snap.Pods {
 		all = append(all, &r.w.snap.Pods[i])
@@ -151,17 +152,18 @@ func (r *runner) drainBlockers(node string) (map[string]bool, []string) {
 	}
 	pdbs := disruption.NewPDBs(r.w.snap.PDBs, all)
 	keep := map[string]bool{}
-	var waits []string
-	for _, p := range r.w.pods(node) {
+	waits := map[string][]string{}
+	for _, p := range r.w.pods(nodes...) {
 		if !disruption.Evacuable(p) {
 			continue
 		}
+		node := p.Spec.NodeName
 		if apisv1.PodDoNotDisrupt(p, r.w.now()) {
 			keep[podKey(p)] = true
-			waits = append(waits, fmt.Sprintf("pod %s is annotated %s", podKey(p), apisv1.AnnotationDoNotDisrupt))
+			waits[node] = append(waits[node], fmt.Sprintf("pod %s is annotated %s", podKey(p), apisv1.AnnotationDoNotDisrupt))
 		} else if err := pdbs.Check([]*corev1.Pod{p}); err != nil {
 			keep[podKey(p)] = true
-			waits = append(waits, err.Error())
+			waits[node] = append(waits[node], err.Error())
 		}
 	}
 	return keep, waits
@@ -195,20 +197,23 @@ func (r *runner) waitUntil(node string) string {
 	return "the drain waits indefinitely: the NodeClaim has no terminationGracePeriod"
 }
 
-// drainAndPlace evicts what may leave the node now, places the evicted pods (provision), and
-// marks the node to go at the end of the round when nothing waits.
-func (r *runner) drainAndPlace(d *Decision, node string) error {
-	keep, waits := r.drainBlockers(node)
-	r.w.evict(node, keep)
+// drainAndPlace evicts what may leave the nodes now, places the evicted pods (one provision
+// run for all of them), and marks each node to go at the end of the round when nothing on it
+// waits.
+func (r *runner) drainAndPlace(d *Decision, nodes ...string) error {
+	keep, waits := r.drainBlockers(nodes...)
+	r.w.evict(keep, nodes...)
 	moves, launches, err := r.placePending()
 	if err != nil {
 		return err
 	}
 	d.Moved, d.Launched = append(d.Moved, moves...), append(d.Launched, launches...)
-	if len(waits) > 0 {
-		d.Waits = append(waits, r.waitUntil(node))
-	} else {
-		r.w.leaving[node] = true
+	for _, node := range nodes {
+		if ws := waits[node]; len(ws) > 0 {
+			d.Waits = append(append(d.Waits, ws...), r.waitUntil(node))
+		} else {
+			r.w.leaving[node] = true
+		}
 	}
 	d.PricePerHourAfter = launchedPrice(d.Launched)
 	return nil

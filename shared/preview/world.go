@@ -156,23 +156,24 @@ func (w *world) taint(name, value string, deleting bool) {
 	}
 }
 
-// evict makes the node's evacuable pods (disruption.Evacuable) pending, except those keep
-// says stay (a drain that waits for them); it returns the evicted pods' names.
-func (w *world) evict(node string, keep map[string]bool) []string {
-	var names []string
+// evict makes the nodes' evacuable pods (disruption.Evacuable) pending, except those keep says
+// stay (a drain that waits for them), in one pass over the pods: they join the pending pods in
+// the order they were bound in.
+func (w *world) evict(keep map[string]bool, nodes ...string) {
+	draining := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		draining[n] = true
+	}
 	w.filterPods(func(p *corev1.Pod) bool {
-		if p.Spec.NodeName != node || !disruption.Evacuable(p) || keep[podKey(p)] {
+		if !draining[p.Spec.NodeName] || !disruption.Evacuable(p) || keep[podKey(p)] {
 			return true
 		}
 		q := *p
 		q.Spec.NodeName = ""
 		q.Status = corev1.PodStatus{Phase: corev1.PodPending}
 		w.snap.PendingPods = append(w.snap.PendingPods, q)
-		names = append(names, podKey(&q))
 		return false
 	})
-	sort.Strings(names)
-	return names
 }
 
 // filterPods keeps the bound pods keep says stay, in order, without copying a pod that does not
@@ -197,42 +198,68 @@ func (w *world) filterPods(keep func(*corev1.Pod) bool) {
 	w.podIdx = nil
 }
 
-// bind puts a pod (pending or bound elsewhere) on node: Running and Ready, started now (so
-// consolidateAfter counts from the move, as it would for the controller's new pod).
-func (w *world) bind(pod, node string) {
-	set := func(p *corev1.Pod) {
-		now := metav1.NewTime(w.now())
+// bindAll puts each move's pod (pending or bound elsewhere) on its node, in the moves' order:
+// Running and Ready, started now (so consolidateAfter counts from the move, as it would for the
+// controller's new pod). A bound pod is moved in place; a pending one (the first pending pod of that name not taken by
+// an earlier move) leaves the pending pods and is appended to the bound ones. The pending pods
+// are indexed and compacted once for all the moves: a drain's pods bound one by one removed
+// each from the middle of the pending slice, a copy of every later Pod per move (thousands of
+// kilobyte-sized Pods after a round's expiries).
+func (w *world) bindAll(moves []PodMove) {
+	now := metav1.NewTime(w.now())
+	set := func(p *corev1.Pod, node string) {
 		p.Spec.NodeName = node
 		p.CreationTimestamp, p.Status.StartTime = now, &now
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now}}
 	}
-	ref := refOf(pod)
 	if w.podIdx == nil {
 		w.podIdx = make(map[podRef]int, len(w.snap.Pods))
 		for i := len(w.snap.Pods) - 1; i >= 0; i-- { // backwards: the first index wins
 			w.podIdx[refOfPod(&w.snap.Pods[i])] = i
 		}
 	}
-	if i, ok := w.podIdx[ref]; ok {
-		set(&w.snap.Pods[i])
-		w.touch(node)
+	var pending map[podRef][]int // pending pod → its indexes in PendingPods, in order
+	taken := map[int]bool{}
+	for _, m := range moves {
+		ref := refOf(m.Pod)
+		if i, ok := w.podIdx[ref]; ok {
+			set(&w.snap.Pods[i], m.To)
+			w.touch(m.To)
+			continue
+		}
+		if pending == nil {
+			pending = make(map[podRef][]int, len(w.snap.PendingPods))
+			for i := range w.snap.PendingPods {
+				r := refOfPod(&w.snap.PendingPods[i])
+				pending[r] = append(pending[r], i)
+			}
+		}
+		idx := pending[ref]
+		if len(idx) == 0 {
+			continue // neither bound nor pending: nothing to bind
+		}
+		i := idx[0]
+		pending[ref] = idx[1:]
+		taken[i] = true
+		p := w.snap.PendingPods[i]
+		set(&p, m.To)
+		w.snap.Pods = append(w.snap.Pods, p)
+		w.podIdx[ref] = len(w.snap.Pods) - 1 // not bound before this move (else podIdx had it)
+		w.touch(m.To)
+	}
+	if len(taken) == 0 {
 		return
 	}
+	left := w.snap.PendingPods[:0]
 	for i := range w.snap.PendingPods {
-		if refOfPod(&w.snap.PendingPods[i]) == ref {
-			p := w.snap.PendingPods[i]
-			w.snap.PendingPods = append(w.snap.PendingPods[:i], w.snap.PendingPods[i+1:]...)
-			set(&p)
-			w.snap.Pods = append(w.snap.Pods, p)
-			if _, dup := w.podIdx[ref]; !dup {
-				w.podIdx[ref] = len(w.snap.Pods) - 1
-			}
-			w.touch(node)
-			return
+		if !taken[i] {
+			left = append(left, w.snap.PendingPods[i])
 		}
 	}
+	clear(w.snap.PendingPods[len(left):])
+	w.snap.PendingPods = left
 }
 
 // refOf splits a podKey.
@@ -378,11 +405,15 @@ func (w *world) endRound() {
 	w.leaving = map[string]bool{}
 }
 
-// pods returns the pods bound to the node.
-func (w *world) pods(node string) []*corev1.Pod {
+// pods returns the pods bound to the nodes, in the order they are bound in.
+func (w *world) pods(nodes ...string) []*corev1.Pod {
+	on := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		on[n] = true
+	}
 	var out []*corev1.Pod
 	for i := range w.snap.Pods {
-		if p := &w.snap.Pods[i]; p.Spec.NodeName == node && !scheduling.IsTerminal(p) {
+		if p := &w.snap.Pods[i]; on[p.Spec.NodeName] && !scheduling.IsTerminal(p) {
 			out = append(out, p)
 		}
 	}
