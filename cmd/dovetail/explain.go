@@ -54,6 +54,7 @@ the input does not hold.`,
 	cmd.PersistentFlags().StringVar(&f.region, "region", "", "region whose embedded catalog prices the nodes (empty: the nodes' topology.kubernetes.io/region, else the cloud's default)")
 	cmd.PersistentFlags().StringVar(&f.live.kubeconfig, "kubeconfig", "", "read the cluster's state through this kubeconfig (list calls only; cmd/dovetail/plan-rbac.yaml is the ClusterRole they need), besides any -f")
 	cmd.PersistentFlags().StringVar(&f.live.context, "context", "", "the kubeconfig context to use (default: its current context)")
+	f.live.registerCommitments(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&f.live.at, "at", "", "the time the decisions are made at (RFC 3339; default now): consolidateAfter, expiry and budgets' schedules read it")
 	f.policies.Register(cmd.PersistentFlags(), nil)
 	cmd.AddCommand(&cobra.Command{
