@@ -33,8 +33,8 @@ type liveFlags struct {
 	// commitmentsNamespace is where --kubeconfig reads the dovetail-commitments ConfigMap: the
 	// agent's namespace.
 	commitmentsNamespace string
-	disruption          bool
-	at                  string
+	disruption           bool
+	at                   string
 	// now is the clock --at defaults to (tests set it).
 	now func() time.Time
 	// progress reports the run's phase on stderr (plan sets it).
