@@ -249,7 +249,7 @@ func TestConsumersBeforeTheirRequestAreHeld(t *testing.T) {
 		t.Fatalf("%d Events, want one per held consumer (17)", len(evs))
 	}
 	if ev := evs[0]; ev.Reason != "FailedScheduling" || ev.Type != corev1.EventTypeWarning || ev.Object.Name != "train-0" ||
-		ev.Message != "Failed to schedule pod, waits for ProvisioningRequest ml/train (best-effort-atomic-scale-up.autoscaling.x-k8s.io), which does not exist: "+
+		ev.Message != "Failed to schedule pod, waits for ProvisioningRequest ml/train (best-effort-atomic-scale-up.autoscaling.x-k8s.io), which is not found: "+
 			"pods that consume a ProvisioningRequest are not provisioned for on their own, as Cluster Autoscaler keeps them out of scale-up" {
 		t.Errorf("event %+v", ev)
 	}

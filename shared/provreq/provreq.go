@@ -267,7 +267,7 @@ func (h *Hold) Message() string {
 	case strings.HasSuffix(h.Request, "/"):
 		return "its consume-provisioning-request annotation names no ProvisioningRequest: " + why
 	case !h.Found:
-		return "waits for " + name + ", which does not exist: " + why
+		return "waits for " + name + ", which is not found: " + why
 	case !h.Served:
 		return "consumes " + name + ", a class Dovetail does not serve: nothing is provisioned for it or its pods"
 	case h.Err != "":

@@ -129,7 +129,7 @@ func TestHoldBack(t *testing.T) {
 		{"d-1", "consumes ProvisioningRequest ml/done (best-effort-atomic-scale-up.autoscaling.x-k8s.io), which is done (Failed=True CapacityIsNotFound: the cloud refused 3 of 4 nodes): nothing more is provisioned for it or its pods"},
 		{"o-1", "consumes ProvisioningRequest ml/other (queued-provisioning.gke.io), a class Dovetail does not serve: nothing is provisioned for it or its pods"},
 		{"n-1", "consumes ProvisioningRequest ml/no-template (check-capacity.autoscaling.x-k8s.io), which cannot be served: spec.podSets[0].podTemplateRef.name: PodTemplate ml/gone not found"},
-		{"m-1", "waits for ProvisioningRequest ml/later (best-effort-atomic-scale-up.autoscaling.x-k8s.io), which does not exist: pods that consume a ProvisioningRequest are not provisioned for on their own, as Cluster Autoscaler keeps them out of scale-up"},
+		{"m-1", "waits for ProvisioningRequest ml/later (best-effort-atomic-scale-up.autoscaling.x-k8s.io), which is not found: pods that consume a ProvisioningRequest are not provisioned for on their own, as Cluster Autoscaler keeps them out of scale-up"},
 		{"e-1", "its consume-provisioning-request annotation names no ProvisioningRequest: pods that consume a ProvisioningRequest are not provisioned for on their own, as Cluster Autoscaler keeps them out of scale-up"},
 	}
 	if len(held) != len(want) {
