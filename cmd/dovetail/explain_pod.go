@@ -198,7 +198,7 @@ func writePodText(w io.Writer, x *PodExplanation) {
 		fmt.Fprintf(w, "  Held back by the quarantine of %s (the provision function plans none of its pending replicas beyond the allowance): %s\n", q.Controller, q.Message)
 	}
 	if r := x.ProvisioningRequest; r != nil {
-		fmt.Fprintf(w, "  Held back as a consumer of ProvisioningRequest %s (the provision function plans no capacity for it on its own): %s\n", r.Request, r.Message)
+		fmt.Fprintf(w, "  Held back from ordinary provisioning, it %s\n", r.Message)
 		for _, c := range r.Conditions {
 			fmt.Fprintf(w, "    %s=%s %s: %s (since %s)\n", c.Type, c.Status, c.Reason, c.Message, c.LastTransitionTime.UTC().Format(time.RFC3339))
 		}
