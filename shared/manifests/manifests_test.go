@@ -399,9 +399,9 @@ template: {spec: {containers: [{name: c, image: x}]}}
 		t.Errorf("requests %+v, templates %d, objects %d", s.ProvisioningRequests, len(s.PodTemplates), s.Objects())
 	}
 	for doc, want := range map[string]string{
-		"apiVersion: autoscaling.x-k8s.io/v1\nkind: ProvisioningRequest\nmetadata: {name: z}\nspec: {provisioningClassName: c, podSets: [{podTemplateRef: {name: t}, count: 0}]}\n": "spec.podSets[0].count: 0: must be at least 1",
+		"apiVersion: autoscaling.x-k8s.io/v1\nkind: ProvisioningRequest\nmetadata: {name: z}\nspec: {provisioningClassName: c, podSets: [{podTemplateRef: {name: t}, count: 0}]}\n":           "spec.podSets[0].count: 0: must be at least 1",
 		"apiVersion: autoscaling.x-k8s.io/v1\nkind: ProvisioningRequest\nmetadata: {name: z}\nspec: {provisioningClassName: c, podSets: [{podTemplateRef: {name: t}, count: 1}], extra: 1}\n": `unknown field "spec.extra"`,
-		"apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: ProvisioningRequest\nmetadata: {name: z}\nspec: {}\n": "autoscaling.x-k8s.io/v1beta1 is not supported for ProvisioningRequest; use autoscaling.x-k8s.io/v1",
+		"apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: ProvisioningRequest\nmetadata: {name: z}\nspec: {}\n":                                                                                "autoscaling.x-k8s.io/v1beta1 is not supported for ProvisioningRequest; use autoscaling.x-k8s.io/v1",
 	} {
 		if _, err := LoadReader("bad.yaml", strings.NewReader(doc)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", doc, err, want)
