@@ -42,7 +42,7 @@ type liveFlags struct {
 }
 
 func (l *liveFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&l.kubeconfig, "kubeconfig", "", "read the cluster's state through this kubeconfig (list calls only; cmd/dovetail/plan-rbac.yaml is the ClusterRole they need), besides any -f")
+	fs.StringVar(&l.kubeconfig, "kubeconfig", "", "read the cluster's state through this kubeconfig (list calls, and get on the commitments ConfigMap; cmd/dovetail/plan-rbac.yaml grants them), besides any -f")
 	fs.StringVar(&l.context, "context", "", "the kubeconfig context to use (default: its current context)")
 	l.registerCommitments(fs)
 	fs.BoolVar(&l.disruption, "disruption", false, "preview what the consolidate, drift and expiry decisions would do to the cluster's nodes, round after round, and the $/h before and after")

@@ -47,9 +47,12 @@ the pods placed on existing nodes, and the pods no node can take, with the reaso
 Spot prices of the embedded catalog are estimates (see the catalog's spot-price model).
 
 It also reads a live cluster's state: a dump piped in (kubectl get nodes,pods,pdb,daemonsets,
-nodepools,ec2nodeclasses,nodeclaims,nodeoverlays,limitranges,pvc,pv,storageclasses -A -o yaml |
-dovetail plan -f -), a directory of such dumps, or the cluster itself through --kubeconfig (list calls
-only). Running pods stay on their nodes; a controller adds only the pods it does not run yet.
+nodepools,ec2nodeclasses,nodeclaims,nodeoverlays,limitranges,pvc,pv,storageclasses,
+provisioningrequests,podtemplates -A -o yaml | dovetail plan -f -), a directory of such dumps, or
+the cluster itself through --kubeconfig (list calls, and a get of the dovetail-commitments
+ConfigMap in --commitments-namespace). Running pods stay on their nodes; a controller adds only
+the pods it does not run yet. Pods consuming a ProvisioningRequest are held back, as the provision
+function holds them, and listed as held.
 With nodes in the input it adds the saving against today: today's $/h at catalog prices, the
 $/h Dovetail converges to (provision and consolidation repeated to a fixed point, within PDBs
 and disruption budgets) and a lower bound. --disruption prints every decision of that
