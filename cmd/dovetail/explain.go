@@ -37,9 +37,10 @@ func newExplainCommand() *cobra.Command {
 cluster itself with --kubeconfig: cmd/dovetail/plan-rbac.yaml) and answers with
 the reasons the functions' own decision code gives:
 
-  explain pod NS/NAME   a pending pod: the NodeClaim the provision function would launch for it,
-                        or each NodePool tried and the requirement, taint, limit, guardrail or
-                        capacity that refused it; a running pod: the decision that launched its
+  explain pod NS/NAME   a pending pod: the ProvisioningRequest it consumes and waits for (its
+                        class and conditions, or that it does not exist), the NodeClaim the
+                        provision function would launch for it, or each NodePool tried and the
+                        requirement, taint, limit, guardrail or capacity that refused it; a running pod: the decision that launched its
                         node and how the pod fits there.
   explain node NAME     why the node exists (the decision recorded on its NodeClaim), every
                         blocker that keeps consolidation and drift from it (each naming its
