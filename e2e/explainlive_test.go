@@ -154,8 +154,10 @@ func TestExplainLiveCluster(t *testing.T) {
 	if len(plan.Commitments) != 1 || plan.Commitments[0].Name != "ri-m5" {
 		t.Errorf("plan commitments %+v, want the ConfigMap's ri-m5", plan.Commitments)
 	}
-	if len(plan.Held) != 2 || plan.Held[0].Request != "ml/train" || plan.Held[1].Request != "ml/later" {
-		t.Errorf("plan held %+v, want ml/train-0 and ml/early-0", plan.Held)
+	// In the pods' list order: the API server lists a namespace's pods by name.
+	if len(plan.Held) != 2 || plan.Held[0].Pod != "ml/early-0" || plan.Held[0].Request != "ml/later" ||
+		plan.Held[1].Pod != "ml/train-0" || plan.Held[1].Request != "ml/train" {
+		t.Errorf("plan held %+v, want ml/early-0 (ml/later) and ml/train-0 (ml/train)", plan.Held)
 	}
 }
 
