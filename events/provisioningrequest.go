@@ -4,11 +4,26 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
+
+// ValidateProvisioningRequest checks one ProvisioningRequest as a snapshot's is checked
+// (validateProvisioningRequest), its fields named from the object ("spec.podSets[0].count"):
+// `dovetail plan` and `explain` read them from a dump or a live cluster.
+func ValidateProvisioningRequest(pr *apisv1.ProvisioningRequest) error {
+	var errs fieldErrs
+	validateProvisioningRequest("", pr, &errs)
+	for _, e := range errs.errs {
+		if fe, ok := e.(*FieldError); ok {
+			fe.Path = strings.TrimPrefix(fe.Path, ".")
+		}
+	}
+	return errs.err()
+}
 
 // validateProvisioningRequest checks a snapshot's ProvisioningRequest against the CRD's schema
 // (infra/crds autoscaling.x-k8s.io_provisioningrequests.yaml), as the API server would have:

@@ -34,12 +34,13 @@ func newExplainCommand() *cobra.Command {
 		Use:   "explain (pod NAMESPACE/NAME | node NAME) [-f PATH ...] [--kubeconfig PATH] [-o text|json]",
 		Short: "Say why a pod is pending or on its node, and why a node exists and is not consolidated or drifted",
 		Long: `explain reads the cluster's state as plan does (a kubectl get -o yaml dump with -f, or the
-cluster itself with --kubeconfig: list calls only, cmd/dovetail/plan-rbac.yaml) and answers with
+cluster itself with --kubeconfig: cmd/dovetail/plan-rbac.yaml) and answers with
 the reasons the functions' own decision code gives:
 
-  explain pod NS/NAME   a pending pod: the NodeClaim the provision function would launch for it,
-                        or each NodePool tried and the requirement, taint, limit, guardrail or
-                        capacity that refused it; a running pod: the decision that launched its
+  explain pod NS/NAME   a pending pod: the ProvisioningRequest it consumes and waits for (its
+                        class and conditions, or that it does not exist), the NodeClaim the
+                        provision function would launch for it, or each NodePool tried and the
+                        requirement, taint, limit, guardrail or capacity that refused it; a running pod: the decision that launched its
                         node and how the pod fits there.
   explain node NAME     why the node exists (the decision recorded on its NodeClaim), every
                         blocker that keeps consolidation and drift from it (each naming its
@@ -52,8 +53,9 @@ the input does not hold.`,
 	cmd.PersistentFlags().StringArrayVarP(&f.files, "filename", "f", nil, "manifest or dump file or directory (repeatable; - reads standard input)")
 	cmd.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	cmd.PersistentFlags().StringVar(&f.region, "region", "", "region whose embedded catalog prices the nodes (empty: the nodes' topology.kubernetes.io/region, else the cloud's default)")
-	cmd.PersistentFlags().StringVar(&f.live.kubeconfig, "kubeconfig", "", "read the cluster's state through this kubeconfig (list calls only; cmd/dovetail/plan-rbac.yaml is the ClusterRole they need), besides any -f")
+	cmd.PersistentFlags().StringVar(&f.live.kubeconfig, "kubeconfig", "", "read the cluster's state through this kubeconfig (list calls, and get on the commitments ConfigMap; cmd/dovetail/plan-rbac.yaml grants them), besides any -f")
 	cmd.PersistentFlags().StringVar(&f.live.context, "context", "", "the kubeconfig context to use (default: its current context)")
+	f.live.registerCommitments(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&f.live.at, "at", "", "the time the decisions are made at (RFC 3339; default now): consolidateAfter, expiry and budgets' schedules read it")
 	f.policies.Register(cmd.PersistentFlags(), nil)
 	cmd.AddCommand(&cobra.Command{

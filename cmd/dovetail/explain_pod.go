@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/provreq"
 	"github.com/dovetail-dev/dovetail/shared/quarantine"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
@@ -28,8 +30,18 @@ type PodExplanation struct {
 	// controller (shared/quarantine): the controller, the NodePool whose settings applied and
 	// the evidence, as its FailedScheduling Event says.
 	Quarantine *PodQuarantine `json:"quarantine,omitempty"`
-	Origin     *NodeOrigin    `json:"nodeOrigin,omitempty"`
-	Fit        *PodFit        `json:"fit,omitempty"`
+	// ProvisioningRequest is set when the pod carries a consume annotation: the provision
+	// function never plans it on its own (provreq.HoldBack); its request, the request's class
+	// and conditions, or that the request does not exist, and what that means (Message).
+	ProvisioningRequest *PodProvisioningRequest `json:"provisioningRequest,omitempty"`
+	Origin              *NodeOrigin             `json:"nodeOrigin,omitempty"`
+	Fit                 *PodFit                 `json:"fit,omitempty"`
+}
+
+// PodProvisioningRequest is the hold of a consumer pod (provreq.Hold) and its message.
+type PodProvisioningRequest struct {
+	provreq.Hold
+	Message string `json:"message"`
 }
 
 // PodQuarantine is the quarantine's verdict on a held pod's controller.
@@ -96,13 +108,23 @@ func (w *explainWorld) explainPod(ns, name string) (*PodExplanation, error) {
 		return x, nil
 	}
 	key := x.Pod
-	// The provision function's order (functions/provision Decide): the quarantine holds sick
-	// controllers' replicas back, the solver plans the rest under the scale-up rate policies,
-	// and the anomaly hold keeps back what the plan would add to a held NodePool.
+	// The provision function's order (functions/provision Decide): consumers of
+	// ProvisioningRequests are held back, the quarantine holds sick controllers' replicas back,
+	// the solver plans the rest under the scale-up rate policies, and the anomaly hold keeps
+	// back what the plan would add to a held NodePool.
 	if _, err := provisioning.ReservationCountsFromAnnotations(w.set.NodeClasses); err != nil {
 		return nil, usageError{err}
 	}
-	res := quarantine.Evaluate(w.snap)
+	pending, held := provreq.HoldBack(w.snap)
+	for i := range held {
+		if podName(held[i].Pod) == key {
+			x.ProvisioningRequest = &PodProvisioningRequest{Hold: held[i], Message: held[i].Message()}
+			return x, nil
+		}
+	}
+	base := *w.snap
+	base.PendingPods = pending
+	res := quarantine.Evaluate(&base)
 	for i := range res.Verdicts {
 		v := &res.Verdicts[i]
 		for _, q := range v.Held {
@@ -112,7 +134,7 @@ func (w *explainWorld) explainPod(ns, name string) (*PodExplanation, error) {
 			}
 		}
 	}
-	work := *w.snap
+	work := base
 	work.PendingPods = res.Pending
 	in := provisioning.InputFromSnapshot(&work, w.cat, w.cloud.NodeSettings)
 	in.Policies = w.pol
@@ -175,13 +197,19 @@ func writePodText(w io.Writer, x *PodExplanation) {
 	if q := x.Quarantine; q != nil {
 		fmt.Fprintf(w, "  Held back by the quarantine of %s (the provision function plans none of its pending replicas beyond the allowance): %s\n", q.Controller, q.Message)
 	}
+	if r := x.ProvisioningRequest; r != nil {
+		fmt.Fprintf(w, "  Held back from ordinary provisioning, it %s\n", r.Message)
+		for _, c := range r.Conditions {
+			fmt.Fprintf(w, "    %s=%s %s: %s (since %s)\n", c.Type, c.Status, c.Reason, c.Message, c.LastTransitionTime.UTC().Format(time.RFC3339))
+		}
+	}
 	if len(x.Refusals) > 0 {
 		fmt.Fprintln(w, "  No NodePool can take it:")
 		for _, r := range x.Refusals {
 			fmt.Fprintf(w, "    - [%s] %s\n", r.Kind, r.Message)
 		}
 	}
-	if x.Status == "Pending" && x.Placement == nil && len(x.Refusals) == 0 && x.Quarantine == nil {
+	if x.Status == "Pending" && x.Placement == nil && len(x.Refusals) == 0 && x.Quarantine == nil && x.ProvisioningRequest == nil {
 		fmt.Fprintln(w, "  The plan neither places nor refuses it")
 	}
 	if x.Origin != nil {

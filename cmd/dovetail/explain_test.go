@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
@@ -278,5 +279,57 @@ func TestExplainPodHeldBack(t *testing.T) {
 		!strings.HasPrefix(x.Refusals[0].Message, `nodepool "burst": scale-up held: hold-1796197198: holding 1 new nodes raising the NodePool's price from 0.0000 to `) ||
 		!strings.Contains(x.Refusals[0].Message, "kubectl annotate nodepool burst dovetail.dev/approve-scale-up=hold-1796197198") {
 		t.Errorf("burst-job: %+v, want NodePool burst's anomaly hold", x.Refusals)
+	}
+}
+
+var provreqScenario = []string{"-f", "../../localdev/manifests/nodepool.yaml", "-f", "testdata/explain/provreq.yaml"}
+
+// The consumers of testdata/explain/provreq.yaml, explained at liveAt: each is held back by the
+// provision function's rule (provreq.HoldBack) and named with its request, the request's class
+// and conditions as the dump has them; the booking of ml/booked runs 10 minutes from its
+// Provisioned transition at 07:35:00, to 07:45:00; ml/later does not exist.
+func TestExplainPodProvisioningRequest(t *testing.T) {
+	code, out, stderr := runCLI(t, append([]string{"explain", "pod", "ml/train-0", "--at", liveAt}, provreqScenario...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := `Pod ml/train-0: Pending
+  Held back from ordinary provisioning, it waits for ProvisioningRequest ml/train (best-effort-atomic-scale-up.autoscaling.x-k8s.io) to be provisioned (Provisioned=False CapacityIsNotFound: Capacity is not found: the cloud refused 6 of 16 nodes; none was kept; retried on the next decision)
+    Accepted=True Accepted: ProvisioningRequest is accepted by Dovetail (since 2026-12-02T07:30:01Z)
+    Provisioned=False CapacityIsNotFound: Capacity is not found: the cloud refused 6 of 16 nodes; none was kept; retried on the next decision (since 2026-12-02T07:30:01Z)
+`
+	if out != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+	x := explainPodJSON(t, "ml/booked-0", provreqScenario...)
+	r := x.ProvisioningRequest
+	if r == nil || r.Request != "ml/booked" || r.Class != "check-capacity.autoscaling.x-k8s.io" || !r.Found || r.State != "Booked" ||
+		r.BookedUntil == nil || r.BookedUntil.UTC().Format(time.RFC3339) != "2026-12-02T07:45:00Z" || len(r.Conditions) != 2 || x.Placement != nil || len(x.Refusals) != 0 {
+		t.Errorf("booked-0: %+v", r)
+	}
+	x = explainPodJSON(t, "ml/early-0", provreqScenario...)
+	if r := x.ProvisioningRequest; r == nil || r.Request != "ml/later" || r.Found || r.Class != "best-effort-atomic-scale-up.autoscaling.x-k8s.io" ||
+		r.Message != "waits for ProvisioningRequest ml/later (best-effort-atomic-scale-up.autoscaling.x-k8s.io), which is not found: "+
+			"pods that consume a ProvisioningRequest are not provisioned for on their own, as Cluster Autoscaler keeps them out of scale-up" {
+		t.Errorf("early-0: %+v", x.ProvisioningRequest)
+	}
+	// plan holds the same three back: its one NodeClaim is ml/plain's.
+	code, out, stderr = runCLI(t, append([]string{"plan", "--at", liveAt, "-o", "json"}, provreqScenario...)...)
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr)
+	}
+	var plan PlanOutput
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, h := range plan.Held {
+		held = append(held, h.Pod+" "+h.Request)
+	}
+	if w := []string{"ml/train-0 ml/train", "ml/booked-0 ml/booked", "ml/early-0 ml/later"}; !reflect.DeepEqual(held, w) {
+		t.Errorf("plan held %v, want %v", held, w)
+	}
+	if len(plan.NodeClaims) != 1 || !reflect.DeepEqual(plan.NodeClaims[0].Pods, []string{"ml/plain"}) || len(plan.Unschedulable) != 0 {
+		t.Errorf("plan %+v, want one NodeClaim for ml/plain", plan.NodeClaims)
 	}
 }

@@ -23,14 +23,18 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/planner"
 	"github.com/dovetail-dev/dovetail/shared/preview"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/provreq"
 )
 
 // liveFlags are plan's flags for a live cluster's state: where to read it and the disruption
 // preview.
 type liveFlags struct {
 	kubeconfig, context string
-	disruption          bool
-	at                  string
+	// commitmentsNamespace is where --kubeconfig reads the dovetail-commitments ConfigMap: the
+	// agent's namespace.
+	commitmentsNamespace string
+	disruption           bool
+	at                   string
 	// now is the clock --at defaults to (tests set it).
 	now func() time.Time
 	// progress reports the run's phase on stderr (plan sets it).
@@ -38,10 +42,20 @@ type liveFlags struct {
 }
 
 func (l *liveFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&l.kubeconfig, "kubeconfig", "", "read the cluster's state through this kubeconfig (list calls only; cmd/dovetail/plan-rbac.yaml is the ClusterRole they need), besides any -f")
+	fs.StringVar(&l.kubeconfig, "kubeconfig", "", "read the cluster's state through this kubeconfig (list calls, and get on the commitments ConfigMap; cmd/dovetail/plan-rbac.yaml grants them), besides any -f")
 	fs.StringVar(&l.context, "context", "", "the kubeconfig context to use (default: its current context)")
+	l.registerCommitments(fs)
 	fs.BoolVar(&l.disruption, "disruption", false, "preview what the consolidate, drift and expiry decisions would do to the cluster's nodes, round after round, and the $/h before and after")
 	fs.StringVar(&l.at, "at", "", "the time the preview decides at (RFC 3339, e.g. 2025-07-01T12:00:00Z; default now): expiry and consolidateAfter read it")
+}
+
+// DefaultCommitmentsNamespace is the namespace the install docs give the chart
+// (docs/install.md: helm install ... -n dovetail-system), where the agent reads the commitments.
+const DefaultCommitmentsNamespace = "dovetail-system"
+
+func (l *liveFlags) registerCommitments(fs *pflag.FlagSet) {
+	fs.StringVar(&l.commitmentsNamespace, "commitments-namespace", DefaultCommitmentsNamespace,
+		"with --kubeconfig: the agent's namespace, where the dovetail-commitments ConfigMap (Savings Plans, Reserved Instances) is read from")
 }
 
 // time parses --at (default: now).
@@ -79,8 +93,9 @@ func (l *liveFlags) load(cmd *cobra.Command, files []string) (*manifests.Set, er
 	return set, nil
 }
 
-// listCluster lists the state resources through the kubeconfig (kube.ListState) and returns
-// them as one JSON List document.
+// listCluster lists the state resources through the kubeconfig (kube.ListState), gets the
+// commitments ConfigMap of --commitments-namespace (kube.GetCommitments), and returns them as one
+// JSON List document.
 func (l *liveFlags) listCluster(cmd *cobra.Command) ([]byte, error) {
 	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: l.kubeconfig}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: l.context}).ClientConfig()
@@ -98,6 +113,13 @@ func (l *liveFlags) listCluster(cmd *cobra.Command) ([]byte, error) {
 	}
 	if len(notServed) > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: the cluster does not serve %s (none listed)\n", strings.Join(notServed, ", "))
+	}
+	cm, err := kube.GetCommitments(cmd.Context(), dc, l.commitmentsNamespace, kube.DumpOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if cm != nil {
+		list.Items = append(list.Items, *cm)
 	}
 	return json.Marshal(list.UnstructuredContent())
 }
@@ -146,6 +168,8 @@ func (l *liveFlags) preview(set *manifests.Set, cl registry.Cloud, cat *catalog.
 	if err != nil {
 		return nil, usageError{err}
 	}
+	// Consumers of ProvisioningRequests get capacity from their requests, never on their own.
+	snap.PendingPods, _ = provreq.HoldBack(snap)
 	l.progress.set("preview: %d nodes, %d pods", len(snap.Nodes), len(snap.Pods)+len(snap.PendingPods))
 	res, err := preview.Run(snap, preview.Options{Catalog: cat, NodeSettings: cl.NodeSettings, Policies: pol, NodeClassRules: cl.NodeClassRules, NodeClassKind: cl.NodeClassKind,
 		Owned: true, OnRound: func(n int) { l.progress.set("preview of %d nodes: round %d", len(snap.Nodes), n) }})

@@ -165,35 +165,55 @@ func TestPlanClusterDumpSkipsUnusedKindsInOneLine(t *testing.T) {
 	}
 }
 
-// plan-rbac.yaml grants list, and only list, on exactly the resources --kubeconfig lists.
+// plan-rbac.yaml grants list, and only list, on exactly the resources --kubeconfig lists, and
+// get on the one commitments ConfigMap of the agent's default namespace, which --kubeconfig gets.
 func TestPlanRBACGrantsListOnStateResources(t *testing.T) {
 	raw, err := os.ReadFile("plan-rbac.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	granted := map[string]bool{}
+	var namespaced []string
 	docs := strings.Split(string(raw), "\n---\n")
 	for _, doc := range docs {
-		var role rbacv1.ClusterRole
-		if err := sigsyaml.UnmarshalStrict([]byte(doc), &role); err != nil {
-			var binding rbacv1.ClusterRoleBinding
-			if err2 := sigsyaml.UnmarshalStrict([]byte(doc), &binding); err2 != nil {
-				t.Fatalf("plan-rbac.yaml: %v / %v", err, err2)
-			}
-			if binding.RoleRef.Name != "dovetail-plan-reader" || binding.RoleRef.Kind != "ClusterRole" {
-				t.Errorf("binding refers to %+v", binding.RoleRef)
-			}
-			continue
+		var kind struct{ Kind string }
+		if err := sigsyaml.Unmarshal([]byte(doc), &kind); err != nil {
+			t.Fatal(err)
 		}
-		for _, r := range role.Rules {
-			if strings.Join(r.Verbs, ",") != "list" || len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
-				t.Errorf("rule %+v: want the verb list only", r)
+		switch kind.Kind {
+		case "ClusterRole":
+			var role rbacv1.ClusterRole
+			if err := sigsyaml.UnmarshalStrict([]byte(doc), &role); err != nil {
+				t.Fatal(err)
 			}
-			for _, g := range r.APIGroups {
-				for _, res := range r.Resources {
-					granted[g+"/"+res] = true
+			for _, r := range role.Rules {
+				if strings.Join(r.Verbs, ",") != "list" || len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+					t.Errorf("rule %+v: want the verb list only", r)
+				}
+				for _, g := range r.APIGroups {
+					for _, res := range r.Resources {
+						granted[g+"/"+res] = true
+					}
 				}
 			}
+		case "Role":
+			var role rbacv1.Role
+			if err := sigsyaml.UnmarshalStrict([]byte(doc), &role); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range role.Rules {
+				namespaced = append(namespaced, fmt.Sprintf("%s %v %v/%v %v", role.Namespace, r.Verbs, r.APIGroups, r.Resources, r.ResourceNames))
+			}
+		case "ClusterRoleBinding", "RoleBinding":
+			var binding rbacv1.RoleBinding
+			if err := sigsyaml.UnmarshalStrict([]byte(doc), &binding); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[string]string{"ClusterRoleBinding": "ClusterRole/dovetail-plan-reader", "RoleBinding": "Role/dovetail-plan-commitments-reader"}[kind.Kind]; binding.RoleRef.Kind+"/"+binding.RoleRef.Name != want {
+				t.Errorf("%s refers to %+v, want %s", kind.Kind, binding.RoleRef, want)
+			}
+		default:
+			t.Errorf("plan-rbac.yaml: unexpected kind %q", kind.Kind)
 		}
 	}
 	want := map[string]bool{}
@@ -202,6 +222,9 @@ func TestPlanRBACGrantsListOnStateResources(t *testing.T) {
 	}
 	if fmt.Sprint(granted) != fmt.Sprint(want) {
 		t.Errorf("granted %v\nwant    %v", granted, want)
+	}
+	if w := fmt.Sprintf("%s [get] []/[configmaps] [%s]", DefaultCommitmentsNamespace, apisv1.CommitmentsConfigMap); len(namespaced) != 1 || namespaced[0] != w {
+		t.Errorf("namespaced rules %q, want only %q", namespaced, w)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -46,9 +47,12 @@ the pods placed on existing nodes, and the pods no node can take, with the reaso
 Spot prices of the embedded catalog are estimates (see the catalog's spot-price model).
 
 It also reads a live cluster's state: a dump piped in (kubectl get nodes,pods,pdb,daemonsets,
-nodepools,ec2nodeclasses,nodeclaims,nodeoverlays,limitranges,pvc,pv,storageclasses -A -o yaml |
-dovetail plan -f -), a directory of such dumps, or the cluster itself through --kubeconfig (list calls
-only). Running pods stay on their nodes; a controller adds only the pods it does not run yet.
+nodepools,ec2nodeclasses,nodeclaims,nodeoverlays,limitranges,pvc,pv,storageclasses,
+provisioningrequests,podtemplates -A -o yaml | dovetail plan -f -), a directory of such dumps, or
+the cluster itself through --kubeconfig (list calls, and a get of the dovetail-commitments
+ConfigMap in --commitments-namespace). Running pods stay on their nodes; a controller adds only
+the pods it does not run yet. Pods consuming a ProvisioningRequest are held back, as the provision
+function holds them, and listed as held.
 With nodes in the input it adds the saving against today: today's $/h at catalog prices, the
 $/h Dovetail converges to (provision and consolidation repeated to a fixed point, within PDBs
 and disruption budgets) and a lower bound. --disruption prints every decision of that
@@ -118,7 +122,11 @@ Exit status: 0 when a plan was made (even with unschedulable pods), 2 on invalid
 				return writeDisruptionTable(cmd.OutOrStdout(), d)
 			}
 			live.progress.set("planning %d objects", set.Objects())
-			out, err := Plan(set, cat, cl.NodeSettings, pol)
+			at, err := live.time()
+			if err != nil {
+				return err
+			}
+			out, err := Plan(set, cat, cl.NodeSettings, pol, at)
 			if err != nil {
 				return usageError{err}
 			}
@@ -168,11 +176,14 @@ func startCPUProfile(path string) (stop func(), err error) {
 // PlanOutput is the JSON shape `dovetail plan --output json` prints.
 type PlanOutput struct {
 	// Catalog says which catalog priced the plan.
-	Catalog           CatalogOutput        `json:"catalog"`
-	NodeClaims        []NodeClaimOutput    `json:"nodeClaims"`
-	ExistingNodes     []ExistingNodeOutput `json:"existingNodes"`
-	Unschedulable     []UnschedulableOut   `json:"unschedulable"`
-	TotalPricePerHour float64              `json:"totalPricePerHour"`
+	Catalog       CatalogOutput        `json:"catalog"`
+	NodeClaims    []NodeClaimOutput    `json:"nodeClaims"`
+	ExistingNodes []ExistingNodeOutput `json:"existingNodes"`
+	Unschedulable []UnschedulableOut   `json:"unschedulable"`
+	// Held are the pending pods consuming a ProvisioningRequest: served by their request, never
+	// planned on their own (as the provision function and Cluster Autoscaler hold them).
+	Held              []HeldOut `json:"held,omitempty"`
+	TotalPricePerHour float64   `json:"totalPricePerHour"`
 	// LowerBoundPerHour is what no plan can beat for the pods placed on new NodeClaims (USD per
 	// hour; the fit-cut bound, see shared/provisioning/lowerbound); Gap is
 	// totalPricePerHour / lowerBoundPerHour − 1: the plan costs at most that fraction more than
@@ -257,6 +268,14 @@ type ExistingNodeOutput struct {
 	Pods []string `json:"pods"`
 }
 
+// HeldOut is a pending pod the plan leaves out because it consumes a ProvisioningRequest
+// (provreq.HoldBack, the provision function's rule): its request ("namespace/name") and why.
+type HeldOut struct {
+	Pod     string `json:"pod"`
+	Request string `json:"request"`
+	Reason  string `json:"reason"`
+}
+
 // UnschedulableOut is a pod no node can take.
 type UnschedulableOut struct {
 	Pod    string `json:"pod"`
@@ -268,12 +287,15 @@ type UnschedulableOut struct {
 // StatefulSets' volumeClaimTemplates), PersistentVolumes and StorageClasses constrain where
 // pods with volumes can go. settings is the cloud's NodeClass → node settings rule; pol the
 // scheduling policies (--min-values-policy, --preference-policy).
-func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc, pol provisioning.Policies) (*PlanOutput, error) {
-	plan, in, err := planner.PlanWith(set, cat, settings, pol)
+func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc, pol provisioning.Policies, at time.Time) (*PlanOutput, error) {
+	plan, in, held, err := planner.PlanAt(set, cat, settings, pol, at)
 	if err != nil {
 		return nil, err
 	}
 	out := &PlanOutput{Catalog: CatalogOutput{Region: cat.Region, Source: cat.Source}, NodeClaims: []NodeClaimOutput{}, ExistingNodes: []ExistingNodeOutput{}, Unschedulable: []UnschedulableOut{}}
+	for i := range held {
+		out.Held = append(out.Held, HeldOut{Pod: podName(held[i].Pod), Request: held[i].Request, Reason: held[i].Message()})
+	}
 	for _, nc := range plan.NodeClaims {
 		first := nc.Cheapest()
 		out.NodeClaims = append(out.NodeClaims, NodeClaimOutput{
@@ -380,6 +402,9 @@ func writeTable(w io.Writer, out *PlanOutput, wide bool) error {
 	}
 	for _, u := range out.Unschedulable {
 		fmt.Fprintf(w, "Unschedulable %s: %s\n", u.Pod, u.Reason)
+	}
+	for _, h := range out.Held {
+		fmt.Fprintf(w, "Held %s: %s\n", h.Pod, h.Reason)
 	}
 	for _, o := range out.NodeOverlays {
 		if !o.Applied {

@@ -20,6 +20,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/provreq"
 	"github.com/dovetail-dev/dovetail/shared/quarantine"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	"github.com/dovetail-dev/dovetail/shared/static"
@@ -72,6 +73,9 @@ type Decision struct {
 	Failures      []string
 	// Requests are the ProvisioningRequests this decision answered (serveProvisioningRequests).
 	Requests []RequestAnswer
+	// Held are the pending pods held back as consumers of a ProvisioningRequest
+	// (provreq.HoldBack), each with its request's standing.
+	Held []provreq.Hold
 	// Quarantined are the sick workloads whose pending replicas were held (shared/quarantine).
 	Quarantined []quarantine.Verdict
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dovetail-dev/dovetail/functions/internal/emit"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/kevents"
 	"github.com/dovetail-dev/dovetail/shared/launch"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/provreq"
@@ -45,17 +46,20 @@ type RequestAnswer struct {
 //     best-effort-atomic-scale-up plans its pods with launches and launches them all or none
 //     (launch.Step.RunAtomic), one such request per decision, as Cluster Autoscaler takes one.
 //
-// Pods consuming a request that is not Done are held back from the returned snapshot's pending
-// pods (they use its capacity). The conditions are published as SetProvisioningRequestStatus
+// Every pending pod carrying a consume annotation is held back from the returned snapshot's
+// pending pods, whether its request exists, is pending, booked or done (provreq.HoldBack, as
+// Cluster Autoscaler filters them), with a FailedScheduling Event naming the request. The conditions are published as SetProvisioningRequestStatus
 // commands: this function is their one writer.
 func (h *Handler) serveProvisioningRequests(ctx context.Context, snap *events.Snapshot, statics []apisv1.NodeClaim, d *Decision) (*events.Snapshot, error) {
 	reqs := provreq.Requests(snap)
-	if len(reqs) == 0 {
+	pending, held := provreq.HoldBack(snap)
+	if len(reqs) == 0 && len(held) == 0 {
 		return snap, nil
 	}
+	d.Held = held
 	now := snap.Time.Time
 	work := *snap
-	work.PendingPods = provreq.HoldBack(snap.PendingPods, reqs)
+	work.PendingPods = pending
 	work.Pods = append([]corev1.Pod(nil), snap.Pods...)
 	work.NodeClaims = append(append([]apisv1.NodeClaim(nil), snap.NodeClaims...), statics...)
 	work.UnavailableOfferings = append([]events.UnavailableOfferingMark(nil), snap.UnavailableOfferings...)
@@ -116,7 +120,26 @@ func (h *Handler) serveProvisioningRequests(ctx context.Context, snap *events.Sn
 			}
 		}
 	}
-	return &work, h.publishAnswers(ctx, snap, reqs, answers, d)
+	if err := h.publishAnswers(ctx, snap, reqs, answers, d); err != nil {
+		return snap, err
+	}
+	return &work, h.recordHeld(ctx, snap, held)
+}
+
+// recordHeld records Karpenter's FailedScheduling Warning on each consumer held back, naming its
+// request and what the request says (provreq.Hold.Message); Cluster Autoscaler records a Normal
+// Event naming the request on each pod it filters out. The agent aggregates a later decision's
+// repeat into the same Event, whose count grows.
+func (h *Handler) recordHeld(ctx context.Context, snap *events.Snapshot, held []provreq.Hold) error {
+	if len(held) == 0 {
+		return nil
+	}
+	recs := make([]events.EventRecord, 0, len(held))
+	for i := range held {
+		recs = append(recs, kevents.FailedSchedulingEvent(kevents.PodRef(held[i].Pod), held[i].Message()))
+	}
+	e := emit.Emitter{Cluster: h.Cluster, Component: Component, Codec: h.Codec, Publisher: h.Publisher}
+	return e.Events(ctx, snap.Time.Time, snap.Revision, recs, "provisioning-request-consumers")
 }
 
 // solveOn plans pods on the working snapshot; without launch, with no NodePool, so only

@@ -2,6 +2,8 @@ package provision
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +205,55 @@ func TestBookingExpiresAfterTenMinutes(t *testing.T) {
 	at(600)
 	if c := provreq.Expire(&pr, snapTime); c == nil || c.Type != apisv1.ProvisioningRequestBookingExpired || c.Reason != provreq.ReasonBookingExpired {
 		t.Errorf("600 s after Provisioned: %+v, want BookingExpired", c)
+	}
+}
+
+// Consumers created before their request exists are held back, not provisioned for as ordinary
+// pods (Cluster Autoscaler's ProvisioningRequestPodsFilter drops every pod carrying the consume
+// annotation, processors/provreq pods_filter.go): 16 consumers of the atomic request "train",
+// which the snapshot does not hold yet, and one of a Failed request launch nothing; each gets a
+// FailedScheduling Event naming its request; the one ordinary pod gets the only NodeClaim.
+func TestConsumersBeforeTheirRequestAreHeld(t *testing.T) {
+	e := newEnv(t)
+	failed := request("failed", apisv1.ProvisioningClassBestEffortAtomicScaleUp, 1, nil)
+	failed.Status.Conditions = []metav1.Condition{{Type: apisv1.ProvisioningRequestFailed, Status: metav1.ConditionTrue, Reason: provreq.ReasonCapacityIsNotFound, Message: "no room"}}
+	var pending []corev1.Pod
+	for i := 0; i < 16; i++ {
+		p := consumer(fmt.Sprintf("train-%d", i), "train")
+		p.Annotations[apisv1.AnnotationProvisioningClass] = apisv1.ProvisioningClassBestEffortAtomicScaleUp
+		pending = append(pending, p)
+	}
+	ordinary := consumer("ordinary", "")
+	delete(ordinary.Annotations, apisv1.AnnotationConsumeProvisioningRequest)
+	pending = append(pending, consumer("after-failure", "failed"), ordinary)
+	d, err := e.h.Decide(context.Background(), provreqSnapshot([]apisv1.ProvisioningRequest{failed}, nil, pending))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := e.cloud.Stats(); st.Launches != 1 || len(d.Launched) != 1 || len(d.Launched[0].Pods) != 1 || d.Launched[0].Pods[0] != "ml/ordinary" {
+		t.Fatalf("launches %d, decision %+v; want one node, for ml/ordinary only", st.Launches, d.Launched)
+	}
+	if len(d.Held) != 17 || d.Held[0].Request != "ml/train" || d.Held[0].Found || d.Held[16].Request != "ml/failed" || d.Held[16].State != provreq.StateDone {
+		t.Fatalf("held %d: %+v", len(d.Held), d.Held)
+	}
+	var evs []events.EventRecord
+	for _, c := range e.waitCommands(t, 2) {
+		if c.Kind == events.CommandRecordEvents {
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, c.Events...)
+		}
+	}
+	if len(evs) != 17 {
+		t.Fatalf("%d Events, want one per held consumer (17)", len(evs))
+	}
+	if ev := evs[0]; ev.Reason != "FailedScheduling" || ev.Type != corev1.EventTypeWarning || ev.Object.Name != "train-0" ||
+		ev.Message != "Failed to schedule pod, waits for ProvisioningRequest ml/train (best-effort-atomic-scale-up.autoscaling.x-k8s.io), which is not found: "+
+			"pods that consume a ProvisioningRequest are not provisioned for on their own, as Cluster Autoscaler keeps them out of scale-up" {
+		t.Errorf("event %+v", ev)
+	}
+	if ev := evs[16]; ev.Object.Name != "after-failure" || !strings.Contains(ev.Message, "ml/failed (best-effort-atomic-scale-up.autoscaling.x-k8s.io), which is done (Failed=True CapacityIsNotFound: no room)") {
+		t.Errorf("event %+v", ev)
 	}
 }

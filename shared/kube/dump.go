@@ -27,7 +27,8 @@ type StateResource struct {
 }
 
 // StateResources are what `kubectl get nodes,pods,pdb,daemonsets,nodepools,ec2nodeclasses,
-// aksnodeclasses,nodeclaims,nodeoverlays,limitranges,pvc,pv,storageclasses -A` lists, in that order: the
+// aksnodeclasses,nodeclaims,nodeoverlays,limitranges,pvc,pv,storageclasses,provisioningrequests,
+// podtemplates -A` lists, in that order: the
 // cluster state `dovetail plan` reads. cmd/dovetail/plan-rbac.yaml grants exactly list on them
 // (a test holds the two together).
 var StateResources = []StateResource{
@@ -44,6 +45,8 @@ var StateResources = []StateResource{
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, Kind: "PersistentVolumeClaim"},
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}, Kind: "PersistentVolume"},
 	{GVR: schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "storageclasses"}, Kind: "StorageClass"},
+	{GVR: ProvisioningRequestGVR, Kind: KindProvisioningRequest, Optional: true},
+	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "podtemplates"}, Kind: KindPodTemplate},
 }
 
 // DumpPageSize is how many objects one list call asks for, as kubectl's --chunk-size default.
@@ -123,4 +126,28 @@ func WriteList(w io.Writer, list *unstructured.UnstructuredList) error {
 	}
 	_, err = w.Write(b)
 	return err
+}
+
+// GetCommitments gets the commitments ConfigMap (apisv1.CommitmentsConfigMap) of namespace, as
+// `kubectl get configmap -n NAMESPACE dovetail-commitments -o yaml` would, with its apiVersion
+// and kind: the agent reads it from its own namespace. nil when there is none. A 403 names the
+// Role in cmd/dovetail/plan-rbac.yaml that grants get on that one ConfigMap.
+func GetCommitments(ctx context.Context, dc dynamic.Interface, namespace string, o DumpOptions) (*unstructured.Unstructured, error) {
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	u, err := dc.Resource(gvr).Namespace(namespace).Get(ctx, apisv1.CommitmentsConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("getting ConfigMap %s/%s: %w (the Role in cmd/dovetail/plan-rbac.yaml grants get on it)", namespace, apisv1.CommitmentsConfigMap, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting ConfigMap %s/%s: %w", namespace, apisv1.CommitmentsConfigMap, err)
+	}
+	u.SetAPIVersion("v1")
+	u.SetKind("ConfigMap")
+	if !o.ShowManagedFields {
+		u.SetManagedFields(nil)
+	}
+	return u, nil
 }

@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 
+	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/apis"
 	apiv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/apis/validate"
@@ -74,6 +76,8 @@ var coreKinds = map[string]string{
 	"StorageClass":          "storage.k8s.io/v1",
 	// LimitRange: the defaults admission gives the pods of its namespace.
 	"LimitRange": "v1",
+	// PodTemplate: the pods a ProvisioningRequest's pod sets stand for.
+	"PodTemplate": "v1",
 }
 
 func (s *Set) decodeDocument(src Source, raw []byte) error {
@@ -106,6 +110,8 @@ func (s *Set) decodeDocument(src Source, raw []byte) error {
 	switch {
 	case group == apiv1.Group || group == apiv1.AWSGroup || group == apiv1.AzureGroup:
 		return s.decodeKarpenter(src, h, raw)
+	case group == provisioningRequestGroup && h.Kind == kindProvisioningRequest:
+		return s.decodeProvisioningRequest(src, h, raw)
 	case h.Kind == "ConfigMap" && h.APIVersion == "v1" && h.Metadata.Name == apiv1.CommitmentsConfigMap:
 		return s.decodeCommitments(src, h, raw)
 	case coreKinds[h.Kind] != "" && (group == "" || isBuiltinGroup(group)):
@@ -250,6 +256,15 @@ func (s *Set) decodeCore(src Source, h header, raw []byte) error {
 			return err
 		}
 		s.PVs = append(s.PVs, o)
+	case *corev1.PodTemplate:
+		defaultNamespace(&o.ObjectMeta.Namespace)
+		if err := checkName(src, h); err != nil {
+			return err
+		}
+		if err := checkPodSpec(src, h, "template.spec", &o.Template.Spec); err != nil {
+			return err
+		}
+		s.PodTemplates = append(s.PodTemplates, o)
 	case *corev1.LimitRange:
 		defaultNamespace(&o.ObjectMeta.Namespace)
 		if err := checkName(src, h); err != nil {
@@ -530,6 +545,9 @@ func checkValues(src Source, h header, obj runtime.Object) error {
 	case *corev1.Pod:
 		meta(&o.ObjectMeta)
 		errs = append(errs, validate.PodSpec(&o.Spec, spec)...)
+	case *corev1.PodTemplate:
+		meta(&o.ObjectMeta)
+		template(field.NewPath("template"), &o.Template)
 	case *corev1.Node:
 		meta(&o.ObjectMeta)
 		errs = append(errs, validate.Taints(o.Spec.Taints, spec.Child("taints"), nil)...)
@@ -571,5 +589,47 @@ func (s *Set) decodeCommitments(src Source, h header, raw []byte) error {
 		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "data[" + apiv1.CommitmentsKey + "]", Reason: strings.TrimPrefix(err.Error(), "ConfigMap "+cm.Namespace+"/"+cm.Name+": data["+apiv1.CommitmentsKey+"]: ")}
 	}
 	s.Commitments = c
+	return nil
+}
+
+// Cluster Autoscaler's ProvisioningRequest: the one version it serves (v1beta1 is deprecated and
+// not read, as the provision function does not serve it: docs/batch.md).
+const (
+	provisioningRequestGroup   = "autoscaling.x-k8s.io"
+	provisioningRequestVersion = provisioningRequestGroup + "/v1"
+	kindProvisioningRequest    = "ProvisioningRequest"
+)
+
+// decodeProvisioningRequest reads an autoscaling.x-k8s.io/v1 ProvisioningRequest strictly
+// (unknown and duplicate fields are errors) and checks it against the CRD's schema as a
+// snapshot's is checked (events.ValidateProvisioningRequest), status included: a dump carries
+// the conditions the provision function wrote.
+func (s *Set) decodeProvisioningRequest(src Source, h header, raw []byte) error {
+	if h.APIVersion != provisioningRequestVersion {
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "apiVersion",
+			Reason: fmt.Sprintf("%s is not supported for %s; use %s", h.APIVersion, h.Kind, provisioningRequestVersion)}
+	}
+	if err := checkName(src, h); err != nil {
+		return err
+	}
+	if err := checkBounds(src, h, raw); err != nil {
+		return err
+	}
+	pr := &apiv1.ProvisioningRequest{}
+	strict, err := kjson.UnmarshalStrict(raw, pr, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+	if err != nil {
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Reason: err.Error()}
+	}
+	if len(strict) > 0 {
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Reason: strict[0].Error()}
+	}
+	defaultNamespace(&pr.Namespace)
+	if err := s.claim(src, h.Kind, pr.Namespace, pr.Name); err != nil {
+		return err
+	}
+	if err := events.ValidateProvisioningRequest(pr); err != nil {
+		return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Reason: err.Error()}
+	}
+	s.ProvisioningRequests = append(s.ProvisioningRequests, pr)
 	return nil
 }

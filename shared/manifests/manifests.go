@@ -39,6 +39,11 @@ type Set struct {
 	// apiv1.CommitmentsConfigMap (in any namespace; at most one); nil without it. Other
 	// ConfigMaps are skipped.
 	Commitments *apiv1.Commitments
+	// ProvisioningRequests are Cluster Autoscaler's autoscaling.x-k8s.io/v1 ProvisioningRequests
+	// (every class; status as read), and PodTemplates the PodTemplates read (those their pod
+	// sets name, and any other).
+	ProvisioningRequests []*apiv1.ProvisioningRequest
+	PodTemplates         []*corev1.PodTemplate
 	// Pods are the standalone Pod documents; those with spec.nodeName are bound to a Node.
 	Pods []*corev1.Pod
 	// Workloads are the pod controllers (Deployment, StatefulSet, ReplicaSet, Job, CronJob);
@@ -81,7 +86,8 @@ type Set struct {
 // skipped kinds counted in Skipped).
 func (s *Set) Objects() int {
 	return len(s.NodePools) + len(s.NodeClasses) + len(s.NodeClaims) + len(s.NodeOverlays) + len(s.Pods) + len(s.Workloads) + len(s.DaemonSets) +
-		len(s.LimitRanges) + len(s.PDBs) + len(s.Nodes) + len(s.Namespaces) + len(s.PVCs) + len(s.PVs) + len(s.StorageClasses)
+		len(s.LimitRanges) + len(s.PDBs) + len(s.Nodes) + len(s.Namespaces) + len(s.PVCs) + len(s.PVs) + len(s.StorageClasses) +
+		len(s.ProvisioningRequests) + len(s.PodTemplates)
 }
 
 // Workload is one pod controller read from a manifest.

@@ -374,3 +374,37 @@ spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "`+strings.R
 		t.Errorf("error of %d bytes (%.120q), want a short one naming the field", len(fmt.Sprint(err)), fmt.Sprint(err))
 	}
 }
+
+// ProvisioningRequests (autoscaling.x-k8s.io/v1) and PodTemplates are read, the request's
+// namespace defaulted; a request the CRD's schema refuses, an unknown field or the unserved
+// v1beta1 is an error naming the field.
+func TestProvisioningRequestRead(t *testing.T) {
+	s, err := LoadReader("pr.yaml", strings.NewReader(`apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: train}
+spec:
+  provisioningClassName: check-capacity.autoscaling.x-k8s.io
+  podSets: [{podTemplateRef: {name: trainer}, count: 2}]
+---
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: trainer}
+template: {spec: {containers: [{name: c, image: x}]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.ProvisioningRequests) != 1 || s.ProvisioningRequests[0].Namespace != "default" || s.ProvisioningRequests[0].Spec.PodSets[0].Count != 2 ||
+		len(s.PodTemplates) != 1 || s.PodTemplates[0].Namespace != "default" || s.Objects() != 2 {
+		t.Errorf("requests %+v, templates %d, objects %d", s.ProvisioningRequests, len(s.PodTemplates), s.Objects())
+	}
+	for doc, want := range map[string]string{
+		"apiVersion: autoscaling.x-k8s.io/v1\nkind: ProvisioningRequest\nmetadata: {name: z}\nspec: {provisioningClassName: c, podSets: [{podTemplateRef: {name: t}, count: 0}]}\n":           "spec.podSets[0].count: 0: must be at least 1",
+		"apiVersion: autoscaling.x-k8s.io/v1\nkind: ProvisioningRequest\nmetadata: {name: z}\nspec: {provisioningClassName: c, podSets: [{podTemplateRef: {name: t}, count: 1}], extra: 1}\n": `unknown field "spec.extra"`,
+		"apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: ProvisioningRequest\nmetadata: {name: z}\nspec: {}\n":                                                                                "autoscaling.x-k8s.io/v1beta1 is not supported for ProvisioningRequest; use autoscaling.x-k8s.io/v1",
+	} {
+		if _, err := LoadReader("bad.yaml", strings.NewReader(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", doc, err, want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/dovetail-dev/dovetail/shared/catalog"
 	"github.com/dovetail-dev/dovetail/shared/manifests"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
+	"github.com/dovetail-dev/dovetail/shared/provreq"
 	"github.com/dovetail-dev/dovetail/shared/scheduling"
 )
 
@@ -28,8 +29,8 @@ const SnapshotCluster = "plan"
 // server's LimitRanger would before any scheduler sees them; a pod already admitted has its
 // requests and is unchanged) sorted into pending pods (unbound, not finished, not being deleted,
 // not a DaemonSet's: those wait for their own node) and pods bound to a node (spec.nodeName,
-// not finished); NodePools, NodeClasses, NodeClaims, NodeOverlays, Nodes, DaemonSets, LimitRanges and PDBs as
-// read; claims from Set.ExpandPVCs (documents, StatefulSet volumeClaimTemplates, ephemeral
+// not finished); NodePools, NodeClasses, NodeClaims, NodeOverlays, Nodes, DaemonSets, LimitRanges, PDBs,
+// ProvisioningRequests and PodTemplates as read; claims from Set.ExpandPVCs (documents, StatefulSet volumeClaimTemplates, ephemeral
 // volumes, default StorageClass), PersistentVolumes and StorageClasses as read.
 //
 // A pod bound to a node the manifests do not hold (a dump taken while a node was being removed,
@@ -86,6 +87,12 @@ func Snapshot(set *manifests.Set, at time.Time) (*events.Snapshot, error) {
 		snap.NodeOverlays = append(snap.NodeOverlays, *o)
 	}
 	snap.Commitments = set.Commitments
+	for _, pr := range set.ProvisioningRequests {
+		snap.ProvisioningRequests = append(snap.ProvisioningRequests, *pr)
+	}
+	for _, t := range set.PodTemplates {
+		snap.PodTemplates = append(snap.PodTemplates, *t)
+	}
 	for _, c := range set.ExpandPVCs() {
 		snap.PVCs = append(snap.PVCs, *c)
 	}
@@ -197,17 +204,26 @@ func OrphanWarning(set *manifests.Set) string {
 // Input builds the solver's input from manifests (provisioning.InputFromSnapshot over
 // Snapshot), planning allocatable with the cloud provider's node settings rule (settings, from
 // the edge). The free instances of the EC2NodeClasses' capacity reservations come from their
-// apisv1.AnnotationReservationCounts (the status carries none). Its errors are Snapshot's and a
-// malformed reservation-count annotation.
+// apisv1.AnnotationReservationCounts (the status carries none). Pods consuming a
+// ProvisioningRequest are held back (provreq.HoldBack), as the provision function holds them.
+// Its errors are Snapshot's and a malformed reservation-count annotation.
 func Input(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc) (provisioning.Input, error) {
+	in, _, err := inputAt(set, cat, settings, time.Time{})
+	return in, err
+}
+
+// inputAt is Input on the snapshot dated at, with the consumers it held back.
+func inputAt(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc, at time.Time) (provisioning.Input, []provreq.Hold, error) {
 	if _, err := provisioning.ReservationCountsFromAnnotations(set.NodeClasses); err != nil {
-		return provisioning.Input{}, err
+		return provisioning.Input{}, nil, err
 	}
-	snap, err := Snapshot(set, time.Time{})
+	snap, err := Snapshot(set, at)
 	if err != nil {
-		return provisioning.Input{}, err
+		return provisioning.Input{}, nil, err
 	}
-	return provisioning.InputFromSnapshot(snap, cat, settings), nil
+	var held []provreq.Hold
+	snap.PendingPods, held = provreq.HoldBack(snap)
+	return provisioning.InputFromSnapshot(snap, cat, settings), held, nil
 }
 
 // Plan is Input followed by provisioning.Solve under Karpenter's default policies; it also
@@ -219,11 +235,19 @@ func Plan(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSe
 // PlanWith is Plan under the operator's scheduling policies (--min-values-policy,
 // --preference-policy).
 func PlanWith(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc, pol provisioning.Policies) (*provisioning.Plan, provisioning.Input, error) {
-	in, err := Input(set, cat, settings)
+	plan, in, _, err := PlanAt(set, cat, settings, pol, time.Time{})
+	return plan, in, err
+}
+
+// PlanAt is PlanWith on the snapshot dated at (a ProvisioningRequest's booking window reads
+// it), and also returns the pods held back as consumers of ProvisioningRequests, in the
+// snapshot's pending order.
+func PlanAt(set *manifests.Set, cat *catalog.Catalog, settings provisioning.NodeSettingsFunc, pol provisioning.Policies, at time.Time) (*provisioning.Plan, provisioning.Input, []provreq.Hold, error) {
+	in, held, err := inputAt(set, cat, settings, at)
 	if err != nil {
-		return nil, in, err
+		return nil, in, nil, err
 	}
 	in.Policies = pol
 	plan, err := provisioning.Solve(in)
-	return plan, in, err
+	return plan, in, held, err
 }

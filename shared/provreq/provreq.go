@@ -1,6 +1,7 @@
 // Package provreq serves Cluster Autoscaler's ProvisioningRequest (autoscaling.x-k8s.io/v1):
 // the pods a request stands for, its state from its conditions, the consuming pods held back
-// from ordinary provisioning, and the capacity booked for it. Pure: no clock (the snapshot's
+// from ordinary provisioning (HoldBack, which the provision function, `dovetail plan` and
+// `dovetail explain` share), and the capacity booked for it. Pure: no clock (the snapshot's
 // time is the time), no I/O. The provision function decides with it (functions/provision
 // provreq.go) and is the one writer of the requests' conditions.
 //
@@ -16,6 +17,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -144,7 +146,7 @@ func Requests(snap *events.Snapshot) []*Request {
 
 // consumed is "namespace/name" of the request a pod consumes, or "".
 func consumed(p *corev1.Pod) string {
-	if n := apisv1.ConsumedProvisioningRequest(p.Annotations); n != "" {
+	if n, _ := apisv1.ConsumesProvisioningRequest(p.Annotations); n != "" {
 		return p.Namespace + "/" + n
 	}
 	return ""
@@ -237,7 +239,7 @@ func PodsOf(pr *apisv1.ProvisioningRequest, templates map[string]*corev1.PodTemp
 	for i, ps := range pr.Spec.PodSets {
 		t := templates[pr.Namespace+"/"+ps.PodTemplateRef.Name]
 		if t == nil {
-			return nil, fmt.Errorf("spec.podSets[%d].podTemplateRef.name: PodTemplate %s/%s not found", i, pr.Namespace, ps.PodTemplateRef.Name)
+			return nil, templateNotFound(i, pr.Namespace, ps.PodTemplateRef.Name)
 		}
 		for j := 0; j < int(ps.Count); j++ {
 			p := corev1.Pod{ObjectMeta: *t.Template.ObjectMeta.DeepCopy(), Spec: *t.Template.Spec.DeepCopy()}
@@ -255,29 +257,162 @@ func PodsOf(pr *apisv1.ProvisioningRequest, templates map[string]*corev1.PodTemp
 	return pods, nil
 }
 
-// HoldBack returns the snapshot's pending pods without the consumers of requests that are
-// Pending or Booked, as Cluster Autoscaler keeps them out of ordinary scale-up: they wait for
-// (and then use) the request's capacity. Consumers of a request that is Done, or of one the
-// snapshot does not list, are ordinary pending pods.
-func HoldBack(pending []corev1.Pod, reqs []*Request) []corev1.Pod {
-	held := map[string]bool{}
-	for _, r := range reqs {
-		if r.State != StateDone && r.Err == nil {
-			for _, c := range r.Consumers {
-				held[c] = true
+// Hold is a pending pod held back from ordinary provisioning because it carries a consume
+// annotation, with what its request says: the provision function's FailedScheduling Event and
+// `dovetail explain pod` print Message.
+type Hold struct {
+	Pod *corev1.Pod `json:"-"`
+	// Request is "namespace/name" of the request the annotation names (in the pod's namespace).
+	Request string `json:"request"`
+	// Class is the request's provisioningClassName; for a request that does not exist, the
+	// class the pod's own annotation names (AnnotationProvisioningClass), if any.
+	Class string `json:"class,omitempty"`
+	// Found: the snapshot holds the request.
+	Found bool `json:"found"`
+	// Served: its class is one Dovetail answers (check-capacity, best-effort-atomic-scale-up).
+	Served bool `json:"served"`
+	// State is the request's state at the snapshot's time (served requests only).
+	State State `json:"state,omitempty"`
+	// Conditions are the request's status conditions, as written.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Err is why the request cannot be served (a PodTemplate it names is missing).
+	Err string `json:"error,omitempty"`
+	// BookedUntil is when a booked request's capacity stops being kept (Provisioned's
+	// lastTransitionTime + BookingWindow).
+	BookedUntil *metav1.Time `json:"bookedUntil,omitempty"`
+}
+
+// Message says why the pod is held, naming the request, its class and what its conditions say.
+func (h *Hold) Message() string {
+	name := "ProvisioningRequest " + h.Request
+	if h.Class != "" {
+		name += " (" + h.Class + ")"
+	}
+	const why = "pods that consume a ProvisioningRequest are not provisioned for on their own, as Cluster Autoscaler keeps them out of scale-up"
+	switch {
+	case strings.HasSuffix(h.Request, "/"):
+		return "its consume-provisioning-request annotation names no ProvisioningRequest: " + why
+	case !h.Found:
+		return "waits for " + name + ", which is not found: " + why
+	case !h.Served:
+		return "consumes " + name + ", a class Dovetail does not serve: nothing is provisioned for it or its pods"
+	case h.Err != "":
+		return "consumes " + name + ", which cannot be served: " + h.Err
+	}
+	switch h.State {
+	case StateBooked:
+		return fmt.Sprintf("consumes %s, Provisioned: its capacity is booked until %s for the kube-scheduler to bind its pods there", name, h.BookedUntil.UTC().Format(time.RFC3339))
+	case StateDone:
+		return "consumes " + name + ", which is done (" + h.conditionSummary() + "): nothing more is provisioned for it or its pods"
+	}
+	if s := h.conditionSummary(); s != "" {
+		return "waits for " + name + " to be provisioned (" + s + ")"
+	}
+	return "waits for " + name + " to be provisioned (not answered yet)"
+}
+
+// conditionSummary is the request's True conditions and Provisioned, as "Type=Status Reason:
+// message", joined by "; ".
+func (h *Hold) conditionSummary() string {
+	var parts []string
+	for _, c := range h.Conditions {
+		if c.Type == apisv1.ProvisioningRequestAccepted || (c.Status != metav1.ConditionTrue && c.Type != apisv1.ProvisioningRequestProvisioned) {
+			continue
+		}
+		s := c.Type + "=" + string(c.Status)
+		if c.Reason != "" {
+			s += " " + c.Reason
+		}
+		if c.Message != "" {
+			s += ": " + c.Message
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// HoldBack splits the snapshot's pending pods into those ordinary provisioning plans and the
+// consumers it holds back: every pod carrying a consume annotation, whatever its request's
+// state or class and whether it exists, as Cluster Autoscaler's ProvisioningRequestPodsFilter
+// (processors/provreq pods_filter.go) filters every such pod out of scale-up. A consumer is
+// served by its request: its capacity is provisioned or booked for it, and the kube-scheduler
+// binds it there. pending keeps the snapshot's order; held is in the same order.
+func HoldBack(snap *events.Snapshot) (pending []corev1.Pod, held []Hold) {
+	var byKey map[string]*apisv1.ProvisioningRequest
+	for i := range snap.PendingPods {
+		p := &snap.PendingPods[i]
+		name, ok := apisv1.ConsumesProvisioningRequest(p.Annotations)
+		if !ok {
+			continue
+		}
+		if byKey == nil {
+			byKey = make(map[string]*apisv1.ProvisioningRequest, len(snap.ProvisioningRequests))
+			for j := range snap.ProvisioningRequests {
+				pr := &snap.ProvisioningRequests[j]
+				byKey[pr.Namespace+"/"+pr.Name] = pr
+			}
+		}
+		held = append(held, holdOf(p, name, byKey, snap))
+	}
+	if len(held) == 0 {
+		return snap.PendingPods, nil
+	}
+	pending = make([]corev1.Pod, 0, len(snap.PendingPods)-len(held))
+	for i := range snap.PendingPods {
+		if _, ok := apisv1.ConsumesProvisioningRequest(snap.PendingPods[i].Annotations); !ok {
+			pending = append(pending, snap.PendingPods[i])
+		}
+	}
+	return pending, held
+}
+
+// holdOf is the Hold of pending pod p, which consumes the request name of its namespace.
+func holdOf(p *corev1.Pod, name string, byKey map[string]*apisv1.ProvisioningRequest, snap *events.Snapshot) Hold {
+	ns := p.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	h := Hold{Pod: p, Request: ns + "/" + name}
+	pr := byKey[h.Request]
+	if name == "" || pr == nil {
+		h.Class = apisv1.ProvisioningClassOfPod(p.Annotations)
+		return h
+	}
+	h.Found, h.Class, h.Conditions = true, pr.Spec.ProvisioningClassName, pr.Status.Conditions
+	switch h.Class {
+	case apisv1.ProvisioningClassCheckCapacity, apisv1.ProvisioningClassBestEffortAtomicScaleUp:
+	default:
+		return h
+	}
+	h.Served, h.State = true, StateOf(pr, snap.Time.Time)
+	if h.State == StatePending {
+		for i, ps := range pr.Spec.PodSets {
+			if !hasTemplate(snap, pr.Namespace, ps.PodTemplateRef.Name) {
+				h.Err = templateNotFound(i, pr.Namespace, ps.PodTemplateRef.Name).Error()
+				break
 			}
 		}
 	}
-	if len(held) == 0 {
-		return pending
+	if h.State == StateBooked {
+		c := meta.FindStatusCondition(pr.Status.Conditions, apisv1.ProvisioningRequestProvisioned)
+		until := metav1.NewTime(c.LastTransitionTime.Add(BookingWindow))
+		h.BookedUntil = &until
 	}
-	out := make([]corev1.Pod, 0, len(pending))
-	for _, p := range pending {
-		if !held[p.Namespace+"/"+p.Name] {
-			out = append(out, p)
+	return h
+}
+
+// templateNotFound is the error of pod set i, whose PodTemplate ns/name is missing.
+func templateNotFound(i int, ns, name string) error {
+	return fmt.Errorf("spec.podSets[%d].podTemplateRef.name: PodTemplate %s/%s not found", i, ns, name)
+}
+
+func hasTemplate(snap *events.Snapshot, ns, name string) bool {
+	for i := range snap.PodTemplates {
+		if snap.PodTemplates[i].Namespace == ns && snap.PodTemplates[i].Name == name {
+			return true
 		}
 	}
-	return out
+	return false
 }
 
 // Book returns pods bound where a plan placed them (each placement's node, or its in-flight

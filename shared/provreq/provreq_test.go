@@ -68,9 +68,8 @@ func TestPodsOf(t *testing.T) {
 	}
 }
 
-// A booked request's consumers: bound ones use the booking up (3 pods, 1 bound → 2 unconsumed),
-// pending ones are held back; a done request's consumer and another class's are not.
-func TestRequestsBookingsAndHoldBack(t *testing.T) {
+// A booked request's consumers: bound ones use the booking up (3 pods, 1 bound → 2 unconsumed).
+func TestRequestsBookings(t *testing.T) {
 	booked := req("booked", apisv1.ProvisioningClassCheckCapacity, set("w", 3))
 	booked.Status.Conditions = []metav1.Condition{{Type: apisv1.ProvisioningRequestProvisioned, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
 	done := req("done", apisv1.ProvisioningClassBestEffortAtomicScaleUp, set("w", 1))
@@ -79,7 +78,7 @@ func TestRequestsBookingsAndHoldBack(t *testing.T) {
 	snap := &events.Snapshot{Time: metav1.NewTime(now), ProvisioningRequests: []apisv1.ProvisioningRequest{booked, done, other},
 		PodTemplates: []corev1.PodTemplate{template("w")},
 		Pods:         []corev1.Pod{pod("b-1", "booked", "n1")},
-		PendingPods:  []corev1.Pod{pod("b-2", "booked", ""), pod("d-1", "done", ""), pod("o-1", "other", ""), pod("plain", "", "")}}
+		PendingPods:  []corev1.Pod{pod("b-2", "booked", "")}}
 	reqs := Requests(snap)
 	if len(reqs) != 2 || reqs[0].State != StateBooked || reqs[1].State != StateDone {
 		t.Fatalf("requests %d, states %v %v; want booked Booked, done Done (other's class left out)", len(reqs), reqs[0].State, reqs[1].State)
@@ -87,12 +86,71 @@ func TestRequestsBookingsAndHoldBack(t *testing.T) {
 	if u := reqs[0].Unconsumed(); len(u) != 2 || u[0].Name != "booked-0-1" {
 		t.Errorf("unconsumed %d, want 2 from booked-0-1", len(u))
 	}
+	if c := reqs[0].Consumers; len(c) != 1 || c[0] != "ml/b-2" {
+		t.Errorf("consumers %v, want ml/b-2", c)
+	}
+}
+
+// Every pending pod carrying a consume annotation is held back, whatever its request's state or
+// class and whether it exists, as Cluster Autoscaler's ProvisioningRequestPodsFilter
+// (processors/provreq pods_filter.go) drops every pod whose annotation is present; each hold
+// names the request and what its conditions say.
+func TestHoldBack(t *testing.T) {
+	booked := req("booked", apisv1.ProvisioningClassCheckCapacity, set("w", 3))
+	provisionedAt := now.Add(-time.Minute)
+	booked.Status.Conditions = []metav1.Condition{{Type: apisv1.ProvisioningRequestProvisioned, Status: metav1.ConditionTrue, Reason: ReasonCapacityIsFound,
+		LastTransitionTime: metav1.NewTime(provisionedAt)}}
+	waiting := req("waiting", apisv1.ProvisioningClassBestEffortAtomicScaleUp, set("w", 2))
+	waiting.Status.Conditions = []metav1.Condition{{Type: apisv1.ProvisioningRequestAccepted, Status: metav1.ConditionTrue, Reason: ReasonAccepted},
+		{Type: apisv1.ProvisioningRequestProvisioned, Status: metav1.ConditionFalse, Reason: ReasonCapacityIsNotFound, Message: "2 of 2 pods fit no NodePool"}}
+	done := req("done", apisv1.ProvisioningClassBestEffortAtomicScaleUp, set("w", 1))
+	done.Status.Conditions = []metav1.Condition{{Type: apisv1.ProvisioningRequestFailed, Status: metav1.ConditionTrue, Reason: ReasonCapacityIsNotFound, Message: "the cloud refused 3 of 4 nodes"}}
+	other := req("other", "queued-provisioning.gke.io", set("w", 1))
+	noTemplate := req("no-template", apisv1.ProvisioningClassCheckCapacity, set("gone", 1))
+	missing := pod("m-1", "", "")
+	missing.Annotations = map[string]string{apisv1.AnnotationConsumeProvisioningRequest: "later", apisv1.AnnotationProvisioningClass: apisv1.ProvisioningClassBestEffortAtomicScaleUp}
+	empty := pod("e-1", "", "")
+	empty.Annotations = map[string]string{apisv1.AnnotationConsumeProvisioningRequest: ""}
+	snap := &events.Snapshot{Time: metav1.NewTime(now), ProvisioningRequests: []apisv1.ProvisioningRequest{booked, waiting, done, other, noTemplate},
+		PodTemplates: []corev1.PodTemplate{template("w")},
+		PendingPods: []corev1.Pod{pod("b-2", "booked", ""), pod("plain", "", ""), pod("w-1", "waiting", ""), pod("d-1", "done", ""), pod("o-1", "other", ""),
+			pod("n-1", "no-template", ""), missing, empty, pod("plain-2", "", "")}}
+	pending, held := HoldBack(snap)
 	var kept []string
-	for _, p := range HoldBack(snap.PendingPods, reqs) {
+	for _, p := range pending {
 		kept = append(kept, p.Name)
 	}
-	if want := []string{"d-1", "o-1", "plain"}; !slices.Equal(kept, want) {
+	if want := []string{"plain", "plain-2"}; !slices.Equal(kept, want) {
 		t.Errorf("pending after hold-back %v, want %v", kept, want)
+	}
+	want := []struct{ pod, msg string }{
+		{"b-2", "consumes ProvisioningRequest ml/booked (check-capacity.autoscaling.x-k8s.io), Provisioned: its capacity is booked until 2026-12-06T12:09:00Z for the kube-scheduler to bind its pods there"},
+		{"w-1", "waits for ProvisioningRequest ml/waiting (best-effort-atomic-scale-up.autoscaling.x-k8s.io) to be provisioned (Provisioned=False CapacityIsNotFound: 2 of 2 pods fit no NodePool)"},
+		{"d-1", "consumes ProvisioningRequest ml/done (best-effort-atomic-scale-up.autoscaling.x-k8s.io), which is done (Failed=True CapacityIsNotFound: the cloud refused 3 of 4 nodes): nothing more is provisioned for it or its pods"},
+		{"o-1", "consumes ProvisioningRequest ml/other (queued-provisioning.gke.io), a class Dovetail does not serve: nothing is provisioned for it or its pods"},
+		{"n-1", "consumes ProvisioningRequest ml/no-template (check-capacity.autoscaling.x-k8s.io), which cannot be served: spec.podSets[0].podTemplateRef.name: PodTemplate ml/gone not found"},
+		{"m-1", "waits for ProvisioningRequest ml/later (best-effort-atomic-scale-up.autoscaling.x-k8s.io), which is not found: pods that consume a ProvisioningRequest are not provisioned for on their own, as Cluster Autoscaler keeps them out of scale-up"},
+		{"e-1", "its consume-provisioning-request annotation names no ProvisioningRequest: pods that consume a ProvisioningRequest are not provisioned for on their own, as Cluster Autoscaler keeps them out of scale-up"},
+	}
+	if len(held) != len(want) {
+		t.Fatalf("held %d pods, want %d", len(held), len(want))
+	}
+	for i, w := range want {
+		if held[i].Pod.Name != w.pod || held[i].Message() != w.msg {
+			t.Errorf("hold %d: %s %q\nwant %s %q", i, held[i].Pod.Name, held[i].Message(), w.pod, w.msg)
+		}
+	}
+	// The 10-minute window from Provisioned's transition (12:00 − 1 min + 10 min = 12:09).
+	if h := held[0]; !h.Found || !h.Served || h.State != StateBooked || !h.BookedUntil.Time.Equal(provisionedAt.Add(BookingWindow)) {
+		t.Errorf("booked hold %+v", h)
+	}
+	if h := held[5]; h.Found || h.Request != "ml/later" {
+		t.Errorf("missing hold %+v, want not found, naming ml/later", h)
+	}
+	// Without a consumer the snapshot's pending pods are returned as they are.
+	snap.PendingPods = []corev1.Pod{pod("plain", "", "")}
+	if pending, held := HoldBack(snap); len(pending) != 1 || held != nil {
+		t.Errorf("no consumer: %d pending, %d held", len(pending), len(held))
 	}
 }
 

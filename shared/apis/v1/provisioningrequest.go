@@ -97,6 +97,11 @@ const (
 	// AnnotationConsumeProvisioningRequestLegacy is the older key Cluster Autoscaler still
 	// reads (cluster-autoscaler.kubernetes.io/consume-provisioning-request).
 	AnnotationConsumeProvisioningRequestLegacy = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
+	// AnnotationProvisioningClass, on a consuming pod, names its request's class (Kueue sets it
+	// with the consume annotation from the pod set's update; Cluster Autoscaler's
+	// ProvisioningClassPodAnnotationKey); AnnotationProvisioningClassLegacy is the older key.
+	AnnotationProvisioningClass       = "autoscaling.x-k8s.io/provisioning-class-name"
+	AnnotationProvisioningClassLegacy = "cluster-autoscaler.kubernetes.io/provisioning-class-name"
 
 	// ParameterValidUntilSeconds (best-effort-atomic-scale-up): how long after its creation a
 	// request is retried before it fails, in seconds.
@@ -106,13 +111,25 @@ const (
 	ParameterNoRetry = "noRetry"
 )
 
-// ConsumedProvisioningRequest returns the name of the ProvisioningRequest a pod with these
-// annotations consumes (the current key first, then the legacy one), or "".
-func ConsumedProvisioningRequest(annotations map[string]string) string {
-	if n := annotations[AnnotationConsumeProvisioningRequest]; n != "" {
-		return n
+// ConsumesProvisioningRequest reports whether a pod with these annotations carries a consume
+// annotation (the current key, else the legacy one) and the request it names. Present counts,
+// even empty: Cluster Autoscaler's ProvisioningRequestPodsFilter (processors/provreq
+// pods_filter.go, provisioningRequestName) tests the key's presence.
+func ConsumesProvisioningRequest(annotations map[string]string) (name string, ok bool) {
+	if n, ok := annotations[AnnotationConsumeProvisioningRequest]; ok {
+		return n, true
 	}
-	return annotations[AnnotationConsumeProvisioningRequestLegacy]
+	n, ok := annotations[AnnotationConsumeProvisioningRequestLegacy]
+	return n, ok
+}
+
+// ProvisioningClassOfPod is the class a consuming pod's annotations name (the current key, else
+// the legacy one), or "".
+func ProvisioningClassOfPod(annotations map[string]string) string {
+	if c := annotations[AnnotationProvisioningClass]; c != "" {
+		return c
+	}
+	return annotations[AnnotationProvisioningClassLegacy]
 }
 
 // IsProvisioningRequestCondition reports whether typ is one of Cluster Autoscaler's
