@@ -78,6 +78,9 @@ type ApplierOptions struct {
 	EvictionTimeout time.Duration
 	// DrainParallelism is how many evictions run at once (default 8).
 	DrainParallelism int
+	// NominateParallelism is how many pods of a NominatePods command are nominated at once
+	// (default 8).
+	NominateParallelism int
 	// Component is the Event source component (default "dovetail-agent").
 	Component string
 	// Logger receives refusals and notices (nil: slog.Default()).
@@ -112,6 +115,9 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 	}
 	if opts.DrainParallelism <= 0 {
 		opts.DrainParallelism = 8
+	}
+	if opts.NominateParallelism <= 0 {
+		opts.NominateParallelism = 8
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
