@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,12 +45,21 @@ type Recorder struct {
 	nodeGone   map[string]time.Time
 	nodeAdded  map[string]time.Time
 	lastChange time.Time // the last Node or NodeClaim add or delete
+	// The node timeline (issue 28: why pods bind long after their node is Ready): when each
+	// Node was first seen without the karpenter.sh/unregistered taint, without any NoSchedule or
+	// NoExecute taint at all, and labelled karpenter.sh/initialized=true; when each pod was
+	// first seen with status.nominatedNodeName.
+	nodeRegistered map[string]time.Time
+	nodeOpen       map[string]time.Time
+	nodeInit       map[string]time.Time
+	podNominated   map[string]time.Time
 }
 
 func newRecorder() *Recorder {
 	return &Recorder{podSeen: map[string]time.Time{}, podBound: map[string]time.Time{}, podNode: map[string]string{},
 		podDeleted: map[string]bool{}, claimSeen: map[string]time.Time{}, claimNode: map[string]string{},
-		nodeReady: map[string]time.Time{}, nodeGone: map[string]time.Time{}, nodeAdded: map[string]time.Time{}}
+		nodeReady: map[string]time.Time{}, nodeGone: map[string]time.Time{}, nodeAdded: map[string]time.Time{},
+		nodeRegistered: map[string]time.Time{}, nodeOpen: map[string]time.Time{}, nodeInit: map[string]time.Time{}, podNominated: map[string]time.Time{}}
 }
 
 // Start runs the informers until ctx ends and returns once their caches are synced.
@@ -140,6 +151,11 @@ func (r *Recorder) pod(p *corev1.Pod, now time.Time) {
 	if _, ok := r.podSeen[p.Name]; !ok {
 		r.podSeen[p.Name] = now
 	}
+	if p.Status.NominatedNodeName != "" {
+		if _, ok := r.podNominated[p.Name]; !ok {
+			r.podNominated[p.Name] = now
+		}
+	}
 	if p.Spec.NodeName != "" {
 		if _, ok := r.podBound[p.Name]; !ok {
 			r.podBound[p.Name] = now
@@ -157,6 +173,14 @@ func (r *Recorder) node(n *corev1.Node, now time.Time) {
 	if _, ok := r.nodeAdded[n.Name]; !ok {
 		r.nodeAdded[n.Name], r.lastChange = now, now
 	}
+	firstAt(r.nodeInit, n.Name, now, n.Labels["karpenter.sh/initialized"] == "true")
+	unregistered, blocking := false, false
+	for _, t := range n.Spec.Taints {
+		unregistered = unregistered || t.Key == "karpenter.sh/unregistered"
+		blocking = blocking || t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}
+	firstAt(r.nodeRegistered, n.Name, now, !unregistered)
+	firstAt(r.nodeOpen, n.Name, now, !blocking)
 	if _, ok := r.nodeReady[n.Name]; ok {
 		return
 	}
@@ -164,6 +188,13 @@ func (r *Recorder) node(n *corev1.Node, now time.Time) {
 		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 			r.nodeReady[n.Name] = now
 		}
+	}
+}
+
+// firstAt records now under key in m when cond holds and nothing is recorded yet.
+func firstAt(m map[string]time.Time, key string, now time.Time, cond bool) {
+	if _, ok := m[key]; !ok && cond {
+		m[key] = now
 	}
 }
 
@@ -352,4 +383,110 @@ func countNodes(ctx context.Context, kc kubernetes.Interface, price func(n *core
 		perHour += p
 	}
 	return nodes, perHour, nil
+}
+
+// Stage is one step of the node timeline, its distribution over nodes or pods.
+type Stage struct {
+	Name string
+	Dist Dist
+}
+
+// NodeTimeline is one Node's steps, each since the Node was first seen (negative or missing
+// steps are left out: -1).
+type NodeTimeline struct {
+	Node                                 string
+	Claim                                time.Duration // its NodeClaim's creation, since the first workload's creation (-1: none)
+	Added                                time.Duration // since the first workload's creation
+	Ready, Registered, Open, Initialized time.Duration
+	FirstBound, LastBound                time.Duration
+	Pods                                 int
+}
+
+// Timeline is, for every Node added after since, when it became Ready, lost the
+// karpenter.sh/unregistered taint, lost its last NoSchedule/NoExecute taint, was labelled
+// initialized, and got its first and last pod bound; and the stage distributions over those
+// nodes (node steps) and over the pods bound to them that were seen before their node was
+// Ready (pod steps: node Ready → bound, nominated → bound).
+func (r *Recorder) Timeline(since time.Time) ([]NodeTimeline, []Stage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first, last, count := map[string]time.Time{}, map[string]time.Time{}, map[string]int{}
+	var readyToBound, nominatedToBound []time.Duration
+	for name, bound := range r.podBound {
+		node := r.podNode[name]
+		if f, ok := first[node]; !ok || bound.Before(f) {
+			first[node] = bound
+		}
+		if bound.After(last[node]) {
+			last[node] = bound
+		}
+		count[node]++
+		ready, ok := r.nodeReady[node]
+		if seen := r.podSeen[name]; ok && seen.Before(ready) && !seen.Before(since) {
+			readyToBound = append(readyToBound, bound.Sub(ready))
+			if nom, ok := r.podNominated[name]; ok {
+				nominatedToBound = append(nominatedToBound, bound.Sub(nom))
+			}
+		}
+	}
+	step := func(m map[string]time.Time, node string, from time.Time) time.Duration {
+		t, ok := m[node]
+		if !ok {
+			return -1
+		}
+		return t.Sub(from)
+	}
+	claimOfNode := map[string]string{}
+	for c, n := range r.claimNode {
+		claimOfNode[n] = c
+	}
+	var rows []NodeTimeline
+	var toReady, readyToReg, readyToOpen, readyToInit, readyToFirst []time.Duration
+	for node, added := range r.nodeAdded {
+		if added.Before(since) {
+			continue
+		}
+		row := NodeTimeline{Node: node, Claim: -1, Added: added.Sub(since), Ready: step(r.nodeReady, node, added),
+			Registered: step(r.nodeRegistered, node, added), Open: step(r.nodeOpen, node, added),
+			Initialized: step(r.nodeInit, node, added), FirstBound: step(first, node, added), LastBound: step(last, node, added), Pods: count[node]}
+		if c, ok := claimOfNode[node]; ok {
+			row.Claim = r.claimSeen[c].Sub(since)
+		}
+		rows = append(rows, row)
+		if row.Ready < 0 {
+			continue
+		}
+		toReady = append(toReady, row.Ready)
+		for _, s := range []struct {
+			at  time.Duration
+			out *[]time.Duration
+		}{{row.Registered, &readyToReg}, {row.Open, &readyToOpen}, {row.Initialized, &readyToInit}, {row.FirstBound, &readyToFirst}} {
+			if s.at >= 0 {
+				*s.out = append(*s.out, s.at-row.Ready)
+			}
+		}
+	}
+	slices.SortFunc(rows, func(a, b NodeTimeline) int { return cmp.Compare(a.Added, b.Added) })
+	return rows, []Stage{
+		{"node created → Ready", DistOf(toReady)},
+		{"node Ready → unregistered taint gone", DistOf(readyToReg)},
+		{"node Ready → no NoSchedule/NoExecute taint", DistOf(readyToOpen)},
+		{"node Ready → initialized label", DistOf(readyToInit)},
+		{"node Ready → its first pod bound", DistOf(readyToFirst)},
+		{"pod: its node Ready → bound", DistOf(readyToBound)},
+		{"pod: nominated → bound", DistOf(nominatedToBound)},
+	}
+}
+
+// String is the row as "node claim +c, node +added: ready r, registered g, open o, initialized i, bound
+// first–last (pods)", seconds since the node was added.
+func (t NodeTimeline) String() string {
+	s := func(d time.Duration) string {
+		if d < 0 {
+			return "—"
+		}
+		return secs(d)
+	}
+	return fmt.Sprintf("%s claim +%s, node +%s: ready %s, registered %s, open %s, initialized %s, bound %s–%s (%d pods)", t.Node, s(t.Claim), secs(t.Added),
+		s(t.Ready), s(t.Registered), s(t.Open), s(t.Initialized), s(t.FirstBound), s(t.LastBound), t.Pods)
 }

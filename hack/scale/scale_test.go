@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -202,5 +203,61 @@ func TestKWOKInstanceTypes(t *testing.T) {
 	pool.Spec.Template.Spec.Requirements[0].Values = []string{"x"}
 	if _, err := KWOKInstanceTypes(cat, pool, catalog.NodeSettings{}); err == nil || !strings.Contains(err.Error(), "NodePool default") {
 		t.Fatalf("no type matches: error %v, want one naming the NodePool", err)
+	}
+}
+
+func TestTemplatePodsFollowTheWorkloads(t *testing.T) {
+	ws, err := Workloads(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := TemplatePods(ws, func(w Workload) int { return ScaledDown(w.Replicas, 0.3) })
+	// 200 pods: api 2×20, cache 1×10, batch 2×20, db 1×10, web 4×25; cut by 30 %: 20−6=14,
+	// 10−3=7, 25−8=17, so 2×14 + 7 + 2×14 + 7 + 4×17 = 138.
+	if len(pods) != 138 {
+		t.Fatalf("%d pods, want 138", len(pods))
+	}
+	for _, p := range pods {
+		if p.Namespace != Namespace || p.Spec.NodeName != "" || len(p.Spec.Tolerations) != 0 {
+			t.Fatalf("pod %s/%s on %q with tolerations %v, want pending in %s with none", p.Namespace, p.Name, p.Spec.NodeName, p.Spec.Tolerations, Namespace)
+		}
+	}
+	if c := pods[0].Spec.Containers[0].Resources.Requests.Cpu().String(); pods[0].Name != "api-0-0" || c != "1" {
+		t.Fatalf("first pod %s requests %s CPU, want api-0-0 with 1", pods[0].Name, c)
+	}
+}
+
+func TestTimelineSteps(t *testing.T) {
+	r := newRecorder()
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	r.claimSeen["nc-a"], r.claimNode["nc-a"] = at(10), "node-a"
+	r.nodeAdded["node-a"], r.nodeReady["node-a"] = at(12), at(12.5)
+	r.nodeRegistered["node-a"], r.nodeOpen["node-a"], r.nodeInit["node-a"] = at(14), at(20), at(15)
+	for i, b := range []float64{16, 18} {
+		name := fmt.Sprintf("p%d", i)
+		r.podSeen[name], r.podBound[name], r.podNode[name], r.podNominated[name] = at(1), at(b), "node-a", at(13)
+	}
+	rows, stages := r.Timeline(t0)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rows))
+	}
+	want := NodeTimeline{Node: "node-a", Claim: 10 * time.Second, Added: 12 * time.Second, Ready: 500 * time.Millisecond,
+		Registered: 2 * time.Second, Open: 8 * time.Second, Initialized: 3 * time.Second, FirstBound: 4 * time.Second, LastBound: 6 * time.Second, Pods: 2}
+	if rows[0] != want {
+		t.Fatalf("row %+v, want %+v", rows[0], want)
+	}
+	// Steps from Ready (12.5 s): registered 1.5, open 7.5, initialized 2.5, first bound 3.5;
+	// pods Ready → bound 3.5 and 5.5, nominated (13) → bound 3 and 5.
+	got := map[string]time.Duration{}
+	for _, s := range stages {
+		got[s.Name] = s.Dist.Max
+	}
+	for name, d := range map[string]time.Duration{"node created → Ready": 500 * time.Millisecond, "node Ready → unregistered taint gone": 1500 * time.Millisecond,
+		"node Ready → no NoSchedule/NoExecute taint": 7500 * time.Millisecond, "node Ready → initialized label": 2500 * time.Millisecond,
+		"node Ready → its first pod bound": 3500 * time.Millisecond, "pod: its node Ready → bound": 5500 * time.Millisecond, "pod: nominated → bound": 5 * time.Second} {
+		if got[name] != d {
+			t.Errorf("%s: max %s, want %s", name, got[name], d)
+		}
 	}
 }

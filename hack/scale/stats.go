@@ -52,9 +52,11 @@ type Result struct {
 	// Per pod: its creation (first seen by the harness's watch) to the NodeClaim of the node it
 	// was bound to being created, to that node being Ready, to the pod being bound.
 	ToClaim, ToReady, ToBound Dist
-	AllBound                  time.Duration
-	Nodes                     int
-	PricePerHour, LowerBound  float64
+	// Stages are the node timeline's steps (Recorder.Timeline).
+	Stages                   []Stage
+	AllBound                 time.Duration
+	Nodes                    int
+	PricePerHour, LowerBound float64
 	// Requests are the API server's apiserver_request_total deltas over provisioning, by
 	// "VERB resource"; Writes sums the non-read verbs.
 	Requests      map[string]float64
@@ -133,6 +135,14 @@ func PrintTable(w io.Writer, results []Result) {
 		dist("creation → NodeClaim", func(r *Result) Dist { return r.ToClaim })
 		dist("creation → Node Ready", func(r *Result) Dist { return r.ToReady })
 		dist("creation → bound", func(r *Result) Dist { return r.ToBound })
+		for i := range max(len(d.stages()), len(k.stages())) {
+			dist(stageName(d, k, i), func(r *Result) Dist {
+				if i < len(r.Stages) {
+					return r.Stages[i].Dist
+				}
+				return Dist{}
+			})
+		}
 		row("every pod bound after, s", func(r *Result) (string, float64) {
 			if r.Unbound > 0 {
 				return fmt.Sprintf("%d unbound at timeout", r.Unbound), 0
@@ -194,6 +204,24 @@ func PrintTable(w io.Writer, results []Result) {
 			}
 		}
 	}
+}
+
+// stages is r's node-timeline stages (nil for a side not run).
+func (r *Result) stages() []Stage {
+	if r == nil {
+		return nil
+	}
+	return r.Stages
+}
+
+// stageName is the name of stage i from whichever side has it.
+func stageName(d, k *Result, i int) string {
+	for _, r := range []*Result{d, k} {
+		if i < len(r.stages()) {
+			return r.Stages[i].Name
+		}
+	}
+	return ""
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }

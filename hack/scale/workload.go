@@ -136,3 +136,16 @@ func (k kind) build(name string, replicas int) Workload {
 	}
 	return w
 }
+
+// Template is the workload's pod template.
+func (w Workload) Template() corev1.PodTemplateSpec {
+	switch {
+	case w.Deployment != nil:
+		return w.Deployment.Spec.Template
+	case w.StatefulSet != nil:
+		return w.StatefulSet.Spec.Template
+	case w.Job != nil:
+		return w.Job.Spec.Template
+	}
+	return corev1.PodTemplateSpec{}
+}

@@ -78,6 +78,9 @@ type ApplierOptions struct {
 	EvictionTimeout time.Duration
 	// DrainParallelism is how many evictions run at once (default 8).
 	DrainParallelism int
+	// NominateParallelism is how many pods of a NominatePods command are nominated at once
+	// (default 8).
+	NominateParallelism int
 	// Component is the Event source component (default "dovetail-agent").
 	Component string
 	// Logger receives refusals and notices (nil: slog.Default()).
@@ -112,6 +115,9 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 	}
 	if opts.DrainParallelism <= 0 {
 		opts.DrainParallelism = 8
+	}
+	if opts.NominateParallelism <= 0 {
+		opts.NominateParallelism = 8
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -276,6 +282,7 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 		return a.refuse(ctx, cmd, ref, why)
 	}
 	var uid types.UID
+	created := false // this call created the object (not a redelivery finding it there)
 	spec := nc.DeepCopy()
 	if spec.Labels == nil {
 		spec.Labels = map[string]string{}
@@ -289,10 +296,10 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 	}
 	unstructuredDropNulls(u.Object)
 	res := a.dyn.Resource(NodeClaimGVR)
-	created, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: a.opts.Component})
+	obj, err := res.Create(ctx, u, metav1.CreateOptions{FieldManager: a.opts.Component})
 	if err == nil {
 		a.opts.Metrics.Record(telemetry.NodeClaimsCreated, 1, CreatedReason(ctx), nc.Labels[apisv1.LabelNodePool], MinValuesRelaxed(nc))
-		uid = created.GetUID()
+		uid, created = obj.GetUID(), true
 	}
 	if err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -313,7 +320,7 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 		}
 		switch got.Status.ProviderID {
 		case nc.Status.ProviderID:
-			return a.launchedEvents(ctx, cmd, uid) // redelivered: the Events count once
+			return a.launchedEvents(ctx, cmd, uid, false) // redelivered: the Events and the latency count once
 		case "":
 		default:
 			return fmt.Errorf("%w: command.nodeClaim.status.providerID: NodeClaim %s already records instance %q, command has %q",
@@ -329,15 +336,17 @@ func (a *Applier) createNodeClaim(ctx context.Context, cmd *events.Command) erro
 	if _, err := res.Patch(ctx, nc.Name, types.MergePatchType, status, metav1.PatchOptions{FieldManager: a.opts.Component}, "status"); err != nil {
 		return fmt.Errorf("set NodeClaim %s status: %w", nc.Name, err)
 	}
-	return a.launchedEvents(ctx, cmd, uid)
+	return a.launchedEvents(ctx, cmd, uid, created)
 }
 
 // launchedEvents records what a created NodeClaim means, as Karpenter does: the transition of
 // each of its conditions (Launched: "Status condition transitioned, Type: Launched, Status:
 // Unknown -> True, ...") on the NodeClaim, and Nominated ("Pod should schedule on:
 // nodeclaim/<name>") on each planned pod (apisv1.AnnotationPlannedPods) still pending in the
-// agent's cache: now that the NodeClaim exists, the pod's wait has a name.
-func (a *Applier) launchedEvents(ctx context.Context, cmd *events.Command, uid types.UID) error {
+// agent's cache: now that the NodeClaim exists, the pod's wait has a name. When first (this
+// call created the NodeClaim), each of those pods also records
+// dovetail_pod_provisioning_latency_seconds: its creation until now.
+func (a *Applier) launchedEvents(ctx context.Context, cmd *events.Command, uid types.UID, first bool) error {
 	nc := cmd.NodeClaim
 	ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: nc.Name, UID: uid}
 	var recs []events.EventRecord
@@ -354,9 +363,25 @@ func (a *Applier) launchedEvents(ctx context.Context, cmd *events.Command, uid t
 		}
 		if p := a.state.Pod(ns, name); p != nil && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
 			recs = append(recs, kevents.NominatedEvent(kevents.PodRef(p), nc.Name, ""))
+			if first {
+				a.recordProvisioningLatency(p, nc.Labels[apisv1.LabelNodePool])
+			}
 		}
 	}
 	return a.recordEvents(ctx, cmd.ID, recs)
+}
+
+// recordProvisioningLatency records dovetail_pod_provisioning_latency_seconds for a pending pod
+// a NodeClaim was just created for: the applier's clock minus the pod's creationTimestamp
+// (whole seconds, so the value is up to 1 s high), labelled by the NodeClaim's NodePool. A pod
+// whose creation is unset or after now (clock skew) records nothing.
+func (a *Applier) recordProvisioningLatency(p *corev1.Pod, nodePool string) {
+	if p.CreationTimestamp.IsZero() {
+		return
+	}
+	if d := a.opts.Clock.Since(p.CreationTimestamp.Time); d >= 0 {
+		a.opts.Metrics.Record(telemetry.PodProvisioningLatency, d.Seconds(), nodePool)
+	}
 }
 
 // unstructuredDropNulls removes null values (zero metav1.Time, nil pointers the converter kept)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -708,7 +709,26 @@ func (a *Applier) nominatePods(ctx context.Context, cmd *events.Command) error {
 				t.Key, t.Operator, t.Value, t.Effect, want))
 		}
 	}
-	return eachPod(ctx, cmd, "nominate pods for node "+cmd.NodeName, func(ref events.PodRef) error { return a.nominatePod(ctx, cmd, ref) })
+	return eachPodParallel(ctx, cmd, a.opts.NominateParallelism, "nominate pods for node "+cmd.NodeName, func(ref events.PodRef) error { return a.nominatePod(ctx, cmd, ref) })
+}
+
+// eachPodParallel is eachPod with up to n pods in flight at once: a nomination is two or three
+// requests per pod, and a decision nominates every pod it planned (issue 28: 200 pods one after
+// the other held the last nodes' registration, which follows their nominations in the command
+// order, for seconds). The failures are listed in the command's pod order.
+func eachPodParallel(ctx context.Context, cmd *events.Command, n int, what string, fn func(events.PodRef) error) error {
+	errs := make([]error, len(cmd.Pods))
+	workqueue.ParallelizeUntil(ctx, max(n, 1), len(cmd.Pods), func(i int) { errs[i] = fn(cmd.Pods[i]) })
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, cmd.Pods[i].Namespace+"/"+cmd.Pods[i].Name+": "+err.Error())
+		}
+	}
+	return podFailures(what, len(cmd.Pods), failed)
 }
 
 // eachPod applies fn to each pod of the command, going on past a failure to the rest: the failures
@@ -727,11 +747,20 @@ func eachPod(ctx context.Context, cmd *events.Command, what string, fn func(even
 }
 
 // nominatePod sets status.nominatedNodeName through pods/status, with the resourceVersion read:
-// a pod bound in between answers 409 and is skipped on the re-read.
+// a pod bound in between answers 409 and is skipped on the re-read. The first attempt reads the
+// pod from the agent's cache (no GET: the cache is at most a watch event behind, and a stale
+// resourceVersion only costs the 409 and a GET).
 func (a *Applier) nominatePod(ctx context.Context, cmd *events.Command, ref events.PodRef) error {
 	pods := a.kube.CoreV1().Pods(ref.Namespace)
+	cached := a.state.Pod(ref.Namespace, ref.Name)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p, err := pods.Get(ctx, ref.Name, metav1.GetOptions{})
+		var p *corev1.Pod
+		var err error
+		if cached != nil && cached.ResourceVersion != "" {
+			p, cached = cached.DeepCopy(), nil
+		} else {
+			p, err = pods.Get(ctx, ref.Name, metav1.GetOptions{})
+		}
 		if apierrors.IsNotFound(err) {
 			a.opts.Logger.Debug("NominatePods: pod gone", "command", cmd.ID, "pod", ref.Namespace+"/"+ref.Name)
 			return nil

@@ -366,6 +366,41 @@ func TestNominatePods(t *testing.T) {
 	}
 }
 
+// TestNominatePodsManyAtOnce: a command of 20 pods nominates every one, reading each from the
+// agent's cache (no GET when the cache has the pod), and a pod whose write fails is the one the
+// retryable error lists, the others nominated all the same.
+func TestNominatePodsManyAtOnce(t *testing.T) {
+	objs := []runtime.Object{node("n1")}
+	var refs []events.PodRef
+	for i := range 20 {
+		name := fmt.Sprintf("web-%d", i)
+		objs = append(objs, pod("default", name, "", func(p *corev1.Pod) { p.ResourceVersion = "1" }))
+		refs = append(refs, events.PodRef{Namespace: "default", Name: name, UID: "uid-default-" + name})
+	}
+	f := newOwnedFixture(t, objs)
+	eventually(t, "sync", func() bool { return f.watcher.Pod("default", "web-19") != nil && f.watcher.Node("n1") != nil })
+	f.kube.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.PatchAction).GetName() == "web-7" {
+			return true, nil, errors.New("etcdserver: request timed out")
+		}
+		return false, nil, nil
+	})
+	f.kube.ClearActions()
+	err := f.applier.Apply(f.ctx, &events.Command{ID: "nominate-20", Kind: events.CommandNominatePods, Cluster: "test", NodeName: "n1", Pods: refs})
+	if err == nil || !strings.Contains(err.Error(), "1 of 20 pods failed: default/web-7: etcdserver: request timed out") {
+		t.Fatalf("err = %v, want one retryable error listing default/web-7 only", err)
+	}
+	if n := countActions(f.kube.Actions(), "get", "pods", ""); n != 0 {
+		t.Errorf("%d pod GETs, want 0 (every pod read from the cache)", n)
+	}
+	for i := range 20 {
+		p, _ := f.kube.CoreV1().Pods("default").Get(f.ctx, fmt.Sprintf("web-%d", i), metav1.GetOptions{})
+		if want := map[bool]string{true: "", false: "n1"}[i == 7]; p.Status.NominatedNodeName != want {
+			t.Errorf("web-%d nominated %q, want %q", i, p.Status.NominatedNodeName, want)
+		}
+	}
+}
+
 func TestDeletePods(t *testing.T) {
 	// n1's NodeClaim is being deleted and its terminationGracePeriod is what DeletePods serves.
 	terminating := nodeClaimWith(t, "nc-n1", "aws:///us-east-1a/i-n1", func(nc *apisv1.NodeClaim) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/kevents"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // eventsIn lists the Events of a namespace by reason.
@@ -213,5 +215,61 @@ func TestNominatedEventsAreRateLimited(t *testing.T) {
 	batch("f1", 0, 30, false)
 	if got := len(eventsIn(t, f, "shop")[kevents.FailedScheduling]); got != 30 {
 		t.Fatalf("%d FailedScheduling events, want all 30", got)
+	}
+}
+
+// metricLog is a telemetry.Recorder that keeps every value with its labels.
+type metricLog struct {
+	mu  sync.Mutex
+	got []metricValue
+}
+
+type metricValue struct {
+	name   string
+	value  float64
+	labels []string
+}
+
+func (m *metricLog) Record(mt *telemetry.Metric, v float64, labels ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.got = append(m.got, metricValue{mt.Name, v, labels})
+}
+
+func (m *metricLog) of(name string) []metricValue {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []metricValue
+	for _, v := range m.got {
+		if v.name == name {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestCreateNodeClaimRecordsProvisioningLatency: creating a NodeClaim records, for each planned
+// pod still pending in the agent's cache, its creation until the create (the applier's clock:
+// created at t0 − 7 s, so 7); a bound pod, a pod not in the cache and a redelivered command
+// record nothing.
+func TestCreateNodeClaimRecordsProvisioningLatency(t *testing.T) {
+	created := metav1.NewTime(t0.Add(-7 * time.Second))
+	waiting := pod("shop", "cart-0", "", func(p *corev1.Pod) { p.CreationTimestamp = created })
+	bound := pod("shop", "cart-1", "n1", func(p *corev1.Pod) { p.CreationTimestamp = created })
+	f := newFixture(t, []runtime.Object{waiting, bound, node("n1")})
+	log := &metricLog{}
+	f.applier.opts.Metrics = log
+	eventually(t, "pods cached", func() bool { return f.watcher.Pod("shop", "cart-0") != nil && f.watcher.Pod("shop", "cart-1") != nil })
+	cmd := createCmd("default-abc12", "aws:///us-east-1a/i-0aaaaaaaaaaaaaaa1", 0)
+	cmd.NodeClaim.Labels = map[string]string{apisv1.LabelNodePool: "default"}
+	cmd.NodeClaim.Annotations = map[string]string{apisv1.AnnotationPlannedPods: "shop/cart-0,shop/cart-1,shop/gone"}
+	for range 2 {
+		if err := f.applier.Apply(f.ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := log.of("dovetail_pod_provisioning_latency_seconds")
+	if len(got) != 1 || got[0].value != 7 || len(got[0].labels) != 1 || got[0].labels[0] != "default" {
+		t.Fatalf("provisioning latency %+v, want one value 7 labelled nodepool default", got)
 	}
 }

@@ -167,37 +167,55 @@ func (s *solver) emptyClaim(x *claim, budget *int) bool {
 		}
 		aborted := false
 		special := needsSpecial(p.requests)
-		ok := s.index.each(p.requests, s.index.bits.need(p), func(c *claim) bool {
-			// NodePool weights decide which pool takes a pod, and accelerator nodes are for pods
-			// that need them (tryAdd refuses plain pods there; here, neither way).
-			if c.pool != x.pool || needsSpecial(c.requests) != special {
-				return false
-			}
-			if *budget--; *budget < 0 {
-				aborted = true
-				return true // stop the walk; the move is undone below
-			}
-			for _, k := range keys {
-				if c.domainOf(k) != x.domainOf(k) {
+		// Two walks: first only onto claims whose price the pod leaves as it is, then onto any.
+		// The first claim that takes a pod is often a nearly full one it would move to a dearer
+		// type, which makes the whole move dearer while a half-empty claim further on had the
+		// room (issue 28: batch pods kept a node of their own beside five half-empty nodes).
+		walk := func(samePrice bool) bool {
+			return s.index.each(p.requests, s.index.bits.need(p), func(c *claim) bool {
+				// NodePool weights decide which pool takes a pod, and accelerator nodes are for pods
+				// that need them (tryAdd refuses plain pods there; here, neither way).
+				if c.pool != x.pool || needsSpecial(c.requests) != special {
 					return false
 				}
-			}
-			st, seen := saved[c]
-			if !seen {
-				st = s.saveClaim(c)
-			}
-			if !s.tryAdd(c, p) {
-				return false
-			}
-			if !seen {
-				saved[c] = st
-				touched = append(touched, c)
-			}
-			if c.pinFailed && !st.pinFailed {
-				aborted = true // its counts no longer follow its requirements: undo everything
-			}
-			return true
-		})
+				if *budget--; *budget < 0 {
+					aborted = true
+					return true // stop the walk; the move is undone below
+				}
+				for _, k := range keys {
+					if c.domainOf(k) != x.domainOf(k) {
+						return false
+					}
+				}
+				st, seen := saved[c]
+				if !seen {
+					st = s.saveClaim(c)
+				}
+				var before claimState
+				if samePrice {
+					before = s.saveClaim(c)
+				}
+				if !s.tryAdd(c, p) {
+					return false
+				}
+				if samePrice && s.finalCost(c) > before.cost+1e-9 {
+					s.restoreClaim(c, before)
+					return false
+				}
+				if !seen {
+					saved[c] = st
+					touched = append(touched, c)
+				}
+				if c.pinFailed && !st.pinFailed {
+					aborted = true // its counts no longer follow its requirements: undo everything
+				}
+				return true
+			})
+		}
+		ok := walk(true)
+		if !ok && !aborted {
+			ok = walk(false)
+		}
 		if !ok || aborted {
 			undo()
 			return false

@@ -50,6 +50,52 @@ func newLimits(spec corev1.ResourceList, used scheduling.Resources, maxPrice flo
 	return l
 }
 
+// dropUnreachableLimits removes the spec.limits of one NodePool's pools (the pool and its
+// reserved and committed pools, which share them) for this solve when no plan for pods pending
+// pods can reach them: every NodeClaim holds at least one pod, so a plan opens at most pods
+// claims, each counting at most the largest capacity among the pools' types; when pods times
+// that stays within what the limits leave in every limited resource, the limits can refuse
+// nothing. They matter beyond refusals: placement, the LP and pattern re-packs and the
+// improvement leave a limited pool's claims as placed (their accounting is per claim), so a
+// NodePool with a far-off limit (issue 28's `cpu: 200000`) was planned without them (18
+// NodeClaims at 2.76 USD/h for 200 pods whose plan without limits takes fewer). Limits with a
+// price cap or scale-up rate policies are kept: those count prices and nodes per decision,
+// where a far-off bound is rarer, and withinPriceCap reads them.
+func dropUnreachableLimits(pools []*pool, pods int) {
+	var l *limits
+	for _, pl := range pools {
+		if pl.limits != nil {
+			l = pl.limits
+		}
+	}
+	if l == nil || pods <= 0 {
+		return
+	}
+	for _, k := range l.keys {
+		if k == ResourcePricePerHour || k == ResourceScaleUpNodes || k == ResourceScaleUpPricePerHour {
+			return
+		}
+	}
+	for _, k := range l.keys {
+		var largest int64
+		for _, pl := range pools {
+			if pl.limits != l {
+				return // not one shared limit: leave them
+			}
+			for _, t := range pl.types {
+				largest = max(largest, limitValue(t.capacity, k))
+			}
+		}
+		left := limitValue(l.remaining, k)
+		if largest > 0 && (left < 0 || largest > left/int64(pods)) {
+			return // reachable (or the division says it might be: no overflow to trust)
+		}
+	}
+	for _, pl := range pools {
+		pl.limits = nil
+	}
+}
+
 // within drops the candidate types kept for claim c whose capacity would take the limits past
 // their remainder, counting every other open claim at its cheapest type's capacity. Nil limits
 // keep every type.

@@ -86,3 +86,29 @@ func TestLimitsExceededNamesTheLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestUnreachableLimitsAreDropped: with only m5.large (2 vCPU, 2000m of capacity counted per
+// claim) and 10 pending pods, a plan opens at most 10 claims, 20000m: a cpu limit of 20 (20000m)
+// can refuse nothing and is dropped for the solve, so the later stages may re-pack the pool; a
+// limit of 19 (19000m) might be reached and stays, as does any price cap.
+func TestUnreachableLimitsAreDropped(t *testing.T) {
+	compiled := func(limits corev1.ResourceList, ann map[string]string) *limits {
+		t.Helper()
+		np := nodePool("default", onDemand("m5.large")...)
+		np.Spec.Limits, np.Annotations = limits, ann
+		s, _ := compile(&Input{Pods: pods(10, "500m", "1Gi"), NodePools: []*apisv1.NodePool{np}, Catalog: cat(t)})
+		if len(s.pools) != 1 || s.pools[0].err != nil {
+			t.Fatalf("pools %+v, want one usable", s.pools)
+		}
+		return s.pools[0].limits
+	}
+	if l := compiled(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20")}, nil); l != nil {
+		t.Errorf("cpu 20 for at most 10 × 2000m: limits %+v, want dropped", l)
+	}
+	if l := compiled(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("19")}, nil); l == nil {
+		t.Error("cpu 19 for up to 10 × 2000m: limits dropped, want kept")
+	}
+	if l := compiled(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200000")}, map[string]string{apisv1.AnnotationMaxPricePerHour: "1000"}); l == nil {
+		t.Error("a price cap: limits dropped, want kept")
+	}
+}

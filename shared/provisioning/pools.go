@@ -141,6 +141,7 @@ func compilePools(in *Input, daemons []daemon, used map[string]scheduling.Resour
 	})
 	out := make([]*pool, 0, len(nps))
 	for _, np := range nps {
+		first := len(out)
 		pl := compilePool(in, np, daemons, used[np.Name])
 		if np.Spec.Replicas != nil && pl.err == nil {
 			// A static NodePool's size is spec.replicas (StaticPlans): pods use its nodes and
@@ -158,6 +159,9 @@ func compilePools(in *Input, daemons []daemon, used map[string]scheduling.Resour
 		}
 		pl.index = len(out)
 		out = append(out, pl)
+		if np.Spec.Replicas == nil { // a static pool's limits bound its scale-up, not pods
+			dropUnreachableLimits(out[first:], len(in.Pods))
+		}
 	}
 	return out
 }

@@ -151,6 +151,12 @@ var (
 	ConsolidationSavings = &Metric{Name: "dovetail_nodepool_consolidation_savings_usd_per_hour_total", Kind: Counter, Unit: UnitNone,
 		Help:   "Sum of the consolidation decisions' savings (USD per hour, price before minus after) per NodePool: what no consolidation would add to the price.",
 		Labels: []string{LabelNodePool}}
+	// PodProvisioningLatency is the decision's share of a pod's startup: from the pod's
+	// creation until the agent created the NodeClaim planned for it (the agent's batch window,
+	// the snapshot's trip, the decision, the launch and the create).
+	PodProvisioningLatency = &Metric{Name: "dovetail_pod_provisioning_latency_seconds", Kind: Histogram, Unit: UnitSeconds,
+		Help:   "Time from a pod's creation until the agent created the NodeClaim planned for it, per pod. Labeled by the NodeClaim's nodepool.",
+		Labels: []string{LabelNodePool}}
 	Dropped = &Metric{Name: "dovetail_telemetry_dropped_total", Kind: Counter, Unit: UnitCount,
 		Help:   "Metric values dropped because a call passed the wrong number of labels.",
 		Labels: []string{"metric"}}
@@ -163,7 +169,7 @@ var All = []*Metric{
 	SchedulingDuration, QueueDepth, UnschedulablePods, DisruptionDecisions, DisruptionEligibleNodes,
 	NodePoolUsage, NodePoolLimit, PodStartupDuration, InterruptionReceived, CloudProviderErrors, CloudProviderDuration,
 	PlanPrice, PlanLowerBound, PlanGap, QueueAge, HandlerDuration, DeadLettered, CommandsApplied, EventsPublished,
-	GuardrailHits, ScaleUpHeld, NodePoolPrice, NodePoolStaticBaseline, NodePoolWaste, ConsolidationSavings, Dropped,
+	GuardrailHits, ScaleUpHeld, NodePoolPrice, NodePoolStaticBaseline, NodePoolWaste, ConsolidationSavings, PodProvisioningLatency, Dropped,
 }
 
 // RecordPoolCosts records a decision's NodePool costs (Audit.NodePools) as the cost ledger's
