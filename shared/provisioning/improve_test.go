@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -210,4 +211,60 @@ func planShape(p *Plan) []string {
 		out = append(out, "unschedulable "+u.Pod.Name)
 	}
 	return out
+}
+
+// TestImproveTriesSamePriceClaimsFirst reproduces what the improvement's same-price walk fixes
+// (commit 43e65a6, issue 28): emptying a claim moved each pod onto the first claim that took
+// it, often a nearly full one tryAdd grew to a dearer type, so the move did not pay and was
+// refused while a claim further on had room at its price.
+//
+// Only place's claim-opening and the improvement run (the stage on its own, as in
+// stages_test.go), so the claims are exactly the three opened here, in this order, on an
+// on-demand pool of m5.large (1930m allocatable, 0.096 USD/h) and m5.xlarge (3920m, 0.192 USD/h;
+// catalog prices and allocatable as in solver_test.go):
+//
+//	A: a 1500m  m5.large 0.096  fill 1500/1930 = 0.78
+//	B: b 1000m  m5.large 0.096  fill 1000/1930 = 0.52
+//	X: x  500m  m5.large 0.096  fill  500/1930 = 0.26   (3 × 0.096 = 0.288 USD/h)
+//
+// The improvement empties the least filled first, X. Its pod x (500m) fits A's head (its
+// m5.xlarge room, 3920 − 1500 = 2420m), so A is the first claim to take it, at 2000m > 1930m:
+// A grows to m5.xlarge, +0.096, and the move saves 0.096 − 0.096 = 0, which is refused (a move
+// must make the plan cheaper). Then B (1000m onto A: 2500m, m5.xlarge, saves 0) and A (1500m
+// onto B: 2500m, the same) are refused too: the old rule ends at 3 × m5.large, 0.288 USD/h.
+// Trying same-price claims first puts x on B (1000 + 500 = 1500m ≤ 1930m, still an m5.large):
+// saves 0.096, kept. Then B (1500m now) and A are refused as above (each would grow the other
+// to m5.xlarge, saving 0): 2 × m5.large, 0.192 USD/h, with A = {a} and B = {b, x}.
+func TestImproveTriesSamePriceClaimsFirst(t *testing.T) {
+	in := Input{Catalog: cat(t), NodePools: []*apisv1.NodePool{nodePool("default", onDemand("m5.large", "m5.xlarge")...)},
+		Pods: []*corev1.Pod{pod("a", "1500m", "1Gi"), pod("b", "1000m", "1Gi"), pod("x", "500m", "1Gi")}}
+	s, ps := compile(&in)
+	for _, p := range ps { // compile's order: a, b, x (CPU descending); one claim each
+		s.prepare(p)
+		if u := s.openClaim(p); u.Reason != "" {
+			t.Fatalf("open a claim for %s: %s", p.pod.Name, u.Reason)
+		}
+	}
+	if len(s.claims) != 3 || math.Abs(plansCost(s.claims)-0.288) > 1e-9 {
+		t.Fatalf("opened %d claims at %v USD/h, want 3 m5.large at 0.288", len(s.claims), plansCost(s.claims))
+	}
+	s.improve()
+	ncs := s.finalizeAll()
+	var got []string
+	var total float64
+	for _, nc := range ncs {
+		o := nc.Cheapest()
+		var names []string
+		for _, p := range nc.Pods {
+			names = append(names, p.Name)
+		}
+		got = append(got, o.InstanceType.Name+" "+strings.Join(names, ","))
+		total += o.PricePerHour
+	}
+	if want := []string{"m5.large a", "m5.large b,x"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("NodeClaims after the improvement = %q, want %q", got, want)
+	}
+	if math.Abs(total-0.192) > 1e-9 {
+		t.Errorf("total %v USD/h, want 2 × 0.096 = 0.192", total)
+	}
 }
