@@ -81,6 +81,8 @@ type ApplierOptions struct {
 	// NominateParallelism is how many pods of a NominatePods command are nominated at once
 	// (default 8).
 	NominateParallelism int
+	// EventParallelism is how many Events of a command are written at once (default 8).
+	EventParallelism int
 	// Component is the Event source component (default "dovetail-agent").
 	Component string
 	// Logger receives refusals and notices (nil: slog.Default()).
@@ -118,6 +120,9 @@ func NewApplier(kube kubernetes.Interface, dyn dynamic.Interface, state *Watcher
 	}
 	if opts.NominateParallelism <= 0 {
 		opts.NominateParallelism = 8
+	}
+	if opts.EventParallelism <= 0 {
+		opts.EventParallelism = 8
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -110,11 +111,38 @@ func validateEvents(cmd *events.Command) error {
 	return nil
 }
 
-// recordEvents records each of recs for command id, going on past a failure to the rest.
+// recordEvents records each of recs for command id, going on past a failure to the rest. Up
+// to ApplierOptions.EventParallelism Events are written at once: a decision can carry one Event
+// per pending pod (FailedScheduling, Nominated), and one POST after the other held every command
+// behind it on the agent's one ordered command stream (issue 28: at 1,000 pods the nodes waited
+// over a minute to be registered). Records of the same Event object (the same EventName) stay
+// in one worker, in the command's order, so a repeat counts after its first. The failures are
+// listed in the command's order.
 func (a *Applier) recordEvents(ctx context.Context, id string, recs []events.EventRecord) error {
+	var groups [][]int
+	byName := map[string]int{}
+	for i, r := range recs {
+		key := r.Object.Namespace + "/" + EventName(r)
+		g, ok := byName[key]
+		if !ok {
+			g = len(groups)
+			byName[key] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	errs := make([]error, len(recs))
+	workqueue.ParallelizeUntil(ctx, max(a.opts.EventParallelism, 1), len(groups), func(g int) {
+		for _, i := range groups[g] {
+			errs[i] = a.recordEvent(ctx, id, recs[i])
+		}
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	var failed []string
-	for _, r := range recs {
-		if err := a.recordEvent(ctx, id, r); err != nil {
+	for _, err := range errs {
+		if err != nil {
 			failed = append(failed, err.Error())
 		}
 	}

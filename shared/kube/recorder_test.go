@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
@@ -271,5 +272,44 @@ func TestCreateNodeClaimRecordsProvisioningLatency(t *testing.T) {
 	got := log.of("dovetail_pod_provisioning_latency_seconds")
 	if len(got) != 1 || got[0].value != 7 || len(got[0].labels) != 1 || got[0].labels[0] != "default" {
 		t.Fatalf("provisioning latency %+v, want one value 7 labelled nodepool default", got)
+	}
+}
+
+// TestRecordEventsManyAtOnce: a command's Events are written EventParallelism (8) at a time
+// (issue 28), each still recorded once: a record repeated in the same command counts once, and
+// one failing write is listed while the rest are recorded. client-go's fake clientset runs its
+// reactors under one lock, so it cannot show the writes overlapping; make scale measures that
+// (docs/scale.md).
+func TestRecordEventsManyAtOnce(t *testing.T) {
+	f := newFixture(t, nil)
+	var recs []events.EventRecord
+	for i := range 20 {
+		p := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "shop", Name: fmt.Sprintf("web-%d", i), UID: types.UID(fmt.Sprintf("u%d", i))}
+		recs = append(recs, kevents.FailedSchedulingEvent(p, "no instance type satisfies the pod's requirements"))
+	}
+	recs = append(recs, recs[3]) // the same Event again in the same command
+	calls := 0
+	f.kube.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		calls++ // the fake's lock is held here
+		if a.(k8stesting.CreateAction).GetObject().(*corev1.Event).InvolvedObject.Name == "web-11" {
+			return true, nil, errors.New("etcdserver: request timed out")
+		}
+		return false, nil, nil
+	})
+	err := f.applier.Apply(f.ctx, &events.Command{ID: "d1", Kind: events.CommandRecordEvents, Cluster: "test", Events: recs})
+	if err == nil || !strings.Contains(err.Error(), "recording 1 of 21 events") || !strings.Contains(err.Error(), "Pod/web-11") {
+		t.Fatalf("err = %v, want the one failed write (web-11) listed", err)
+	}
+	if calls != 20 {
+		t.Errorf("%d Event creates, want 20 (the repeat within the command is not written again)", calls)
+	}
+	got := eventsIn(t, f, "shop")[kevents.FailedScheduling]
+	if len(got) != 19 {
+		t.Fatalf("%d FailedScheduling Events, want 19 (20 pods, web-11's write failed)", len(got))
+	}
+	for _, e := range got {
+		if e.Count != 1 {
+			t.Errorf("%s: count %d, want 1", e.InvolvedObject.Name, e.Count)
+		}
 	}
 }
