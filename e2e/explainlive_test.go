@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,9 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 
-	"github.com/dovetail-dev/dovetail/e2e/realcluster"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/kube"
 )
@@ -60,32 +57,9 @@ type explainJSON struct {
 //   - the agent's dovetail-commitments ConfigMap in dovetail-system (a Reserved Instance for one
 //     m5.large in us-east-1), which `dovetail plan --kubeconfig` reads with the Role's get.
 func TestExplainLiveCluster(t *testing.T) {
-	if _, _, _, err := (&realcluster.Options{}).Binaries(); err != nil {
-		t.Fatalf("the e2e suite needs the control-plane binaries: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	root, err := realcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := buildCLI(ctx, t, root)
-	cp, err := realcluster.Start(ctx, realcluster.Options{Logf: t.Logf, Dir: os.Getenv("DOVETAIL_E2E_DIR")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Stop()
-	if err := cp.ApplyFiles(ctx, filepath.Join(root, "infra", "crds")); err != nil {
-		t.Fatal(err)
-	}
-	kc, err := cp.Clientset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := dynamic.NewForConfig(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, bin, cp, kc, dc := startLive(ctx, t)
 	st := &liveState{kc: kc, dc: dc}
 	if err := st.build(ctx); err != nil {
 		t.Fatalf("building the cluster state: %v", err)

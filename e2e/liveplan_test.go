@@ -40,32 +40,9 @@ import (
 // DOVETAIL_LIVEPLAN_DUMP=path also writes the dump with managed fields there (how
 // cmd/dovetail/testdata/liveplan/cluster.yaml was made).
 func TestPlanLiveCluster(t *testing.T) {
-	if _, _, _, err := (&realcluster.Options{}).Binaries(); err != nil {
-		t.Fatalf("the e2e suite needs the control-plane binaries: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	root, err := realcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := buildCLI(ctx, t, root)
-	cp, err := realcluster.Start(ctx, realcluster.Options{Logf: t.Logf, Dir: os.Getenv("DOVETAIL_E2E_DIR")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Stop()
-	if err := cp.ApplyFiles(ctx, filepath.Join(root, "infra", "crds"), filepath.Join(root, "cmd", "dovetail", "plan-rbac.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	kc, err := cp.Clientset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := dynamic.NewForConfig(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, bin, cp, kc, dc := startLive(ctx, t, filepath.Join("cmd", "dovetail", "plan-rbac.yaml"))
 	begin := time.Now()
 	st := &liveState{kc: kc, dc: dc}
 	if err := st.build(ctx); err != nil {
@@ -202,4 +179,40 @@ func checkHandCalculation(t *testing.T, out preview.Result) {
 	for _, d := range previewtest.CheckLive(&out) {
 		t.Error(d)
 	}
+}
+
+// startLive starts a control plane for a test of the CLI against a live cluster (stopped when
+// the test ends), builds the dovetail binary, applies the CRDs and the files given relative to
+// the repository root, and returns the root, the binary, the control plane and its clients.
+func startLive(ctx context.Context, t *testing.T, files ...string) (string, string, *realcluster.ControlPlane, kubernetes.Interface, dynamic.Interface) {
+	t.Helper()
+	if _, _, _, err := (&realcluster.Options{}).Binaries(); err != nil {
+		t.Fatalf("the e2e suite needs the control-plane binaries: %v", err)
+	}
+	root, err := realcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildCLI(ctx, t, root)
+	cp, err := realcluster.Start(ctx, realcluster.Options{Logf: t.Logf, Dir: os.Getenv("DOVETAIL_E2E_DIR")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	paths := []string{filepath.Join(root, "infra", "crds")}
+	for _, f := range files {
+		paths = append(paths, filepath.Join(root, f))
+	}
+	if err := cp.ApplyFiles(ctx, paths...); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := cp.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := dynamic.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, bin, cp, kc, dc
 }
