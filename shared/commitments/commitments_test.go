@@ -21,18 +21,7 @@ func od(typ, zone string, list float64) Usage {
 // second c6i.xlarge: the 0.033 left covers 0.033 / 0.119 of it, cost 0.033 +
 // 0.17 × (1 − 0.033/0.119) = 0.033 + 0.122857 = 0.155857.
 func TestLedgerConsume(t *testing.T) {
-	c := &apisv1.Commitments{
-		SavingsPlans: []apisv1.SavingsPlan{{Name: "sp", Type: apisv1.SavingsPlanCompute, CommitmentPerHour: 0.20, DiscountRate: 0.3,
-			Rates: map[string]float64{"m6i.large": 0.5}}},
-		Reservations: []apisv1.Reservation{
-			{Name: "regional", InstanceType: "m6i.xlarge", Region: "us-east-1", Count: 1},
-			{Name: "zonal", InstanceType: "m6i.xlarge", Zone: "us-east-1b", Count: 1},
-		},
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	l := NewLedger(c)
+	l := consumeLedger(t)
 	spot := od("m6i.xlarge", "us-east-1a", 0.08)
 	spot.CapacityType = apisv1.CapacityTypeSpot
 	got := l.Consume([]Usage{od("m6i.xlarge", "us-east-1b", 0.192), spot, od("c6i.xlarge", "us-east-1a", 0.17),
@@ -123,6 +112,23 @@ func TestLedgerQuote(t *testing.T) {
 // nothing; the Savings Plan saves 0.096 × 0.5 on m6i.large, 0.17 × 0.3 on the first
 // c6i.xlarge and (0.033 / 0.119) × 0.17 × 0.3 on the second.
 func TestUtilisationSaved(t *testing.T) {
+	l := consumeLedger(t)
+	l.Consume([]Usage{od("m6i.xlarge", "us-east-1b", 0.192), od("c6i.xlarge", "us-east-1a", 0.17),
+		od("c6i.xlarge", "us-east-1a", 0.17), od("m6i.large", "us-east-1a", 0.096)})
+	u := l.Clone().Utilisation()
+	want := map[string]float64{"sp": 0.096*0.5 + 0.17*0.3 + (0.033/0.119)*0.17*0.3, "regional": 0, "zonal": 0.192}
+	for _, x := range u {
+		if !near(x.SavedPerHour, want[x.Name]) {
+			t.Errorf("%s saved %.6f, want %.6f", x.Name, x.SavedPerHour, want[x.Name])
+		}
+	}
+}
+
+// consumeLedger is the ledger of TestLedgerConsume and TestUtilisationSaved: a 0.20 USD/h
+// Compute Savings Plan at 30 % (50 % on m6i.large), a regional and a zonal Reserved Instance for
+// one m6i.xlarge each.
+func consumeLedger(t *testing.T) *Ledger {
+	t.Helper()
 	c := &apisv1.Commitments{
 		SavingsPlans: []apisv1.SavingsPlan{{Name: "sp", Type: apisv1.SavingsPlanCompute, CommitmentPerHour: 0.20, DiscountRate: 0.3,
 			Rates: map[string]float64{"m6i.large": 0.5}}},
@@ -134,14 +140,5 @@ func TestUtilisationSaved(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	l := NewLedger(c)
-	l.Consume([]Usage{od("m6i.xlarge", "us-east-1b", 0.192), od("c6i.xlarge", "us-east-1a", 0.17),
-		od("c6i.xlarge", "us-east-1a", 0.17), od("m6i.large", "us-east-1a", 0.096)})
-	u := l.Clone().Utilisation()
-	want := map[string]float64{"sp": 0.096*0.5 + 0.17*0.3 + (0.033/0.119)*0.17*0.3, "regional": 0, "zonal": 0.192}
-	for _, x := range u {
-		if !near(x.SavedPerHour, want[x.Name]) {
-			t.Errorf("%s saved %.6f, want %.6f", x.Name, x.SavedPerHour, want[x.Name])
-		}
-	}
+	return NewLedger(c)
 }
