@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -97,6 +98,11 @@ func (l *liveFlags) load(cmd *cobra.Command, files []string) (*manifests.Set, er
 // commitments ConfigMap of --commitments-namespace (kube.GetCommitments), and returns them as one
 // JSON List document.
 func (l *liveFlags) listCluster(cmd *cobra.Command) ([]byte, error) {
+	// The API server's rule for a namespace name: a malformed one would otherwise read as
+	// "no commitments" (NotFound) and plan at list prices without a word.
+	if errs := validation.IsDNS1123Label(l.commitmentsNamespace); len(errs) > 0 {
+		return nil, usageError{fmt.Errorf("--commitments-namespace %q: %s", l.commitmentsNamespace, strings.Join(errs, "; "))}
+	}
 	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: l.kubeconfig}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: l.context}).ClientConfig()
 	if err != nil {

@@ -144,6 +144,10 @@ func TestPlanClusterDumpBadInput(t *testing.T) {
 	if code != exitInvalidInput || !strings.Contains(stderr, "or --kubeconfig") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
+	code, _, stderr = runCLI(t, "plan", "--kubeconfig", "/nonexistent", "--commitments-namespace", "Dovetail_System")
+	if code != exitInvalidInput || !strings.Contains(stderr, `--commitments-namespace "Dovetail_System": a lowercase RFC 1123 label`) {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
 }
 
 // Kinds Dovetail does not use are counted in one line, whatever their number.
