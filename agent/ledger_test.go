@@ -203,8 +203,12 @@ func TestLeaderPublishesWithinItsReservedRevisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cm.Annotations[kube.RevisionFloorAnnotation]; got != strconv.FormatInt(end, 10) || end != e.agent.watcher.Revisions().Base()+kube.RevisionTerm {
-		t.Fatalf("floor %s, reservation end %d, base %d: want the floor at the end, base + 2^40", got, end, e.agent.watcher.Revisions().Base())
+	// The base is where the reservation starts, or a few revisions above it when informer events
+	// landed between the floor's read and the tracker's advance (ReserveRevisions: the span
+	// covers them).
+	if got, base := cm.Annotations[kube.RevisionFloorAnnotation], e.agent.watcher.Revisions().Base(); got != strconv.FormatInt(end, 10) ||
+		base < end-kube.RevisionTerm || base >= end-kube.RevisionTerm+8 {
+		t.Fatalf("floor %s, reservation end %d, base %d: want the floor at the end, base + 2^40 (up to 8 events later)", got, end, base)
 	}
 	if err := e.agent.PublishSnapshot(e.ctx); err != nil {
 		t.Fatal(err)
