@@ -586,6 +586,32 @@ func (a *Agent) publish(ctx context.Context, typ, id string, payload any) error 
 	return nil
 }
 
+// DefaultCommandWorkers is how many commands the agent applies at once (one per ordering key,
+// events.Command.OrderingKey). Eight: a command costs 1 to 3 API requests (a read and a patch;
+// NominatePods 2 per pod, RegisterNode 3), so 8 at once at a few milliseconds each stays well
+// under DefaultKubeQPS (200 requests per second, burst 300) and client-go's default of 10 idle
+// connections per host, while a lifecycle pass over hundreds of new nodes is applied about 8
+// times sooner than one command at a time. More would mostly wait on the client's rate limiter.
+const DefaultCommandWorkers = 8
+
+// CommandKey is the command consumer's ordering key (the NATS consumer's Key): the command's
+// events.Command.OrderingKey. It reads the command as HandleCommand does, but never fetches a
+// claim-checked payload (one over events.DefaultMaxInlineBytes compressed; no command comes
+// near it), so it is a pure function of the message, the same on every delivery. A
+// claim-checked, undecodable or invalid command gets the key "" (HandleCommand then applies it,
+// or dead-letters it as poison).
+func CommandKey(msg queue.Message) string {
+	env, err := events.Decode(msg.Data)
+	if err != nil || env.Type != events.TypeCommand || env.DataRef != "" {
+		return ""
+	}
+	cmd, err := events.DecodeCommand(env.Data)
+	if err != nil {
+		return ""
+	}
+	return cmd.OrderingKey()
+}
+
 // HandleCommand is the command consumer's handler. A message that is not a valid command event
 // for this cluster, or a command that can never apply, is poison (dead-lettered with the reason);
 // a refused stale command is acknowledged (its Event is recorded), and so is a drain that PDBs
