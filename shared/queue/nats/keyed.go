@@ -93,6 +93,10 @@ type lane struct {
 	// lane holds its queue until that message comes back, or until giveUp fires.
 	awaiting uint64
 	giveUp   *time.Timer
+	// inProcess is the stream sequence of the message being processed (0: none); back says its
+	// redelivery was admitted before drain saw the NAK (a NAK without delay comes back at once).
+	inProcess uint64
+	back      bool
 }
 
 // held is a message in a lane, its ack deadline kept moving until it is settled.
@@ -148,11 +152,15 @@ func (d *dispatcher) admit(m jetstream.Msg) {
 		l = &lane{key: key}
 		d.lanes[key] = l
 	}
-	if l.awaiting != 0 && l.awaiting == h.seq {
+	switch {
+	case l.awaiting != 0 && l.awaiting == h.seq:
 		l.queue = append([]*held{h}, l.queue...)
 		l.awaiting = 0
 		l.giveUp.Stop()
-	} else {
+	case l.inProcess != 0 && l.inProcess == h.seq:
+		l.queue = append([]*held{h}, l.queue...)
+		l.back = true
+	default:
 		l.queue = append(l.queue, h)
 	}
 	d.startLocked(l)
@@ -200,6 +208,7 @@ func (d *dispatcher) drain(l *lane) {
 		}
 		h := l.queue[0]
 		l.queue = l.queue[1:]
+		l.inProcess, l.back = h.seq, false
 		d.mu.Unlock()
 
 		// No ctx select: a handler running when ctx ends returns soon, and process releases a
@@ -210,13 +219,12 @@ func (d *dispatcher) drain(l *lane) {
 		h.stopAlive()
 		<-d.holds // the server still counts a NAKed message pending; its redelivery needs no hold
 
-		if out.redeliver {
-			d.mu.Lock()
-			if !d.stopped && d.ctx.Err() == nil {
-				d.awaitLocked(l, h.seq, out.delay)
-			}
-			d.mu.Unlock()
+		d.mu.Lock()
+		if out.redeliver && !l.back && !d.stopped && d.ctx.Err() == nil {
+			d.awaitLocked(l, h.seq, out.delay)
 		}
+		l.inProcess, l.back = 0, false
+		d.mu.Unlock()
 	}
 }
 

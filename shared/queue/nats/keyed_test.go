@@ -236,3 +236,41 @@ func TestKeyedConfig(t *testing.T) {
 		}
 	}
 }
+
+// A NAK without delay comes back at once, possibly before the lane has recorded that it waits
+// for it: the redelivery still goes first, and the lane does not then wait out a give-up time
+// (AckWait is longer than the test waits, so a stall fails it).
+func TestKeyedImmediateRedeliveryRunsFirst(t *testing.T) {
+	e := newEnv(t)
+	const n = 5
+	for i := range n {
+		e.publish(fmt.Sprintf("a-%d", i), fmt.Sprintf("a:%d", i))
+	}
+	var mu sync.Mutex
+	var order []string
+	done := make(chan struct{})
+	h := func(_ context.Context, m queue.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Attempt == 1 && m.ID != "a-4" {
+			order = append(order, m.ID+" failed")
+			return errors.New("transient")
+		}
+		order = append(order, m.ID)
+		if m.ID == "a-4" {
+			close(done)
+		}
+		return nil
+	}
+	run(t, e.consumer(nil, func(c *ConsumerConfig) {
+		keyed(2)(c)
+		c.Backoff, c.AckWait = []time.Duration{0}, 3*arrivalBound
+	}), h)
+	recv(t, done, "a-4")
+	mu.Lock()
+	defer mu.Unlock()
+	want := "a-0 failed,a-0,a-1 failed,a-1,a-2 failed,a-2,a-3 failed,a-3,a-4"
+	if got := strings.Join(order, ","); got != want {
+		t.Errorf("ran %s, want %s", got, want)
+	}
+}
