@@ -482,9 +482,10 @@ type InstanceEvidence struct {
 // function counts disrupting nodes from its snapshot (the karpenter.sh/disrupted taint, deletion,
 // NotReady), but two functions deciding on the same snapshot would each spend the same free
 // unit. So a TaintNode starting a voluntary disruption carries the budget it was decided under,
-// and the agent, which applies commands one at a time in order, applies the taint only while
-// fewer than MaxDisrupting nodes of NodePool are disrupting by its own count (its caches plus the
-// taints it granted that its caches do not show yet); otherwise it refuses the command (an Event
+// and the agent, which grants units one at a time (a lock and a compare-and-swap write of its
+// ledger ConfigMap), applies the taint only while fewer than MaxDisrupting nodes of NodePool are
+// disrupting by its own count (its caches plus the taints it granted that its caches do not
+// show yet); otherwise it refuses the command (an Event
 // names the budget) and the function decides again on a later snapshot.
 type BudgetReservation struct {
 	NodePool string `json:"nodePool"`
