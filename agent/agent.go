@@ -587,11 +587,12 @@ func (a *Agent) publish(ctx context.Context, typ, id string, payload any) error 
 }
 
 // DefaultCommandWorkers is how many commands the agent applies at once (one per ordering key,
-// events.Command.OrderingKey). Eight: a command costs 1 to 3 API requests (a read and a patch;
-// NominatePods 2 per pod, RegisterNode 3), so 8 at once at a few milliseconds each stays well
-// under DefaultKubeQPS (200 requests per second, burst 300) and client-go's default of 10 idle
-// connections per host, while a lifecycle pass over hundreds of new nodes is applied about 8
-// times sooner than one command at a time. More would mostly wait on the client's rate limiter.
+// events.Command.OrderingKey). Eight: every request of every worker goes through the client's
+// rate limiter (DefaultKubeQPS, DefaultKubeBurst), so workers cannot overload the API server,
+// only wait on the limiter; one worker whose requests take tens of milliseconds (an API server
+// under the load of docs/scale.md's N = 1,000 run) sends a few dozen a second, eight bring that
+// to the limiter's order, and more would mostly queue on it. It is also the parallelism the
+// applier already uses inside one command (drain evictions, nominations, Events).
 const DefaultCommandWorkers = 8
 
 // CommandKey is the command consumer's ordering key (the NATS consumer's Key): the command's
