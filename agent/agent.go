@@ -586,6 +586,33 @@ func (a *Agent) publish(ctx context.Context, typ, id string, payload any) error 
 	return nil
 }
 
+// DefaultCommandWorkers is how many commands the agent applies at once (one per ordering key,
+// events.Command.OrderingKey). Eight: every request of every worker goes through the client's
+// rate limiter (DefaultKubeQPS, DefaultKubeBurst), so workers cannot overload the API server,
+// only wait on the limiter; one worker whose requests take tens of milliseconds (an API server
+// under the load of docs/scale.md's N = 1,000 run) sends a few dozen a second, eight bring that
+// to the limiter's order, and more would mostly queue on it. It is also the parallelism the
+// applier already uses inside one command (drain evictions, nominations, Events).
+const DefaultCommandWorkers = 8
+
+// CommandKey is the command consumer's ordering key (the NATS consumer's Key): the command's
+// events.Command.OrderingKey. It reads the command as HandleCommand does, but never fetches a
+// claim-checked payload (one over events.DefaultMaxInlineBytes compressed; no command comes
+// near it), so it is a pure function of the message, the same on every delivery. A
+// claim-checked, undecodable or invalid command gets the key "" (HandleCommand then applies it,
+// or dead-letters it as poison).
+func CommandKey(msg queue.Message) string {
+	env, err := events.Decode(msg.Data)
+	if err != nil || env.Type != events.TypeCommand || env.DataRef != "" {
+		return ""
+	}
+	cmd, err := events.DecodeCommand(env.Data)
+	if err != nil {
+		return ""
+	}
+	return cmd.OrderingKey()
+}
+
 // HandleCommand is the command consumer's handler. A message that is not a valid command event
 // for this cluster, or a command that can never apply, is poison (dead-lettered with the reason);
 // a refused stale command is acknowledged (its Event is recorded), and so is a drain that PDBs

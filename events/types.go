@@ -403,6 +403,62 @@ type Command struct {
 	Instance *InstanceEvidence `json:"instance,omitempty"`
 }
 
+// OrderingKey is the key the agent applies commands in order by (the NATS consumer's Key):
+// commands with the same key are applied one at a time in the order they were published,
+// commands with different keys concurrently. Two commands need one order only when they are in
+// flight together and touch the same object: a function decides on a snapshot, and a snapshot
+// that shows an earlier command's effect was taken after that command was applied, so the order
+// at stake is that of the commands one decision (one lifecycle pass, one disruption sequence)
+// publishes back to back. The key is, first that applies:
+//
+//   - "node/<name>" for a command that names a Node: NodeName (NominatePods, RegisterNode,
+//     LabelNode, TaintNode, UntaintNode, DrainNode, DeleteNode, DeletePods, RemoveFinalizer of
+//     a Node), or NodeClaim.Status.NodeName of a SetNodeClaimStatus. So a node's NominatePods,
+//     RegisterNode, planned-taint release and LabelNode stay in their pass's order, and the
+//     NodeClaim status writes that record them (they name the node) stay behind them; a
+//     TaintNode stays before the DrainNode of its disruption.
+//   - "nodeclaim/<name>" for a command on a NodeClaim that names no Node (CreateNodeClaim,
+//     DeleteNodeClaim, RemoveFinalizer of a NodeClaim, status writes before registration or
+//     during termination).
+//   - "nodeclass/<kind>/<name>", "nodepool/<name>", "nodeoverlay/<name>",
+//     "provisioningrequest/<namespace>/<name>" for the status and finalizer commands of those.
+//   - "offerings" for MarkOfferingsUnavailable: one ConfigMap holds every mark, and a later
+//     expiry must not be overwritten by an earlier one applied after it.
+//   - "events/<id>" for RecordEvents: each Event is counted on its own object with a
+//     conflict-checked write, so they need no order among themselves.
+//   - "" for anything else (a kind this build does not know).
+//
+// What the key does not order, and why that holds: a NodeClaim's commands that name its node
+// and those that do not may pass each other (the Node's name is not in every command); each
+// writes whole conditions or finalizers of its own, and the next lifecycle pass rewrites a
+// condition whose message differs. The cross-object checks the agent makes (a disruption
+// budget's free units, a provider ID no other NodeClaim records, NodeClaim tombstones) read
+// the API server under a lock or a compare-and-swap write (the budget ledger, the tombstone
+// ConfigMap), or the informer caches, which lag the commands just applied whatever the order.
+func (c *Command) OrderingKey() string {
+	switch {
+	case c.NodeName != "":
+		return "node/" + c.NodeName
+	case c.NodeClaim != nil && c.Kind == CommandSetNodeClaimStatus && c.NodeClaim.Status.NodeName != "":
+		return "node/" + c.NodeClaim.Status.NodeName
+	case c.NodeClaim != nil:
+		return "nodeclaim/" + c.NodeClaim.Name
+	case c.NodeClass != nil:
+		return "nodeclass/" + c.NodeClass.Kind() + "/" + c.NodeClass.Name()
+	case c.NodePool != nil:
+		return "nodepool/" + c.NodePool.Name
+	case c.NodeOverlay != nil:
+		return "nodeoverlay/" + c.NodeOverlay.Name
+	case c.ProvisioningRequest != nil:
+		return "provisioningrequest/" + c.ProvisioningRequest.Namespace + "/" + c.ProvisioningRequest.Name
+	case c.Kind == CommandMarkUnavailable:
+		return "offerings"
+	case c.Kind == CommandRecordEvents:
+		return "events/" + c.ID
+	}
+	return ""
+}
+
 // Instance states a RemoveFinalizer of FinalizerTermination may carry as evidence: the instance is
 // terminated or shutting down (EC2 DescribeInstances state names; an Azure VM being deleted reads
 // as shutting-down), or the cloud no longer knows it.
@@ -426,9 +482,10 @@ type InstanceEvidence struct {
 // function counts disrupting nodes from its snapshot (the karpenter.sh/disrupted taint, deletion,
 // NotReady), but two functions deciding on the same snapshot would each spend the same free
 // unit. So a TaintNode starting a voluntary disruption carries the budget it was decided under,
-// and the agent, which applies commands one at a time in order, applies the taint only while
-// fewer than MaxDisrupting nodes of NodePool are disrupting by its own count (its caches plus the
-// taints it granted that its caches do not show yet); otherwise it refuses the command (an Event
+// and the agent, which grants units one at a time (a lock and a compare-and-swap write of its
+// ledger ConfigMap), applies the taint only while fewer than MaxDisrupting nodes of NodePool are
+// disrupting by its own count (its caches plus the taints it granted that its caches do not
+// show yet); otherwise it refuses the command (an Event
 // names the budget) and the function decides again on a later snapshot.
 type BudgetReservation struct {
 	NodePool string `json:"nodePool"`

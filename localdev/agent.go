@@ -26,7 +26,7 @@ func (e *Env) startAgent(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	cmds, err := dnats.NewConsumer(ctx, nc, dnats.ConsumerConfig{Cluster: e.Options.Cluster, Durable: natsauth.AgentDurable,
-		Subject: queue.CommandsSubject(e.Options.Cluster), Logger: e.Options.Log})
+		Subject: queue.CommandsSubject(e.Options.Cluster), Logger: e.Options.Log, Workers: agent.DefaultCommandWorkers, Key: agent.CommandKey})
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,7 @@ type options struct {
 	evictionTimeout, syncTimeout                                  time.Duration
 	kubeQPS                                                       float32
 	kubeBurst                                                     int
+	commandWorkers                                                int
 	ensureStream                                                  bool
 	natsAuth                                                      natsauth.Client
 	nodeClassKind                                                 string
@@ -119,6 +120,7 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&o.changeSnapshotInterval, "change-snapshot-interval", agent.DefaultChangeSnapshotInterval, "a snapshot event follows Node or NodeClaim changes and pod deletions within this; negative disables")
 	f.DurationVar(&o.evictionTimeout, "eviction-timeout", 10*time.Second, "deadline of each Eviction API call during a drain")
 	f.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute, "deadline for the initial informer sync")
+	f.IntVar(&o.commandWorkers, "command-workers", agent.DefaultCommandWorkers, "nats: commands applied at once, one per object (events.Command.OrderingKey); commands on one object are applied in order; 1: one command at a time")
 	f.Float32Var(&o.kubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "client-side limit of API server requests per second")
 	f.IntVar(&o.kubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "client-side burst of API server requests")
 	f.StringVar(&o.httpAddr, "http-addr", ":8080", "address of the HTTP server for /metrics (Prometheus), /healthz and /readyz; empty: none")
@@ -133,6 +135,9 @@ func newCommand() *cobra.Command {
 func run(ctx context.Context, o options) error {
 	if !events.ValidName(o.cluster) {
 		return fmt.Errorf("--cluster %q: must be an RFC 1123 label", o.cluster)
+	}
+	if o.commandWorkers < 1 {
+		return fmt.Errorf("--command-workers %d: must be at least 1", o.commandWorkers)
 	}
 	if o.namespace == "" {
 		b, err := os.ReadFile(serviceAccountNamespace)
@@ -188,6 +193,7 @@ func run(ctx context.Context, o options) error {
 		pub = np
 		if cons, err = qnats.NewConsumer(ctx, nc, qnats.ConsumerConfig{
 			Cluster: o.cluster, Durable: natsauth.AgentDurable, Subject: queue.CommandsSubject(o.cluster),
+			Workers: o.commandWorkers, Key: agent.CommandKey,
 		}); err != nil {
 			return err
 		}

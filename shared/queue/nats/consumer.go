@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -32,6 +33,11 @@ const (
 const (
 	DefaultAckWait    = 30 * time.Second
 	DefaultMaxDeliver = 5
+	// DefaultLookahead × Workers is the default MaxAckPending with Workers > 1: a consumer that
+	// held only Workers messages would stall its workers whenever the messages at the head of
+	// the stream share a key (the commands of one node come in runs of 2 to 5), so it holds
+	// enough behind them to find other keys' messages.
+	DefaultLookahead = 4
 )
 
 // DefaultBackoff is the redelivery delay after the 1st, 2nd, 3rd and later failures.
@@ -57,9 +63,17 @@ type ConsumerConfig struct {
 	// DefaultBackoff.
 	Backoff []time.Duration
 	// MaxAckPending is how many messages may be in flight at once across all workers of the
-	// durable. Default 1: one decision at a time per cluster, in order (DESIGN invariant 3).
-	// -1 means no limit.
+	// durable. Default 1: one decision at a time per cluster, in order (DESIGN invariant 3);
+	// with Workers > 1 the default is DefaultLookahead × Workers. -1 means no limit.
 	MaxAckPending int
+	// Workers is how many handlers one Consume call runs at once; default 1 (one message at a
+	// time, in order). With more, Key orders the messages: see Consumer.
+	Workers int
+	// Key is a message's ordering key when Workers > 1: messages with the same key run one at a
+	// time in stream order, messages with different keys run concurrently. It must be a pure
+	// function of the message (it runs once per delivery, redeliveries included); nil gives every
+	// message the key "", which is Workers = 1 with a larger fetch.
+	Key func(queue.Message) string
 	// Logger receives handler failures, panics (with stack) and dead-letter notices; default slog.Default().
 	Logger *slog.Logger
 	// Metrics counts dead letters (dovetail_dead_lettered_messages_total, function = Durable) by
@@ -78,6 +92,17 @@ type ConsumerConfig struct {
 // JetStream's own MaxDeliver is set one higher than ours: when a message's deliveries all timed out
 // (its workers died), the extra delivery dead-letters it without running the handler again, so
 // nothing is ever dropped silently.
+//
+// With Workers > 1 (keyed.go), one Consume call holds up to MaxAckPending messages and runs up
+// to Workers handlers at once, one per key at a time: messages of one key run in the order the
+// stream delivered them, and a message NAKed for redelivery holds the later messages of its key
+// (not the others) until it comes back and is settled, so no message overtakes an earlier one
+// of its key, retries included. Exceptions, each a redelivery the handlers already tolerate
+// (DESIGN invariant 2): a message dead-lettered lets the ones behind it run (as with Workers =
+// 1); a redelivery that does not come back to this Consume call within its delay plus AckWait
+// (another process took it, or a failed ack had in fact landed) stops holding its key. The order
+// holds within one Consume call: several calls on one durable share its messages without a
+// common order per key.
 type Consumer struct {
 	cfg  ConsumerConfig
 	js   jetstream.JetStream
@@ -104,6 +129,10 @@ func NewConsumer(ctx context.Context, nc *natsgo.Conn, cfg ConsumerConfig) (*Con
 	}
 	cfg.AckWait = orDefault(cfg.AckWait, DefaultAckWait)
 	cfg.MaxDeliver = orDefault(cfg.MaxDeliver, DefaultMaxDeliver)
+	cfg.Workers = orDefault(cfg.Workers, 1)
+	if cfg.Workers > 1 {
+		cfg.MaxAckPending = orDefault(cfg.MaxAckPending, DefaultLookahead*cfg.Workers)
+	}
 	cfg.MaxAckPending = orDefault(cfg.MaxAckPending, 1)
 	if len(cfg.Backoff) == 0 {
 		cfg.Backoff = DefaultBackoff
@@ -115,6 +144,10 @@ func NewConsumer(ctx context.Context, nc *natsgo.Conn, cfg ConsumerConfig) (*Con
 		return nil, fmt.Errorf("consumer config maxDeliver %d: must be >= 1", cfg.MaxDeliver)
 	case cfg.MaxAckPending < -1:
 		return nil, fmt.Errorf("consumer config maxAckPending %d: must be >= 1, or -1 for no limit", cfg.MaxAckPending)
+	case cfg.Workers < 1:
+		return nil, fmt.Errorf("consumer config workers %d: must be >= 1", cfg.Workers)
+	case cfg.Workers > 1 && cfg.MaxAckPending != -1 && cfg.MaxAckPending < cfg.Workers:
+		return nil, fmt.Errorf("consumer config maxAckPending %d: must be >= workers (%d), or the workers cannot all be busy", cfg.MaxAckPending, cfg.Workers)
 	}
 	for i, d := range cfg.Backoff {
 		if d < 0 {
@@ -147,13 +180,18 @@ func NewConsumer(ctx context.Context, nc *natsgo.Conn, cfg ConsumerConfig) (*Con
 		log: cfg.Logger.With("consumer", cfg.Durable, "subject", cfg.Subject)}, nil
 }
 
-// Consume fetches messages one at a time and runs handler on each until ctx ends, then returns
-// nil after the message in hand is settled. It returns an error only when the consumer cannot
-// go on (connection closed, consumer deleted). Several Consume calls, in one process or many,
-// may share the durable; MaxAckPending bounds how many messages they hold at once.
+// Consume fetches messages and runs handler on each until ctx ends, then returns nil after the
+// messages in hand are settled (or released for redelivery). With Workers = 1 it fetches and
+// runs one message at a time; with more, see Consumer. It returns an error only when the
+// consumer cannot go on (connection closed, consumer deleted). Several Consume calls, in one
+// process or many, may share the durable; MaxAckPending bounds how many messages they hold at
+// once.
 func (c *Consumer) Consume(ctx context.Context, handler queue.Handler) error {
 	if handler == nil {
 		return errors.New("consume: handler: required")
+	}
+	if c.cfg.Workers > 1 {
+		return c.consumeKeyed(ctx, handler)
 	}
 	for ctx.Err() == nil {
 		batch, err := c.cons.Fetch(1, jetstream.FetchContext(ctx))
@@ -165,7 +203,7 @@ func (c *Consumer) Consume(ctx context.Context, handler queue.Handler) error {
 			continue
 		}
 		for m := range batch.Messages() {
-			c.process(ctx, m, handler)
+			c.process(ctx, m, handler, false)
 		}
 		if err := batch.Error(); err != nil && ctx.Err() == nil {
 			if fatal(err) {
@@ -204,20 +242,34 @@ func (c *Consumer) backoff(attempt int) time.Duration {
 // settleTimeout bounds acks and dead-letter publishes, which must finish even while ctx is ending.
 const settleTimeout = 5 * time.Second
 
-func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.Handler) {
-	md, err := m.Metadata()
-	if err != nil {
-		c.log.Error("message without JetStream metadata; terminating it", "err", err)
-		_ = m.Term()
-		return
-	}
-	msg := queue.Message{
+// outcome is what process did with a message: settled it (acked, dead-lettered or terminated),
+// or NAKed it (or failed to ack it) so JetStream redelivers it after about delay.
+type outcome struct {
+	redeliver bool
+	delay     time.Duration
+}
+
+// message is the queue.Message of a JetStream delivery.
+func message(m jetstream.Msg, md *jetstream.MsgMetadata) queue.Message {
+	return queue.Message{
 		ID:        m.Headers().Get(jetstream.MsgIDHeader),
 		Subject:   m.Subject(),
 		Data:      m.Data(),
 		Attempt:   int(md.NumDelivered),
 		Published: md.Timestamp,
 	}
+}
+
+// process runs handler on m and settles it. alive: the caller keeps m's ack deadline moving
+// (keepAlive) for as long as it holds m; otherwise process does while the handler runs.
+func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.Handler, alive bool) outcome {
+	md, err := m.Metadata()
+	if err != nil {
+		c.log.Error("message without JetStream metadata; terminating it", "err", err)
+		_ = m.Term()
+		return outcome{}
+	}
+	msg := message(m, md)
 	log := c.log.With("id", msg.ID, "attempt", msg.Attempt, "streamSeq", md.Sequence.Stream)
 	// The settle deadline starts when settling does: a handler that ran longer than
 	// settleTimeout must still get its ack through, or the message comes back after AckWait and
@@ -229,38 +281,48 @@ func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.H
 	defer func() { cancel() }()
 
 	if msg.Attempt > c.cfg.MaxDeliver {
-		c.deadLetter(settle, log, m, md, "ack_wait", fmt.Sprintf(
+		return c.deadLetter(settle, log, m, md, "ack_wait", fmt.Sprintf(
 			"delivered %d times without a result: every attempt outlived the ack wait of %s (handler hung or worker died)",
 			msg.Attempt-1, c.cfg.AckWait))
-		return
 	}
 
 	if ctx.Err() != nil {
 		// Fetched as the consumer stopped: release it untouched.
 		_ = m.Nak()
-		return
+		return outcome{redeliver: true}
 	}
-	err = c.run(ctx, m, msg, handler, log)
+	if !alive {
+		stop := c.keepAlive(m)
+		err = c.run(ctx, msg, handler, log)
+		stop()
+	} else {
+		err = c.run(ctx, msg, handler, log)
+	}
 	cancel()
 	settle, cancel = settleCtx()
 	switch {
 	case err == nil:
 		if err := m.DoubleAck(settle); err != nil {
 			// The message will come back after AckWait; handlers are idempotent (DESIGN invariant 2).
+			// Whether the ack landed is unknown, so a keyed consumer holds the message's key as
+			// for a NAK: a redelivery comes within AckWait of the last progress ack.
 			log.Warn("ack failed; the message will be redelivered", "err", err)
+			return outcome{redeliver: true, delay: c.cfg.AckWait / 2}
 		}
+		return outcome{}
 	case errors.Is(err, queue.ErrPoison):
 		class := "poison"
 		if c.cfg.PoisonClass != nil {
 			class = c.cfg.PoisonClass(err)
 		}
-		c.deadLetter(settle, log, m, md, class, err.Error())
+		return c.deadLetter(settle, log, m, md, class, err.Error())
 	case ctx.Err() != nil:
 		// Shutting down: hand the message to another worker now instead of after AckWait.
 		log.Info("consumer stopping; message released for redelivery", "err", err)
 		_ = m.Nak()
+		return outcome{redeliver: true}
 	case msg.Attempt >= c.cfg.MaxDeliver:
-		c.deadLetter(settle, log, m, md, "max_deliver", fmt.Sprintf("failed %d of %d deliveries; last error: %v", msg.Attempt, c.cfg.MaxDeliver, err))
+		return c.deadLetter(settle, log, m, md, "max_deliver", fmt.Sprintf("failed %d of %d deliveries; last error: %v", msg.Attempt, c.cfg.MaxDeliver, err))
 	default:
 		delay := c.backoff(msg.Attempt)
 		if d, ok := queue.RetryDelay(err); ok {
@@ -269,27 +331,34 @@ func (c *Consumer) process(ctx context.Context, m jetstream.Msg, handler queue.H
 		log.Warn("handler failed; redelivering", "err", err, "delay", delay)
 		if err := m.NakWithDelay(delay); err != nil {
 			log.Warn("nak failed; the message will be redelivered after the ack wait", "err", err)
+			delay = c.cfg.AckWait
 		}
+		return outcome{redeliver: true, delay: delay}
 	}
 }
 
-// run calls handler, turning a panic into an error, and keeps the message's ack deadline
-// moving while the handler works.
-func (c *Consumer) run(ctx context.Context, m jetstream.Msg, msg queue.Message, handler queue.Handler, log *slog.Logger) (err error) {
-	stop := make(chan struct{})
-	defer close(stop)
+// keepAlive sends m's progress acks every AckWait/3, so JetStream does not redeliver a message
+// that is being handled (or held behind another of its key), until the returned stop is called.
+func (c *Consumer) keepAlive(m jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(c.cfg.AckWait / 3)
 		defer t.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-done:
 				return
 			case <-t.C:
 				_ = m.InProgress()
 			}
 		}
 	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// run calls handler, turning a panic into an error.
+func (c *Consumer) run(ctx context.Context, msg queue.Message, handler queue.Handler, log *slog.Logger) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panic: %v", r)
@@ -302,7 +371,7 @@ func (c *Consumer) run(ctx context.Context, m jetstream.Msg, msg queue.Message, 
 // deadLetter publishes the message to the cluster's dead-letter subject with the reason, then
 // terminates it. If the publish fails the message is NAKed instead, so it is never lost. class is
 // the reason's class for the metric.
-func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.Msg, md *jetstream.MsgMetadata, class, reason string) {
+func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.Msg, md *jetstream.MsgMetadata, class, reason string) outcome {
 	dlq := &natsgo.Msg{
 		Subject: queue.DeadLetterSubject(c.cfg.Cluster),
 		Data:    m.Data(),
@@ -328,14 +397,16 @@ func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m jetstream
 	dlq.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dlq-%s-%d", c.cfg.Durable, md.Sequence.Stream))
 	if _, err := c.js.PublishMsg(ctx, dlq); err != nil {
 		log.Error("dead-letter publish failed; message kept for redelivery", "reason", reason, "err", err)
-		_ = m.NakWithDelay(c.backoff(int(md.NumDelivered)))
-		return
+		delay := c.backoff(int(md.NumDelivered))
+		_ = m.NakWithDelay(delay)
+		return outcome{redeliver: true, delay: delay}
 	}
 	log.Error("message dead-lettered", "reason", reason, "dlq", dlq.Subject)
 	telemetry.OrNop(c.cfg.Metrics).Record(telemetry.DeadLettered, 1, c.cfg.Durable, class)
 	if err := m.TermWithReason(headerValue(reason)); err != nil {
 		log.Warn("term failed after dead-lettering; a redelivery will be dead-lettered again (deduplicated)", "err", err)
 	}
+	return outcome{}
 }
 
 // headerValue makes s safe as one header line (no CR/LF) of reasonable length.

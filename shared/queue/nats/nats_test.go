@@ -27,14 +27,14 @@ const cluster = "prod"
 var events = queue.EventsSubject(cluster)
 
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	srv *natsembed.Server
 	url string
 	nc  *natsgo.Conn
 	pub *Publisher
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	s, url, err := natsembed.Run(natsembed.Options{StoreDir: t.TempDir(), Cluster: cluster})
 	if err != nil {
@@ -116,7 +116,7 @@ func run(t *testing.T, c *Consumer, h queue.Handler) (stop func() error) {
 	return stop
 }
 
-func testLogger(t *testing.T, buf *bytes.Buffer) *slog.Logger {
+func testLogger(_ testing.TB, buf *bytes.Buffer) *slog.Logger {
 	var w io.Writer = io.Discard
 	if buf != nil {
 		w = &syncWriter{w: buf}
