@@ -133,6 +133,7 @@ SCALE_BIN  ?= build/scale
 scale: controlplane
 	cd hack/scale && GOTOOLCHAIN=auto $(GO) build -o $(CURDIR)/$(SCALE_BIN)/karpenter-kwok sigs.k8s.io/karpenter/kwok
 	cd hack/scale && GOTOOLCHAIN=auto $(GO) build -o $(CURDIR)/$(SCALE_BIN)/scale .
+	$(GO) build -o $(SCALE_BIN)/agent ./agent/cmd/agent
 	cd hack/scale && DOVETAIL_CONTROLPLANE_BIN=$(CURDIR)/$(CONTROLPLANE_BIN) $(CURDIR)/$(SCALE_BIN)/scale \
-		-karpenter-bin $(CURDIR)/$(SCALE_BIN)/karpenter-kwok \
+		-karpenter-bin $(CURDIR)/$(SCALE_BIN)/karpenter-kwok -agent-bin $(CURDIR)/$(SCALE_BIN)/agent \
 		-karpenter-dir "$$(GOTOOLCHAIN=auto $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)" $(SCALE_ARGS)

@@ -417,13 +417,23 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	if len(pods) == 0 {
 		return nil
 	}
-	if _, err := a.storeLatest(ctx, snap); err != nil {
-		a.log().Warn("storing the latest snapshot", "err", err)
+	if a.cfg.Blobs != nil {
+		if _, err := a.storeLatest(ctx, snap); err != nil {
+			a.log().Warn("storing the latest snapshot", "err", err)
+		}
 	}
 	// Same revision means same cluster state and same triggers, so the id doubles as the
 	// queue's deduplication key.
 	id := "pods-pending-" + strconv.FormatInt(snap.Revision, 10)
-	if err := a.publish(ctx, events.TypePodsPending, id, &events.PodsPending{Pods: pods, Snapshot: snap}); err != nil {
+	encoded, err := a.encode(events.TypePodsPending, func() ([]byte, error) {
+		return events.EncodePodsPending(&events.PodsPending{Pods: pods, Snapshot: snap})
+	})
+	if err != nil {
+		err = fmt.Errorf("encode %s event %s: %w", events.TypePodsPending, id, err)
+	} else {
+		err = a.publish(ctx, events.TypePodsPending, id, encoded)
+	}
+	if err != nil {
 		// ErrTooLarge needs a BlobStore (--blob-dir); other errors are the queue's. Either way
 		// the batch is retried after the idle time.
 		a.log().Error("publishing pending pods; batch will be retried", "err", err, "pods", len(pods))
@@ -538,27 +548,41 @@ func (a *Agent) PublishSnapshot(ctx context.Context) error {
 	}
 	id := fmt.Sprintf("snapshot-%d-%d", snap.Revision, snap.Time.Unix())
 	encoded, err := a.storeLatest(ctx, snap)
+	if err != nil && encoded == nil {
+		return fmt.Errorf("encode %s event %s: %w", events.TypeSnapshot, id, err)
+	}
 	if err != nil {
 		a.log().Warn("storing the latest snapshot", "err", err)
-	}
-	if encoded == nil {
-		return a.publish(ctx, events.TypeSnapshot, id, snap)
 	}
 	return a.publish(ctx, events.TypeSnapshot, id, encoded)
 }
 
-// storeLatest writes snap as the cluster's latest snapshot (events.LatestSnapshotKey) when a
-// BlobStore is configured, and returns its encoding (nil without a store or on an encoding error).
-// A failed write is logged by the caller: the events still carry every snapshot.
+// storeLatest encodes snap and, when a BlobStore is configured, writes it as the cluster's latest
+// snapshot (events.LatestSnapshotKey). It returns the encoding (nil on an encoding error) and the
+// error of either step; a failed write is logged by the caller: the events still carry every
+// snapshot.
 func (a *Agent) storeLatest(ctx context.Context, snap *events.Snapshot) ([]byte, error) {
-	if a.cfg.Blobs == nil {
-		return nil, nil
+	encoded, err := a.encode(events.TypeSnapshot, func() ([]byte, error) { return events.EncodeSnapshot(snap) })
+	if err != nil || a.cfg.Blobs == nil {
+		return encoded, err
 	}
-	encoded, err := events.EncodeSnapshot(snap)
+	return encoded, events.PutLatestSnapshot(ctx, a.cfg.Blobs, a.cfg.Cluster, encoded)
+}
+
+// encode runs one of the snapshot codec's encoders for an event of type typ and records what it
+// cost (telemetry.SnapshotEncode, wall time in seconds: the work is CPU-bound, so the injected
+// clock, which tests stop, would read 0) and the payload's size (telemetry.SnapshotSize, bytes,
+// before claim-check). An encoding error records nothing.
+func (a *Agent) encode(typ string, enc func() ([]byte, error)) ([]byte, error) {
+	begin := time.Now()
+	data, err := enc()
+	took := time.Since(begin)
 	if err != nil {
 		return nil, err
 	}
-	return encoded, events.PutLatestSnapshot(ctx, a.cfg.Blobs, a.cfg.Cluster, encoded)
+	a.metrics().Record(telemetry.SnapshotEncode, took.Seconds(), typ)
+	a.metrics().Record(telemetry.SnapshotSize, float64(len(data)), typ)
+	return data, nil
 }
 
 // publish encodes and publishes with a short exponential backoff (5 tries from 100 ms) for

@@ -30,6 +30,7 @@ import (
 	qnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
 	"github.com/dovetail-dev/dovetail/shared/queue/nats/natsembed"
 	"github.com/dovetail-dev/dovetail/shared/telemetry"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
 // These tests run the agent against a real embedded NATS JetStream server and client-go's fake
@@ -47,6 +48,17 @@ type env struct {
 	agent     *Agent
 	ctx       context.Context
 	metrics   *telemetry.Memory
+	// prom is the same values in the Prometheus backend the agent binary serves on /metrics.
+	prom *prom.Recorder
+}
+
+// tee records every value in each of its recorders.
+type tee []telemetry.Recorder
+
+func (t tee) Record(m *telemetry.Metric, value float64, labels ...string) {
+	for _, r := range t {
+		r.Record(m, value, labels...)
+	}
 }
 
 func newEnv(t *testing.T, clk clock.WithTicker, idle, max, snapEvery time.Duration, objs ...runtime.Object) *env {
@@ -63,7 +75,7 @@ func newEnv(t *testing.T, clk clock.WithTicker, idle, max, snapEvery time.Durati
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	e := &env{ctx: ctx, events: make(chan queue.Message, 16), metrics: &telemetry.Memory{}}
+	e := &env{ctx: ctx, events: make(chan queue.Message, 16), metrics: &telemetry.Memory{}, prom: prom.NewRecorder()}
 	if e.stream, err = qnats.EnsureStream(ctx, nc, qnats.StreamConfig{Cluster: cluster, Memory: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +98,7 @@ func newEnv(t *testing.T, clk clock.WithTicker, idle, max, snapEvery time.Durati
 	e.agent, err = New(Config{
 		Cluster: cluster, Namespace: "dovetail-system", Kube: e.kube, Dynamic: e.dyn,
 		Publisher: e.publisher, Commands: cmds, Clock: clk,
-		BatchIdle: idle, BatchMax: max, SnapshotInterval: snapEvery, SyncTimeout: 10 * time.Second, Metrics: e.metrics,
+		BatchIdle: idle, BatchMax: max, SnapshotInterval: snapEvery, SyncTimeout: 10 * time.Second, Metrics: tee{e.metrics, e.prom},
 	})
 	if err != nil {
 		t.Fatal(err)

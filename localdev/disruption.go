@@ -36,7 +36,7 @@ func (e *Env) startDisruption(ctx context.Context, nc *natsgo.Conn, pub queue.Pu
 		Publisher: pub, Codec: codec, Log: o.Log, OnOutcome: e.Progress.Consolidation, Metrics: e.FunctionMetrics}
 	dr := &drift.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Policies: o.Policies, Provider: e.providerFor(drift.Component),
 		Publisher: pub, Codec: codec, Log: o.Log, OnDecision: e.Progress.Drift, Metrics: e.FunctionMetrics}
-	e.Snapshots = &interruption.LatestSnapshot{Cluster: o.Cluster, Codec: codec}
+	e.Snapshots = &interruption.LatestSnapshot{Cluster: o.Cluster, Codec: codec, Metrics: e.FunctionMetrics}
 	in := &interruption.Handler{Cluster: o.Cluster, Catalog: e.Catalog, NodeSettings: e.NodeSettings, Policies: o.Policies, Provider: e.providerFor(interruption.Component),
 		Publisher: pub, Codec: codec, Snapshots: e.Snapshots, Log: o.Log, MaxAttempts: interruption.MaxDeliveries, OnDecision: e.Progress.Interruption,
 		Metrics: e.FunctionMetrics}

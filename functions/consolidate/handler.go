@@ -99,7 +99,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if env.Type == events.TypePodsPending {
 		return nil
 	}
-	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
+	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env, h.Metrics, Component)
 	if err != nil {
 		return err
 	}

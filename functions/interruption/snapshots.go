@@ -8,6 +8,7 @@ import (
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/internal/emit"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // SnapshotSource gives the interruption function the cluster's latest snapshot. Cloud notices
@@ -34,6 +35,8 @@ type SnapshotSource interface {
 type LatestSnapshot struct {
 	Cluster string
 	Codec   events.Codec
+	// Metrics receives the decode time of each snapshot it reads (nil: none).
+	Metrics telemetry.Recorder
 
 	mu   sync.Mutex
 	snap *events.Snapshot
@@ -50,7 +53,7 @@ func (l *LatestSnapshot) Observe(ctx context.Context, msg queue.Message) error {
 	if env.Type != events.TypeSnapshot && env.Type != events.TypePodsPending {
 		return nil
 	}
-	snap, err := emit.SnapshotOf(ctx, l.Codec, l.Cluster, env)
+	snap, err := emit.SnapshotOf(ctx, l.Codec, l.Cluster, env, l.Metrics, Component)
 	if err != nil {
 		return err
 	}

@@ -131,7 +131,7 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err := emit.Accept(Component, env.Type, events.TypeSnapshot, events.TypePodsPending); err != nil {
 		return err
 	}
-	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env)
+	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env, h.Metrics, Component)
 	if err != nil {
 		return err
 	}

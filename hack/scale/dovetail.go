@@ -19,14 +19,16 @@ import (
 	"github.com/dovetail-dev/dovetail/localdev"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 	dnats "github.com/dovetail-dev/dovetail/shared/queue/nats"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // Cluster names the cluster in Dovetail's subjects, events and instance tags.
 const Cluster = "scale"
 
-// runDovetail measures Dovetail at n pods: a fresh real control plane, the agent, embedded
-// NATS JetStream, the functions and the fake cloud all in this process (localdev.Start, as the
-// e2e suite runs them), the scenario's NodePool and EC2NodeClass (manifests/dovetail.yaml).
+// runDovetail measures Dovetail at n pods: a fresh real control plane; embedded NATS JetStream,
+// the functions and the fake cloud in this process (localdev.Start, as the e2e suite runs
+// them); the agent binary as a process of its own (agentProc), so its peak memory is its own;
+// the scenario's NodePool and EC2NodeClass (manifests/dovetail.yaml).
 func runDovetail(ctx context.Context, n int, o opts, b Bounder) (Result, error) {
 	r := Result{Side: sideDovetail, N: n}
 	dir, err := os.MkdirTemp(o.workDir, fmt.Sprintf("dovetail-%d-*", n))
@@ -41,11 +43,19 @@ func runDovetail(ctx context.Context, n int, o opts, b Bounder) (Result, error) 
 		Out:              prefixed("dovetail: "),
 		Log:              slog.New(slog.NewTextHandler(io.Discard, nil)),
 		RealControlPlane: realcluster.Options{Dir: dir, Logf: log.Printf},
+		ExternalAgent:    true,
 	})
 	if err != nil {
 		return r, fmt.Errorf("starting Dovetail: %w", err)
 	}
 	defer env.Stop()
+	// The token outlives the run: both phases' timeouts and a margin for the start.
+	ttl := o.phase.BindTimeout + o.phase.ConsolidateTimeout + 30*time.Minute
+	agent, err := startAgentProc(ctx, env, o.agentBin, dir, ttl, 3*time.Minute)
+	if err != nil {
+		return r, err
+	}
+	defer agent.stop()
 	snaps, err := watchSnapshots(env)
 	if err != nil {
 		return r, err
@@ -65,11 +75,36 @@ func runDovetail(ctx context.Context, n int, o opts, b Bounder) (Result, error) 
 		return r, err
 	}
 	snaps.fill(&r)
-	if r.PeakRSS, err = PeakRSS(0); err != nil {
+	if err := codecMetrics(ctx, &r, agent, env); err != nil {
+		r.Notes = append(r.Notes, err.Error())
+	}
+	if r.PeakRSS, err = PeakRSS(agent.cmd.Process.Pid); err != nil {
 		return r, err
 	}
-	r.PeakRSSWhat = "harness process: agent, NATS, functions, fake cloud, harness"
+	r.PeakRSSWhat = "agent process"
+	if r.RestPeakRSS, err = PeakRSS(0); err != nil {
+		return r, err
+	}
+	r.RestPeakRSSWhat = "harness process: NATS, functions, fake cloud, harness"
 	return r, nil
+}
+
+// codecMetrics reads Dovetail's own snapshot codec metrics: the agent's encodings (size and
+// time, from its /metrics) and the functions' decodings (from the registry the functions of
+// this process record in).
+func codecMetrics(ctx context.Context, r *Result, agent *agentProc, env *localdev.Env) error {
+	fams, err := agent.metrics(ctx)
+	if err != nil {
+		return err
+	}
+	r.AgentSnapshotSize = histogramTotal(fams, telemetry.SnapshotSize)
+	r.AgentSnapshotEncode = histogramTotal(fams, telemetry.SnapshotEncode)
+	gathered, err := env.FunctionMetrics.Registry().Gather()
+	if err != nil {
+		return fmt.Errorf("gathering the functions' metrics: %w", err)
+	}
+	r.FunctionSnapshotDecode = histogramTotal(byName(gathered), telemetry.SnapshotDecode)
+	return nil
 }
 
 // snapshotWatch reads every event the agent publishes (a core NATS subscription beside the

@@ -7,6 +7,7 @@ replace github.com/dovetail-dev/dovetail => ../..
 require (
 	github.com/dovetail-dev/dovetail v0.0.0-00010101000000-000000000000
 	github.com/nats-io/nats.go v1.55.0
+	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -110,7 +111,6 @@ require (
 	github.com/pkg/browser v0.0.0-20240102092130-5ac0b6a4141c // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_golang v1.24.0 // indirect
-	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/samber/lo v1.53.0 // indirect

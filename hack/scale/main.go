@@ -21,6 +21,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,6 +43,7 @@ type opts struct {
 	karpenterManifest string
 	karpenterBin      string
 	karpenterDir      string
+	agentBin          string
 	kwokTypes         []byte
 }
 
@@ -59,6 +62,7 @@ func main() {
 	flag.StringVar(&o.karpenterManifest, "karpenter-manifest", "manifests/karpenter.yaml", "Karpenter's NodePool and KWOKNodeClass")
 	flag.StringVar(&o.karpenterBin, "karpenter-bin", "", "Karpenter's kwok controller binary (go build sigs.k8s.io/karpenter/kwok; make scale builds it)")
 	flag.StringVar(&o.karpenterDir, "karpenter-dir", "", "the sigs.k8s.io/karpenter module directory, for its CRDs (go list -m -f {{.Dir}} sigs.k8s.io/karpenter)")
+	flag.StringVar(&o.agentBin, "agent-bin", "", "Dovetail's agent binary (go build ./agent/cmd/agent; make scale builds it); empty: built into -work-dir")
 	out := flag.String("out", "", "also write the tables to this file")
 	one := flag.String("one", "", "internal: run one side at one N (side:N) and write its result as JSON to -result")
 	resultFile := flag.String("result", "", "internal: see -one")
@@ -91,6 +95,16 @@ func run(ctx context.Context, counts, sides, one, resultFile, out string, o opts
 		}
 	}
 	log.Printf("control-plane data and logs in %s", o.workDir)
+	if slices.Contains(ss, sideDovetail) {
+		if o.agentBin == "" {
+			o.agentBin, err = buildAgent(ctx, o.workDir)
+		} else {
+			o.agentBin, err = filepath.Abs(o.agentBin)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	var results []Result
 	for _, n := range ns {
 		for _, side := range ss {
@@ -150,7 +164,8 @@ func runChild(ctx context.Context, side string, n int, o opts) (Result, error) {
 		"-boot-delay", o.bootDelay.String(), "-bind-timeout", o.phase.BindTimeout.String(),
 		"-consolidate-timeout", o.phase.ConsolidateTimeout.String(), "-quiet", o.phase.Quiet.String(),
 		"-cut", strconv.FormatFloat(o.phase.Cut, 'f', -1, 64), "-dovetail-manifest", o.dovetailManifest,
-		"-karpenter-manifest", o.karpenterManifest, "-karpenter-bin", o.karpenterBin, "-karpenter-dir", o.karpenterDir}
+		"-karpenter-manifest", o.karpenterManifest, "-karpenter-bin", o.karpenterBin, "-karpenter-dir", o.karpenterDir,
+		"-agent-bin", o.agentBin}
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	log.Printf("=== %s, N = %d", side, n)
@@ -200,6 +215,9 @@ func runOne(ctx context.Context, one, resultFile string, o opts) error {
 	var r Result
 	switch ss[0] {
 	case sideDovetail:
+		if o.agentBin == "" {
+			return errors.New("the Dovetail side needs -agent-bin (the parent process builds it)")
+		}
 		r, err = runDovetail(ctx, ns[0], o, b)
 	case sideKarpenter:
 		if o.karpenterBin == "" || o.karpenterDir == "" {

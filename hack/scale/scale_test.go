@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	kwok "sigs.k8s.io/karpenter/kwok/cloudprovider"
 
+	"github.com/dovetail-dev/dovetail/events"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/catalog"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
 func TestPodsPerKindSumsToN(t *testing.T) {
@@ -126,16 +132,56 @@ func TestParseVmHWM(t *testing.T) {
 	}
 }
 
+// TestAgentMetricsScrape serves a Prometheus registry holding the snapshot codec metrics as
+// the agent's /metrics does and reads it back as the harness does: summed over the series,
+// with the smallest bucket bound above every observation.
+func TestAgentMetricsScrape(t *testing.T) {
+	rec := prom.NewRecorder()
+	rec.Record(telemetry.SnapshotSize, 3000, events.TypeSnapshot)
+	rec.Record(telemetry.SnapshotSize, 70000, events.TypePodsPending)
+	rec.Record(telemetry.SnapshotEncode, 0.002, events.TypeSnapshot)
+	rec.Record(telemetry.SnapshotEncode, 0.004, events.TypePodsPending)
+	srv := httptest.NewServer((&prom.Server{Recorder: rec}).Handler())
+	defer srv.Close()
+	fams, err := (&agentProc{addr: strings.TrimPrefix(srv.URL, "http://")}).metrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 70,000 bytes: above 2^16 = 65,536, at or below 2^17 = 131,072.
+	if got, want := histogramTotal(fams, telemetry.SnapshotSize), (HistogramTotal{Count: 2, Sum: 73000, MaxLE: 131072}); got != want {
+		t.Errorf("size: %+v, want %+v", got, want)
+	}
+	// 2 ms and 4 ms: mean 3 ms; every one at or below the 5 ms bound (2.5 ms holds only one).
+	enc := histogramTotal(fams, telemetry.SnapshotEncode)
+	if enc.Count != 2 || math.Abs(enc.Mean()-0.003) > 1e-12 || enc.MaxLE != 0.005 {
+		t.Errorf("encode: %+v (mean %g), want 2 observations, mean 0.003 s, max at or below 0.005 s", enc, enc.Mean())
+	}
+	if got := histogramTotal(fams, telemetry.SnapshotDecode); got != (HistogramTotal{}) {
+		t.Errorf("decode, never recorded: %+v, want zero", got)
+	}
+	// Above the last bound (128 MiB): no finite bound holds it.
+	rec.Record(telemetry.SnapshotSize, 200<<20, events.TypeSnapshot)
+	gathered, err := rec.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := histogramTotal(byName(gathered), telemetry.SnapshotSize); got.Count != 3 || !math.IsInf(got.MaxLE, 1) {
+		t.Errorf("size with one above 128 MiB: %+v, want 3 observations, MaxLE +Inf", got)
+	}
+}
+
 func TestPrintTableRatios(t *testing.T) {
 	res := []Result{
-		{Side: sideDovetail, N: 10, AllBound: 10 * time.Second, Nodes: 4, PricePerHour: 2},
-		{Side: sideKarpenter, N: 10, AllBound: 30 * time.Second, Nodes: 5, PricePerHour: 3},
+		{Side: sideDovetail, N: 10, AllBound: 10 * time.Second, Nodes: 4, PricePerHour: 2,
+			PeakRSS: 80 << 20, PeakRSSWhat: "agent process", RestPeakRSS: 300 << 20, RestPeakRSSWhat: "harness process"},
+		{Side: sideKarpenter, N: 10, AllBound: 30 * time.Second, Nodes: 5, PricePerHour: 3, PeakRSS: 140 << 20, PeakRSSWhat: "Karpenter controller process"},
 	}
 	var buf bytes.Buffer
 	PrintTable(&buf, res)
 	out := buf.String()
-	// Karpenter / Dovetail: 30 s / 10 s = 3, 5 / 4 nodes = 1.25, 3 / 2 USD/h = 1.5.
-	for _, want := range []string{"×3.00", "×1.25", "×1.50", "N = 10 pods"} {
+	// Karpenter / Dovetail: 30 s / 10 s = 3, 5 / 4 nodes = 1.25, 3 / 2 USD/h = 1.5, 140 / 80
+	// MiB = 1.75 (the agent against the controller; the rest of Dovetail's side has no ratio).
+	for _, want := range []string{"×3.00", "×1.25", "×1.50", "×1.75", "N = 10 pods", "80 (agent process)", "140 (Karpenter controller process)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

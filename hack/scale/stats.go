@@ -61,9 +61,18 @@ type Result struct {
 	// "VERB resource"; Writes sums the non-read verbs.
 	Requests      map[string]float64
 	Reads, Writes float64
-	// PeakRSS is the provisioner's peak resident set (bytes; VmHWM) and what it covers.
+	// PeakRSS is the provisioner's peak resident set (bytes; VmHWM) and what it covers:
+	// Dovetail's agent process, Karpenter's controller process.
 	PeakRSS     uint64
 	PeakRSSWhat string
+	// RestPeakRSS is the peak resident set (bytes; VmHWM) of the process that holds the rest of
+	// Dovetail's side (NATS, the functions, the fake cloud, the harness; 0 for Karpenter).
+	RestPeakRSS     uint64
+	RestPeakRSSWhat string
+	// Dovetail's own snapshot codec metrics: the agent's dovetail_agent_snapshot_size_bytes
+	// (bytes) and dovetail_agent_snapshot_encode_duration_seconds, the functions'
+	// dovetail_snapshot_decode_duration_seconds (seconds), each summed over its series.
+	AgentSnapshotSize, AgentSnapshotEncode, FunctionSnapshotDecode HistogramTotal
 	// Snapshot: the largest compressed payload (bytes, before claim-check) of a snapshot or
 	// pods-pending event, and the p50/max time to decode and re-encode one (Dovetail only).
 	SnapshotEvents         int
@@ -158,6 +167,12 @@ func PrintTable(w io.Writer, results []Result) {
 		row("peak RSS, MiB", func(r *Result) (string, float64) {
 			return fmt.Sprintf("%.0f (%s)", float64(r.PeakRSS)/(1<<20), r.PeakRSSWhat), float64(r.PeakRSS)
 		})
+		row("peak RSS of the rest, MiB", func(r *Result) (string, float64) {
+			if r.RestPeakRSS == 0 {
+				return "—", 0
+			}
+			return fmt.Sprintf("%.0f (%s)", float64(r.RestPeakRSS)/(1<<20), r.RestPeakRSSWhat), 0
+		})
 		row("snapshot: events, max KiB", func(r *Result) (string, float64) {
 			if r.SnapshotEvents == 0 {
 				return "—", 0
@@ -169,6 +184,20 @@ func PrintTable(w io.Writer, results []Result) {
 				return "—", 0
 			}
 			return fmt.Sprintf("%s, %s / %s, %s", ms(r.SnapshotDecode.P50), ms(r.SnapshotDecode.Max), ms(r.Encode.P50), ms(r.Encode.Max)), 0
+		})
+		row("agent metrics: encodes, mean / max≤ KiB, mean ms", func(r *Result) (string, float64) {
+			sz, enc := r.AgentSnapshotSize, r.AgentSnapshotEncode
+			if sz.Count == 0 {
+				return "—", 0
+			}
+			return fmt.Sprintf("%d, %.0f / %s, %.1f", sz.Count, sz.Mean()/1024, kib(sz.MaxLE), enc.Mean()*1000), 0
+		})
+		row("functions' metric: decodes, mean ms", func(r *Result) (string, float64) {
+			dec := r.FunctionSnapshotDecode
+			if dec.Count == 0 {
+				return "—", 0
+			}
+			return fmt.Sprintf("%d, %.1f", dec.Count, dec.Mean()*1000), 0
 		})
 		cons := func(name string, get func(*Consolidation) (string, float64)) {
 			row(name, func(r *Result) (string, float64) {
@@ -222,6 +251,14 @@ func stageName(d, k *Result, i int) string {
 		}
 	}
 	return ""
+}
+
+// kib is a size bound in bytes as KiB ("+Inf" above the last bucket).
+func kib(b float64) string {
+	if math.IsInf(b, 1) {
+		return "+Inf"
+	}
+	return fmt.Sprintf("%.0f", b/1024)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }

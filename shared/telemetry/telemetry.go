@@ -46,6 +46,7 @@ type Unit string
 const (
 	UnitCount   Unit = "Count"
 	UnitSeconds Unit = "Seconds"
+	UnitBytes   Unit = "Bytes"
 	UnitNone    Unit = "None" // a value with a unit of its own, named in the metric (USD per hour, a ratio)
 )
 

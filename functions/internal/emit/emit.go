@@ -14,6 +14,7 @@ import (
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
 )
 
 // Emitter publishes commands for one function of one cluster.
@@ -66,21 +67,28 @@ func PoisonIfMalformed(err error) error {
 // SnapshotOf opens the snapshot an event carries (a TypeSnapshot event, or the snapshot of a
 // TypePodsPending batch) and checks it belongs to cluster (skipped when cluster is ""). Malformed
 // payloads, other event types and other clusters' snapshots are poison; a failing blob store is
-// not (redelivered).
-func SnapshotOf(ctx context.Context, codec events.Codec, cluster string, env events.Envelope) (*events.Snapshot, error) {
-	var snap *events.Snapshot
-	var err error
-	switch env.Type {
-	case events.TypeSnapshot:
-		snap, err = codec.Snapshot(ctx, env)
-	case events.TypePodsPending:
-		var pp *events.PodsPending
-		if pp, err = codec.PodsPending(ctx, env); err == nil {
-			snap = pp.Snapshot
-		}
-	default:
+// not (redelivered). Each decode, successful or not, is recorded in rec (nil: none) as
+// telemetry.SnapshotDecode under function's name: the decoder's wall time in seconds, the blob
+// store's fetch of a claim-checked payload excluded.
+func SnapshotOf(ctx context.Context, codec events.Codec, cluster string, env events.Envelope, rec telemetry.Recorder, function string) (*events.Snapshot, error) {
+	if env.Type != events.TypeSnapshot && env.Type != events.TypePodsPending {
 		return nil, fmt.Errorf("%w: type: %q carries no snapshot", queue.ErrPoison, env.Type)
 	}
+	data, err := codec.Payload(ctx, env)
+	if err != nil {
+		return nil, PoisonIfMalformed(err)
+	}
+	begin := time.Now()
+	var snap *events.Snapshot
+	if env.Type == events.TypeSnapshot {
+		snap, err = events.DecodeSnapshot(data)
+	} else {
+		var pp *events.PodsPending
+		if pp, err = events.DecodePodsPending(data); err == nil {
+			snap = pp.Snapshot
+		}
+	}
+	telemetry.OrNop(rec).Record(telemetry.SnapshotDecode, time.Since(begin).Seconds(), function, env.Type)
 	if err != nil {
 		return nil, PoisonIfMalformed(err)
 	}

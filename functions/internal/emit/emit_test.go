@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/shared/provisioning"
 	"github.com/dovetail-dev/dovetail/shared/queue"
+	"github.com/dovetail-dev/dovetail/shared/telemetry"
+	"github.com/dovetail-dev/dovetail/shared/telemetry/prom"
 )
 
 func TestPoisonIfMalformed(t *testing.T) {
@@ -39,11 +43,12 @@ func TestSnapshotOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := SnapshotOf(ctx, events.Codec{}, "prod", env)
+	rec := prom.NewRecorder()
+	snap, err := SnapshotOf(ctx, events.Codec{}, "prod", env, rec, "provision")
 	if err != nil || snap.Revision != 3 {
 		t.Fatalf("got %+v, %v; want revision 3", snap, err)
 	}
-	if _, err := SnapshotOf(ctx, events.Codec{}, "other", env); !errors.Is(err, queue.ErrPoison) {
+	if _, err := SnapshotOf(ctx, events.Codec{}, "other", env, nil, "provision"); !errors.Is(err, queue.ErrPoison) {
 		t.Fatalf("another cluster's snapshot must be poison, got %v", err)
 	}
 	cmd, err := events.NewEvent("prod", "provision", events.TypeCommand, "cmd-1", &events.Command{ID: "cmd-1",
@@ -55,8 +60,44 @@ func TestSnapshotOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := SnapshotOf(ctx, events.Codec{}, "prod", cenv); !errors.Is(err, queue.ErrPoison) {
+	if _, err := SnapshotOf(ctx, events.Codec{}, "prod", cenv, rec, "provision"); !errors.Is(err, queue.ErrPoison) {
 		t.Fatalf("a command carries no snapshot: want poison, got %v", err)
+	}
+	// A corrupt payload is decoded (and refused): its decode is recorded too.
+	bad := env
+	bad.Data = []byte("not zstd")
+	if _, err := SnapshotOf(ctx, events.Codec{}, "prod", bad, rec, "drift"); !errors.Is(err, queue.ErrPoison) {
+		t.Fatalf("a corrupt payload must be poison, got %v", err)
+	}
+
+	// The two decodes, one series each (function, kind); the command, never decoded, none.
+	// Values are wall time: only their count and that they are not negative are asserted.
+	if n := testutil.CollectAndCount(rec.Registry(), telemetry.SnapshotDecode.Name); n != 2 {
+		t.Fatalf("%s has %d series, want 2 (provision and drift, kind snapshot)", telemetry.SnapshotDecode.Name, n)
+	}
+	fams, err := rec.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, f := range fams {
+		if f.GetName() != telemetry.SnapshotDecode.Name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if m.GetHistogram().GetSampleSum() < 0 {
+				t.Errorf("%v: sum %g s, want >= 0", labels, m.GetHistogram().GetSampleSum())
+			}
+			got[labels["function"]+" "+labels["kind"]] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	want := map[string]uint64{"provision " + events.TypeSnapshot: 1, "drift " + events.TypeSnapshot: 1}
+	if !maps.Equal(got, want) {
+		t.Fatalf("%s observations by function and kind: %v, want %v", telemetry.SnapshotDecode.Name, got, want)
 	}
 }
 

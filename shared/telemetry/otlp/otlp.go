@@ -106,10 +106,13 @@ func New(ctx context.Context, o Options) (*Recorder, error) {
 }
 
 // UCUM maps a seam unit to the unit OTLP carries (UCUM, as OpenTelemetry's semantic conventions
-// spell it): Seconds "s", Count "1", None "1".
+// spell it): Seconds "s", Bytes "By", Count "1", None "1".
 func UCUM(u telemetry.Unit) string {
-	if u == telemetry.UnitSeconds {
+	switch u {
+	case telemetry.UnitSeconds:
 		return "s"
+	case telemetry.UnitBytes:
+		return "By"
 	}
 	return "1"
 }

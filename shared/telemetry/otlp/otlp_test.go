@@ -137,3 +137,13 @@ func pointAttrs(kvs []*commonpb.KeyValue) string {
 	slices.Sort(parts)
 	return strings.Join(parts, ",")
 }
+
+// UCUM's spellings (the Unified Code for Units of Measure, as OpenTelemetry's semantic
+// conventions use them): "s" for seconds, "By" for bytes, "1" for counts and dimensionless values.
+func TestUCUM(t *testing.T) {
+	for u, want := range map[telemetry.Unit]string{telemetry.UnitSeconds: "s", telemetry.UnitBytes: "By", telemetry.UnitCount: "1", telemetry.UnitNone: "1"} {
+		if got := UCUM(u); got != want {
+			t.Errorf("UCUM(%s) = %q, want %q", u, got, want)
+		}
+	}
+}

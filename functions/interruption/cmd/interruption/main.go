@@ -68,7 +68,7 @@ func function(onBuild func(*interruption.Handler, *interruption.LatestSnapshot))
 				return nil, err
 			}
 			codec := events.Codec{Blobs: t.Blobs}
-			latest := &interruption.LatestSnapshot{Cluster: t.Cluster, Codec: codec}
+			latest := &interruption.LatestSnapshot{Cluster: t.Cluster, Codec: codec, Metrics: t.Metrics}
 			h := &interruption.Handler{Cluster: t.Cluster, Catalog: env.Catalog, NodeSettings: env.NodeSettings, Policies: env.Policies, Provider: env.Provider, Publisher: t.Publisher,
 				Codec: codec, Snapshots: latest, Log: t.Logger, Metrics: t.Metrics, Rebalance: policy}
 			if onBuild != nil {
