@@ -423,7 +423,7 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	// Same revision means same cluster state and same triggers, so the id doubles as the
 	// queue's deduplication key.
 	id := "pods-pending-" + strconv.FormatInt(snap.Revision, 10)
-	if err := a.publish(ctx, events.TypePodsPending, id, &events.PodsPending{Pods: pods, Snapshot: snap}); err != nil {
+	if err := a.publish(ctx, events.TypePodsPending, id, &events.PodsPending{Pods: pods, Snapshot: snap}, events.WithRevision(snap.Revision)); err != nil {
 		// ErrTooLarge needs a BlobStore (--blob-dir); other errors are the queue's. Either way
 		// the batch is retried after the idle time.
 		a.log().Error("publishing pending pods; batch will be retried", "err", err, "pods", len(pods))
@@ -542,9 +542,9 @@ func (a *Agent) PublishSnapshot(ctx context.Context) error {
 		a.log().Warn("storing the latest snapshot", "err", err)
 	}
 	if encoded == nil {
-		return a.publish(ctx, events.TypeSnapshot, id, snap)
+		return a.publish(ctx, events.TypeSnapshot, id, snap, events.WithRevision(snap.Revision))
 	}
-	return a.publish(ctx, events.TypeSnapshot, id, encoded)
+	return a.publish(ctx, events.TypeSnapshot, id, encoded, events.WithRevision(snap.Revision))
 }
 
 // storeLatest writes snap as the cluster's latest snapshot (events.LatestSnapshotKey) when a
@@ -563,8 +563,8 @@ func (a *Agent) storeLatest(ctx context.Context, snap *events.Snapshot) ([]byte,
 
 // publish encodes and publishes with a short exponential backoff (5 tries from 100 ms) for
 // transient queue errors; an encoding error is returned at once.
-func (a *Agent) publish(ctx context.Context, typ, id string, payload any) error {
-	data, err := a.codec.NewEvent(ctx, a.cfg.Cluster, Component, typ, id, payload)
+func (a *Agent) publish(ctx context.Context, typ, id string, payload any, opts ...events.Option) error {
+	data, err := a.codec.NewEvent(ctx, a.cfg.Cluster, Component, typ, id, payload, opts...)
 	if err != nil {
 		return fmt.Errorf("encode %s event %s: %w", typ, id, err)
 	}
