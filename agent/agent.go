@@ -431,7 +431,7 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	if err != nil {
 		err = fmt.Errorf("encode %s event %s: %w", events.TypePodsPending, id, err)
 	} else {
-		err = a.publish(ctx, events.TypePodsPending, id, encoded)
+		err = a.publish(ctx, events.TypePodsPending, id, encoded, events.WithRevision(snap.Revision))
 	}
 	if err != nil {
 		// ErrTooLarge needs a BlobStore (--blob-dir); other errors are the queue's. Either way
@@ -554,7 +554,7 @@ func (a *Agent) PublishSnapshot(ctx context.Context) error {
 	if err != nil {
 		a.log().Warn("storing the latest snapshot", "err", err)
 	}
-	return a.publish(ctx, events.TypeSnapshot, id, encoded)
+	return a.publish(ctx, events.TypeSnapshot, id, encoded, events.WithRevision(snap.Revision))
 }
 
 // storeLatest encodes snap and, when a BlobStore is configured, writes it as the cluster's latest
@@ -587,8 +587,8 @@ func (a *Agent) encode(typ string, enc func() ([]byte, error)) ([]byte, error) {
 
 // publish encodes and publishes with a short exponential backoff (5 tries from 100 ms) for
 // transient queue errors; an encoding error is returned at once.
-func (a *Agent) publish(ctx context.Context, typ, id string, payload any) error {
-	data, err := a.codec.NewEvent(ctx, a.cfg.Cluster, Component, typ, id, payload)
+func (a *Agent) publish(ctx context.Context, typ, id string, payload any, opts ...events.Option) error {
+	data, err := a.codec.NewEvent(ctx, a.cfg.Cluster, Component, typ, id, payload, opts...)
 	if err != nil {
 		return fmt.Errorf("encode %s event %s: %w", typ, id, err)
 	}

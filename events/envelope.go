@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,11 @@ const (
 	ExtensionDataRef = "dataref"
 	// ExtensionDigest is "sha256:<hex>" of a claim-checked payload, checked after fetching it.
 	ExtensionDigest = "dovetaildigest"
+	// ExtensionRevision carries the revision of the snapshot a snapshot or pods-pending event
+	// holds, as a decimal string (revisions are int64; a CloudEvents Integer is only 32 bits), so
+	// a function can tell an event superseded by a snapshot it already decided on without
+	// fetching or decompressing the payload. Optional: events without it are decoded as before.
+	ExtensionRevision = "dovetailrevision"
 	// SourcePrefix starts every source: "dovetail/<cluster>/<component>".
 	SourcePrefix = "dovetail"
 )
@@ -82,6 +88,9 @@ type Envelope struct {
 	DataContentType string
 	// SchemaVersion is the "dovetailschema" extension.
 	SchemaVersion int
+	// Revision is the "dovetailrevision" extension: the revision of the snapshot the payload
+	// holds, 0 when the event does not carry it.
+	Revision int64
 	// Data is the payload as carried (for ContentTypeJSONZstd: the compressed bytes, already
 	// base64-decoded). Empty when the payload was claim-checked (DataRef set).
 	Data []byte
@@ -94,12 +103,17 @@ type Envelope struct {
 type Option func(*eventOptions)
 
 type eventOptions struct {
-	subject string
-	time    time.Time
+	subject  string
+	time     time.Time
+	revision int64
 }
 
 // WithSubject sets the CloudEvents "subject" (e.g. a NodeClaim or node name).
 func WithSubject(s string) Option { return func(o *eventOptions) { o.subject = s } }
+
+// WithRevision sets the "dovetailrevision" extension: the revision of the snapshot the event's
+// payload holds (a snapshot, or a pods-pending batch's snapshot). 0 leaves it out.
+func WithRevision(rev int64) Option { return func(o *eventOptions) { o.revision = rev } }
 
 // WithTime sets the CloudEvents "time"; the default is the encoder's clock.
 func WithTime(t time.Time) Option { return func(o *eventOptions) { o.time = t } }
@@ -131,6 +145,9 @@ func buildEvent(cluster, component, typ, id string, data []byte, ref, digest str
 		e.SetSubject(o.subject)
 	}
 	e.SetExtension(ExtensionSchema, int32(schemaVersions[typ]))
+	if o.revision > 0 {
+		e.SetExtension(ExtensionRevision, strconv.FormatInt(o.revision, 10))
+	}
 	if ref != "" {
 		e.SetDataContentType(ContentTypeJSONZstd)
 		e.SetExtension(ExtensionDataRef, ref)
@@ -193,7 +210,7 @@ func Decode(data []byte) (env Envelope, err error) {
 		return Envelope{}, malformed("event", "not a JSON object: %v", err)
 	}
 	for _, k := range []string{"id", "type", "source", "subject", "time", "datacontenttype", "dataschema", "data_base64",
-		ExtensionDataRef, ExtensionDigest} {
+		ExtensionDataRef, ExtensionDigest, ExtensionRevision} {
 		if v, ok := attrs[k]; ok && (len(v) == 0 || (v[0] != '"' && string(v) != "null")) {
 			return Envelope{}, malformed(k, "must be a JSON string, got %s", truncate(string(v), 64))
 		}
@@ -250,6 +267,14 @@ func Decode(data []byte) (env Envelope, err error) {
 	if env.SchemaVersion != want {
 		return env, fmt.Errorf("%w: %w: %s: version %d of %s is not supported, this build reads version %d",
 			ErrMalformed, ErrUnsupportedVersion, ExtensionSchema, env.SchemaVersion, env.Type, want)
+	}
+	if raw, ok := ext[ExtensionRevision]; ok {
+		s, _ := types.ToString(raw)
+		rev, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || rev <= 0 {
+			return env, malformed(ExtensionRevision, "%q is not a positive decimal integer", truncate(s, 32))
+		}
+		env.Revision = rev
 	}
 	if raw, ok := ext[ExtensionDataRef]; ok {
 		env.DataRef, _ = types.ToString(raw)

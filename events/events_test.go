@@ -164,6 +164,10 @@ func TestDecodeRefusesMalformed(t *testing.T) {
 		{"future schema", func(m map[string]any) { m["dovetailschema"] = 2 }, "dovetailschema: version 2 of dev.dovetail.command.v1 is not supported, this build reads version 1", true},
 		{"no data", func(m map[string]any) { delete(m, "data_base64") }, "data: required", false},
 		{"dataref without digest", func(m map[string]any) { delete(m, "data_base64"); m["dataref"] = "mem://x" }, "dovetaildigest: required with dataref", false},
+		{"revision", func(m map[string]any) { m["dovetailrevision"] = "1796622851144145018" }, "", false},
+		{"revision as a number", func(m map[string]any) { m["dovetailrevision"] = 17 }, "dovetailrevision: must be a JSON string", false},
+		{"revision not decimal", func(m map[string]any) { m["dovetailrevision"] = "0x11" }, `dovetailrevision: "0x11" is not a positive decimal integer`, false},
+		{"revision zero", func(m map[string]any) { m["dovetailrevision"] = "0" }, `dovetailrevision: "0" is not a positive decimal integer`, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -187,6 +191,34 @@ func TestDecodeRefusesMalformed(t *testing.T) {
 	}
 	if _, err := Decode([]byte("not json")); !errors.Is(err, ErrMalformed) {
 		t.Errorf("non-JSON err = %v", err)
+	}
+}
+
+// The revision of a snapshot event travels as the dovetailrevision extension, a decimal string
+// (a CloudEvents Integer is 32 bits; revisions are about 1.8e18), and comes back as
+// Envelope.Revision; an event built without it has revision 0.
+func TestRevisionExtensionRoundTrips(t *testing.T) {
+	const rev = int64(1796622851144145018)
+	snap := &Snapshot{SchemaVersion: SnapshotSchemaVersion, Cluster: "prod", Revision: rev, Time: metav1.NewTime(time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC))}
+	for _, c := range []struct {
+		opts []Option
+		want int64
+	}{{[]Option{WithRevision(rev)}, rev}, {nil, 0}} {
+		raw, err := NewEvent("prod", "agent", TypeSnapshot, "snapshot-1", snap, c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := Decode(raw)
+		if err != nil || env.Revision != c.want {
+			t.Errorf("decoded revision %d, %v; want %d", env.Revision, err, c.want)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := m[ExtensionRevision]; (c.want != 0) != ok || (ok && got != "1796622851144145018") {
+			t.Errorf("wire %s = %#v, want the decimal string only when set", ExtensionRevision, got)
+		}
 	}
 }
 

@@ -62,6 +62,11 @@ type Handler struct {
 	Now func() time.Time
 	// Metrics receives the function's metrics (nil: none).
 	Metrics telemetry.Recorder
+
+	// decided is the newest snapshot revision decided on, a hint that lets events holding an
+	// older snapshot be acknowledged unread (emit.Decided); losing it (a new process) costs
+	// only a decode.
+	decided emit.Decided
 }
 
 // Outcome is what one message led to, for logs, audit and local dev.
@@ -99,6 +104,9 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if env.Type == events.TypePodsPending {
 		return nil
 	}
+	if h.decided.Superseded(env, msg.Attempt) {
+		return nil // a newer snapshot was decided on already (emit.Decided)
+	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env, h.Metrics, Component)
 	if err != nil {
 		return err
@@ -114,6 +122,9 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 		return err
 	}
 	out, err := h.Process(ctx, snap)
+	if err == nil {
+		h.decided.Record(snap.Revision)
+	}
 	if h.OnOutcome != nil {
 		h.OnOutcome(out)
 	}

@@ -59,7 +59,8 @@ const (
 	StepExpire      = "expire"       // past expireAfter: handed to the termination path at once (forceful)
 )
 
-// Handler handles one event. Its fields are its dependencies; it holds no state.
+// Handler handles one event. Its exported fields are its dependencies; its only state is a
+// hint (decided) that skips superseded events.
 type Handler struct {
 	Cluster string
 	Catalog *catalog.Catalog
@@ -79,6 +80,11 @@ type Handler struct {
 	Now func() time.Time
 	// Metrics receives the function's metrics (nil: none).
 	Metrics telemetry.Recorder
+
+	// decided is the newest snapshot revision decided on, a hint that lets events holding an
+	// older snapshot be acknowledged unread (emit.Decided); losing it (a new process) costs
+	// only a decode.
+	decided emit.Decided
 }
 
 // Decision is what one snapshot led to.
@@ -144,6 +150,9 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err := emit.Accept(Component, env.Type, events.TypeSnapshot, events.TypePodsPending); err != nil {
 		return err
 	}
+	if h.decided.Superseded(env, msg.Attempt) {
+		return nil // a newer snapshot was decided on already (emit.Decided)
+	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env, h.Metrics, Component)
 	if err != nil {
 		return err
@@ -159,6 +168,9 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 		return err
 	}
 	d, err := h.Decide(ctx, snap)
+	if err == nil {
+		h.decided.Record(snap.Revision)
+	}
 	if h.OnDecision != nil && (len(d.Steps) > 0 || len(d.Blocked) > 0 || len(d.OverBudget) > 0) {
 		h.OnDecision(d)
 	}

@@ -58,7 +58,8 @@ import (
 // Component is the function's name in event sources and consumer names.
 const Component = "lifecycle"
 
-// Handler handles one event. Its fields are its dependencies; it holds no state.
+// Handler handles one event. Its exported fields are its dependencies; its only state is a
+// hint (decided) that skips superseded events.
 type Handler struct {
 	Cluster   string
 	Provider  cloud.Provider
@@ -90,6 +91,11 @@ type Handler struct {
 	// vanished are the NodeClaims this process saw without an instance on an earlier
 	// snapshot (garbage collection acts on the second sighting).
 	vanished absence.Sightings
+
+	// decided is the newest snapshot revision decided on, a hint that lets events holding an
+	// older snapshot be acknowledged unread (emit.Decided); losing it (a new process) costs
+	// only a decode.
+	decided emit.Decided
 }
 
 // ReasonGarbageCollected is the reason label of karpenter_nodeclaims_disrupted_total for a
@@ -131,6 +137,9 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err := emit.Accept(Component, env.Type, events.TypeSnapshot, events.TypePodsPending); err != nil {
 		return err
 	}
+	if h.decided.Superseded(env, msg.Attempt) {
+		return nil // a newer snapshot was decided on already (emit.Decided)
+	}
 	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env, h.Metrics, Component)
 	if err != nil {
 		return err
@@ -146,6 +155,9 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 		return err
 	}
 	out, err := h.Decide(ctx, snap)
+	if err == nil {
+		h.decided.Record(snap.Revision)
+	}
 	if h.OnDecision != nil && (len(out.Commands) > 0 || len(out.Terminate) > 0 || len(out.NodeClassStatuses) > 0 || len(out.Released) > 0 ||
 		len(out.Repaired) > 0 || len(out.RepairBlocked) > 0 || len(out.Collected) > 0) {
 		h.OnDecision(out)

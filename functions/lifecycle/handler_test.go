@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -344,5 +345,43 @@ func TestFinalizerReleaseCarriesTheInstanceState(t *testing.T) {
 	}
 	if released != 1 {
 		t.Errorf("%d RemoveFinalizer commands, want 1 (the NodeClaim's)", released)
+	}
+}
+
+// A lifecycle function that fell behind its queue acknowledges an event holding an older snapshot
+// than one it decided on without reading its payload: here the older event's payload is not a
+// snapshot at all, which is poison when it is read. The same revision again is decided (the
+// agent's tick of an unchanged cluster), and so is a redelivery of the older event.
+func TestBackloggedSnapshotsAreSkippedUnread(t *testing.T) {
+	w := world(t)
+	snap := w.Snapshot()
+	h := handler(w, discard{})
+	h.Now = func() time.Time { return snap.Time.Time }
+	decisions := 0
+	h.OnDecision = func(lifecycle.Outcome) { decisions++ }
+	newest := snap.Revision + 10
+	event := func(rev int64, payload any) []byte {
+		t.Helper()
+		raw, err := events.NewEvent(scenarios.Cluster, "agent", events.TypeSnapshot, fmt.Sprintf("snap-%d", rev), payload, events.WithRevision(rev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	s := *snap
+	s.Revision = newest
+	current := event(newest, &s)
+	if err := h.Handle(context.Background(), queue.Message{Data: current, Attempt: 1}); err != nil || decisions != 1 {
+		t.Fatalf("newest event: %v, %d decisions; want one decision", err, decisions)
+	}
+	older := event(newest-3, []byte("not a zstd snapshot"))
+	if err := h.Handle(context.Background(), queue.Message{Data: older, Attempt: 1}); err != nil || decisions != 1 {
+		t.Fatalf("older event: %v, %d decisions; want it acknowledged unread, no new decision", err, decisions)
+	}
+	if err := h.Handle(context.Background(), queue.Message{Data: older, Attempt: 2}); !errors.Is(err, queue.ErrPoison) {
+		t.Fatalf("a redelivery of the older event: %v; want it read (and poison here)", err)
+	}
+	if err := h.Handle(context.Background(), queue.Message{Data: current, Attempt: 1}); err != nil || decisions != 2 {
+		t.Fatalf("the newest revision again: %v, %d decisions; want it decided again (a tick)", err, decisions)
 	}
 }

@@ -155,6 +155,28 @@ func TestFreshest(t *testing.T) {
 	}
 }
 
+// Decided: an event holding an older snapshot than one decided on is superseded on its first
+// delivery; the same revision is not (an unchanged cluster's tick), nor a redelivery, nor an
+// event without the revision; Record keeps the newest revision whatever the order.
+func TestDecidedSupersedes(t *testing.T) {
+	var d Decided
+	env := func(rev int64) events.Envelope { return events.Envelope{Revision: rev} }
+	if d.Superseded(env(3), 1) {
+		t.Fatal("nothing decided yet: superseded")
+	}
+	d.Record(7)
+	d.Record(5) // a slower decision finishing later does not lower it
+	for _, c := range []struct {
+		rev     int64
+		attempt int
+		want    bool
+	}{{6, 1, true}, {7, 1, false}, {8, 1, false}, {6, 2, false}, {0, 1, false}} {
+		if got := d.Superseded(env(c.rev), c.attempt); got != c.want {
+			t.Errorf("revision %d attempt %d after deciding 7: superseded %v, want %v", c.rev, c.attempt, got, c.want)
+		}
+	}
+}
+
 // TestLimitHits checks the metric's labels come from the solver's typed result: each
 // (NodePool, limit) once, sorted, the price guardrail's resource spelled "price"; a refusal
 // that names no limit counts nothing.
