@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kwok "sigs.k8s.io/karpenter/kwok/cloudprovider"
@@ -305,5 +306,32 @@ func TestTimelineSteps(t *testing.T) {
 		if got[name] != d {
 			t.Errorf("%s: max %s, want %s", name, got[name], d)
 		}
+	}
+}
+
+// The Jobs ignore a pod failure caused by a disruption (a consolidation's eviction), the rule
+// Kubernetes documents for it (podFailurePolicy Ignore on DisruptionTarget, restartPolicy
+// Never): without it a scale-down's drains counted against the backoffLimit and the Job
+// controller failed the Job and deleted its pods.
+func TestJobsIgnoreDisruptions(t *testing.T) {
+	ws, err := Workloads(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := 0
+	for _, w := range ws {
+		if w.Job == nil {
+			continue
+		}
+		jobs++
+		p := w.Job.Spec.PodFailurePolicy
+		if w.Job.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever || p == nil || len(p.Rules) != 1 ||
+			p.Rules[0].Action != batchv1.PodFailurePolicyActionIgnore || len(p.Rules[0].OnPodConditions) != 1 ||
+			p.Rules[0].OnPodConditions[0].Type != corev1.DisruptionTarget || p.Rules[0].OnPodConditions[0].Status != corev1.ConditionTrue {
+			t.Errorf("Job %s: restartPolicy %s, podFailurePolicy %+v; want Never and Ignore on DisruptionTarget=True", w.Name, w.Job.Spec.Template.Spec.RestartPolicy, p)
+		}
+	}
+	if jobs != 10 {
+		t.Errorf("%d Jobs at N = 1,000, want 10 (batch: 200 pods, 20 each)", jobs)
 	}
 }

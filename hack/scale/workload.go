@@ -132,7 +132,15 @@ func (k kind) build(name string, replicas int) Workload {
 		// Parallelism = completions: every pod at once; kwok never completes them, so they stay
 		// Running like a long batch job. Scale-down lowers parallelism: the Job controller then
 		// deletes the excess active pods.
-		w.Job = &batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{Parallelism: &r, Completions: new(r), Template: tmpl}}
+		// A pod evicted by a consolidation's drain is not the job's failure: the rule
+		// Kubernetes documents for that (podFailurePolicy, action Ignore on the DisruptionTarget
+		// condition; needs restartPolicy Never) keeps the Job from reaching its backoffLimit
+		// and deleting its pods while either side consolidates.
+		w.Job = &batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{Parallelism: &r, Completions: new(r), Template: tmpl,
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action: batchv1.PodFailurePolicyActionIgnore,
+				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{
+					Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}}}}}}}
 	}
 	return w
 }
