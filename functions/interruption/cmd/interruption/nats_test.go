@@ -80,9 +80,16 @@ func TestNATSWorkerWaitsForSnapshotThenTaintsTheNoticedNode(t *testing.T) {
 		done <- runtime.RunNATS(ctx, f, fnc, runtime.Options{Cluster: cluster, LogLevel: "info"}, functest.Quiet)
 	}()
 
-	// Then the agent's snapshot on the events subject: the follower feeds it to the function,
-	// and the redelivered notice (1 s backoff) finds the node.
-	time.Sleep(300 * time.Millisecond)
+	// Then, once the notice has been tried and asked to wait (not after a fixed sleep: a slow
+	// start under load delivered the snapshot first), the agent's snapshot on the events
+	// subject: the follower feeds it to the function, and the redelivered notice (1 s backoff)
+	// finds the node.
+	for waited := false; !waited && ctx.Err() == nil; {
+		time.Sleep(20 * time.Millisecond)
+		h.Lock()
+		waited = len(h.attempts) > 0
+		h.Unlock()
+	}
 	if err := pub.Publish(ctx, queue.EventsSubject(cluster), "snapshot-7", snapshotEvent(t, 7)); err != nil {
 		t.Fatal(err)
 	}
