@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -115,6 +116,34 @@ func TestControlPlane(t *testing.T) {
 	}
 	poll(ctx, t, "evicted pod removed (stage pod-delete)", func(ctx context.Context) bool {
 		_, err := kc.CoreV1().Pods("default").Get(ctx, "p1", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	// A deleted pod that a finalizer holds (a Job's pods carry batch.kubernetes.io/job-tracking)
+	// goes to a terminal phase first, as the kubelet moves it, so the finalizer's owner can let
+	// it go (stages pod-stop, then pod-delete); before, it stayed Running and Terminating.
+	const hold = "example.com/hold"
+	held := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p2", Namespace: "default", Finalizers: []string{hold}},
+		Spec: corev1.PodSpec{NodeName: "n1", RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+	if _, err := kc.CoreV1().Pods("default").Create(ctx, held, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "held pod Running", func(ctx context.Context) bool {
+		p, err := kc.CoreV1().Pods("default").Get(ctx, "p2", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning
+	})
+	if err := kc.CoreV1().Pods("default").Delete(ctx, "p2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "deleted held pod Failed with its container terminated (stage pod-stop)", func(ctx context.Context) bool {
+		p, err := kc.CoreV1().Pods("default").Get(ctx, "p2", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodFailed && len(p.Status.ContainerStatuses) == 1 &&
+			p.Status.ContainerStatuses[0].State.Terminated != nil && p.Status.ContainerStatuses[0].State.Terminated.ExitCode == 143
+	})
+	if _, err := kc.CoreV1().Pods("default").Patch(ctx, "p2", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "released pod removed", func(ctx context.Context) bool {
+		_, err := kc.CoreV1().Pods("default").Get(ctx, "p2", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 	if msg := cp.Exited(); msg != "" {

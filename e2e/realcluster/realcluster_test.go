@@ -214,7 +214,7 @@ func TestFreePortsAreDistinct(t *testing.T) {
 
 func TestStagesAreEmbedded(t *testing.T) {
 	// kwok needs a node stage and a pod stage, or it exits "no stages found".
-	for _, want := range []string{"name: node-ready", "name: pod-running", "name: pod-delete", "kind: Stage"} {
+	for _, want := range []string{"name: node-ready", "name: pod-running", "name: pod-stop", "name: pod-delete", "kind: Stage"} {
 		if !strings.Contains(string(kwokStages), want) {
 			t.Errorf("stages.yaml lacks %q", want)
 		}
