@@ -66,7 +66,7 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		}
 		b := &bin{name: n.Name, labels: labels, taints: effectiveTaints(n.Spec.Taints, startup)}
 		free := scheduling.FromList(n.Status.Allocatable)
-		present := map[string]bool{}
+		var present map[string]bool // the DaemonSets with a pod here, made on the first one
 		if _, ok := n.Status.Allocatable[ResourceAttachableVolumes]; !ok {
 			free = free.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: attachLimit(nodeTypeLabels(in, n.Labels))}})
 		}
@@ -83,6 +83,9 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 			b.addResident(p)
 			for _, o := range p.OwnerReferences {
 				if o.Kind == "DaemonSet" {
+					if present == nil {
+						present = map[string]bool{}
+					}
 					present[p.Namespace+"/"+o.Name] = true
 				}
 			}
