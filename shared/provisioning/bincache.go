@@ -1,6 +1,7 @@
 package provisioning
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 
@@ -28,6 +29,11 @@ type BinCache struct {
 	ctx   binContext
 	nodes map[string]*cachedBin
 	uses  map[string]*cachedUse // usedByPool's per-node terms
+	// run numbers the solver runs; an entry not used by the latest run that could use it is
+	// dropped after that run (sweep), so the cache never holds on to nodes and pods the caller
+	// has let go (the preview's pod slice, reallocated as pods are bound, would otherwise be
+	// kept once per generation).
+	run int
 	// Hits and Misses count the existing nodes' bins reused and made (for benchmarks).
 	Hits, Misses int
 }
@@ -85,6 +91,7 @@ type podStamp struct {
 type cachedBin struct {
 	stamp binStamp
 	bin   bin // as built, before any placement
+	run   int // the last run that used or made it
 }
 
 func mapID[M ~map[K]V, K comparable, V any](m M) uintptr {
@@ -159,6 +166,7 @@ func useStampOf(n *corev1.Node) useStamp {
 type cachedUse struct {
 	stamp useStamp
 	use   scheduling.Resources
+	run   int
 }
 
 // nodeUse is nodeUse(in, n), from the cache when n's stamp still matches; a nil c computes.
@@ -168,10 +176,11 @@ func (c *BinCache) nodeUse(in *Input, n *corev1.Node) scheduling.Resources {
 	}
 	s := useStampOf(n)
 	if e := c.uses[n.Name]; e != nil && e.stamp == s {
+		e.run = c.run
 		return e.use
 	}
 	u := nodeUse(in, n)
-	c.uses[n.Name] = &cachedUse{stamp: s, use: u}
+	c.uses[n.Name] = &cachedUse{stamp: s, use: u, run: c.run}
 	return u
 }
 
@@ -194,12 +203,24 @@ func (c *BinCache) get(n *corev1.Node, nc *apisv1.NodeClaim, pods []*corev1.Pod)
 		return nil
 	}
 	c.Hits++
+	e.run = c.run
 	return e.bin.clone()
 }
 
 // put caches b, just built for n (before any placement).
 func (c *BinCache) put(n *corev1.Node, nc *apisv1.NodeClaim, pods []*corev1.Pod, b *bin) {
-	c.nodes[n.Name] = &cachedBin{stamp: stampOf(n, nc, pods), bin: *b.clone()}
+	c.nodes[n.Name] = &cachedBin{stamp: stampOf(n, nc, pods), bin: *b.clone(), run: c.run}
+}
+
+// sweepBins drops the bins the current run neither used nor made (nodes gone, left out of
+// the run, or no longer bins).
+func (c *BinCache) sweepBins() {
+	maps.DeleteFunc(c.nodes, func(_ string, e *cachedBin) bool { return e.run != c.run })
+}
+
+// sweepUses is sweepBins for usedByPool's terms.
+func (c *BinCache) sweepUses() {
+	maps.DeleteFunc(c.uses, func(_ string, e *cachedUse) bool { return e.run != c.run })
 }
 
 // clone copies b so that placements on the copy (free taken, pods and ports appended) leave b

@@ -48,6 +48,8 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 	var bins []*bin
 	if in.Bins != nil {
 		in.Bins.begin(in)
+		in.Bins.run++
+		defer in.Bins.sweepBins()
 	}
 	for _, n := range sortedNodes(in.Nodes) {
 		if n.Spec.Unschedulable || n.DeletionTimestamp != nil || hasTaint(n.Spec.Taints, apisv1.TaintKeyDisrupted) {
@@ -161,6 +163,7 @@ func usedByPool(in *Input) map[string]scheduling.Resources {
 	counted := map[string]bool{}
 	if in.Bins != nil {
 		in.Bins.begin(in)
+		defer in.Bins.sweepUses()
 	}
 	for _, n := range in.Nodes {
 		pool := n.Labels[apisv1.LabelNodePool]
