@@ -81,54 +81,11 @@ var coreKinds = map[string]string{
 }
 
 func (s *Set) decodeDocument(src Source, raw []byte) error {
-	return s.decodeDocumentPre(src, raw, nil)
-}
-
-// predecoded is the part of decoding a document that depends on nothing but the document and
-// its Source: its header, and for a built-in kind its bounds check and typed decoding. The List
-// reader computes it on every core (predecode) while the Set, which is not safe for concurrent
-// use, takes the documents in order (decodeDocumentPre); the results, errors included, are
-// exactly those the sequential path computes.
-type predecoded struct {
-	h         header
-	headerErr error
-	core      bool           // the built-in path below was run
-	boundsErr error          // checkBounds
-	obj       runtime.Object // coreDecoder.Decode
-	decodeErr error
-}
-
-// predecode computes p for raw at src.
-func predecode(src Source, raw []byte) *predecoded {
-	p := &predecoded{}
-	if p.headerErr = json.Unmarshal(raw, &p.h); p.headerErr != nil {
-		return p
-	}
-	h := p.h
-	// The same route decodeDocumentPre takes to decodeCore: a core kind at its one accepted
-	// apiVersion (none of which is a Karpenter or ProvisioningRequest group, nor a List).
-	if h.Kind == "" || h.APIVersion == "" || coreKinds[h.Kind] != h.APIVersion {
-		return p
-	}
-	p.core = true
-	if p.boundsErr = checkBounds(src, h, raw); p.boundsErr != nil {
-		return p
-	}
-	p.obj, _, p.decodeErr = coreDecoder.Decode(raw, nil, nil)
-	return p
-}
-
-// decodeDocumentPre is decodeDocument with the work of predecode already done when p is not nil.
-func (s *Set) decodeDocumentPre(src Source, raw []byte, p *predecoded) error {
 	if s.decoded++; s.progress != nil && s.decoded%ProgressEvery == 0 {
 		s.progress(s.decoded)
 	}
-	if p == nil {
-		p = &predecoded{}
-		p.headerErr = json.Unmarshal(raw, &p.h)
-	}
-	h := p.h
-	if err := p.headerErr; err != nil {
+	var h header
+	if err := json.Unmarshal(raw, &h); err != nil {
 		return &Error{Source: src, Reason: "not a Kubernetes object: " + err.Error()}
 	}
 	if h.APIVersion == "" && h.Kind == "" {
@@ -162,7 +119,7 @@ func (s *Set) decodeDocumentPre(src Source, raw []byte, p *predecoded) error {
 			return &Error{Source: src, Kind: h.Kind, Name: h.Metadata.Name, Field: "apiVersion",
 				Reason: fmt.Sprintf("%s is not supported for %s; use %s", h.APIVersion, h.Kind, want)}
 		}
-		return s.decodeCore(src, h, raw, p)
+		return s.decodeCore(src, h, raw)
 	default:
 		s.skip(h.Kind)
 		return nil
@@ -205,19 +162,11 @@ func (s *Set) decodeList(src Source, h header, raw []byte) error {
 // path ("... Go struct field DeploymentSpec.spec.replicas of type int32").
 var jsonFieldError = regexp.MustCompile(`Go struct field \w+\.([\w.\[\]]+) of type (\S+)`)
 
-// decodeCore decodes a built-in kind; p carries its bounds check and typed decoding when
-// predecode ran them.
-func (s *Set) decodeCore(src Source, h header, raw []byte, p *predecoded) error {
-	if !p.core {
-		p.core = true
-		if p.boundsErr = checkBounds(src, h, raw); p.boundsErr == nil {
-			p.obj, _, p.decodeErr = coreDecoder.Decode(raw, nil, nil)
-		}
-	}
-	if err := p.boundsErr; err != nil {
+func (s *Set) decodeCore(src Source, h header, raw []byte) error {
+	if err := checkBounds(src, h, raw); err != nil {
 		return err
 	}
-	obj, err := p.obj, p.decodeErr
+	obj, _, err := coreDecoder.Decode(raw, nil, nil)
 	if err != nil {
 		return coreError(src, h, raw, err)
 	}

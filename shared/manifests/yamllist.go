@@ -127,14 +127,14 @@ func (s *Set) decodeYAMLList(src Source, l *yamlList) error {
 	}
 	done := make(chan struct{})
 	defer close(done)
-	for c := range l.convert(src, done) {
+	for c := range l.convert(done) {
 		if c.err != nil {
 			return whole() // its error names the line in the document, as before
 		}
 		for j, raw := range c.raw {
 			isrc := src
 			isrc.Item = c.first + j
-			if err := s.decodeDocumentPre(isrc, raw, c.pre[j]); err != nil {
+			if err := s.decodeDocument(isrc, raw); err != nil {
 				return err
 			}
 		}
@@ -146,28 +146,24 @@ func (s *Set) decodeYAMLList(src Source, l *yamlList) error {
 // few enough that the JSON waiting to be decoded stays small (about 3 KB a pod).
 const chunkItems = 512
 
-// chunk is items [first, first+len(raw)) as JSON with their predecoded parts, or the first
-// conversion error among them.
+// chunk is items [first, first+len(raw)) as JSON, or the first conversion error among them.
 type chunk struct {
 	first int
 	raw   [][]byte
-	pre   []*predecoded
 	err   error
 }
 
 // convert converts the items to JSON (sigs.k8s.io/yaml's strict conversion, most of the time
-// a large dump takes to read) and predecodes them (typed decoding of the built-in kinds, the
-// next largest part) on every core, a chunk at a time, while the caller takes in the previous
-// chunk; chunks arrive in order. src is the List's Source (items get their index). It stops
-// after the first chunk with an error, or when done is closed (the caller stopped reading).
-func (l *yamlList) convert(src Source, done <-chan struct{}) <-chan chunk {
+// a large dump takes to read) on every core, a chunk at a time, while the caller decodes the
+// previous chunk; chunks arrive in order. It stops after the first chunk with an error, or
+// when done is closed (the caller stopped reading).
+func (l *yamlList) convert(done <-chan struct{}) <-chan chunk {
 	out := make(chan chunk, 1)
 	workers := max(1, runtime.GOMAXPROCS(0))
 	go func() {
 		defer close(out)
 		for first := 0; first < len(l.items); first += chunkItems {
-			n := min(chunkItems, len(l.items)-first)
-			c := chunk{first: first, raw: make([][]byte, n), pre: make([]*predecoded, n)}
+			c := chunk{first: first, raw: make([][]byte, min(chunkItems, len(l.items)-first))}
 			errs := make([]error, len(c.raw))
 			var wg sync.WaitGroup
 			for w := range workers {
@@ -176,12 +172,6 @@ func (l *yamlList) convert(src Source, done <-chan struct{}) <-chan chunk {
 					defer wg.Done()
 					for j := w; j < len(c.raw); j += workers {
 						c.raw[j], errs[j] = sigsyaml.YAMLToJSONStrict(l.item(first + j))
-						if errs[j] != nil {
-							continue
-						}
-						isrc := src
-						isrc.Item = first + j
-						c.pre[j] = predecode(isrc, c.raw[j])
 					}
 				}()
 			}
