@@ -58,7 +58,7 @@ func (s *State) simulate(remove map[string]bool, pods []*corev1.Pod, move bool) 
 	}
 	in := provisioning.Input{Pods: pods, Catalog: s.Catalog, DaemonSets: s.base.daemonSets, LimitRanges: s.base.limitRanges,
 		Simulation: true, NodePools: s.base.nodePools, NodeClasses: s.Snapshot.NodeClasses, NodeSettings: s.NodeSettings, Unavailable: s.base.unavailable,
-		Policies: s.Policies, Overlays: s.Overlays, Requests: s.Requests,
+		Policies: s.Policies, Overlays: s.Overlays, Requests: s.Requests, Bins: s.Bins,
 		Commitments: s.Snapshot.Commitments, CommitmentUsage: s.commitmentUsage(remove)}
 	var least scheduling.Resources
 	for i, p := range pods {

@@ -90,6 +90,9 @@ type State struct {
 	// Requests memoizes pod requests across the simulations (and across States of one caller,
 	// as the preview's rounds are); nil computes them per simulation.
 	Requests *scheduling.RequestMemo
+	// Bins keeps the nodes' bins across the simulations (provisioning.BinCache: reused only
+	// where nothing they were made from changed); nil builds them per simulation.
+	Bins *provisioning.BinCache
 	// Now is the snapshot's time: the only clock the core reads.
 	Now   time.Time
 	Nodes []*Node // sorted by name

@@ -71,7 +71,7 @@ func (r *runner) expire(cs []disruption.DriftCandidate) error {
 	}
 	var plan *provisioning.Plan
 	if in, ok := disruption.ExpiryInput(r.w.snap, r.o.Catalog, r.o.NodeSettings, cs); ok {
-		in.Policies, in.Requests = r.o.Policies, r.reqs
+		in.Policies, in.Requests, in.Bins = r.o.Policies, r.reqs, r.bins
 		var err error
 		if plan, err = provisioning.Solve(in); err != nil {
 			return err
@@ -160,7 +160,7 @@ func (r *runner) replaceDrifted(c disruption.DriftCandidate, budgets map[string]
 // function makes it (disruption.EvacuationInput, provisioning.Solve).
 func (r *runner) evacuation(node string) (*provisioning.Plan, error) {
 	in, _ := disruption.EvacuationInput(r.w.snap, r.o.Catalog, r.o.NodeSettings, []string{node}, nil)
-	in.Policies, in.Requests = r.o.Policies, r.reqs
+	in.Policies, in.Requests, in.Bins = r.o.Policies, r.reqs, r.bins
 	return provisioning.Solve(in)
 }
 
@@ -214,7 +214,7 @@ func (r *runner) consolidate() error {
 	if err != nil {
 		return err
 	}
-	st.Policies, st.Requests = r.o.Policies, r.reqs
+	st.Policies, st.Requests, st.Bins = r.o.Policies, r.reqs, r.bins
 	if p := disruption.InFlight(st); len(p) > 0 {
 		r.cur.Notes = append(r.cur.Notes, fmt.Sprintf("consolidation %s is in flight: no new decision until it is done", p[0].ID))
 		return nil

@@ -222,7 +222,8 @@ func Run(snap *events.Snapshot, o Options) (*Result, error) {
 	if !o.Owned {
 		snap = cloneSnapshot(snap)
 	}
-	r := &runner{o: o, w: newWorld(snap, o.Catalog, o.NodeSettings), reqs: scheduling.NewRequestMemo()}
+	r := &runner{o: o, w: newWorld(snap, o.Catalog, o.NodeSettings), reqs: scheduling.NewRequestMemo(),
+		bins: provisioning.NewBinCache()}
 	r.res = res
 	if len(snap.NodePools) == 0 {
 		if err := r.assume(); err != nil {
@@ -324,6 +325,9 @@ type runner struct {
 	// reqs memoizes the pods' requests across every solver run of the preview (provisioning.Input
 	// and disruption.State Requests): each run compiles the whole cluster's bound pods.
 	reqs *scheduling.RequestMemo
+	// bins keeps the nodes' bins across those runs (provisioning.BinCache): between two
+	// evacuations of a round only a few nodes change.
+	bins *provisioning.BinCache
 }
 
 // rounds runs rounds until one decides nothing. A drain that waits for a pod only a grace

@@ -95,7 +95,7 @@ func (r *runner) placePending() ([]PodMove, []Launch, error) {
 		return nil, nil, nil
 	}
 	in := provisioning.InputFromSnapshot(r.w.snap, r.o.Catalog, r.o.NodeSettings)
-	in.Policies, in.Requests = r.o.Policies, r.reqs
+	in.Policies, in.Requests, in.Bins = r.o.Policies, r.reqs, r.bins
 	plan, err := provisioning.Solve(in)
 	if err != nil {
 		return nil, nil, err

@@ -46,6 +46,11 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		}
 	}
 	var bins []*bin
+	if in.Bins != nil {
+		in.Bins.begin(in)
+		in.Bins.run++
+		defer in.Bins.sweepBins()
+	}
 	for _, n := range sortedNodes(in.Nodes) {
 		if n.Spec.Unschedulable || n.DeletionTimestamp != nil || hasTaint(n.Spec.Taints, apisv1.TaintKeyDisrupted) {
 			continue
@@ -55,6 +60,12 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		nc := claimsByNode[n.Name]
 		if nc == nil && n.Spec.ProviderID != "" {
 			nc = claimByProvider[n.Spec.ProviderID]
+		}
+		if in.Bins != nil {
+			if b := in.Bins.get(n, nc, podsByNode[n.Name]); b != nil {
+				bins = append(bins, b)
+				continue
+			}
 		}
 		if nc != nil {
 			startup = nc.Spec.StartupTaints
@@ -66,7 +77,7 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 		}
 		b := &bin{name: n.Name, labels: labels, taints: effectiveTaints(n.Spec.Taints, startup)}
 		free := scheduling.FromList(n.Status.Allocatable)
-		present := map[string]bool{}
+		var present map[string]bool // the DaemonSets with a pod here, made on the first one
 		if _, ok := n.Status.Allocatable[ResourceAttachableVolumes]; !ok {
 			free = free.Add(scheduling.Resources{Scalar: map[corev1.ResourceName]int64{ResourceAttachableVolumes: attachLimit(nodeTypeLabels(in, n.Labels))}})
 		}
@@ -83,6 +94,9 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 			b.addResident(p)
 			for _, o := range p.OwnerReferences {
 				if o.Kind == "DaemonSet" {
+					if present == nil {
+						present = map[string]bool{}
+					}
 					present[p.Namespace+"/"+o.Name] = true
 				}
 			}
@@ -96,6 +110,9 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 			}
 		}
 		b.free = free
+		if in.Bins != nil {
+			in.Bins.put(n, nc, podsByNode[n.Name], b)
+		}
 		bins = append(bins, b)
 	}
 	for _, nc := range sortedClaims(in.NodeClaims) {
@@ -144,20 +161,16 @@ func buildBins(in *Input, daemons []daemon) []*bin {
 func usedByPool(in *Input) map[string]scheduling.Resources {
 	used := map[string]scheduling.Resources{}
 	counted := map[string]bool{}
+	if in.Bins != nil {
+		in.Bins.begin(in)
+		defer in.Bins.sweepUses()
+	}
 	for _, n := range in.Nodes {
 		pool := n.Labels[apisv1.LabelNodePool]
 		if pool == "" {
 			continue
 		}
-		capacity := n.Status.Capacity
-		if len(capacity) == 0 {
-			if it := in.Catalog.Get(n.Labels[corev1.LabelInstanceTypeStable]); it != nil {
-				capacity = it.Capacity
-			} else {
-				capacity = n.Status.Allocatable
-			}
-		}
-		used[pool] = used[pool].Add(scheduling.FromList(capacity)).Add(oneNode).Add(priceUsed(in, n.Labels))
+		used[pool] = used[pool].Add(in.Bins.nodeUse(in, n))
 		counted[n.Name] = true
 		if n.Spec.ProviderID != "" {
 			counted[n.Spec.ProviderID] = true
@@ -177,6 +190,20 @@ func usedByPool(in *Input) map[string]scheduling.Resources {
 		used[pool] = used[pool].Add(scheduling.FromList(capacity)).Add(oneNode).Add(priceUsed(in, nc.Labels))
 	}
 	return used
+}
+
+// nodeUse is what a Node counts against its NodePool's limits: its capacity (its instance
+// type's in the catalog when it states none, else its allocatable), one node and its price.
+func nodeUse(in *Input, n *corev1.Node) scheduling.Resources {
+	capacity := n.Status.Capacity
+	if len(capacity) == 0 {
+		if it := in.Catalog.Get(n.Labels[corev1.LabelInstanceTypeStable]); it != nil {
+			capacity = it.Capacity
+		} else {
+			capacity = n.Status.Allocatable
+		}
+	}
+	return scheduling.FromList(capacity).Add(oneNode).Add(priceUsed(in, n.Labels))
 }
 
 // priceUsed is what a node or in-flight NodeClaim counts against a price guardrail

@@ -77,9 +77,16 @@ var lifecycleLabels = map[string]string{apisv1.LabelNodeRegistered: "true", apis
 
 // withLifecycleLabels returns the labels a node with these labels will carry once registered
 // and initialized (lifecycleLabels added; the lifecycle function's values win). labels is not
-// modified.
+// modified; the result is labels itself when it already carries them, so callers only read it.
 func withLifecycleLabels(labels map[string]string) map[string]string {
-	return mergeLabels(labels, lifecycleLabels)
+	// A node that has joined already carries them: the merge would be a copy of its labels,
+	// made for every node on every solver run (a tenth of a large cluster's compile).
+	for k, v := range lifecycleLabels {
+		if w, ok := labels[k]; !ok || w != v {
+			return mergeLabels(labels, lifecycleLabels)
+		}
+	}
+	return labels
 }
 
 // daemonLabels are the labels DaemonSets are matched against on an existing node or in-flight

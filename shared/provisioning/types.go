@@ -98,6 +98,9 @@ type Input struct {
 	// runs of one caller over the same pods, as the preview's many evaluations of one cluster
 	// are; nil computes them per run.
 	Requests *scheduling.RequestMemo
+	// Bins keeps the existing nodes' bins across the solver runs of one caller (BinCache); nil
+	// builds them per run.
+	Bins *BinCache
 }
 
 // NodeSettingsFunc computes a NodeClass's node settings; the zero NodeClass (a NodePool whose
