@@ -205,15 +205,26 @@ func (c *Consumer) Consume(ctx context.Context, handler queue.Handler) error {
 		for m := range batch.Messages() {
 			c.process(ctx, m, handler, false)
 		}
-		if err := batch.Error(); err != nil && ctx.Err() == nil {
-			if fatal(err) {
-				return fmt.Errorf("consumer %s: %w", c.cfg.Durable, err)
-			}
-			if !errors.Is(err, natsgo.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
-				c.log.Warn("fetch failed", "err", err)
-				c.pause(ctx)
-			}
+		if err := c.fetchEnded(ctx, batch.Error()); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// fetchEnded handles the error a pull request ended with: a fatal one (the connection closed,
+// the consumer deleted) ends the consumer, a timeout or an empty pull is routine, anything else
+// is logged and the next pull waits a pause.
+func (c *Consumer) fetchEnded(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return nil
+	}
+	if fatal(err) {
+		return fmt.Errorf("consumer %s: %w", c.cfg.Durable, err)
+	}
+	if !errors.Is(err, natsgo.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+		c.log.Warn("fetch failed", "err", err)
+		c.pause(ctx)
 	}
 	return nil
 }

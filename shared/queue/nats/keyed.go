@@ -2,12 +2,10 @@ package nats
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dovetail-dev/dovetail/shared/queue"
@@ -50,14 +48,8 @@ func (c *Consumer) consumeKeyed(ctx context.Context, handler queue.Handler) erro
 			d.admit(m)
 		}
 		d.unreserve(n - got)
-		if err := batch.Error(); err != nil && ctx.Err() == nil {
-			if fatal(err) {
-				return fmt.Errorf("consumer %s: %w", c.cfg.Durable, err)
-			}
-			if !errors.Is(err, natsgo.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
-				c.log.Warn("fetch failed", "err", err)
-				c.pause(ctx)
-			}
+		if err := c.fetchEnded(ctx, batch.Error()); err != nil {
+			return err
 		}
 	}
 	return nil
