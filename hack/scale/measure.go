@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -39,6 +40,9 @@ type Recorder struct {
 	podBound   map[string]time.Time
 	podNode    map[string]string
 	podDeleted map[string]bool
+	// podUID is the UID of the pod a name stands for now: a StatefulSet pod evicted in the
+	// scale-down comes back under its name with a new UID, and counts as a new pod.
+	podUID     map[string]types.UID
 	claimSeen  map[string]time.Time // by NodeClaim name
 	claimNode  map[string]string    // NodeClaim name → status.nodeName
 	nodeReady  map[string]time.Time
@@ -57,7 +61,7 @@ type Recorder struct {
 
 func newRecorder() *Recorder {
 	return &Recorder{podSeen: map[string]time.Time{}, podBound: map[string]time.Time{}, podNode: map[string]string{},
-		podDeleted: map[string]bool{}, claimSeen: map[string]time.Time{}, claimNode: map[string]string{},
+		podDeleted: map[string]bool{}, podUID: map[string]types.UID{}, claimSeen: map[string]time.Time{}, claimNode: map[string]string{},
 		nodeReady: map[string]time.Time{}, nodeGone: map[string]time.Time{}, nodeAdded: map[string]time.Time{},
 		nodeRegistered: map[string]time.Time{}, nodeOpen: map[string]time.Time{}, nodeInit: map[string]time.Time{}, podNominated: map[string]time.Time{}}
 }
@@ -81,7 +85,9 @@ func (r *Recorder) Start(ctx context.Context, kc kubernetes.Interface, dc dynami
 			}
 			if p, ok := obj.(*corev1.Pod); ok {
 				r.mu.Lock()
-				r.podDeleted[p.Name] = true
+				if r.podUID[p.Name] == p.UID {
+					r.podDeleted[p.Name] = true
+				}
 				r.mu.Unlock()
 			}
 		}}); err != nil {
@@ -148,6 +154,15 @@ func (r *Recorder) Start(ctx context.Context, kc kubernetes.Interface, dc dynami
 func (r *Recorder) pod(p *corev1.Pod, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if uid, ok := r.podUID[p.Name]; ok && uid != p.UID {
+		// The same name, a new pod (a StatefulSet's replacement): start its record afresh.
+		delete(r.podSeen, p.Name)
+		delete(r.podBound, p.Name)
+		delete(r.podNode, p.Name)
+		delete(r.podNominated, p.Name)
+		delete(r.podDeleted, p.Name)
+	}
+	r.podUID[p.Name] = p.UID
 	if _, ok := r.podSeen[p.Name]; !ok {
 		r.podSeen[p.Name] = now
 	}

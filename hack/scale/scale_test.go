@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kwok "sigs.k8s.io/karpenter/kwok/cloudprovider"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -333,5 +334,31 @@ func TestJobsIgnoreDisruptions(t *testing.T) {
 	}
 	if jobs != 10 {
 		t.Errorf("%d Jobs at N = 1,000, want 10 (batch: 200 pods, 20 each)", jobs)
+	}
+}
+
+// A StatefulSet pod evicted in the scale-down comes back under its name with a new UID: it is a
+// new pod, seen and then bound, not the deleted one (the scale-down never settled: 13 recreated
+// pods stayed counted as deleted, 677 seen of 690).
+func TestRecreatedPodUnderTheSameNameCounts(t *testing.T) {
+	r := newRecorder()
+	at := func(s int) time.Time { return time.Date(2026, 12, 7, 6, 0, s, 0, time.UTC) }
+	old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0-6", UID: "uid-1"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	r.pod(old, at(1))
+	gone := old.DeepCopy()
+	gone.DeletionTimestamp = &metav1.Time{Time: at(2)}
+	r.pod(gone, at(2))
+	if seen, bound := r.Progress(); seen != 0 || bound != 0 {
+		t.Fatalf("after the eviction: seen %d bound %d, want 0 0", seen, bound)
+	}
+	fresh := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0-6", UID: "uid-2"}}
+	r.pod(fresh, at(3))
+	if seen, bound := r.Progress(); seen != 1 || bound != 0 {
+		t.Fatalf("recreated, pending: seen %d bound %d, want 1 0", seen, bound)
+	}
+	fresh.Spec.NodeName = "n2"
+	r.pod(fresh, at(5))
+	if seen, bound := r.Progress(); seen != 1 || bound != 1 || r.podNode["db-0-6"] != "n2" || !r.podSeen["db-0-6"].Equal(at(3)) {
+		t.Fatalf("recreated, bound: seen %d bound %d node %s seen at %s; want 1 1 n2 %s", seen, bound, r.podNode["db-0-6"], r.podSeen["db-0-6"], at(3))
 	}
 }
