@@ -33,7 +33,8 @@ import (
 // Component is the function's name in event sources and consumer names.
 const Component = "consolidate"
 
-// Handler handles one message. Its fields are its dependencies; it holds no state.
+// Handler handles one message. Its exported fields are its dependencies; the state it keeps
+// (decided, started) is hints that only make it skip or wait, never act.
 type Handler struct {
 	Cluster string
 	Catalog *catalog.Catalog
@@ -67,6 +68,8 @@ type Handler struct {
 	// older snapshot be acknowledged unread (emit.Decided); losing it (a new process) costs
 	// only a decode.
 	decided emit.Decided
+	// started is the last consolidation started here, until a snapshot shows it (started.go).
+	started started
 }
 
 // Outcome is what one message led to, for logs, audit and local dev.
@@ -153,6 +156,11 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 	if out.Progress = disruption.InFlight(st); len(out.Progress) > 0 {
 		return out, h.advance(ctx, snap, &out)
 	}
+	if why := h.started.unseen(st); why != "" {
+		out.Abandoned = why
+		h.log().Info("consolidation waits", "revision", snap.Revision, "reason", why)
+		return out, nil
+	}
 	d, rep := disruption.Consolidate(st, h.Options)
 	out.Decision, out.Report = d, rep
 	telemetry.OrNop(h.Metrics).Record(telemetry.DisruptionEligibleNodes, float64(rep.Candidates), "underutilized")
@@ -163,7 +171,7 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 		h.log().Info("consolidation: nothing to do", "revision", snap.Revision, "candidates", rep.Candidates, "tried", strings.Join(rep.Tried, "; "))
 		return out, nil
 	}
-	rev := snap.Revision
+	rev, on := snap.Revision, snap
 	if h.Latest != nil {
 		fresh, err := h.Latest(ctx)
 		if err != nil {
@@ -189,10 +197,10 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 				h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
 				return out, nil
 			}
-			d, rev, out.Decision, st = nd, fresh.Revision, nd, fs
+			d, rev, out.Decision, st, on = nd, fresh.Revision, nd, fs, fresh
 		}
 	}
-	return out, h.execute(ctx, snap, st, d, rev, &out)
+	return out, h.execute(ctx, snap, on, st, d, rev, &out)
 }
 
 // blocked records Karpenter's DisruptionBlocked events: on the NodeClaim and Node of each node a
@@ -227,13 +235,14 @@ func (h *Handler) blocked(ctx context.Context, snap *events.Snapshot, st *disrup
 }
 
 // execute carries the decision's first step out (disruption.Decision.Start): the replacements
-// launched first (nothing is disrupted until they exist), then the candidates tainted.
-func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, st *disruption.State, d *disruption.Decision, rev int64, out *Outcome) error {
+// launched first (nothing is disrupted until they exist), then the candidates tainted. on is
+// the snapshot the decision was last validated on (the message's, or a fresher one).
+func (h *Handler) execute(ctx context.Context, snap, on *events.Snapshot, st *disruption.State, d *disruption.Decision, rev int64, out *Outcome) error {
 	steps, err := disruption.Sequence(h.Cluster, d.Start(st, rev))
 	if err != nil {
 		return err
 	}
-	_, refused, err := emit.RunSequence(ctx, steps, false, h.launcher(snap, d, rev, out), func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) })
+	_, refused, err := emit.RunSequence(ctx, steps, false, h.launcher(snap, on, d, rev, out), func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) })
 	if err != nil {
 		return err
 	}
@@ -245,6 +254,7 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, st *disrup
 		h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
 		return nil
 	}
+	h.started.record(d, st.Now)
 	h.recordDecision(d)
 	audit := telemetry.Audit{Action: d.Method, Function: Component, Cluster: h.Cluster, Decision: d.ID, Revision: rev,
 		Rule: "consolidation/" + d.Strategy + " (" + d.Reason + ")", Why: d.Why, Nodes: d.NodeNames(),
@@ -263,7 +273,16 @@ func (h *Handler) execute(ctx context.Context, snap *events.Snapshot, st *disrup
 
 // launcher launches a decision's replacements through the one launch step, all or nothing,
 // annotated with the decision and the nodes they replace; launched ones are added to out.
-func (h *Handler) launcher(snap *events.Snapshot, d *disruption.Decision, rev int64, out *Outcome) emit.Launch {
+//
+// The step first checks that the snapshot the decision was validated on records every recent
+// launch in the cloud (launch.Step.Recorded). A consolidation decided a second or two after
+// another, on a snapshot that shows neither the other's replacement NodeClaims nor its taints
+// (the agent had not applied them yet), sees the other's candidates as free and picks them
+// again: make scale (N = 1,000, docs/scale.md) launched two replacements for the same eight
+// nodes that way, more than 1 s apart, and every such surplus node was consolidated again
+// later. An unrecorded launch refuses the launch (launch.ErrBehindCloud): nothing is tainted,
+// and the next snapshot, which records it, shows that consolidation in flight.
+func (h *Handler) launcher(snap, on *events.Snapshot, d *disruption.Decision, rev int64, out *Outcome) emit.Launch {
 	return func(ctx context.Context, seq disruption.SequenceStep) (error, error) {
 		step := launch.Step{
 			Launcher:     &launch.Launcher{Cluster: h.Cluster, Provider: h.Provider, Catalog: h.Catalog},
@@ -272,6 +291,7 @@ func (h *Handler) launcher(snap *events.Snapshot, d *disruption.Decision, rev in
 			Publish:      func(ctx context.Context, c events.Command) error { return h.publish(ctx, snap, c) },
 			Rounds:       1,
 			AllOrNothing: true,
+			Recorded:     launch.RecordedIn(on),
 			Reason: func(*provisioning.NodeClaimPlan) string {
 				return fmt.Sprintf("consolidation %s replaces %s", d.ID, strings.Join(d.NodeNames(), ","))
 			},
@@ -281,6 +301,9 @@ func (h *Handler) launcher(snap *events.Snapshot, d *disruption.Decision, rev in
 			},
 		}
 		res, err := step.Run(ctx, launch.Fixed(&provisioning.Plan{NodeClaims: seq.Replacements}))
+		if errors.Is(err, launch.ErrBehindCloud) {
+			return err, nil // refused: decided again on a snapshot that records the launch
+		}
 		if err != nil {
 			return nil, err
 		}

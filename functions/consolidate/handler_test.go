@@ -473,3 +473,90 @@ func TestStrayKarpenterTaintStampedThenRemoved(t *testing.T) {
 		t.Fatalf("commands %v, strays %+v: want UntaintNode left", kinds(cmds), out.Strays)
 	}
 }
+
+// Two consolidations a second apart, the second on a snapshot that records neither the first's
+// replacement NodeClaim nor its taint (the agent had not applied them yet): the second is decided
+// by a process that does not remember the first (a cold start), so only the cloud can tell. Its
+// launch step lists the cluster's instances, finds the first's replacement unrecorded and
+// launches nothing: no second replacement for the same node (make scale, N = 1,000, launched
+// four replacements for nine nodes that way, docs/scale.md).
+func TestAReplacementIsNotLaunchedTwiceOnASnapshotBehindTheCloud(t *testing.T) {
+	e := newEnv(t)
+	n, nc := node("old", "m5.2xlarge", "aws:///us-east-1a/i-0123456789abcdef0")
+	snap := func(rev int64) *events.Snapshot {
+		return &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: rev, Time: metav1.NewTime(now), Complete: true,
+			NodePools: []apisv1.NodePool{pool()}, Nodes: []corev1.Node{n}, NodeClaims: []apisv1.NodeClaim{nc},
+			Pods: []corev1.Pod{pod("p1", "old"), pod("p2", "old")}}
+	}
+	if out := e.handle(snap(10)); out.Decision == nil || len(out.Launched) != 1 {
+		t.Fatalf("first decision: %+v, want one replacement launched", out)
+	}
+	if cmds := e.commands(); len(cmds) != 2 {
+		t.Fatalf("first decision's commands %v, want CreateNodeClaim and TaintNode", kinds(cmds))
+	}
+	e.h = &Handler{Cluster: cluster, Catalog: e.h.Catalog, NodeSettings: e.h.NodeSettings, Provider: e.cloud, Publisher: e.h.Publisher,
+		Codec: e.h.Codec, Log: e.h.Log}
+	out := e.handle(snap(11))
+	if len(out.Launched) != 0 || !strings.Contains(out.Abandoned, "behind the cloud") {
+		t.Fatalf("second decision launched %d, abandoned %q; want nothing launched, the snapshot behind the cloud", len(out.Launched), out.Abandoned)
+	}
+	if cmds := e.commands(); len(cmds) != 0 {
+		t.Fatalf("second decision's commands %v, want none", kinds(cmds))
+	}
+	insts, err := e.cloud.List(context.Background(), cluster)
+	if err != nil || len(insts) != 1 {
+		t.Fatalf("instances %d (%v), want the first replacement only", len(insts), err)
+	}
+}
+
+// A delete leaves nothing in the cloud, so the handler remembers the consolidation it started
+// and decides nothing new until a snapshot shows it (a candidate tainted) or
+// disruption.ReplacementLock has passed: the second message here, a revision later with the taint
+// not applied yet, waits; a snapshot with the taint shows the decision in flight; a handler whose
+// decision never showed decides again after the lock.
+func TestANewConsolidationWaitsUntilTheLastShows(t *testing.T) {
+	e := newEnv(t)
+	a, nca := node("a", "m5.large", "aws:///us-east-1a/i-0aaaaaaaaaaaaaaa0")
+	b, ncb := node("b", "m5.2xlarge", "aws:///us-east-1a/i-0bbbbbbbbbbbbbbb0")
+	snap := func(rev int64, at time.Time, taints []corev1.Taint) *events.Snapshot {
+		b := b
+		b.Spec.Taints = taints
+		return &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: rev, Time: metav1.NewTime(at),
+			NodePools: []apisv1.NodePool{pool()}, Nodes: []corev1.Node{a, b}, NodeClaims: []apisv1.NodeClaim{nca, ncb},
+			Pods: []corev1.Pod{pod("p1", "a"), pod("p2", "b")}}
+	}
+	// b (0.384 $/h) goes, its 500m onto a (1930m allocatable, 500m used): a delete, no launch.
+	out := e.handle(snap(10, now, nil))
+	if out.Decision == nil || out.Decision.Method != disruption.MethodDelete || strings.Join(out.Decision.NodeNames(), ",") != "b" {
+		t.Fatalf("first decision %+v, want delete b", out.Decision)
+	}
+	cmds := e.commands()
+	if len(cmds) != 1 || cmds[0].Kind != events.CommandTaintNode {
+		t.Fatalf("commands %v, want TaintNode b", kinds(cmds))
+	}
+	taint, id := *cmds[0].Taint, out.Decision.ID
+	out = e.handle(snap(11, now.Add(time.Second), nil))
+	if out.Decision != nil || !strings.Contains(out.Abandoned, "does not show in revision 11") {
+		t.Fatalf("a revision later, untainted: decision %+v, abandoned %q; want it waiting", out.Decision, out.Abandoned)
+	}
+	if cmds := e.commands(); len(cmds) != 0 {
+		t.Fatalf("commands %v, want none", kinds(cmds))
+	}
+	out = e.handle(snap(12, now.Add(2*time.Second), []corev1.Taint{taint}))
+	if len(out.Progress) != 1 || out.Progress[0].ID != id || out.Decision != nil {
+		t.Fatalf("tainted: progress %+v, decision %+v; want the delete in flight", out.Progress, out.Decision)
+	}
+	e.commands()
+
+	e = newEnv(t)
+	if out := e.handle(snap(10, now, nil)); out.Decision == nil {
+		t.Fatal("no first decision")
+	}
+	e.commands()
+	if out := e.handle(snap(11, now.Add(disruption.ReplacementLock-time.Second), nil)); out.Decision != nil {
+		t.Fatalf("just before the lock: decision %+v, want it waiting", out.Decision)
+	}
+	if out := e.handle(snap(12, now.Add(disruption.ReplacementLock), nil)); out.Decision == nil || out.Abandoned != "" {
+		t.Fatalf("at the lock: decision %+v, abandoned %q; want a new decision", out.Decision, out.Abandoned)
+	}
+}
