@@ -1,9 +1,9 @@
 // Package consolidate is the consolidation function: a cluster snapshot in; replacement
 // instances launched and taint, drain and delete commands out, so the cluster keeps its pods on
-// fewer or cheaper nodes. It keeps no state between messages: a consolidation in progress is
-// recorded in the cluster (the karpenter.sh/disrupted taint value on its candidates and an
-// annotation on its replacement NodeClaims), and every snapshot moves it one step on
-// (see shared/disruption).
+// fewer or cheaper nodes. It keeps no state between messages beyond hints that only make it
+// skip or wait (emit.Decided, emit.Started): a consolidation in progress is recorded in the
+// cluster (the karpenter.sh/disrupted taint value on its candidates and an annotation on its
+// replacement NodeClaims), and every snapshot moves it one step on (see shared/disruption).
 package consolidate
 
 import (
@@ -68,8 +68,8 @@ type Handler struct {
 	// older snapshot be acknowledged unread (emit.Decided); losing it (a new process) costs
 	// only a decode.
 	decided emit.Decided
-	// started is the last consolidation started here, until a snapshot shows it (started.go).
-	started started
+	// started are the consolidations started here that no snapshot shows yet (emit.Started).
+	started emit.Started
 }
 
 // Outcome is what one message led to, for logs, audit and local dev.
@@ -156,9 +156,9 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 	if out.Progress = disruption.InFlight(st); len(out.Progress) > 0 {
 		return out, h.advance(ctx, snap, &out)
 	}
-	if why := h.started.unseen(st); why != "" {
-		out.Abandoned = why
-		h.log().Info("consolidation waits", "revision", snap.Revision, "reason", why)
+	if unseen := h.started.Unseen(snap, st.Now); len(unseen) > 0 {
+		out.Abandoned = waitingFor(unseen, snap.Revision)
+		h.log().Info("consolidation waits", "revision", snap.Revision, "reason", out.Abandoned)
 		return out, nil
 	}
 	d, rep := disruption.Consolidate(st, h.Options)
@@ -254,7 +254,7 @@ func (h *Handler) execute(ctx context.Context, snap, on *events.Snapshot, st *di
 		h.log().Info("consolidation abandoned", "decision", d.ID, "reason", out.Abandoned)
 		return nil
 	}
-	h.started.record(d, st.Now)
+	h.started.Record(d.ID, d.NodeNames(), st.Now)
 	h.recordDecision(d)
 	audit := telemetry.Audit{Action: d.Method, Function: Component, Cluster: h.Cluster, Decision: d.ID, Revision: rev,
 		Rule: "consolidation/" + d.Strategy + " (" + d.Reason + ")", Why: d.Why, Nodes: d.NodeNames(),
@@ -397,4 +397,19 @@ func (h *Handler) recordDecision(d *disruption.Decision) {
 	for _, c := range d.Candidates {
 		rec.Record(telemetry.NodeClaimsDisrupted, 1, reason, c.NodePool, c.CapacityType)
 	}
+}
+
+// waitingFor says which started consolidation a new decision waits for (unseen from
+// emit.Started.Unseen, non-empty).
+func waitingFor(unseen map[string]string, rev int64) string {
+	ids := map[string]bool{}
+	for _, id := range unseen {
+		ids[id] = true
+	}
+	names := make([]string, 0, len(ids))
+	for id := range ids {
+		names = append(names, id)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("consolidation %s does not show in revision %d yet (none of its candidates is tainted)", strings.Join(names, ","), rev)
 }

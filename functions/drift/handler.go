@@ -85,6 +85,9 @@ type Handler struct {
 	// older snapshot be acknowledged unread (emit.Decided); losing it (a new process) costs
 	// only a decode.
 	decided emit.Decided
+	// started are the drifted nodes whose disruption was started here and that no snapshot
+	// shows started yet (emit.Started): a later message does not start them again.
+	started emit.Started
 }
 
 // Decision is what one snapshot led to.
@@ -188,11 +191,18 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 	if err != nil {
 		return d, err
 	}
+	unseen := h.started.Unseen(snap, snap.Time.Time)
 	for _, phase := range []struct {
 		cands []disruption.DriftCandidate
 		step  func(context.Context, *events.Snapshot, disruption.DriftCandidate, map[string]*events.BudgetReservation) (Step, error)
 	}{{plan.InProgress, h.progress}, {plan.Selected, h.start}} {
 		for _, c := range phase.cands {
+			if _, ok := unseen[c.Name()]; ok {
+				// Started by an earlier message; its taint has not reached this snapshot.
+				d.Steps = append(d.Steps, Step{Node: c.Name(), Why: c.Why(), Step: StepSkip,
+					Detail: "started by an earlier message; waiting for a snapshot that shows its taint"})
+				continue
+			}
 			s, err := phase.step(ctx, snap, c, plan.Budgets)
 			if err != nil {
 				return d, err
@@ -341,6 +351,7 @@ func (h *Handler) start(ctx context.Context, snap *events.Snapshot, c disruption
 	if err != nil || refused != nil {
 		return s, err
 	}
+	h.started.Record(c.Name(), []string{c.Name()}, snap.Time.Time)
 	telemetry.OrNop(h.Metrics).Record(telemetry.DisruptionDecisions, 1, strings.ToLower(dis.Method), "drifted", "")
 	if dis.HandOff {
 		emit.RecordDisrupted(h.Metrics, apisv1.DisruptionReasonDrifted, c.NodeClaim)
@@ -366,6 +377,7 @@ func (h *Handler) startStatic(ctx context.Context, snap *events.Snapshot, c disr
 	if err != nil || refused != nil {
 		return s, err
 	}
+	h.started.Record(c.Name(), []string{c.Name()}, snap.Time.Time)
 	telemetry.OrNop(h.Metrics).Record(telemetry.DisruptionDecisions, 1, strings.ToLower(dis.Method), "drifted", "")
 	return s, nil
 }

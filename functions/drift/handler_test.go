@@ -18,6 +18,7 @@ import (
 	"github.com/dovetail-dev/dovetail/localdev/scenarios"
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/cloud"
+	"github.com/dovetail-dev/dovetail/shared/disruption"
 	"github.com/dovetail-dev/dovetail/shared/queue"
 )
 
@@ -207,5 +208,34 @@ func TestExpiryIsForceful(t *testing.T) {
 		if nc.Name == expired && nc.DeletionTimestamp == nil {
 			t.Fatal("the expired NodeClaim must be deleted (the termination path takes it from there)")
 		}
+	}
+}
+
+// A second message on a snapshot taken before the first one's taint was applied (the agent had
+// not applied it yet) does not start the drifted node again: without the handler's memory of
+// what it started (emit.Started) it launched a second replacement for the same node. Once
+// disruption.ReplacementLock has passed with the start never showing (its taint refused, say),
+// the node may be started again.
+func TestADriftedNodeIsNotStartedTwiceOnAStaleSnapshot(t *testing.T) {
+	w, h := setup(t)
+	ctx := context.Background()
+	w.SetNodeClassAMIs("default", []apisv1.AMI{{ID: "ami-2"}})
+	before := w.Snapshot()
+	d, err := h.Decide(ctx, before)
+	if err != nil || len(d.Steps) != 1 || d.Steps[0].Step != drift.StepStart || len(d.Steps[0].Launched) != 1 {
+		t.Fatalf("want start with one replacement, got %v %v", d, err)
+	}
+	d, err = h.Decide(ctx, before)
+	if err != nil || len(d.Steps) != 1 || d.Steps[0].Step != drift.StepSkip || len(d.Steps[0].Launched) != 0 ||
+		!strings.Contains(d.Steps[0].Detail, "started by an earlier message") {
+		t.Fatalf("the same untainted snapshot again: want skip, nothing launched; got %+v %v", d.Steps, err)
+	}
+	if claims := len(w.Snapshot().NodeClaims); claims != 2 {
+		t.Fatalf("%d NodeClaims, want the node's and one replacement", claims)
+	}
+	later := *before
+	later.Time = metav1.NewTime(before.Time.Add(disruption.ReplacementLock))
+	if d, err = h.Decide(ctx, &later); err != nil || len(d.Steps) != 1 || d.Steps[0].Step == drift.StepSkip {
+		t.Fatalf("after the lock: want the node judged again, got %+v %v", d.Steps, err)
 	}
 }

@@ -93,6 +93,8 @@ func run(ctx context.Context, counts, sides, one, resultFile, out string, o opts
 		if o.workDir, err = os.MkdirTemp("", "dovetail-scale-*"); err != nil {
 			return err
 		}
+	} else if err := os.MkdirAll(o.workDir, 0o755); err != nil {
+		return fmt.Errorf("-work-dir: %w", err)
 	}
 	log.Printf("control-plane data and logs in %s", o.workDir)
 	if slices.Contains(ss, sideDovetail) {

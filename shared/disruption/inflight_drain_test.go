@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,5 +139,49 @@ func TestInFlightDrainWaitsWhenAReplacementTookOtherPods(t *testing.T) {
 	}
 	if err := ValidateDrain(s, busy); !errors.Is(err, ErrDrainWaits) {
 		t.Fatalf("validateDrain: %v, want ErrDrainWaits", err)
+	}
+}
+
+// A replacement launched 30 s ago whose candidates carry no taint holds back new decisions while
+// its node has not joined (the taints may still be on their way), and not once it has: the
+// taints were published before it booted, so the decision was rolled back or refused, and its
+// replacements are ordinary capacity. (make scale, N = 1,000: a rolled-back decision's
+// replacements held every consolidation for the rest of ReplacementLock.)
+func TestARolledBackDecisionsReplacementsHoldNoLock(t *testing.T) {
+	c := csGen{nodes: 12, maxPods: 8}.build(t, rand.New(rand.NewPCG(24, 1)))
+	d, _ := Consolidate(c.state(), Options{})
+	if d == nil || len(d.Replacements) != 2 {
+		t.Fatalf("the generator's seed 24 no longer gives the case: %v", d)
+	}
+	repl := csCarryOut(c, d, cheapest)
+	launched := metav1.NewTime(c.snap.Time.Add(-30 * time.Second))
+	for i := range c.snap.NodeClaims {
+		if c.snap.NodeClaims[i].Annotations[AnnotationDecision] == d.ID {
+			c.snap.NodeClaims[i].CreationTimestamp = launched
+		}
+	}
+	for i := range c.snap.Nodes { // rolled back: the candidates untainted
+		c.snap.Nodes[i].Spec.Taints = nil
+	}
+	if ps := InFlight(c.state()); len(ps) != 0 {
+		t.Fatalf("replacements joined, candidates untainted: in flight %+v, want nothing", ps[0])
+	}
+	// The same before the replacements' nodes joined: the lock holds.
+	joined := map[string]bool{repl[0]: true, repl[1]: true}
+	nodes := c.snap.Nodes[:0]
+	for _, n := range c.snap.Nodes {
+		if !joined[n.Name] {
+			nodes = append(nodes, n)
+		}
+	}
+	c.snap.Nodes = nodes
+	for i := range c.snap.NodeClaims {
+		if c.snap.NodeClaims[i].Annotations[AnnotationDecision] == d.ID {
+			c.snap.NodeClaims[i].Status.NodeName, c.snap.NodeClaims[i].Status.ProviderID = "", ""
+		}
+	}
+	ps := InFlight(c.state())
+	if len(ps) != 1 || ps[0].ID != d.ID || !strings.Contains(ps[0].Waiting, "waiting for its candidates' taints") {
+		t.Fatalf("replacements not joined: in flight %+v, want the launch lock", ps)
 	}
 }

@@ -285,11 +285,15 @@ func (s *State) initializedAt(nc *apisv1.NodeClaim) time.Time {
 
 // launchLock reports a decision whose replacements were launched but whose candidates carry no
 // taint yet (the taint commands have not landed): no new decision may start meanwhile, or it
-// could pick the same nodes and launch twice. Nil when there is none.
+// could pick the same nodes and launch twice. Nil when there is none. A replacement whose node
+// has joined holds no lock: the taints were published with its launch, before it booted, so
+// untainted candidates by then mean the decision was rolled back (or its taints refused), and
+// its replacements are ordinary capacity. (make scale, N = 1,000: a rolled-back decision's seven
+// replacements held every new consolidation for the rest of ReplacementLock.)
 func (s *State) launchLock(tainted map[string]*Progress) *Progress {
 	for _, nc := range s.claims {
 		id := nc.Annotations[AnnotationDecision]
-		if id == "" || tainted[id] != nil || s.Now.Sub(nc.CreationTimestamp.Time) >= ReplacementLock {
+		if id == "" || tainted[id] != nil || s.Now.Sub(nc.CreationTimestamp.Time) >= ReplacementLock || s.nodeOf(nc) != nil {
 			continue
 		}
 		for _, name := range strings.Split(nc.Annotations[AnnotationReplaces], ",") {
@@ -349,9 +353,24 @@ func (s *State) validateDrain(nodes []*Node, replacements []*apisv1.NodeClaim) e
 		if ok, err := s.replacementsHold(remove, pods, own, replacements); err != nil || ok {
 			return err
 		}
-		return fmt.Errorf("%w: the pods need %d more NodeClaim(s) than exist", ErrDrainWaits, len(plan.NodeClaims))
+		return fmt.Errorf("%w: the pods need %d more NodeClaim(s) than exist%s", ErrDrainWaits, len(plan.NodeClaims), firstNeeding(plan, own))
 	}
 	return nil
+}
+
+// firstNeeding names the first pod the plan puts on a new NodeClaim, and whether it is one of
+// the candidates' (own) or a pending pod, so a drain that waits says what it waits for.
+func firstNeeding(plan *provisioning.Plan, own map[*corev1.Pod]bool) string {
+	for _, c := range plan.NodeClaims {
+		for _, p := range c.Pods {
+			whose := "pending"
+			if own[p] {
+				whose = "a candidate's"
+			}
+			return fmt.Sprintf(" (first: %s, %s)", podRef(p), whose)
+		}
+	}
+	return ""
 }
 
 // replacementsHold reports whether the candidates' pods (own; with the snapshot's pending pods)
