@@ -153,10 +153,13 @@ func (h *Handler) Process(ctx context.Context, snap *events.Snapshot) (Outcome, 
 			h.log().Info("stray disrupted taint", "node", c.NodeName, "command", c.Kind, "reason", c.Reason)
 		}
 	}
+	// Read before the consolidations in flight, so one that shows is forgotten now: after its
+	// rollback its candidates are untainted again, which must not read as "not shown yet".
+	unseen := h.started.Unseen(snap, st.Now)
 	if out.Progress = disruption.InFlight(st); len(out.Progress) > 0 {
 		return out, h.advance(ctx, snap, &out)
 	}
-	if unseen := h.started.Unseen(snap, st.Now); len(unseen) > 0 {
+	if len(unseen) > 0 {
 		out.Abandoned = waitingFor(unseen, snap.Revision)
 		h.log().Info("consolidation waits", "revision", snap.Revision, "reason", out.Abandoned)
 		return out, nil

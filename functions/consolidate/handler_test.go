@@ -547,6 +547,11 @@ func TestANewConsolidationWaitsUntilTheLastShows(t *testing.T) {
 		t.Fatalf("tainted: progress %+v, decision %+v; want the delete in flight", out.Progress, out.Decision)
 	}
 	e.commands()
+	// Rolled back (untainted again): the decision showed, so nothing is waited for.
+	if out = e.handle(snap(13, now.Add(3*time.Second), nil)); out.Decision == nil || out.Abandoned != "" {
+		t.Fatalf("after the rollback: decision %+v, abandoned %q; want a new decision", out.Decision, out.Abandoned)
+	}
+	e.commands()
 
 	e = newEnv(t)
 	if out := e.handle(snap(10, now, nil)); out.Decision == nil {

@@ -21,21 +21,51 @@ import (
 func (s *solver) place(pods []*podInfo) []Unschedulable {
 	var out []Unschedulable
 	planned := plannedBins(s.in, s.bins)
-	rest := pods[:0:0]
+	var waiting []*podInfo
 	for _, p := range pods {
 		if p.err != nil {
 			out = append(out, Unschedulable{Pod: p.pod, Reason: p.err.Error(), Refusals: []Refusal{{Kind: RefusalPod, Message: p.err.Error()}}})
-			continue
+		} else if len(planned[p.key]) > 0 {
+			waiting = append(waiting, p)
 		}
-		if b := planned[p.key]; b != nil {
-			s.prepare(p)
-			if s.placeOn(p, b) {
-				continue
+	}
+	home := make(map[*podInfo]bool, len(waiting))
+	// Planned pods go to their homes in sweeps while a sweep places any (at most
+	// maxPlannedSweeps, so the stage stays linear): a pod refused only because its spread
+	// group's other planned pods were not placed yet (a zone over maxSkew until they are) fits
+	// in a later sweep, instead of being repacked with the new pods.
+	for placed, sweep := true, 0; placed && len(waiting) > 0 && sweep < maxPlannedSweeps; sweep++ {
+		placed = false
+		left := waiting[:0]
+		for _, p := range waiting {
+			if s.placePlanned(p, planned[p.key]) {
+				placed, home[p] = true, true
+			} else {
+				left = append(left, p)
 			}
 		}
-		rest = append(rest, p)
+		waiting = left
 	}
+	// The others in compile's order, as if no plan had been made; then the planned pods still
+	// without their home, which try it once more first: the pods placed meanwhile may be the
+	// spread group's others that it waited for (a drain's simulation places the candidates' pods
+	// the decision moved to existing nodes only here, and those it sized replacements for on
+	// their replacements, which a zone spread refuses until the others are counted).
+	rest := make([]*podInfo, 0, len(pods)-len(home))
+	late := make(map[*podInfo]bool, len(waiting))
+	for _, p := range waiting {
+		late[p] = true
+	}
+	for _, p := range pods {
+		if p.err == nil && !home[p] && !late[p] {
+			rest = append(rest, p)
+		}
+	}
+	rest = append(rest, waiting...)
 	for _, p := range rest {
+		if late[p] && s.placePlanned(p, planned[p.key]) {
+			continue
+		}
 		for {
 			s.prepare(p)
 			if s.placeOnBin(p) || s.placeOnClaim(p) {
@@ -101,10 +131,32 @@ func (s *solver) placeOn(p *podInfo, b *bin) bool {
 	return false
 }
 
-// plannedBins maps pending pods ("namespace/name") to the bin an earlier decision meant them
-// for: the node named by the pod's status.nominatedNodeName, else the NodeClaim whose
-// apisv1.AnnotationPlannedPods lists it (its Node once registered, else the in-flight claim).
-func plannedBins(in *Input, bins []*bin) map[string]*bin {
+// maxPlannedSweeps bounds place's sweeps over the planned pods. Each sweep after the first
+// only helps pods whose spread constraints counted planned pods not placed yet; two more sweeps
+// settle the chains seen in practice (one zone waiting for another).
+const maxPlannedSweeps = 3
+
+// placePlanned puts the pod on the first of its planned homes that takes it.
+func (s *solver) placePlanned(p *podInfo, homes []*bin) bool {
+	s.prepare(p)
+	for _, b := range homes {
+		if s.placeOn(p, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// plannedBins maps pending pods ("namespace/name") to the bins earlier decisions meant them
+// for, the current plan first: the NodeClaims whose apisv1.AnnotationPlannedPods lists the pod
+// (its Node once registered, else the in-flight claim), newest first, since a later decision
+// that planned the pod again did so because the earlier home no longer held it; and the node
+// named by the pod's status.nominatedNodeName where it is none of those (a nomination of
+// kube-scheduler's own, for a preemption), ahead of them. make scale (N = 1,000) showed why
+// the order matters: with the nomination (set when the first, older home registered) taken
+// before the newer in-flight NodeClaim, the pod missed its new home, another pod took that
+// room in first-fit, and one pod had four NodeClaims launched for it within a minute.
+func plannedBins(in *Input, bins []*bin) map[string][]*bin {
 	byName := make(map[string]*bin, len(bins))
 	for _, b := range bins {
 		byName[b.name] = b
@@ -115,7 +167,12 @@ func plannedBins(in *Input, bins []*bin) map[string]*bin {
 			nodeOf[n.Spec.ProviderID] = n.Name
 		}
 	}
-	out := map[string]*bin{}
+	type home struct {
+		b    *bin
+		nc   *apisv1.NodeClaim
+		name string
+	}
+	homes := map[string][]home{}
 	for _, nc := range in.NodeClaims {
 		list := nc.Annotations[apisv1.AnnotationPlannedPods]
 		if list == "" || nc.DeletionTimestamp != nil {
@@ -129,12 +186,31 @@ func plannedBins(in *Input, bins []*bin) map[string]*bin {
 			continue
 		}
 		for _, key := range strings.Split(list, ",") {
-			out[key] = b
+			homes[key] = append(homes[key], home{b, nc, nc.Name})
 		}
 	}
+	out := make(map[string][]*bin, len(homes))
+	for key, hs := range homes {
+		sort.Slice(hs, func(i, j int) bool {
+			ti, tj := hs[i].nc.CreationTimestamp.Time, hs[j].nc.CreationTimestamp.Time
+			if !ti.Equal(tj) {
+				return ti.After(tj)
+			}
+			return hs[i].name > hs[j].name
+		})
+		bs := make([]*bin, len(hs))
+		for i, h := range hs {
+			bs[i] = h.b
+		}
+		out[key] = bs
+	}
 	for _, p := range in.Pods {
-		if b := byName[p.Status.NominatedNodeName]; b != nil && p.Status.NominatedNodeName != "" {
-			out[podKey(p)] = b
+		b := byName[p.Status.NominatedNodeName]
+		if b == nil || p.Status.NominatedNodeName == "" {
+			continue
+		}
+		if key := podKey(p); !slices.Contains(out[key], b) {
+			out[key] = append([]*bin{b}, out[key]...)
 		}
 	}
 	return out
