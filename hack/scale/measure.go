@@ -378,12 +378,34 @@ func parseVmHWM(f io.Reader) (uint64, error) {
 	return 0, fmt.Errorf("no VmHWM line")
 }
 
+// registerWait bounds how long countNodes waits for joined Nodes to be registered.
+const registerWait = time.Minute
+
 // countNodes lists the Nodes and prices each from its labels (instance type, zone, capacity
-// type) with price.
+// type) with price. A Node still tainted karpenter.sh/unregistered has only its kubelet's labels
+// (no capacity type yet: registration syncs its NodeClaim's), so it waits, up to registerWait,
+// for every joined Node to be registered: a launch still in progress when the last pod was
+// bound (its pods bound elsewhere) is counted at its price, not refused.
 func countNodes(ctx context.Context, kc kubernetes.Interface, price func(n *corev1.Node) (float64, error)) (nodes int, perHour float64, err error) {
-	list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, 0, err
+	var list *corev1.NodeList
+	for deadline := time.Now().Add(registerWait); ; {
+		if list, err = kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+			return 0, 0, err
+		}
+		waiting := false
+		for i := range list.Items {
+			for _, t := range list.Items[i].Spec.Taints {
+				waiting = waiting || (t.Key == "karpenter.sh/unregistered" && list.Items[i].DeletionTimestamp == nil)
+			}
+		}
+		if !waiting || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
 	}
 	for i := range list.Items {
 		n := &list.Items[i]
