@@ -362,13 +362,14 @@ func (s *State) validateDrain(nodes []*Node, replacements []*apisv1.NodeClaim) e
 // the candidates' (own) or a pending pod, so a drain that waits says what it waits for.
 func firstNeeding(plan *provisioning.Plan, own map[*corev1.Pod]bool) string {
 	for _, c := range plan.NodeClaims {
-		for _, p := range c.Pods {
-			whose := "pending"
-			if own[p] {
-				whose = "a candidate's"
-			}
-			return fmt.Sprintf(" (first: %s, %s)", podRef(p), whose)
+		if len(c.Pods) == 0 {
+			continue
 		}
+		whose := "pending"
+		if own[c.Pods[0]] {
+			whose = "a candidate's"
+		}
+		return fmt.Sprintf(" (first: %s, %s)", podRef(c.Pods[0]), whose)
 	}
 	return ""
 }
