@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -388,24 +389,23 @@ const registerWait = time.Minute
 // bound (its pods bound elsewhere) is counted at its price, not refused.
 func countNodes(ctx context.Context, kc kubernetes.Interface, price func(n *corev1.Node) (float64, error)) (nodes int, perHour float64, err error) {
 	var list *corev1.NodeList
-	for deadline := time.Now().Add(registerWait); ; {
-		if list, err = kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
-			return 0, 0, err
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, registerWait, true, func(ctx context.Context) (bool, error) {
+		l, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
 		}
-		waiting := false
-		for i := range list.Items {
-			for _, t := range list.Items[i].Spec.Taints {
-				waiting = waiting || (t.Key == "karpenter.sh/unregistered" && list.Items[i].DeletionTimestamp == nil)
+		list = l
+		for i := range l.Items {
+			for _, t := range l.Items[i].Spec.Taints {
+				if t.Key == "karpenter.sh/unregistered" && l.Items[i].DeletionTimestamp == nil {
+					return false, nil
+				}
 			}
 		}
-		if !waiting || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return 0, 0, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+		return true, nil
+	})
+	if list == nil || (err != nil && (ctx.Err() != nil || !wait.Interrupted(err))) {
+		return 0, 0, fmt.Errorf("listing the nodes to price them: %w", err)
 	}
 	for i := range list.Items {
 		n := &list.Items[i]

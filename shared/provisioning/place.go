@@ -29,7 +29,6 @@ func (s *solver) place(pods []*podInfo) []Unschedulable {
 			waiting = append(waiting, p)
 		}
 	}
-	home := make(map[*podInfo]bool, len(waiting))
 	// Planned pods go to their homes in sweeps while a sweep places any (at most
 	// maxPlannedSweeps, so the stage stays linear): a pod refused only because its spread
 	// group's other planned pods were not placed yet (a zone over maxSkew until they are) fits
@@ -39,7 +38,7 @@ func (s *solver) place(pods []*podInfo) []Unschedulable {
 		left := waiting[:0]
 		for _, p := range waiting {
 			if s.placePlanned(p, planned[p.key]) {
-				placed, home[p] = true, true
+				placed = true
 			} else {
 				left = append(left, p)
 			}
@@ -51,19 +50,15 @@ func (s *solver) place(pods []*podInfo) []Unschedulable {
 	// spread group's others that it waited for (a drain's simulation places the candidates' pods
 	// the decision moved to existing nodes only here, and those it sized replacements for on
 	// their replacements, which a zone spread refuses until the others are counted).
-	rest := make([]*podInfo, 0, len(pods)-len(home))
-	late := make(map[*podInfo]bool, len(waiting))
-	for _, p := range waiting {
-		late[p] = true
-	}
+	rest := make([]*podInfo, 0, len(pods))
 	for _, p := range pods {
-		if p.err == nil && !home[p] && !late[p] {
+		if p.err == nil && len(planned[p.key]) == 0 {
 			rest = append(rest, p)
 		}
 	}
 	rest = append(rest, waiting...)
 	for _, p := range rest {
-		if late[p] && s.placePlanned(p, planned[p.key]) {
+		if len(planned[p.key]) > 0 && s.placePlanned(p, planned[p.key]) {
 			continue
 		}
 		for {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/dovetail-dev/dovetail/events"
-	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 	"github.com/dovetail-dev/dovetail/shared/disruption"
 )
 
@@ -61,14 +60,7 @@ func (s *Started) Unseen(snap *events.Snapshot, now time.Time) map[string]string
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
 		present[n.Name] = true
-		if n.DeletionTimestamp != nil {
-			shows[n.Name] = true
-		}
-		for _, t := range n.Spec.Taints {
-			if t.Key == apisv1.TaintKeyDisrupted {
-				shows[n.Name] = true
-			}
-		}
+		shows[n.Name] = disruption.MarkedForDeletion(n, nil)
 	}
 	ids := make([]string, 0, len(s.by))
 	for id := range s.by {
