@@ -84,6 +84,10 @@ type ControlPlane struct {
 	Config *rest.Config
 	// CAPEM is the cluster CA certificate (PEM), for building other clients' configurations.
 	CAPEM []byte
+	// SchedulerURL is kube-scheduler's secure endpoint (https://127.0.0.1:PORT, a self-signed
+	// serving certificate); its /metrics, like /healthz, needs no credentials
+	// (--authorization-always-allow-paths), so a benchmark can read the scheduler's own counts.
+	SchedulerURL string
 
 	removeDir bool
 	mu        sync.Mutex
@@ -189,6 +193,7 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 	}
 	etcdPort, etcdPeer, apiPort, cmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
 	cp.Server = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	cp.SchedulerURL = "https://127.0.0.1:" + strconv.Itoa(schedPort)
 
 	// Credentials, all generated now and written owner-only.
 	now := time.Now()
@@ -286,6 +291,7 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 		"--authentication-kubeconfig="+path("scheduler.kubeconfig"),
 		"--authorization-kubeconfig="+path("scheduler.kubeconfig"),
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort),
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
 		"--leader-elect=false", "--profiling=false", "--v=1"); err != nil {
 		return nil, err
 	}

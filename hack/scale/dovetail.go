@@ -71,7 +71,7 @@ func runDovetail(ctx context.Context, n int, o opts, b Bounder) (Result, error) 
 	if err != nil {
 		return r, err
 	}
-	if err := Measure(ctx, &r, kc, dc, o.phase, Pricer(env.Catalog), b); err != nil {
+	if err := Measure(ctx, &r, kc, dc, env.ControlPlane.SchedulerURL, o.phase, Pricer(env.Catalog), b); err != nil {
 		return r, err
 	}
 	snaps.fill(&r)

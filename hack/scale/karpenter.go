@@ -99,7 +99,7 @@ func runKarpenter(ctx context.Context, n int, o opts, b Bounder) (Result, error)
 	if err := waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), 3*time.Minute); err != nil {
 		return r, fmt.Errorf("karpenter: %w (log %s)", err, logf.Name())
 	}
-	if err := Measure(ctx, &r, kc, dc, o.phase, Pricer(b.Catalog), b); err != nil {
+	if err := Measure(ctx, &r, kc, dc, cp.SchedulerURL, o.phase, Pricer(b.Catalog), b); err != nil {
 		return r, err
 	}
 	if r.PeakRSS, err = PeakRSS(cmd.Process.Pid); err != nil {

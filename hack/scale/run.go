@@ -99,13 +99,18 @@ func Pricer(cat *catalog.Catalog) func(n *corev1.Node) (float64, error) {
 }
 
 // Measure creates the workloads of n pods, waits until every pod is bound, then (Phase.Cut)
-// scales them down and waits for the nodes to settle; it fills r from what it saw.
-func Measure(ctx context.Context, r *Result, kc kubernetes.Interface, dc dynamic.Interface, ph Phase, price func(*corev1.Node) (float64, error), b Bounder) error {
+// scales them down and waits for the nodes to settle; it fills r from what it saw. sched is
+// kube-scheduler's URL (realcluster.ControlPlane.SchedulerURL).
+func Measure(ctx context.Context, r *Result, kc kubernetes.Interface, dc dynamic.Interface, sched string, ph Phase, price func(*corev1.Node) (float64, error), b Bounder) error {
 	rec := newRecorder()
 	if err := rec.Start(ctx, kc, dc); err != nil {
 		return err
 	}
 	before, err := APIRequests(ctx, kc)
+	if err != nil {
+		return err
+	}
+	schedBefore, err := SchedulerCounts(ctx, sched)
 	if err != nil {
 		return err
 	}
@@ -133,6 +138,11 @@ func Measure(ctx context.Context, r *Result, kc kubernetes.Interface, dc dynamic
 		return err
 	}
 	r.Requests, r.Reads, r.Writes = DiffRequests(before, after)
+	schedAfter, err := SchedulerCounts(ctx, sched)
+	if err != nil {
+		return err
+	}
+	r.Scheduler, _, _ = DiffRequests(schedBefore, schedAfter)
 	toClaim, toReady, toBound, lastBound := rec.Latencies(start)
 	r.ToClaim, r.ToReady, r.ToBound = DistOf(toClaim), DistOf(toReady), DistOf(toBound)
 	if r.Unbound == 0 {

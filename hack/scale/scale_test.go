@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -360,5 +363,43 @@ func TestRecreatedPodUnderTheSameNameCounts(t *testing.T) {
 	r.pod(fresh, at(5))
 	if seen, bound := r.Progress(); seen != 1 || bound != 1 || r.podNode["db-0-6"] != "n2" || !r.podSeen["db-0-6"].Equal(at(3)) {
 		t.Fatalf("recreated, bound: seen %d bound %d node %s seen at %s; want 1 1 n2 %s", seen, bound, r.podNode["db-0-6"], r.podSeen["db-0-6"], at(3))
+	}
+}
+
+func TestSchedulerCounts(t *testing.T) {
+	// kube-scheduler's exposition, cut to the families SchedulerCounts reads (names and labels of
+	// v1.34's pkg/scheduler/metrics).
+	const text = `# TYPE scheduler_schedule_attempts_total counter
+scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 900
+scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 250
+# TYPE scheduler_scheduling_attempt_duration_seconds histogram
+scheduler_scheduling_attempt_duration_seconds_bucket{profile="default-scheduler",result="scheduled",le="+Inf"} 900
+scheduler_scheduling_attempt_duration_seconds_sum{profile="default-scheduler",result="scheduled"} 4.5
+scheduler_scheduling_attempt_duration_seconds_count{profile="default-scheduler",result="scheduled"} 900
+# TYPE scheduler_framework_extension_point_duration_seconds histogram
+scheduler_framework_extension_point_duration_seconds_bucket{extension_point="Filter",profile="default-scheduler",status="Success",le="+Inf"} 900
+scheduler_framework_extension_point_duration_seconds_sum{extension_point="Filter",profile="default-scheduler",status="Success"} 2
+scheduler_framework_extension_point_duration_seconds_count{extension_point="Filter",profile="default-scheduler",status="Success"} 900
+scheduler_framework_extension_point_duration_seconds_bucket{extension_point="Filter",profile="default-scheduler",status="Unschedulable",le="+Inf"} 250
+scheduler_framework_extension_point_duration_seconds_sum{extension_point="Filter",profile="default-scheduler",status="Unschedulable"} 1.25
+scheduler_framework_extension_point_duration_seconds_count{extension_point="Filter",profile="default-scheduler",status="Unschedulable"} 250
+# TYPE scheduler_queue_incoming_pods_total counter
+scheduler_queue_incoming_pods_total{event="NodeAdd",queue="active"} 30
+scheduler_queue_incoming_pods_total{event="NodeAdd",queue="backoff"} 12
+`
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := schedulerCounts(fams)
+	want := map[string]float64{
+		"attempts scheduled": 900, "attempts unschedulable": 250,
+		"attempt seconds scheduled": 4.5,
+		"Filter seconds":            3.25, // 2 + 1.25 over the status label
+		"queued by NodeAdd":         42,   // 30 + 12 over the queue label
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("schedulerCounts = %v, want %v", got, want)
 	}
 }

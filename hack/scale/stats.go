@@ -61,6 +61,8 @@ type Result struct {
 	// "VERB resource"; Writes sums the non-read verbs.
 	Requests      map[string]float64
 	Reads, Writes float64
+	// Scheduler are kube-scheduler's own counts over provisioning (SchedulerCounts deltas).
+	Scheduler map[string]float64
 	// PeakRSS is the provisioner's peak resident set (bytes; VmHWM) and what it covers:
 	// Dovetail's agent process, Karpenter's controller process.
 	PeakRSS     uint64
@@ -164,6 +166,15 @@ func PrintTable(w io.Writer, results []Result) {
 		row("API reads / writes", func(r *Result) (string, float64) {
 			return fmt.Sprintf("%.0f / %.0f", r.Reads, r.Writes), r.Reads + r.Writes
 		})
+		row("kube-scheduler attempts: scheduled / unschedulable", func(r *Result) (string, float64) {
+			sc := r.Scheduler
+			return fmt.Sprintf("%.0f / %.0f", sc["attempts scheduled"], sc["attempts unschedulable"]), sc["attempts scheduled"] + sc["attempts unschedulable"]
+		})
+		row("kube-scheduler algorithm / Filter time, s", func(r *Result) (string, float64) {
+			sc := r.Scheduler
+			alg := sc["attempt seconds scheduled"] + sc["attempt seconds unschedulable"] + sc["attempt seconds error"]
+			return fmt.Sprintf("%.1f / %.1f", alg, sc["Filter seconds"]), alg
+		})
 		row("peak RSS, MiB", func(r *Result) (string, float64) {
 			return fmt.Sprintf("%.0f (%s)", float64(r.PeakRSS)/(1<<20), r.PeakRSSWhat), float64(r.PeakRSS)
 		})
@@ -263,26 +274,33 @@ func kib(b float64) string {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
 
-// PrintRequests writes the API request deltas of each result, by verb and resource, largest first.
+// PrintRequests writes the API request deltas of each result, by verb and resource, and
+// kube-scheduler's counts, largest first.
 func PrintRequests(w io.Writer, results []Result) {
 	for _, r := range results {
 		fmt.Fprintf(w, "\n%s, N = %d: API server requests during provisioning (apiserver_request_total delta)\n", r.Side, r.N)
-		keys := make([]string, 0, len(r.Requests))
-		for k := range r.Requests {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, func(a, b string) int {
-			if c := -cmpFloat(r.Requests[a], r.Requests[b]); c != 0 {
-				return c
-			}
-			return strings.Compare(a, b)
-		})
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for _, k := range keys {
-			fmt.Fprintf(tw, "  %s\t%.0f\n", k, r.Requests[k])
-		}
-		tw.Flush()
+		printCounts(w, r.Requests)
+		fmt.Fprintf(w, "\n%s, N = %d: kube-scheduler during provisioning (its /metrics, delta)\n", r.Side, r.N)
+		printCounts(w, r.Scheduler)
 	}
+}
+
+func printCounts(w io.Writer, counts map[string]float64) {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := -cmpFloat(counts[a], counts[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "  %s\t%.1f\n", k, counts[k])
+	}
+	tw.Flush()
 }
 
 func cmpFloat(a, b float64) int {
