@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -148,6 +149,34 @@ type HistogramTotal struct {
 	Count uint64
 	Sum   float64
 	MaxLE float64
+}
+
+// histogramTotalJSON is HistogramTotal on the wire between the harness's processes, MaxLE as
+// strconv's text: encoding/json refuses +Inf, a 10,000-pod run's largest snapshot encode fell
+// above the last bucket, and the Dovetail side's whole result was lost.
+type histogramTotalJSON struct {
+	Count uint64
+	Sum   float64
+	MaxLE string
+}
+
+// MarshalJSON writes MaxLE as text ("+Inf" above the last bucket).
+func (h HistogramTotal) MarshalJSON() ([]byte, error) {
+	return json.Marshal(histogramTotalJSON{h.Count, h.Sum, strconv.FormatFloat(h.MaxLE, 'g', -1, 64)})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (h *HistogramTotal) UnmarshalJSON(b []byte) error {
+	var w histogramTotalJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	le, err := strconv.ParseFloat(w.MaxLE, 64)
+	if err != nil {
+		return fmt.Errorf("MaxLE: %w", err)
+	}
+	*h = HistogramTotal{Count: w.Count, Sum: w.Sum, MaxLE: le}
+	return nil
 }
 
 // Mean is Sum / Count (0 without observations).

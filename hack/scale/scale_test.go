@@ -403,3 +403,22 @@ scheduler_queue_incoming_pods_total{event="NodeAdd",queue="backoff"} 12
 		t.Errorf("schedulerCounts = %v, want %v", got, want)
 	}
 }
+
+// TestResultWithAnInfiniteBucketCrossesProcesses: a result whose histogram's largest observation
+// fell above the last bucket (MaxLE +Inf, as at N = 10,000) goes through the JSON the -one child
+// writes and comes back the same.
+func TestResultWithAnInfiniteBucketCrossesProcesses(t *testing.T) {
+	in := Result{Side: sideDovetail, N: 10000, AgentSnapshotEncode: HistogramTotal{Count: 3, Sum: 4.5, MaxLE: math.Inf(1)},
+		AgentSnapshotSize: HistogramTotal{Count: 3, Sum: 1 << 20, MaxLE: 524288}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Result
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.AgentSnapshotEncode.Count != 3 || !math.IsInf(out.AgentSnapshotEncode.MaxLE, 1) || out.AgentSnapshotSize != in.AgentSnapshotSize {
+		t.Errorf("after the round trip: %+v, %+v", out.AgentSnapshotEncode, out.AgentSnapshotSize)
+	}
+}
