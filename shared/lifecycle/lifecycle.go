@@ -436,9 +436,8 @@ func notInitialized(nc *apisv1.NodeClaim, node *corev1.Node) string {
 	return ""
 }
 
-// nominate gives the planned pods that are still pending the registered node's planned-taint
-// toleration, so they, and at first only they, fit the node (design note "Planned pods
-// tolerate, they are not nominated").
+// nominate points the planned pods that are still pending at the registered node, so
+// kube-scheduler tries it first instead of the first new node that happens to be ready.
 func (d *decider) nominate(nc *apisv1.NodeClaim, node *corev1.Node) {
 	planned := nc.Annotations[apisv1.AnnotationPlannedPods]
 	if planned == "" {
@@ -447,7 +446,7 @@ func (d *decider) nominate(nc *apisv1.NodeClaim, node *corev1.Node) {
 	var refs []events.PodRef
 	for _, key := range strings.Split(planned, ",") {
 		p := d.pending[key]
-		if p == nil || apisv1.HasPlannedToleration(p, nc.Name) {
+		if p == nil || p.Status.NominatedNodeName == node.Name {
 			continue
 		}
 		refs = append(refs, events.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)})
