@@ -320,16 +320,11 @@ func APIRequests(ctx context.Context, kc kubernetes.Interface) (map[string]float
 	return out, nil
 }
 
-// DiffRequests is after − before per key (keys absent before count from 0), dropping zeros,
-// and the sums of reads (GET, LIST, WATCH) and writes (every other verb).
+// DiffRequests is DiffCounts of two APIRequests scrapes, and the sums of reads (GET, LIST,
+// WATCH) and writes (every other verb).
 func DiffRequests(before, after map[string]float64) (delta map[string]float64, reads, writes float64) {
-	delta = map[string]float64{}
-	for k, v := range after {
-		d := v - before[k]
-		if d <= 0 {
-			continue
-		}
-		delta[k] = d
+	delta = DiffCounts(before, after)
+	for k, d := range delta {
 		verb, _, _ := strings.Cut(k, " ")
 		switch verb {
 		case "GET", "LIST", "WATCH", "WATCHLIST":
@@ -339,6 +334,18 @@ func DiffRequests(before, after map[string]float64) (delta map[string]float64, r
 		}
 	}
 	return delta, reads, writes
+}
+
+// DiffCounts is after − before per key of two scrapes of counters (keys absent before count
+// from 0), dropping zeros.
+func DiffCounts(before, after map[string]float64) map[string]float64 {
+	delta := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			delta[k] = d
+		}
+	}
+	return delta
 }
 
 // PeakRSS is VmHWM of process pid (bytes): the kernel's peak resident set size

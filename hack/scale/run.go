@@ -142,7 +142,7 @@ func Measure(ctx context.Context, r *Result, kc kubernetes.Interface, dc dynamic
 	if err != nil {
 		return err
 	}
-	r.Scheduler, _, _ = DiffRequests(schedBefore, schedAfter)
+	r.Scheduler = DiffCounts(schedBefore, schedAfter)
 	toClaim, toReady, toBound, lastBound := rec.Latencies(start)
 	r.ToClaim, r.ToReady, r.ToBound = DistOf(toClaim), DistOf(toReady), DistOf(toBound)
 	if r.Unbound == 0 {

@@ -20,8 +20,9 @@ import (
 //
 //   - "attempts <result>": scheduler_schedule_attempts_total by result (scheduled, unschedulable,
 //     error);
-//   - "attempt seconds <result>": the sum of scheduler_scheduling_attempt_duration_seconds, the
-//     scheduling algorithm's time per attempt, binding excluded;
+//   - "attempt seconds <result>": the sum of scheduler_scheduling_attempt_duration_seconds; v1.34
+//     observes it when an attempt's binding cycle ends, so a scheduled attempt's time includes
+//     the Bind extension point (which runs off the scheduling loop, concurrently);
 //   - "<extension point> seconds": the sum of scheduler_framework_extension_point_duration_seconds
 //     over the status and profile labels (Filter, Score, Permit, PreBind, Bind ...);
 //   - "queued by <event>": scheduler_queue_incoming_pods_total by event, the cluster events and
