@@ -86,7 +86,7 @@ func checkProvisioningRequests(ctx context.Context, t *testing.T, env *localdev.
 				provreq.ReasonCapacityIsNotFound, provReqShortCapacity, provReqCount)
 		}
 		// The decision that answered rolled back exactly what the fleet launched.
-		if a, ok := plans.answer(provReqNS + "/short"); !ok {
+		if a, ok := plans.awaitAnswer(ctx, provReqNS+"/short"); !ok {
 			t.Errorf("no decision answered %s/short", provReqNS)
 		} else if len(a.RolledBack) != provReqShortCapacity || len(a.Launched) != 0 {
 			t.Errorf("short: rolled back %d instances and kept %d NodeClaims, want %d and 0", len(a.RolledBack), len(a.Launched), provReqShortCapacity)
@@ -109,7 +109,7 @@ func checkProvisioningRequests(ctx context.Context, t *testing.T, env *localdev.
 		for i := range provReqCount {
 			createConsumer(ctx, t, env, fmt.Sprintf("gang-%02d", i), "gang", provReqPool)
 		}
-		a, ok := plans.answer(provReqNS + "/gang")
+		a, ok := plans.awaitAnswer(ctx, provReqNS+"/gang")
 		if !ok || len(a.Launched) != provReqCount || len(a.RolledBack) != 0 {
 			t.Errorf("gang: the answering decision launched %d NodeClaims and rolled back %d, want all %d in one decision and none",
 				len(a.Launched), len(a.RolledBack), provReqCount)
@@ -199,6 +199,17 @@ func checkProvisioningRequests(ctx context.Context, t *testing.T, env *localdev.
 			}
 		}
 	})
+}
+
+// awaitAnswer returns answer(req) once a decision launched or rolled back something for the
+// request, or after 10 s. The provision function hands a decision to OnDecision after it
+// published the decision's commands, so the agent may write the request's condition first.
+func (r *planRecorder) awaitAnswer(ctx context.Context, req string) (provisionAnswer, bool) {
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		a, ok := r.answer(req)
+		return ok && len(a.Launched)+len(a.RolledBack) > 0, nil
+	})
+	return r.answer(req)
 }
 
 // answer returns the latest answer any decision gave the request "namespace/name".

@@ -59,19 +59,36 @@ func checkTerminationOrderAndVolumes(ctx context.Context, t *testing.T, env *loc
 		}
 		return apisv1.NodeClaim{}
 	}
+	// Cordoned as well: kube-scheduler places no other pod there once the test counted the room
+	// its pods need (pods a consolidation elsewhere evicts meanwhile would otherwise fill it, and
+	// the DaemonSet's pod, which goes through kube-scheduler, would find no room). The DaemonSet
+	// controller gives its pods the node.kubernetes.io/unschedulable toleration, and bare pods
+	// name their node, so the test's own pods still land.
+	hold := func(node string, on bool) error {
+		patch := []byte(`{"metadata":{"annotations":{"` + apisv1.AnnotationDoNotDisrupt + `":"true"}},"spec":{"unschedulable":true}}`)
+		if !on {
+			patch = []byte(`{"metadata":{"annotations":{"` + apisv1.AnnotationDoNotDisrupt + `":null}},"spec":{"unschedulable":null}}`)
+		}
+		_, err := kc.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+	// The test adds 4 pods and a DaemonSet pod: a c6g.medium admits 8 in all.
+	const room = 5
 	take := func(nc apisv1.NodeClaim) bool {
-		patch := []byte(`{"metadata":{"annotations":{"` + apisv1.AnnotationDoNotDisrupt + `":"true"}}}`)
-		if _, err := kc.CoreV1().Nodes().Patch(ctx, nc.Status.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if freePodSlots(ctx, t, env, nc.Status.NodeName) < room || hold(nc.Status.NodeName, true) != nil {
 			return false
 		}
 		time.Sleep(2 * time.Second) // a command already published lands, or is refused, by then
 		n, err := kc.CoreV1().Nodes().Get(ctx, nc.Status.NodeName, metav1.GetOptions{})
-		return err == nil && n.DeletionTimestamp == nil && !tainted(n)
+		if err == nil && n.DeletionTimestamp == nil && !tainted(n) && freePodSlots(ctx, t, env, nc.Status.NodeName) >= room {
+			return true
+		}
+		_ = hold(nc.Status.NodeName, false)
+		return false
 	}
 	var victim apisv1.NodeClaim
 	for _, nc := range nodeClaims(ctx, t, env) {
-		// The test adds 4 pods and a DaemonSet pod: a c6g.medium admits 8 in all.
-		if nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && freePodSlots(ctx, t, env, nc.Status.NodeName) >= 5 && take(nc) {
+		if nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && take(nc) {
 			victim = nc
 			break
 		}
@@ -157,6 +174,12 @@ func checkTerminationOrderAndVolumes(ctx context.Context, t *testing.T, env *loc
 		if pods, lerr := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}); lerr == nil {
 			for _, p := range pods.Items {
 				state = append(state, fmt.Sprintf("%s/%s %s %s", p.Namespace, p.Name, p.Status.Phase, p.Status.Reason))
+			}
+		}
+		// The DaemonSet's pod names no node until kube-scheduler binds it: say why it waits.
+		if pods, lerr := kc.CoreV1().Pods(terminationNS).List(ctx, metav1.ListOptions{LabelSelector: "e2e=termination-ds"}); lerr == nil {
+			for _, p := range pods.Items {
+				state = append(state, fmt.Sprintf("DaemonSet pod %s on %q %s: %s", p.Name, p.Spec.NodeName, p.Status.Phase, schedulerWords(ctx, t, env, &p)))
 			}
 		}
 		t.Fatalf("test pods not running on %s: %v; pods there: %v", node, err, state)
