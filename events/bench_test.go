@@ -59,3 +59,42 @@ func BenchmarkSnapshotValidate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSnapshotMemo prices what a function pays for a snapshot of 10,000 pending pods on 230
+// nodes (make scale's N = 10,000) when another function of its process decoded it already: a
+// full decode (what every function paid before SnapshotMemo), the memo's copy, and the peek that
+// tells a handler the latest snapshot is not newer than its own (ReadLatestSnapshotAfter).
+func BenchmarkSnapshotMemo(b *testing.B) {
+	enc, err := EncodeSnapshot(testSnapshot(230, 0, 10000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeSnapshot(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("memo-copy", func(b *testing.B) {
+		m := NewSnapshotMemo(1)
+		if _, err := m.Decode(enc); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := m.Decode(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("peek-revision", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := PeekRevision(enc); !ok {
+				b.Fatal("no revision")
+			}
+		}
+	})
+}

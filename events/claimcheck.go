@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -123,7 +124,7 @@ func (c Codec) Snapshot(ctx context.Context, env Envelope) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return DecodeSnapshot(data)
+	return Snapshots.Decode(data)
 }
 
 // PodsPending opens a TypePodsPending event's payload.
@@ -334,6 +335,14 @@ func PutLatestSnapshot(ctx context.Context, store BlobStore, cluster string, enc
 // stored yet. A stored snapshot that does not decode wraps ErrMalformed; a store failure is
 // returned as it is (maybe transient).
 func ReadLatestSnapshot(ctx context.Context, store BlobStore, cluster string) (*Snapshot, error) {
+	return ReadLatestSnapshotAfter(ctx, store, cluster, math.MinInt64)
+}
+
+// ReadLatestSnapshotAfter is ReadLatestSnapshot for a caller that holds the snapshot of revision
+// after: it returns nil, without decoding, when the latest is not newer (read from the head of
+// its payload, PeekRevision). Each message's handler checks the latest this way, and it is
+// usually the snapshot the message carried.
+func ReadLatestSnapshotAfter(ctx context.Context, store BlobStore, cluster string, after int64) (*Snapshot, error) {
 	ks, ok := store.(KeyedBlobStore)
 	if !ok {
 		return nil, fmt.Errorf("blob store %T cannot name the URI of %s", store, LatestSnapshotKey(cluster))
@@ -345,12 +354,18 @@ func ReadLatestSnapshot(ctx context.Context, store BlobStore, cluster string) (*
 	if err != nil {
 		return nil, fmt.Errorf("reading the latest snapshot of %s: %w", cluster, err)
 	}
-	snap, err := DecodeSnapshot(data)
+	if rev, ok := PeekRevision(data); ok && rev <= after {
+		return nil, nil
+	}
+	snap, err := Snapshots.Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("the latest snapshot of %s: %w", cluster, err)
 	}
 	if snap.Cluster != cluster {
 		return nil, fmt.Errorf("%w: snapshot.cluster: %q stored as the latest snapshot of %q", ErrMalformed, snap.Cluster, cluster)
+	}
+	if snap.Revision <= after {
+		return nil, nil
 	}
 	return snap, nil
 }

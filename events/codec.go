@@ -137,6 +137,45 @@ func DecodeSnapshot(data []byte) (*Snapshot, error) {
 	return s, nil
 }
 
+// peekBytes bounds what PeekRevision decompresses: the fields before the revision are a schema
+// version and a cluster name of at most 63 characters.
+const peekBytes = 4 << 10
+
+// PeekRevision reads the revision of an EncodeSnapshot payload from the head of its JSON,
+// decompressing at most peekBytes, without decoding or checking the rest: ok is false when the
+// head does not give it (not a zstd frame, not a JSON object, another field order), and then only
+// a full decode can tell. EncodeSnapshot writes schemaVersion, cluster and revision first (the
+// order of Snapshot's fields, which encoding/json keeps).
+func PeekRevision(data []byte) (rev int64, ok bool) {
+	d := zdecs.Get().(*zstd.Decoder)
+	defer zdecs.Put(d)
+	if d.Reset(bytes.NewReader(data)) != nil {
+		return 0, false
+	}
+	dec := json.NewDecoder(io.LimitReader(d, peekBytes))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, false
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return 0, false
+		}
+		if k == "revision" {
+			if err := dec.Decode(&rev); err != nil {
+				return 0, false
+			}
+			return rev, true
+		}
+		if v, err := dec.Token(); err != nil {
+			return 0, false
+		} else if _, composite := v.(json.Delim); composite {
+			return 0, false // past the scalars that lead: the revision is not at the head
+		}
+	}
+	return 0, false
+}
+
 // EncodePodsPending validates p (its snapshot included) and returns it as zstd-compressed JSON.
 // A zero snapshot SchemaVersion is written as SnapshotSchemaVersion; p is not modified.
 func EncodePodsPending(p *PodsPending) ([]byte, error) {

@@ -70,7 +70,8 @@ func PoisonIfMalformed(err error) error {
 // payloads, other event types and other clusters' snapshots are poison; a failing blob store is
 // not (redelivered). Each decode, successful or not, is recorded in rec (nil: none) as
 // telemetry.SnapshotDecode under function's name: the decoder's wall time in seconds, the blob
-// store's fetch of a claim-checked payload excluded.
+// store's fetch of a claim-checked payload excluded; a snapshot another handler of the process
+// decoded (events.Snapshots) costs this one its copy only.
 func SnapshotOf(ctx context.Context, codec events.Codec, cluster string, env events.Envelope, rec telemetry.Recorder, function string) (*events.Snapshot, error) {
 	if env.Type != events.TypeSnapshot && env.Type != events.TypePodsPending {
 		return nil, fmt.Errorf("%w: type: %q carries no snapshot", queue.ErrPoison, env.Type)
@@ -82,7 +83,7 @@ func SnapshotOf(ctx context.Context, codec events.Codec, cluster string, env eve
 	begin := time.Now()
 	var snap *events.Snapshot
 	if env.Type == events.TypeSnapshot {
-		snap, err = events.DecodeSnapshot(data)
+		snap, err = events.Snapshots.Decode(data) // once per process, a copy per handler
 	} else {
 		var pp *events.PodsPending
 		if pp, err = events.DecodePodsPending(data); err == nil {
@@ -146,14 +147,14 @@ func Freshest(ctx context.Context, blobs events.BlobStore, snap *events.Snapshot
 	if _, ok := blobs.(events.KeyedBlobStore); !ok {
 		return snap, nil
 	}
-	latest, err := events.ReadLatestSnapshot(ctx, blobs, snap.Cluster)
+	latest, err := events.ReadLatestSnapshotAfter(ctx, blobs, snap.Cluster, snap.Revision)
 	if err != nil {
 		if errors.Is(err, events.ErrMalformed) {
 			return snap, nil // a bad stored snapshot is the agent's to replace; the message's own is valid
 		}
 		return nil, err
 	}
-	if latest != nil && latest.Revision > snap.Revision {
+	if latest != nil {
 		return latest, nil
 	}
 	return snap, nil
