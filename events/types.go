@@ -254,11 +254,13 @@ const (
 	// finalizers: FinalizerTermination on a Node or NodeClaim, the kind's termination finalizer on
 	// a NodeClass, released only while it is being deleted and no NodeClaim uses it.
 	CommandRemoveFinalizer CommandKind = "RemoveFinalizer"
-	// CommandNominatePods sets status.nominatedNodeName of each of Pods that is still unbound
-	// to NodeName (the node the plan placed it on), so kube-scheduler tries that node first, and
-	// first adds Toleration (when set) to each such pod's spec.tolerations: the toleration of
-	// the node's dovetail.dev/planned taint, so only the planned pods fit the new node at first
-	// (the agent refuses any other toleration).
+	// CommandNominatePods adds Toleration to the spec.tolerations of each of Pods that is still
+	// unbound: the toleration of the dovetail.dev/planned taint of NodeName (the node the plan
+	// placed the pods on), so only the planned pods fit the new node at first (the agent refuses
+	// any other toleration). The name is the wire contract's; since 2026-12-07 the agent no
+	// longer sets status.nominatedNodeName (kube-scheduler's cost of nominated pods, design note
+	// "Planned pods tolerate, they are not nominated"), and a command without Toleration does
+	// nothing.
 	CommandNominatePods CommandKind = "NominatePods"
 	// CommandUntaintNode removes Taint (matched by key and effect; karpenter.sh/disrupted or
 	// dovetail.dev/planned only, any other key is an invalid command) from the Node NodeName. A
@@ -379,7 +381,7 @@ type Command struct {
 	Finalizer string `json:"finalizer,omitempty"`
 	// Pods are the pods of NominatePods and DeletePods.
 	Pods []PodRef `json:"pods,omitempty"`
-	// Toleration is what NominatePods adds to each pod before nominating it.
+	// Toleration is what NominatePods adds to each pod.
 	Toleration *corev1.Toleration `json:"toleration,omitempty"`
 	// NodeClass is the target of SetNodeClassStatus, AddFinalizer and RemoveFinalizer (its
 	// kind, name and, for SetNodeClassStatus, the status to write).

@@ -194,7 +194,7 @@ func pickNode(p *corev1.Pod, nodes []*nodeState) (*nodeState, string) {
 			reasons["node(s) didn't match pod anti-affinity rules"]++
 		default:
 			// kube-scheduler evaluates a pod's nominated node first and binds it there when it
-			// fits (the lifecycle function nominates the node the plan chose).
+			// fits (its own preemption nominates; Dovetail's planned pods carry a toleration).
 			if p.Status.NominatedNodeName != "" && n.node.Name == p.Status.NominatedNodeName {
 				return n, ""
 			}

@@ -291,13 +291,13 @@ func (h *Handler) scaleStatic(ctx context.Context, snap *events.Snapshot, d *Dec
 	return launched, err
 }
 
-// nominateOnPlannedNodes nominates the pending pods the plan put on a registered node that still
-// carries its dovetail.dev/planned taint, and gives them the taint's toleration (one NominatePods
-// command per node). The lifecycle function nominates only the pods a NodeClaim was launched for
+// nominateOnPlannedNodes gives the pending pods the plan put on a registered node that still
+// carries its dovetail.dev/planned taint the taint's toleration (one NominatePods command per
+// node). The lifecycle function does this only for the pods a NodeClaim was launched for
 // (apisv1.AnnotationPlannedPods); a pod that arrived later and that this plan counts on the
 // node's spare room was kept off it by the taint, and once the taint went it raced every other
-// pending pod for that room (kube-scheduler binds where a pod fits first). Nominated, it is tried
-// there first, and kube-scheduler counts its requests on the node for other pods meanwhile.
+// pending pod for that room (kube-scheduler binds where a pod fits first). Tolerating, it fits
+// the node while the taint still keeps the others off.
 func (h *Handler) nominateOnPlannedNodes(ctx context.Context, snap *events.Snapshot, placed []*provisioning.NodePlacement) error {
 	claimOf := map[string]string{} // node → the NodeClaim its planned taint names
 	for i := range snap.Nodes {
@@ -315,8 +315,8 @@ func (h *Handler) nominateOnPlannedNodes(ctx context.Context, snap *events.Snaps
 		keys := []string{h.Cluster, "nominate-planned", e.Name, claim}
 		var refs []events.PodRef
 		for _, p := range e.Pods {
-			if p.Status.NominatedNodeName == e.Name {
-				continue // nominated already (by the lifecycle function, or an earlier decision)
+			if apisv1.HasPlannedToleration(p, claim) {
+				continue // tolerates already (by the lifecycle function, or an earlier decision)
 			}
 			refs = append(refs, events.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)})
 			keys = append(keys, p.Namespace+"/"+p.Name+"/"+string(p.UID))

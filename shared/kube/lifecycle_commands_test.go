@@ -342,33 +342,45 @@ func TestRemoveFinalizer(t *testing.T) {
 	}
 }
 
+// TestNominatePods: the command gives each unbound pod the node's planned-taint toleration, and
+// never sets status.nominatedNodeName (design note "Planned pods tolerate, they are not
+// nominated"); a bound pod, a pod gone and a redelivery write nothing.
 func TestNominatePods(t *testing.T) {
 	f := newOwnedFixture(t, []runtime.Object{node("n1"), node("n2"), pod("default", "web-0", ""), pod("default", "web-1", "n1")})
 	eventually(t, "sync", func() bool { return len(f.watcher.PodsOnNode("n1")) == 1 && f.watcher.Node("n2") != nil })
-	cmd := &events.Command{ID: "nominate", Kind: events.CommandNominatePods, Cluster: "test", NodeName: "n2",
+	tol := apisv1.PlannedToleration("nc-n2") // n2's NodeClaim in the owned fixture
+	cmd := &events.Command{ID: "nominate", Kind: events.CommandNominatePods, Cluster: "test", NodeName: "n2", Toleration: &tol,
 		Pods: []events.PodRef{{Namespace: "default", Name: "web-0", UID: "uid-default-web-0"}, {Namespace: "default", Name: "web-1"}, {Namespace: "default", Name: "web-9"}}}
 	for i := 0; i < 2; i++ {
 		if err := f.applier.Apply(f.ctx, cmd); err != nil {
 			t.Fatalf("apply #%d: %v", i+1, err)
 		}
+		// The second delivery reads web-0 from the cache: let it see the first's write.
+		eventually(t, "the toleration in the cache", func() bool {
+			p := f.watcher.Pod("default", "web-0")
+			return p != nil && apisv1.HasPlannedToleration(p, "nc-n2")
+		})
 	}
 	p0, _ := f.kube.CoreV1().Pods("default").Get(f.ctx, "web-0", metav1.GetOptions{})
 	p1, _ := f.kube.CoreV1().Pods("default").Get(f.ctx, "web-1", metav1.GetOptions{})
-	if p0.Status.NominatedNodeName != "n2" || p1.Status.NominatedNodeName != "" || p1.Spec.NodeName != "n1" {
-		t.Fatalf("web-0 nominated %q (want n2), web-1 nominated %q on %q (want none, still on n1)", p0.Status.NominatedNodeName, p1.Status.NominatedNodeName, p1.Spec.NodeName)
+	if !apisv1.HasPlannedToleration(p0, "nc-n2") || p0.Status.NominatedNodeName != "" {
+		t.Errorf("web-0: tolerations %v, nominated %q; want the planned toleration and no nomination", p0.Spec.Tolerations, p0.Status.NominatedNodeName)
 	}
-	// One write, through pods/status, for web-0 only (the redelivery found it nominated).
-	if got := patchBodies(f.kube.Actions(), "pods", "status", "web-0"); len(got) != 1 || !strings.Contains(got[0], `"nominatedNodeName":"n2"`) {
-		t.Fatalf("web-0 status patches = %v", got)
+	if len(p1.Spec.Tolerations) != 0 || p1.Spec.NodeName != "n1" {
+		t.Errorf("web-1 (bound to n1): tolerations %v on %q, want none, still on n1", p1.Spec.Tolerations, p1.Spec.NodeName)
 	}
-	if n := countActions(f.kube.Actions(), "patch", "pods", "status") + countActions(f.kube.Actions(), "patch", "pods", ""); n != 1 {
-		t.Fatalf("%d pod patches, want 1", n)
+	// One write, for web-0 only, and none through pods/status.
+	if n := countActions(f.kube.Actions(), "patch", "pods", "status"); n != 0 {
+		t.Errorf("%d pods/status patches, want 0", n)
+	}
+	if n := countActions(f.kube.Actions(), "patch", "pods", ""); n != 1 {
+		t.Errorf("%d pod patches, want 1", n)
 	}
 }
 
-// TestNominatePodsManyAtOnce: a command of 20 pods nominates every one, reading each from the
-// agent's cache (no GET when the cache has the pod), and a pod whose write fails is the one the
-// retryable error lists, the others nominated all the same.
+// TestNominatePodsManyAtOnce: a command of 20 pods gives every one the toleration, reading each
+// from the agent's cache (no GET when the cache has the pod), and a pod whose write fails is the
+// one the retryable error lists, the others done all the same.
 func TestNominatePodsManyAtOnce(t *testing.T) {
 	objs := []runtime.Object{node("n1")}
 	var refs []events.PodRef
@@ -386,7 +398,8 @@ func TestNominatePodsManyAtOnce(t *testing.T) {
 		return false, nil, nil
 	})
 	f.kube.ClearActions()
-	err := f.applier.Apply(f.ctx, &events.Command{ID: "nominate-20", Kind: events.CommandNominatePods, Cluster: "test", NodeName: "n1", Pods: refs})
+	tol := apisv1.PlannedToleration("nc-n1")
+	err := f.applier.Apply(f.ctx, &events.Command{ID: "nominate-20", Kind: events.CommandNominatePods, Cluster: "test", NodeName: "n1", Pods: refs, Toleration: &tol})
 	if err == nil || !strings.Contains(err.Error(), "1 of 20 pods failed: default/web-7: etcdserver: request timed out") {
 		t.Fatalf("err = %v, want one retryable error listing default/web-7 only", err)
 	}
@@ -395,8 +408,8 @@ func TestNominatePodsManyAtOnce(t *testing.T) {
 	}
 	for i := range 20 {
 		p, _ := f.kube.CoreV1().Pods("default").Get(f.ctx, fmt.Sprintf("web-%d", i), metav1.GetOptions{})
-		if want := map[bool]string{true: "", false: "n1"}[i == 7]; p.Status.NominatedNodeName != want {
-			t.Errorf("web-%d nominated %q, want %q", i, p.Status.NominatedNodeName, want)
+		if got := apisv1.HasPlannedToleration(p, "nc-n1"); got != (i != 7) {
+			t.Errorf("web-%d tolerates nc-n1's planned taint: %v, want %v", i, got, i != 7)
 		}
 	}
 }

@@ -436,8 +436,9 @@ func notInitialized(nc *apisv1.NodeClaim, node *corev1.Node) string {
 	return ""
 }
 
-// nominate points the planned pods that are still pending at the registered node, so
-// kube-scheduler tries it first instead of the first new node that happens to be ready.
+// nominate gives the planned pods that are still pending the registered node's planned-taint
+// toleration, so they, and at first only they, fit the node (design note "Planned pods
+// tolerate, they are not nominated").
 func (d *decider) nominate(nc *apisv1.NodeClaim, node *corev1.Node) {
 	planned := nc.Annotations[apisv1.AnnotationPlannedPods]
 	if planned == "" {
@@ -446,7 +447,7 @@ func (d *decider) nominate(nc *apisv1.NodeClaim, node *corev1.Node) {
 	var refs []events.PodRef
 	for _, key := range strings.Split(planned, ",") {
 		p := d.pending[key]
-		if p == nil || p.Status.NominatedNodeName == node.Name {
+		if p == nil || apisv1.HasPlannedToleration(p, nc.Name) {
 			continue
 		}
 		refs = append(refs, events.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)})

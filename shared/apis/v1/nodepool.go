@@ -7,6 +7,7 @@ package v1
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -87,6 +88,12 @@ func PlannedTaint(nc string) corev1.Taint {
 // PlannedToleration tolerates PlannedTaint(nc): what a pod planned onto that node is given.
 func PlannedToleration(nc string) corev1.Toleration {
 	return corev1.Toleration{Key: TaintKeyPlanned, Operator: corev1.TolerationOpEqual, Value: nc, Effect: corev1.TaintEffectNoSchedule}
+}
+
+// HasPlannedToleration reports whether pod carries PlannedToleration(nc) exactly: the pod was
+// planned onto nc's node and given its toleration already.
+func HasPlannedToleration(pod *corev1.Pod, nc string) bool {
+	return slices.Contains(pod.Spec.Tolerations, PlannedToleration(nc))
 }
 
 // Consolidation policies. The v1beta1 name WhenUnderutilized converts to WhenEmptyOrUnderutilized.
