@@ -22,6 +22,7 @@ func TestOrderingKey(t *testing.T) {
 		want string
 	}{
 		{"nominate", Command{Kind: CommandNominatePods, NodeName: "ip-10-0-1-5", Pods: []PodRef{{Namespace: "default", Name: "web-0"}}}, "node/ip-10-0-1-5"},
+		{"nominate before registration: behind the create", Command{Kind: CommandNominatePods, NodeClaim: claim("default-x7k2p", ""), Pods: []PodRef{{Namespace: "default", Name: "web-0"}}}, "nodeclaim/default-x7k2p"},
 		{"register names node and claim", Command{Kind: CommandRegisterNode, NodeName: "ip-10-0-1-5", NodeClaim: claim("default-x7k2p", "")}, "node/ip-10-0-1-5"},
 		{"status naming the node", Command{Kind: CommandSetNodeClaimStatus, NodeClaim: claim("default-x7k2p", "ip-10-0-1-5")}, "node/ip-10-0-1-5"},
 		{"status before registration", Command{Kind: CommandSetNodeClaimStatus, NodeClaim: claim("default-x7k2p", "")}, "nodeclaim/default-x7k2p"},

@@ -257,7 +257,10 @@ const (
 	// CommandNominatePods adds Toleration to the spec.tolerations of each of Pods that is still
 	// unbound: the toleration of the dovetail.dev/planned taint of NodeName (the node the plan
 	// placed the pods on), so only the planned pods fit the new node at first (the agent refuses
-	// any other toleration). The name is the wire contract's; since 2026-12-07 the agent no
+	// any other toleration). Instead of NodeName it may name a NodeClaim (NodeClaim, its name
+	// only) whose node has not registered yet: the provision function sends that form right
+	// behind the NodeClaim's CreateNodeClaim, so the pods tolerate the taint before the node
+	// exists. The name is the wire contract's; since 2026-12-07 the agent no
 	// longer sets status.nominatedNodeName (kube-scheduler's cost of nominated pods, design note
 	// "Planned pods tolerate, they are not nominated"), and a command without Toleration does
 	// nothing.
@@ -421,7 +424,7 @@ type Command struct {
 //     TaintNode stays before the DrainNode of its disruption.
 //   - "nodeclaim/<name>" for a command on a NodeClaim that names no Node (CreateNodeClaim,
 //     DeleteNodeClaim, RemoveFinalizer of a NodeClaim, status writes before registration or
-//     during termination).
+//     during termination, a NominatePods naming the NodeClaim: applied after its create).
 //   - "nodeclass/<kind>/<name>", "nodepool/<name>", "nodeoverlay/<name>",
 //     "provisioningrequest/<namespace>/<name>" for the status and finalizer commands of those.
 //   - "offerings" for MarkOfferingsUnavailable: one ConfigMap holds every mark, and a later

@@ -466,7 +466,16 @@ func (c *Command) Validate() error {
 			}
 		}
 	case CommandNominatePods, CommandDeletePods:
-		needNodeName()
+		switch {
+		case c.Kind == CommandNominatePods && c.NodeClaim != nil && c.NodeName != "":
+			errs.add("command.nodeClaim", "kind %s names a node (nodeName) or a NodeClaim whose node has not registered (nodeClaim), not both", c.Kind)
+		case c.Kind == CommandNominatePods && c.NodeClaim != nil:
+			if c.NodeClaim.Name == "" {
+				errs.add("command.nodeClaim.metadata.name", "required for kind %s", c.Kind)
+			}
+		default:
+			needNodeName()
+		}
 		if len(c.Pods) == 0 {
 			errs.add("command.pods", "required for kind %s: at least one pod", c.Kind)
 		}

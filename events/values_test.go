@@ -143,6 +143,14 @@ func TestCommandValuesRefusedWithTheirPath(t *testing.T) {
 			c.Kind, c.NodeName, c.Pods = CommandNominatePods, "n1", []PodRef{{Namespace: "default", Name: "p"}}
 			c.Toleration = &corev1.Toleration{Key: "dovetail.dev/planned", Value: "a b"}
 		}, "command.toleration.value"},
+		{"NominatePods naming a node and a NodeClaim", func(c *Command) {
+			c.Kind, c.NodeName, c.Pods = CommandNominatePods, "n1", []PodRef{{Namespace: "default", Name: "p"}}
+			c.NodeClaim = nc(func(*apisv1.NodeClaim) {})
+		}, "command.nodeClaim"},
+		{"NominatePods naming a NodeClaim without a name", func(c *Command) {
+			c.Kind, c.Pods = CommandNominatePods, []PodRef{{Namespace: "default", Name: "p"}}
+			c.NodeClaim = &apisv1.NodeClaim{}
+		}, "command.nodeClaim.metadata.name"},
 		{"DeletePods namespace", func(c *Command) {
 			c.Kind, c.NodeName, c.Pods = CommandDeletePods, "n1", []PodRef{{Namespace: "Default", Name: "p"}}
 		}, "command.pods[0].namespace"},

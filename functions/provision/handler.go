@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/dovetail-dev/dovetail/events"
 	"github.com/dovetail-dev/dovetail/functions/internal/absence"
 	"github.com/dovetail-dev/dovetail/functions/internal/emit"
@@ -220,6 +222,9 @@ func (h *Handler) Decide(ctx context.Context, snap *events.Snapshot) (Decision, 
 		return d, err
 	}
 	d.Existing, d.Unschedulable = out.Plan.ExistingNodes, out.Plan.Unschedulable
+	if err := h.nominateOnLaunched(ctx, snap, out.Launched); err != nil {
+		return d, err
+	}
 	if err := h.nominateOnPlannedNodes(ctx, snap, out.Plan.ExistingNodes); err != nil {
 		return d, err
 	}
@@ -289,6 +294,41 @@ func (h *Handler) scaleStatic(ctx context.Context, snap *events.Snapshot, d *Dec
 		d.Failures = append(d.Failures, e.Error())
 	}
 	return launched, err
+}
+
+// nominateOnLaunched gives the pending pods each launched NodeClaim was planned for the
+// toleration of the planned taint its node will register with (one NominatePods command per
+// NodeClaim, naming the NodeClaim: its node does not exist yet). Published after the
+// NodeClaim's CreateNodeClaim, under the same ordering key, so the agent applies it once the
+// NodeClaim exists. Given now, the pod update's extra kube-scheduler attempt (and its backoff)
+// is over long before the node registers; the lifecycle function gives the toleration at
+// registration only to the planned pods still without it.
+func (h *Handler) nominateOnLaunched(ctx context.Context, snap *events.Snapshot, launched []launch.Launched) error {
+	for _, l := range launched {
+		if l.NodeClaim == nil || l.Plan == nil {
+			continue
+		}
+		name := l.NodeClaim.Name
+		keys := []string{h.Cluster, "nominate-launched", name}
+		var refs []events.PodRef
+		for _, p := range l.Plan.Pods {
+			if p.Spec.NodeName != "" || apisv1.HasPlannedToleration(p, name) {
+				continue
+			}
+			refs = append(refs, events.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)})
+			keys = append(keys, p.Namespace+"/"+p.Name+"/"+string(p.UID))
+		}
+		if len(refs) == 0 {
+			continue
+		}
+		tol := apisv1.PlannedToleration(name)
+		if err := h.publish(ctx, snap, events.Command{ID: events.CommandID(keys...), Kind: events.CommandNominatePods, Cluster: h.Cluster,
+			SnapshotRevision: snap.Revision, NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}, Pods: refs, Toleration: &tol,
+			Reason: fmt.Sprintf("planned onto NodeClaim %s by decision %d", name, snap.Revision)}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // nominateOnPlannedNodes gives the pending pods the plan put on a registered node that still

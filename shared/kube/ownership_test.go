@@ -684,6 +684,46 @@ func TestNominatePodsAddsOnlyThePlannedToleration(t *testing.T) {
 	}
 }
 
+// NominatePods naming a NodeClaim (the provision function's, sent behind its CreateNodeClaim
+// before the node exists) adds only that NodeClaim's planned-taint toleration, and only for a
+// NodeClaim the agent created; one gone, or being deleted, is nothing to do.
+func TestNominatePodsForAClaimAddsOnlyItsPlannedToleration(t *testing.T) {
+	cases := []struct {
+		name     string
+		world    world
+		deleting bool
+		claim    string
+		tol      corev1.Toleration
+		want     string
+		added    bool
+	}{
+		{"tolerate everything", managed, false, "nc", corev1.Toleration{Operator: corev1.TolerationOpExists}, "refused: command.toleration", false},
+		{"another NodeClaim's planned taint", managed, false, "nc", apisv1.PlannedToleration("other"), "refused: command.toleration", false},
+		{"the NodeClaim's planned taint", managed, false, "nc", apisv1.PlannedToleration("nc"), "applied", true},
+		{"a NodeClaim the agent did not create", unmanaged, false, "nc", apisv1.PlannedToleration("nc"), "refused: not Dovetail's", false},
+		{"a NodeClaim being deleted", managed, true, "nc", apisv1.PlannedToleration("nc"), "applied", false},
+		{"a NodeClaim gone", managed, false, "gone", apisv1.PlannedToleration("gone"), "applied", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := ownershipWorld(t, c.world, c.deleting)
+			tol := c.tol
+			cmd := &events.Command{ID: "nominate", Kind: events.CommandNominatePods, Cluster: "test", SnapshotRevision: settledRevision(t, f.watcher),
+				NodeClaim: &apisv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: c.claim}}, Pods: []events.PodRef{{Namespace: "default", Name: "web"}}, Toleration: &tol}
+			if err := cmd.Validate(); err != nil {
+				t.Fatalf("the command is valid on the wire: %v", err)
+			}
+			if got := outcome(f.applier.Apply(f.ctx, cmd)); !strings.HasPrefix(got, c.want) {
+				t.Fatalf("NominatePods for NodeClaim %s with %+v: %s, want %s", c.claim, c.tol, got, c.want)
+			}
+			p, _ := f.kube.CoreV1().Pods("default").Get(f.ctx, "web", metav1.GetOptions{})
+			if added := len(p.Spec.Tolerations) == 1 && apisv1.HasPlannedToleration(p, c.claim); added != c.added {
+				t.Errorf("tolerations %+v, want the planned toleration added = %v", p.Spec.Tolerations, c.added)
+			}
+		})
+	}
+}
+
 // RemoveFinalizer and AddFinalizer touch only Dovetail's finalizers: karpenter.sh/termination on
 // a Node or NodeClaim, the NodeClass kind's termination finalizer (karpenter.k8s.aws/termination,
 // karpenter.azure.com/termination) on a NodeClass, and release that one only from a NodeClass
