@@ -88,7 +88,7 @@ func TestAnomalyHoldReleasesOnApproval(t *testing.T) {
 			t.Errorf("launched %s, want m5.xlarge", in.InstanceType)
 		}
 	}
-	cmds = e.waitCommands(t, n+5)[n:] // 3 CreateNodeClaim, SetNodePoolStatus, the Event
+	cmds = e.waitCommands(t, n+8)[n:] // 3 CreateNodeClaim, their 3 NominatePods, SetNodePoolStatus, the Event
 	cond, evs = heldState(t, cmds)
 	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != guardrails.ReasonApproved || !strings.HasPrefix(cond.Message, id+" approved by dovetail.dev/approve-scale-up") {
 		t.Fatalf("condition after approval %+v", cond)

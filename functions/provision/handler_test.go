@@ -119,7 +119,7 @@ func TestCapacityErrorReplansOntoAnotherPool(t *testing.T) {
 	if len(insts) != 1 || insts[0].InstanceType != "c5.large" {
 		t.Fatalf("instances = %+v, want one c5.large", insts)
 	}
-	cmds := e.waitCommands(t, 2)
+	cmds := e.waitCommands(t, 3) // MarkOfferingsUnavailable, CreateNodeClaim, its NominatePods
 	var create, mark *events.Command
 	for i := range cmds {
 		switch cmds[i].Kind {

@@ -80,7 +80,8 @@ func TestCrashLoopingDeploymentLaunchesOnlyItsAllowance(t *testing.T) {
 		t.Fatalf("quarantined %+v", d.Quarantined)
 	}
 	var held []events.EventRecord
-	for _, c := range e.waitCommands(t, 2) {
+	// CreateNodeClaim, its NominatePods, then the held pods' Events.
+	for _, c := range e.waitCommands(t, 3) {
 		if c.Kind == events.CommandRecordEvents {
 			if err := c.Validate(); err != nil {
 				t.Fatal(err)
