@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dovetail-dev/dovetail/events"
@@ -309,15 +310,7 @@ func (h *Handler) nominateOnLaunched(ctx context.Context, snap *events.Snapshot,
 			continue
 		}
 		name := l.NodeClaim.Name
-		keys := []string{h.Cluster, "nominate-launched", name}
-		var refs []events.PodRef
-		for _, p := range l.Plan.Pods {
-			if p.Spec.NodeName != "" || apisv1.HasPlannedToleration(p, name) {
-				continue
-			}
-			refs = append(refs, events.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)})
-			keys = append(keys, p.Namespace+"/"+p.Name+"/"+string(p.UID))
-		}
+		refs, keys := untolerating(l.Plan.Pods, name, h.Cluster, "nominate-launched", name)
 		if len(refs) == 0 {
 			continue
 		}
@@ -329,6 +322,21 @@ func (h *Handler) nominateOnLaunched(ctx context.Context, snap *events.Snapshot,
 		}
 	}
 	return nil
+}
+
+// untolerating returns the pods that are unbound and lack claim's planned-taint toleration (one
+// given by the lifecycle function or an earlier decision is not given again), and the command
+// ID's keys: idKeys, then each such pod's namespace/name/uid.
+func untolerating(pods []*corev1.Pod, claim string, idKeys ...string) ([]events.PodRef, []string) {
+	var refs []events.PodRef
+	for _, p := range pods {
+		if p.Spec.NodeName != "" || apisv1.HasPlannedToleration(p, claim) {
+			continue
+		}
+		refs = append(refs, events.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)})
+		idKeys = append(idKeys, p.Namespace+"/"+p.Name+"/"+string(p.UID))
+	}
+	return refs, idKeys
 }
 
 // nominateOnPlannedNodes gives the pending pods the plan put on a registered node that still
@@ -352,15 +360,7 @@ func (h *Handler) nominateOnPlannedNodes(ctx context.Context, snap *events.Snaps
 		if e.InFlight || claim == "" {
 			continue
 		}
-		keys := []string{h.Cluster, "nominate-planned", e.Name, claim}
-		var refs []events.PodRef
-		for _, p := range e.Pods {
-			if apisv1.HasPlannedToleration(p, claim) {
-				continue // tolerates already (by the lifecycle function, or an earlier decision)
-			}
-			refs = append(refs, events.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)})
-			keys = append(keys, p.Namespace+"/"+p.Name+"/"+string(p.UID))
-		}
+		refs, keys := untolerating(e.Pods, claim, h.Cluster, "nominate-planned", e.Name, claim)
 		if len(refs) == 0 {
 			continue
 		}
