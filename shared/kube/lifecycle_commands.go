@@ -698,19 +698,13 @@ func (a *Applier) nominatePods(ctx context.Context, cmd *events.Command) error {
 	if err := a.refuseUnownedNode(ctx, cmd, node); err != nil {
 		return err
 	}
-	// The only toleration the agent adds is of this node's own planned taint (what the lifecycle
-	// function sends): any other would let the pod past taints that are not Dovetail's to lift.
-	if t := cmd.Toleration; t != nil {
-		owner, _ := a.nodeOwner(node)
-		if owner == nil || *t != apisv1.PlannedToleration(owner.Name) {
-			want := "none (the node has no NodeClaim)"
-			if owner != nil {
-				pt := apisv1.PlannedToleration(owner.Name)
-				want = fmt.Sprintf("%s=%s:%s", pt.Key, pt.Value, pt.Effect)
-			}
-			return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), fmt.Sprintf("command.toleration: %s %s %s:%s is not the node's planned taint's toleration (%s)",
-				t.Key, t.Operator, t.Value, t.Effect, want))
-		}
+	owner, _ := a.nodeOwner(node)
+	claim := ""
+	if owner != nil {
+		claim = owner.Name
+	}
+	if why := foreignToleration(cmd.Toleration, claim); why != "" {
+		return a.refuse(ctx, cmd, a.nodeRef(cmd.NodeName), why)
 	}
 	return eachPodParallel(ctx, cmd, a.opts.NominateParallelism, "nominate pods for node "+cmd.NodeName, func(ref events.PodRef) error { return a.nominatePod(ctx, cmd, ref) })
 }
@@ -742,13 +736,25 @@ func (a *Applier) nominatePodsForClaim(ctx context.Context, cmd *events.Command)
 	if err := a.refuseUnownedClaim(ctx, cmd, nc); err != nil {
 		return err
 	}
-	if t := cmd.Toleration; t != nil && *t != apisv1.PlannedToleration(nc.Name) {
-		pt := apisv1.PlannedToleration(nc.Name)
-		ref := corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: nc.Name, UID: nc.UID}
-		return a.refuse(ctx, cmd, ref, fmt.Sprintf("command.toleration: %s %s %s:%s is not the NodeClaim's planned taint's toleration (%s=%s:%s)",
-			t.Key, t.Operator, t.Value, t.Effect, pt.Key, pt.Value, pt.Effect))
+	if why := foreignToleration(cmd.Toleration, nc.Name); why != "" {
+		return a.refuse(ctx, cmd, corev1.ObjectReference{APIVersion: apisv1.GroupVersion, Kind: "NodeClaim", Name: nc.Name, UID: nc.UID}, why)
 	}
 	return eachPodParallel(ctx, cmd, a.opts.NominateParallelism, "nominate pods for NodeClaim "+nc.Name, func(ref events.PodRef) error { return a.nominatePod(ctx, cmd, ref) })
+}
+
+// foreignToleration says why NominatePods may not add t (nil: it adds nothing), or "" when t is
+// the planned taint's toleration of NodeClaim claim ("": the node has none), the only toleration
+// the agent adds: any other would let the pod past taints that are not Dovetail's to lift.
+func foreignToleration(t *corev1.Toleration, claim string) string {
+	if t == nil || (claim != "" && *t == apisv1.PlannedToleration(claim)) {
+		return ""
+	}
+	want := "none (the node has no NodeClaim)"
+	if claim != "" {
+		pt := apisv1.PlannedToleration(claim)
+		want = fmt.Sprintf("%s=%s:%s of NodeClaim %s", pt.Key, pt.Value, pt.Effect, claim)
+	}
+	return fmt.Sprintf("command.toleration: %s %s %s:%s is not the planned taint's toleration (%s)", t.Key, t.Operator, t.Value, t.Effect, want)
 }
 
 // eachPodParallel is eachPod with up to n pods in flight at once: a nomination is two or three
