@@ -417,17 +417,24 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	if len(pods) == 0 {
 		return nil
 	}
-	if a.cfg.Blobs != nil {
-		if _, err := a.storeLatest(ctx, snap); err != nil {
-			a.log().Warn("storing the latest snapshot", "err", err)
-		}
-	}
 	// Same revision means same cluster state and same triggers, so the id doubles as the
 	// queue's deduplication key.
 	id := "pods-pending-" + strconv.FormatInt(snap.Revision, 10)
+	var latest []byte // the snapshot alone, for the latest-snapshot key
 	encoded, err := a.encode(events.TypePodsPending, func() ([]byte, error) {
-		return events.EncodePodsPending(&events.PodsPending{Pods: pods, Snapshot: snap})
+		if a.cfg.Blobs == nil {
+			return events.EncodePodsPending(&events.PodsPending{Pods: pods, Snapshot: snap})
+		}
+		// One validation and one marshal of the snapshot for both payloads.
+		s, p, err := events.EncodeSnapshotWithPods(snap, pods)
+		latest = s
+		return p, err
 	})
+	if latest != nil {
+		if err := events.PutLatestSnapshot(ctx, a.cfg.Blobs, a.cfg.Cluster, latest); err != nil {
+			a.log().Warn("storing the latest snapshot", "err", err)
+		}
+	}
 	if err != nil {
 		err = fmt.Errorf("encode %s event %s: %w", events.TypePodsPending, id, err)
 	} else {

@@ -192,6 +192,31 @@ func TestAgentStoresTheLatestSnapshot(t *testing.T) {
 	}
 }
 
+// A pods-pending batch stores its snapshot as the latest too: the one inside the batch, from the
+// same marshal (events.EncodeSnapshotWithPods).
+func TestAgentStoresAPendingBatchsSnapshotAsTheLatest(t *testing.T) {
+	e := newEnv(t, clock.RealClock{}, 0, 0, -1, testNode("n1"))
+	e.waitSynced(t)
+	store := &events.MemoryBlobStore{}
+	e.agent.cfg.Blobs = store
+	if _, err := e.kube.CoreV1().Pods("default").Create(e.ctx, testPod("web-0", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env := e.nextEvent(t)
+	pp, err := events.Codec{Blobs: store}.PodsPending(e.ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := events.ReadLatestSnapshot(e.ctx, store, cluster)
+	if err != nil || got == nil {
+		t.Fatalf("latest snapshot %v, %v; want the batch's", got, err)
+	}
+	if got.Revision != pp.Snapshot.Revision || len(got.PendingPods) != 1 || got.PendingPods[0].Name != "web-0" {
+		t.Fatalf("latest snapshot at revision %d with %d pending pods, want the batch's (revision %d, web-0)",
+			got.Revision, len(got.PendingPods), pp.Snapshot.Revision)
+	}
+}
+
 // A leader reserves its snapshot revisions before it publishes (the floor on the ledger
 // ConfigMap is the end of its reservation, and its revisions start above the floor it found),
 // and publishes no snapshot beyond the end of its reservation.

@@ -136,7 +136,7 @@ func (c Codec) PodsPending(ctx context.Context, env Envelope) (*PodsPending, err
 	if err != nil {
 		return nil, err
 	}
-	return DecodePodsPending(data)
+	return Snapshots.DecodePodsPending(data)
 }
 
 // Command opens a TypeCommand event's payload.

@@ -194,6 +194,37 @@ func EncodePodsPending(p *PodsPending) ([]byte, error) {
 	return encodePayload(&c)
 }
 
+// EncodeSnapshotWithPods returns what EncodeSnapshot(s) and EncodePodsPending(&PodsPending{pods,
+// s}) return, byte for byte, validating and marshalling s once: the agent stores a pods-pending
+// batch's snapshot as the cluster's latest and publishes the batch, and at 10,000 pending pods
+// each marshal of the snapshot is tens of MB of JSON (docs/scale.md, "Eighth pass"). Errors are
+// EncodePodsPending's. s is not modified.
+func EncodeSnapshotWithPods(s *Snapshot, pods []string) (snapshot, podsPending []byte, err error) {
+	if s == nil {
+		return nil, nil, errors.New("podsPending.snapshot: required")
+	}
+	c := *s
+	if c.SchemaVersion == 0 {
+		c.SchemaVersion = SnapshotSchemaVersion
+	}
+	if err := (&PodsPending{Pods: pods, Snapshot: &c}).Validate(); err != nil {
+		return nil, nil, err
+	}
+	raw, err := json.Marshal(&c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding payload as JSON: %w", err)
+	}
+	names, err := json.Marshal(pods)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding payload as JSON: %w", err)
+	}
+	// What json.Marshal writes for PodsPending (its fields in order, compact), around the
+	// snapshot's JSON already made; TestEncodeSnapshotWithPodsIsBothEncodings holds it to that.
+	wrapped := make([]byte, 0, len(raw)+len(names)+len(`{"pods":,"snapshot":}`))
+	wrapped = append(append(append(append(append(wrapped, `{"pods":`...), names...), `,"snapshot":`...), raw...), '}')
+	return zenc.EncodeAll(raw, make([]byte, 0, len(raw)/4)), zenc.EncodeAll(wrapped, make([]byte, 0, len(wrapped)/4)), nil
+}
+
 // DecodePodsPending reverses EncodePodsPending, refusing invalid payloads and foreign snapshot
 // versions; errors name the field path and wrap ErrMalformed.
 func DecodePodsPending(data []byte) (*PodsPending, error) {

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 	"strings"
@@ -229,5 +230,92 @@ func TestReadLatestSnapshotAfterDecodesOnlyANewerOne(t *testing.T) {
 	}
 	if _, err := ReadLatestSnapshotAfter(ctx, store, "other", 0); err != nil {
 		t.Errorf("another cluster's key, nothing stored: %v", err)
+	}
+}
+
+// A pods-pending event carries a whole snapshot and every function of a process accepts it, so
+// its payload is decoded once too; a payload read as the other type is decoded as that type.
+func TestSnapshotMemoDecodesPodsPendingOnce(t *testing.T) {
+	m := NewSnapshotMemo(4)
+	s := testSnapshot(2, 1, 3)
+	p := &PodsPending{Pods: []string{s.PendingPods[0].Namespace + "/" + s.PendingPods[0].Name}, Snapshot: s}
+	enc, err := EncodePodsPending(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.DecodePodsPending(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.DecodePodsPending(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := m.decodes.Load(); n != 1 {
+		t.Errorf("decodes = %d for one pods-pending payload read twice, want 1", n)
+	}
+	if !equality.Semantic.DeepEqual(a, b) || len(a.Snapshot.PendingPods) != 3 || a.Pods[0] != p.Pods[0] {
+		t.Fatalf("the two reads differ or lost the payload: %d pending pods, pods %v", len(a.Snapshot.PendingPods), a.Pods)
+	}
+	if path := shared(reflect.ValueOf(a), reflect.ValueOf(b), "PodsPending"); path != "" {
+		t.Errorf("two callers share %s", path)
+	}
+
+	// The same bytes read as a snapshot are decoded as one (and refused: a pods-pending payload
+	// has no schemaVersion at its top), not served the pods-pending value.
+	if _, err := m.Decode(enc); err == nil {
+		t.Error("a pods-pending payload decoded as a snapshot")
+	}
+	if n := m.decodes.Load(); n != 2 {
+		t.Errorf("decodes = %d after reading the payload as a snapshot, want 2", n)
+	}
+}
+
+func TestPodsPendingDeepCopySharesNothing(t *testing.T) {
+	p := &PodsPending{Pods: []string{"a/b", "c/d"}, Snapshot: filledSnapshot(t)}
+	c := p.DeepCopy()
+	if !equality.Semantic.DeepEqual(p, c) {
+		t.Fatal("the copy differs")
+	}
+	if path := shared(reflect.ValueOf(p), reflect.ValueOf(c), "PodsPending"); path != "" {
+		t.Errorf("the copy shares %s", path)
+	}
+	if (*PodsPending)(nil).DeepCopy() != nil {
+		t.Error("a nil payload's copy is not nil")
+	}
+}
+
+// The agent's one-marshal encoder of a pods-pending batch and its latest snapshot gives the bytes
+// of the two encoders it stands for, and refuses what EncodePodsPending refuses.
+func TestEncodeSnapshotWithPodsIsBothEncodings(t *testing.T) {
+	s := testSnapshot(3, 2, 4)
+	s.SchemaVersion = 0 // written as the current version, by all three
+	pods := []string{s.PendingPods[1].Namespace + "/" + s.PendingPods[1].Name, s.PendingPods[3].Namespace + "/" + s.PendingPods[3].Name}
+	snap, pp, err := EncodeSnapshotWithPods(s, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSnap, err := EncodeSnapshot(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPP, err := EncodePodsPending(&PodsPending{Pods: pods, Snapshot: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snap, wantSnap) {
+		t.Error("the snapshot differs from EncodeSnapshot's")
+	}
+	if !bytes.Equal(pp, wantPP) {
+		t.Error("the pods-pending payload differs from EncodePodsPending's")
+	}
+	if s.SchemaVersion != 0 {
+		t.Error("the snapshot given was modified")
+	}
+	if _, _, err := EncodeSnapshotWithPods(s, []string{"default/not-pending"}); err == nil || !strings.Contains(err.Error(), "podsPending.pods[0]") {
+		t.Errorf("a pod not among the pending ones: err = %v, want one naming podsPending.pods[0]", err)
+	}
+	if _, _, err := EncodeSnapshotWithPods(nil, pods); err == nil {
+		t.Error("a nil snapshot encoded")
 	}
 }

@@ -86,7 +86,7 @@ func SnapshotOf(ctx context.Context, codec events.Codec, cluster string, env eve
 		snap, err = events.Snapshots.Decode(data) // once per process, a copy per handler
 	} else {
 		var pp *events.PodsPending
-		if pp, err = events.DecodePodsPending(data); err == nil {
+		if pp, err = events.Snapshots.DecodePodsPending(data); err == nil { // memoized alike
 			snap = pp.Snapshot
 		}
 	}
