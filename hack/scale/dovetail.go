@@ -7,6 +7,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -74,7 +75,7 @@ func runDovetail(ctx context.Context, n int, o opts, b Bounder) (Result, error) 
 	if err := Measure(ctx, &r, kc, dc, env.ControlPlane.SchedulerURL, o.phase, Pricer(env.Catalog), b); err != nil {
 		return r, err
 	}
-	snaps.fill(&r)
+	snaps.fill(&r, dir)
 	if err := codecMetrics(ctx, &r, agent, env); err != nil {
 		r.Notes = append(r.Notes, err.Error())
 	}
@@ -110,16 +111,20 @@ func codecMetrics(ctx context.Context, r *Result, agent *agentProc, env *localde
 // snapshotWatch reads every event the agent publishes (a core NATS subscription beside the
 // functions' JetStream consumers) and, for each snapshot and pods-pending event, records the
 // compressed payload size (before claim-check: the bytes the codec encoded, inline or in the
-// blob store) and how long decoding it (events.DecodeSnapshot / DecodePodsPending, what the
-// functions run) and encoding it again (events.EncodeSnapshot / EncodePodsPending, what the
-// agent runs) take here.
+// blob store) and keeps the largest payload. It decodes nothing during the run: the harness
+// shares the machine with the side it measures, and decoding and encoding every event again
+// here (as it did until the eighth pass, docs/scale.md) cost Dovetail's side about as much CPU
+// as its functions' own decoding, a load Karpenter's side did not carry. The run's codec times
+// come from the agent's and the functions' own metrics (codecMetrics); the largest payload is
+// timed after the run (fill), on a machine at rest.
 type snapshotWatch struct {
-	sub            *natsgo.Subscription
-	nc             *natsgo.Conn
-	mu             sync.Mutex
-	count, maxSize int
-	decode, encode []time.Duration
-	errs           []string
+	sub     *natsgo.Subscription
+	nc      *natsgo.Conn
+	mu      sync.Mutex
+	count   int
+	largest []byte // the largest payload seen
+	typ     string // its event type
+	errs    []string
 }
 
 func watchSnapshots(env *localdev.Env) (*snapshotWatch, error) {
@@ -139,38 +144,12 @@ func watchSnapshots(env *localdev.Env) (*snapshotWatch, error) {
 			w.fail(fmt.Sprintf("event %s: %v", ev.ID, err))
 			return
 		}
-		begin := time.Now()
-		var dec, enc time.Duration
-		if ev.Type == events.TypeSnapshot {
-			s, err := events.DecodeSnapshot(data)
-			dec = time.Since(begin)
-			if err == nil {
-				begin = time.Now()
-				_, err = events.EncodeSnapshot(s)
-				enc = time.Since(begin)
-			}
-			if err != nil {
-				w.fail(err.Error())
-				return
-			}
-		} else {
-			p, err := events.DecodePodsPending(data)
-			dec = time.Since(begin)
-			if err == nil {
-				begin = time.Now()
-				_, err = events.EncodePodsPending(p)
-				enc = time.Since(begin)
-			}
-			if err != nil {
-				w.fail(err.Error())
-				return
-			}
-		}
 		w.mu.Lock()
+		defer w.mu.Unlock()
 		w.count++
-		w.maxSize = max(w.maxSize, len(data))
-		w.decode, w.encode = append(w.decode, dec), append(w.encode, enc)
-		w.mu.Unlock()
+		if len(data) > len(w.largest) {
+			w.largest, w.typ = data, ev.Type
+		}
 	})
 	if err != nil {
 		nc.Close()
@@ -178,6 +157,9 @@ func watchSnapshots(env *localdev.Env) (*snapshotWatch, error) {
 	}
 	return w, nil
 }
+
+// codecRuns is how many times fill decodes and encodes the largest payload; it reports the median.
+const codecRuns = 3
 
 func (w *snapshotWatch) fail(msg string) {
 	w.mu.Lock()
@@ -192,14 +174,57 @@ func (w *snapshotWatch) stop() {
 	w.nc.Close()
 }
 
-func (w *snapshotWatch) fill(r *Result) {
+// fill reports what the watch saw, times the largest payload, and keeps it in dir as
+// largest-<snapshot|podspending>.json.zst (a real payload to profile the codec on).
+func (w *snapshotWatch) fill(r *Result, dir string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r.SnapshotEvents, r.SnapshotMaxBytes = w.count, w.maxSize
-	r.SnapshotDecode, r.Encode = DistOf(append([]time.Duration(nil), w.decode...)), DistOf(append([]time.Duration(nil), w.encode...))
+	r.SnapshotEvents, r.SnapshotMaxBytes = w.count, len(w.largest)
 	for _, e := range w.errs {
 		r.Notes = append(r.Notes, "snapshot watch: "+e)
 	}
+	if w.largest == nil {
+		return
+	}
+	name := "largest-snapshot.json.zst"
+	if w.typ == events.TypePodsPending {
+		name = "largest-podspending.json.zst"
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), w.largest, 0o600); err != nil {
+		r.Notes = append(r.Notes, "snapshot watch: "+err.Error())
+	}
+	var dec, enc []time.Duration
+	for range codecRuns {
+		d, e, err := timeCodec(w.typ, w.largest)
+		if err != nil {
+			r.Notes = append(r.Notes, "snapshot watch: the largest payload: "+err.Error())
+			return
+		}
+		dec, enc = append(dec, d), append(enc, e)
+	}
+	r.LargestDecode, r.LargestEncode = DistOf(dec).P50, DistOf(enc).P50
+}
+
+// timeCodec decodes a payload of event type typ as the functions do (events.DecodeSnapshot /
+// DecodePodsPending, without the memo) and encodes the result again as the agent does.
+func timeCodec(typ string, data []byte) (dec, enc time.Duration, err error) {
+	begin := time.Now()
+	if typ == events.TypeSnapshot {
+		var s *events.Snapshot
+		if s, err = events.DecodeSnapshot(data); err != nil {
+			return 0, 0, err
+		}
+		dec, begin = time.Since(begin), time.Now()
+		_, err = events.EncodeSnapshot(s)
+	} else {
+		var p *events.PodsPending
+		if p, err = events.DecodePodsPending(data); err != nil {
+			return 0, 0, err
+		}
+		dec, begin = time.Since(begin), time.Now()
+		_, err = events.EncodePodsPending(p)
+	}
+	return dec, time.Since(begin), err
 }
 
 // prefixed is a writer that logs each write with a prefix (localdev's progress lines).

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ type opts struct {
 	karpenterDir      string
 	agentBin          string
 	kwokTypes         []byte
+	cpuProfile        string
 }
 
 func main() {
@@ -63,6 +65,7 @@ func main() {
 	flag.StringVar(&o.karpenterBin, "karpenter-bin", "", "Karpenter's kwok controller binary (go build sigs.k8s.io/karpenter/kwok; make scale builds it)")
 	flag.StringVar(&o.karpenterDir, "karpenter-dir", "", "the sigs.k8s.io/karpenter module directory, for its CRDs (go list -m -f {{.Dir}} sigs.k8s.io/karpenter)")
 	flag.StringVar(&o.agentBin, "agent-bin", "", "Dovetail's agent binary (go build ./agent/cmd/agent; make scale builds it); empty: built into -work-dir")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each side's process (Dovetail's: NATS, the functions, the fake cloud and the harness; not the agent or the control plane) to this path, suffixed -<side>-<N>.prof")
 	out := flag.String("out", "", "also write the tables to this file")
 	one := flag.String("one", "", "internal: run one side at one N (side:N) and write its result as JSON to -result")
 	resultFile := flag.String("result", "", "internal: see -one")
@@ -167,7 +170,7 @@ func runChild(ctx context.Context, side string, n int, o opts) (Result, error) {
 		"-consolidate-timeout", o.phase.ConsolidateTimeout.String(), "-quiet", o.phase.Quiet.String(),
 		"-cut", strconv.FormatFloat(o.phase.Cut, 'f', -1, 64), "-dovetail-manifest", o.dovetailManifest,
 		"-karpenter-manifest", o.karpenterManifest, "-karpenter-bin", o.karpenterBin, "-karpenter-dir", o.karpenterDir,
-		"-agent-bin", o.agentBin}
+		"-agent-bin", o.agentBin, "-cpuprofile", o.cpuProfile}
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	log.Printf("=== %s, N = %d", side, n)
@@ -214,6 +217,17 @@ func runOne(ctx context.Context, one, resultFile string, o opts) error {
 		return fmt.Errorf("%s: want one NodePool and one NodeClass, have %d and %d", o.dovetailManifest, len(set.NodePools), len(set.NodeClasses))
 	}
 	b := Bounder{Catalog: cat, NodePools: set.NodePools, NodeClasses: set.NodeClasses, Settings: cl.NodeSettings}
+	if o.cpuProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%d.prof", o.cpuProfile, ss[0], ns[0]))
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var r Result
 	switch ss[0] {
 	case sideDovetail:
