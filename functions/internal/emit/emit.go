@@ -160,38 +160,6 @@ func Freshest(ctx context.Context, blobs events.BlobStore, snap *events.Snapshot
 	return snap, nil
 }
 
-// DecisionSnapshot is the snapshot a handler decides on for env: SnapshotOf followed by
-// Freshest, in the order that decodes least. On a first delivery whose envelope names its
-// snapshot's revision, the cluster's latest stored snapshot is looked at first (its head only,
-// events.ReadLatestSnapshotAfter) and, when it is newer, it alone is decoded: the event's own
-// payload, which Freshest would set aside, is neither fetched nor decoded. At 10,000 pending pods
-// a decode costs seconds of a loaded 2-core machine and a handler behind its queue found a newer
-// snapshot for most events (docs/scale.md, "Eighth pass"). The event's payload is then not
-// checked either; like an event Decided.Superseded skips, it is acknowledged as decided on a
-// newer state of the cluster. Otherwise (a redelivery, no revision, no store, no newer or a
-// malformed stored snapshot) it is SnapshotOf then Freshest. Errors are theirs.
-func DecisionSnapshot(ctx context.Context, codec events.Codec, cluster string, env events.Envelope, attempt int, rec telemetry.Recorder, function string) (*events.Snapshot, error) {
-	if env.Type != events.TypeSnapshot && env.Type != events.TypePodsPending {
-		return nil, fmt.Errorf("%w: type: %q carries no snapshot", queue.ErrPoison, env.Type)
-	}
-	if _, keyed := codec.Blobs.(events.KeyedBlobStore); keyed && attempt <= 1 && env.Revision > 0 && cluster != "" {
-		begin := time.Now()
-		latest, err := events.ReadLatestSnapshotAfter(ctx, codec.Blobs, cluster, env.Revision)
-		switch {
-		case err != nil && !errors.Is(err, events.ErrMalformed):
-			return nil, err // the store failed: redelivered
-		case latest != nil:
-			telemetry.OrNop(rec).Record(telemetry.SnapshotDecode, time.Since(begin).Seconds(), function, events.TypeSnapshot)
-			return latest, nil
-		}
-	}
-	snap, err := SnapshotOf(ctx, codec, cluster, env, rec, function)
-	if err != nil {
-		return nil, err
-	}
-	return Freshest(ctx, codec.Blobs, snap, attempt)
-}
-
 // Decided remembers the newest snapshot revision a handler decided on, so that an event holding
 // an older snapshot is acknowledged without fetching or decoding its payload. A handler that
 // falls behind its queue (snapshots published faster than it decides, as at 1,000 pending pods

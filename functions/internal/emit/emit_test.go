@@ -155,61 +155,6 @@ func TestFreshest(t *testing.T) {
 	}
 }
 
-// DecisionSnapshot looks at the latest stored snapshot before the event's payload: when it is
-// newer, the event's payload is not decoded at all (here it is corrupt, so a decode would be
-// poison); otherwise, or on a redelivery, the payload is decoded as SnapshotOf does.
-func TestDecisionSnapshotDecodesTheEventOnlyWhenNothingNewerIsStored(t *testing.T) {
-	ctx := context.Background()
-	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	store := &events.MemoryBlobStore{}
-	codec := events.Codec{Blobs: store}
-	data, err := events.NewEvent("prod", "agent", events.TypeSnapshot, "snap-5",
-		&events.Snapshot{Cluster: "prod", Revision: 5, Time: metav1.NewTime(at)}, events.WithRevision(5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := events.Decode(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	corrupt := env
-	corrupt.Data = []byte("not zstd")
-	put := func(rev int64) {
-		enc, err := events.EncodeSnapshot(&events.Snapshot{Cluster: "prod", Revision: rev, Time: metav1.NewTime(at)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := events.PutLatestSnapshot(ctx, store, "prod", enc); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	if got, err := DecisionSnapshot(ctx, codec, "prod", env, 1, nil, "lifecycle"); err != nil || got.Revision != 5 {
-		t.Fatalf("nothing stored: %v, %v; want the event's revision 5", got, err)
-	}
-	put(4)
-	if _, err := DecisionSnapshot(ctx, codec, "prod", corrupt, 1, nil, "lifecycle"); !errors.Is(err, queue.ErrPoison) {
-		t.Fatalf("an older one stored: err = %v; want the event's corrupt payload decoded and poison", err)
-	}
-	put(7)
-	rec := prom.NewRecorder()
-	got, err := DecisionSnapshot(ctx, codec, "prod", corrupt, 1, rec, "lifecycle")
-	if err != nil || got.Revision != 7 {
-		t.Fatalf("a newer one stored: %v, %v; want revision 7, the event's payload unread", got, err)
-	}
-	if n := testutil.CollectAndCount(rec.Registry(), telemetry.SnapshotDecode.Name); n != 1 {
-		t.Errorf("%s has %d series after decoding the stored snapshot, want 1", telemetry.SnapshotDecode.Name, n)
-	}
-	if _, err := DecisionSnapshot(ctx, codec, "prod", corrupt, 2, nil, "lifecycle"); !errors.Is(err, queue.ErrPoison) {
-		t.Fatalf("a redelivery: err = %v; want its own (corrupt) payload decoded and poison", err)
-	}
-	noRev := corrupt
-	noRev.Revision = 0
-	if _, err := DecisionSnapshot(ctx, codec, "prod", noRev, 1, nil, "lifecycle"); !errors.Is(err, queue.ErrPoison) {
-		t.Fatalf("an event without its revision: err = %v; want its payload decoded and poison", err)
-	}
-}
-
 // Decided: an event holding an older snapshot than one decided on is superseded on its first
 // delivery; the same revision is not (an unchanged cluster's tick), nor a redelivery, nor an
 // event without the revision; Record keeps the newest revision whatever the order.
