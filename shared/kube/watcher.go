@@ -116,6 +116,9 @@ func NewWatcher(kube kubernetes.Interface, dyn dynamic.Interface, opts WatcherOp
 	w.dynamic = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 
 	w.pods = w.factory.Core().V1().Pods().Informer()
+	if err := w.pods.SetTransform(trimPod); err != nil {
+		return nil, fmt.Errorf("set pod informer transform: %w", err)
+	}
 	w.nodes = w.factory.Core().V1().Nodes().Informer()
 	w.daemonSets = w.factory.Apps().V1().DaemonSets().Informer()
 	w.pdbs = w.factory.Policy().V1().PodDisruptionBudgets().Informer()
@@ -265,6 +268,60 @@ func (w *Watcher) WatchesProvisioningRequests() bool { return w.provReqs != nil 
 
 // WatchesNodeOverlays reports whether Start found NodeOverlays served and watches them.
 func (w *Watcher) WatchesNodeOverlays() bool { return w.nodeOverlays != nil }
+
+// trimPod is the pod informer's transform: stripManagedFields, and the parts of a pod that no
+// decision reads, which every snapshot would otherwise carry for every pod, pending and bound
+// (docs/scale.md, "Eighth pass": at 10,000 pods the snapshot was 30 MB of JSON, a third of it
+// these parts, and decoding it cost each function seconds of a loaded machine). What the solver,
+// the disruption rules, quarantine, drain and the commands read stays: metadata, the scheduling
+// fields of the spec (node name and selector, affinity, tolerations, spread constraints,
+// priority, overhead, runtime class, scheduling gates, host network and ports), each
+// container's name, image, resources, ports and restart policy, the volumes that claim, attach
+// or name storage, and the status. Dropped:
+//   - per container (init, regular and ephemeral): command, args, working directory, env,
+//     volume mounts and devices, probes, lifecycle hooks, security context, termination
+//     message settings, pull policy, stdin and TTY;
+//   - the volumes whose content the kubelet writes on the node (projected, configMap, secret,
+//     downwardAPI): node-local, never attached, with no topology and no capacity;
+//   - the spec's image pull secrets, security context, DNS config and host aliases;
+//   - the status's pod and host IPs.
+//
+// The agent never writes a pod from its cache (NominatePods patches the tolerations it read),
+// so nothing dropped here can be lost on the API server.
+func trimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return stripManagedFields(obj)
+	}
+	pod.ManagedFields = nil
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			trimContainer(&list[i])
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		trimContainer((*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
+	vols := pod.Spec.Volumes[:0]
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil && v.ConfigMap == nil && v.Secret == nil && v.DownwardAPI == nil {
+			vols = append(vols, v)
+		}
+	}
+	clear(pod.Spec.Volumes[len(vols):])
+	if pod.Spec.Volumes = vols; len(vols) == 0 {
+		pod.Spec.Volumes = nil
+	}
+	pod.Spec.ImagePullSecrets, pod.Spec.SecurityContext, pod.Spec.DNSConfig, pod.Spec.HostAliases = nil, nil, nil, nil
+	pod.Status.PodIP, pod.Status.PodIPs, pod.Status.HostIP, pod.Status.HostIPs = "", nil, "", nil
+	return pod, nil
+}
+
+// trimContainer keeps what trimPod says a container keeps.
+func trimContainer(c *corev1.Container) {
+	*c = corev1.Container{Name: c.Name, Image: c.Image, Ports: c.Ports, Resources: c.Resources,
+		ResizePolicy: c.ResizePolicy, RestartPolicy: c.RestartPolicy, RestartPolicyRules: c.RestartPolicyRules}
+}
 
 // stripManagedFields drops metadata.managedFields: large, never needed by a decision, and it
 // would bloat every snapshot.
