@@ -116,7 +116,7 @@ func codecMetrics(ctx context.Context, r *Result, agent *agentProc, env *localde
 // here (as it did until the eighth pass, docs/scale.md) cost Dovetail's side about as much CPU
 // as its functions' own decoding, a load Karpenter's side did not carry. The run's codec times
 // come from the agent's and the functions' own metrics (codecMetrics); the largest payload is
-// timed after the run (fill), on a machine at rest.
+// timed after the run (fill), with the control plane and the functions still up.
 type snapshotWatch struct {
 	sub     *natsgo.Subscription
 	nc      *natsgo.Conn

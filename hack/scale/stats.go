@@ -79,8 +79,8 @@ type Result struct {
 	// pods-pending event, and how many there were (Dovetail only).
 	SnapshotEvents   int
 	SnapshotMaxBytes int
-	// LargestDecode and LargestEncode time the largest payload after the run, at rest (median
-	// of codecRuns).
+	// LargestDecode and LargestEncode time the largest payload after the run, its control plane
+	// still up (median of codecRuns).
 	LargestDecode, LargestEncode time.Duration
 	Consolidation                *Consolidation
 	Unbound                      int
@@ -192,7 +192,7 @@ func PrintTable(w io.Writer, results []Result) {
 			}
 			return fmt.Sprintf("%d, %.0f", r.SnapshotEvents, float64(r.SnapshotMaxBytes)/1024), 0
 		})
-		row("largest snapshot at rest: decode / encode ms", func(r *Result) (string, float64) {
+		row("largest snapshot, after the run: decode / encode ms", func(r *Result) (string, float64) {
 			if r.SnapshotEvents == 0 {
 				return "—", 0
 			}
