@@ -420,12 +420,18 @@ func (a *Agent) publishPending(ctx context.Context, keys []string) error {
 	// Same revision means same cluster state and same triggers, so the id doubles as the
 	// queue's deduplication key.
 	id := "pods-pending-" + strconv.FormatInt(snap.Revision, 10)
+	var latest []byte // the snapshot alone, for the latest-snapshot key
 	encoded, err := a.encode(events.TypePodsPending, func() ([]byte, error) {
-		return events.EncodePodsPending(&events.PodsPending{Pods: pods, Snapshot: snap})
+		if a.cfg.Blobs == nil {
+			return events.EncodePodsPending(&events.PodsPending{Pods: pods, Snapshot: snap})
+		}
+		// One validation and one marshal of the snapshot for both payloads.
+		s, p, err := events.EncodeSnapshotWithPods(snap, pods)
+		latest = s
+		return p, err
 	})
-	if err == nil && a.cfg.Blobs != nil {
-		// The batch's own payload is the latest snapshot (events.LatestSnapshotKey).
-		if err := events.PutLatestSnapshot(ctx, a.cfg.Blobs, a.cfg.Cluster, encoded); err != nil {
+	if latest != nil {
+		if err := events.PutLatestSnapshot(ctx, a.cfg.Blobs, a.cfg.Cluster, latest); err != nil {
 			a.log().Warn("storing the latest snapshot", "err", err)
 		}
 	}

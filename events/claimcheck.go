@@ -313,14 +313,9 @@ func (f FileBlobStore) URI(key string) string {
 }
 
 // LatestSnapshotKey is the well-known BlobStore key of a cluster's latest snapshot,
-// "<cluster>/latest-snapshot.json.zst": the payload of the agent's latest snapshot event
-// (EncodeSnapshot bytes) or pods-pending batch (EncodePodsPending bytes, whose snapshot is the
-// latest). The agent overwrites it with every snapshot it publishes, so a function that keeps no
-// state between invocations and receives no snapshot events (the interruption function on
-// Lambda) reads the cluster there. It stores the event's own bytes so that a process whose
-// handlers decode both the events and the latest (emit.Freshest) decodes each once: a
-// snapshot-only copy of a batch's snapshot was a second decode of the same state in a
-// different encoding (docs/scale.md, "Eighth pass").
+// "<cluster>/latest-snapshot.json.zst" (the EncodeSnapshot bytes). The agent overwrites it with
+// every snapshot it publishes, so a function that keeps no state between invocations and
+// receives no snapshot events (the interruption function on Lambda) reads the cluster there.
 func LatestSnapshotKey(cluster string) string { return cluster + "/latest-snapshot.json.zst" }
 
 // KeyedBlobStore is a BlobStore that can name the URI of a key without storing it (the stores
@@ -330,8 +325,7 @@ type KeyedBlobStore interface {
 	URI(key string) string
 }
 
-// PutLatestSnapshot stores an EncodeSnapshot or EncodePodsPending payload as the cluster's
-// latest snapshot.
+// PutLatestSnapshot stores an EncodeSnapshot payload as the cluster's latest snapshot.
 func PutLatestSnapshot(ctx context.Context, store BlobStore, cluster string, encoded []byte) error {
 	_, err := store.Put(ctx, LatestSnapshotKey(cluster), encoded)
 	return err
@@ -360,19 +354,10 @@ func ReadLatestSnapshotAfter(ctx context.Context, store BlobStore, cluster strin
 	if err != nil {
 		return nil, fmt.Errorf("reading the latest snapshot of %s: %w", cluster, err)
 	}
-	rev, batch, ok := peekHead(data)
-	if ok && rev <= after {
+	if rev, ok := PeekRevision(data); ok && rev <= after {
 		return nil, nil
 	}
-	var snap *Snapshot
-	if batch {
-		var p *PodsPending
-		if p, err = Snapshots.DecodePodsPending(data); err == nil {
-			snap = p.Snapshot
-		}
-	} else {
-		snap, err = Snapshots.Decode(data)
-	}
+	snap, err := Snapshots.Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("the latest snapshot of %s: %w", cluster, err)
 	}

@@ -141,57 +141,39 @@ func DecodeSnapshot(data []byte) (*Snapshot, error) {
 // version and a cluster name of at most 63 characters.
 const peekBytes = 4 << 10
 
-// PeekRevision reads the revision of an EncodeSnapshot or EncodePodsPending payload from the head
-// of its JSON, decompressing at most peekBytes, without decoding or checking the rest: ok is
-// false when the head does not give it (not a zstd frame, not a JSON object, another field
-// order), and then only a full decode can tell. EncodeSnapshot writes schemaVersion, cluster and
-// revision first (the order of Snapshot's fields, which encoding/json keeps), and
-// EncodePodsPending its snapshot first; batch says the payload is a pods-pending one.
+// PeekRevision reads the revision of an EncodeSnapshot payload from the head of its JSON,
+// decompressing at most peekBytes, without decoding or checking the rest: ok is false when the
+// head does not give it (not a zstd frame, not a JSON object, another field order), and then only
+// a full decode can tell. EncodeSnapshot writes schemaVersion, cluster and revision first (the
+// order of Snapshot's fields, which encoding/json keeps).
 func PeekRevision(data []byte) (rev int64, ok bool) {
-	rev, _, ok = peekHead(data)
-	return rev, ok
-}
-
-// peekHead is PeekRevision, and whether the payload is a pods-pending batch (its first field the
-// snapshot object).
-func peekHead(data []byte) (rev int64, batch, ok bool) {
 	d := zdecs.Get().(*zstd.Decoder)
 	defer zdecs.Put(d)
 	if d.Reset(bytes.NewReader(data)) != nil {
-		return 0, false, false
+		return 0, false
 	}
 	dec := json.NewDecoder(io.LimitReader(d, peekBytes))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return 0, false, false
+		return 0, false
 	}
-	first := true
 	for dec.More() {
 		k, err := dec.Token()
 		if err != nil {
-			return 0, false, false
+			return 0, false
 		}
-		if first && k == "snapshot" && !batch {
-			// A pods-pending payload: the snapshot's own fields lead inside it.
-			if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-				return 0, false, false
-			}
-			batch = true
-			continue
-		}
-		first = false
 		if k == "revision" {
 			if err := dec.Decode(&rev); err != nil {
-				return 0, false, false
+				return 0, false
 			}
-			return rev, batch, true
+			return rev, true
 		}
 		if v, err := dec.Token(); err != nil {
-			return 0, false, false
+			return 0, false
 		} else if _, composite := v.(json.Delim); composite {
-			return 0, false, false // past the scalars that lead: the revision is not at the head
+			return 0, false // past the scalars that lead: the revision is not at the head
 		}
 	}
-	return 0, false, false
+	return 0, false
 }
 
 // EncodePodsPending validates p (its snapshot included) and returns it as zstd-compressed JSON.
@@ -210,6 +192,37 @@ func EncodePodsPending(p *PodsPending) ([]byte, error) {
 		return nil, err
 	}
 	return encodePayload(&c)
+}
+
+// EncodeSnapshotWithPods returns what EncodeSnapshot(s) and EncodePodsPending(&PodsPending{pods,
+// s}) return, byte for byte, validating and marshalling s once: the agent stores a pods-pending
+// batch's snapshot as the cluster's latest and publishes the batch, and at 10,000 pending pods
+// each marshal of the snapshot is tens of MB of JSON (docs/scale.md, "Eighth pass"). Errors are
+// EncodePodsPending's. s is not modified.
+func EncodeSnapshotWithPods(s *Snapshot, pods []string) (snapshot, podsPending []byte, err error) {
+	if s == nil {
+		return nil, nil, errors.New("podsPending.snapshot: required")
+	}
+	c := *s
+	if c.SchemaVersion == 0 {
+		c.SchemaVersion = SnapshotSchemaVersion
+	}
+	if err := (&PodsPending{Pods: pods, Snapshot: &c}).Validate(); err != nil {
+		return nil, nil, err
+	}
+	raw, err := json.Marshal(&c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding payload as JSON: %w", err)
+	}
+	names, err := json.Marshal(pods)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding payload as JSON: %w", err)
+	}
+	// What json.Marshal writes for PodsPending (its fields in order, compact), around the
+	// snapshot's JSON already made; TestEncodeSnapshotWithPodsIsBothEncodings holds it to that.
+	wrapped := make([]byte, 0, len(raw)+len(names)+len(`{"pods":,"snapshot":}`))
+	wrapped = append(append(append(append(append(wrapped, `{"pods":`...), names...), `,"snapshot":`...), raw...), '}')
+	return zenc.EncodeAll(raw, make([]byte, 0, len(raw)/4)), zenc.EncodeAll(wrapped, make([]byte, 0, len(wrapped)/4)), nil
 }
 
 // DecodePodsPending reverses EncodePodsPending, refusing invalid payloads and foreign snapshot

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 	"strings"
@@ -182,17 +183,6 @@ func TestPeekRevision(t *testing.T) {
 	if rev, ok := PeekRevision(enc); !ok || rev != 42 {
 		t.Errorf("PeekRevision(EncodeSnapshot of revision 42) = %d, %v", rev, ok)
 	}
-	s := testSnapshot(2, 2, 2)
-	batch, err := EncodePodsPending(&PodsPending{Pods: []string{s.PendingPods[0].Namespace + "/" + s.PendingPods[0].Name}, Snapshot: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rev, isBatch, ok := peekHead(batch); !ok || rev != 42 || !isBatch {
-		t.Errorf("peekHead(EncodePodsPending of revision 42) = %d, batch %v, %v", rev, isBatch, ok)
-	}
-	if _, isBatch, _ := peekHead(enc); isBatch {
-		t.Error("peekHead calls a snapshot payload a batch")
-	}
 	for _, c := range []struct {
 		name string
 		data []byte
@@ -202,8 +192,6 @@ func TestPeekRevision(t *testing.T) {
 		{"the revision after a composite field", zstdJSON(`{"cluster":"c","nodes":[],"revision":7}`)},
 		{"no revision", zstdJSON(`{"schemaVersion":1,"cluster":"c"}`)},
 		{"a revision that is not a number", zstdJSON(`{"revision":"7"}`)},
-		{"a batch whose snapshot is not an object", zstdJSON(`{"snapshot":[{"revision":7}]}`)},
-		{"a snapshot field that is not first", zstdJSON(`{"schemaVersion":1,"snapshot":{"revision":7}}`)},
 		// Decompresses to 64 MiB of one string: the peek reads peekBytes of it and gives up.
 		{"a huge leading string", zstdJSON(`{"cluster":"` + strings.Repeat("a", 64<<20) + `","revision":7}`)},
 	} {
@@ -297,35 +285,37 @@ func TestPodsPendingDeepCopySharesNothing(t *testing.T) {
 	}
 }
 
-// The agent stores a pods-pending batch's own payload as the latest snapshot: it is read by its
-// head as a snapshot is, and decoded once for the event's handlers and the latest's readers alike.
-func TestReadLatestSnapshotAfterReadsABatch(t *testing.T) {
-	ctx := context.Background()
-	store := &MemoryBlobStore{}
-	s := testSnapshot(2, 1, 3) // revision 42
-	enc, err := EncodePodsPending(&PodsPending{Pods: []string{s.PendingPods[0].Namespace + "/" + s.PendingPods[0].Name}, Snapshot: s})
+// The agent's one-marshal encoder of a pods-pending batch and its latest snapshot gives the bytes
+// of the two encoders it stands for, and refuses what EncodePodsPending refuses.
+func TestEncodeSnapshotWithPodsIsBothEncodings(t *testing.T) {
+	s := testSnapshot(3, 2, 4)
+	s.SchemaVersion = 0 // written as the current version, by all three
+	pods := []string{s.PendingPods[1].Namespace + "/" + s.PendingPods[1].Name, s.PendingPods[3].Namespace + "/" + s.PendingPods[3].Name}
+	snap, pp, err := EncodeSnapshotWithPods(s, pods)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := PutLatestSnapshot(ctx, store, "prod", enc); err != nil {
+	wantSnap, err := EncodeSnapshot(s)
+	if err != nil {
 		t.Fatal(err)
 	}
-	before := Snapshots.decodes.Load()
-	if got, err := ReadLatestSnapshotAfter(ctx, store, "prod", 42); got != nil || err != nil {
-		t.Fatalf("after 42: got %v, %v; want nil, nil (the batch's revision, 42, is not newer)", got, err)
-	}
-	if n := Snapshots.decodes.Load() - before; n != 0 {
-		t.Fatalf("%d decodes to learn the batch is not newer, want 0", n)
-	}
-	got, err := ReadLatestSnapshotAfter(ctx, store, "prod", 41)
-	if err != nil || got == nil || got.Revision != 42 || len(got.PendingPods) != 3 {
-		t.Fatalf("after 41: got %v, %v; want the batch's snapshot, revision 42 with 3 pending pods", got, err)
-	}
-	// The event's handler opens the same bytes: no second decode.
-	if _, err := Snapshots.DecodePodsPending(enc); err != nil {
+	wantPP, err := EncodePodsPending(&PodsPending{Pods: pods, Snapshot: s})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if n := Snapshots.decodes.Load() - before; n != 1 {
-		t.Errorf("%d decodes for the latest and the event of the same batch, want 1", n)
+	if !bytes.Equal(snap, wantSnap) {
+		t.Error("the snapshot differs from EncodeSnapshot's")
+	}
+	if !bytes.Equal(pp, wantPP) {
+		t.Error("the pods-pending payload differs from EncodePodsPending's")
+	}
+	if s.SchemaVersion != 0 {
+		t.Error("the snapshot given was modified")
+	}
+	if _, _, err := EncodeSnapshotWithPods(s, []string{"default/not-pending"}); err == nil || !strings.Contains(err.Error(), "podsPending.pods[0]") {
+		t.Errorf("a pod not among the pending ones: err = %v, want one naming podsPending.pods[0]", err)
+	}
+	if _, _, err := EncodeSnapshotWithPods(nil, pods); err == nil {
+		t.Error("a nil snapshot encoded")
 	}
 }

@@ -501,12 +501,9 @@ type BudgetReservation struct {
 	MaxDisrupting int `json:"maxDisrupting"`
 }
 
-// PodsPending is the payload of TypePodsPending: the batch trigger plus the snapshot. The
-// snapshot is its first field, so the encoding starts with the snapshot's schema version,
-// cluster and revision and PeekRevision reads a batch's revision as it reads a snapshot's: the
-// agent stores a batch's payload as the cluster's latest snapshot (LatestSnapshotKey).
+// PodsPending is the payload of TypePodsPending: the batch trigger plus the snapshot.
 type PodsPending struct {
-	Snapshot *Snapshot `json:"snapshot"`
 	// Pods names the pending pods ("ns/name") that closed this batch.
-	Pods []string `json:"pods"`
+	Pods     []string  `json:"pods"`
+	Snapshot *Snapshot `json:"snapshot"`
 }
