@@ -72,8 +72,11 @@ func encodePayload(v any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding payload as JSON: %w", err)
 	}
-	return zenc.EncodeAll(raw, make([]byte, 0, len(raw)/4)), nil
+	return compress(raw), nil
 }
+
+// compress is the zstd half of encodePayload.
+func compress(raw []byte) []byte { return zenc.EncodeAll(raw, make([]byte, 0, len(raw)/4)) }
 
 // decodePayload is zstd then JSON; what names the payload in errors ("snapshot").
 func decodePayload(what string, data []byte, v any) error {
@@ -214,15 +217,16 @@ func EncodeSnapshotWithPods(s *Snapshot, pods []string) (snapshot, podsPending [
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding payload as JSON: %w", err)
 	}
-	names, err := json.Marshal(pods)
+	// PodsPending with its snapshot already JSON: encoding/json writes a RawMessage as it is
+	// (compacted, which json.Marshal's output already is), so the bytes are EncodePodsPending's.
+	wrapped, err := json.Marshal(struct {
+		Pods     []string        `json:"pods"`
+		Snapshot json.RawMessage `json:"snapshot"`
+	}{pods, raw})
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding payload as JSON: %w", err)
 	}
-	// What json.Marshal writes for PodsPending (its fields in order, compact), around the
-	// snapshot's JSON already made; TestEncodeSnapshotWithPodsIsBothEncodings holds it to that.
-	wrapped := make([]byte, 0, len(raw)+len(names)+len(`{"pods":,"snapshot":}`))
-	wrapped = append(append(append(append(append(wrapped, `{"pods":`...), names...), `,"snapshot":`...), raw...), '}')
-	return zenc.EncodeAll(raw, make([]byte, 0, len(raw)/4)), zenc.EncodeAll(wrapped, make([]byte, 0, len(wrapped)/4)), nil
+	return compress(raw), compress(wrapped), nil
 }
 
 // DecodePodsPending reverses EncodePodsPending, refusing invalid payloads and foreign snapshot

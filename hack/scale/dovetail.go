@@ -177,25 +177,28 @@ func (w *snapshotWatch) stop() {
 // fill reports what the watch saw, times the largest payload, and keeps it in dir as
 // largest-<snapshot|podspending>.json.zst (a real payload to profile the codec on).
 func (w *snapshotWatch) fill(r *Result, dir string) {
+	// Read what was seen, then write and time the payload without the lock: the subscription
+	// still delivers while the codec runs.
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	r.SnapshotEvents, r.SnapshotMaxBytes = w.count, len(w.largest)
 	for _, e := range w.errs {
 		r.Notes = append(r.Notes, "snapshot watch: "+e)
 	}
-	if w.largest == nil {
+	largest, typ := w.largest, w.typ
+	w.mu.Unlock()
+	if largest == nil {
 		return
 	}
 	name := "largest-snapshot.json.zst"
-	if w.typ == events.TypePodsPending {
+	if typ == events.TypePodsPending {
 		name = "largest-podspending.json.zst"
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), w.largest, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name), largest, 0o600); err != nil {
 		r.Notes = append(r.Notes, "snapshot watch: "+err.Error())
 	}
 	var dec, enc []time.Duration
 	for range codecRuns {
-		d, e, err := timeCodec(w.typ, w.largest)
+		d, e, err := timeCodec(typ, largest)
 		if err != nil {
 			r.Notes = append(r.Notes, "snapshot watch: the largest payload: "+err.Error())
 			return
