@@ -24,13 +24,9 @@ import (
 // remembered: a payload that fails decodes (and fails) again, as without the memo. The zero value
 // is not usable; use NewSnapshotMemo.
 type SnapshotMemo struct {
-	mu      sync.Mutex // makes find-or-add one step, and guards newest
+	mu      sync.Mutex // makes find-or-add one step
 	entries *lru.Cache // memoKey → *memoEntry
 	decodes atomic.Int64
-	// newest is, per cluster, the snapshot of the highest revision (of two alike, the later
-	// time) this memo decoded, alone or in a pods-pending batch. It outlives its entry's eviction
-	// until a newer one replaces it: one decoded snapshot per cluster.
-	newest map[string]*Snapshot
 }
 
 // memoKey tells a snapshot payload from a pods-pending one of the same bytes, so a payload sent
@@ -49,7 +45,7 @@ type memoEntry struct {
 // NewSnapshotMemo remembers the last size decoded payloads (size < 1 is 1). Each holds a
 // decoded snapshot in memory: two cover an event and the latest snapshot it is checked against.
 func NewSnapshotMemo(size int) *SnapshotMemo {
-	return &SnapshotMemo{entries: lru.New(max(size, 1)), newest: map[string]*Snapshot{}}
+	return &SnapshotMemo{entries: lru.New(max(size, 1))}
 }
 
 // Snapshots is the process's memo, used by Codec.Snapshot, Codec.PodsPending and
@@ -63,13 +59,7 @@ const snapshotMemoSize = 3
 // Decode is DecodeSnapshot(data) through the memo: the caller's own deep copy of the decoded
 // snapshot, or DecodeSnapshot's error.
 func (m *SnapshotMemo) Decode(data []byte) (*Snapshot, error) {
-	v, err := m.decode('s', data, func() (any, error) {
-		s, err := DecodeSnapshot(data)
-		if err == nil {
-			m.noteNewest(s)
-		}
-		return s, err
-	})
+	v, err := m.decode('s', data, func() (any, error) { return DecodeSnapshot(data) })
 	if err != nil {
 		return nil, err
 	}
@@ -79,44 +69,11 @@ func (m *SnapshotMemo) Decode(data []byte) (*Snapshot, error) {
 // DecodePodsPending is DecodePodsPending(data) through the memo: the caller's own deep copy of
 // the decoded event payload, or DecodePodsPending's error.
 func (m *SnapshotMemo) DecodePodsPending(data []byte) (*PodsPending, error) {
-	v, err := m.decode('p', data, func() (any, error) {
-		p, err := DecodePodsPending(data)
-		if err == nil {
-			m.noteNewest(p.Snapshot)
-		}
-		return p, err
-	})
+	v, err := m.decode('p', data, func() (any, error) { return DecodePodsPending(data) })
 	if err != nil {
 		return nil, err
 	}
 	return v.(*PodsPending).DeepCopy(), nil
-}
-
-// Newer returns the caller's own deep copy of the newest snapshot of cluster this memo decoded
-// when its revision is above rev, else nil. A handler holding an event of revision rev that
-// another handler of the process has moved past decides on what the process already knows,
-// rather than decoding the event it holds and then the newer one (docs/scale.md, "Ninth pass").
-func (m *SnapshotMemo) Newer(cluster string, rev int64) *Snapshot {
-	m.mu.Lock()
-	s := m.newest[cluster]
-	m.mu.Unlock()
-	if s == nil || s.Revision <= rev {
-		return nil
-	}
-	return s.DeepCopy()
-}
-
-// noteNewest keeps s as its cluster's newest when it is of a higher revision than the one kept,
-// or of the same revision and a later time (the agent's tick of an unchanged cluster).
-func (m *SnapshotMemo) noteNewest(s *Snapshot) {
-	if s == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if cur := m.newest[s.Cluster]; cur == nil || s.Revision > cur.Revision || s.Revision == cur.Revision && s.Time.After(cur.Time.Time) {
-		m.newest[s.Cluster] = s
-	}
 }
 
 // decode finds or adds the entry of (kind, data) and runs fn once for it.

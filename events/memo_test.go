@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/randfill"
 )
 
@@ -318,65 +317,5 @@ func TestEncodeSnapshotWithPodsIsBothEncodings(t *testing.T) {
 	}
 	if _, _, err := EncodeSnapshotWithPods(nil, pods); err == nil {
 		t.Error("a nil snapshot encoded")
-	}
-}
-
-// Newer hands out the newest snapshot of a cluster the memo decoded, alone or in a batch, only
-// when it is above the revision asked about: a higher revision wins, and of two alike the later
-// time (an unchanged cluster's tick); another cluster's never answers.
-func TestSnapshotMemoNewer(t *testing.T) {
-	m := NewSnapshotMemo(1)
-	at := func(rev int64, d time.Duration) []byte {
-		s := testSnapshot(2, 1, 1)
-		s.Revision = rev
-		s.Time = metav1.NewTime(snapshotTime.Add(d))
-		enc, err := EncodeSnapshot(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return enc
-	}
-	if s := m.Newer("prod", 0); s != nil {
-		t.Fatalf("nothing decoded: got revision %d", s.Revision)
-	}
-	if _, err := m.Decode(at(5, 0)); err != nil {
-		t.Fatal(err)
-	}
-	got := m.Newer("prod", 4)
-	if got == nil || got.Revision != 5 {
-		t.Fatalf("revision 5 decoded, asked above 4: got %v", got)
-	}
-	if m.Newer("prod", 5) != nil || m.Newer("staging", 1) != nil {
-		t.Error("answered for its own revision or for another cluster")
-	}
-	got.Nodes = nil // the caller's own copy
-	if again := m.Newer("prod", 4); len(again.Nodes) != 2 {
-		t.Errorf("a caller's change reached the memo: %d nodes", len(again.Nodes))
-	}
-
-	// A pods-pending batch's snapshot counts; the memo of one evicts its entry, not the newest.
-	s := testSnapshot(2, 1, 1)
-	s.Revision = 7
-	batch, err := EncodePodsPending(&PodsPending{Pods: []string{s.PendingPods[0].Namespace + "/" + s.PendingPods[0].Name}, Snapshot: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.DecodePodsPending(batch); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Decode(at(6, time.Minute)); err != nil { // older revision, later time
-		t.Fatal(err)
-	}
-	if got := m.Newer("prod", 5); got == nil || got.Revision != 7 {
-		t.Fatalf("after revisions 5, 7 (batch), 6: got %v, want 7", got)
-	}
-	if _, err := m.Decode(at(7, time.Minute)); err != nil { // the tick of revision 7
-		t.Fatal(err)
-	}
-	if _, err := m.Decode(at(7, 30*time.Second)); err != nil { // an earlier tick, decoded late
-		t.Fatal(err)
-	}
-	if got := m.Newer("prod", 6); got == nil || !got.Time.Equal(&metav1.Time{Time: snapshotTime.Add(time.Minute)}) {
-		t.Errorf("after revision 7's ticks at +1m and +30s: got %v, want the one at +1m", got)
 	}
 }

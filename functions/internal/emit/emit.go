@@ -100,35 +100,6 @@ func SnapshotOf(ctx context.Context, codec events.Codec, cluster string, env eve
 	return snap, nil
 }
 
-// DecisionSnapshot is the snapshot a handler decides on for env, delivered for the attempt-th
-// time: on a first delivery, the newest snapshot of the cluster this process already decoded
-// (events.Snapshots.Newer) when it is newer than env's revision (the env.Revision extension),
-// else the event's own (SnapshotOf) or, when the agent stored a newer one, the cluster's latest
-// (Freshest). The handlers of a process move through the same events at different speeds; one
-// that lags would otherwise decode the event it holds and then the latest, only to reach what a
-// faster one decoded already (at 10,000 pending pods, a second of CPU each: docs/scale.md,
-// "Ninth pass"). A newer snapshot serves as Freshest's does: what the cluster is now. An event
-// answered that way is not opened, so a malformed one of them is acknowledged, as a superseded
-// one is (Decided). Errors are SnapshotOf's and Freshest's.
-func DecisionSnapshot(ctx context.Context, codec events.Codec, cluster string, env events.Envelope, attempt int, rec telemetry.Recorder, function string) (*events.Snapshot, error) {
-	if attempt <= 1 && env.Revision > 0 && (env.Type == events.TypeSnapshot || env.Type == events.TypePodsPending) {
-		c := cluster
-		if c == "" {
-			c = env.Cluster
-		}
-		begin := time.Now()
-		if snap := events.Snapshots.Newer(c, env.Revision); snap != nil {
-			telemetry.OrNop(rec).Record(telemetry.SnapshotDecode, time.Since(begin).Seconds(), function, env.Type)
-			return snap, nil
-		}
-	}
-	snap, err := SnapshotOf(ctx, codec, cluster, env, rec, function)
-	if err != nil {
-		return nil, err
-	}
-	return Freshest(ctx, codec.Blobs, snap, attempt)
-}
-
 // ErrStaleSnapshot is returned by Dated for a snapshot older than events.MaxClockSkew: a handler
 // acknowledges it without a decision (a newer snapshot follows every 30 s).
 var ErrStaleSnapshot = errors.New("stale snapshot")

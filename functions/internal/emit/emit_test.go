@@ -155,68 +155,6 @@ func TestFreshest(t *testing.T) {
 	}
 }
 
-// A handler holding an event older than a snapshot its process decoded decides on that snapshot
-// and opens nothing; a redelivery, an event as new, or one without the revision is opened
-// (SnapshotOf) and checked against the stored latest (Freshest) as before.
-func TestDecisionSnapshotTakesTheNewerOneDecoded(t *testing.T) {
-	ctx := context.Background()
-	cluster := fmt.Sprint("emit-decision-snapshot-", time.Now().UnixNano()) // the process's memo is shared: a cluster of its own
-	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	event := func(rev int64) events.Envelope {
-		data, err := events.NewEvent(cluster, "agent", events.TypeSnapshot, fmt.Sprint("snap-", rev),
-			&events.Snapshot{Cluster: cluster, Revision: rev, Time: metav1.NewTime(at)}, events.WithRevision(rev))
-		if err != nil {
-			t.Fatal(err)
-		}
-		env, err := events.Decode(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
-	if got, err := DecisionSnapshot(ctx, events.Codec{}, cluster, event(9), 1, nil, "lifecycle"); err != nil || got.Revision != 9 {
-		t.Fatalf("the first event: %v, %v; want its own revision 9", got, err)
-	}
-	// An older event whose payload is not even readable: never opened.
-	old := event(5)
-	old.Data = []byte("not zstd")
-	rec := prom.NewRecorder()
-	if got, err := DecisionSnapshot(ctx, events.Codec{}, cluster, old, 1, rec, "provision"); err != nil || got.Revision != 9 {
-		t.Fatalf("an event of revision 5 after 9 was decoded: %v, %v; want revision 9", got, err)
-	}
-	if n := testutil.CollectAndCount(rec.Registry(), telemetry.SnapshotDecode.Name); n != 1 {
-		t.Errorf("%s has %d series, want 1 (the copy is this handler's cost)", telemetry.SnapshotDecode.Name, n)
-	}
-	if _, err := DecisionSnapshot(ctx, events.Codec{}, cluster, old, 2, nil, "provision"); !errors.Is(err, queue.ErrPoison) {
-		t.Errorf("a redelivery completes its own decision, so it is opened: want poison, got %v", err)
-	}
-	noRev := old
-	noRev.Revision = 0
-	if _, err := DecisionSnapshot(ctx, events.Codec{}, cluster, noRev, 1, nil, "provision"); !errors.Is(err, queue.ErrPoison) {
-		t.Errorf("an event without the revision is opened: want poison, got %v", err)
-	}
-	same := event(9)
-	same.Data = []byte("not zstd")
-	if _, err := DecisionSnapshot(ctx, events.Codec{}, cluster, same, 1, nil, "provision"); !errors.Is(err, queue.ErrPoison) {
-		t.Errorf("an event as new as the newest decoded is opened: want poison, got %v", err)
-	}
-	// A newer event is its own, or the stored latest when that is newer still.
-	store := &events.MemoryBlobStore{}
-	enc, err := events.EncodeSnapshot(&events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: cluster, Revision: 12, Time: metav1.NewTime(at)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := events.PutLatestSnapshot(ctx, store, cluster, enc); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := DecisionSnapshot(ctx, events.Codec{Blobs: store}, cluster, event(10), 1, nil, "provision"); err != nil || got.Revision != 12 {
-		t.Fatalf("revision 10 with 12 stored: %v, %v; want the stored 12", got, err)
-	}
-	if got, err := DecisionSnapshot(ctx, events.Codec{}, cluster, event(11), 1, nil, "provision"); err != nil || got.Revision != 12 {
-		t.Fatalf("revision 11 after 12 was decoded: %v, %v; want 12", got, err)
-	}
-}
-
 // Decided: an event holding an older snapshot than one decided on is superseded on its first
 // delivery; the same revision is not (an unchanged cluster's tick), nor a redelivery, nor an
 // event without the revision; Record keeps the newest revision whatever the order.
