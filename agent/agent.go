@@ -524,13 +524,19 @@ func (a *Agent) changeLoop(ctx context.Context) {
 	seen := mark()
 	t := a.cfg.Clock.NewTicker(a.cfg.ChangeSnapshotInterval)
 	defer t.Stop()
+	var pace changePacer
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			if m := mark(); m != seen {
-				if err := a.PublishSnapshot(ctx); err != nil {
+			if m := mark(); m != seen && pace.ready(a.cfg.Clock.Now()) {
+				// The cost is wall time on the real clock (the work is CPU-bound; tests stop
+				// the injected one), the holdoff counted on the injected clock from the start.
+				start, begin := a.cfg.Clock.Now(), time.Now()
+				err := a.PublishSnapshot(ctx)
+				pace.published(start, time.Since(begin))
+				if err != nil {
 					if ctx.Err() == nil {
 						a.log().Error("publishing snapshot after node changes", "err", err)
 					}
@@ -540,6 +546,36 @@ func (a *Agent) changeLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// ChangeSnapshotCostFactor is how many times its own cost (building, encoding and publishing, wall
+// time) a change snapshot holds the next one back: the agent spends at most a quarter of its
+// time on them, and so do the functions, whose decoding of a snapshot costs about what its
+// encoding does (make scale at 10,000 pods: about 1 s each on a loaded 2-core machine, where
+// change snapshots came every 1.5 s, 510 of the run's 580 events, and the functions' process
+// spent half its CPU time decoding them; docs/scale.md, "Ninth pass"). A small cluster's
+// snapshot costs milliseconds, so it keeps the ChangeSnapshotInterval.
+const ChangeSnapshotCostFactor = 4
+
+// ChangeSnapshotHoldoff is how long after a change snapshot that cost took (wall time) the next
+// may start: ChangeSnapshotCostFactor times the cost. The change loop's ticker still sets the
+// floor (ChangeSnapshotInterval); changes seen in the holdoff are published once it ends, in one
+// snapshot, and pods-pending batches and the periodic snapshot are not held back.
+func ChangeSnapshotHoldoff(cost time.Duration) time.Duration {
+	return ChangeSnapshotCostFactor * max(cost, 0)
+}
+
+// changePacer holds change snapshots back by their cost (ChangeSnapshotHoldoff); the zero value
+// is ready at once.
+type changePacer struct{ next time.Time }
+
+// ready reports whether a change snapshot may start at now.
+func (p *changePacer) ready(now time.Time) bool { return !now.Before(p.next) }
+
+// published notes a change snapshot that started at start and cost cost (failed or not: the
+// work was done either way).
+func (p *changePacer) published(start time.Time, cost time.Duration) {
+	p.next = start.Add(ChangeSnapshotHoldoff(cost))
 }
 
 // PublishSnapshot builds a snapshot and publishes it as a TypeSnapshot event. Its id carries the
