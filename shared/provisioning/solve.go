@@ -19,6 +19,8 @@ type solver struct {
 	topo   *topology
 	// eligible caches spread domains per (pod signature, key, policies).
 	eligible map[eligibleKey][]string
+	// binDomains caches the bins grouped by their value of a topology key (binsByDomain).
+	binDomains map[string][]domainBins
 	// scratch is tryAdd's buffer for the candidate types that remain.
 	scratch []int
 	// index finds open claims with room during first-fit.

@@ -62,18 +62,17 @@ func (s *solver) eligibleDomains(p *podInfo, c *constraint, binsOnly bool) []str
 	}
 	key := c.g.key
 	set := map[string]bool{}
-	for _, b := range s.bins {
-		v := b.labels[key]
-		if v == "" {
-			continue
+	for _, d := range s.binsByDomain(key) {
+		for _, b := range d.bins { // a domain is eligible once one of its bins is
+			if c.honorAffinity && !matchesAnyAlt(p.alts, b.labels) {
+				continue
+			}
+			if c.honorTaints && p.untolerated(b.taints) != nil {
+				continue
+			}
+			set[d.val] = true
+			break
 		}
-		if c.honorAffinity && !matchesAnyAlt(p.alts, b.labels) {
-			continue
-		}
-		if c.honorTaints && p.untolerated(b.taints) != nil {
-			continue
-		}
-		set[v] = true
 	}
 	for i, pl := range s.pools {
 		if pl.err != nil || binsOnly {
@@ -88,6 +87,9 @@ func (s *solver) eligibleDomains(p *podInfo, c *constraint, binsOnly bool) []str
 				continue
 			}
 			r := pl.reqs.Intersect(ac.reqs)[key]
+			if pl.domainsByOffer(s, key, ac.types, r, set) {
+				continue
+			}
 			switch {
 			case pl.isZoneLabel(key):
 				for ti, t := range pl.types {
@@ -137,6 +139,85 @@ func (s *solver) eligibleDomains(p *podInfo, c *constraint, binsOnly bool) []str
 	sort.Strings(out)
 	s.eligible[id] = out
 	return out
+}
+
+// domainBins are the bins holding one value of a topology key.
+type domainBins struct {
+	val  string
+	bins []*bin
+}
+
+// binsByDomain returns the solver's bins grouped by their value of key (bins without the label
+// left out), in the bins' order within a value, computed once per key: eligibleDomains asks, for
+// each pod signature, which values hold a bin the pod may use, and the first such bin of a value
+// answers for it, where walking every bin looked up the label of each (a few hundred nodes for a
+// zone key's few values, once per signature: make scale at 10,000 pods).
+func (s *solver) binsByDomain(key string) []domainBins {
+	if d, ok := s.binDomains[key]; ok {
+		return d
+	}
+	var out []domainBins
+	at := map[string]int{}
+	for _, b := range s.bins {
+		v := b.labels[key]
+		if v == "" {
+			continue
+		}
+		i, ok := at[v]
+		if !ok {
+			i = len(out)
+			at[v] = i
+			out = append(out, domainBins{val: v})
+		}
+		out[i].bins = append(out[i].bins, b)
+	}
+	if s.binDomains == nil {
+		s.binDomains = map[string][]domainBins{}
+	}
+	s.binDomains[key] = out
+	return out
+}
+
+// domainsByOffer adds to set the values of key (a zone label, or one of offeringKeys) that the
+// offerings of the pool's types marked in types give and r allows (nil: any), from the union of
+// the types' (zone, capacity type) bits (poolType.offers) rather than each offering: a pool's
+// types number in the hundreds with a dozen offerings each, but its pairs a few dozen, and
+// make scale at 10,000 pods spent most of its solving time adding the same few zones to set
+// once per offering (docs/scale.md, "Ninth pass"). It reports false, adding nothing, for any
+// other key or a pool of more than 64 pairs, where the caller walks the offerings.
+func (pl *pool) domainsByOffer(s *solver, key string, types []bool, r *scheduling.Requirement, set map[string]bool) bool {
+	zoneLabel := pl.isZoneLabel(key)
+	if (!zoneLabel && !offeringKeys[key]) || len(pl.offerKeys) > 64 {
+		return false
+	}
+	var m uint64
+	for ti, t := range pl.types {
+		if types[ti] {
+			m |= t.offers
+		}
+	}
+	for b, k := range pl.offerKeys {
+		if m&(1<<b) == 0 {
+			continue
+		}
+		var v string
+		switch {
+		case zoneLabel:
+			if v = pl.zoneLabelOf(key, k[0]); v == "" {
+				continue
+			}
+		case key == apisv1.LabelCapacityType:
+			v = k[1]
+		case key == corev1.LabelTopologyRegion:
+			v = s.in.Catalog.Region
+		default:
+			v = k[0]
+		}
+		if r == nil || r.Has(v) {
+			set[v] = true
+		}
+	}
+	return true
 }
 
 // eligibleKey identifies what eligibleDomains computes from (a struct, not a concatenated string:
