@@ -531,11 +531,9 @@ func (a *Agent) changeLoop(ctx context.Context) {
 			return
 		case <-t.C():
 			if m := mark(); m != seen && pace.ready(a.cfg.Clock.Now()) {
-				// The cost is wall time on the real clock (the work is CPU-bound; tests stop
-				// the injected one), the holdoff counted on the injected clock from the start.
-				start, begin := a.cfg.Clock.Now(), time.Now()
-				err := a.PublishSnapshot(ctx)
-				pace.published(start, time.Since(begin))
+				start := a.cfg.Clock.Now()
+				cost, err := a.publishSnapshot(ctx)
+				pace.published(start, ChangeSnapshotHoldoff(cost, a.holdoffCeiling()))
 				if err != nil {
 					if ctx.Err() == nil {
 						a.log().Error("publishing snapshot after node changes", "err", err)
@@ -548,8 +546,8 @@ func (a *Agent) changeLoop(ctx context.Context) {
 	}
 }
 
-// ChangeSnapshotCostFactor is how many times its own cost (building, encoding and publishing, wall
-// time) a change snapshot holds the next one back: the agent spends at most a quarter of its
+// ChangeSnapshotCostFactor is how many times its own cost (building and encoding it, wall time)
+// a change snapshot holds the next one back: the agent spends at most a quarter of its
 // time on them, and so do the functions, whose decoding of a snapshot costs about what its
 // encoding does (make scale at 10,000 pods: about 1 s each on a loaded 2-core machine, where
 // change snapshots came every 1.5 s, 510 of the run's 580 events, and the functions' process
@@ -557,59 +555,73 @@ func (a *Agent) changeLoop(ctx context.Context) {
 // snapshot costs milliseconds, so it keeps the ChangeSnapshotInterval.
 const ChangeSnapshotCostFactor = 4
 
-// ChangeSnapshotHoldoff is how long after a change snapshot that cost took (wall time) the next
-// may start: ChangeSnapshotCostFactor times the cost. The change loop's ticker still sets the
-// floor (ChangeSnapshotInterval); changes seen in the holdoff are published once it ends, in one
-// snapshot, and pods-pending batches and the periodic snapshot are not held back.
-func ChangeSnapshotHoldoff(cost time.Duration) time.Duration {
-	return ChangeSnapshotCostFactor * max(cost, 0)
+// ChangeSnapshotHoldoff is how long after a change snapshot whose building and encoding took cost
+// (wall time) the next may start: ChangeSnapshotCostFactor times the cost, at most ceiling (the
+// periodic snapshot's interval: past it, the periodic one would carry the changes anyway). The
+// blob write and the queue's publish are not part of the cost: a queue that is slow or down
+// would otherwise hold change snapshots back long after it recovered. The change loop's ticker
+// still sets the floor (ChangeSnapshotInterval); changes seen in the holdoff are published once
+// it ends, in one snapshot, and pods-pending batches and the periodic snapshot are not held back.
+func ChangeSnapshotHoldoff(cost, ceiling time.Duration) time.Duration {
+	return min(ChangeSnapshotCostFactor*max(cost, 0), max(ceiling, 0))
 }
 
-// changePacer holds change snapshots back by their cost (ChangeSnapshotHoldoff); the zero value
-// is ready at once.
+// holdoffCeiling is ChangeSnapshotHoldoff's ceiling: the periodic snapshot's interval, or its
+// default when periodic snapshots are disabled.
+func (a *Agent) holdoffCeiling() time.Duration {
+	if a.cfg.SnapshotInterval > 0 {
+		return a.cfg.SnapshotInterval
+	}
+	return DefaultSnapshotInterval
+}
+
+// changePacer holds change snapshots back (ChangeSnapshotHoldoff); the zero value is ready at
+// once.
 type changePacer struct{ next time.Time }
 
 // ready reports whether a change snapshot may start at now.
 func (p *changePacer) ready(now time.Time) bool { return !now.Before(p.next) }
 
-// published notes a change snapshot that started at start and cost cost (failed or not: the
-// work was done either way).
-func (p *changePacer) published(start time.Time, cost time.Duration) {
-	p.next = start.Add(ChangeSnapshotHoldoff(cost))
+// published notes a change snapshot that started at start (on the agent's clock) and the
+// holdoff it earned (failed or not: its building and encoding were done either way).
+func (p *changePacer) published(start time.Time, holdoff time.Duration) {
+	p.next = start.Add(holdoff)
 }
 
 // PublishSnapshot builds a snapshot and publishes it as a TypeSnapshot event. Its id carries the
 // revision and the clock's second, so an unchanged cluster still ticks (the clock of consolidation
 // and expiry) while a repeat within the same second is deduplicated.
 func (a *Agent) PublishSnapshot(ctx context.Context) error {
-	snap, err := a.builder.Build()
-	if err != nil {
-		return err
-	}
-	if err := a.checkRevision(snap.Revision); err != nil {
-		return err
-	}
-	id := fmt.Sprintf("snapshot-%d-%d", snap.Revision, snap.Time.Unix())
-	encoded, err := a.storeLatest(ctx, snap)
-	if err != nil && encoded == nil {
-		return fmt.Errorf("encode %s event %s: %w", events.TypeSnapshot, id, err)
-	}
-	if err != nil {
-		a.log().Warn("storing the latest snapshot", "err", err)
-	}
-	return a.publish(ctx, events.TypeSnapshot, id, encoded, events.WithRevision(snap.Revision))
+	_, err := a.publishSnapshot(ctx)
+	return err
 }
 
-// storeLatest encodes snap and, when a BlobStore is configured, writes it as the cluster's latest
-// snapshot (events.LatestSnapshotKey). It returns the encoding (nil on an encoding error) and the
-// error of either step; a failed write is logged by the caller: the events still carry every
-// snapshot.
-func (a *Agent) storeLatest(ctx context.Context, snap *events.Snapshot) ([]byte, error) {
-	encoded, err := a.encode(events.TypeSnapshot, func() ([]byte, error) { return events.EncodeSnapshot(snap) })
-	if err != nil || a.cfg.Blobs == nil {
-		return encoded, err
+// publishSnapshot is PublishSnapshot, also returning what building and encoding the snapshot
+// cost (wall time on the real clock: the work is CPU-bound, and tests stop the injected one),
+// whether or not the rest succeeded. When a BlobStore is configured the encoding is also written
+// as the cluster's latest snapshot (events.LatestSnapshotKey); a failed write is logged, since
+// the events still carry every snapshot.
+func (a *Agent) publishSnapshot(ctx context.Context) (time.Duration, error) {
+	begin := time.Now()
+	snap, err := a.builder.Build()
+	if err != nil {
+		return time.Since(begin), err
 	}
-	return encoded, events.PutLatestSnapshot(ctx, a.cfg.Blobs, a.cfg.Cluster, encoded)
+	if err := a.checkRevision(snap.Revision); err != nil {
+		return time.Since(begin), err
+	}
+	id := fmt.Sprintf("snapshot-%d-%d", snap.Revision, snap.Time.Unix())
+	encoded, err := a.encode(events.TypeSnapshot, func() ([]byte, error) { return events.EncodeSnapshot(snap) })
+	cost := time.Since(begin)
+	if err != nil {
+		return cost, fmt.Errorf("encode %s event %s: %w", events.TypeSnapshot, id, err)
+	}
+	if a.cfg.Blobs != nil {
+		if err := events.PutLatestSnapshot(ctx, a.cfg.Blobs, a.cfg.Cluster, encoded); err != nil {
+			a.log().Warn("storing the latest snapshot", "err", err)
+		}
+	}
+	return cost, a.publish(ctx, events.TypeSnapshot, id, encoded, events.WithRevision(snap.Revision))
 }
 
 // encode runs one of the snapshot codec's encoders for an event of type typ and records what it
