@@ -87,38 +87,9 @@ func (s *solver) eligibleDomains(p *podInfo, c *constraint, binsOnly bool) []str
 				continue
 			}
 			r := pl.reqs.Intersect(ac.reqs)[key]
-			if pl.domainsByOffer(s, key, ac.types, r, set) {
-				continue
-			}
 			switch {
-			case pl.isZoneLabel(key):
-				for ti, t := range pl.types {
-					if !ac.types[ti] {
-						continue
-					}
-					for _, o := range t.offerings {
-						if v := pl.zoneLabelOf(key, o.Zone); v != "" && (r == nil || r.Has(v)) {
-							set[v] = true
-						}
-					}
-				}
-			case offeringKeys[key]:
-				for ti, t := range pl.types {
-					if !ac.types[ti] {
-						continue
-					}
-					for _, o := range t.offerings {
-						v := o.Zone
-						if key == apisv1.LabelCapacityType {
-							v = o.CapacityType
-						} else if key == corev1.LabelTopologyRegion {
-							v = s.in.Catalog.Region
-						}
-						if r == nil || r.Has(v) {
-							set[v] = true
-						}
-					}
-				}
+			case pl.isZoneLabel(key) || offeringKeys[key]:
+				pl.offerDomains(s, key, ac.types, r, set)
 			case isTypeKey(key):
 				for ti, t := range pl.types {
 					if ac.types[ti] && t.it.Labels[key] != "" {
@@ -178,17 +149,27 @@ func (s *solver) binsByDomain(key string) []domainBins {
 	return out
 }
 
-// domainsByOffer adds to set the values of key (a zone label, or one of offeringKeys) that the
-// offerings of the pool's types marked in types give and r allows (nil: any), from the union of
-// the types' (zone, capacity type) bits (poolType.offers) rather than each offering: a pool's
-// types number in the hundreds with a dozen offerings each, but its pairs a few dozen, and
-// make scale at 10,000 pods spent most of its solving time adding the same few zones to set
-// once per offering (docs/scale.md, "Ninth pass"). It reports false, adding nothing, for any
-// other key or a pool of more than 64 pairs, where the caller walks the offerings.
-func (pl *pool) domainsByOffer(s *solver, key string, types []bool, r *scheduling.Requirement, set map[string]bool) bool {
-	zoneLabel := pl.isZoneLabel(key)
-	if (!zoneLabel && !offeringKeys[key]) || len(pl.offerKeys) > 64 {
-		return false
+// offerDomains adds to set the values of key (a zone label, or one of offeringKeys) that the
+// offerings of the pool's types marked in types give and r allows (nil: any). Up to 64 (zone,
+// capacity type) pairs in the pool it reads the union of the types' bits (poolType.offers), not
+// each offering: a pool's types number in the hundreds with a dozen offerings each, but its pairs
+// a few dozen, and make scale at 10,000 pods spent most of its solving time adding the same few
+// zones to set once per offering (docs/scale.md, "Ninth pass"); past 64 it walks the offerings.
+func (pl *pool) offerDomains(s *solver, key string, types []bool, r *scheduling.Requirement, set map[string]bool) {
+	add := func(zone, capacityType string) {
+		if v, ok := pl.offerDomain(s, key, zone, capacityType); ok && (r == nil || r.Has(v)) {
+			set[v] = true
+		}
+	}
+	if len(pl.offerKeys) > 64 {
+		for ti, t := range pl.types {
+			if types[ti] {
+				for _, o := range t.offerings {
+					add(o.Zone, o.CapacityType)
+				}
+			}
+		}
+		return
 	}
 	var m uint64
 	for ti, t := range pl.types {
@@ -197,27 +178,25 @@ func (pl *pool) domainsByOffer(s *solver, key string, types []bool, r *schedulin
 		}
 	}
 	for b, k := range pl.offerKeys {
-		if m&(1<<b) == 0 {
-			continue
-		}
-		var v string
-		switch {
-		case zoneLabel:
-			if v = pl.zoneLabelOf(key, k[0]); v == "" {
-				continue
-			}
-		case key == apisv1.LabelCapacityType:
-			v = k[1]
-		case key == corev1.LabelTopologyRegion:
-			v = s.in.Catalog.Region
-		default:
-			v = k[0]
-		}
-		if r == nil || r.Has(v) {
-			set[v] = true
+		if m&(1<<b) != 0 {
+			add(k[0], k[1])
 		}
 	}
-	return true
+}
+
+// offerDomain is the value of key (a zone label, or one of offeringKeys) on a node of an
+// offering in zone with capacityType; false for a zone label the zone has no value of.
+func (pl *pool) offerDomain(s *solver, key, zone, capacityType string) (string, bool) {
+	switch {
+	case pl.isZoneLabel(key):
+		v := pl.zoneLabelOf(key, zone)
+		return v, v != ""
+	case key == apisv1.LabelCapacityType:
+		return capacityType, true
+	case key == corev1.LabelTopologyRegion:
+		return s.in.Catalog.Region, true
+	}
+	return zone, true
 }
 
 // eligibleKey identifies what eligibleDomains computes from (a struct, not a concatenated string:
