@@ -173,7 +173,11 @@ func TestSnapshotKeepsPodsDovetailNominated(t *testing.T) {
 // would be refused as created after it; the next snapshot shows it.
 func TestSnapshotLeavesOutANodeItsRevisionHasNotCounted(t *testing.T) {
 	f := newFixture(t, []runtime.Object{node("n1")})
-	eventually(t, "sync", func() bool { return f.watcher.Node("n1") != nil })
+	// The store holds n1 before its handler counts it (the very race under test), so wait for the
+	// count: a snapshot read before it rightly leaves n1 out too.
+	eventually(t, "n1 counted", func() bool {
+		return f.watcher.Node("n1") != nil && !f.watcher.CreatedSince(KindNode, "n1", f.watcher.Revision())
+	})
 	f.builder.afterRevision = func() {
 		if _, err := f.kube.CoreV1().Nodes().Create(f.ctx, node("n9"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
