@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,12 @@ const (
 	// provReqValidUntil is the short request's ValidUntilSeconds: Provisioned=False
 	// (CapacityIsNotFound) until then, Failed=True after (docs/batch.md).
 	provReqValidUntil = 10 * time.Second
+	// provReqTaint keeps the request pools' nodes for the requests' pods, as a dedicated gang pool
+	// is in practice: the booking reserves room in Dovetail's decisions only (as in Cluster
+	// Autoscaler), and kube-scheduler's default scoring (NodeResourcesFit, LeastAllocated) sends
+	// other flows' pods, such as those drift drains from the default pool meanwhile, to the
+	// emptiest nodes: the 16 new ones, where a consumer of 1200m then no longer fits.
+	provReqTaint = "e2e.dovetail.dev/gang"
 )
 
 // checkProvisioningRequests drives both of Cluster Autoscaler's classes through the deployed
@@ -147,7 +154,7 @@ func checkProvisioningRequests(ctx context.Context, t *testing.T, env *localdev.
 			}
 			return len(pods.Items) == provReqCount, nil
 		}); err != nil {
-			t.Fatalf("the %d consumers are not all bound: %v", provReqCount, err)
+			t.Fatalf("the %d consumers are not all bound: %v\n%s", provReqCount, err, whyUnbound(ctx, env, pods))
 		}
 		onNode := map[string]int{}
 		for _, p := range pods.Items {
@@ -171,8 +178,8 @@ func checkProvisioningRequests(ctx context.Context, t *testing.T, env *localdev.
 		before := claimNames(ctx, t, env, provReqPool)
 		insts := instanceIDs(ctx, t, env, provReqPool)
 		// Two 300m pods fit in the 1805m - 1200m = 605m each of the 16 m5.large nodes has left: 32
-		// in all, so 16 fit even where other flows' pods took some room, and after their booking
-		// at most 16 remain for the next request of 17.
+		// in all (provReqTaint keeps other flows' pods off), so 16 fit, and after their booking
+		// 16 remain, too few for the next request of 17.
 		createTemplate(ctx, t, env, "probe", provReqPool, "300m")
 		createProvReq(ctx, t, env, "fits", apisv1.ProvisioningClassCheckCapacity, "probe", provReqCount, nil)
 		if c := waitCondition(ctx, t, env, "fits", apisv1.ProvisioningRequestProvisioned, time.Minute); c.Status != metav1.ConditionTrue ||
@@ -233,8 +240,43 @@ type provisionAnswer struct {
 	RolledBack []string
 }
 
+// whyUnbound says, for a failure, each unbound consumer's PodScheduled message (kube-scheduler's
+// reason) and the pods of other namespaces bound to the request pool's nodes.
+func whyUnbound(ctx context.Context, env *localdev.Env, consumers *corev1.PodList) string {
+	var out strings.Builder
+	if consumers != nil {
+		for _, p := range consumers.Items {
+			if p.Spec.NodeName != "" {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled {
+					fmt.Fprintf(&out, "consumer %s: PodScheduled=%s %s: %s\n", p.Name, c.Status, c.Reason, c.Message)
+				}
+			}
+		}
+	}
+	nodes, err := env.Cluster.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: poolLabel + "=" + provReqPool})
+	if err != nil {
+		return out.String() + err.Error()
+	}
+	for _, n := range nodes.Items {
+		pods, err := env.Cluster.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		if err != nil {
+			return out.String() + err.Error()
+		}
+		for _, p := range pods.Items {
+			if p.Namespace != provReqNS {
+				fmt.Fprintf(&out, "node %s (taints %v) holds %s/%s\n", n.Name, n.Spec.Taints, p.Namespace, p.Name)
+			}
+		}
+	}
+	return out.String()
+}
+
 // createProvReqPool creates a NodePool of one on-demand instance type whose nodes carry
-// poolLabel=name; its nodes are never consolidated, so empty atomic nodes wait for their pods.
+// poolLabel=name and the taint provReqTaint, which only the requests' pods tolerate; its nodes
+// are never consolidated, so empty atomic nodes wait for their pods.
 func createProvReqPool(ctx context.Context, t *testing.T, env *localdev.Env, name, instanceType string) {
 	t.Helper()
 	req := func(key, value string) map[string]any {
@@ -249,6 +291,7 @@ func createProvReqPool(ctx context.Context, t *testing.T, env *localdev.Env, nam
 				"spec": map[string]any{
 					"nodeClassRef": map[string]any{"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
 					"requirements": []any{req(corev1.LabelInstanceTypeStable, instanceType), req(apisv1.LabelCapacityType, "on-demand")},
+					"taints":       []any{map[string]any{"key": provReqTaint, "effect": string(corev1.TaintEffectNoSchedule)}},
 				}}}}}
 	if _, err := env.Cluster.Dynamic.Resource(kube.NodePoolGVR).Create(ctx, np, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -258,6 +301,7 @@ func createProvReqPool(ctx context.Context, t *testing.T, env *localdev.Env, nam
 func provReqPodSpec(pool, cpu string) corev1.PodSpec {
 	return corev1.PodSpec{
 		NodeSelector: map[string]string{poolLabel: pool},
+		Tolerations:  []corev1.Toleration{{Key: provReqTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 		Containers: []corev1.Container{{Name: "train", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}
 }
