@@ -43,7 +43,7 @@ func runDovetail(ctx context.Context, n int, o opts, b Bounder) (Result, error) 
 		BootDelay:        o.bootDelay,
 		Out:              prefixed("dovetail: "),
 		Log:              slog.New(slog.NewTextHandler(io.Discard, nil)),
-		RealControlPlane: realcluster.Options{Dir: dir, Logf: log.Printf},
+		RealControlPlane: realcluster.Options{Dir: dir, Logf: log.Printf, ClientQPS: o.clientQPS},
 		ExternalAgent:    true,
 	})
 	if err != nil {

@@ -29,7 +29,7 @@ func runKarpenter(ctx context.Context, n int, o opts, b Bounder) (Result, error)
 	if err != nil {
 		return r, err
 	}
-	cp, err := realcluster.Start(ctx, realcluster.Options{Dir: dir, Logf: log.Printf})
+	cp, err := realcluster.Start(ctx, realcluster.Options{Dir: dir, Logf: log.Printf, ClientQPS: o.clientQPS})
 	if err != nil {
 		return r, err
 	}

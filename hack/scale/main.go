@@ -47,6 +47,9 @@ type opts struct {
 	agentBin          string
 	kwokTypes         []byte
 	cpuProfile        string
+	// clientQPS is kube-controller-manager's and kube-scheduler's client rate limit
+	// (realcluster.Options.ClientQPS), the same on both sides.
+	clientQPS int
 }
 
 func main() {
@@ -66,6 +69,7 @@ func main() {
 	flag.StringVar(&o.karpenterDir, "karpenter-dir", "", "the sigs.k8s.io/karpenter module directory, for its CRDs (go list -m -f {{.Dir}} sigs.k8s.io/karpenter)")
 	flag.StringVar(&o.agentBin, "agent-bin", "", "Dovetail's agent binary (go build ./agent/cmd/agent; make scale builds it); empty: built into -work-dir")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each side's process (Dovetail's: NATS, the functions, the fake cloud and the harness; not the agent or the control plane) to this path, suffixed -<side>-<N>.prof")
+	flag.IntVar(&o.clientQPS, "control-plane-qps", 100, "kube-controller-manager's and kube-scheduler's --kube-api-qps and --kube-api-burst, as in Kubernetes' 5,000-node scalability jobs (0: the components' defaults, 20 and 50 QPS, under which the ReplicaSet controller's pod creation sets the pace)")
 	out := flag.String("out", "", "also write the tables to this file")
 	one := flag.String("one", "", "internal: run one side at one N (side:N) and write its result as JSON to -result")
 	resultFile := flag.String("result", "", "internal: see -one")
@@ -170,7 +174,7 @@ func runChild(ctx context.Context, side string, n int, o opts) (Result, error) {
 		"-consolidate-timeout", o.phase.ConsolidateTimeout.String(), "-quiet", o.phase.Quiet.String(),
 		"-cut", strconv.FormatFloat(o.phase.Cut, 'f', -1, 64), "-dovetail-manifest", o.dovetailManifest,
 		"-karpenter-manifest", o.karpenterManifest, "-karpenter-bin", o.karpenterBin, "-karpenter-dir", o.karpenterDir,
-		"-agent-bin", o.agentBin, "-cpuprofile", o.cpuProfile}
+		"-agent-bin", o.agentBin, "-cpuprofile", o.cpuProfile, "-control-plane-qps", strconv.Itoa(o.clientQPS)}
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	log.Printf("=== %s, N = %d", side, n)
