@@ -140,11 +140,8 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if h.decided.Superseded(env, msg.Attempt) {
 		return nil // a newer snapshot was decided on already (emit.Decided)
 	}
-	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env, h.Metrics, Component)
+	snap, err := emit.Open(ctx, h.Codec, h.Cluster, env, msg.Attempt, h.Metrics, Component)
 	if err != nil {
-		return err
-	}
-	if snap, err = emit.Freshest(ctx, h.Codec.Blobs, snap, msg.Attempt); err != nil {
 		return err
 	}
 	if snap, err = emit.Dated(snap, emit.Clock(h.Now)); err != nil {

@@ -101,11 +101,8 @@ func (h *Handler) Handle(ctx context.Context, msg queue.Message) error {
 	if err := emit.Accept(Component, env.Type, events.TypeSnapshot, events.TypePodsPending); err != nil {
 		return err
 	}
-	snap, err := emit.SnapshotOf(ctx, h.Codec, h.Cluster, env, h.Metrics, Component)
+	snap, err := emit.Open(ctx, h.Codec, h.Cluster, env, msg.Attempt, h.Metrics, Component)
 	if err != nil {
-		return err
-	}
-	if snap, err = emit.Freshest(ctx, h.Codec.Blobs, snap, msg.Attempt); err != nil {
 		return err
 	}
 	if snap, err = emit.Dated(snap, emit.Clock(h.Now)); err != nil {

@@ -160,6 +160,46 @@ func Freshest(ctx context.Context, blobs events.BlobStore, snap *events.Snapshot
 	return snap, nil
 }
 
+// Open returns the snapshot a handler decides on for env: on a first delivery (attempt 1) of an
+// event that names its revision (events.ExtensionRevision), the cluster's latest stored snapshot
+// when it is newer, without fetching or decoding env's payload; otherwise env's own snapshot
+// (SnapshotOf, its decode recorded in rec) checked against the latest (Freshest). The decision
+// is the one SnapshotOf and Freshest give (both end on the latest when it is newer), with one
+// decode in place of two for a handler behind its queue: make scale at N = 10,000 with pods
+// created at the scalability jobs' rate (docs/scale.md, "Tenth pass") had the lifecycle
+// function decide every 16–33 s, each decision decoding its message's snapshot and then the
+// latest, and nodes waited up to two minutes for their registration. The latest is also the
+// snapshot every lagging handler of the process opens, so the memo (events.Snapshots) decodes it
+// once for all of them. A payload left unread is older than what the handler decides on, as an
+// event Decided.Superseded is, and is acknowledged as such. The latest's decode is not recorded
+// in rec (Freshest's never was: its time includes the blob store's read). Errors are those of
+// SnapshotOf and Freshest; with cluster "" the payload is read first (SnapshotOf), and Freshest
+// then looks up the latest of the snapshot's own cluster.
+func Open(ctx context.Context, codec events.Codec, cluster string, env events.Envelope, attempt int, rec telemetry.Recorder, function string) (*events.Snapshot, error) {
+	if env.Type != events.TypeSnapshot && env.Type != events.TypePodsPending {
+		return nil, fmt.Errorf("%w: type: %q carries no snapshot", queue.ErrPoison, env.Type)
+	}
+	_, keyed := codec.Blobs.(events.KeyedBlobStore)
+	checked := keyed && cluster != "" && attempt <= 1 && env.Revision > 0
+	if checked {
+		latest, err := events.ReadLatestSnapshotAfter(ctx, codec.Blobs, cluster, env.Revision)
+		switch {
+		case err != nil && !errors.Is(err, events.ErrMalformed):
+			return nil, err
+		case latest != nil:
+			return latest, nil
+		}
+	}
+	snap, err := SnapshotOf(ctx, codec, cluster, env, rec, function)
+	if err != nil {
+		return nil, err
+	}
+	if checked && snap.Revision == env.Revision {
+		return snap, nil // the latest was not newer a moment ago; the next event carries what came since
+	}
+	return Freshest(ctx, codec.Blobs, snap, attempt)
+}
+
 // Decided remembers the newest snapshot revision a handler decided on, so that an event holding
 // an older snapshot is acknowledged without fetching or decoding its payload. A handler that
 // falls behind its queue (snapshots published faster than it decides, as at 1,000 pending pods

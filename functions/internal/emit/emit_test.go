@@ -155,6 +155,85 @@ func TestFreshest(t *testing.T) {
 	}
 }
 
+// Open: a first delivery whose event names an older revision than the stored latest decides on
+// the latest without reading its own payload (here corrupt, so a read would be poison); one that
+// is the latest, a redelivery, or an event without the revision reads its payload as SnapshotOf
+// does, and only those reads are recorded.
+func TestOpenDecodesOnlyTheLatest(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	event := func(rev int64, withRevision bool) events.Envelope {
+		t.Helper()
+		var opts []events.Option
+		if withRevision {
+			opts = append(opts, events.WithRevision(rev))
+		}
+		data, err := events.NewEvent("prod", "agent", events.TypeSnapshot, fmt.Sprintf("snap-%d", rev),
+			&events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: "prod", Revision: rev, Time: metav1.NewTime(at)}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := events.Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	store := &events.MemoryBlobStore{}
+	codec := events.Codec{Blobs: store}
+	rec := prom.NewRecorder()
+	decodes := func() int {
+		t.Helper()
+		fams, err := rec.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, f := range fams {
+			if f.GetName() == telemetry.SnapshotDecode.Name {
+				for _, m := range f.GetMetric() {
+					n += int(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+		return n
+	}
+
+	if got, err := Open(ctx, codec, "prod", event(5, true), 1, rec, "lifecycle"); err != nil || got.Revision != 5 {
+		t.Fatalf("nothing stored: %v, %v; want the message's revision 5", got, err)
+	}
+	latest := &events.Snapshot{SchemaVersion: events.SnapshotSchemaVersion, Cluster: "prod", Revision: 7, Time: metav1.NewTime(at)}
+	enc, err := events.EncodeSnapshot(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.PutLatestSnapshot(ctx, store, "prod", enc); err != nil {
+		t.Fatal(err)
+	}
+	behind := event(5, true)
+	behind.Data = []byte("not zstd")
+	if got, err := Open(ctx, codec, "prod", behind, 1, rec, "lifecycle"); err != nil || got.Revision != 7 {
+		t.Fatalf("behind the latest: %v, %v; want revision 7, the message's payload unread", got, err)
+	}
+	if _, err := Open(ctx, codec, "prod", behind, 2, rec, "lifecycle"); !errors.Is(err, queue.ErrPoison) {
+		t.Fatalf("a redelivery reads its own payload (here corrupt): %v, want poison", err)
+	}
+	if got, err := Open(ctx, codec, "prod", event(7, true), 1, rec, "lifecycle"); err != nil || got.Revision != 7 {
+		t.Fatalf("the latest itself: %v, %v; want revision 7", got, err)
+	}
+	if got, err := Open(ctx, codec, "prod", event(5, false), 1, rec, "lifecycle"); err != nil || got.Revision != 7 {
+		t.Fatalf("no revision on the event: %v, %v; want its payload read, then the newer latest (revision 7)", got, err)
+	}
+	if got, err := Open(ctx, codec, "", event(5, true), 1, rec, "lifecycle"); err != nil || got.Revision != 7 {
+		t.Fatalf("no cluster: %v, %v; want its payload read, then the newer latest of its own cluster (revision 7)", got, err)
+	}
+	// Read: nothing stored (5), the corrupt redelivery, the latest's own event (7), the event
+	// without revision, the one without cluster; not the corrupt first delivery.
+	if n := decodes(); n != 5 {
+		t.Fatalf("%d payload decodes recorded, want 5", n)
+	}
+}
+
 // Decided: an event holding an older snapshot than one decided on is superseded on its first
 // delivery; the same revision is not (an unchanged cluster's tick), nor a redelivery, nor an
 // event without the revision; Record keeps the newest revision whatever the order.
