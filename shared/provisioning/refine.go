@@ -22,9 +22,21 @@ func (s *solver) refine() {
 }
 
 // topoRefineBudget bounds, for n pending pods, the pod placements refine may spend re-packing
-// claims that hold topology-counted pods (each try of a cap places every pod of the claim again),
-// so large solves stay within their time target; claims beyond it stay as packed.
-var topoRefineBudget = func(n int) int { return 500 + n/20 }
+// claims that hold topology-counted pods (each try of a cap places every pod of the claim again,
+// and keeping the best places them once more), so large solves stay within their time target;
+// a claim the budget cannot give one try and the keeping stays as packed, and one it runs out
+// on keeps the best cap tried. At 500 + n/20 the first zone-spread claim of a 1,000-pod batch
+// (155 pods, eight caps: 1,240 placements) was already beyond it, so every claim of make
+// scale's mix stayed on one large node per zone: 14.27 USD/h for 1,000 pods against a lower
+// bound of 10.48 and Karpenter's 13.11 (docs/scale.md, "Tenth pass"). Ten placements per pod
+// re-pack every claim of that mix at N = 1,000 and 10,000.
+var topoRefineBudget = func(n int) int { return 500 + 10*n }
+
+// refineMinGain is the least saving, as a fraction of the best re-packing's price so far, for
+// which refine takes a smaller cap: a smaller cap means more, smaller nodes (more launches,
+// registrations and per-node overhead), worth it only for a real saving. Without it the
+// 1,000-pod mix of make scale went from 17 nodes to 56 for 0.1 % (11.485 against 11.473 USD/h).
+const refineMinGain = 0.005
 
 // topoRefineGain is the smallest saving (a fraction of the claim's price) that a re-packing of a
 // claim holding topology-counted pods must be able to reach, by splitFloor, to be tried.
@@ -60,23 +72,30 @@ func (s *solver) refineClaim(c *claim) []*claim {
 	}
 	var pins [][2]string
 	if c.topo {
-		// Bounded work (deterministic, see topoRefineBudget): each try places every pod again.
-		work := len(c.pods) * (len(limits) + 1)
-		if work > s.topoRefineLeft {
+		// Bounded work (deterministic, see topoRefineBudget): each try places every pod again,
+		// and so does keeping the best; a claim the budget cannot give one try and the keeping
+		// stays as packed.
+		if 2*len(c.pods) > s.topoRefineLeft {
 			return []*claim{c}
 		}
-		s.topoRefineLeft -= work
+		s.topoRefineLeft -= len(c.pods) // the keeping, charged up front
 		pins = s.domainPins(c)
 		s.forget(c)
 	}
 	for _, limit := range limits {
+		if c.topo {
+			if len(c.pods) > s.topoRefineLeft {
+				break
+			}
+			s.topoRefineLeft -= len(c.pods)
+		}
 		alt, ok := s.repack(c, limit, pins)
 		cost := plansCost(alt)
 		s.forget(alt...)
 		if !ok {
 			break // a pod no longer fits under the cap; smaller caps cannot help
 		}
-		if cost >= bestCost-1e-9 {
+		if cost >= bestCost*(1-refineMinGain)-1e-9 {
 			continue
 		}
 		if c.limits != nil {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apisv1 "github.com/dovetail-dev/dovetail/shared/apis/v1"
 )
@@ -86,6 +87,36 @@ func TestRefineSplitsAnOversizedClaim(t *testing.T) {
 	}
 	if got := plansCost(s.claims); math.Abs(got-0.288) > 1e-9 {
 		t.Errorf("refined cost = %v, want 0.288", got)
+	}
+}
+
+// TestRefineTriesTheCapsTheBudgetAllows: refineInput's five pods spread over zones (maxSkew 1,
+// the pool in us-east-1a alone, so one claim holds them and topology counts them) with the
+// topology re-pack budget at 10 placements: keeping a re-packing costs 5, one cap 5 more. The
+// budget was once charged for every cap up front (5 × (2 caps + 1) = 15 > 10: 4 and 2 vCPU; no
+// m5 type has 1), and the claim
+// stayed on its m5.2xlarge (0.384 USD/h); now the first cap (4 vCPU) is tried, and its
+// m5.xlarge + m5.large (0.288, TestRefineSplitsAnOversizedClaim) kept, which spends the budget.
+func TestRefineTriesTheCapsTheBudgetAllows(t *testing.T) {
+	in := refineInput(t)
+	in.NodePools[0].Spec.Template.Spec.Requirements = append(in.NodePools[0].Spec.Template.Spec.Requirements,
+		req(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, "us-east-1a"))
+	for _, p := range in.Pods {
+		p.Labels = map[string]string{"app": "web"}
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone,
+			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	}
+	s := placed(t, in)
+	if !s.claims[0].topo {
+		t.Fatal("the claim's pods are not topology-counted; the test needs them to be")
+	}
+	s.topoRefineLeft = 10
+	s.refine()
+	if got := plansCost(s.claims); math.Abs(got-0.288) > 1e-9 {
+		t.Errorf("refined cost = %v with a budget of 10 placements, want 0.288 (the 4-vCPU cap)", got)
+	}
+	if s.topoRefineLeft != 0 {
+		t.Errorf("budget left %d placements, want 0 (5 for the keeping, 5 for the one cap tried)", s.topoRefineLeft)
 	}
 }
 
