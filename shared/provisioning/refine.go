@@ -32,12 +32,6 @@ func (s *solver) refine() {
 // re-pack every claim of that mix at N = 1,000 and 10,000.
 var topoRefineBudget = func(n int) int { return 500 + 10*n }
 
-// refineMinGain is the least saving, as a fraction of the best re-packing's price so far, for
-// which refine takes a smaller cap: a smaller cap means more, smaller nodes (more launches,
-// registrations and per-node overhead), worth it only for a real saving. Without it the
-// 1,000-pod mix of make scale went from 17 nodes to 56 for 0.1 % (11.485 against 11.473 USD/h).
-const refineMinGain = 0.005
-
 // topoRefineGain is the smallest saving (a fraction of the claim's price) that a re-packing of a
 // claim holding topology-counted pods must be able to reach, by splitFloor, to be tried.
 const topoRefineGain = 0.02
@@ -95,7 +89,7 @@ func (s *solver) refineClaim(c *claim) []*claim {
 		if !ok {
 			break // a pod no longer fits under the cap; smaller caps cannot help
 		}
-		if cost >= bestCost*(1-refineMinGain)-1e-9 {
+		if cost >= bestCost-1e-9 {
 			continue
 		}
 		if c.limits != nil {
