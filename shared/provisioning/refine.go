@@ -28,8 +28,9 @@ func (s *solver) refine() {
 // on keeps the best cap tried. At 500 + n/20 the first zone-spread claim of a 1,000-pod batch
 // (155 pods, eight caps: 1,240 placements) was already beyond it, so every claim of make
 // scale's mix stayed on one large node per zone: 14.27 USD/h for 1,000 pods against a lower
-// bound of 10.48 and Karpenter's 13.11 (docs/scale.md, "Tenth pass"). Ten placements per pod
-// re-pack every claim of that mix at N = 1,000 and 10,000.
+// bound of 10.48 and Karpenter's 13.11 (docs/scale.md, "Tenth pass"). At ten placements per pod
+// that mix, solved as one batch, costs 11.47 USD/h at N = 1,000 and 115.56 at N = 10,000
+// (148.93 before); at four, 12.51 and 128.91.
 var topoRefineBudget = func(n int) int { return 500 + 10*n }
 
 // topoRefineGain is the smallest saving (a fraction of the claim's price) that a re-packing of a
